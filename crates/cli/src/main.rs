@@ -1,0 +1,2 @@
+//! The `iterion` binary.
+fn main() {}

@@ -1,0 +1,2 @@
+//! iterion-dsl: the `.iter` front end.
+#![deny(missing_docs)]
