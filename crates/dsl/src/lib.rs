@@ -1,2 +1,162 @@
-//! iterion-dsl: the `.iter` front end.
+//! iterion-dsl: the `.iter` front end — text → tokens → syntax tree → checks → `ir::Workflow`.
+//!
+//! The language is DSL.md's subset 1. The pipeline is staged so each stage can be tested and
+//! fuzzed alone:
+//!
+//! 1. `source`: bytes → normalised text (BOM stripped, CRLF/CR → LF, E006 on invalid UTF-8).
+//! 2. `lexer` + `parser`: text → [`ast::File`], reporting every parse-stage `E…` code. The parser
+//!    reports the first error of each top-level declaration and resumes at the next line at
+//!    indentation 0 (DSL.md §2.2).
+//! 3. `check`: compile-stage `C…` codes, run only when stage 2 reported nothing.
+//! 4. `ir`: a clean tree lowered into [`ir::Workflow`], the engine's input.
+//!
+//! Nothing here reads the environment, the network or the clock: `${…}` is expanded by the
+//! engine at launch, never by the validator (DSL.md §4.3). No input panics or hangs the front end;
+//! the fuzz target in `fuzz/` and the property tests hold it to that.
 #![deny(missing_docs)]
+
+pub mod ast;
+mod check;
+pub mod diag;
+pub mod expr;
+pub mod ir;
+mod lexer;
+mod parser;
+pub mod render;
+mod source;
+pub mod template;
+
+pub use diag::{Code, Diagnostic, Severity};
+
+/// The largest source the loader accepts (DSL.md §1.1); bigger is a [`LoadError::TooLarge`].
+pub const MAX_SOURCE_BYTES: u64 = 10 * 1024 * 1024;
+
+/// Inputs of the validator besides the file (DSL.md §8.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// The engine has the ask-user relay inside a sandbox (turns C136 off). Default `false`.
+    pub ask_user_in_sandbox: bool,
+}
+
+/// The outcome of compiling one source text.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    /// Every diagnostic, sorted by line, column, code (DSL.md §8.3).
+    pub diagnostics: Vec<Diagnostic>,
+    /// The lowered workflow, present exactly when no diagnostic is an error.
+    pub workflow: Option<ir::Workflow>,
+}
+
+impl Compiled {
+    /// Number of errors.
+    pub fn error_count(&self) -> usize {
+        self.diagnostics.iter().filter(|d| d.is_error()).count()
+    }
+
+    /// Number of warnings.
+    pub fn warning_count(&self) -> usize {
+        self.diagnostics.len() - self.error_count()
+    }
+}
+
+/// Why a file could not be read (exit 2 in the CLI; no diagnostic, DSL.md §1.1).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be opened or read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The path as given.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is over [`MAX_SOURCE_BYTES`].
+    #[error("{path} is {size} bytes; the limit is {limit} bytes (10 MiB)")]
+    TooLarge {
+        /// The path as given.
+        path: String,
+        /// Its size in bytes.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+}
+
+impl LoadError {
+    /// A stable code for machines.
+    pub fn code(&self) -> &'static str {
+        match self {
+            LoadError::Io { .. } => "READ_FAILED",
+            LoadError::TooLarge { .. } => "FILE_TOO_LARGE",
+        }
+    }
+}
+
+/// Reads a workflow file, refusing one over [`MAX_SOURCE_BYTES`] before reading it whole.
+pub fn load(path: &std::path::Path) -> Result<Vec<u8>, LoadError> {
+    use std::io::Read;
+    let shown = path.display().to_string();
+    let io = |source| LoadError::Io {
+        path: shown.clone(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    if size > MAX_SOURCE_BYTES {
+        return Err(LoadError::TooLarge {
+            path: shown,
+            size,
+            limit: MAX_SOURCE_BYTES,
+        });
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    // Read one byte past the limit so a file that grew after `metadata` is still refused.
+    file.take(MAX_SOURCE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        return Err(LoadError::TooLarge {
+            path: shown,
+            size: bytes.len() as u64,
+            limit: MAX_SOURCE_BYTES,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Compiles one source text (DSL.md, whole pipeline).
+pub fn compile(bytes: &[u8], opts: &CompileOptions) -> Compiled {
+    let mut diagnostics = Vec::new();
+    let text = match source::normalise(bytes) {
+        Ok(text) => text,
+        Err(d) => {
+            return Compiled {
+                diagnostics: vec![d],
+                workflow: None,
+            };
+        }
+    };
+    let (file, parse_diags) = parser::parse(&text);
+    diagnostics.extend(parse_diags);
+    let mut workflow = None;
+    if diagnostics.is_empty() {
+        diagnostics.extend(check::run(&file, opts));
+        if !diagnostics.iter().any(Diagnostic::is_error) {
+            workflow = ir::lower(&file);
+        }
+    }
+    diag::sort(&mut diagnostics);
+    Compiled {
+        diagnostics,
+        workflow,
+    }
+}
+
+/// Parses only (stage 2), for tools and tests: the tree and the parse-stage diagnostics.
+pub fn parse(bytes: &[u8]) -> (ast::File, Vec<Diagnostic>) {
+    match source::normalise(bytes) {
+        Ok(text) => parser::parse(&text),
+        Err(d) => (ast::File::default(), vec![d]),
+    }
+}

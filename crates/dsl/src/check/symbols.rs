@@ -1,0 +1,84 @@
+//! Name tables for the checks: one namespace per kind of name (DSL.md §2.3). For each name the
+//! first declaration counts (C041, C090 report the later ones).
+use std::collections::HashMap;
+
+use crate::ast::{self, Decl};
+
+/// Every declared name, first declaration wins.
+#[derive(Debug, Default)]
+pub(crate) struct Symbols<'a> {
+    /// Nodes in declaration order, duplicates included (C041 needs them).
+    pub node_list: Vec<&'a ast::Node>,
+    /// Nodes by name; the first declaration.
+    pub nodes: HashMap<&'a str, &'a ast::Node>,
+    /// Schemas by name.
+    pub schemas: HashMap<&'a str, &'a ast::Schema>,
+    /// Prompts by name.
+    pub prompts: HashMap<&'a str, &'a ast::Prompt>,
+    /// Vars by name: top-level block and the workflow's block merged.
+    pub vars: HashMap<&'a str, &'a ast::VarDef>,
+    /// Secrets in declaration order, duplicates included (C090 needs them).
+    pub secret_list: Vec<&'a ast::SecretDef>,
+    /// Secrets by name; the first declaration.
+    pub secrets: HashMap<&'a str, &'a ast::SecretDef>,
+    /// Every workflow in order (C006/C007); the first is *the* workflow.
+    pub workflows: Vec<&'a ast::Workflow>,
+}
+
+impl<'a> Symbols<'a> {
+    /// Builds the tables from a parsed file.
+    pub(crate) fn build(file: &'a ast::File) -> Self {
+        let mut s = Symbols::default();
+        let mut add_vars = |s: &mut Symbols<'a>, block: &'a ast::VarsBlock| {
+            for v in &block.vars {
+                s.vars.entry(v.name.name.as_str()).or_insert(v);
+            }
+        };
+        for decl in &file.decls {
+            match decl {
+                Decl::Vars(b) => add_vars(&mut s, b),
+                Decl::Secrets(b) => {
+                    for sec in &b.secrets {
+                        s.secret_list.push(sec);
+                        s.secrets.entry(sec.name.name.as_str()).or_insert(sec);
+                    }
+                }
+                Decl::Prompt(p) => {
+                    s.prompts.entry(p.name.name.as_str()).or_insert(p);
+                }
+                Decl::Schema(sc) => {
+                    s.schemas.entry(sc.name.name.as_str()).or_insert(sc);
+                }
+                Decl::Node(n) => {
+                    s.node_list.push(n);
+                    s.nodes.entry(n.name.name.as_str()).or_insert(n);
+                }
+                Decl::Workflow(w) => {
+                    if s.workflows.is_empty() {
+                        if let Some(b) = &w.vars {
+                            add_vars(&mut s, b);
+                        }
+                    }
+                    s.workflows.push(w);
+                }
+            }
+        }
+        s
+    }
+
+    /// The workflow the checks use: the first one declared (DSL.md §8.3).
+    pub(crate) fn workflow(&self) -> Option<&'a ast::Workflow> {
+        self.workflows.first().copied()
+    }
+
+    /// The output schema of a node, when it names a declared schema.
+    pub(crate) fn output_schema(&self, node: &str) -> Option<&'a ast::Schema> {
+        let n = self.nodes.get(node)?;
+        let name = match &n.body {
+            ast::NodeBody::Agent(a) => a.output.as_ref()?,
+            ast::NodeBody::Tool(t) => t.output.as_ref()?,
+            ast::NodeBody::Router(_) => return None,
+        };
+        self.schemas.get(name.name.as_str()).copied()
+    }
+}

@@ -1,0 +1,431 @@
+//! Diagnostics: codes, severities and the record every stage reports (DSL.md §8).
+
+use crate::ast::Span;
+
+/// Every diagnostic code this subset emits (DSL.md §8.4–§8.5). Codes never change once shipped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Code {
+    /// `E001`.
+    E001,
+    /// `E002`.
+    E002,
+    /// `E003`.
+    E003,
+    /// `E004`.
+    E004,
+    /// `E005`.
+    E005,
+    /// `E006`.
+    E006,
+    /// `E010`.
+    E010,
+    /// `E011`.
+    E011,
+    /// `E012`.
+    E012,
+    /// `E013`.
+    E013,
+    /// `E014`.
+    E014,
+    /// `E020`.
+    E020,
+    /// `E021`.
+    E021,
+    /// `E030`.
+    E030,
+    /// `E031`.
+    E031,
+    /// `E040`.
+    E040,
+    /// `C001`.
+    C001,
+    /// `C002`.
+    C002,
+    /// `C003`.
+    C003,
+    /// `C004`.
+    C004,
+    /// `C005`.
+    C005,
+    /// `C006`.
+    C006,
+    /// `C007`.
+    C007,
+    /// `C008`.
+    C008,
+    /// `C010`.
+    C010,
+    /// `C011`.
+    C011,
+    /// `C012`.
+    C012,
+    /// `C013`.
+    C013,
+    /// `C014`.
+    C014,
+    /// `C015`.
+    C015,
+    /// `C016`.
+    C016,
+    /// `C019`.
+    C019,
+    /// `C026`.
+    C026,
+    /// `C028`.
+    C028,
+    /// `C029`.
+    C029,
+    /// `C031`.
+    C031,
+    /// `C032` (warning).
+    C032,
+    /// `C033`.
+    C033,
+    /// `C034`.
+    C034,
+    /// `C036`.
+    C036,
+    /// `C040`.
+    C040,
+    /// `C041`.
+    C041,
+    /// `C044`.
+    C044,
+    /// `C090`.
+    C090,
+    /// `C091`.
+    C091,
+    /// `C092`.
+    C092,
+    /// `C093`.
+    C093,
+    /// `C094`.
+    C094,
+    /// `C095`.
+    C095,
+    /// `C109`.
+    C109,
+    /// `C123`.
+    C123,
+    /// `C124`.
+    C124,
+    /// `C128` (warning).
+    C128,
+    /// `C135`.
+    C135,
+    /// `C136` (warning).
+    C136,
+    /// `C137` (warning).
+    C137,
+    /// `C138`.
+    C138,
+    /// `C140` (warning).
+    C140,
+    /// `C142`.
+    C142,
+    /// `C143` (warning).
+    C143,
+    /// `C145` (warning).
+    C145,
+    /// `C147` (warning).
+    C147,
+    /// `C148`.
+    C148,
+    /// `C901`.
+    C901,
+    /// `C902` (warning).
+    C902,
+    /// `C903`.
+    C903,
+    /// `C904` (warning).
+    C904,
+    /// `C905`.
+    C905,
+    /// `C906`.
+    C906,
+    /// `C907`.
+    C907,
+    /// `C908` (warning).
+    C908,
+    /// `C909` (warning).
+    C909,
+    /// `C910`.
+    C910,
+    /// `C911`.
+    C911,
+    /// `C912` (warning).
+    C912,
+    /// `C913`.
+    C913,
+    /// `C914`.
+    C914,
+}
+
+impl Code {
+    /// Every code, in catalogue order.
+    pub const ALL: &'static [Code] = &[
+        Code::E001,
+        Code::E002,
+        Code::E003,
+        Code::E004,
+        Code::E005,
+        Code::E006,
+        Code::E010,
+        Code::E011,
+        Code::E012,
+        Code::E013,
+        Code::E014,
+        Code::E020,
+        Code::E021,
+        Code::E030,
+        Code::E031,
+        Code::E040,
+        Code::C001,
+        Code::C002,
+        Code::C003,
+        Code::C004,
+        Code::C005,
+        Code::C006,
+        Code::C007,
+        Code::C008,
+        Code::C010,
+        Code::C011,
+        Code::C012,
+        Code::C013,
+        Code::C014,
+        Code::C015,
+        Code::C016,
+        Code::C019,
+        Code::C026,
+        Code::C028,
+        Code::C029,
+        Code::C031,
+        Code::C032,
+        Code::C033,
+        Code::C034,
+        Code::C036,
+        Code::C040,
+        Code::C041,
+        Code::C044,
+        Code::C090,
+        Code::C091,
+        Code::C092,
+        Code::C093,
+        Code::C094,
+        Code::C095,
+        Code::C109,
+        Code::C123,
+        Code::C124,
+        Code::C128,
+        Code::C135,
+        Code::C136,
+        Code::C137,
+        Code::C138,
+        Code::C140,
+        Code::C142,
+        Code::C143,
+        Code::C145,
+        Code::C147,
+        Code::C148,
+        Code::C901,
+        Code::C902,
+        Code::C903,
+        Code::C904,
+        Code::C905,
+        Code::C906,
+        Code::C907,
+        Code::C908,
+        Code::C909,
+        Code::C910,
+        Code::C911,
+        Code::C912,
+        Code::C913,
+        Code::C914,
+    ];
+
+    /// The stable wire spelling (`"C044"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::E001 => "E001",
+            Code::E002 => "E002",
+            Code::E003 => "E003",
+            Code::E004 => "E004",
+            Code::E005 => "E005",
+            Code::E006 => "E006",
+            Code::E010 => "E010",
+            Code::E011 => "E011",
+            Code::E012 => "E012",
+            Code::E013 => "E013",
+            Code::E014 => "E014",
+            Code::E020 => "E020",
+            Code::E021 => "E021",
+            Code::E030 => "E030",
+            Code::E031 => "E031",
+            Code::E040 => "E040",
+            Code::C001 => "C001",
+            Code::C002 => "C002",
+            Code::C003 => "C003",
+            Code::C004 => "C004",
+            Code::C005 => "C005",
+            Code::C006 => "C006",
+            Code::C007 => "C007",
+            Code::C008 => "C008",
+            Code::C010 => "C010",
+            Code::C011 => "C011",
+            Code::C012 => "C012",
+            Code::C013 => "C013",
+            Code::C014 => "C014",
+            Code::C015 => "C015",
+            Code::C016 => "C016",
+            Code::C019 => "C019",
+            Code::C026 => "C026",
+            Code::C028 => "C028",
+            Code::C029 => "C029",
+            Code::C031 => "C031",
+            Code::C032 => "C032",
+            Code::C033 => "C033",
+            Code::C034 => "C034",
+            Code::C036 => "C036",
+            Code::C040 => "C040",
+            Code::C041 => "C041",
+            Code::C044 => "C044",
+            Code::C090 => "C090",
+            Code::C091 => "C091",
+            Code::C092 => "C092",
+            Code::C093 => "C093",
+            Code::C094 => "C094",
+            Code::C095 => "C095",
+            Code::C109 => "C109",
+            Code::C123 => "C123",
+            Code::C124 => "C124",
+            Code::C128 => "C128",
+            Code::C135 => "C135",
+            Code::C136 => "C136",
+            Code::C137 => "C137",
+            Code::C138 => "C138",
+            Code::C140 => "C140",
+            Code::C142 => "C142",
+            Code::C143 => "C143",
+            Code::C145 => "C145",
+            Code::C147 => "C147",
+            Code::C148 => "C148",
+            Code::C901 => "C901",
+            Code::C902 => "C902",
+            Code::C903 => "C903",
+            Code::C904 => "C904",
+            Code::C905 => "C905",
+            Code::C906 => "C906",
+            Code::C907 => "C907",
+            Code::C908 => "C908",
+            Code::C909 => "C909",
+            Code::C910 => "C910",
+            Code::C911 => "C911",
+            Code::C912 => "C912",
+            Code::C913 => "C913",
+            Code::C914 => "C914",
+        }
+    }
+
+    /// The severity this code always has (DSL.md §8.5 `Sev`).
+    pub fn severity(self) -> Severity {
+        match self {
+            Code::C032
+            | Code::C128
+            | Code::C136
+            | Code::C137
+            | Code::C140
+            | Code::C143
+            | Code::C145
+            | Code::C147
+            | Code::C902
+            | Code::C904
+            | Code::C908
+            | Code::C909
+            | Code::C912 => Severity::Warning,
+            _ => Severity::Error,
+        }
+    }
+
+    /// Parse-stage codes (`E…`): when any is reported, the C-checks do not run.
+    pub fn is_parse_stage(self) -> bool {
+        self.as_str().starts_with('E')
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How bad a diagnostic is. Declaration order is strictness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    /// Reported; does not stop a run.
+    Warning,
+    /// Stops `iterion run`; `iterion validate` exits 1.
+    Error,
+}
+
+impl Severity {
+    /// `"error"` / `"warning"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+/// One diagnostic (DSL.md §8.2). The file name is added when rendering.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The code.
+    pub code: Code,
+    /// The code's severity.
+    pub severity: Severity,
+    /// The message, without code or position.
+    pub message: String,
+    /// The anchor.
+    pub span: Span,
+    /// The node concerned, when there is one.
+    pub node: Option<String>,
+    /// An actionable sentence, when there is one.
+    pub hint: Option<String>,
+}
+
+impl Diagnostic {
+    /// A diagnostic with the code's own severity, no node and no hint.
+    pub fn new(code: Code, span: Span, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            severity: code.severity(),
+            message: message.into(),
+            span,
+            node: None,
+            hint: None,
+        }
+    }
+
+    /// Sets the node concerned.
+    pub fn with_node(mut self, node: impl Into<String>) -> Self {
+        self.node = Some(node.into());
+        self
+    }
+
+    /// Sets the hint.
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Whether this is an error.
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+/// Sorts diagnostics as DSL.md §8.3 requires: by line, then column, then code.
+pub fn sort(diags: &mut [Diagnostic]) {
+    diags.sort_by(|a, b| (a.span.line, a.span.col, a.code).cmp(&(b.span.line, b.span.col, b.code)));
+}

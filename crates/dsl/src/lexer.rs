@@ -1,0 +1,1 @@
+//! Tokens, indentation, strings, block scalars, prompt bodies (DSL.md §1). OWNER: parse stage.

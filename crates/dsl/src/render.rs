@@ -1,0 +1,1 @@
+//! Human and JSON rendering of diagnostics (DSL.md §8.2).

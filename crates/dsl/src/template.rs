@@ -1,0 +1,1 @@
+//! `{{…}}` references and `${…}` host references (DSL.md §4). OWNER: graph/template checks.
