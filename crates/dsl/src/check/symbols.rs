@@ -29,7 +29,7 @@ impl<'a> Symbols<'a> {
     /// Builds the tables from a parsed file.
     pub(crate) fn build(file: &'a ast::File) -> Self {
         let mut s = Symbols::default();
-        let mut add_vars = |s: &mut Symbols<'a>, block: &'a ast::VarsBlock| {
+        let add_vars = |s: &mut Symbols<'a>, block: &'a ast::VarsBlock| {
             for v in &block.vars {
                 s.vars.entry(v.name.name.as_str()).or_insert(v);
             }
