@@ -1,0 +1,2 @@
+//! One module per command.
+pub mod validate;

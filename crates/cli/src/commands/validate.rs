@@ -1,0 +1,42 @@
+//! `iterion validate FILE [--json]` (DSL.md §8.2–§8.3).
+use iterion_dsl::{CompileOptions, render};
+use serde_json::json;
+
+use crate::{cli::ValidateArgs, exit::Exit};
+
+/// The engine's ask-user capability as the validator sees it (DSL.md §8.3): `false` until the
+/// ask-user relay inside a sandbox exists.
+pub const ASK_USER_IN_SANDBOX: bool = false;
+
+/// Runs the command.
+pub fn run(args: &ValidateArgs) -> Exit {
+    let shown = args.file.display().to_string();
+    let bytes = match iterion_dsl::load(&args.file) {
+        Ok(b) => b,
+        Err(e) => {
+            if args.json {
+                let doc =
+                    json!({"file": shown, "error": {"code": e.code(), "message": e.to_string()}});
+                println!("{doc}");
+            } else {
+                eprintln!("error: {e}");
+            }
+            return Exit::BadInput;
+        }
+    };
+    let opts = CompileOptions {
+        ask_user_in_sandbox: ASK_USER_IN_SANDBOX,
+    };
+    let compiled = iterion_dsl::compile(&bytes, &opts);
+    if args.json {
+        println!("{}", render::json(&shown, &compiled.diagnostics));
+    } else {
+        let source = render::display_source(&bytes);
+        print!("{}", render::human(&shown, &source, &compiled.diagnostics));
+    }
+    if compiled.error_count() > 0 {
+        Exit::Failed
+    } else {
+        Exit::Success
+    }
+}
