@@ -69,7 +69,8 @@ fn is_truthy(value: &str) -> bool {
 /// then negotiate the API version down to what the engine speaks (Debian's docker.io speaks 1.41,
 /// bollard asks for newer and the engine would refuse), then ping. Each step is bounded.
 pub async fn connect() -> Result<Docker, String> {
-    let host = std::env::var("DOCKER_HOST").unwrap_or_else(|_| "the default socket".to_owned());
+    let host =
+        std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".to_owned());
     let docker =
         Docker::connect_with_defaults().map_err(|e| format!("cannot connect to {host}: {e}"))?;
     let docker = tokio::time::timeout(ENGINE_TIMEOUT, docker.negotiate_version())

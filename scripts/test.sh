@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The one test command (README, CI via .ci/run): everything a fresh Debian 12 machine needs, then
+# every check the workspace has.
+#
+#   1. installs what the tests need when it is missing (as root, via apt): the Docker engine from
+#      Debian's docker.io package, busybox-static and debootstrap;
+#   2. starts dockerd in the background when no engine answers, and waits for it;
+#   3. builds the local test images (scripts/build-test-images.sh; cached by tag);
+#   4. cargo fmt --check, cargo clippy -D warnings, the test suite with cargo-nextest and
+#      ITERION_IT_DOCKER=1 (so a missing engine fails the container tests instead of skipping them),
+#      and the doctests (which nextest does not run).
+#
+# Exits non-zero on the first failure. Safe to run again: installed packages, a running engine and
+# existing images are reused, so a warm run spends its time in cargo only.
+#
+# Environment:
+#   ITERION_DOCKERD_LOG      where a dockerd started by this script logs
+#                            (default /var/log/iterion-dockerd.log)
+#   ITERION_DOCKERD_TIMEOUT  seconds to wait for that dockerd to answer (default 60)
+#   NEXTEST_PROFILE          nextest profile (default ci, see .config/nextest.toml)
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+readonly REPO_ROOT
+readonly DOCKERD_LOG="${ITERION_DOCKERD_LOG:-/var/log/iterion-dockerd.log}"
+readonly DOCKERD_TIMEOUT="${ITERION_DOCKERD_TIMEOUT:-60}"
+
+section() { printf '\n==> %s\n' "$*" >&2; }
+die() {
+    printf 'test.sh: error: %s\n' "$*" >&2
+    exit 1
+}
+as_root() {
+    if [[ $EUID -eq 0 ]]; then
+        "$@"
+    elif command -v sudo >/dev/null; then
+        sudo "$@"
+    else
+        die "need root to run: $*"
+    fi
+}
+
+# ---------------------------------------------------------------------------------------------
+section "system packages"
+missing=()
+# Debian's docker.io ships dockerd; /usr/local/bin/docker may be a lone client, so test for dockerd.
+command -v dockerd >/dev/null || missing+=(docker.io)
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+if ((${#missing[@]})); then
+    printf 'installing: %s\n' "${missing[*]}" >&2
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${missing[@]}" >/dev/null
+else
+    echo "docker.io, busybox-static and debootstrap already installed" >&2
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "container engine"
+if docker info >/dev/null 2>&1; then
+    echo "engine answers: $(docker version --format 'server {{.Server.Version}}, API {{.Server.APIVersion}}')" >&2
+else
+    # Debian's docker.io does not start on install here (no init system runs services, and
+    # policy-rc.d forbids it), so start the daemon ourselves, detached so that it outlives this
+    # script and later runs reuse it.
+    #
+    # Plain `dockerd` works on this kind of machine (Debian 12 VM, cgroup v1, no systemd): it
+    # finds iptables (pulled in by docker.io) and the kernel's netfilter, sets up docker0 and NAT,
+    # and uses overlay2 on ext4. So no extra flags are passed. If a machine's kernel lacks
+    # netfilter, dockerd exits with "failed to create NAT chain DOCKER"; set
+    # ITERION_DOCKERD_FLAGS="--iptables=false --ip6tables=false" there (the tests need no
+    # container networking beyond what the engine provides without NAT).
+    read -r -a dockerd_flags <<<"${ITERION_DOCKERD_FLAGS:-}"
+    echo "starting dockerd ${dockerd_flags[*]} (log: $DOCKERD_LOG)" >&2
+    as_root mkdir -p "$(dirname "$DOCKERD_LOG")"
+    # setsid + nohup: not in our process group, so Ctrl-C on the tests doesn't stop the engine.
+    as_root setsid nohup dockerd "${dockerd_flags[@]}" >>"$DOCKERD_LOG" 2>&1 </dev/null &
+    started=$SECONDS
+    deadline=$((started + DOCKERD_TIMEOUT))
+    until docker info >/dev/null 2>&1; do
+        if ((SECONDS >= deadline)); then
+            echo "--- last lines of $DOCKERD_LOG ---" >&2
+            tail -n 40 "$DOCKERD_LOG" >&2 || true
+            die "dockerd did not answer within ${DOCKERD_TIMEOUT}s (see $DOCKERD_LOG)"
+        fi
+        if ! pgrep -x dockerd >/dev/null; then
+            echo "--- last lines of $DOCKERD_LOG ---" >&2
+            tail -n 40 "$DOCKERD_LOG" >&2 || true
+            die "dockerd exited during startup (see $DOCKERD_LOG)"
+        fi
+        sleep 0.5
+    done
+    echo "engine up after $((SECONDS - started))s:" \
+        "$(docker version --format 'server {{.Server.Version}}, API {{.Server.APIVersion}}')" >&2
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "test images"
+as_root "$REPO_ROOT/scripts/build-test-images.sh"
+
+# ---------------------------------------------------------------------------------------------
+cd "$REPO_ROOT"
+
+section "cargo fmt --all -- --check"
+cargo fmt --all -- --check
+
+section "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+section "cargo nextest run --workspace (ITERION_IT_DOCKER=1)"
+ITERION_IT_DOCKER=1 cargo nextest run --workspace --profile "${NEXTEST_PROFILE:-ci}"
+
+section "cargo test --workspace --doc"
+ITERION_IT_DOCKER=1 cargo test --workspace --doc
+
+section "all checks passed"
