@@ -1,0 +1,368 @@
+//! DSL.md §9.6, the fragment table: codes that cannot share a file with the gallery, each in a
+//! complete file that is otherwise clean. Every case asserts the exact set of (code, line).
+use iterion_dsl::{CompileOptions, compile};
+use pretty_assertions::assert_eq;
+
+const TOOL_A: &str = "tool a:\n  command: `echo '{}'`\n";
+
+fn got(src: &str) -> Vec<(String, u32)> {
+    let out = compile(src.as_bytes(), &CompileOptions { ask_user_in_sandbox: false });
+    let mut v: Vec<(String, u32)> =
+        out.diagnostics.iter().map(|d| (d.code.as_str().to_string(), d.span.line)).collect();
+    v.sort();
+    v
+}
+
+#[track_caller]
+fn expect(src: &str, want: &[(&str, u32)]) {
+    let mut want: Vec<(String, u32)> = want.iter().map(|(c, l)| (c.to_string(), *l)).collect();
+    want.sort();
+    assert_eq!(got(src), want, "source:\n{src}");
+}
+
+/// A clean one-node workflow with `extra` spliced into the workflow block (after `entry`).
+fn workflow_with(extra: &str) -> String {
+    format!("{TOOL_A}\nworkflow w:\n  entry: a\n{extra}  a -> done\n")
+}
+
+#[test]
+fn the_base_fixture_is_clean() {
+    expect(&workflow_with(""), &[]);
+}
+
+#[test]
+fn e001_unsupported_declaration_kind() {
+    let src = format!("human gate:\n  prompt: \"x\"\n{}", workflow_with(""));
+    expect(&src, &[("E001", 1)]);
+    let out = compile(src.as_bytes(), &CompileOptions::default());
+    assert_eq!(out.diagnostics[0].message, "`human` declarations are not supported yet");
+}
+
+#[test]
+fn e002_missing_colon_after_a_declaration_name() {
+    expect(&format!("agent a\n{}", workflow_with("")), &[("E002", 1)]);
+}
+
+#[test]
+fn e003_tab_in_indentation() {
+    expect("tool a:\n\tcommand: `echo hi`\n\nworkflow w:\n  entry: a\n  a -> done\n", &[("E003", 2)]);
+}
+
+#[test]
+fn e004_unterminated_quoted_string() {
+    expect("tool a:\n  command: \"echo hi\n\nworkflow w:\n  entry: a\n  a -> done\n", &[("E004", 2)]);
+}
+
+#[test]
+fn e004_unterminated_raw_string_at_end_of_file() {
+    expect("tool a:\n  command: `echo hi\n", &[("E004", 2)]);
+}
+
+#[test]
+fn e005_unknown_escape_under_strict_escape() {
+    let src = format!(
+        "## strict-escape: on\n{TOOL_A}\nworkflow w:\n  entry: a\n  sandbox:\n    image: \"x\"\n    post_create: \"a\\qb\"\n  a -> done\n"
+    );
+    expect(&src, &[("E005", 9)]);
+}
+
+#[test]
+fn e006_invalid_utf8_in_a_prompt() {
+    let mut src = b"prompt p:\n  hello ".to_vec();
+    src.push(0xFF);
+    src.extend_from_slice(b"\n\n");
+    src.extend_from_slice(workflow_with("").as_bytes());
+    let out = compile(&src, &CompileOptions::default());
+    let codes: Vec<_> = out.diagnostics.iter().map(|d| (d.code.as_str(), d.span.line, d.span.col)).collect();
+    assert_eq!(codes, vec![("E006", 2, 9)]);
+    assert_eq!(out.diagnostics[0].message, "invalid UTF-8 at byte 18");
+}
+
+#[test]
+fn e010_prompt_declared_twice() {
+    let src = format!("prompt p:\n  one\n\nprompt p:\n  two\n\n{}", workflow_with(""));
+    expect(&src, &[("E010", 4)]);
+}
+
+#[test]
+fn e011_reserved_word_as_a_node_name() {
+    expect(&format!("tool done:\n  command: `true`\n\n{}", workflow_with("")), &[("E011", 1)]);
+}
+
+#[test]
+fn e012_unknown_property_with_a_did_you_mean_hint() {
+    let src = format!("agent x:\n  modle: \"x\"\n  user: \"hi\"\n\n{}", workflow_with(""));
+    expect(&src, &[("E012", 2)]);
+    let out = compile(src.as_bytes(), &CompileOptions::default());
+    assert_eq!(out.diagnostics[0].hint.as_deref(), Some("did you mean \"model\"?"));
+}
+
+#[test]
+fn e013_tool_without_command() {
+    let src = format!("schema result:\n  ok: bool\n\ntool t:\n  output: result\n\n{}", workflow_with(""));
+    expect(&src, &[("E013", 4)]);
+}
+
+#[test]
+fn e014_two_secrets_blocks() {
+    let src = format!(
+        "secrets:\n  a: \"${{A}}\"\n\nsecrets:\n  b: \"${{B}}\"\n\n{}",
+        workflow_with("")
+    );
+    expect(&src, &[("E014", 4)]);
+}
+
+#[test]
+fn e020_unsupported_backend() {
+    let src = format!(
+        "agent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  backend: codex\n  user: \"hi\"\n\n{}",
+        workflow_with("")
+    );
+    expect(&src, &[("E020", 3)]);
+}
+
+#[test]
+fn e021_tool_max_steps_below_one() {
+    let src = format!(
+        "agent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  user: \"hi\"\n  tool_max_steps: 0\n\n{}",
+        workflow_with("")
+    );
+    expect(&src, &[("E021", 4)]);
+}
+
+#[test]
+fn e021_malformed_duration() {
+    expect(&workflow_with("  budget:\n    max_duration: \"soon\"\n"), &[("E021", 7)]);
+}
+
+#[test]
+fn e030_duplicate_clause() {
+    let src = format!("{TOOL_A}\nworkflow w:\n  entry: a\n  a -> done when x when y\n");
+    expect(&src, &[("E030", 6)]);
+}
+
+#[test]
+fn e031_when_and_else() {
+    let src = format!("{TOOL_A}\nworkflow w:\n  entry: a\n  a -> done when x else\n");
+    expect(&src, &[("E031", 6)]);
+}
+
+#[test]
+fn e040_dsl_profile_two() {
+    expect(&format!("dsl: 2\n{}", workflow_with("")), &[("E040", 1)]);
+}
+
+#[test]
+fn dsl_profile_one_is_accepted() {
+    expect(&format!("dsl: 1\n{}", workflow_with("")), &[]);
+}
+
+#[test]
+fn c001_unknown_edge_target() {
+    expect(&workflow_with("  a -> ghost\n"), &[("C001", 6)]);
+}
+
+#[test]
+fn c004_unterminated_reference_and_unsupported_namespace() {
+    let src = "agent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  user: \"{{vars.x\"\n\nworkflow w:\n  entry: x\n  x -> done\n";
+    expect(src, &[("C004", 3)]);
+    let src = "tool a:\n  command: `cat {{artifacts.report}}`\n\nworkflow w:\n  entry: a\n  a -> done\n";
+    expect(src, &[("C004", 2)]);
+}
+
+#[test]
+fn c005_one_loop_with_two_caps() {
+    let src = "tool a:\n  command: `true`\n\ntool b:\n  command: `true`\n\ntool c:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> b as r(2)\n  a -> c\n  b -> done\n  c -> a as r(3)\n  c -> done\n";
+    expect(src, &[("C005", 15)]);
+}
+
+#[test]
+fn c006_no_workflow() {
+    expect(TOOL_A, &[("C006", 1)]);
+}
+
+#[test]
+fn c007_second_workflow() {
+    let src = format!("{}\nworkflow v:\n  entry: a\n  a -> done\n", workflow_with(""));
+    expect(&src, &[("C007", 8)]);
+}
+
+#[test]
+fn c008_missing_and_unknown_entry() {
+    expect(&format!("{TOOL_A}\nworkflow w:\n  a -> done\n"), &[("C008", 4)]);
+    expect(&format!("{TOOL_A}\nworkflow w:\n  entry: ghost\n  a -> done\n"), &[("C008", 5)]);
+}
+
+#[test]
+fn c040_expression_syntax_error() {
+    let src = format!("{TOOL_A}\nworkflow w:\n  entry: a\n  a -> done when \"ok ==\"\n  a -> fail else\n");
+    expect(&src, &[("C040", 6)]);
+}
+
+#[test]
+fn c041_node_declared_twice_across_kinds() {
+    let src = "agent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  user: \"hi\"\n\ntool x:\n  command: `true`\n\nworkflow w:\n  entry: x\n  x -> done\n";
+    expect(src, &[("C041", 5)]);
+}
+
+#[test]
+fn c044_inline_needs_image_or_build() {
+    expect(&workflow_with("  sandbox: inline\n"), &[("C044", 6)]);
+    expect(&workflow_with("  sandbox:\n"), &[("C044", 6)]);
+}
+
+#[test]
+fn c044_image_and_build_are_exclusive() {
+    let got = got(&workflow_with(
+        "  sandbox:\n    image: \"x\"\n    build:\n      dockerfile: \"Dockerfile\"\n",
+    ));
+    // Anchored at the image or the build key; either names the clash.
+    assert!(got == [("C044".into(), 7)] || got == [("C044".into(), 8)], "{got:?}");
+}
+
+#[test]
+fn c044_mode_auto_takes_no_image() {
+    expect(&workflow_with("  sandbox:\n    mode: auto\n    image: \"x\"\n"), &[("C044", 8)]);
+}
+
+#[test]
+fn c044_mode_none_takes_no_other_field() {
+    expect(
+        &workflow_with("  sandbox:\n    mode: none\n    env: { A: \"1\" }\n"),
+        &[("C044", 8)],
+    );
+}
+
+#[test]
+fn c044_bad_host_state_and_relative_workspace_folder() {
+    expect(&workflow_with("  sandbox:\n    image: \"x\"\n    host_state: shared\n"), &[("C044", 8)]);
+    expect(
+        &workflow_with("  sandbox:\n    image: \"x\"\n    workspace_folder: \"work\"\n"),
+        &[("C044", 8)],
+    );
+}
+
+#[test]
+fn c044_bad_network_blocks() {
+    for body in [
+        "      mode: closed\n",
+        "      mode: allowlist\n      inherit: merge\n",
+        "      mode: allowlist\n      preset: \"strict\"\n",
+        "      mode: open\n      rules: [\"example.com\"]\n",
+    ] {
+        let extra = format!("  sandbox:\n    image: \"x\"\n    network:\n{body}");
+        let src = workflow_with(&extra);
+        let got = got(&src);
+        assert_eq!(got.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(), ["C044"], "{src}");
+    }
+}
+
+#[test]
+fn c044_build_path_outside_the_workspace() {
+    expect(
+        &workflow_with("  sandbox:\n    build:\n      dockerfile: \"../Dockerfile\"\n"),
+        &[("C044", 8)],
+    );
+}
+
+#[test]
+fn c044_network_word_as_workflow_sandbox_mode() {
+    let src = workflow_with("  sandbox: denylist\n");
+    expect(&src, &[("C044", 6)]);
+    let out = compile(src.as_bytes(), &CompileOptions::default());
+    assert_eq!(out.diagnostics[0].message, "\"denylist\" is a network mode, not a sandbox mode");
+}
+
+#[test]
+fn c090_secret_declared_twice() {
+    let src = format!(
+        "secrets:\n  kube:\n    value: \"${{KUBE}}\"\n    hosts: [\"k8s.example.com\"]\n  kube:\n    value: \"${{KUBE}}\"\n    hosts: [\"k8s.example.com\"]\n\n{}",
+        workflow_with("")
+    );
+    expect(&src, &[("C090", 5)]);
+}
+
+#[test]
+fn c123_two_else_edges() {
+    let src = format!(
+        "{TOOL_A}\nworkflow w:\n  entry: a\n  a -> done when \"true\"\n  a -> fail else\n  a -> done else\n"
+    );
+    expect(&src, &[("C123", 8)]);
+}
+
+#[test]
+fn c128_and_c909_on_a_workflow_opt_out_and_no_c136() {
+    let src = "secrets:\n  tok:\n    value: \"${TOK}\"\n    hosts: [\"api.example.com\"]\n\nagent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  user: \"hi\"\n  interaction: ask\n\nworkflow w:\n  entry: x\n  sandbox: none\n  x -> done\n";
+    expect(src, &[("C128", 13), ("C909", 2)]);
+}
+
+#[test]
+fn c136_fires_without_the_capability_and_not_with_it() {
+    let src = "agent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  user: \"hi\"\n  interaction: ask\n\nworkflow w:\n  entry: x\n  x -> done\n";
+    expect(src, &[("C136", 4)]);
+    let out = compile(src.as_bytes(), &CompileOptions { ask_user_in_sandbox: true });
+    assert_eq!(out.diagnostics, vec![]);
+}
+
+#[test]
+fn c147_unknown_loop() {
+    let src = "tool a:\n  command: `echo {{loop.nope.iteration}}`\n\nworkflow w:\n  entry: a\n  a -> done\n";
+    expect(src, &[("C147", 2)]);
+}
+
+#[test]
+fn c903_loop_edge_after_an_unconditional_edge() {
+    let src = "tool a:\n  command: `true`\n\ntool b:\n  command: `true`\n\ntool c:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> b\n  b -> done\n  a -> c as l(2)\n  c -> done\n";
+    expect(src, &[("C903", 14)]);
+}
+
+#[test]
+fn c904_go_template_is_kept_as_text() {
+    let src = "tool a:\n  command: `docker inspect -f '{{json .Config}}' x`\n\nworkflow w:\n  entry: a\n  a -> done\n";
+    expect(src, &[("C904", 2)]);
+}
+
+const FAN: &str = "router r:\n  mode: fan_out_all\n\ntool a:\n  command: `true`\n\ntool b:\n  command: `true`\n\ntool j:\n  await: wait_all\n  command: `true`\n\n";
+
+#[test]
+fn a_clean_fan_out_has_no_diagnostic() {
+    let src = format!("{FAN}workflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> j\n  b -> j\n  j -> done\n");
+    expect(&src, &[]);
+}
+
+#[test]
+fn c905_condition_on_a_fan_out_edge() {
+    let src = format!(
+        "{FAN}workflow w:\n  entry: r\n  r -> a when ok\n  r -> b\n  a -> j\n  b -> j\n  j -> done\n"
+    );
+    expect(&src, &[("C905", 16)]);
+}
+
+#[test]
+fn c906_fan_out_without_a_join() {
+    let src = "router r:\n  mode: fan_out_all\n\ntool a:\n  command: `true`\n\ntool b:\n  command: `true`\n\nworkflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> done\n  b -> done\n";
+    let got = got(src);
+    assert!(got.contains(&("C906".to_string(), 1)), "{got:?}");
+}
+
+#[test]
+fn c907_node_reachable_from_two_branches() {
+    let src = "router r:\n  mode: fan_out_all\n\ntool a:\n  command: `true`\n\ntool b:\n  command: `true`\n\ntool m:\n  command: `true`\n\ntool j:\n  await: wait_all\n  command: `true`\n\nworkflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> m\n  b -> m\n  m -> j\n";
+    let got = got(src);
+    assert!(got.iter().any(|(c, _)| c == "C907"), "{got:?}");
+}
+
+#[test]
+fn c028_two_unconditional_edges_map_the_same_key() {
+    let src = "tool a:\n  command: `true`\n\ntool b:\n  command: `true`\n\ntool t:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> b with { k: \"1\" }\n  b -> t with { k: \"2\" }\n  t -> done\n";
+    // a -> b and b -> t target different nodes: clean.
+    expect(src, &[]);
+    let src = "router r:\n  mode: condition\n\ntool a:\n  command: `echo '{\"ok\":true}'`\n\ntool b:\n  command: `true`\n\ntool t:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> b when ok\n  a -> r else\n  b -> t with { k: \"1\" }\n  r -> t with { k: \"2\" }\n  t -> done\n";
+    expect(src, &[("C028", 18)]);
+}
+
+#[test]
+fn c032_field_of_a_node_without_output_schema() {
+    let src = "tool t:\n  command: `echo '{\"x\":1}'`\n\ntool u:\n  command: `echo {{outputs.t.x}}`\n\nworkflow w:\n  entry: t\n  t -> u\n  u -> done\n";
+    expect(src, &[("C032", 5)]);
+}

@@ -1,0 +1,3 @@
+mod examples;
+mod fragments;
+mod robustness;
