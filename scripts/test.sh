@@ -17,6 +17,7 @@
 #   ITERION_DOCKERD_LOG      where a dockerd started by this script logs
 #                            (default /var/log/iterion-dockerd.log)
 #   ITERION_DOCKERD_TIMEOUT  seconds to wait for that dockerd to answer (default 60)
+#   ITERION_DOCKERD_FLAGS    extra flags for that dockerd (default none; see below)
 #   NEXTEST_PROFILE          nextest profile (default ci, see .config/nextest.toml)
 set -euo pipefail
 
@@ -65,17 +66,18 @@ else
     # policy-rc.d forbids it), so start the daemon ourselves, detached so that it outlives this
     # script and later runs reuse it.
     #
-    # Plain `dockerd` works on this kind of machine (Debian 12 VM, cgroup v1, no systemd): it
-    # finds iptables (pulled in by docker.io) and the kernel's netfilter, sets up docker0 and NAT,
-    # and uses overlay2 on ext4. So no extra flags are passed. If a machine's kernel lacks
-    # netfilter, dockerd exits with "failed to create NAT chain DOCKER"; set
-    # ITERION_DOCKERD_FLAGS="--iptables=false --ip6tables=false" there (the tests need no
-    # container networking beyond what the engine provides without NAT).
+    # Flags: none. Checked on the CI machine (Debian 12 VM, kernel 6.x with nf_tables built in,
+    # cgroup v1, no systemd): plain `dockerd` starts its own containerd, uses overlay2 on ext4, and
+    # sets up docker0 plus NAT through iptables-nft (docker.io depends on iptables), so containers
+    # get bridge networking and egress; --iptables=false would only take that away. On a kernel
+    # without netfilter dockerd dies with "failed to create NAT chain DOCKER": pass
+    # ITERION_DOCKERD_FLAGS="--iptables=false --ip6tables=false" there.
     read -r -a dockerd_flags <<<"${ITERION_DOCKERD_FLAGS:-}"
     echo "starting dockerd ${dockerd_flags[*]} (log: $DOCKERD_LOG)" >&2
     as_root mkdir -p "$(dirname "$DOCKERD_LOG")"
     # setsid + nohup: not in our process group, so Ctrl-C on the tests doesn't stop the engine.
     as_root setsid nohup dockerd "${dockerd_flags[@]}" >>"$DOCKERD_LOG" 2>&1 </dev/null &
+    dockerd_pid=$!
     started=$SECONDS
     deadline=$((started + DOCKERD_TIMEOUT))
     until docker info >/dev/null 2>&1; do
@@ -84,7 +86,7 @@ else
             tail -n 40 "$DOCKERD_LOG" >&2 || true
             die "dockerd did not answer within ${DOCKERD_TIMEOUT}s (see $DOCKERD_LOG)"
         fi
-        if ! pgrep -x dockerd >/dev/null; then
+        if [[ ! -d /proc/$dockerd_pid ]]; then
             echo "--- last lines of $DOCKERD_LOG ---" >&2
             tail -n 40 "$DOCKERD_LOG" >&2 || true
             die "dockerd exited during startup (see $DOCKERD_LOG)"
