@@ -74,9 +74,12 @@ else
     # ITERION_DOCKERD_FLAGS="--iptables=false --ip6tables=false" there.
     read -r -a dockerd_flags <<<"${ITERION_DOCKERD_FLAGS:-}"
     echo "starting dockerd ${dockerd_flags[*]} (log: $DOCKERD_LOG)" >&2
-    as_root mkdir -p "$(dirname "$DOCKERD_LOG")"
-    # setsid + nohup: not in our process group, so Ctrl-C on the tests doesn't stop the engine.
-    as_root setsid nohup dockerd "${dockerd_flags[@]}" >>"$DOCKERD_LOG" 2>&1 </dev/null &
+    [[ $EUID -eq 0 ]] || die "no container engine answers, and starting dockerd needs root"
+    mkdir -p "$(dirname "$DOCKERD_LOG")"
+    # exec in a subshell, so that $! is dockerd itself and no shell lingers waiting for it; setsid
+    # (which does not fork here: a background job of a script is no group leader) and nohup take it
+    # out of our session, so neither Ctrl-C nor the end of this script stops the engine.
+    (exec setsid nohup dockerd "${dockerd_flags[@]}" >>"$DOCKERD_LOG" 2>&1 </dev/null) &
     dockerd_pid=$!
     started=$SECONDS
     deadline=$((started + DOCKERD_TIMEOUT))
@@ -86,7 +89,8 @@ else
             tail -n 40 "$DOCKERD_LOG" >&2 || true
             die "dockerd did not answer within ${DOCKERD_TIMEOUT}s (see $DOCKERD_LOG)"
         fi
-        if [[ ! -d /proc/$dockerd_pid ]]; then
+        # (an exited child stays a zombie until reaped, so look at its state, not just its pid)
+        if [[ ! -r /proc/$dockerd_pid/status ]] || grep -q '^State:[[:space:]]*Z' "/proc/$dockerd_pid/status"; then
             echo "--- last lines of $DOCKERD_LOG ---" >&2
             tail -n 40 "$DOCKERD_LOG" >&2 || true
             die "dockerd exited during startup (see $DOCKERD_LOG)"
