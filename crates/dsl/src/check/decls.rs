@@ -1,12 +1,299 @@
 //! Declaration-level checks: vars, secrets, schemas, prompts, node properties, sandbox and
-//! network blocks, worktree. OWNER: declaration checks + IR.
+//! network blocks, worktree (DSL.md §3, §7; codes of §8.5).
+//!
+//! Codes: C002, C003, C041, C044, C090–C092, C094, C109, C128, C135, C136, C140, C142, C143,
+//! C902, C909, C914. Template, graph and expression codes are `graph.rs`'s.
+//!
+//! Sandbox blocks are checked first, because a block that drew C044 is **dropped**: C128, C136 and
+//! C909 then treat it as absent (DSL.md §7.2).
+use std::collections::HashMap;
+
 use super::symbols::Symbols;
-use crate::{CompileOptions, ast, diag::Diagnostic};
+use crate::{
+    Code, CompileOptions,
+    ast::{self, NodeBody, PromptRef, SandboxDecl, Span},
+    diag::Diagnostic,
+    ir::{self, SandboxMode},
+};
+
+mod netrule;
+mod sandbox;
+mod secrets;
+
+use sandbox::Checked;
+
+/// The providers a literal `model` may name (SANDBOX.md §13.1b).
+const PROVIDERS: [&str; 3] = ["anthropic", "openai", "openai_compatible"];
 
 pub(super) fn check(
-    _file: &ast::File,
-    _syms: &Symbols<'_>,
-    _opts: &CompileOptions,
-    _out: &mut Vec<Diagnostic>,
+    file: &ast::File,
+    syms: &Symbols<'_>,
+    opts: &CompileOptions,
+    out: &mut Vec<Diagnostic>,
 ) {
+    check_vars(file, out);
+    secrets::check(syms, out);
+    for decl in &file.decls {
+        if let ast::Decl::Schema(s) = decl
+            && s.fields.is_empty()
+        {
+            out.push(Diagnostic::new(
+                Code::C140,
+                s.name.span,
+                format!("schema \"{}\" has no fields", s.name.name),
+            ));
+        }
+    }
+
+    // The workflow's sandbox, as later checks see it. Every workflow is checked; the first one
+    // is the workflow (DSL.md §8.3).
+    let mut workflow_sandbox = None;
+    for (i, w) in syms.workflows.iter().enumerate() {
+        let checked = w.sandbox.as_ref().map(|s| sandbox::check(s, None, out));
+        if let Some(word) = &w.worktree
+            && !matches!(word.text.as_str(), "none" | "auto")
+        {
+            out.push(Diagnostic::new(
+                Code::C142,
+                word.span,
+                format!("invalid worktree \"{}\"; expected none or auto", word.text),
+            ));
+        }
+        if i == 0 {
+            workflow_sandbox = checked;
+            if let (Some(Checked::Valid(SandboxMode::None)), Some(decl)) = (checked, &w.sandbox) {
+                out.push(Diagnostic::new(
+                    Code::C128,
+                    sandbox::anchor(decl),
+                    "workflow opts out of the sandbox: every node runs on the host",
+                ));
+            }
+        }
+    }
+    let opted_out = workflow_sandbox == Some(Checked::Valid(SandboxMode::None));
+
+    check_nodes(syms, opts, opted_out, out);
+    secrets::check_delivered(syms, opted_out, out);
+    check_backslash_quotes(file, syms, out);
 }
+
+/// C109 on every var default, in both blocks.
+fn check_vars(file: &ast::File, out: &mut Vec<Diagnostic>) {
+    let blocks = file.decls.iter().filter_map(|d| match d {
+        ast::Decl::Vars(b) => Some(b),
+        ast::Decl::Workflow(w) => w.vars.as_ref(),
+        _ => None,
+    });
+    for v in blocks.flat_map(|b| &b.vars) {
+        let Some(default) = &v.default else { continue };
+        if ir::default_json(v.ty, default).is_none() {
+            let mut d = Diagnostic::new(
+                Code::C109,
+                default.span(),
+                format!("default of \"{}\" is not a {}", v.name.name, v.ty.as_str()),
+            );
+            d.hint = match v.ty {
+                ast::VarType::Json => Some("write the JSON text in a string".to_owned()),
+                ast::VarType::StringList => Some(
+                    "write a list of strings, or a string holding a JSON array of strings"
+                        .to_owned(),
+                ),
+                _ => None,
+            };
+            out.push(d);
+        }
+    }
+}
+
+/// Per-node checks: C041, C002, C003, C135, C914, node-level C044/C902 and C128, C136.
+fn check_nodes(
+    syms: &Symbols<'_>,
+    opts: &CompileOptions,
+    opted_out: bool,
+    out: &mut Vec<Diagnostic>,
+) {
+    let mut first_line: HashMap<&str, u32> = HashMap::new();
+    for n in &syms.node_list {
+        let name = n.name.name.as_str();
+        let node_diag = |code: Code, span: Span, message: String| {
+            Diagnostic::new(code, span, message).with_node(name)
+        };
+        match first_line.get(name) {
+            Some(line) => out.push(node_diag(
+                Code::C041,
+                n.name.span,
+                format!("node \"{name}\" is already declared at line {line}"),
+            )),
+            None => {
+                first_line.insert(name, n.name.span.line);
+            }
+        }
+        let (input, output, sandbox) = match &n.body {
+            NodeBody::Agent(a) => (&a.input, &a.output, &a.sandbox),
+            NodeBody::Tool(t) => (&t.input, &t.output, &t.sandbox),
+            NodeBody::Router(_) => (&None, &None, &None),
+        };
+        for schema in [input, output].into_iter().flatten() {
+            if !syms.schemas.contains_key(schema.name.as_str()) {
+                out.push(node_diag(
+                    Code::C002,
+                    schema.span,
+                    format!("unknown schema \"{}\"", schema.name),
+                ));
+            }
+        }
+        if let NodeBody::Agent(a) = &n.body {
+            for prompt in a.system.iter().chain([&a.user]) {
+                if let PromptRef::Named(p) = prompt
+                    && !syms.prompts.contains_key(p.name.as_str())
+                {
+                    out.push(
+                        node_diag(Code::C003, p.span, format!("unknown prompt \"{}\"", p.name))
+                            .with_hint("write text in quotes for an inline prompt"),
+                    );
+                }
+            }
+            for tool in a.tools.iter().flat_map(|l| &l.items) {
+                if ir::Tool::from_name(&tool.text).is_none() {
+                    out.push(
+                        node_diag(
+                            Code::C135,
+                            tool.span,
+                            format!("unknown tool \"{}\"", tool.text),
+                        )
+                        .with_hint("available: bash, read_file, write_file, file_edit, glob, grep"),
+                    );
+                }
+            }
+            if let Some(provider) = literal_provider(&a.model.value)
+                && !PROVIDERS.contains(&provider)
+            {
+                out.push(
+                    node_diag(
+                        Code::C914,
+                        a.model.span,
+                        format!("unknown model provider \"{provider}\""),
+                    )
+                    .with_hint("expected anthropic/…, openai/… or openai_compatible/…"),
+                );
+            }
+            if let (Some((ast::Interaction::Ask, span)), false, false) =
+                (a.interaction, opted_out, opts.ask_user_in_sandbox)
+            {
+                out.push(
+                    node_diag(
+                        Code::C136,
+                        span,
+                        format!(
+                            "node \"{name}\" asks the operator but runs in the sandbox, \
+                             which has no ask-user channel"
+                        ),
+                    )
+                    .with_hint(
+                        "set interaction: none, or sandbox: none on the workflow; \
+                         run --sandbox none",
+                    ),
+                );
+            }
+        }
+        if let Some(decl) = sandbox {
+            check_node_sandbox(decl, name, opted_out, out);
+        }
+    }
+}
+
+/// C044/C902 on a node-level `sandbox:`, then C128 when it passed (DSL.md §7.4): it is never
+/// honoured, except that a node-level `none` under a workflow `none` says nothing new.
+fn check_node_sandbox(decl: &SandboxDecl, node: &str, opted_out: bool, out: &mut Vec<Diagnostic>) {
+    if let Checked::Valid(mode) = sandbox::check(decl, Some(node), out)
+        && !(opted_out && mode == SandboxMode::None)
+    {
+        out.push(
+            Diagnostic::new(
+                Code::C128,
+                sandbox::anchor(decl),
+                format!("node sandbox is not honoured: \"{node}\" runs in the workflow's sandbox"),
+            )
+            .with_node(node),
+        );
+    }
+}
+
+/// The provider of a literal model (`provider/…`): `None` when the value holds `${` or `{{`
+/// (checked at launch) or has no `/` (E021's business).
+fn literal_provider(model: &str) -> Option<&str> {
+    if model.contains("${") || model.contains("{{") {
+        return None;
+    }
+    model.split_once('/').map(|(p, _)| p)
+}
+
+/// C143 at every quoted string holding `\"` (collected by the parser), with the node whose
+/// property it is, when there is one.
+fn check_backslash_quotes(file: &ast::File, syms: &Symbols<'_>, out: &mut Vec<Diagnostic>) {
+    if file.strict_escape || file.backslash_quote_strings.is_empty() {
+        return;
+    }
+    let mut owner: HashMap<Span, &str> = HashMap::new();
+    for n in &syms.node_list {
+        node_strings(n, &mut |s| {
+            owner.entry(s.span).or_insert(n.name.name.as_str());
+        });
+    }
+    for span in &file.backslash_quote_strings {
+        let mut d = Diagnostic::new(
+            Code::C143,
+            *span,
+            "the backslash in \\\" is kept in this string's value",
+        )
+        .with_hint("use a backtick string or ## strict-escape: on");
+        d.node = owner.get(span).map(|n| (*n).to_owned());
+        out.push(d);
+    }
+}
+
+/// Calls `f` on every string literal that is a node's own property.
+fn node_strings(n: &ast::Node, f: &mut dyn FnMut(&ast::StrLit)) {
+    let sandbox = match &n.body {
+        NodeBody::Agent(a) => {
+            f(&a.model);
+            for p in a.system.iter().chain([&a.user]) {
+                if let PromptRef::Inline(s) = p {
+                    f(s);
+                }
+            }
+            &a.sandbox
+        }
+        NodeBody::Tool(t) => {
+            f(&t.command);
+            &t.sandbox
+        }
+        NodeBody::Router(_) => &None,
+    };
+    let Some(SandboxDecl::Block(b)) = sandbox else {
+        return;
+    };
+    let opt = [&b.image, &b.user, &b.workspace_folder, &b.post_create];
+    opt.into_iter().flatten().for_each(&mut *f);
+    let maps = [
+        b.env.as_ref(),
+        b.build.as_ref().and_then(|x| x.args.as_ref()),
+    ];
+    for m in maps.into_iter().flatten() {
+        m.entries.iter().for_each(|e| f(&e.value));
+    }
+    if let Some(build) = &b.build {
+        [&build.dockerfile, &build.context]
+            .into_iter()
+            .flatten()
+            .for_each(&mut *f);
+    }
+    b.mounts.iter().flat_map(|l| &l.items).for_each(&mut *f);
+    if let Some(net) = &b.network {
+        net.preset.iter().for_each(&mut *f);
+        net.rules.iter().flat_map(|l| &l.items).for_each(&mut *f);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,232 @@
+//! Pure syntax checks for network rules (DSL.md §7.3, SANDBOX.md §6.5) and secret `hosts` entries
+//! (DSL.md §3.2). The dsl crate may not depend on netproxy (ARCHITECTURE §1), so this is a small
+//! validator of the shapes only; matching, IDNA folding and address checks are netproxy's.
+use std::net::IpAddr;
+
+/// Checks one `rules` entry:
+/// `rule = [ "!" ] ( "**" | "*" | "**." host | "*." host | host | ip | cidr )`.
+/// The error is the `{why}` of `invalid network rule "{r}": {why}`.
+pub(crate) fn check_rule(rule: &str) -> Result<(), String> {
+    let trimmed = rule.trim();
+    if trimmed.is_empty() {
+        return Err("a rule cannot be empty".into());
+    }
+    let pattern = trimmed.strip_prefix('!').unwrap_or(trimmed);
+    if pattern.is_empty() {
+        return Err("\"!\" must be followed by a pattern".into());
+    }
+    let pattern = pattern.to_lowercase();
+    if pattern.contains("://") {
+        return Err("a rule is a host pattern, with no scheme".into());
+    }
+    if pattern.contains('/') {
+        return check_cidr(&pattern);
+    }
+    if pattern.parse::<IpAddr>().is_ok() {
+        return Ok(());
+    }
+    if !pattern.contains('*') {
+        return check_host(&pattern);
+    }
+    if pattern == "*" || pattern == "**" {
+        return Ok(());
+    }
+    let suffix = pattern
+        .strip_prefix("**.")
+        .or_else(|| pattern.strip_prefix("*."))
+        .ok_or_else(|| "a wildcard may only be the whole leading label (*. or **.)".to_owned())?;
+    if suffix.contains('*') {
+        return Err("a rule holds at most one wildcard, as its leading label".into());
+    }
+    if suffix.is_empty() {
+        return Err("a wildcard needs a host after it".into());
+    }
+    check_host(suffix)
+}
+
+/// `addr/prefix`, with the prefix within the address family's width.
+fn check_cidr(pattern: &str) -> Result<(), String> {
+    let bad = || Err(format!("\"{pattern}\" is not a valid CIDR"));
+    let Some((addr, prefix)) = pattern.split_once('/') else {
+        return bad();
+    };
+    let Ok(addr) = addr.parse::<IpAddr>() else {
+        return Err("only a CIDR holds \"/\"; a rule has no path".into());
+    };
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    match prefix.parse::<u8>() {
+        Ok(p) if !prefix.starts_with('+') && p <= max => Ok(()),
+        _ => bad(),
+    }
+}
+
+/// A host name: dot-separated, non-empty labels of letters, digits, `-`, or non-ASCII letters
+/// and digits (IDNA-folded by netproxy).
+pub(crate) fn check_host(host: &str) -> Result<(), String> {
+    if host.is_empty() {
+        return Err("a host cannot be empty".into());
+    }
+    for label in host.split('.') {
+        if label.is_empty() {
+            return Err(format!("\"{host}\" has an empty label"));
+        }
+        if let Some(c) = label.chars().find(|&c| {
+            !(c.is_ascii_alphanumeric() || c == '-' || (!c.is_ascii() && c.is_alphanumeric()))
+        }) {
+            return Err(format!(
+                "{} is not allowed in a host name (letters, digits and \"-\" only)",
+                describe(c)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// How a character is named in a message.
+fn describe(c: char) -> String {
+    match c {
+        ' ' => "a space".to_owned(),
+        c if c.is_control() || c.is_whitespace() => format!("U+{:04X}", u32::from(c)),
+        c => format!("\"{c}\""),
+    }
+}
+
+/// Checks one secret `hosts` entry: a bare host name or an IP literal, with no scheme, path, port
+/// or wildcard. The error is the `{why}` of C092.
+pub(crate) fn check_hosts_entry(entry: &str) -> Result<(), String> {
+    if entry.is_empty() {
+        return Err("it is empty".into());
+    }
+    if entry.parse::<IpAddr>().is_ok() {
+        return Ok(());
+    }
+    if let Some(inner) = entry.strip_prefix('[').and_then(|e| e.strip_suffix(']'))
+        && inner.parse::<std::net::Ipv6Addr>().is_ok()
+    {
+        return Ok(());
+    }
+    if entry.contains("://") {
+        return Err("no scheme".into());
+    }
+    if entry.contains('*') {
+        return Err("no wildcard; an entry already covers its subdomains".into());
+    }
+    if entry.contains('/') {
+        return Err("no path".into());
+    }
+    if entry.contains(':') {
+        return Err("no port".into());
+    }
+    check_host(entry)
+}
+
+#[cfg(test)]
+mod tests {
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    #[test]
+    fn every_rule_form_of_the_grammar_is_accepted() {
+        for rule in [
+            "**",
+            "*",
+            "**.example.com",
+            "*.example.com",
+            "example.com",
+            "!gist.github.com",
+            "API.Example.COM",
+            "  padded.example.com  ",
+            "10.0.0.1",
+            "::1",
+            "10.0.0.0/8",
+            "fd00::/8",
+            "!169.254.169.254/32",
+            "bücher.example",
+            "xn--bcher-kva.example",
+            "a-b.c-d",
+        ] {
+            assert_eq!(check_rule(rule), Ok(()), "{rule}");
+        }
+    }
+
+    #[test]
+    fn rules_outside_the_grammar_are_refused_with_a_reason() {
+        let cases = [
+            ("", "a rule cannot be empty"),
+            ("   ", "a rule cannot be empty"),
+            ("!", "\"!\" must be followed by a pattern"),
+            (
+                "bad rule",
+                "a space is not allowed in a host name (letters, digits and \"-\" only)",
+            ),
+            (
+                "example.com:443",
+                "\":\" is not allowed in a host name (letters, digits and \"-\" only)",
+            ),
+            ("10.0.0.0/33", "\"10.0.0.0/33\" is not a valid CIDR"),
+            ("10.0.0.0/x", "\"10.0.0.0/x\" is not a valid CIDR"),
+            (
+                "example.com/8",
+                "only a CIDR holds \"/\"; a rule has no path",
+            ),
+            ("https://x.com", "a rule is a host pattern, with no scheme"),
+            (
+                "a.*.com",
+                "a wildcard may only be the whole leading label (*. or **.)",
+            ),
+            (
+                "foo*.com",
+                "a wildcard may only be the whole leading label (*. or **.)",
+            ),
+            (
+                "***",
+                "a wildcard may only be the whole leading label (*. or **.)",
+            ),
+            (
+                "*.*.com",
+                "a rule holds at most one wildcard, as its leading label",
+            ),
+            ("*.", "a wildcard needs a host after it"),
+            ("example..com", "\"example..com\" has an empty label"),
+            ("example.com.", "\"example.com.\" has an empty label"),
+            (
+                "under_score.com",
+                "\"_\" is not allowed in a host name (letters, digits and \"-\" only)",
+            ),
+        ];
+        for (rule, why) in cases {
+            assert_eq!(check_rule(rule), Err(why.to_owned()), "{rule:?}");
+        }
+    }
+
+    #[test]
+    fn hosts_entries_must_be_bare_hosts_or_ips() {
+        for ok in [
+            "deploy.example.com",
+            "10.1.2.3",
+            "::1",
+            "[::1]",
+            "Example.COM",
+        ] {
+            assert_eq!(check_hosts_entry(ok), Ok(()), "{ok}");
+        }
+        let cases = [
+            ("https://hooks.example.com/in", "no scheme"),
+            (
+                "*.example.com",
+                "no wildcard; an entry already covers its subdomains",
+            ),
+            ("example.com/in", "no path"),
+            ("example.com:443", "no port"),
+            ("", "it is empty"),
+            (
+                "two words",
+                "a space is not allowed in a host name (letters, digits and \"-\" only)",
+            ),
+        ];
+        for (entry, why) in cases {
+            assert_eq!(check_hosts_entry(entry), Err(why.to_owned()), "{entry:?}");
+        }
+    }
+}
