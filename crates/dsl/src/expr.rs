@@ -1,1 +1,855 @@
-//! The `when "…"` expression language (DSL.md §5.2). OWNER: graph/template checks.
+//! The `when "…"` expression language (DSL.md §5.2): lexer, parser, static facts and evaluator.
+//!
+//! The checker parses every expression once ([`parse`]) and reports C040 / C138 from the
+//! [`ExprError`]; it reads the [`Path`]s an expression uses ([`Expr::paths`]) for C014 and the
+//! namespace checks. The engine evaluates a parsed expression against a scope object at run time
+//! ([`Expr::eval`], [`Expr::eval_condition`]).
+//!
+//! The language is deliberately small (D12): no truthiness (`and`/`or`/`not` need bools), no
+//! arithmetic, two builtins. Nesting is bounded by [`MAX_DEPTH`] so a hostile expression is a
+//! C040, never a stack overflow; `a or b or c …` chains are n-ary and do not nest.
+
+use std::cmp::Ordering;
+
+use serde_json::{Number, Value};
+
+use crate::diag::Code;
+use crate::template::Namespace;
+
+/// The deepest nesting of `not`, parentheses and calls an expression may have (C040 beyond).
+pub const MAX_DEPTH: usize = 64;
+
+/// The builtins (§5.2). Anything else called is C040.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Func {
+    /// `length(v)`.
+    Length,
+    /// `contains(a, b)`.
+    Contains,
+}
+
+impl Func {
+    /// The name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Func::Length => "length",
+            Func::Contains => "contains",
+        }
+    }
+
+    /// How many arguments it takes (C138 otherwise).
+    pub fn arity(self) -> usize {
+        match self {
+            Func::Length => 1,
+            Func::Contains => 2,
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Func> {
+        match name {
+            "length" => Some(Func::Length),
+            "contains" => Some(Func::Contains),
+            _ => None,
+        }
+    }
+}
+
+/// Comparison operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    /// `==`.
+    Eq,
+    /// `!=`.
+    Ne,
+    /// `<`.
+    Lt,
+    /// `<=`.
+    Le,
+    /// `>`.
+    Gt,
+    /// `>=`.
+    Ge,
+}
+
+impl CmpOp {
+    /// The spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CmpOp::Eq => "==",
+            CmpOp::Ne => "!=",
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Gt => ">",
+            CmpOp::Ge => ">=",
+        }
+    }
+}
+
+/// A path as written: `IDENT { "." IDENT }`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Path {
+    /// The identifiers as written.
+    pub segments: Vec<String>,
+}
+
+impl Path {
+    /// The namespace: the first segment when it names one, otherwise `input` (a bare name is a
+    /// field of the source's output, §5.2).
+    pub fn namespace(&self) -> Namespace {
+        self.segments
+            .first()
+            .and_then(|s| Namespace::from_word(s))
+            .unwrap_or(Namespace::Input)
+    }
+
+    /// Whether the path is a bare field name (`approved` for `input.approved`).
+    pub fn is_bare(&self) -> bool {
+        !self
+            .segments
+            .first()
+            .is_some_and(|s| Namespace::from_word(s).is_some())
+    }
+
+    /// The segments after the namespace (all of them for a bare path).
+    pub fn rest(&self) -> &[String] {
+        if self.is_bare() {
+            &self.segments
+        } else {
+            self.segments.get(1..).unwrap_or_default()
+        }
+    }
+
+    /// The value in a scope object keyed by namespace; `None` when it cannot be resolved.
+    pub fn lookup<'v>(&self, scope: &'v Value) -> Option<&'v Value> {
+        let mut cur = scope.get(self.namespace().as_str())?;
+        for seg in self.rest() {
+            cur = cur.as_object()?.get(seg)?;
+        }
+        Some(cur)
+    }
+
+    /// The path as written, dotted.
+    pub fn dotted(&self) -> String {
+        self.segments.join(".")
+    }
+}
+
+/// A parsed expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// A number, string, `true`, `false` or `null`.
+    Literal(Value),
+    /// A path.
+    Path(Path),
+    /// `not e` / `!e`.
+    Not(Box<Expr>),
+    /// `a and b and …` (two or more operands).
+    And(Vec<Expr>),
+    /// `a or b or …` (two or more operands).
+    Or(Vec<Expr>),
+    /// `a OP b`.
+    Compare(CmpOp, Box<Expr>, Box<Expr>),
+    /// A builtin call with the right number of arguments.
+    Call(Func, Vec<Expr>),
+}
+
+/// Why an expression was refused at compile time.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ExprError {
+    /// Not in the grammar (C040).
+    #[error("invalid expression: {detail}")]
+    Syntax {
+        /// What was expected and found.
+        detail: String,
+    },
+    /// A call to something other than `length` / `contains` (C040).
+    #[error("invalid expression: unknown function \"{name}\"")]
+    UnknownFunction {
+        /// The name called.
+        name: String,
+    },
+    /// A string escape other than `\\`, `\'`, `\"` (C040).
+    #[error("invalid expression: unknown escape \\{escape} in a string")]
+    BadEscape {
+        /// The character after the backslash.
+        escape: char,
+    },
+    /// A path into `secrets`: secrets never take part in routing (C040).
+    #[error("invalid expression: secrets cannot be read in an expression")]
+    SecretsPath,
+    /// Nested deeper than [`MAX_DEPTH`] (C040).
+    #[error("invalid expression: nested more than {MAX_DEPTH} levels")]
+    TooDeep,
+    /// A builtin with the wrong number of arguments (C138).
+    #[error("{}() takes {} argument(s)", func.as_str(), func.arity())]
+    Arity {
+        /// The builtin.
+        func: Func,
+        /// How many were passed.
+        found: usize,
+    },
+}
+
+impl ExprError {
+    /// C040, or C138 for a wrong argument count.
+    pub fn code(&self) -> Code {
+        match self {
+            ExprError::Syntax { .. }
+            | ExprError::UnknownFunction { .. }
+            | ExprError::BadEscape { .. }
+            | ExprError::SecretsPath
+            | ExprError::TooDeep => Code::C040,
+            ExprError::Arity { .. } => Code::C138,
+        }
+    }
+}
+
+/// Why an evaluation failed at run time. The edge is then *not taken* and an
+/// `edge_condition_error` event carries this reason (§5.2).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EvalError {
+    /// `<` `<=` `>` `>=` on anything but two numbers or two strings.
+    #[error("{op} needs two numbers or two strings, found {left} and {right}")]
+    NotOrdered {
+        /// The operator.
+        op: &'static str,
+        /// The left operand's type.
+        left: &'static str,
+        /// The right operand's type.
+        right: &'static str,
+    },
+    /// `and` / `or` / `not` on a non-bool (null included).
+    #[error("{op} needs bool operands, found {found}")]
+    NotBool {
+        /// The operator.
+        op: &'static str,
+        /// The operand's type.
+        found: &'static str,
+    },
+    /// `length` of a bool or number.
+    #[error("length() needs a string, list, map or null, found {found}")]
+    Length {
+        /// The argument's type.
+        found: &'static str,
+    },
+    /// `contains` on anything but a list, two strings, or a null first argument.
+    #[error("contains() needs a list, two strings or null, found {a} and {b}")]
+    Contains {
+        /// The first argument's type.
+        a: &'static str,
+        /// The second argument's type.
+        b: &'static str,
+    },
+    /// The expression's result is not a bool.
+    #[error("the condition is {found}, not bool")]
+    NotACondition {
+        /// The result's type.
+        found: &'static str,
+    },
+}
+
+/// The type name of a value in messages: `null`, `bool`, `number`, `string`, `list`, `map`.
+pub fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "map",
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lexer
+
+#[derive(Clone, Debug, PartialEq)]
+enum Tok {
+    Ident(String),
+    Num(Number),
+    Str(String),
+    OrOr,
+    AndAnd,
+    Bang,
+    Cmp(CmpOp),
+    LParen,
+    RParen,
+    Comma,
+    Dot,
+    End,
+}
+
+fn describe(t: &Tok) -> String {
+    match t {
+        Tok::Ident(s) => format!("\"{s}\""),
+        Tok::Num(n) => format!("number {n}"),
+        Tok::Str(_) => "a string".to_string(),
+        Tok::OrOr => "\"||\"".to_string(),
+        Tok::AndAnd => "\"&&\"".to_string(),
+        Tok::Bang => "\"!\"".to_string(),
+        Tok::Cmp(op) => format!("\"{}\"", op.as_str()),
+        Tok::LParen => "\"(\"".to_string(),
+        Tok::RParen => "\")\"".to_string(),
+        Tok::Comma => "\",\"".to_string(),
+        Tok::Dot => "\".\"".to_string(),
+        Tok::End => "the end".to_string(),
+    }
+}
+
+fn syntax(detail: impl Into<String>) -> ExprError {
+    ExprError::Syntax {
+        detail: detail.into(),
+    }
+}
+
+fn lex(text: &str) -> Result<Vec<Tok>, ExprError> {
+    let chars: Vec<char> = text.chars().collect();
+    let at = |i: usize| chars.get(i).copied();
+    let mut toks = Vec::new();
+    let mut i = 0;
+    while let Some(c) = at(i) {
+        if c.is_whitespace() {
+            i += 1;
+            continue;
+        }
+        let two = (c, at(i + 1));
+        let (tok, len) = match two {
+            ('|', Some('|')) => (Tok::OrOr, 2),
+            ('&', Some('&')) => (Tok::AndAnd, 2),
+            ('=', Some('=')) => (Tok::Cmp(CmpOp::Eq), 2),
+            ('!', Some('=')) => (Tok::Cmp(CmpOp::Ne), 2),
+            ('<', Some('=')) => (Tok::Cmp(CmpOp::Le), 2),
+            ('>', Some('=')) => (Tok::Cmp(CmpOp::Ge), 2),
+            ('<', _) => (Tok::Cmp(CmpOp::Lt), 1),
+            ('>', _) => (Tok::Cmp(CmpOp::Gt), 1),
+            ('!', _) => (Tok::Bang, 1),
+            ('(', _) => (Tok::LParen, 1),
+            (')', _) => (Tok::RParen, 1),
+            (',', _) => (Tok::Comma, 1),
+            ('.', _) => (Tok::Dot, 1),
+            ('\'' | '"', _) => {
+                let mut s = String::new();
+                let mut j = i + 1;
+                loop {
+                    match at(j) {
+                        None => return Err(syntax("unterminated string")),
+                        Some('\\') => match at(j + 1) {
+                            Some(e @ ('\\' | '\'' | '"')) => {
+                                s.push(e);
+                                j += 2;
+                            }
+                            Some(e) => return Err(ExprError::BadEscape { escape: e }),
+                            None => return Err(syntax("unterminated string")),
+                        },
+                        Some(q) if q == c => break,
+                        Some(other) => {
+                            s.push(other);
+                            j += 1;
+                        }
+                    }
+                }
+                toks.push(Tok::Str(s));
+                i = j + 1;
+                continue;
+            }
+            _ if c.is_ascii_digit()
+                || (c == '-' && at(i + 1).is_some_and(|d| d.is_ascii_digit())) =>
+            {
+                let start = i;
+                let mut j = i + 1;
+                while at(j).is_some_and(|d| d.is_ascii_digit()) {
+                    j += 1;
+                }
+                let mut float = false;
+                if at(j) == Some('.') && at(j + 1).is_some_and(|d| d.is_ascii_digit()) {
+                    float = true;
+                    j += 1;
+                    while at(j).is_some_and(|d| d.is_ascii_digit()) {
+                        j += 1;
+                    }
+                }
+                let spelled: String = chars.get(start..j).unwrap_or_default().iter().collect();
+                let number = if float {
+                    spelled.parse::<f64>().ok().and_then(Number::from_f64)
+                } else {
+                    spelled.parse::<i64>().ok().map(Number::from)
+                };
+                match number {
+                    Some(n) => toks.push(Tok::Num(n)),
+                    None => return Err(syntax(format!("number {spelled} is out of range"))),
+                }
+                i = j;
+                continue;
+            }
+            _ if c.is_ascii_alphabetic() || c == '_' => {
+                let mut j = i + 1;
+                while at(j).is_some_and(|d| d.is_ascii_alphanumeric() || d == '_') {
+                    j += 1;
+                }
+                toks.push(Tok::Ident(
+                    chars.get(i..j).unwrap_or_default().iter().collect(),
+                ));
+                i = j;
+                continue;
+            }
+            _ => return Err(syntax(format!("unexpected character {c:?}"))),
+        };
+        toks.push(tok);
+        i += len;
+    }
+    toks.push(Tok::End);
+    Ok(toks)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parser
+
+struct Parser {
+    toks: Vec<Tok>,
+    pos: usize,
+    depth: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> &Tok {
+        self.toks.get(self.pos).unwrap_or(&Tok::End)
+    }
+
+    fn bump(&mut self) -> Tok {
+        let t = self.peek().clone();
+        if self.pos < self.toks.len() {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn is_kw(&self, kw: &str) -> bool {
+        matches!(self.peek(), Tok::Ident(s) if s == kw)
+    }
+
+    fn enter(&mut self) -> Result<(), ExprError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            Err(ExprError::TooDeep)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn leave(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
+    }
+
+    fn or(&mut self) -> Result<Expr, ExprError> {
+        let mut items = vec![self.and()?];
+        while matches!(self.peek(), Tok::OrOr) || self.is_kw("or") {
+            self.bump();
+            items.push(self.and()?);
+        }
+        Ok(if items.len() == 1 {
+            items.pop().unwrap_or(Expr::Literal(Value::Null))
+        } else {
+            Expr::Or(items)
+        })
+    }
+
+    fn and(&mut self) -> Result<Expr, ExprError> {
+        let mut items = vec![self.not()?];
+        while matches!(self.peek(), Tok::AndAnd) || self.is_kw("and") {
+            self.bump();
+            items.push(self.not()?);
+        }
+        Ok(if items.len() == 1 {
+            items.pop().unwrap_or(Expr::Literal(Value::Null))
+        } else {
+            Expr::And(items)
+        })
+    }
+
+    fn not(&mut self) -> Result<Expr, ExprError> {
+        if matches!(self.peek(), Tok::Bang) || self.is_kw("not") {
+            self.bump();
+            self.enter()?;
+            let inner = self.not()?;
+            self.leave();
+            return Ok(Expr::Not(Box::new(inner)));
+        }
+        self.cmp()
+    }
+
+    fn cmp(&mut self) -> Result<Expr, ExprError> {
+        let left = self.primary()?;
+        if let Tok::Cmp(op) = *self.peek() {
+            self.bump();
+            let right = self.primary_after(op.as_str())?;
+            if let Tok::Cmp(again) = self.peek() {
+                return Err(syntax(format!(
+                    "comparisons do not chain: \"{}\" after \"{}\"",
+                    again.as_str(),
+                    op.as_str()
+                )));
+            }
+            return Ok(Expr::Compare(op, Box::new(left), Box::new(right)));
+        }
+        Ok(left)
+    }
+
+    fn primary_after(&mut self, after: &str) -> Result<Expr, ExprError> {
+        if matches!(self.peek(), Tok::End) {
+            return Err(syntax(format!(
+                "expected a value after \"{after}\", found the end"
+            )));
+        }
+        self.primary()
+    }
+
+    fn primary(&mut self) -> Result<Expr, ExprError> {
+        match self.bump() {
+            Tok::Num(n) => Ok(Expr::Literal(Value::Number(n))),
+            Tok::Str(s) => Ok(Expr::Literal(Value::String(s))),
+            Tok::LParen => {
+                self.enter()?;
+                let inner = self.or()?;
+                self.expect_rparen()?;
+                self.leave();
+                Ok(inner)
+            }
+            Tok::Ident(name) => match name.as_str() {
+                "true" => Ok(Expr::Literal(Value::Bool(true))),
+                "false" => Ok(Expr::Literal(Value::Bool(false))),
+                "null" => Ok(Expr::Literal(Value::Null)),
+                "and" | "or" | "not" => Err(syntax(format!("expected a value, found \"{name}\""))),
+                _ if matches!(self.peek(), Tok::LParen) => self.call(name),
+                _ => self.path(name),
+            },
+            other => Err(syntax(format!(
+                "expected a value, found {}",
+                describe(&other)
+            ))),
+        }
+    }
+
+    fn expect_rparen(&mut self) -> Result<(), ExprError> {
+        match self.bump() {
+            Tok::RParen => Ok(()),
+            other => Err(syntax(format!(
+                "expected \")\", found {}",
+                describe(&other)
+            ))),
+        }
+    }
+
+    fn call(&mut self, name: String) -> Result<Expr, ExprError> {
+        let Some(func) = Func::from_name(&name) else {
+            return Err(ExprError::UnknownFunction { name });
+        };
+        self.bump(); // `(`
+        self.enter()?;
+        let mut args = Vec::new();
+        if !matches!(self.peek(), Tok::RParen) {
+            loop {
+                args.push(self.or()?);
+                if matches!(self.peek(), Tok::Comma) {
+                    self.bump();
+                } else {
+                    break;
+                }
+            }
+        }
+        self.expect_rparen()?;
+        self.leave();
+        if args.len() != func.arity() {
+            return Err(ExprError::Arity {
+                func,
+                found: args.len(),
+            });
+        }
+        Ok(Expr::Call(func, args))
+    }
+
+    fn path(&mut self, first: String) -> Result<Expr, ExprError> {
+        if first == "secrets" {
+            return Err(ExprError::SecretsPath);
+        }
+        let mut segments = vec![first];
+        while matches!(self.peek(), Tok::Dot) {
+            self.bump();
+            match self.bump() {
+                Tok::Ident(s) => segments.push(s),
+                other => {
+                    return Err(syntax(format!(
+                        "expected a name after \".\", found {}",
+                        describe(&other)
+                    )));
+                }
+            }
+        }
+        Ok(Expr::Path(Path { segments }))
+    }
+}
+
+/// Parses an expression (§5.2). Errors are C040 or C138 ([`ExprError::code`]).
+///
+/// ```
+/// use iterion_dsl::expr::parse;
+/// use serde_json::json;
+/// let e = parse("status >= 400 and status < 500").unwrap();
+/// assert_eq!(e.eval_condition(&json!({"input": {"status": 404}})), Ok(true));
+/// assert_eq!(parse("contains(x)").unwrap_err().to_string(), "contains() takes 2 argument(s)");
+/// ```
+pub fn parse(text: &str) -> Result<Expr, ExprError> {
+    let toks = lex(text)?;
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        depth: 0,
+    };
+    if matches!(p.peek(), Tok::End) {
+        return Err(syntax("the expression is empty"));
+    }
+    let e = p.or()?;
+    match p.peek() {
+        Tok::End => Ok(e),
+        other => Err(syntax(format!("unexpected {}", describe(other)))),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Static facts and evaluation
+
+impl Expr {
+    /// Every path the expression reads, in source order.
+    pub fn paths(&self) -> Vec<&Path> {
+        let mut out = Vec::new();
+        let mut stack = vec![self];
+        while let Some(e) = stack.pop() {
+            match e {
+                Expr::Literal(_) => {}
+                Expr::Path(p) => out.push(p),
+                Expr::Not(inner) => stack.push(inner),
+                Expr::And(items) | Expr::Or(items) | Expr::Call(_, items) => {
+                    stack.extend(items.iter().rev());
+                }
+                Expr::Compare(_, l, r) => {
+                    stack.push(r);
+                    stack.push(l);
+                }
+            }
+        }
+        out
+    }
+
+    /// Evaluates against a scope object keyed by namespace: `{"vars": …, "input": …,
+    /// "outputs": …, "loop": …, "run": …}`. A bare name reads `input`. A path that cannot be
+    /// resolved is `null`.
+    pub fn eval(&self, scope: &Value) -> Result<Value, EvalError> {
+        match self {
+            Expr::Literal(v) => Ok(v.clone()),
+            Expr::Path(p) => Ok(p.lookup(scope).cloned().unwrap_or(Value::Null)),
+            Expr::Not(inner) => Ok(Value::Bool(!as_bool(&inner.eval(scope)?, "not")?)),
+            Expr::And(items) => {
+                for item in items {
+                    if !as_bool(&item.eval(scope)?, "and")? {
+                        return Ok(Value::Bool(false));
+                    }
+                }
+                Ok(Value::Bool(true))
+            }
+            Expr::Or(items) => {
+                for item in items {
+                    if as_bool(&item.eval(scope)?, "or")? {
+                        return Ok(Value::Bool(true));
+                    }
+                }
+                Ok(Value::Bool(false))
+            }
+            Expr::Compare(op, l, r) => {
+                let (a, b) = (l.eval(scope)?, r.eval(scope)?);
+                compare(*op, &a, &b).map(Value::Bool)
+            }
+            Expr::Call(func, args) => {
+                let mut vals = Vec::with_capacity(args.len());
+                for a in args {
+                    vals.push(a.eval(scope)?);
+                }
+                call(*func, &vals)
+            }
+        }
+    }
+
+    /// Evaluates a `when` condition: the result MUST be a bool (§5.2).
+    pub fn eval_condition(&self, scope: &Value) -> Result<bool, EvalError> {
+        match self.eval(scope)? {
+            Value::Bool(b) => Ok(b),
+            other => Err(EvalError::NotACondition {
+                found: type_name(&other),
+            }),
+        }
+    }
+}
+
+fn as_bool(v: &Value, op: &'static str) -> Result<bool, EvalError> {
+    match v {
+        Value::Bool(b) => Ok(*b),
+        other => Err(EvalError::NotBool {
+            op,
+            found: type_name(other),
+        }),
+    }
+}
+
+fn compare(op: CmpOp, a: &Value, b: &Value) -> Result<bool, EvalError> {
+    let ordering = match op {
+        CmpOp::Eq => return Ok(values_equal(a, b)),
+        CmpOp::Ne => return Ok(!values_equal(a, b)),
+        _ => match (a, b) {
+            (Value::Number(x), Value::Number(y)) => number_cmp(x, y),
+            (Value::String(x), Value::String(y)) => Some(x.cmp(y)),
+            _ => None,
+        },
+    };
+    let Some(ord) = ordering else {
+        return Err(EvalError::NotOrdered {
+            op: op.as_str(),
+            left: type_name(a),
+            right: type_name(b),
+        });
+    };
+    Ok(match op {
+        CmpOp::Lt => ord == Ordering::Less,
+        CmpOp::Le => ord != Ordering::Greater,
+        CmpOp::Gt => ord == Ordering::Greater,
+        CmpOp::Ge => ord != Ordering::Less,
+        CmpOp::Eq | CmpOp::Ne => false,
+    })
+}
+
+fn call(func: Func, args: &[Value]) -> Result<Value, EvalError> {
+    let null = Value::Null;
+    let first = args.first().unwrap_or(&null);
+    match func {
+        Func::Length => {
+            let n = match first {
+                Value::String(s) => s.chars().count(),
+                Value::Array(items) => items.len(),
+                Value::Object(map) => map.len(),
+                Value::Null => 0,
+                other => {
+                    return Err(EvalError::Length {
+                        found: type_name(other),
+                    });
+                }
+            };
+            Ok(Value::Number(Number::from(n as u64)))
+        }
+        Func::Contains => {
+            let second = args.get(1).unwrap_or(&null);
+            match (first, second) {
+                (Value::Array(items), b) => {
+                    Ok(Value::Bool(items.iter().any(|i| values_equal(i, b))))
+                }
+                (Value::String(a), Value::String(b)) => Ok(Value::Bool(a.contains(b.as_str()))),
+                (Value::Null, _) => Ok(Value::Bool(false)),
+                (a, b) => Err(EvalError::Contains {
+                    a: type_name(a),
+                    b: type_name(b),
+                }),
+            }
+        }
+    }
+}
+
+/// A JSON number as an exact integer when it is one, otherwise a float.
+enum Num {
+    Int(i128),
+    Float(f64),
+}
+
+fn num(n: &Number) -> Num {
+    if let Some(i) = n.as_i64() {
+        Num::Int(i128::from(i))
+    } else if let Some(u) = n.as_u64() {
+        Num::Int(i128::from(u))
+    } else {
+        Num::Float(n.as_f64().unwrap_or(f64::NAN))
+    }
+}
+
+/// Compares an integer with a float exactly (no rounding of large integers).
+fn int_float_cmp(i: i128, f: f64) -> Option<Ordering> {
+    if f.is_nan() {
+        return None;
+    }
+    // Every integer we hold is within ±2^64, far inside these bounds.
+    if f >= 1.0e20 {
+        return Some(Ordering::Less);
+    }
+    if f <= -1.0e20 {
+        return Some(Ordering::Greater);
+    }
+    let floor = f.floor();
+    // `floor` is integral and within ±1e20, so the cast is exact.
+    let fi = floor as i128;
+    Some(match i.cmp(&fi) {
+        Ordering::Equal if f > floor => Ordering::Less,
+        other => other,
+    })
+}
+
+fn number_cmp(a: &Number, b: &Number) -> Option<Ordering> {
+    match (num(a), num(b)) {
+        (Num::Int(x), Num::Int(y)) => Some(x.cmp(&y)),
+        (Num::Float(x), Num::Float(y)) => x.partial_cmp(&y),
+        (Num::Int(x), Num::Float(y)) => int_float_cmp(x, y),
+        (Num::Float(x), Num::Int(y)) => int_float_cmp(y, x).map(Ordering::reverse),
+    }
+}
+
+/// `==` of §5.2: numbers numerically (int against float included), strings, bools and null by
+/// value, lists and maps structurally (numbers inside them numerically too), different types
+/// unequal. Iterative, so deep values cannot overflow the stack.
+pub fn values_equal(a: &Value, b: &Value) -> bool {
+    let mut stack = vec![(a, b)];
+    while let Some((x, y)) = stack.pop() {
+        let same = match (x, y) {
+            (Value::Null, Value::Null) => true,
+            (Value::Bool(p), Value::Bool(q)) => p == q,
+            (Value::String(p), Value::String(q)) => p == q,
+            (Value::Number(p), Value::Number(q)) => number_cmp(p, q) == Some(Ordering::Equal),
+            (Value::Array(p), Value::Array(q)) => {
+                if p.len() != q.len() {
+                    false
+                } else {
+                    stack.extend(p.iter().zip(q.iter()));
+                    true
+                }
+            }
+            (Value::Object(p), Value::Object(q)) => {
+                if p.len() != q.len() {
+                    false
+                } else {
+                    let mut all = true;
+                    for (k, pv) in p {
+                        match q.get(k) {
+                            Some(qv) => stack.push((pv, qv)),
+                            None => {
+                                all = false;
+                                break;
+                            }
+                        }
+                    }
+                    all
+                }
+            }
+            _ => false,
+        };
+        if !same {
+            return false;
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+#[path = "expr_tests.rs"]
+mod tests;

@@ -1,11 +1,282 @@
-//! Graph, edge, loop, fan-out, template and expression checks. OWNER: graph/template checks.
+//! Graph, edge, loop, fan-out, template and expression checks (DSL.md §4–§6, §8.5).
+//!
+//! - `C006`/`C007` here; then the first workflow's edges are resolved into a [`Graph`] (C001:
+//!   edges with an undeclared endpoint are reported and dropped, §8.3).
+//! - [`refs`]: every template place and `when` expression (C004, C029–C036, C040, C093, C095,
+//!   C137, C138, C147, C148, C904, C014 for expression fields).
+//! - [`edges`]: per-source edge rules and loop clauses (C005, C010–C015, C026, C123, C124,
+//!   C145, C901, C903, C905).
+//! - [`topology`]: entry, reachability and cycles (C008, C016, C019).
+//! - [`fanout`]: `fan_out_all` structure, joins and input keys (C028, C906, C907, C908).
+//!
+//! Declaration-level codes are `decls.rs`'s.
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::rc::Rc;
+
 use super::symbols::Symbols;
-use crate::{CompileOptions, ast, diag::Diagnostic};
+use crate::{
+    CompileOptions,
+    ast::{self, Span},
+    diag::{Code, Diagnostic},
+};
+
+mod edges;
+mod fanout;
+mod refs;
+mod topology;
+
+#[cfg(test)]
+mod tests;
 
 pub(super) fn check(
-    _file: &ast::File,
-    _syms: &Symbols<'_>,
+    file: &ast::File,
+    syms: &Symbols<'_>,
     _opts: &CompileOptions,
-    _out: &mut Vec<Diagnostic>,
+    out: &mut Vec<Diagnostic>,
 ) {
+    workflows(syms, out);
+    let graph = syms.workflow().map(|wf| Graph::build(wf, syms, out));
+    refs::check(file, syms, graph.as_ref(), out);
+    if let Some(g) = &graph {
+        edges::check(g, syms, out);
+        topology::check(g, syms, out);
+        fanout::check(g, syms, out);
+    }
+}
+
+/// C006 / C007.
+fn workflows(syms: &Symbols<'_>, out: &mut Vec<Diagnostic>) {
+    if syms.workflows.is_empty() {
+        out.push(Diagnostic::new(
+            Code::C006,
+            Span::new(1, 1, 1),
+            "no workflow declared",
+        ));
+    }
+    for w in syms.workflows.iter().skip(1) {
+        out.push(Diagnostic::new(
+            Code::C007,
+            w.name.span,
+            format!(
+                "second workflow \"{}\"; a file holds exactly one",
+                w.name.name
+            ),
+        ));
+    }
+}
+
+/// `done` and `fail`.
+pub(super) fn is_terminal(name: &str) -> bool {
+    name == "done" || name == "fail"
+}
+
+/// The closest candidate within edit distance 2 (ties: the smaller name), as a hint.
+pub(super) fn did_you_mean<'n>(
+    name: &str,
+    candidates: impl Iterator<Item = &'n str>,
+) -> Option<String> {
+    candidates
+        .filter(|c| *c != name)
+        .map(|c| (strsim::levenshtein(name, c), c))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, c)| format!("did you mean \"{c}\"?"))
+}
+
+/// What is known about a node's output schema.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum OutputSchema<'a> {
+    /// `output:` names a declared schema.
+    Known(&'a ast::Schema),
+    /// No `output:` (or a router): fields cannot be checked.
+    Missing,
+    /// `output:` names no schema (C002), or the node is unknown: say nothing.
+    Unknown,
+}
+
+pub(super) fn output_schema<'a>(syms: &Symbols<'a>, node: &str) -> OutputSchema<'a> {
+    let Some(n) = syms.nodes.get(node) else {
+        return OutputSchema::Unknown;
+    };
+    let name = match &n.body {
+        ast::NodeBody::Agent(a) => a.output.as_ref(),
+        ast::NodeBody::Tool(t) => t.output.as_ref(),
+        ast::NodeBody::Router(_) => None,
+    };
+    match name {
+        None => OutputSchema::Missing,
+        Some(id) => match syms.schemas.get(id.name.as_str()) {
+            Some(s) => OutputSchema::Known(s),
+            None => OutputSchema::Unknown,
+        },
+    }
+}
+
+pub(super) fn field<'a>(schema: &'a ast::Schema, name: &str) -> Option<&'a ast::Field> {
+    schema.fields.iter().find(|f| f.name.name == name)
+}
+
+/// Whether a declared node is a `fan_out_all` router.
+pub(super) fn is_fan_out(syms: &Symbols<'_>, node: &str) -> bool {
+    matches!(
+        syms.nodes.get(node).map(|n| &n.body),
+        Some(ast::NodeBody::Router(r)) if r.mode == ast::RouterMode::FanOutAll
+    )
+}
+
+/// Whether a declared node has `await`.
+pub(super) fn has_await(syms: &Symbols<'_>, node: &str) -> bool {
+    await_span(syms, node).is_some()
+}
+
+pub(super) fn await_span(syms: &Symbols<'_>, node: &str) -> Option<Span> {
+    match &syms.nodes.get(node)?.body {
+        ast::NodeBody::Agent(a) => a.await_.map(|(_, s)| s),
+        ast::NodeBody::Tool(t) => t.await_.map(|(_, s)| s),
+        ast::NodeBody::Router(_) => None,
+    }
+}
+
+/// The first declaration of every node name, in declaration order.
+pub(super) fn first_nodes<'a>(syms: &Symbols<'a>) -> Vec<&'a ast::Node> {
+    syms.node_list
+        .iter()
+        .copied()
+        .filter(|n| {
+            syms.nodes
+                .get(n.name.name.as_str())
+                .is_some_and(|first| std::ptr::eq(*first, *n))
+        })
+        .collect()
+}
+
+/// Whether an edge is pure unconditional: no `when`, no `else`, no `as` (§5.1).
+pub(super) fn is_pure(e: &ast::Edge) -> bool {
+    e.when.is_none() && e.else_.is_none() && e.loop_.is_none()
+}
+
+/// The workflow's edges with both endpoints declared, and what the checks ask of them.
+pub(super) struct Graph<'a> {
+    /// The workflow.
+    pub wf: &'a ast::Workflow,
+    /// Edges whose endpoints are declared (targets may be `done`/`fail`), in declaration order.
+    pub edges: Vec<&'a ast::Edge>,
+    /// Outgoing edges (indices into `edges`) by source.
+    pub outgoing: HashMap<&'a str, Vec<usize>>,
+    /// Incoming edges (indices into `edges`) by target.
+    pub incoming: HashMap<&'a str, Vec<usize>>,
+    /// Sources of every edge as written, dangling ones included (C901 counts them).
+    pub written_sources: HashSet<&'a str>,
+    /// Loop names of every `as` clause.
+    pub loops: HashSet<&'a str>,
+    reach: RefCell<HashMap<&'a str, Rc<HashSet<&'a str>>>>,
+}
+
+impl<'a> Graph<'a> {
+    /// Resolves the edges, reporting C001 for undeclared endpoints.
+    fn build(wf: &'a ast::Workflow, syms: &Symbols<'a>, out: &mut Vec<Diagnostic>) -> Self {
+        let mut g = Graph {
+            wf,
+            edges: Vec::new(),
+            outgoing: HashMap::new(),
+            incoming: HashMap::new(),
+            written_sources: HashSet::new(),
+            loops: HashSet::new(),
+            reach: RefCell::new(HashMap::new()),
+        };
+        for e in &wf.edges {
+            let (a, b) = (e.from.name.as_str(), e.to.name.as_str());
+            g.written_sources.insert(a);
+            if let Some(l) = &e.loop_ {
+                g.loops.insert(l.name.name.as_str());
+            }
+            let from_ok = syms.nodes.contains_key(a);
+            let to_ok = syms.nodes.contains_key(b) || is_terminal(b);
+            let names = || syms.nodes.keys().copied();
+            if !from_ok {
+                let mut d = Diagnostic::new(
+                    Code::C001,
+                    e.from.span,
+                    format!("edge \"{a} -> {b}\": unknown node \"{a}\""),
+                );
+                if let Some(h) = did_you_mean(a, names()) {
+                    d = d.with_hint(h);
+                }
+                out.push(d);
+            }
+            if !to_ok {
+                let mut d = Diagnostic::new(
+                    Code::C001,
+                    e.to.span,
+                    format!("edge \"{a} -> {b}\": unknown node \"{b}\""),
+                );
+                if from_ok {
+                    d = d.with_node(a);
+                }
+                if let Some(h) = did_you_mean(b, names().chain(["done", "fail"])) {
+                    d = d.with_hint(h);
+                }
+                out.push(d);
+            }
+            if from_ok && to_ok {
+                let i = g.edges.len();
+                g.edges.push(e);
+                g.outgoing.entry(a).or_default().push(i);
+                g.incoming.entry(b).or_default().push(i);
+            }
+        }
+        g
+    }
+
+    /// The resolved outgoing edges of `node`, in declaration order.
+    pub fn out_edges(&self, node: &str) -> impl Iterator<Item = &'a ast::Edge> + '_ {
+        self.outgoing
+            .get(node)
+            .into_iter()
+            .flatten()
+            .filter_map(|i| self.edges.get(*i).copied())
+    }
+
+    /// The resolved incoming edges of `node`, in declaration order.
+    pub fn in_edges(&self, node: &str) -> impl Iterator<Item = &'a ast::Edge> + '_ {
+        self.incoming
+            .get(node)
+            .into_iter()
+            .flatten()
+            .filter_map(|i| self.edges.get(*i).copied())
+    }
+
+    /// Whether there is a path of one or more edges (of any kind) from `from` to `to` (§4.1,
+    /// "runs before"). A node on a cycle reaches itself.
+    pub fn reaches(&self, from: &str, to: &str) -> bool {
+        let cached = self.reach.borrow().get(from).cloned();
+        let set = match cached {
+            Some(s) => s,
+            None => {
+                let Some((&key, _)) = self.outgoing.get_key_value(from) else {
+                    return false;
+                };
+                let s = Rc::new(self.forward(key));
+                self.reach.borrow_mut().insert(key, Rc::clone(&s));
+                s
+            }
+        };
+        set.contains(to)
+    }
+
+    /// Every node reachable from `from` over one or more edges.
+    fn forward(&self, from: &'a str) -> HashSet<&'a str> {
+        let mut seen = HashSet::new();
+        let mut queue = VecDeque::from([from]);
+        while let Some(u) = queue.pop_front() {
+            for e in self.out_edges(u) {
+                let v = e.to.name.as_str();
+                if seen.insert(v) {
+                    queue.push_back(v);
+                }
+            }
+        }
+        seen
+    }
 }

@@ -1,0 +1,312 @@
+//! Per-source edge rules and loop clauses (DSL.md §5.1, §5.6): C005, C010, C011, C012, C013,
+//! C014, C015, C026, C123, C124, C145, C901, C903, C905.
+use std::collections::HashMap;
+
+use super::{Graph, OutputSchema, field, first_nodes, is_fan_out, is_pure, output_schema};
+use crate::ast::{self, VarType, When};
+use crate::check::symbols::Symbols;
+use crate::diag::{Code, Diagnostic};
+
+pub(super) fn check<'a>(g: &Graph<'a>, syms: &Symbols<'a>, out: &mut Vec<Diagnostic>) {
+    loop_clauses(g, out);
+    for node in first_nodes(syms) {
+        let name = node.name.name.as_str();
+        let edges: Vec<&ast::Edge> = g.out_edges(name).collect();
+        if is_fan_out(syms, name) {
+            fan_out_clauses(name, &edges, out);
+            continue;
+        }
+        if !g.written_sources.contains(name) {
+            out.push(
+                Diagnostic::new(
+                    Code::C901,
+                    node.name.span,
+                    format!("node \"{name}\" has no outgoing edge"),
+                )
+                .with_node(name),
+            );
+        }
+        Source {
+            name,
+            edges: &edges,
+            out: &mut *out,
+        }
+        .check(syms);
+    }
+}
+
+/// C026 (cap below 1) and C005 (one loop, two caps), over every edge as written.
+fn loop_clauses(g: &Graph<'_>, out: &mut Vec<Diagnostic>) {
+    let mut caps: HashMap<&str, &ast::LoopClause> = HashMap::new();
+    for e in &g.wf.edges {
+        let Some(l) = &e.loop_ else { continue };
+        let node = e.from.name.as_str();
+        let name = l.name.name.as_str();
+        if l.cap < 1 {
+            out.push(
+                Diagnostic::new(
+                    Code::C026,
+                    l.span,
+                    format!("loop \"{name}\" cap must be at least 1"),
+                )
+                .with_node(node),
+            );
+        }
+        match caps.get(name) {
+            None => {
+                caps.insert(name, l);
+            }
+            Some(first) if first.cap != l.cap => out.push(
+                Diagnostic::new(
+                    Code::C005,
+                    l.span,
+                    format!(
+                        "loop \"{name}\" has cap {} here but {} at line {}",
+                        l.cap, first.cap, first.span.line
+                    ),
+                )
+                .with_node(node),
+            ),
+            Some(_) => {}
+        }
+    }
+}
+
+/// C905: a `fan_out_all` router takes every edge, so no clause may choose among them.
+fn fan_out_clauses(name: &str, edges: &[&ast::Edge], out: &mut Vec<Diagnostic>) {
+    for e in edges {
+        let clauses = [
+            e.when.as_ref().map(|w| ("when", w.span())),
+            e.else_.map(|s| ("else", s)),
+            e.loop_.as_ref().map(|l| ("as", l.span)),
+        ];
+        for (clause, span) in clauses.into_iter().flatten() {
+            out.push(
+                Diagnostic::new(
+                    Code::C905,
+                    span,
+                    format!(
+                        "fan_out_all router \"{name}\" takes every edge; {clause} is not allowed"
+                    ),
+                )
+                .with_node(name),
+            );
+        }
+    }
+}
+
+/// A condition's identity for C011.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Cond<'a> {
+    Field { name: &'a str, negated: bool },
+    Expr(&'a str),
+}
+
+impl Cond<'_> {
+    fn of<'a>(w: &'a When) -> Cond<'a> {
+        match w {
+            When::Field { negated, field, .. } => Cond::Field {
+                name: field.name.as_str(),
+                negated: *negated,
+            },
+            When::Expr { text, .. } => Cond::Expr(text.value.trim()),
+        }
+    }
+
+    fn show(&self) -> String {
+        match self {
+            Cond::Field {
+                name,
+                negated: false,
+            } => name.to_string(),
+            Cond::Field {
+                name,
+                negated: true,
+            } => format!("not {name}"),
+            Cond::Expr(text) => format!("\"{text}\""),
+        }
+    }
+}
+
+/// A field used both as `when F` and `when not F` among these edges (the exhaustive form of
+/// C012), or `None`.
+fn exhaustive_field<'a>(edges: impl Iterator<Item = &'a ast::Edge> + Clone) -> Option<&'a str> {
+    let fields = edges.filter_map(|e| match &e.when {
+        Some(When::Field { negated, field, .. }) => Some((field.name.as_str(), *negated)),
+        _ => None,
+    });
+    let list: Vec<(&str, bool)> = fields.collect();
+    list.iter()
+        .find(|(f, neg)| list.iter().any(|(g, n)| g == f && n != neg))
+        .map(|(f, _)| *f)
+}
+
+struct Source<'e, 'o> {
+    name: &'e str,
+    edges: &'e [&'e ast::Edge],
+    out: &'o mut Vec<Diagnostic>,
+}
+
+impl Source<'_, '_> {
+    fn push(&mut self, code: Code, span: ast::Span, msg: String, hint: Option<String>) {
+        let mut d = Diagnostic::new(code, span, msg).with_node(self.name);
+        if let Some(h) = hint {
+            d = d.with_hint(h);
+        }
+        self.out.push(d);
+    }
+
+    fn check(mut self, syms: &Symbols<'_>) {
+        let n = self.name;
+        let edges = self.edges;
+        // C010: at most one pure unconditional edge.
+        let mut first_pure: Option<&ast::Edge> = None;
+        for e in edges.iter().copied().filter(|e| is_pure(e)) {
+            match first_pure {
+                None => first_pure = Some(e),
+                Some(f) => self.push(
+                    Code::C010,
+                    e.from.span,
+                    format!(
+                        "node \"{n}\" already has an unconditional edge (to \"{}\")",
+                        f.to.name
+                    ),
+                    Some("use when/else".to_string()),
+                ),
+            }
+        }
+        // C011: the same condition twice.
+        let mut seen: Vec<(Cond<'_>, &ast::Edge)> = Vec::new();
+        for e in edges.iter().copied() {
+            let Some(w) = &e.when else { continue };
+            let c = Cond::of(w);
+            if let Some((_, first)) = seen.iter().find(|(s, _)| *s == c) {
+                let msg = format!(
+                    "node \"{n}\": condition {} is already used by the edge to \"{}\"",
+                    c.show(),
+                    first.to.name
+                );
+                self.push(Code::C011, w.span(), msg, None);
+            } else {
+                seen.push((c, e));
+            }
+        }
+        // C013 / C014: a `when F` field of the source's output schema, of type bool.
+        if let OutputSchema::Known(schema) = output_schema(syms, n) {
+            for e in edges.iter().copied() {
+                let Some(When::Field { field: f, span, .. }) = &e.when else {
+                    continue;
+                };
+                let s = &schema.name.name;
+                match field(schema, &f.name) {
+                    None => self.push(
+                        Code::C014,
+                        *span,
+                        format!(
+                            "output schema \"{s}\" of \"{n}\" has no field \"{}\"",
+                            f.name
+                        ),
+                        None,
+                    ),
+                    Some(fd) if fd.ty != VarType::Bool => self.push(
+                        Code::C013,
+                        *span,
+                        format!(
+                            "condition field \"{}\" of \"{n}\" is {}, not bool",
+                            f.name,
+                            fd.ty.as_str()
+                        ),
+                        None,
+                    ),
+                    Some(_) => {}
+                }
+            }
+        }
+        // C012: conditional edges need a fallback or an exhaustive field.
+        let has_when = edges.iter().any(|e| e.when.is_some());
+        let has_fallback = edges.iter().any(|e| e.when.is_none());
+        if has_when && !has_fallback && exhaustive_field(edges.iter().copied()).is_none() {
+            if let Some(last) = edges.last() {
+                let hint = match edges.iter().find_map(|e| match &e.when {
+                    Some(When::Field { negated, field, .. }) => Some((*negated, &field.name)),
+                    _ => None,
+                }) {
+                    Some((false, f)) => format!("add else or when not {f}"),
+                    Some((true, f)) => format!("add else or when {f}"),
+                    None => "add an else edge".to_string(),
+                };
+                self.push(
+                    Code::C012,
+                    last.from.span,
+                    format!("node \"{n}\" has conditional edges but no fallback"),
+                    Some(hint),
+                );
+            }
+        }
+        // C015, C123, C124: `else` edges.
+        for (i, e) in edges.iter().filter(|e| e.else_.is_some()).enumerate() {
+            if !has_when {
+                self.push(
+                    Code::C015,
+                    e.from.span,
+                    format!("else edge from \"{n}\" has no when sibling"),
+                    Some("use a plain edge".to_string()),
+                );
+            }
+            if i > 0 {
+                self.push(
+                    Code::C123,
+                    e.from.span,
+                    format!("node \"{n}\" already has an else edge"),
+                    None,
+                );
+            }
+            if first_pure.is_some() {
+                self.push(
+                    Code::C124,
+                    e.from.span,
+                    format!("node \"{n}\" has both an else and an unconditional edge"),
+                    None,
+                );
+            }
+        }
+        // C903: an unconditional loop edge after the fallback is never taken (§5.4 step 5).
+        let mut fallback_seen = false;
+        for e in edges.iter().copied() {
+            if e.loop_.is_some() && e.when.is_none() && fallback_seen {
+                self.push(
+                    Code::C903,
+                    e.from.span,
+                    format!(
+                        "loop edge \"{} -> {}\" follows an unconditional edge and is never taken",
+                        e.from.name, e.to.name
+                    ),
+                    Some("declare it first".to_string()),
+                );
+            }
+            if is_pure(e) || e.else_.is_some() {
+                fallback_seen = true;
+            }
+        }
+        // C145: once the loops are spent, the node still needs an exit.
+        let last_loop = edges
+            .iter()
+            .rev()
+            .find_map(|e| e.loop_.as_ref().map(|l| (e, l)));
+        if let Some((last, l)) = last_loop {
+            let rest = edges.iter().copied().filter(|e| e.loop_.is_none());
+            let fallback = rest.clone().any(|e| e.when.is_none());
+            if !fallback && exhaustive_field(rest).is_none() {
+                self.push(
+                    Code::C145,
+                    last.from.span,
+                    format!(
+                        "when loop \"{}\" is spent, \"{n}\" has no edge to take",
+                        l.name.name
+                    ),
+                    None,
+                );
+            }
+        }
+    }
+}

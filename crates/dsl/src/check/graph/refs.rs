@@ -1,0 +1,479 @@
+//! Template and expression references (DSL.md §4.1–§4.3, §5.2, §6.1): C004, C014 (expression
+//! fields), C029, C031, C032, C033, C034, C036, C040, C093, C095, C137, C138, C147, C148, C904.
+use std::collections::HashMap;
+
+use super::{Graph, OutputSchema, did_you_mean, field, output_schema};
+use crate::ast::{self, Decl, NodeBody, PromptRef, Span, StrLit, When};
+use crate::check::symbols::Symbols;
+use crate::diag::{Code, Diagnostic};
+use crate::expr;
+use crate::template::{self, Namespace};
+
+/// Which of a template's checks to run. A named prompt is checked once for what does not
+/// depend on the node using it, and once per using node for what does (C034, C036).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    All,
+    ContextFree,
+    NodeOnly,
+}
+
+/// Who reads a template, which decides what `input` is and who must run after `outputs.N`.
+#[derive(Clone, Copy, Debug)]
+enum Consumer<'a> {
+    /// Secret values, `max_duration`, a prompt no node uses.
+    Nobody,
+    /// A prompt or a command of this node: `input` is its input map, checked against its
+    /// `input` schema; `outputs.N` needs N to run strictly before it.
+    Node(&'a str),
+    /// A `with` value or `when` expression of an edge from this node: `input` is its output;
+    /// `outputs.N` needs N to run before it or to be it.
+    EdgeSource(&'a str),
+}
+
+/// Where a reference was written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Template,
+    Expression,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Place<'a> {
+    /// The diagnostic's `node`.
+    node: Option<&'a str>,
+    consumer: Consumer<'a>,
+    part: Part,
+}
+
+impl Place<'_> {
+    fn context_free(&self) -> bool {
+        self.part != Part::NodeOnly
+    }
+
+    fn node_dependent(&self) -> bool {
+        self.part != Part::ContextFree
+    }
+}
+
+struct Refs<'s, 'a> {
+    syms: &'s Symbols<'a>,
+    graph: Option<&'s Graph<'a>>,
+    out: &'s mut Vec<Diagnostic>,
+}
+
+pub(super) fn check<'a>(
+    file: &ast::File,
+    syms: &Symbols<'a>,
+    graph: Option<&Graph<'a>>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let mut r = Refs { syms, graph, out };
+    // Named prompts and the nodes that use them, in declaration order.
+    let mut users: HashMap<&str, Vec<&str>> = HashMap::new();
+    for node in &syms.node_list {
+        let name = node.name.name.as_str();
+        let place = Place {
+            node: Some(name),
+            consumer: Consumer::Node(name),
+            part: Part::All,
+        };
+        match &node.body {
+            NodeBody::Agent(a) => {
+                r.model(&a.model, name);
+                for p in a.system.iter().chain(std::iter::once(&a.user)) {
+                    match p {
+                        PromptRef::Inline(text) => r.template(text, place, Kind::Text),
+                        PromptRef::Named(id) => {
+                            let list = users.entry(id.name.as_str()).or_default();
+                            if !list.contains(&name) {
+                                list.push(name);
+                            }
+                        }
+                    }
+                }
+            }
+            NodeBody::Tool(t) => r.template(&t.command, place, Kind::Command),
+            NodeBody::Router(_) => {}
+        }
+    }
+    for decl in &file.decls {
+        match decl {
+            Decl::Prompt(p) => {
+                let list = users.get(p.name.name.as_str());
+                let first = list.and_then(|l| l.first().copied());
+                let free = Place {
+                    node: first,
+                    consumer: Consumer::Nobody,
+                    part: Part::ContextFree,
+                };
+                r.template(&p.body, free, Kind::Text);
+                for user in list.into_iter().flatten() {
+                    let place = Place {
+                        node: Some(user),
+                        consumer: Consumer::Node(user),
+                        part: Part::NodeOnly,
+                    };
+                    r.template(&p.body, place, Kind::Text);
+                }
+            }
+            Decl::Secrets(block) => {
+                for s in &block.secrets {
+                    if let Some(v) = &s.value {
+                        r.host(v, None);
+                    }
+                }
+            }
+            Decl::Vars(_) | Decl::Schema(_) | Decl::Node(_) | Decl::Workflow(_) => {}
+        }
+    }
+    if let Some(g) = graph {
+        if let Some(d) = g.wf.budget.as_ref().and_then(|b| b.max_duration.as_ref()) {
+            r.host(d, None);
+        }
+        for e in &g.wf.edges {
+            r.edge(e);
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Command,
+}
+
+/// The span of `len` chars at `offset` of a string's value.
+fn span_in(lit: &StrLit, offset: usize, len: usize) -> Span {
+    lit.span_at(offset, u32::try_from(len).unwrap_or(u32::MAX))
+}
+
+impl<'a> Refs<'_, 'a> {
+    fn push(
+        &mut self,
+        code: Code,
+        span: Span,
+        msg: String,
+        node: Option<&str>,
+        hint: Option<String>,
+    ) {
+        let mut d = Diagnostic::new(code, span, msg);
+        if let Some(n) = node {
+            d = d.with_node(n);
+        }
+        if let Some(h) = hint {
+            d = d.with_hint(h);
+        }
+        self.out.push(d);
+    }
+
+    /// C004 for a malformed `${…}` (model, `max_duration`, secret values).
+    fn host(&mut self, lit: &StrLit, node: Option<&str>) {
+        if let Err(e) = template::parse_host(&lit.value) {
+            let span = span_in(lit, e.offset, e.len);
+            self.push(e.code(), span, e.to_string(), node, None);
+        }
+    }
+
+    /// `model`: `${…}` is expanded at launch; the only template is `{{vars.X}}` (C148). A
+    /// template rejected by C148 is not checked further (§8.3).
+    fn model(&mut self, lit: &StrLit, node: &str) {
+        self.host(lit, Some(node));
+        let t = template::parse(&lit.value);
+        self.issues(lit, &t, Some(node));
+        let bad: Vec<&template::Reference> = t
+            .references()
+            .filter(|r| !(r.namespace == Namespace::Vars && r.path.len() == 1))
+            .collect();
+        for r in &bad {
+            self.push(
+                Code::C148,
+                span_in(lit, r.offset, r.len),
+                "model may only use {{vars.…}} templates".to_string(),
+                Some(node),
+                None,
+            );
+        }
+        if bad.is_empty() {
+            let place = Place {
+                node: Some(node),
+                consumer: Consumer::Node(node),
+                part: Part::ContextFree,
+            };
+            for r in t.references() {
+                let span = span_in(lit, r.offset, r.len);
+                self.reference(r.namespace, &r.path, span, place, Origin::Template);
+            }
+        }
+    }
+
+    /// C004 / C904 issues of a scanned template.
+    fn issues(&mut self, lit: &StrLit, t: &template::Template, node: Option<&str>) {
+        for issue in &t.issues {
+            let span = span_in(lit, issue.offset, issue.len);
+            self.push(issue.code(), span, issue.message(), node, None);
+        }
+    }
+
+    fn template(&mut self, lit: &StrLit, place: Place<'_>, kind: Kind) {
+        let t = template::parse(&lit.value);
+        if place.context_free() {
+            self.issues(lit, &t, place.node);
+        }
+        for r in t.references() {
+            let span = span_in(lit, r.offset, r.len);
+            self.reference(r.namespace, &r.path, span, place, Origin::Template);
+        }
+        if kind == Kind::Command && place.context_free() {
+            for r in template::quoted_references(&t) {
+                self.push(
+                    Code::C137,
+                    span_in(lit, r.offset, r.len),
+                    format!("{} is inside quotes: its value is not protected", r.text),
+                    place.node,
+                    Some("remove the quotes; the value is quoted for you".to_string()),
+                );
+            }
+        }
+    }
+
+    /// `with` values and `when` expressions of one edge.
+    fn edge(&mut self, e: &ast::Edge) {
+        let src = e.from.name.as_str();
+        let declared = self.syms.nodes.contains_key(src);
+        let place = Place {
+            node: declared.then_some(src),
+            consumer: if declared {
+                Consumer::EdgeSource(src)
+            } else {
+                Consumer::Nobody
+            },
+            part: Part::All,
+        };
+        if let Some(with) = &e.with {
+            for (_, v) in &with.entries {
+                if let ast::Value::Str(lit) = v {
+                    self.template(lit, place, Kind::Text);
+                }
+            }
+        }
+        if let Some(When::Expr { text, .. }) = &e.when {
+            match expr::parse(&text.value) {
+                Err(err) => self.push(err.code(), text.span, err.to_string(), place.node, None),
+                Ok(parsed) => {
+                    for p in parsed.paths() {
+                        let ns = p.namespace();
+                        if !p.is_bare() {
+                            if let Err(reason) = template::check_shape(ns, p.rest()) {
+                                self.push(
+                                    Code::C004,
+                                    text.span,
+                                    format!("malformed reference {}: {reason}", p.dotted()),
+                                    place.node,
+                                    None,
+                                );
+                                continue;
+                            }
+                        }
+                        self.reference(ns, p.rest(), text.span, place, Origin::Expression);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The static checks of one reference (the table of §4.1).
+    fn reference(
+        &mut self,
+        ns: Namespace,
+        path: &[String],
+        span: Span,
+        place: Place<'_>,
+        origin: Origin,
+    ) {
+        let syms = self.syms;
+        let first = path.first().map(String::as_str);
+        match ns {
+            Namespace::Vars => {
+                if let (Some(x), true) = (first, place.context_free()) {
+                    if !syms.vars.contains_key(x) {
+                        let hint = did_you_mean(x, syms.vars.keys().copied());
+                        self.push(
+                            Code::C033,
+                            span,
+                            format!("unknown var \"{x}\""),
+                            place.node,
+                            hint,
+                        );
+                    }
+                }
+            }
+            Namespace::Input => {
+                let Some(f) = first else { return };
+                match place.consumer {
+                    Consumer::Node(n) if place.node_dependent() => {
+                        if let Some(s) = input_schema(syms, n) {
+                            if field(s, f).is_none() {
+                                self.push(
+                                    Code::C034,
+                                    span,
+                                    format!(
+                                        "input schema \"{}\" of \"{n}\" has no field \"{f}\"",
+                                        s.name.name
+                                    ),
+                                    place.node,
+                                    None,
+                                );
+                            }
+                        }
+                    }
+                    Consumer::EdgeSource(src) => match output_schema(syms, src) {
+                        OutputSchema::Known(s) if field(s, f).is_none() => {
+                            let code = match origin {
+                                Origin::Template => Code::C034,
+                                Origin::Expression => Code::C014,
+                            };
+                            self.push(
+                                code,
+                                span,
+                                format!(
+                                    "output schema \"{}\" of \"{src}\" has no field \"{f}\"",
+                                    s.name.name
+                                ),
+                                place.node,
+                                None,
+                            );
+                        }
+                        OutputSchema::Missing if origin == Origin::Template => self.push(
+                            Code::C032,
+                            span,
+                            format!("cannot check \"{f}\": \"{src}\" has no output schema"),
+                            place.node,
+                            None,
+                        ),
+                        _ => {}
+                    },
+                    _ => {}
+                }
+            }
+            Namespace::Outputs => {
+                let Some(n) = first else { return };
+                if !syms.nodes.contains_key(n) {
+                    if place.context_free() {
+                        let hint = did_you_mean(n, syms.nodes.keys().copied());
+                        self.push(
+                            Code::C029,
+                            span,
+                            format!("outputs.{n}: no node \"{n}\""),
+                            place.node,
+                            hint,
+                        );
+                    }
+                    return;
+                }
+                if let (Some(f), true) = (path.get(1), place.context_free()) {
+                    match output_schema(syms, n) {
+                        OutputSchema::Known(s) if field(s, f).is_none() => self.push(
+                            Code::C031,
+                            span,
+                            format!(
+                                "output schema \"{}\" of \"{n}\" has no field \"{f}\"",
+                                s.name.name
+                            ),
+                            place.node,
+                            None,
+                        ),
+                        OutputSchema::Missing => self.push(
+                            Code::C032,
+                            span,
+                            format!("cannot check \"{f}\": \"{n}\" has no output schema"),
+                            place.node,
+                            None,
+                        ),
+                        _ => {}
+                    }
+                }
+                let Some(g) = self.graph else { return };
+                if !place.node_dependent() {
+                    return;
+                }
+                let consumer = match place.consumer {
+                    Consumer::Node(c) => (!g.reaches(n, c)).then_some(c),
+                    Consumer::EdgeSource(c) => (n != c && !g.reaches(n, c)).then_some(c),
+                    Consumer::Nobody => None,
+                };
+                if let Some(c) = consumer {
+                    self.push(
+                        Code::C036,
+                        span,
+                        format!("\"{n}\" never runs before \"{c}\""),
+                        place.node,
+                        None,
+                    );
+                }
+            }
+            Namespace::Loop => {
+                if let (Some(l), Some(g), true) = (first, self.graph, place.context_free()) {
+                    if !g.loops.contains(l) {
+                        let hint = did_you_mean(l, g.loops.iter().copied());
+                        self.push(
+                            Code::C147,
+                            span,
+                            format!("unknown loop \"{l}\""),
+                            place.node,
+                            hint,
+                        );
+                    }
+                }
+            }
+            Namespace::Run => {}
+            Namespace::Secrets => {
+                let (Some(s), true) = (first, place.context_free()) else {
+                    return;
+                };
+                let Some(def) = syms.secrets.get(s) else {
+                    let hint = did_you_mean(s, syms.secrets.keys().copied());
+                    self.push(
+                        Code::C093,
+                        span,
+                        format!("unknown secret \"{s}\""),
+                        place.node,
+                        hint,
+                    );
+                    return;
+                };
+                let Some(rest) = path.get(1..).filter(|r| !r.is_empty()) else {
+                    return;
+                };
+                let f = rest.join(".");
+                let is_file = def.as_.as_ref().is_some_and(|w| w.text == "file");
+                let why = match (f.as_str(), is_file) {
+                    ("path", true) => return,
+                    ("path", false) => {
+                        format!("\"{s}\" is a value secret; only a file secret has a path")
+                    }
+                    _ => format!(
+                        "no such field; use secrets.{s}, or secrets.{s}.path for a file secret"
+                    ),
+                };
+                self.push(
+                    Code::C095,
+                    span,
+                    format!("secrets.{s}.{f}: {why}"),
+                    place.node,
+                    None,
+                );
+            }
+        }
+    }
+}
+
+/// The input schema of a node, when it names a declared schema.
+fn input_schema<'a>(syms: &Symbols<'a>, node: &str) -> Option<&'a ast::Schema> {
+    let id = match &syms.nodes.get(node)?.body {
+        NodeBody::Agent(a) => a.input.as_ref()?,
+        NodeBody::Tool(t) => t.input.as_ref()?,
+        NodeBody::Router(_) => return None,
+    };
+    syms.schemas.get(id.name.as_str()).copied()
+}
