@@ -1,0 +1,486 @@
+//! Declarations (DSL.md §3.1–§3.7) and sandbox blocks (§7.2–§7.3).
+
+use std::collections::HashMap;
+
+use super::values::{Prop, to_str, to_word};
+use super::{PResult, Parser, diag};
+use crate::ast::{self, Span, VarType};
+use crate::diag::{Code, Diagnostic};
+use crate::lexer::Tok;
+
+/// `secrets:` entries (§3.2), in table order.
+const SECRET_PROPS: &[&str] = &[
+    "value",
+    "as",
+    "mount_path",
+    "env",
+    "hosts",
+    "optional",
+    "description",
+];
+
+/// `agent` / `judge` (§3.5).
+const AGENT_PROPS: &[&str] = &[
+    "model",
+    "backend",
+    "system",
+    "user",
+    "input",
+    "output",
+    "tools",
+    "tool_max_steps",
+    "interaction",
+    "await",
+    "sandbox",
+];
+
+/// `tool` (§3.6).
+const TOOL_PROPS: &[&str] = &["command", "input", "output", "await", "sandbox"];
+
+/// `router` (§3.7).
+const ROUTER_PROPS: &[&str] = &["mode"];
+
+/// A sandbox block (§7.2).
+const SANDBOX_PROPS: &[&str] = &[
+    "mode",
+    "image",
+    "build",
+    "user",
+    "workspace_folder",
+    "host_state",
+    "post_create",
+    "env",
+    "mounts",
+    "network",
+];
+
+/// `build:` inside a sandbox block (§7.2).
+const BUILD_PROPS: &[&str] = &["dockerfile", "context", "args"];
+
+/// `network:` inside a sandbox block (§7.3).
+const NETWORK_PROPS: &[&str] = &["mode", "preset", "rules", "inherit"];
+
+/// `await` (§3.5).
+const AWAIT_MODES: &[(&str, ast::AwaitMode)] = &[
+    ("wait_all", ast::AwaitMode::WaitAll),
+    ("best_effort", ast::AwaitMode::BestEffort),
+];
+
+/// E013.
+fn missing(kind: &str, name: &ast::Ident, key: &str) -> Box<Diagnostic> {
+    diag(
+        Code::E013,
+        name.span,
+        format!("{kind} \"{}\" needs \"{key}\"", name.name),
+    )
+}
+
+/// E010 for a second declaration of `name` in `table`; records the first one.
+fn first_declaration(
+    table: &mut HashMap<String, u32>,
+    what: &str,
+    name: &ast::Ident,
+) -> PResult<()> {
+    if let Some(line) = table.get(&name.name) {
+        return Err(diag(
+            Code::E010,
+            name.span,
+            format!("{what} \"{}\" already declared at line {line}", name.name),
+        ));
+    }
+    table.insert(name.name.clone(), name.span.line);
+    Ok(())
+}
+
+impl Parser<'_> {
+    /// The end of a declaration header `… NAME:`: the end of the line.
+    fn header_end(&mut self) -> PResult<()> {
+        self.end_line()
+    }
+
+    /// A var type (§3.1); `key` names the var or field in messages.
+    pub(super) fn var_type(&mut self, key: &str) -> PResult<(VarType, Span)> {
+        let t = self.peek();
+        let span = t.span;
+        let ty = match &t.tok {
+            Tok::TypeList => Some(VarType::StringList),
+            Tok::Ident(s) => match s.as_str() {
+                "string" => Some(VarType::String),
+                "bool" => Some(VarType::Bool),
+                "int" => Some(VarType::Int),
+                "float" => Some(VarType::Float),
+                "json" => Some(VarType::Json),
+                _ => None,
+            },
+            Tok::Newline | Tok::Eof | Tok::Indent | Tok::Error(_) => {
+                return Err(self.unexpected(Some("a type")));
+            }
+            _ => None,
+        };
+        let Some(ty) = ty else {
+            let found = super::describe(self.peek());
+            return Err(super::values::kind_error(
+                key,
+                "a type (string, bool, int, float, json or string[])",
+                span,
+                &found,
+            ));
+        };
+        self.bump();
+        Ok((ty, span))
+    }
+
+    /// `vars:` at top level (E014 for a second one).
+    pub(super) fn top_vars(&mut self) -> PResult<ast::VarsBlock> {
+        let keyword = self.bump().span;
+        if self.top_vars {
+            return Err(diag(
+                Code::E014,
+                keyword,
+                "only one vars block is allowed here",
+            ));
+        }
+        self.top_vars = true;
+        self.vars_body(keyword)
+    }
+
+    /// After the `vars` keyword: `:` and at least one `NAME: TYPE [= default]` line.
+    pub(super) fn vars_body(&mut self, keyword: Span) -> PResult<ast::VarsBlock> {
+        self.expect_colon()?;
+        self.require_block("vars:")?;
+        let mut vars = Vec::new();
+        self.block_lines(|p| {
+            vars.push(p.var_def()?);
+            Ok(())
+        })?;
+        Ok(ast::VarsBlock { keyword, vars })
+    }
+
+    fn var_def(&mut self) -> PResult<ast::VarDef> {
+        let name = self.name("a var name")?;
+        first_declaration(&mut self.vars, "var", &name)?;
+        self.expect_colon()?;
+        let (ty, ty_span) = self.var_type(&name.name)?;
+        let default = if matches!(self.peek().tok, Tok::Eq) {
+            self.bump();
+            Some(self.value(&name.name, 0)?.into_value())
+        } else {
+            None
+        };
+        self.end_line()?;
+        Ok(ast::VarDef {
+            name,
+            ty,
+            ty_span,
+            default,
+        })
+    }
+
+    /// `secrets:` (§3.2; E014 for a second one).
+    pub(super) fn secrets(&mut self) -> PResult<ast::SecretsBlock> {
+        let keyword = self.bump().span;
+        if self.top_secrets {
+            return Err(diag(
+                Code::E014,
+                keyword,
+                "only one secrets block is allowed here",
+            ));
+        }
+        self.top_secrets = true;
+        self.expect_colon()?;
+        self.require_block("secrets:")?;
+        let mut secrets = Vec::new();
+        self.block_lines(|p| {
+            secrets.push(p.secret_def()?);
+            Ok(())
+        })?;
+        Ok(ast::SecretsBlock { keyword, secrets })
+    }
+
+    fn secret_def(&mut self) -> PResult<ast::SecretDef> {
+        let name = self.name("a secret name")?;
+        let mut def = ast::SecretDef {
+            name: name.clone(),
+            value: None,
+            as_: None,
+            mount_path: None,
+            env: None,
+            hosts: None,
+            optional: None,
+            description: None,
+        };
+        match self.prop(&name)? {
+            Prop::Value(v) => {
+                def.value = Some(to_str(&name.name, v)?);
+                self.end_line()?;
+            }
+            Prop::Empty(_) => {}
+            Prop::Nested(_) => self.props("secret", SECRET_PROPS, |p, key| {
+                match key.name.as_str() {
+                    "value" => def.value = Some(p.str_prop(&key)?),
+                    "as" => def.as_ = Some(p.word_prop(&key, "a word")?),
+                    "mount_path" => def.mount_path = Some(p.str_prop(&key)?),
+                    "env" => def.env = Some(p.str_prop(&key)?),
+                    "hosts" => def.hosts = Some(p.str_list_prop(&key)?),
+                    "optional" => def.optional = Some(p.bool_prop(&key)?),
+                    _ => def.description = Some(p.str_prop(&key)?),
+                }
+                Ok(())
+            })?,
+        }
+        Ok(def)
+    }
+
+    /// `prompt NAME:` and its body (§3.3).
+    pub(super) fn prompt(&mut self) -> PResult<ast::Prompt> {
+        self.bump();
+        let name = self.name("a prompt name")?;
+        first_declaration(&mut self.prompts, "prompt", &name)?;
+        self.expect_colon()?;
+        if !matches!(self.peek().tok, Tok::PromptBody(_)) {
+            let d = self.unexpected(None);
+            return Err(Box::new(d.with_hint(
+                "a prompt's text goes on the indented lines below \"prompt NAME:\"",
+            )));
+        }
+        let Tok::PromptBody(body) = self.bump().tok else {
+            return Err(diag(Code::E001, name.span, "expected a prompt body"));
+        };
+        self.end_line()?;
+        Ok(ast::Prompt { name, body })
+    }
+
+    /// `schema NAME:` and its fields (§3.4).
+    pub(super) fn schema(&mut self) -> PResult<ast::Schema> {
+        self.bump();
+        let name = self.name("a schema name")?;
+        first_declaration(&mut self.schemas, "schema", &name)?;
+        self.expect_colon()?;
+        self.header_end()?;
+        let mut fields = Vec::new();
+        let mut seen = HashMap::new();
+        self.block_lines(|p| {
+            let field = p.name("a field name")?;
+            first_declaration(&mut seen, "field", &field)?;
+            p.expect_colon()?;
+            let (ty, ty_span) = p.var_type(&field.name)?;
+            p.end_line()?;
+            fields.push(ast::Field {
+                name: field,
+                ty,
+                ty_span,
+            });
+            Ok(())
+        })?;
+        Ok(ast::Schema { name, fields })
+    }
+
+    /// `agent|judge|tool|router NAME:` and its properties (§3.5–§3.7).
+    pub(super) fn node(&mut self, kind: ast::NodeKind) -> PResult<ast::Node> {
+        let kind_span = self.bump().span;
+        let name = self.name("a node name")?;
+        self.expect_colon()?;
+        self.header_end()?;
+        let body = match kind {
+            ast::NodeKind::Agent | ast::NodeKind::Judge => {
+                ast::NodeBody::Agent(self.agent_props(kind, &name)?)
+            }
+            ast::NodeKind::Tool => ast::NodeBody::Tool(self.tool_props(&name)?),
+            ast::NodeKind::Router => ast::NodeBody::Router(self.router_props()?),
+        };
+        Ok(ast::Node {
+            kind,
+            kind_span,
+            name,
+            body,
+        })
+    }
+
+    fn agent_props(&mut self, kind: ast::NodeKind, name: &ast::Ident) -> PResult<ast::AgentProps> {
+        let (mut model, mut system, mut user, mut input, mut output) =
+            (None, None, None, None, None);
+        let (mut tools, mut tool_max_steps, mut interaction, mut await_, mut sandbox) =
+            (None, None, None, None, None);
+        self.props(kind.as_str(), AGENT_PROPS, |p, key| {
+            match key.name.as_str() {
+                "model" => model = Some(p.model_prop(&key)?),
+                "backend" => p.backend_prop(&key)?,
+                "system" => system = Some(p.prompt_prop(&key)?),
+                "user" => user = Some(p.prompt_prop(&key)?),
+                "input" => input = Some(p.ref_prop(&key, "a schema name")?),
+                "output" => output = Some(p.ref_prop(&key, "a schema name")?),
+                "tools" => tools = Some(p.word_list_prop(&key)?),
+                "tool_max_steps" => tool_max_steps = Some(p.int_prop(&key, Some(1))?),
+                "interaction" => {
+                    interaction = Some(p.enum_prop(
+                        &key,
+                        &[
+                            ("none", ast::Interaction::None),
+                            ("ask", ast::Interaction::Ask),
+                        ],
+                    )?);
+                }
+                "await" => await_ = Some(p.enum_prop(&key, AWAIT_MODES)?),
+                _ => sandbox = Some(p.sandbox_prop(&key)?),
+            }
+            Ok(())
+        })?;
+        let Some(model) = model else {
+            return Err(missing(kind.as_str(), name, "model"));
+        };
+        let Some(user) = user else {
+            return Err(missing(kind.as_str(), name, "user"));
+        };
+        Ok(ast::AgentProps {
+            model,
+            system,
+            user,
+            input,
+            output,
+            tools,
+            tool_max_steps,
+            interaction,
+            await_,
+            sandbox,
+        })
+    }
+
+    /// `model`: a string; a literal one (no `${`, no `{{`) must look like `provider/model`.
+    fn model_prop(&mut self, key: &ast::Ident) -> PResult<ast::StrLit> {
+        let s = self.str_prop(key)?;
+        let templated = s.value.contains("${") || s.value.contains("{{");
+        if !templated && !super::values::is_model_shape(&s.value) {
+            return Err(super::values::kind_error(
+                &key.name,
+                "\"provider/model\"",
+                s.span,
+                &super::values::preview(&s),
+            ));
+        }
+        Ok(s)
+    }
+
+    /// `backend`: only `claw` (E020), not kept.
+    fn backend_prop(&mut self, key: &ast::Ident) -> PResult<()> {
+        let w = self.word_prop(key, "a word")?;
+        if w.text != "claw" {
+            return Err(Box::new(
+                Diagnostic::new(
+                    Code::E020,
+                    w.span,
+                    format!("backend \"{}\" is not supported yet", w.text),
+                )
+                .with_hint("the only backend is claw"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn tool_props(&mut self, name: &ast::Ident) -> PResult<ast::ToolProps> {
+        let (mut command, mut input, mut output, mut await_, mut sandbox) =
+            (None, None, None, None, None);
+        self.props("tool", TOOL_PROPS, |p, key| {
+            match key.name.as_str() {
+                "command" => command = Some(p.str_prop(&key)?),
+                "input" => input = Some(p.ref_prop(&key, "a schema name")?),
+                "output" => output = Some(p.ref_prop(&key, "a schema name")?),
+                "await" => await_ = Some(p.enum_prop(&key, AWAIT_MODES)?),
+                _ => sandbox = Some(p.sandbox_prop(&key)?),
+            }
+            Ok(())
+        })?;
+        let Some(command) = command else {
+            return Err(missing("tool", name, "command"));
+        };
+        Ok(ast::ToolProps {
+            command,
+            input,
+            output,
+            await_,
+            sandbox,
+        })
+    }
+
+    fn router_props(&mut self) -> PResult<ast::RouterProps> {
+        let mut mode = ast::RouterMode::FanOutAll;
+        self.props("router", ROUTER_PROPS, |p, key| {
+            mode = p
+                .enum_prop(
+                    &key,
+                    &[
+                        ("condition", ast::RouterMode::Condition),
+                        ("fan_out_all", ast::RouterMode::FanOutAll),
+                    ],
+                )?
+                .0;
+            Ok(())
+        })?;
+        Ok(ast::RouterProps { mode })
+    }
+
+    /// `sandbox: WORD` or a sandbox block (§7.1–§7.3).
+    pub(super) fn sandbox_prop(&mut self, key: &ast::Ident) -> PResult<ast::SandboxDecl> {
+        let mut block = ast::SandboxBlock {
+            key: key.span,
+            ..Default::default()
+        };
+        match self.prop(key)? {
+            Prop::Value(v) => {
+                let w = to_word(&key.name, "a word or a block", &v)?;
+                self.end_line()?;
+                return Ok(ast::SandboxDecl::Short(w));
+            }
+            Prop::Empty(_) => {}
+            Prop::Nested(_) => self.props("sandbox", SANDBOX_PROPS, |p, k| {
+                let b = &mut block;
+                match k.name.as_str() {
+                    "mode" => b.mode = Some(p.word_prop(&k, "a word")?),
+                    "image" => b.image = Some(p.str_prop(&k)?),
+                    "build" => b.build = Some(p.build_prop(&k)?),
+                    "user" => b.user = Some(p.str_prop(&k)?),
+                    "workspace_folder" => b.workspace_folder = Some(p.str_prop(&k)?),
+                    "host_state" => b.host_state = Some(p.word_prop(&k, "a word")?),
+                    "post_create" => b.post_create = Some(p.str_prop(&k)?),
+                    "env" => b.env = Some(p.map_prop(&k)?),
+                    "mounts" => b.mounts = Some(p.str_list_prop(&k)?),
+                    _ => b.network = Some(p.network_prop(&k)?),
+                }
+                Ok(())
+            })?,
+        }
+        Ok(ast::SandboxDecl::Block(block))
+    }
+
+    fn build_prop(&mut self, key: &ast::Ident) -> PResult<ast::BuildBlock> {
+        let mut b = ast::BuildBlock {
+            key: key.span,
+            ..Default::default()
+        };
+        self.block_prop(key, BUILD_PROPS, |p, k| {
+            match k.name.as_str() {
+                "dockerfile" => b.dockerfile = Some(p.str_prop(&k)?),
+                "context" => b.context = Some(p.str_prop(&k)?),
+                _ => b.args = Some(p.map_prop(&k)?),
+            }
+            Ok(())
+        })?;
+        Ok(b)
+    }
+
+    fn network_prop(&mut self, key: &ast::Ident) -> PResult<ast::NetworkBlock> {
+        let mut n = ast::NetworkBlock {
+            key: key.span,
+            ..Default::default()
+        };
+        self.block_prop(key, NETWORK_PROPS, |p, k| {
+            match k.name.as_str() {
+                "mode" => n.mode = Some(p.word_prop(&k, "a word")?),
+                "preset" => n.preset = Some(p.str_prop(&k)?),
+                "rules" => n.rules = Some(p.str_list_prop(&k)?),
+                _ => n.inherit = Some(p.word_prop(&k, "a word")?),
+            }
+            Ok(())
+        })?;
+        Ok(n)
+    }
+}
