@@ -27,6 +27,8 @@ mod refs;
 mod topology;
 
 #[cfg(test)]
+mod e2e_tests;
+#[cfg(test)]
 mod tests;
 
 pub(super) fn check(

@@ -1,0 +1,442 @@
+//! End-to-end tests of the graph, template and expression checks: source text through
+//! `crate::compile`, DSL.md §9 fixtures and fragments. Only the codes this module owns are
+//! compared, so these tests do not depend on the declaration checks.
+use std::collections::BTreeMap;
+
+use pretty_assertions::assert_eq;
+
+use crate::{Code, CompileOptions, Diagnostic, compile};
+
+/// The codes `check/graph*` emits.
+const OURS: &[Code] = &[
+    Code::C001,
+    Code::C004,
+    Code::C005,
+    Code::C006,
+    Code::C007,
+    Code::C008,
+    Code::C010,
+    Code::C011,
+    Code::C012,
+    Code::C013,
+    Code::C014,
+    Code::C015,
+    Code::C016,
+    Code::C019,
+    Code::C026,
+    Code::C028,
+    Code::C029,
+    Code::C031,
+    Code::C032,
+    Code::C033,
+    Code::C034,
+    Code::C036,
+    Code::C040,
+    Code::C093,
+    Code::C095,
+    Code::C123,
+    Code::C124,
+    Code::C137,
+    Code::C138,
+    Code::C145,
+    Code::C147,
+    Code::C148,
+    Code::C901,
+    Code::C903,
+    Code::C904,
+    Code::C905,
+    Code::C906,
+    Code::C907,
+    Code::C908,
+];
+
+fn diags(src: &str) -> Vec<Diagnostic> {
+    compile(
+        src.as_bytes(),
+        &CompileOptions {
+            ask_user_in_sandbox: false,
+        },
+    )
+    .diagnostics
+}
+
+/// Our (code, line) pairs, sorted.
+fn ours(src: &str) -> Vec<(Code, u32)> {
+    let mut v: Vec<(Code, u32)> = diags(src)
+        .iter()
+        .filter(|d| OURS.contains(&d.code))
+        .map(|d| (d.code, d.span.line))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Every diagnostic's (code, line), sorted.
+fn all(src: &str) -> Vec<(Code, u32)> {
+    let mut v: Vec<(Code, u32)> = diags(src).iter().map(|d| (d.code, d.span.line)).collect();
+    v.sort();
+    v
+}
+
+const GALLERY: &str = include_str!("../../../../../examples/06_gallery.iter");
+
+#[test]
+fn the_gallery_draws_exactly_our_expected_codes_per_line() {
+    let mut want: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+    for (i, line) in GALLERY.lines().enumerate() {
+        if let Some((_, codes)) = line.split_once("# expect:") {
+            for c in codes.split(',').map(str::trim) {
+                if OURS.iter().any(|o| o.as_str() == c) {
+                    want.entry(u32::try_from(i + 1).unwrap())
+                        .or_default()
+                        .push(c);
+                }
+            }
+        }
+    }
+    let mut got: BTreeMap<u32, Vec<&str>> = BTreeMap::new();
+    for (code, line) in ours(GALLERY) {
+        got.entry(line).or_default().push(code.as_str());
+    }
+    for v in want.values_mut().chain(got.values_mut()) {
+        v.sort();
+    }
+    assert_eq!(got, want);
+}
+
+#[test]
+fn the_gallery_messages_of_our_codes() {
+    let got: Vec<(u32, &str, String, Option<String>)> = diags(GALLERY)
+        .into_iter()
+        .filter(|d| OURS.contains(&d.code))
+        .map(|d| (d.span.line, d.code.as_str(), d.message, d.node))
+        .collect();
+    let s = |x: &str| x.to_string();
+    let n = |x: &str| Some(x.to_string());
+    assert_eq!(
+        got,
+        vec![
+            (
+                30,
+                "C137",
+                s("{{vars.region}} is inside quotes: its value is not protected"),
+                n("build")
+            ),
+            (
+                36,
+                "C095",
+                s(
+                    "secrets.api_token.path: \"api_token\" is a value secret; only a file secret has a path"
+                ),
+                n("publish")
+            ),
+            (36, "C093", s("unknown secret \"nope\""), n("publish")),
+            (41, "C033", s("unknown var \"regoin\""), n("gatekeeper")),
+            (
+                41,
+                "C029",
+                s("outputs.ghost: no node \"ghost\""),
+                n("gatekeeper")
+            ),
+            (
+                47,
+                "C148",
+                s("model may only use {{vars.…}} templates"),
+                n("reviewer")
+            ),
+            (
+                54,
+                "C031",
+                s("output schema \"result\" of \"build\" has no field \"size\""),
+                n("helper")
+            ),
+            (
+                57,
+                "C901",
+                s("node \"sink\" has no outgoing edge"),
+                n("sink")
+            ),
+            (
+                59,
+                "C034",
+                s("input schema \"result\" of \"sink\" has no field \"nope\""),
+                n("sink")
+            ),
+            (
+                59,
+                "C036",
+                s("\"orphan\" never runs before \"sink\""),
+                n("sink")
+            ),
+            (
+                61,
+                "C908",
+                s("await on \"sink\" has no effect: it is not a fan-out join"),
+                n("sink")
+            ),
+            (
+                63,
+                "C016",
+                s("node \"orphan\" is unreachable from entry \"build\""),
+                n("orphan")
+            ),
+            (
+                77,
+                "C011",
+                s("node \"build\": condition ok is already used by the edge to \"publish\""),
+                n("build")
+            ),
+            (78, "C138", s("contains() takes 2 argument(s)"), n("build")),
+            (
+                79,
+                "C013",
+                s("condition field \"detail\" of \"build\" is string, not bool"),
+                n("build")
+            ),
+            (
+                80,
+                "C012",
+                s("node \"build\" has conditional edges but no fallback"),
+                n("build")
+            ),
+            (
+                80,
+                "C014",
+                s("output schema \"result\" of \"build\" has no field \"missing_field\""),
+                n("build")
+            ),
+            (
+                82,
+                "C015",
+                s("else edge from \"publish\" has no when sibling"),
+                n("publish")
+            ),
+            (
+                82,
+                "C124",
+                s("node \"publish\" has both an else and an unconditional edge"),
+                n("publish")
+            ),
+            (
+                83,
+                "C145",
+                s("when loop \"review_round\" is spent, \"gatekeeper\" has no edge to take"),
+                n("gatekeeper")
+            ),
+            (
+                83,
+                "C026",
+                s("loop \"review_round\" cap must be at least 1"),
+                n("gatekeeper")
+            ),
+            (
+                86,
+                "C019",
+                s("cycle reviewer -> helper -> reviewer has no loop clause"),
+                n("helper")
+            ),
+            (
+                87,
+                "C010",
+                s("node \"helper\" already has an unconditional edge (to \"reviewer\")"),
+                n("helper")
+            ),
+        ]
+    );
+}
+
+#[test]
+fn the_clean_examples_draw_nothing_at_all() {
+    for (name, src) in [
+        ("hello", include_str!("../../../../../examples/hello.iter")),
+        ("01", include_str!("../../../../../examples/01_probe.iter")),
+        (
+            "02",
+            include_str!("../../../../../examples/02_egress_retry.iter"),
+        ),
+        (
+            "03",
+            include_str!("../../../../../examples/03_secret_agent.iter"),
+        ),
+        (
+            "04",
+            include_str!("../../../../../examples/04_parallel_review.iter"),
+        ),
+        (
+            "05",
+            include_str!("../../../../../examples/05_fix_tests.iter"),
+        ),
+    ] {
+        assert_eq!(all(src), vec![], "{name}");
+    }
+}
+
+// ---- §9.6 fragments for our codes ----
+
+const TOOLS: &str =
+    "tool a:\n  command: `true`\n\ntool b:\n  command: `true`\n\ntool c:\n  command: `true`\n\n";
+
+#[test]
+fn fragment_c001() {
+    let src =
+        format!("{TOOLS}workflow w:\n  entry: a\n  a -> ghost\n  a -> b\n  b -> c\n  c -> done\n");
+    assert_eq!(all(&src), vec![(Code::C001, 12)]);
+}
+
+#[test]
+fn fragment_c004() {
+    let src = "agent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  user: \"{{vars.x\"\n\nworkflow w:\n  entry: x\n  x -> done\n";
+    assert_eq!(all(src), vec![(Code::C004, 3)]);
+    let src =
+        "tool a:\n  command: `cat {{artifacts.report}}`\n\nworkflow w:\n  entry: a\n  a -> done\n";
+    assert_eq!(all(src), vec![(Code::C004, 2)]);
+    let d = &diags(src)[0];
+    assert_eq!(
+        (d.span.col, d.message.as_str()),
+        (
+            17,
+            "malformed reference {{artifacts.report}}: namespace \"artifacts\" is not supported yet"
+        )
+    );
+}
+
+#[test]
+fn fragment_c005() {
+    let src = format!(
+        "{TOOLS}workflow w:\n  entry: a\n  a -> b as r(2)\n  a -> c\n  b -> done\n  c -> a as r(3)\n  c -> done\n"
+    );
+    assert_eq!(all(&src), vec![(Code::C005, 15)]);
+}
+
+#[test]
+fn fragments_c006_c007_c008() {
+    assert_eq!(all("tool a:\n  command: `true`\n"), vec![(Code::C006, 1)]);
+    let src = "tool a:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> done\n\nworkflow v:\n  entry: a\n  a -> done\n";
+    assert_eq!(all(src), vec![(Code::C007, 8)]);
+    assert_eq!(
+        all("tool a:\n  command: `true`\n\nworkflow w:\n  a -> done\n"),
+        vec![(Code::C008, 4)]
+    );
+    assert_eq!(
+        all("tool a:\n  command: `true`\n\nworkflow w:\n  entry: ghost\n  a -> done\n"),
+        vec![(Code::C008, 5)]
+    );
+}
+
+#[test]
+fn fragment_c040() {
+    let src = "tool a:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> done when \"ok ==\"\n  a -> fail else\n";
+    assert_eq!(all(src), vec![(Code::C040, 6)]);
+    // The anchor is the opening quote of the expression's string.
+    assert_eq!(diags(src)[0].span.col, 18);
+}
+
+#[test]
+fn fragment_c123() {
+    let src = "tool a:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> done when \"true\"\n  a -> fail else\n  a -> done else\n";
+    assert_eq!(all(src), vec![(Code::C123, 8)]);
+}
+
+#[test]
+fn fragment_c147() {
+    let src = "tool a:\n  command: `echo {{loop.nope.iteration}}`\n\nworkflow w:\n  entry: a\n  a -> done\n";
+    assert_eq!(all(src), vec![(Code::C147, 2)]);
+}
+
+#[test]
+fn fragment_c903() {
+    let src = format!(
+        "{TOOLS}workflow w:\n  entry: a\n  a -> b\n  b -> done\n  a -> c as l(2)\n  c -> done\n"
+    );
+    assert_eq!(all(&src), vec![(Code::C903, 14)]);
+}
+
+#[test]
+fn fragment_c904() {
+    let src = "tool a:\n  command: `docker inspect -f '{{json .Config}}' x`\n\nworkflow w:\n  entry: a\n  a -> done\n";
+    assert_eq!(all(src), vec![(Code::C904, 2)]);
+    let d = &diags(src)[0];
+    assert_eq!(
+        (d.span.col, d.message.as_str()),
+        (32, "{{json…}} is not a reference and is kept as written")
+    );
+}
+
+const FAN: &str = "router r:\n  mode: fan_out_all\n\ntool a:\n  command: `true`\n\ntool b:\n  command: `true`\n\ntool j:\n  await: wait_all\n  command: `true`\n\n";
+
+#[test]
+fn fragment_c905() {
+    let src = format!(
+        "{FAN}workflow w:\n  entry: r\n  r -> a when ok\n  r -> b\n  a -> j\n  b -> j\n  j -> done\n"
+    );
+    assert_eq!(all(&src), vec![(Code::C905, 16)]);
+}
+
+#[test]
+fn fragment_c906() {
+    let src =
+        format!("{FAN}workflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> done\n  b -> done\n");
+    // `j` is declared but unused: unreachable, edgeless and an await that joins nothing.
+    assert_eq!(
+        all(&src),
+        vec![
+            (Code::C016, 10),
+            (Code::C901, 10),
+            (Code::C906, 1),
+            (Code::C908, 11)
+        ]
+    );
+}
+
+#[test]
+fn fragment_c907() {
+    let src = format!(
+        "{FAN}tool m:\n  command: `true`\n\nworkflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> m\n  b -> m\n  m -> j\n  j -> done\n"
+    );
+    assert_eq!(all(&src), vec![(Code::C907, 22)]);
+}
+
+#[test]
+fn fragment_c028() {
+    let src = "router r:\n  mode: condition\n\ntool a:\n  command: `echo '{\"ok\":true}'`\n\ntool b:\n  command: `true`\n\ntool t:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> b when ok\n  a -> r else\n  b -> t with { k: \"1\" }\n  r -> t with { k: \"2\" }\n  t -> done\n";
+    assert_eq!(all(src), vec![(Code::C028, 18)]);
+    // Anchored at the later key.
+    assert_eq!(diags(src)[0].span.col, 17);
+}
+
+#[test]
+fn fragment_c032() {
+    let src = "tool t:\n  command: `echo '{\"x\":1}'`\n\ntool u:\n  command: `echo {{outputs.t.x}}`\n\nworkflow w:\n  entry: t\n  t -> u\n  u -> done\n";
+    assert_eq!(all(src), vec![(Code::C032, 5)]);
+}
+
+// ---- spans inside the various string forms ----
+
+#[test]
+fn references_in_block_scalars_and_prompt_bodies_point_at_their_source_line() {
+    let src = "prompt p:\n  first line\n    {{vars.nope}} indented\n\nagent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  user: p\n\ntool t:\n  command: |\n    echo one\n    echo \"{{vars.gone}}\"\n\nworkflow w:\n  entry: x\n  x -> t\n  t -> done\n";
+    let got: Vec<(Code, u32, u32)> = diags(src)
+        .iter()
+        .map(|d| (d.code, d.span.line, d.span.col))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (Code::C033, 3, 5),
+            (Code::C033, 12, 11),
+            (Code::C137, 12, 11)
+        ]
+    );
+}
+
+#[test]
+fn hostile_expressions_and_templates_finish() {
+    let deep = "(".repeat(5000);
+    let src = format!(
+        "tool a:\n  command: `{}`\n\nworkflow w:\n  entry: a\n  a -> done when \"{deep}x\"\n  a -> fail else\n",
+        "{{vars.x".repeat(2000)
+    );
+    let got = all(&src);
+    assert!(got.contains(&(Code::C040, 6)), "{got:?}");
+    assert!(got.contains(&(Code::C004, 2)), "{got:?}");
+}
