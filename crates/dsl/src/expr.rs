@@ -104,10 +104,9 @@ impl Path {
 
     /// Whether the path is a bare field name (`approved` for `input.approved`).
     pub fn is_bare(&self) -> bool {
-        !self
-            .segments
+        self.segments
             .first()
-            .is_some_and(|s| Namespace::from_word(s).is_some())
+            .is_none_or(|s| Namespace::from_word(s).is_none())
     }
 
     /// The segments after the namespace (all of them for a bare path).

@@ -225,23 +225,25 @@ impl Source<'_, '_> {
         // C012: conditional edges need a fallback or an exhaustive field.
         let has_when = edges.iter().any(|e| e.when.is_some());
         let has_fallback = edges.iter().any(|e| e.when.is_none());
-        if has_when && !has_fallback && exhaustive_field(edges.iter().copied()).is_none() {
-            if let Some(last) = edges.last() {
-                let hint = match edges.iter().find_map(|e| match &e.when {
-                    Some(When::Field { negated, field, .. }) => Some((*negated, &field.name)),
-                    _ => None,
-                }) {
-                    Some((false, f)) => format!("add else or when not {f}"),
-                    Some((true, f)) => format!("add else or when {f}"),
-                    None => "add an else edge".to_string(),
-                };
-                self.push(
-                    Code::C012,
-                    last.from.span,
-                    format!("node \"{n}\" has conditional edges but no fallback"),
-                    Some(hint),
-                );
-            }
+        if has_when
+            && !has_fallback
+            && exhaustive_field(edges.iter().copied()).is_none()
+            && let Some(last) = edges.last()
+        {
+            let hint = match edges.iter().find_map(|e| match &e.when {
+                Some(When::Field { negated, field, .. }) => Some((*negated, &field.name)),
+                _ => None,
+            }) {
+                Some((false, f)) => format!("add else or when not {f}"),
+                Some((true, f)) => format!("add else or when {f}"),
+                None => "add an else edge".to_string(),
+            };
+            self.push(
+                Code::C012,
+                last.from.span,
+                format!("node \"{n}\" has conditional edges but no fallback"),
+                Some(hint),
+            );
         }
         // C015, C123, C124: `else` edges.
         for (i, e) in edges.iter().filter(|e| e.else_.is_some()).enumerate() {

@@ -141,16 +141,17 @@ pub(super) fn check<'a>(g: &Graph<'a>, syms: &Symbols<'a>, out: &mut Vec<Diagnos
         // Every edge into a region node comes from R or from the region.
         for e in &g.edges {
             let (a, t) = (e.from.name.as_str(), e.to.name.as_str());
-            if let Some(&bi) = owner.get(t) {
-                if a != r && !owner.contains_key(a) {
-                    let start = branches.get(bi).map_or("", |b| b.start);
-                    c.push(
-                        e,
-                        format!(
-                            "edge \"{a} -> {t}\" enters branch \"{start}\" from outside the fan-out"
-                        ),
-                    );
-                }
+            if let Some(&bi) = owner.get(t)
+                && a != r
+                && !owner.contains_key(a)
+            {
+                let start = branches.get(bi).map_or("", |b| b.start);
+                c.push(
+                    e,
+                    format!(
+                        "edge \"{a} -> {t}\" enters branch \"{start}\" from outside the fan-out"
+                    ),
+                );
             }
         }
         // Every edge into J comes from a region of R.
@@ -175,13 +176,13 @@ pub(super) fn check<'a>(g: &Graph<'a>, syms: &Symbols<'a>, out: &mut Vec<Diagnos
         });
         for (u, bi) in region {
             let Some(b) = branches.get(bi) else { continue };
-            if is_fan_out(syms, u) {
-                if let Some(by) = b.entered_by.get(u) {
-                    c.push(
-                        by,
-                        format!("branch \"{}\" holds the fan-out \"{u}\"", b.start),
-                    );
-                }
+            if is_fan_out(syms, u)
+                && let Some(by) = b.entered_by.get(u)
+            {
+                c.push(
+                    by,
+                    format!("branch \"{}\" holds the fan-out \"{u}\"", b.start),
+                );
             }
             for e in g.out_edges(u) {
                 if e.to.name == "done" {
@@ -214,17 +215,17 @@ pub(super) fn check<'a>(g: &Graph<'a>, syms: &Symbols<'a>, out: &mut Vec<Diagnos
     // C908: `await` on a node that no fan-out reaches.
     for node in first_nodes(syms) {
         let n = node.name.name.as_str();
-        if let Some(span) = await_span(syms, n) {
-            if !reached.contains(n) {
-                out.push(
-                    Diagnostic::new(
-                        Code::C908,
-                        span,
-                        format!("await on \"{n}\" has no effect: it is not a fan-out join"),
-                    )
-                    .with_node(n),
-                );
-            }
+        if let Some(span) = await_span(syms, n)
+            && !reached.contains(n)
+        {
+            out.push(
+                Diagnostic::new(
+                    Code::C908,
+                    span,
+                    format!("await on \"{n}\" has no effect: it is not a fan-out join"),
+                )
+                .with_node(n),
+            );
         }
     }
     input_keys(g, &joins, out);

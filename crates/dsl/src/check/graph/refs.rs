@@ -263,17 +263,17 @@ impl<'a> Refs<'_, 'a> {
                 Ok(parsed) => {
                     for p in parsed.paths() {
                         let ns = p.namespace();
-                        if !p.is_bare() {
-                            if let Err(reason) = template::check_shape(ns, p.rest()) {
-                                self.push(
-                                    Code::C004,
-                                    text.span,
-                                    format!("malformed reference {}: {reason}", p.dotted()),
-                                    place.node,
-                                    None,
-                                );
-                                continue;
-                            }
+                        if !p.is_bare()
+                            && let Err(reason) = template::check_shape(ns, p.rest())
+                        {
+                            self.push(
+                                Code::C004,
+                                text.span,
+                                format!("malformed reference {}: {reason}", p.dotted()),
+                                place.node,
+                                None,
+                            );
+                            continue;
                         }
                         self.reference(ns, p.rest(), text.span, place, Origin::Expression);
                     }
@@ -295,36 +295,36 @@ impl<'a> Refs<'_, 'a> {
         let first = path.first().map(String::as_str);
         match ns {
             Namespace::Vars => {
-                if let (Some(x), true) = (first, place.context_free()) {
-                    if !syms.vars.contains_key(x) {
-                        let hint = did_you_mean(x, syms.vars.keys().copied());
-                        self.push(
-                            Code::C033,
-                            span,
-                            format!("unknown var \"{x}\""),
-                            place.node,
-                            hint,
-                        );
-                    }
+                if let (Some(x), true) = (first, place.context_free())
+                    && !syms.vars.contains_key(x)
+                {
+                    let hint = did_you_mean(x, syms.vars.keys().copied());
+                    self.push(
+                        Code::C033,
+                        span,
+                        format!("unknown var \"{x}\""),
+                        place.node,
+                        hint,
+                    );
                 }
             }
             Namespace::Input => {
                 let Some(f) = first else { return };
                 match place.consumer {
                     Consumer::Node(n) if place.node_dependent() => {
-                        if let Some(s) = input_schema(syms, n) {
-                            if field(s, f).is_none() {
-                                self.push(
-                                    Code::C034,
-                                    span,
-                                    format!(
-                                        "input schema \"{}\" of \"{n}\" has no field \"{f}\"",
-                                        s.name.name
-                                    ),
-                                    place.node,
-                                    None,
-                                );
-                            }
+                        if let Some(s) = input_schema(syms, n)
+                            && field(s, f).is_none()
+                        {
+                            self.push(
+                                Code::C034,
+                                span,
+                                format!(
+                                    "input schema \"{}\" of \"{n}\" has no field \"{f}\"",
+                                    s.name.name
+                                ),
+                                place.node,
+                                None,
+                            );
                         }
                     }
                     Consumer::EdgeSource(src) => match output_schema(syms, src) {
@@ -413,17 +413,17 @@ impl<'a> Refs<'_, 'a> {
                 }
             }
             Namespace::Loop => {
-                if let (Some(l), Some(g), true) = (first, self.graph, place.context_free()) {
-                    if !g.loops.contains(l) {
-                        let hint = did_you_mean(l, g.loops.iter().copied());
-                        self.push(
-                            Code::C147,
-                            span,
-                            format!("unknown loop \"{l}\""),
-                            place.node,
-                            hint,
-                        );
-                    }
+                if let (Some(l), Some(g), true) = (first, self.graph, place.context_free())
+                    && !g.loops.contains(l)
+                {
+                    let hint = did_you_mean(l, g.loops.iter().copied());
+                    self.push(
+                        Code::C147,
+                        span,
+                        format!("unknown loop \"{l}\""),
+                        place.node,
+                        hint,
+                    );
                 }
             }
             Namespace::Run => {}

@@ -86,10 +86,9 @@ fn cycles(g: &Graph<'_>, syms: &Symbols<'_>, out: &mut Vec<Diagnostic>) {
         if let (Some(&a), Some(&b)) = (
             index.get(e.from.name.as_str()),
             index.get(e.to.name.as_str()),
-        ) {
-            if let Some(list) = adj.get_mut(a) {
-                list.push((ei, b));
-            }
+        ) && let Some(list) = adj.get_mut(a)
+        {
+            list.push((ei, b));
         }
     }
     for comp in tarjan(&adj) {
@@ -215,10 +214,10 @@ fn tarjan(adj: &[Vec<(usize, usize)>]) -> Vec<Vec<usize>> {
                 None => {
                     frames.pop();
                     let lu = low.get(u).copied().unwrap_or(0);
-                    if let Some(&(parent, _)) = frames.last() {
-                        if let Some(lp) = low.get_mut(parent) {
-                            *lp = (*lp).min(lu);
-                        }
+                    if let Some(&(parent, _)) = frames.last()
+                        && let Some(lp) = low.get_mut(parent)
+                    {
+                        *lp = (*lp).min(lu);
                     }
                     if Some(&lu) == index.get(u) {
                         let mut comp = Vec::new();
