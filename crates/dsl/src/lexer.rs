@@ -136,7 +136,10 @@ pub(crate) struct Lexer<'a> {
     /// Byte offset of the start of the cursor's physical line.
     line_start: usize,
     indents: Vec<u32>,
-    brackets: Vec<(Tok, Span)>,
+    /// Open brackets: the token, its span, and the byte offset just after it.
+    brackets: Vec<(Tok, Span, usize)>,
+    /// The outermost bracket still open at the end of the text (after its E002).
+    unclosed: Option<(usize, u32, u32)>,
     pending: VecDeque<Token>,
     /// The next significant line still has to be measured (outside brackets).
     at_line_start: bool,
@@ -231,6 +234,7 @@ impl<'a> Lexer<'a> {
             line_start: 0,
             indents: vec![0],
             brackets: Vec::new(),
+            unclosed: None,
             pending: VecDeque::new(),
             at_line_start: true,
             bol_next: false,
@@ -507,11 +511,8 @@ impl<'a> Lexer<'a> {
     /// At the end of the text: the last NEWLINE, an unclosed bracket (E002), the DEDENTs, EOF.
     fn finish(&mut self) {
         let span = self.end_span();
-        if self.line_tokens > 0 {
-            self.emit_virtual(Tok::Newline, span);
-            self.end_line();
-        }
-        if let Some((open, at)) = self.brackets.first().cloned() {
+        if let Some((open, at, offset)) = self.brackets.first().cloned() {
+            self.unclosed = Some((offset, at.line, at.col.saturating_add(1)));
             self.brackets.clear();
             let close = match open {
                 Tok::LBrace => "}",
@@ -526,6 +527,10 @@ impl<'a> Lexer<'a> {
                     at.line
                 ),
             );
+        }
+        if self.line_tokens > 0 {
+            self.emit_virtual(Tok::Newline, span);
+            self.end_line();
         }
         while self.indents.len() > 1 {
             self.indents.pop();
@@ -578,7 +583,7 @@ impl<'a> Lexer<'a> {
                     '{' => Tok::LBrace,
                     _ => Tok::LParen,
                 };
-                self.brackets.push((tok.clone(), at(1)));
+                self.brackets.push((tok.clone(), at(1), self.pos));
                 self.emit(tok, at(1));
             }
             ']' | '}' | ')' => {
@@ -1005,6 +1010,7 @@ impl<'a> Lexer<'a> {
     pub(crate) fn recover(&mut self) {
         self.pending.clear();
         self.brackets.clear();
+        self.unclosed = None;
         self.indents.truncate(1);
         self.end_line();
         let len = self.src.len();
@@ -1038,6 +1044,30 @@ impl<'a> Lexer<'a> {
                 });
             }
         }
+    }
+
+    /// Whether a bracket is open (or was left open at the end of the text).
+    pub(crate) fn in_bracket(&self) -> bool {
+        !self.brackets.is_empty() || self.unclosed.is_some()
+    }
+
+    /// Recovers from an error inside brackets: skipping restarts just after the outermost open
+    /// bracket, so a bracket that is never closed does not swallow the declarations after it
+    /// (the next line at indentation 0 after the bracket's line is where parsing resumes).
+    pub(crate) fn recover_after_bracket(&mut self) {
+        let at = self
+            .brackets
+            .first()
+            .map(|(_, span, offset)| (*offset, span.line, span.col.saturating_add(1)))
+            .or(self.unclosed);
+        if let Some((offset, line, col)) = at {
+            let before = self.src.get(..offset).unwrap_or("");
+            self.pos = offset.min(self.src.len());
+            self.line = line;
+            self.col = col;
+            self.line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        }
+        self.recover();
     }
 
     /// Skips the rest of the cursor's physical line (a raw string may carry it onto later

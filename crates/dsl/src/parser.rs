@@ -478,6 +478,11 @@ impl<'a> Parser<'a> {
 
     /// Skips to the next line at indentation 0 after the failed declaration (§2.2).
     fn recover(&mut self) {
+        if self.lx.in_bracket() {
+            self.buf.clear();
+            self.lx.recover_after_bracket();
+            return;
+        }
         while let Some(t) = self.buf.front() {
             let at_decl = t.bol && t.span.col == 1 && (t.span.line, t.span.col) > self.decl_start;
             if matches!(t.tok, Tok::Eof) || at_decl {

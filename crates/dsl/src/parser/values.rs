@@ -244,9 +244,17 @@ pub(super) fn to_prompt(key: &str, v: PVal) -> PResult<ast::PromptRef> {
 pub(super) fn map_entry_value(key: &ast::Ident, v: PVal) -> PResult<StrLit> {
     match v {
         PVal::Scalar(Value::Str(s), _) => Ok(s),
-        PVal::Scalar(value, spelling) => Ok(spelled(spelling, value.span())),
+        PVal::Scalar(
+            value @ (Value::Ident(_) | Value::Int(..) | Value::Float(..) | Value::Bool(..)),
+            spelling,
+        ) => Ok(spelled(spelling, value.span())),
         other => Err(mismatch(&key.name, "a string", &other)),
     }
+}
+
+/// Whether `at` starts a line at indentation 0 after the line of the bracket `open`.
+fn starts_line(at: Span, open: Span) -> bool {
+    at.col == 1 && at.line > open.line
 }
 
 /// Joins enumeration words: `a`, `a or b`, `a, b or c`.
@@ -368,6 +376,28 @@ impl Parser<'_> {
         )
     }
 
+    /// E002 for a list or map that does not go on: when the token found starts a line at
+    /// indentation 0 (or is the end of the file), the bracket was most likely never closed.
+    /// `col1` says an item or key already started a line at indentation 0.
+    fn unclosed(
+        &mut self,
+        expected: &str,
+        bracket: &str,
+        open: Span,
+        col1: bool,
+    ) -> Box<Diagnostic> {
+        let t = self.peek();
+        let likely = col1 || starts_line(t.span, open) || matches!(t.tok, Tok::Eof);
+        let d = self.unexpected(Some(expected));
+        if likely && d.code == Code::E002 {
+            return Box::new(d.with_hint(format!(
+                "the \"{bracket}\" at line {} is not closed",
+                open.line
+            )));
+        }
+        d
+    }
+
     /// `[ v, … ]` (the `[` is current).
     fn list(&mut self, key: &str, depth: u32, open: Span) -> PResult<PVal> {
         if depth >= MAX_NESTING {
@@ -375,12 +405,15 @@ impl Parser<'_> {
         }
         self.bump();
         let mut items = Vec::new();
+        let mut col1 = false;
         loop {
             if matches!(self.peek().tok, Tok::RBracket) {
                 self.bump();
                 break;
             }
-            items.push(self.value(key, depth + 1)?.into_value());
+            let item = self.value(key, depth + 1)?;
+            col1 |= starts_line(item.span(), open);
+            items.push(item.into_value());
             match self.peek().tok {
                 Tok::Comma => {
                     self.bump();
@@ -389,7 +422,7 @@ impl Parser<'_> {
                     self.bump();
                     break;
                 }
-                _ => return Err(self.unexpected(Some("\",\" or \"]\""))),
+                _ => return Err(self.unclosed("\",\" or \"]\"", "[", open, col1)),
             }
         }
         Ok(PVal::List(items, open))
@@ -403,6 +436,7 @@ impl Parser<'_> {
         self.bump();
         let mut entries: Vec<(ast::Ident, Value, String)> = Vec::new();
         let mut seen = std::collections::HashMap::new();
+        let mut col1 = false;
         loop {
             if matches!(self.peek().tok, Tok::RBrace) {
                 self.bump();
@@ -424,6 +458,7 @@ impl Parser<'_> {
                 ));
             }
             seen.insert(k.name.clone(), k.span.line);
+            col1 |= starts_line(k.span, open);
             self.bump();
             self.expect_colon()?;
             let v = self.value(&k.name, depth + 1)?;
@@ -440,7 +475,7 @@ impl Parser<'_> {
                     self.bump();
                     break;
                 }
-                _ => return Err(self.unexpected(Some("\",\" or \"}\""))),
+                _ => return Err(self.unclosed("\",\" or \"}\"", "{", open, col1)),
             }
         }
         Ok(PVal::Map(entries, open))
@@ -546,7 +581,12 @@ impl Parser<'_> {
             Prop::Value(PVal::Map(entries, span)) => {
                 let mut out = Vec::with_capacity(entries.len());
                 for (k, v, spelling) in entries {
-                    let value = map_entry_value(&k, PVal::Scalar(v, spelling))?;
+                    let v = match v {
+                        Value::List(items, span) => PVal::List(items, span),
+                        Value::Map(_, span) => PVal::Map(Vec::new(), span),
+                        scalar => PVal::Scalar(scalar, spelling),
+                    };
+                    let value = map_entry_value(&k, v)?;
                     out.push(ast::MapEntry { key: k, value });
                 }
                 self.end_line()?;
