@@ -7,4 +7,96 @@
 //!
 //! It deliberately depends on none of the other iterion crates: the engine translates the
 //! workflow's IR into a `Spec`, so this crate can be tested and benchmarked alone.
+//!
+//! How it is built, and why:
+//!
+//! - **A pure core inside a thin I/O shell** (STYLE.md §5.3). Precedence ([`pick_mode`],
+//!   [`pick_host_state`], [`resolve_network_policy`], the default image), host detection
+//!   ([`detect_host`]), [`Spec::validate`], the mount grammar and the sensitive-path judgement take
+//!   their inputs as values; the `*_from_env` readers and [`ScreenContext::new`] fetch them.
+//! - **Probing is a seam.** The [`Factory`] constructs drivers through [`DriverConstructor`]s in
+//!   a [`Registry`], so selection is tested with fakes and the engines are probed only there.
+//! - **One error type** ([`Error`]) whose [`Error::code`] is the stable failure code of
+//!   SANDBOX.md §9.2, chosen by an exhaustive match.
+//! - **Secrets stay out of text.** [`SecretBytes`] has no `Display` or `Serialize` and a
+//!   redacting `Debug`; errors name keys and mounts, never values; proxy URLs print as `***`.
+//!
+//! What it does not do: decide degrade versus refuse, emit events, write the run record, read a
+//! devcontainer, or start the egress proxy. Those belong to the engine and the proxy crate, which
+//! call in here.
 #![deny(missing_docs)]
+
+mod capabilities;
+mod driver;
+mod drivers;
+mod env;
+mod error;
+mod factory;
+mod host;
+mod labels;
+mod mode;
+mod mounts;
+mod phase;
+mod post_create;
+mod precedence;
+mod spec;
+mod text;
+
+pub use capabilities::Capabilities;
+pub use driver::{
+    AdvertisedPort, Builder, Driver, ExecInput, ExecOpts, ExecOutput, ExecResult, ImageConfig,
+    LogLevel, NoProgress, NullRunLog, PreparedSpec, Progress, ProxyAddresses, ProxyAttachment,
+    ProxyBind, ProxyConfigurer, PullProgress, RunInfo, RunLog, SandboxRun, SecretFileRefresher,
+    WorkspaceExporter, WorkspaceFileRefresher, WorkspaceHeadCapturer, proxy_addresses_for_driver,
+    redact_proxy_url,
+};
+pub use drivers::noop::{NoopConstructor, NoopDriver, noop_file_secret_gate};
+pub use env::{
+    ITERION_DESKTOP, ITERION_MODE, ITERION_SANDBOX_BUILD_TIMEOUT, ITERION_SANDBOX_DEFAULT,
+    ITERION_SANDBOX_DEFAULT_IMAGE, ITERION_SANDBOX_HOST_STATE, ITERION_SANDBOX_K8S_APPLY_TIMEOUT,
+    ITERION_SANDBOX_K8S_POD_READY_TIMEOUT, ITERION_SANDBOX_OVERRIDE, ITERION_SANDBOX_PERSIST_NIX,
+    ITERION_SANDBOX_POST_CREATE_TIMEOUT, ITERION_SANDBOX_PULL_TIMEOUT,
+    ITERION_SANDBOX_WORKSPACE_COPY_TIMEOUT, KUBERNETES_SERVICE_HOST, default_image_from_env,
+    global_sandbox_default_from_env, host_state_from_env, is_falsy, is_truthy, parse_switch,
+    sandbox_override_from_env,
+};
+pub use error::{
+    DRIVER_UNAVAILABLE_HINT, DriverAttempt, EngineError, Error, Result, SANDBOX_CAPACITY,
+    SANDBOX_DRIVER_UNAVAILABLE, SANDBOX_SETUP_FAILED, SANDBOX_SETUP_TIMEOUT,
+};
+pub use factory::{
+    DriverConstructor, Factory, FactoryOptions, Registry, run_will_be_sandboxed,
+    select_sandbox_driver,
+};
+pub use host::{DriverKind, HostKind, HostSignals, detect_host, preference_order};
+pub use labels::{
+    LABEL_MANAGED, LABEL_PURPOSE, LABEL_RUN_ID, LABEL_RUN_NAME, LABEL_STORE, ListedResource,
+    ManagedResource, build_image_tag, container_name, filter_managed, managed_filters,
+    managed_labels, nix_volume_name, run_name_label,
+};
+pub use mode::{HostState, Inherit, Mode, NetworkMode, SandboxFlag, Trust};
+pub use mounts::{
+    ArgRule, BindPropagation, CREDENTIAL_COMPONENTS, ENGINE_SOCKET_NAMES, EnvRule, MountKind,
+    MountRule, MountSpec, RESERVED_TARGET_ROOT, SENSITIVE_SYSTEM_ENTRIES, ScreenContext,
+    ScreenedMount, Sensitivity, mount_is_host_bind, parse_mount, validate_contains_workspace,
+    validate_engine_mount, validate_env_pair, validate_mount, validate_plain_arg,
+    validate_spec_mounts,
+};
+pub use phase::{
+    CLEANUP_TIMEOUT, DurationError, Phase, PhaseBudget, format_duration, parse_go_duration,
+    phase_timeout_from_env, resolve_phase_timeout, run_with_phase_timeout,
+};
+pub use post_create::{OUTPUT_TAIL_BYTES, POST_CREATE_LOG_PREFIX, run_post_create};
+pub use precedence::{
+    DEFAULT_IMAGE_FALLBACK, DEFAULT_IMAGE_REPOSITORY, DefaultImage, DefaultImageSource,
+    HostStateSource, ImageVariant, ModeInputs, NETWORK_NO_MODE_WARNING, NetworkOrigin,
+    NetworkPolicy, NetworkSource, NotSandboxedCause, SANDBOX_DEFAULT_SOURCE, SandboxVerdict,
+    Source, SpecResolution, built_in_image, cli_tier, image_tag, pick_host_state, pick_mode,
+    resolve_default_sandbox_image_with_fallback, resolve_global_sandbox_default,
+    resolve_host_state_setting, resolve_network_policy, resolve_sandbox_override,
+    verdict_before_driver, workflow_sandbox_active,
+};
+pub use spec::{
+    Build, DEFAULT_PRESET, EngineMount, EngineMountKind, KNOWN_PRESETS, Network, SecretBytes,
+    SecretFileMount, Spec,
+};

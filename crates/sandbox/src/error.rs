@@ -1,0 +1,368 @@
+//! The crate's one error type (STYLE.md §5.5).
+//!
+//! Each variant is a precise, fixable reason with the fields an operator needs (the mount, the
+//! path, the driver, the phase). [`Error::code`] maps every variant to its stable failure code
+//! (SANDBOX.md §9.2) through an exhaustive `match`: a new variant does not compile until it has
+//! chosen one. There is no catch-all variant.
+//!
+//! No variant ever carries a secret value or an env *value*: messages name keys, paths and mounts
+//! only (invariant I6). Values that come from outside are rendered with control characters
+//! escaped, so an error cannot forge a log line.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::mounts::{ArgRule, EnvRule, MountRule};
+use crate::phase::{Phase, format_duration};
+use crate::text::escape_controls;
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A boxed error from a container engine or an orchestrator client, kept as the source of
+/// [`Error::Engine`].
+pub type EngineError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Failure code: an active mode found no container-runtime driver (inline is refused and parked).
+pub const SANDBOX_DRIVER_UNAVAILABLE: &str = "SANDBOX_DRIVER_UNAVAILABLE";
+/// Failure code: a setup phase overran its bound (redelivered to a healthy runner).
+pub const SANDBOX_SETUP_TIMEOUT: &str = "SANDBOX_SETUP_TIMEOUT";
+/// Failure code: the orchestrator could not place the sandbox (redelivered).
+pub const SANDBOX_CAPACITY: &str = "SANDBOX_CAPACITY";
+/// Failure code: every other setup error (refused mount or workspace, invalid spec, pull or build
+/// error, post_create failure, engine binary, noop file-secret gate).
+pub const SANDBOX_SETUP_FAILED: &str = "SANDBOX_SETUP_FAILED";
+
+/// The remediation shown under a [`Error::DriverUnavailable`] (SANDBOX.md §3.3).
+pub const DRIVER_UNAVAILABLE_HINT: &str = "install and start Docker or Podman (local), or run inside a Kubernetes pod with a service account (cloud)";
+
+/// One driver the factory tried, and why it could not be constructed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DriverAttempt {
+    /// The driver's registry name (`docker`, `podman`, `kubernetes`).
+    pub driver: String,
+    /// Why it was skipped, as its constructor said.
+    pub reason: String,
+}
+
+/// Why a sandbox could not be described, selected, set up or used. Codes are part of the CLI
+/// contract (SANDBOX.md §9.2); see [`Error::code`].
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A [`Spec`](crate::Spec) field breaks a rule of SANDBOX.md §1.3; `field` names it
+    /// (`image`, `network.preset`, `secret_files[1].mount_path`, …). Fix the workflow block.
+    #[error("sandbox: invalid spec: {field}: {reason}")]
+    InvalidSpec {
+        /// The offending field, in the spec's own spelling.
+        field: String,
+        /// What is wrong and what is accepted.
+        reason: String,
+    },
+
+    /// A driver constructor's "skip me": its engine is not reachable here. The factory collects
+    /// these into [`Error::DriverUnavailable`].
+    #[error("sandbox driver \"{driver}\" unavailable: {reason}")]
+    Unavailable {
+        /// The driver that could not be constructed.
+        driver: String,
+        /// Why (endpoint tried, error seen).
+        reason: String,
+    },
+
+    /// No container-runtime driver is available for an active mode. A capability report, never a
+    /// policy (invariant I1): the engine decides whether auto degrades or inline refuses.
+    /// Remediation: [`DRIVER_UNAVAILABLE_HINT`]; [`Error::obstacle`] lists what was tried.
+    #[error("sandbox: no container-runtime driver available")]
+    DriverUnavailable {
+        /// Each driver tried, in preference order, with its reason.
+        tried: Vec<DriverAttempt>,
+    },
+
+    /// Driver selection failed; the cause keeps its own code (SANDBOX.md §3.6).
+    #[error("sandbox: select driver: {0}")]
+    SelectDriver(#[source] Box<Error>),
+
+    /// An operator variable holds a value outside its grammar. Entry points turn this into exit
+    /// code 2 before any run exists.
+    #[error("{variable}={}: want {want}", quoted(value))]
+    InvalidSetting {
+        /// The variable, e.g. `ITERION_SANDBOX_DEFAULT`.
+        variable: &'static str,
+        /// The value found.
+        value: String,
+        /// What is accepted.
+        want: &'static str,
+    },
+
+    /// A setup phase overran its budget (SANDBOX.md §16.1). Retried elsewhere; raise the phase's
+    /// env knob ([`Phase::env_var`]) if the budget is too tight.
+    #[error(
+        "sandbox: {phase} phase timed out after {} (deadline {} exceeded)",
+        format_duration(*elapsed),
+        format_duration(*budget)
+    )]
+    PhaseTimeout {
+        /// The phase that overran.
+        phase: Phase,
+        /// How long it ran.
+        elapsed: Duration,
+        /// Its budget.
+        budget: Duration,
+    },
+
+    /// The orchestrator could not place the sandbox (SANDBOX.md §16.3); retried elsewhere.
+    #[error("sandbox not placed — {why}")]
+    Capacity {
+        /// Why, as the orchestrator reported it.
+        why: String,
+    },
+
+    /// An author mount was refused (SANDBOX.md §5.1–§5.2): fix or remove the mount.
+    #[error("sandbox: mount refused: {}: {rule}", escape_controls(mount))]
+    MountRefused {
+        /// The mount as written.
+        mount: String,
+        /// The rule it breaks.
+        rule: MountRule,
+    },
+
+    /// The workspace (or the bundle dir) may not be bound (SANDBOX.md §5.3): run from a project
+    /// directory instead.
+    #[error("workspace {} may not be bound: {rule}", path.display())]
+    WorkspaceRefused {
+        /// The canonical workspace path.
+        path: PathBuf,
+        /// The rule it breaks.
+        rule: MountRule,
+    },
+
+    /// A build input resolves outside the workspace (SANDBOX.md §5.4).
+    #[error("{label} {} escapes the workspace", path.display())]
+    EscapesWorkspace {
+        /// What the path is (`build context`, `dockerfile`).
+        label: String,
+        /// The canonical path.
+        path: PathBuf,
+    },
+
+    /// A plain argument (image, user, workdir, tmpfs entry, argv) is refused (SANDBOX.md §5.1).
+    #[error("sandbox: {label} {} refused: {rule}", quoted(value))]
+    InvalidArgument {
+        /// What the value is (`image`, `user`, …).
+        label: String,
+        /// The value as written.
+        value: String,
+        /// The rule it breaks.
+        rule: ArgRule,
+    },
+
+    /// An env pair is refused (SANDBOX.md §5.1). Only the key is named, never the value.
+    #[error("sandbox: env {} refused: {rule}", quoted(key))]
+    InvalidEnv {
+        /// The key as written.
+        key: String,
+        /// The rule it breaks.
+        rule: EnvRule,
+    },
+
+    /// The noop driver was selected for a spec with file secrets: their mount is their only
+    /// delivery channel (SANDBOX.md §3.5). Install a container runtime or drop the `as: file`.
+    #[error("file secrets require a real sandbox driver; noop cannot mount secret files")]
+    FileSecretsUnsupported,
+
+    /// `start` was handed a [`PreparedSpec`](crate::PreparedSpec) from another driver.
+    #[error("sandbox: {driver}: prepared spec comes from driver \"{prepared_by}\"")]
+    ForeignPreparedSpec {
+        /// The driver asked to start it.
+        driver: String,
+        /// The driver that prepared it.
+        prepared_by: String,
+    },
+
+    /// A host filesystem or process operation failed.
+    #[error("sandbox: {operation} {}: {source}", path.display())]
+    Io {
+        /// What was attempted (`canonicalize`, `spawn`, …).
+        operation: &'static str,
+        /// The path (or program) involved.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A container-engine or orchestrator API call failed.
+    #[error("sandbox: {driver}: {operation}: {source}")]
+    Engine {
+        /// The driver whose API failed.
+        driver: String,
+        /// The operation, in readable form (`create container iterion-…`).
+        operation: String,
+        /// The client's error.
+        #[source]
+        source: EngineError,
+    },
+
+    /// Pulling an image failed for a reason other than a timeout (SANDBOX.md §4.3).
+    #[error("sandbox: pull {image}: {reason}")]
+    PullFailed {
+        /// The image reference.
+        image: String,
+        /// The registry's or engine's answer.
+        reason: String,
+    },
+
+    /// Building a `build:` spec failed (SANDBOX.md §4.4).
+    #[error("sandbox: build failed: {tail}")]
+    BuildFailed {
+        /// The last 4096 bytes of the build output.
+        tail: String,
+    },
+
+    /// The Dockerfile lies outside its build context (SANDBOX.md §4.4).
+    #[error("dockerfile outside build context")]
+    DockerfileOutsideContext {
+        /// The canonical Dockerfile path.
+        dockerfile: PathBuf,
+        /// The canonical context path.
+        context: PathBuf,
+    },
+
+    /// `post_create` exited non-zero (SANDBOX.md §4.1); the container has been removed.
+    #[error("{driver}: postCreate failed: {tail}")]
+    PostCreateFailed {
+        /// The driver (`docker`, `podman`, `kubernetes`).
+        driver: String,
+        /// Its exit code.
+        exit_code: i64,
+        /// The last 4096 bytes of stdout and stderr.
+        tail: String,
+    },
+
+    /// The egress bridge exited before it was ready (SANDBOX.md §4.6).
+    #[error("sandbox: egress bridge failed: {tail}")]
+    EgressBridgeFailed {
+        /// The bridge's stderr tail.
+        tail: String,
+    },
+
+    /// The engine binary cannot run in the image (SANDBOX.md §4.3 step 6): point `ITERION_BIN`
+    /// at a Linux ELF of the image's architecture.
+    #[error("sandbox: engine binary {} (ITERION_BIN): {reason}", path.display())]
+    EngineBinary {
+        /// The binary's host path.
+        path: PathBuf,
+        /// Missing, not ELF, or the architecture mismatch.
+        reason: String,
+    },
+
+    /// The runtime root exists with another owner or group/other bits (SANDBOX.md §4.5).
+    #[error("runtime root {} is not private", path.display())]
+    RuntimeRootNotPrivate {
+        /// The runtime root.
+        path: PathBuf,
+    },
+
+    /// The engine could not report an exec's exit code (SANDBOX.md §4.7).
+    #[error("exit code unavailable")]
+    ExitCodeUnavailable {
+        /// The sandbox the exec ran in.
+        sandbox_id: String,
+    },
+
+    /// The sandbox was already cleaned up; nothing more can run in it.
+    #[error("sandbox: {driver} sandbox {sandbox_id} is cleaned up")]
+    SandboxClosed {
+        /// The driver.
+        driver: String,
+        /// The sandbox id (container id, pod name).
+        sandbox_id: String,
+    },
+}
+
+impl Error {
+    /// The stable failure code (SANDBOX.md §9.2). Codes never change once shipped.
+    pub fn code(&self) -> &'static str {
+        match self {
+            // No `_` arm: a new variant must choose its code.
+            Error::Unavailable { .. } | Error::DriverUnavailable { .. } => {
+                SANDBOX_DRIVER_UNAVAILABLE
+            }
+            Error::SelectDriver(cause) => cause.code(),
+            Error::PhaseTimeout { .. } => SANDBOX_SETUP_TIMEOUT,
+            Error::Capacity { .. } => SANDBOX_CAPACITY,
+            Error::InvalidSpec { .. }
+            | Error::InvalidSetting { .. }
+            | Error::MountRefused { .. }
+            | Error::WorkspaceRefused { .. }
+            | Error::EscapesWorkspace { .. }
+            | Error::InvalidArgument { .. }
+            | Error::InvalidEnv { .. }
+            | Error::FileSecretsUnsupported
+            | Error::ForeignPreparedSpec { .. }
+            | Error::Io { .. }
+            | Error::Engine { .. }
+            | Error::PullFailed { .. }
+            | Error::BuildFailed { .. }
+            | Error::DockerfileOutsideContext { .. }
+            | Error::PostCreateFailed { .. }
+            | Error::EgressBridgeFailed { .. }
+            | Error::EngineBinary { .. }
+            | Error::RuntimeRootNotPrivate { .. }
+            | Error::ExitCodeUnavailable { .. }
+            | Error::SandboxClosed { .. } => SANDBOX_SETUP_FAILED,
+        }
+    }
+
+    /// The error under any [`Error::SelectDriver`] context.
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::SelectDriver(cause) => cause.root(),
+            other => other,
+        }
+    }
+
+    /// Whether this is (or wraps) [`Error::DriverUnavailable`]: the one error the engine's
+    /// degrade-or-refuse split keys on.
+    pub fn is_driver_unavailable(&self) -> bool {
+        matches!(self.root(), Error::DriverUnavailable { .. })
+    }
+
+    /// The obstacle in words, for `sandbox_skipped.reason` (SANDBOX.md §9.1):
+    /// `no container-runtime driver available (tried: docker: …; podman: …)` for
+    /// [`Error::DriverUnavailable`], the message otherwise.
+    pub fn obstacle(&self) -> String {
+        match self.root() {
+            Error::DriverUnavailable { tried } if tried.is_empty() => {
+                "no container-runtime driver available".to_owned()
+            }
+            Error::DriverUnavailable { tried } => {
+                let tried: Vec<String> = tried
+                    .iter()
+                    .map(|attempt| format!("{}: {}", attempt.driver, attempt.reason))
+                    .collect();
+                format!(
+                    "no container-runtime driver available (tried: {})",
+                    tried.join("; ")
+                )
+            }
+            other => other.to_string(),
+        }
+    }
+
+    /// The remediation line, when the error has a fixed one.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self.root() {
+            Error::DriverUnavailable { .. } => Some(DRIVER_UNAVAILABLE_HINT),
+            _ => None,
+        }
+    }
+}
+
+fn quoted(value: &str) -> String {
+    format!("\"{}\"", escape_controls(value))
+}
+
+#[cfg(test)]
+#[path = "error_tests.rs"]
+mod tests;

@@ -1,0 +1,241 @@
+//! The typed reasons a mount, a workspace, a plain argument or an env pair is refused. Each
+//! `Display`s as the rule an operator reads after `sandbox: mount refused: <mount>: `.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::text::escape_controls;
+
+/// Why a path is sensitive (SANDBOX.md §5.2 (a)–(d)).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sensitivity {
+    /// (a) equal to, under, or an ancestor of this system entry (`/proc`, the docker socket, …).
+    SystemEntry(PathBuf),
+    /// (b) its last component is a container-engine socket (`docker.sock`, `podman.sock`, …).
+    EngineSocket(String),
+    /// (c) a component (or the pair `.config/gcloud`) is a credential store (`.ssh`, `.aws`, …).
+    CredentialStore(String),
+    /// (d) it is the user's home or an ancestor of it.
+    HomeOrAncestor,
+}
+
+impl fmt::Display for Sensitivity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Sensitivity::SystemEntry(entry) => write!(
+                f,
+                "it is, lies under or contains the sensitive host path {}",
+                entry.display()
+            ),
+            Sensitivity::EngineSocket(name) => {
+                write!(f, "{name} is a container-engine socket")
+            }
+            Sensitivity::CredentialStore(component) => {
+                write!(f, "{component} holds credentials")
+            }
+            Sensitivity::HomeOrAncestor => {
+                f.write_str("it is the user's home directory or an ancestor of it")
+            }
+        }
+    }
+}
+
+/// The mount kinds of the `--mount` grammar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MountKind {
+    /// A host path (`type=bind`, or no type but a source).
+    Bind,
+    /// A named or anonymous engine volume.
+    Volume,
+    /// An in-memory filesystem.
+    Tmpfs,
+}
+
+impl MountKind {
+    /// `bind`, `volume` or `tmpfs`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MountKind::Bind => "bind",
+            MountKind::Volume => "volume",
+            MountKind::Tmpfs => "tmpfs",
+        }
+    }
+}
+
+impl fmt::Display for MountKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a mount (or the workspace) is refused (SANDBOX.md §5.1–§5.3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MountRule {
+    /// The mount is empty.
+    Empty,
+    /// It contains a control character (newline, carriage return, NUL, escape, …).
+    ControlCharacter,
+    /// It (or a path in it) begins with `-`, which a command line would read as an option.
+    LeadingDash,
+    /// An empty `key=value` item (`a=b,,c=d`, a trailing comma).
+    EmptyItem,
+    /// A key outside the grammar.
+    UnknownKey(String),
+    /// `volume-opt` or `volume-driver`: a local volume driver can turn a volume into a host bind.
+    ForbiddenKey(String),
+    /// The same key (or an alias of it) twice.
+    DuplicateKey(String),
+    /// A key whose value is missing or outside its grammar.
+    InvalidValue {
+        /// The key.
+        key: String,
+        /// What is accepted.
+        want: &'static str,
+    },
+    /// A `type` other than bind, volume or tmpfs.
+    UnsupportedType(String),
+    /// A key that does not apply to this kind of mount.
+    KeyNotForKind {
+        /// The key.
+        key: String,
+        /// The mount's kind.
+        kind: MountKind,
+    },
+    /// No `target`.
+    MissingTarget,
+    /// A target (or engine-mount path) that is not absolute and clean.
+    TargetNotAbsoluteClean(String),
+    /// A target of `/`.
+    TargetIsRoot,
+    /// A target under `/run/iterion`, which the engine reserves.
+    TargetReserved,
+    /// A volume name outside `[A-Za-z0-9][A-Za-z0-9_.-]*`.
+    InvalidVolumeName,
+    /// `type=bind` without a source.
+    BindWithoutSource,
+    /// `type=tmpfs` with a source.
+    TmpfsWithSource,
+    /// A relative source that leaves the workspace, lexically or through a symlink.
+    RelativeSourceEscapesWorkspace(PathBuf),
+    /// The source does not exist.
+    SourceMissing(PathBuf),
+    /// The source cannot be resolved (permission, loop).
+    SourceUnresolvable {
+        /// The lexical source path.
+        path: PathBuf,
+        /// The OS error, in words.
+        error: String,
+    },
+    /// The source (as written or with symlinks resolved) is sensitive.
+    Sensitive {
+        /// The path judged (lexical or canonical).
+        path: PathBuf,
+        /// Which rule.
+        why: Sensitivity,
+    },
+    /// The workspace is the filesystem root.
+    RootDirectory,
+}
+
+impl fmt::Display for MountRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MountRule::Empty => f.write_str("empty mount"),
+            MountRule::ControlCharacter => f.write_str("contains a control character"),
+            MountRule::LeadingDash => f.write_str("begins with -"),
+            MountRule::EmptyItem => f.write_str("empty key=value item"),
+            MountRule::UnknownKey(key) => write!(f, "unknown key \"{}\"", escape_controls(key)),
+            MountRule::ForbiddenKey(key) => write!(
+                f,
+                "key \"{key}\" is not allowed: a volume driver can turn a volume into a host bind"
+            ),
+            MountRule::DuplicateKey(key) => write!(f, "key \"{key}\" is given twice"),
+            MountRule::InvalidValue { key, want } => {
+                write!(f, "invalid value for \"{key}\": want {want}")
+            }
+            MountRule::UnsupportedType(kind) => write!(
+                f,
+                "type \"{}\" is not supported: want bind, volume or tmpfs",
+                escape_controls(kind)
+            ),
+            MountRule::KeyNotForKind { key, kind } => {
+                write!(f, "\"{key}\" does not apply to a {kind} mount")
+            }
+            MountRule::MissingTarget => f.write_str("target is required"),
+            MountRule::TargetNotAbsoluteClean(target) => write!(
+                f,
+                "target \"{}\" must be an absolute, clean path",
+                escape_controls(target)
+            ),
+            MountRule::TargetIsRoot => f.write_str("target may not be /"),
+            MountRule::TargetReserved => {
+                f.write_str("target lies under /run/iterion, which the engine reserves")
+            }
+            MountRule::InvalidVolumeName => {
+                f.write_str("volume name must match [A-Za-z0-9][A-Za-z0-9_.-]*")
+            }
+            MountRule::BindWithoutSource => f.write_str("a bind mount needs a source"),
+            MountRule::TmpfsWithSource => f.write_str("a tmpfs mount takes no source"),
+            MountRule::RelativeSourceEscapesWorkspace(path) => write!(
+                f,
+                "relative source resolves to {}, outside the workspace",
+                path.display()
+            ),
+            MountRule::SourceMissing(path) => {
+                write!(f, "source {} does not exist", path.display())
+            }
+            MountRule::SourceUnresolvable { path, error } => {
+                write!(f, "source {} cannot be resolved: {error}", path.display())
+            }
+            MountRule::Sensitive { path, why } => {
+                write!(f, "{} is sensitive: {why}", path.display())
+            }
+            MountRule::RootDirectory => f.write_str("it is the filesystem root"),
+        }
+    }
+}
+
+/// Why a plain argument (image, user, workdir, tmpfs entry, argv) is refused (SANDBOX.md §5.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgRule {
+    /// Empty where a value is required (argv).
+    Empty,
+    /// Contains a control character.
+    ControlCharacter,
+    /// Begins with `-`.
+    LeadingDash,
+}
+
+impl fmt::Display for ArgRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ArgRule::Empty => "empty",
+            ArgRule::ControlCharacter => "contains a control character",
+            ArgRule::LeadingDash => "begins with -",
+        })
+    }
+}
+
+/// Why an env pair is refused (SANDBOX.md §5.1). The value is never named.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EnvRule {
+    /// The key is empty.
+    EmptyKey,
+    /// The key contains `=`.
+    KeyContainsEquals,
+    /// The key contains a newline, carriage return or NUL.
+    KeyControlCharacter,
+    /// The value contains a newline, carriage return or NUL.
+    ValueControlCharacter,
+}
+
+impl fmt::Display for EnvRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EnvRule::EmptyKey => "empty key",
+            EnvRule::KeyContainsEquals => "key contains =",
+            EnvRule::KeyControlCharacter => "key contains a newline, carriage return or NUL",
+            EnvRule::ValueControlCharacter => "value contains a newline, carriage return or NUL",
+        })
+    }
+}
