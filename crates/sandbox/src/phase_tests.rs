@@ -210,3 +210,16 @@ async fn a_phase_that_finishes_in_time_returns_its_own_result() {
         (Some(7), Err("SANDBOX_CAPACITY"))
     );
 }
+
+proptest::proptest! {
+    #[test]
+    fn printing_then_parsing_a_duration_gives_it_back(nanos in 0u64..400_000_000_000_000) {
+        let duration = Duration::from_nanos(nanos);
+        proptest::prop_assert_eq!(parse_go_duration(&format_duration(duration)), Ok(duration));
+    }
+
+    #[test]
+    fn random_text_never_panics_the_duration_parser(text in ".{0,24}") {
+        let _ = parse_go_duration(&text);
+    }
+}

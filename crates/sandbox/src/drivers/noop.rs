@@ -137,8 +137,13 @@ impl SandboxRun for NoopRun {
             stdout,
             stderr,
             keep_stdin_open,
-            user: _,
+            user,
         } = opts;
+        if let Some(user) = user {
+            tracing::debug!(
+                "sandbox: noop: exec user {user:?} ignored; commands run as the host user"
+            );
+        }
         let wants_stdin = stdin.is_some() || keep_stdin_open;
         let mut child = Command::new(program)
             .args(args)

@@ -24,4 +24,6 @@ pub use screen::{
 #[cfg(test)]
 mod grammar_tests;
 #[cfg(test)]
+mod property_tests;
+#[cfg(test)]
 mod screen_tests;
