@@ -297,3 +297,6 @@ fn node_strings(n: &ast::Node, f: &mut dyn FnMut(&ast::StrLit)) {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod e2e_tests;
