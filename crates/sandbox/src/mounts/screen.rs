@@ -239,6 +239,17 @@ pub struct ScreenedMount {
 /// # Errors
 ///
 /// [`Error::MountRefused`] naming the mount and the rule.
+///
+/// ```
+/// use iterion_sandbox::{ScreenContext, validate_mount};
+/// let ws = tempfile::tempdir()?;
+/// std::fs::create_dir(ws.path().join("cache"))?;
+/// let ctx = ScreenContext::new(ws.path(), None)?;
+/// let screened = validate_mount("source=cache,target=/cache", &ctx)?;
+/// assert_eq!(screened.host_source, Some(ws.path().canonicalize()?.join("cache")));
+/// assert!(validate_mount("source=/proc,target=/p", &ctx).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn validate_mount(mount: &str, ctx: &ScreenContext) -> Result<ScreenedMount> {
     let spec = parse_mount(mount)?;
     let refuse = |rule| Error::MountRefused {
