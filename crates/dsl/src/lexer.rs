@@ -754,14 +754,12 @@ impl<'a> Lexer<'a> {
             line,
             col: col.saturating_add(1),
         }];
-        let mut offset = 0usize;
         let mut cur_line = line;
-        for ch in value.chars() {
-            offset += 1;
+        for (i, ch) in value.chars().enumerate() {
             if ch == '\n' {
                 cur_line = cur_line.saturating_add(1);
                 lines.push(LineStart {
-                    value_offset: offset,
+                    value_offset: i + 1,
                     line: cur_line,
                     col: 1,
                 });

@@ -154,10 +154,10 @@ pub(super) fn to_str(key: &str, v: PVal) -> PResult<StrLit> {
 
 /// `word`; `kind` names what the word is (a node name, a schema name…).
 pub(super) fn to_word(key: &str, kind: &str, v: &PVal) -> PResult<ast::Word> {
-    if let PVal::Scalar(value, _) = v {
-        if let Some(w) = as_word(value) {
-            return Ok(w);
-        }
+    if let PVal::Scalar(value, _) = v
+        && let Some(w) = as_word(value)
+    {
+        return Ok(w);
     }
     Err(mismatch(key, kind, v))
 }
