@@ -229,4 +229,31 @@ mod tests {
             assert_eq!(check_hosts_entry(entry), Err(why.to_owned()), "{entry:?}");
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn any_text_gets_a_verdict_without_panicking(s in "\\PC{0,40}") {
+            let _ = check_rule(&s);
+            let _ = check_hosts_entry(&s);
+        }
+
+        #[test]
+        fn case_padding_and_negation_do_not_change_an_ascii_rule_verdict(
+            s in "[a-zA-Z0-9.*/:!_ -]{0,24}",
+        ) {
+            let verdict = check_rule(&s).is_ok();
+            proptest::prop_assert_eq!(check_rule(&s.to_ascii_uppercase()).is_ok(), verdict);
+            proptest::prop_assert_eq!(check_rule(&format!("  {s} ")).is_ok(), verdict);
+            if !s.trim().is_empty() && !s.trim_start().starts_with('!') {
+                proptest::prop_assert_eq!(check_rule(&format!("!{}", s.trim())).is_ok(), verdict);
+            }
+        }
+
+        #[test]
+        fn every_accepted_hosts_entry_is_also_an_accepted_rule(s in "[a-z0-9.:-]{1,24}") {
+            if check_hosts_entry(&s).is_ok() {
+                proptest::prop_assert!(check_rule(&s).is_ok(), "{}", s);
+            }
+        }
+    }
 }
