@@ -10,9 +10,7 @@
 //! - [`fanout`]: `fan_out_all` structure, joins and input keys (C028, C906, C907, C908).
 //!
 //! Declaration-level codes are `decls.rs`'s.
-use std::cell::RefCell;
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::rc::Rc;
+use std::collections::{HashMap, HashSet};
 
 use super::symbols::Symbols;
 use crate::{
@@ -31,9 +29,9 @@ mod e2e_tests;
 #[cfg(test)]
 mod tests;
 
-pub(super) fn check(
-    file: &ast::File,
-    syms: &Symbols<'_>,
+pub(super) fn check<'a>(
+    file: &'a ast::File,
+    syms: &Symbols<'a>,
     _opts: &CompileOptions,
     out: &mut Vec<Diagnostic>,
 ) {
@@ -73,13 +71,26 @@ pub(super) fn is_terminal(name: &str) -> bool {
     name == "done" || name == "fail"
 }
 
-/// The closest candidate within edit distance 2 (ties: the smaller name), as a hint.
+/// The closest candidate within edit distance 2 (ties: the smaller name), as a hint. Names
+/// longer than 64 chars, or whose lengths differ by more than 2, are not compared, and a table of
+/// more than 1000 names is not searched, so hints stay cheap on hostile input.
 pub(super) fn did_you_mean<'n>(
     name: &str,
     candidates: impl Iterator<Item = &'n str>,
 ) -> Option<String> {
+    const MAX_LEN: usize = 64;
+    const MAX_CANDIDATES: usize = 1000;
+    let len = name.chars().count();
+    if len > MAX_LEN {
+        return None;
+    }
+    let candidates: Vec<&str> = candidates.take(MAX_CANDIDATES + 1).collect();
+    if candidates.len() > MAX_CANDIDATES {
+        return None;
+    }
     candidates
-        .filter(|c| *c != name)
+        .into_iter()
+        .filter(|c| *c != name && c.len() <= MAX_LEN + 2 && c.chars().count().abs_diff(len) <= 2)
         .map(|c| (strsim::levenshtein(name, c), c))
         .filter(|(d, _)| *d <= 2)
         .min()
@@ -172,7 +183,6 @@ pub(super) struct Graph<'a> {
     pub written_sources: HashSet<&'a str>,
     /// Loop names of every `as` clause.
     pub loops: HashSet<&'a str>,
-    reach: RefCell<HashMap<&'a str, Rc<HashSet<&'a str>>>>,
 }
 
 impl<'a> Graph<'a> {
@@ -185,7 +195,6 @@ impl<'a> Graph<'a> {
             incoming: HashMap::new(),
             written_sources: HashSet::new(),
             loops: HashSet::new(),
-            reach: RefCell::new(HashMap::new()),
         };
         for e in &wf.edges {
             let (a, b) = (e.from.name.as_str(), e.to.name.as_str());
@@ -249,36 +258,130 @@ impl<'a> Graph<'a> {
             .filter_map(|i| self.edges.get(*i).copied())
     }
 
-    /// Whether there is a path of one or more edges (of any kind) from `from` to `to` (§4.1,
-    /// "runs before"). A node on a cycle reaches itself.
-    pub fn reaches(&self, from: &str, to: &str) -> bool {
-        let cached = self.reach.borrow().get(from).cloned();
-        let set = match cached {
-            Some(s) => s,
-            None => {
-                let Some((&key, _)) = self.outgoing.get_key_value(from) else {
-                    return false;
-                };
-                let s = Rc::new(self.forward(key));
-                self.reach.borrow_mut().insert(key, Rc::clone(&s));
-                s
-            }
-        };
-        set.contains(to)
-    }
-
-    /// Every node reachable from `from` over one or more edges.
-    fn forward(&self, from: &'a str) -> HashSet<&'a str> {
-        let mut seen = HashSet::new();
-        let mut queue = VecDeque::from([from]);
-        while let Some(u) = queue.pop_front() {
-            for e in self.out_edges(u) {
-                let v = e.to.name.as_str();
-                if seen.insert(v) {
-                    queue.push_back(v);
+    /// For each `(from, to)` pair, whether a path of one or more edges (of any kind) leads from
+    /// `from` to `to` (§4.1, "runs before"; a node on a cycle reaches itself). Names that are
+    /// no declared node reach nothing.
+    ///
+    /// Answered in one batch so a hostile file cannot make it quadratic: strongly connected
+    /// components are condensed, then the distinct sources are propagated 64 at a time as
+    /// bit masks over the component DAG, in O(⌈sources/64⌉ · (V + E)).
+    pub fn reach_many(&self, syms: &Symbols<'a>, pairs: &[(&str, &str)]) -> Vec<bool> {
+        let nodes: Vec<&str> = first_nodes(syms)
+            .into_iter()
+            .map(|n| n.name.name.as_str())
+            .collect();
+        let index: HashMap<&str, usize> = nodes.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+        let mut adj: Vec<Vec<(usize, usize)>> = vec![Vec::new(); nodes.len()];
+        let mut self_loop = vec![false; nodes.len()];
+        for (ei, e) in self.edges.iter().enumerate() {
+            if let (Some(&a), Some(&b)) = (
+                index.get(e.from.name.as_str()),
+                index.get(e.to.name.as_str()),
+            ) {
+                if let Some(list) = adj.get_mut(a) {
+                    list.push((ei, b));
+                }
+                if a == b {
+                    if let Some(s) = self_loop.get_mut(a) {
+                        *s = true;
+                    }
                 }
             }
         }
-        seen
+        // Tarjan emits components in reverse topological order: successors first.
+        let comps = topology::tarjan(&adj);
+        let mut comp_of = vec![0usize; nodes.len()];
+        let mut cyclic = vec![false; comps.len()];
+        for (ci, comp) in comps.iter().enumerate() {
+            for &u in comp {
+                if let Some(c) = comp_of.get_mut(u) {
+                    *c = ci;
+                }
+            }
+            if let Some(flag) = cyclic.get_mut(ci) {
+                *flag = comp.len() > 1 || comp.iter().any(|&u| self_loop.get(u) == Some(&true));
+            }
+        }
+        let comp = |name: &str| index.get(name).and_then(|&i| comp_of.get(i).copied());
+        let mut answers = vec![false; pairs.len()];
+        // Pairs inside one component; the rest wait for the DAG pass, by source component.
+        let mut by_source: Vec<usize> = Vec::new();
+        let mut pending: Vec<(usize, usize, usize)> = Vec::new(); // (pair, source comp, target comp)
+        for (pi, (from, to)) in pairs.iter().enumerate() {
+            let (Some(cf), Some(ct)) = (comp(from), comp(to)) else {
+                continue;
+            };
+            if cf == ct {
+                if let Some(a) = answers.get_mut(pi) {
+                    *a = cyclic.get(cf) == Some(&true);
+                }
+            } else if cf > ct {
+                // Only a component emitted later (earlier in topological order) can reach.
+                by_source.push(cf);
+                pending.push((pi, cf, ct));
+            }
+        }
+        if pending.is_empty() {
+            return answers;
+        }
+        by_source.sort_unstable();
+        by_source.dedup();
+        pending.sort_unstable_by_key(|&(_, cf, _)| cf);
+        let mut bit_of = vec![0u64; comps.len()];
+        let mut next_pending = 0;
+        for chunk in by_source.chunks(64) {
+            let mut mask = vec![0u64; comps.len()];
+            for (i, &c) in chunk.iter().enumerate() {
+                if let (Some(b), Some(m)) = (bit_of.get_mut(c), mask.get_mut(c)) {
+                    *b = 1u64 << i;
+                    *m = 1u64 << i;
+                }
+            }
+            // Sources before successors: walk the components from last emitted to first, from
+            // the chunk's latest source down to its earliest target.
+            let last = chunk.last().copied().unwrap_or(0);
+            let lowest = pending
+                .iter()
+                .skip(next_pending)
+                .take_while(|&&(_, cf, _)| cf <= last)
+                .map(|&(_, _, ct)| ct)
+                .min()
+                .unwrap_or(last);
+            for ci in (lowest..=last).rev() {
+                let m = mask.get(ci).copied().unwrap_or(0);
+                if m == 0 {
+                    continue;
+                }
+                for &u in comps.get(ci).into_iter().flatten() {
+                    for &(_, v) in adj.get(u).into_iter().flatten() {
+                        let cv = comp_of.get(v).copied().unwrap_or(ci);
+                        if cv != ci
+                            && let Some(t) = mask.get_mut(cv)
+                        {
+                            *t |= m;
+                        }
+                    }
+                }
+            }
+            // The pending pairs whose source is in this chunk are contiguous.
+            while let Some(&(pi, cf, ct)) = pending.get(next_pending) {
+                if cf > last {
+                    break;
+                }
+                next_pending += 1;
+                let b = bit_of.get(cf).copied().unwrap_or(0);
+                if mask.get(ct).is_some_and(|m| m & b != 0)
+                    && let Some(a) = answers.get_mut(pi)
+                {
+                    *a = true;
+                }
+            }
+            for &c in chunk {
+                if let Some(b) = bit_of.get_mut(c) {
+                    *b = 0;
+                }
+            }
+        }
+        answers
     }
 }

@@ -440,3 +440,91 @@ fn hostile_expressions_and_templates_finish() {
     assert!(got.contains(&(Code::C040, 6)), "{got:?}");
     assert!(got.contains(&(Code::C004, 2)), "{got:?}");
 }
+
+// ---- hostile sizes stay (near) linear ----
+
+#[test]
+fn a_long_chain_of_outputs_references_is_batched() {
+    let n = 20_000;
+    let mut src = String::new();
+    for i in 0..n {
+        src.push_str(&format!(
+            "tool t{i}:\n  command: `echo {{{{outputs.t{}.x}}}}`\n\n",
+            (i + 1) % n
+        ));
+    }
+    src.push_str("workflow w:\n  entry: t0\n");
+    for i in 0..n - 1 {
+        src.push_str(&format!("  t{i} -> t{}\n", i + 1));
+    }
+    src.push_str(&format!("  t{} -> done\n", n - 1));
+    let got = ours(&src);
+    // Every t(i+1) runs after t(i), except t0 which no edge reaches: C036 only at t(n-1).
+    assert_eq!(
+        got.iter().filter(|(c, _)| *c == Code::C036).count(),
+        n - 1,
+        "{:?}",
+        &got[..3]
+    );
+}
+
+#[test]
+fn many_fan_outs_into_one_long_region_stay_linear() {
+    let (routers, chain) = (3_000, 3_000);
+    let mut src = String::new();
+    for i in 0..routers {
+        src.push_str(&format!("router r{i}:\n  mode: fan_out_all\n\n"));
+    }
+    for i in 0..chain {
+        src.push_str(&format!("tool c{i}:\n  command: `true`\n\n"));
+    }
+    src.push_str("tool j:\n  await: wait_all\n  command: `true`\n\nworkflow w:\n  entry: r0\n");
+    for i in 0..routers {
+        src.push_str(&format!("  r{i} -> c0\n"));
+        if i + 1 < routers {
+            src.push_str(&format!("  r{i} -> r{}\n", i + 1));
+        }
+    }
+    for i in 0..chain - 1 {
+        src.push_str(&format!("  c{i} -> c{}\n", i + 1));
+    }
+    src.push_str(&format!("  c{} -> j\n  j -> done\n", chain - 1));
+    let got = ours(&src);
+    assert!(got.iter().any(|(c, _)| *c == Code::C907), "{:?}", &got[..3]);
+}
+
+#[test]
+fn many_edges_from_and_into_one_node_stay_linear() {
+    let n = 20_000;
+    let mut src = String::from("tool a:\n  command: `true`\n\ntool t:\n  command: `true`\n\n");
+    for i in 0..n {
+        src.push_str(&format!("tool s{i}:\n  command: `true`\n\n"));
+    }
+    src.push_str("workflow w:\n  entry: a\n");
+    for i in 0..n {
+        src.push_str(&format!(
+            "  a -> s{i} when ok\n  s{i} -> t with {{ k: \"{i}\" }}\n"
+        ));
+    }
+    src.push_str("  a -> done else\n  t -> done\n");
+    let got = ours(&src);
+    assert_eq!(got.iter().filter(|(c, _)| *c == Code::C011).count(), n - 1);
+    assert_eq!(got.iter().filter(|(c, _)| *c == Code::C028).count(), n - 1);
+}
+
+#[test]
+fn a_long_prompt_with_many_references_stays_linear() {
+    let n = 50_000;
+    let body: String = (0..n)
+        .map(|i| format!("  line {i} {{{{vars.v{i}}}}}\n"))
+        .collect();
+    let src = format!(
+        "prompt p:\n{body}\nagent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  user: p\n\nworkflow w:\n  entry: x\n  x -> done\n"
+    );
+    let got = ours(&src);
+    assert_eq!(got.len(), n);
+    assert_eq!(
+        got.last(),
+        Some(&(Code::C033, u32::try_from(n + 1).unwrap()))
+    );
+}

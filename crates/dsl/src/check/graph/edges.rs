@@ -1,6 +1,6 @@
 //! Per-source edge rules and loop clauses (DSL.md §5.1, §5.6): C005, C010, C011, C012, C013,
 //! C014, C015, C026, C123, C124, C145, C901, C903, C905.
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::{Graph, OutputSchema, field, first_nodes, is_fan_out, is_pure, output_schema};
 use crate::ast::{self, VarType, When};
@@ -96,7 +96,7 @@ fn fan_out_clauses(name: &str, edges: &[&ast::Edge], out: &mut Vec<Diagnostic>) 
 }
 
 /// A condition's identity for C011.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Cond<'a> {
     Field { name: &'a str, negated: bool },
     Expr(&'a str),
@@ -136,8 +136,9 @@ fn exhaustive_field<'a>(edges: impl Iterator<Item = &'a ast::Edge> + Clone) -> O
         _ => None,
     });
     let list: Vec<(&str, bool)> = fields.collect();
+    let set: HashSet<(&str, bool)> = list.iter().copied().collect();
     list.iter()
-        .find(|(f, neg)| list.iter().any(|(g, n)| g == f && n != neg))
+        .find(|(f, neg)| set.contains(&(*f, !*neg)))
         .map(|(f, _)| *f)
 }
 
@@ -176,11 +177,11 @@ impl Source<'_, '_> {
             }
         }
         // C011: the same condition twice.
-        let mut seen: Vec<(Cond<'_>, &ast::Edge)> = Vec::new();
+        let mut seen: HashMap<Cond<'_>, &ast::Edge> = HashMap::new();
         for e in edges.iter().copied() {
             let Some(w) = &e.when else { continue };
             let c = Cond::of(w);
-            if let Some((_, first)) = seen.iter().find(|(s, _)| *s == c) {
+            if let Some(first) = seen.get(&c) {
                 let msg = format!(
                     "node \"{n}\": condition {} is already used by the edge to \"{}\"",
                     c.show(),
@@ -188,7 +189,7 @@ impl Source<'_, '_> {
                 );
                 self.push(Code::C011, w.span(), msg, None);
             } else {
-                seen.push((c, e));
+                seen.insert(c, e);
             }
         }
         // C013 / C014: a `when F` field of the source's output schema, of type bool.

@@ -1,4 +1,11 @@
 //! `fan_out_all` structure and input keys (DSL.md §5.6, §5.1): C028, C906, C907, C908.
+//!
+//! Every region node is claimed by the first branch that reaches it, across all routers, and a
+//! walk never expands a claimed node again: the whole analysis is linear in the graph however
+//! many routers and branches a file has. A branch that runs into another branch of its router
+//! is a disjointness breach (C907) and shares that branch's joins; one that runs into another
+//! router's region, or into a `fan_out_all` router, makes its router's structure undecidable
+//! here, so only the breach is reported for it.
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::{Graph, await_span, first_nodes, has_await, is_fan_out, is_pure, is_terminal};
@@ -11,39 +18,76 @@ use crate::diag::{Code, Diagnostic};
 struct Branch<'a> {
     /// The branch's first node (the target of the router's edge).
     start: &'a str,
-    /// Region nodes in discovery order.
+    /// Region nodes this branch claimed, in discovery order.
     nodes: Vec<&'a str>,
-    /// The edge through which each region node was first entered.
+    /// The edge through which each claimed node was entered.
     entered_by: HashMap<&'a str, &'a ast::Edge>,
     /// `await` nodes reached at the boundary, in discovery order.
     awaits: Vec<&'a str>,
+    /// Earlier branches of the same router this one ran into: (node, entering edge, branch).
+    overlaps: Vec<(&'a str, &'a ast::Edge, usize)>,
+    /// `fan_out_all` routers entered: (router, entering edge).
+    routers: Vec<(&'a str, &'a ast::Edge)>,
+    /// Ran into another router's region.
+    foreign: bool,
 }
 
-fn branch<'a>(g: &Graph<'a>, syms: &Symbols<'a>, edge: &'a ast::Edge) -> Branch<'a> {
-    let start = edge.to.name.as_str();
+/// Region node → (router ordinal, branch index).
+type Claims<'a> = HashMap<&'a str, (usize, usize)>;
+
+fn branch<'a>(
+    g: &Graph<'a>,
+    syms: &Symbols<'a>,
+    claims: &mut Claims<'a>,
+    (ri, bi): (usize, usize),
+    edge: &'a ast::Edge,
+) -> Branch<'a> {
     let mut b = Branch {
-        start,
+        start: edge.to.name.as_str(),
         nodes: Vec::new(),
         entered_by: HashMap::new(),
         awaits: Vec::new(),
+        overlaps: Vec::new(),
+        routers: Vec::new(),
+        foreign: false,
     };
-    let visit =
+    let mut awaits: HashSet<&str> = HashSet::new();
+    let mut overlapped: HashSet<&str> = HashSet::new();
+    let mut queue = VecDeque::new();
+    let mut visit =
         |b: &mut Branch<'a>, v: &'a str, by: &'a ast::Edge, queue: &mut VecDeque<&'a str>| {
             if is_terminal(v) {
                 return;
             }
             if has_await(syms, v) {
-                if !b.awaits.contains(&v) {
+                if awaits.insert(v) {
                     b.awaits.push(v);
                 }
-            } else if !b.entered_by.contains_key(v) {
-                b.entered_by.insert(v, by);
-                b.nodes.push(v);
-                queue.push_back(v);
+                return;
+            }
+            if is_fan_out(syms, v) {
+                if !b.routers.iter().any(|(r, _)| *r == v) {
+                    b.routers.push((v, by));
+                }
+                return;
+            }
+            match claims.get(v).copied() {
+                None => {
+                    claims.insert(v, (ri, bi));
+                    b.entered_by.insert(v, by);
+                    b.nodes.push(v);
+                    queue.push_back(v);
+                }
+                Some((r, o)) if r == ri && o != bi => {
+                    if overlapped.insert(v) {
+                        b.overlaps.push((v, by, o));
+                    }
+                }
+                Some((r, _)) if r != ri => b.foreign = true,
+                Some(_) => {}
             }
         };
-    let mut queue = VecDeque::new();
-    visit(&mut b, start, edge, &mut queue);
+    visit(&mut b, edge.to.name.as_str(), edge, &mut queue);
     while let Some(u) = queue.pop_front() {
         for e in g.out_edges(u) {
             visit(&mut b, e.to.name.as_str(), e, &mut queue);
@@ -52,37 +96,67 @@ fn branch<'a>(g: &Graph<'a>, syms: &Symbols<'a>, edge: &'a ast::Edge) -> Branch<
     b
 }
 
-/// What the fan-out analysis found about one valid join.
+/// A valid join: its router, and the branch of every region node of that router.
 struct Join<'a> {
-    /// Region node → branch index.
+    router: &'a str,
     branch_of: HashMap<&'a str, usize>,
 }
 
 pub(super) fn check<'a>(g: &Graph<'a>, syms: &Symbols<'a>, out: &mut Vec<Diagnostic>) {
     let mut reached: HashSet<&str> = HashSet::new();
-    let mut joins: HashMap<&str, (&str, Join<'_>)> = HashMap::new();
-    for node in first_nodes(syms) {
+    let mut joins: HashMap<&str, Join<'_>> = HashMap::new();
+    let mut claims: Claims<'_> = HashMap::new();
+    let routers = first_nodes(syms)
+        .into_iter()
+        .filter(|n| is_fan_out(syms, &n.name.name));
+    for (ri, node) in routers.enumerate() {
         let r = node.name.name.as_str();
-        if !is_fan_out(syms, r) {
-            continue;
-        }
-        let branches: Vec<Branch<'_>> = g.out_edges(r).map(|e| branch(g, syms, e)).collect();
+        let branches: Vec<Branch<'_>> = g
+            .out_edges(r)
+            .enumerate()
+            .map(|(bi, e)| branch(g, syms, &mut claims, (ri, bi), e))
+            .collect();
+        let mut c = Breaches { r, out: &mut *out };
         let mut all: Vec<&str> = Vec::new();
+        let mut all_set: HashSet<&str> = HashSet::new();
         for b in &branches {
             for a in &b.awaits {
-                if !all.contains(a) {
+                reached.insert(a);
+                if all_set.insert(a) {
                     all.push(a);
                 }
             }
+            for (inner, by) in &b.routers {
+                c.push(
+                    by,
+                    format!("branch \"{}\" holds the fan-out \"{inner}\"", b.start),
+                );
+            }
         }
-        reached.extend(all.iter().copied());
-        let missing = branches
-            .iter()
-            .find(|b| all.first().is_none_or(|j| !b.awaits.contains(j)));
+        if branches.iter().any(|b| b.foreign || !b.routers.is_empty()) {
+            continue;
+        }
+        // Which branches can reach each candidate join: their own awaits, or those of an
+        // earlier branch they ran into.
+        let reaches = |j: &str| {
+            let mut can: Vec<bool> = Vec::with_capacity(branches.len());
+            for b in &branches {
+                let via = b
+                    .overlaps
+                    .iter()
+                    .any(|(_, _, o)| can.get(*o).copied().unwrap_or(false));
+                can.push(via || b.awaits.contains(&j));
+            }
+            can
+        };
+        let missing = match all.as_slice() {
+            [j] => reaches(j).iter().position(|ok| !ok),
+            _ => None,
+        };
         let j = match (all.as_slice(), missing) {
             ([j], None) => *j,
             _ => {
-                let hint = match (all.as_slice(), missing) {
+                let hint = match (all.as_slice(), missing.and_then(|m| branches.get(m))) {
                     ([], _) => "give the node where the branches meet an await".to_string(),
                     ([j], Some(b)) => format!("branch \"{}\" never reaches \"{j}\"", b.start),
                     (many, _) => format!(
@@ -93,7 +167,7 @@ pub(super) fn check<'a>(g: &Graph<'a>, syms: &Symbols<'a>, out: &mut Vec<Diagnos
                             .join(", ")
                     ),
                 };
-                out.push(
+                c.out.push(
                     Diagnostic::new(
                         Code::C906,
                         node.name.span,
@@ -108,109 +182,86 @@ pub(super) fn check<'a>(g: &Graph<'a>, syms: &Symbols<'a>, out: &mut Vec<Diagnos
                 continue;
             }
         };
-        let mut c = Breaches { r, out: &mut *out };
-        // Regions are disjoint: report a shared node where it is first entered from a node
-        // that is not itself shared (so one overlap is one diagnostic).
-        let mut owner: HashMap<&str, usize> = HashMap::new();
-        let mut shared: HashSet<&str> = HashSet::new();
-        for (bi, b) in branches.iter().enumerate() {
-            for v in &b.nodes {
-                match owner.get(v) {
-                    None => {
-                        owner.insert(v, bi);
-                    }
-                    Some(&first) => {
-                        let Some(by) = b.entered_by.get(v) else {
-                            continue;
-                        };
-                        if !shared.contains(by.from.name.as_str()) {
-                            let other = branches.get(first).map_or("", |f| f.start);
-                            c.push(
-                                by,
-                                format!(
-                                    "\"{v}\" is in the branches of both \"{other}\" and \"{}\"",
-                                    b.start
-                                ),
-                            );
-                        }
-                        shared.insert(v);
-                    }
-                }
-            }
-        }
-        // Every edge into a region node comes from R or from the region.
-        for e in &g.edges {
-            let (a, t) = (e.from.name.as_str(), e.to.name.as_str());
-            if let Some(&bi) = owner.get(t)
-                && a != r
-                && !owner.contains_key(a)
-            {
-                let start = branches.get(bi).map_or("", |b| b.start);
+        // Regions are disjoint.
+        for b in &branches {
+            for (v, by, o) in &b.overlaps {
+                let other = branches.get(*o).map_or("", |f| f.start);
                 c.push(
-                    e,
+                    by,
                     format!(
-                        "edge \"{a} -> {t}\" enters branch \"{start}\" from outside the fan-out"
+                        "\"{v}\" is in the branches of both \"{other}\" and \"{}\"",
+                        b.start
                     ),
                 );
             }
         }
-        // Every edge into J comes from a region of R.
+        let owner = |n: &str| match claims.get(n) {
+            Some((cr, cb)) if *cr == ri => Some(*cb),
+            _ => None,
+        };
+        for b in &branches {
+            for &u in &b.nodes {
+                // Every edge into a region node comes from R or from the region.
+                for e in g.in_edges(u) {
+                    let a = e.from.name.as_str();
+                    if a != r && owner(a).is_none() {
+                        c.push(
+                            e,
+                            format!(
+                                "edge \"{a} -> {u}\" enters branch \"{}\" from outside the fan-out",
+                                b.start
+                            ),
+                        );
+                    }
+                }
+                // No region holds an edge to done or a loop edge.
+                for e in g.out_edges(u) {
+                    if e.to.name == "done" {
+                        c.push(e, format!("branch \"{}\" has an edge to done", b.start));
+                    }
+                    if e.loop_.is_some() {
+                        c.push(
+                            e,
+                            format!(
+                                "branch \"{}\" holds the loop edge \"{} -> {}\"",
+                                b.start, e.from.name, e.to.name
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        // A node is the join of at most one router; every edge into J comes from a region.
+        if let Some(first) = joins.get(j) {
+            if let Some(e) = g.in_edges(j).find(|e| owner(&e.from.name).is_some()) {
+                c.push(
+                    e,
+                    format!("\"{j}\" is already the join of \"{}\"", first.router),
+                );
+            }
+            continue;
+        }
         for e in g.in_edges(j) {
             let a = e.from.name.as_str();
-            if !owner.contains_key(a) {
+            if owner(a).is_none() {
                 c.push(
                     e,
                     format!("join \"{j}\" is also entered from \"{a}\", outside the branches"),
                 );
             }
         }
-        // No region holds an edge to done, a loop edge, or a fan_out_all router.
-        let mut region: Vec<(&str, usize)> = owner.iter().map(|(n, b)| (*n, *b)).collect();
-        region.sort_by_key(|(n, b)| {
-            (
-                *b,
-                branches
-                    .get(*b)
-                    .and_then(|br| br.nodes.iter().position(|x| x == n)),
-            )
-        });
-        for (u, bi) in region {
-            let Some(b) = branches.get(bi) else { continue };
-            if is_fan_out(syms, u)
-                && let Some(by) = b.entered_by.get(u)
-            {
-                c.push(
-                    by,
-                    format!("branch \"{}\" holds the fan-out \"{u}\"", b.start),
-                );
-            }
-            for e in g.out_edges(u) {
-                if e.to.name == "done" {
-                    c.push(e, format!("branch \"{}\" has an edge to done", b.start));
-                }
-                if e.loop_.is_some() {
-                    c.push(
-                        e,
-                        format!(
-                            "branch \"{}\" holds the loop edge \"{} -> {}\"",
-                            b.start, e.from.name, e.to.name
-                        ),
-                    );
-                }
-            }
-        }
-        // A node is the join of at most one router.
-        if let Some((first, _)) = joins.get(j) {
-            let first = *first;
-            if let Some(e) = g
-                .in_edges(j)
-                .find(|e| owner.contains_key(e.from.name.as_str()))
-            {
-                c.push(e, format!("\"{j}\" is already the join of \"{first}\""));
-            }
-        } else {
-            joins.insert(j, (r, Join { branch_of: owner }));
-        }
+        let branch_of = branches
+            .iter()
+            .enumerate()
+            .flat_map(|(bi, b)| b.nodes.iter().map(move |n| (*n, bi)))
+            .collect();
+        joins.insert(
+            j,
+            Join {
+                router: r,
+                branch_of,
+            },
+        );
     }
     // C908: `await` on a node that no fan-out reaches.
     for node in first_nodes(syms) {
@@ -249,47 +300,79 @@ impl Breaches<'_, '_> {
     }
 }
 
+/// The first earlier edges mapping one key into one target: what C028 compares a later edge
+/// with, kept small so the check is linear in the number of keys.
+#[derive(Default)]
+struct KeySeen<'a> {
+    /// The first pure edge, and the first pure edge from another source than it.
+    pure: [Option<(usize, &'a str)>; 2],
+    /// The first edge from a join branch, and the first from another branch than it.
+    branch: [Option<(usize, &'a str, usize)>; 2],
+}
+
 /// C028: two pure unconditional edges from different sources into one target map the same key;
 /// into a join, any two edges from different branches do.
-fn input_keys(g: &Graph<'_>, joins: &HashMap<&str, (&str, Join<'_>)>, out: &mut Vec<Diagnostic>) {
+fn input_keys(g: &Graph<'_>, joins: &HashMap<&str, Join<'_>>, out: &mut Vec<Diagnostic>) {
     let mut targets: Vec<&str> = Vec::new();
+    let mut seen_target: HashSet<&str> = HashSet::new();
     for e in &g.edges {
         let t = e.to.name.as_str();
-        if !is_terminal(t) && !targets.contains(&t) {
+        if !is_terminal(t) && seen_target.insert(t) {
             targets.push(t);
         }
     }
     for t in targets {
-        let join = joins.get(t).map(|(_, j)| j);
-        let edges: Vec<&ast::Edge> = g.in_edges(t).filter(|e| e.with.is_some()).collect();
-        for (i, later) in edges.iter().enumerate() {
-            let Some(with) = &later.with else { continue };
+        let join = joins.get(t);
+        let mut keys: HashMap<&str, KeySeen<'_>> = HashMap::new();
+        for (i, e) in g.in_edges(t).enumerate() {
+            let Some(with) = &e.with else { continue };
+            let src = e.from.name.as_str();
+            let pure = is_pure(e);
+            let br = join.and_then(|j| j.branch_of.get(src).copied());
             for (key, _) in &with.entries {
-                let clash = edges.iter().take(i).find(|earlier| {
-                    let maps_key = earlier
-                        .with
-                        .as_ref()
-                        .is_some_and(|w| w.entries.iter().any(|(k, _)| k.name == key.name));
-                    let (a, b) = (earlier.from.name.as_str(), later.from.name.as_str());
-                    let branches =
-                        join.and_then(|j| Some((j.branch_of.get(a)?, j.branch_of.get(b)?)));
-                    maps_key
-                        && a != b
-                        && ((is_pure(earlier) && is_pure(later))
-                            || branches.is_some_and(|(x, y)| x != y))
+                let seen = keys.entry(key.name.as_str()).or_default();
+                let by_pure = if pure {
+                    match seen.pure {
+                        [Some((k, a)), _] if a != src => Some((k, a)),
+                        [_, second] => second,
+                    }
+                } else {
+                    None
+                };
+                let by_branch = br.and_then(|b| match seen.branch {
+                    [Some((k, a, x)), _] if x != b => Some((k, a)),
+                    [_, second] => second.map(|(k, a, _)| (k, a)),
                 });
-                if let Some(earlier) = clash {
+                let clash = match (by_pure, by_branch) {
+                    (Some(p), Some(q)) => Some(if p.0 <= q.0 { p } else { q }),
+                    (p, q) => p.or(q),
+                };
+                if let Some((_, earlier)) = clash {
                     out.push(
                         Diagnostic::new(
                             Code::C028,
                             key.span,
                             format!(
-                                "node \"{t}\" receives \"{}\" from both \"{}\" and \"{}\"",
-                                key.name, earlier.from.name, later.from.name
+                                "node \"{t}\" receives \"{}\" from both \"{earlier}\" and \"{src}\"",
+                                key.name
                             ),
                         )
-                        .with_node(later.from.name.as_str()),
+                        .with_node(src),
                     );
+                }
+                if pure {
+                    match seen.pure {
+                        [None, _] => seen.pure[0] = Some((i, src)),
+                        [Some((_, a)), None] if a != src => seen.pure[1] = Some((i, src)),
+                        _ => {}
+                    }
+                }
+                if let Some(b) = br {
+                    match seen.branch {
+                        [None, _] => seen.branch[0] = Some((i, src, b)),
+                        [Some((_, _, x)), None] if x != b => seen.branch[1] = Some((i, src, b)),
+                        _ => {}
+                    }
                 }
             }
         }

@@ -1,6 +1,6 @@
 //! Template and expression references (DSL.md §4.1–§4.3, §5.2, §6.1): C004, C014 (expression
 //! fields), C029, C031, C032, C033, C034, C036, C040, C093, C095, C137, C138, C147, C148, C904.
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::{Graph, OutputSchema, did_you_mean, field, output_schema};
 use crate::ast::{self, Decl, NodeBody, PromptRef, Span, StrLit, When};
@@ -56,21 +56,38 @@ impl Place<'_> {
     }
 }
 
+/// An `outputs.N` whose C036 check waits for the batched reachability of the graph.
+struct RunsBefore<'a> {
+    producer: &'a str,
+    consumer: &'a str,
+    /// In a `with` or `when`, N may be the edge's source itself.
+    may_be_consumer: bool,
+    span: Span,
+    node: Option<&'a str>,
+}
+
 struct Refs<'s, 'a> {
     syms: &'s Symbols<'a>,
     graph: Option<&'s Graph<'a>>,
     out: &'s mut Vec<Diagnostic>,
+    runs_before: Vec<RunsBefore<'a>>,
 }
 
 pub(super) fn check<'a>(
-    file: &ast::File,
+    file: &'a ast::File,
     syms: &Symbols<'a>,
     graph: Option<&Graph<'a>>,
     out: &mut Vec<Diagnostic>,
 ) {
-    let mut r = Refs { syms, graph, out };
+    let mut r = Refs {
+        syms,
+        graph,
+        out,
+        runs_before: Vec::new(),
+    };
     // Named prompts and the nodes that use them, in declaration order.
-    let mut users: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut users: HashMap<&str, Vec<&'a str>> = HashMap::new();
+    let mut seen_use: HashSet<(&str, &str)> = HashSet::new();
     for node in &syms.node_list {
         let name = node.name.name.as_str();
         let place = Place {
@@ -83,38 +100,57 @@ pub(super) fn check<'a>(
                 r.model(&a.model, name);
                 for p in a.system.iter().chain(std::iter::once(&a.user)) {
                     match p {
-                        PromptRef::Inline(text) => r.template(text, place, Kind::Text),
+                        PromptRef::Inline(text) => {
+                            r.template(text, &template::parse(&text.value), place, Kind::Text);
+                        }
                         PromptRef::Named(id) => {
-                            let list = users.entry(id.name.as_str()).or_default();
-                            if !list.contains(&name) {
-                                list.push(name);
+                            if seen_use.insert((id.name.as_str(), name)) {
+                                users.entry(id.name.as_str()).or_default().push(name);
                             }
                         }
                     }
                 }
             }
-            NodeBody::Tool(t) => r.template(&t.command, place, Kind::Command),
+            NodeBody::Tool(t) => {
+                r.template(
+                    &t.command,
+                    &template::parse(&t.command.value),
+                    place,
+                    Kind::Command,
+                );
+            }
             NodeBody::Router(_) => {}
         }
     }
     for decl in &file.decls {
         match decl {
             Decl::Prompt(p) => {
+                let parsed = template::parse(&p.body.value);
                 let list = users.get(p.name.name.as_str());
-                let first = list.and_then(|l| l.first().copied());
                 let free = Place {
-                    node: first,
+                    node: list.and_then(|l| l.first().copied()),
                     consumer: Consumer::Nobody,
                     part: Part::ContextFree,
                 };
-                r.template(&p.body, free, Kind::Text);
-                for user in list.into_iter().flatten() {
+                r.template(&p.body, &parsed, free, Kind::Text);
+                let node_refs = template::Template {
+                    segments: parsed
+                        .segments
+                        .into_iter()
+                        .filter(|s| {
+                            matches!(s, template::Segment::Ref(r)
+                                if matches!(r.namespace, Namespace::Input | Namespace::Outputs))
+                        })
+                        .collect(),
+                    issues: Vec::new(),
+                };
+                for &user in list.into_iter().flatten() {
                     let place = Place {
                         node: Some(user),
                         consumer: Consumer::Node(user),
                         part: Part::NodeOnly,
                     };
-                    r.template(&p.body, place, Kind::Text);
+                    r.template(&p.body, &node_refs, place, Kind::Text);
                 }
             }
             Decl::Secrets(block) => {
@@ -134,6 +170,7 @@ pub(super) fn check<'a>(
         for e in &g.wf.edges {
             r.edge(e);
         }
+        r.finish_runs_before(g);
     }
 }
 
@@ -143,9 +180,18 @@ enum Kind {
     Command,
 }
 
-/// The span of `len` chars at `offset` of a string's value.
+/// The span of `len` chars at `offset` of a string's value: [`StrLit::span_at`], with a binary
+/// search over the value's lines so a long prompt with many references stays linear.
 fn span_in(lit: &StrLit, offset: usize, len: usize) -> Span {
-    lit.span_at(offset, u32::try_from(len).unwrap_or(u32::MAX))
+    let width = u32::try_from(len).unwrap_or(u32::MAX);
+    let after = lit.lines.partition_point(|l| l.value_offset <= offset);
+    match lit.lines.get(after.saturating_sub(1)) {
+        Some(l) => {
+            let delta = u32::try_from(offset.saturating_sub(l.value_offset)).unwrap_or(u32::MAX);
+            Span::new(l.line, l.col.saturating_add(delta), width)
+        }
+        None => lit.span_at(offset, width),
+    }
 }
 
 impl<'a> Refs<'_, 'a> {
@@ -177,7 +223,7 @@ impl<'a> Refs<'_, 'a> {
 
     /// `model`: `${…}` is expanded at launch; the only template is `{{vars.X}}` (C148). A
     /// template rejected by C148 is not checked further (§8.3).
-    fn model(&mut self, lit: &StrLit, node: &str) {
+    fn model(&mut self, lit: &StrLit, node: &'a str) {
         self.host(lit, Some(node));
         let t = template::parse(&lit.value);
         self.issues(lit, &t, Some(node));
@@ -215,17 +261,16 @@ impl<'a> Refs<'_, 'a> {
         }
     }
 
-    fn template(&mut self, lit: &StrLit, place: Place<'_>, kind: Kind) {
-        let t = template::parse(&lit.value);
+    fn template(&mut self, lit: &StrLit, t: &template::Template, place: Place<'a>, kind: Kind) {
         if place.context_free() {
-            self.issues(lit, &t, place.node);
+            self.issues(lit, t, place.node);
         }
         for r in t.references() {
             let span = span_in(lit, r.offset, r.len);
             self.reference(r.namespace, &r.path, span, place, Origin::Template);
         }
         if kind == Kind::Command && place.context_free() {
-            for r in template::quoted_references(&t) {
+            for r in template::quoted_references(t) {
                 self.push(
                     Code::C137,
                     span_in(lit, r.offset, r.len),
@@ -238,7 +283,7 @@ impl<'a> Refs<'_, 'a> {
     }
 
     /// `with` values and `when` expressions of one edge.
-    fn edge(&mut self, e: &ast::Edge) {
+    fn edge(&mut self, e: &'a ast::Edge) {
         let src = e.from.name.as_str();
         let declared = self.syms.nodes.contains_key(src);
         let place = Place {
@@ -253,7 +298,7 @@ impl<'a> Refs<'_, 'a> {
         if let Some(with) = &e.with {
             for (_, v) in &with.entries {
                 if let ast::Value::Str(lit) = v {
-                    self.template(lit, place, Kind::Text);
+                    self.template(lit, &template::parse(&lit.value), place, Kind::Text);
                 }
             }
         }
@@ -282,13 +327,32 @@ impl<'a> Refs<'_, 'a> {
         }
     }
 
+    /// C036 for every `outputs.N` collected, answered in one batch (§4.1 "runs before").
+    fn finish_runs_before(&mut self, g: &Graph<'a>) {
+        let pending = std::mem::take(&mut self.runs_before);
+        let pairs: Vec<(&str, &str)> = pending.iter().map(|p| (p.producer, p.consumer)).collect();
+        let answers = g.reach_many(self.syms, &pairs);
+        for (p, runs) in pending.iter().zip(answers) {
+            if runs || (p.may_be_consumer && p.producer == p.consumer) {
+                continue;
+            }
+            self.push(
+                Code::C036,
+                p.span,
+                format!("\"{}\" never runs before \"{}\"", p.producer, p.consumer),
+                p.node,
+                None,
+            );
+        }
+    }
+
     /// The static checks of one reference (the table of §4.1).
     fn reference(
         &mut self,
         ns: Namespace,
         path: &[String],
         span: Span,
-        place: Place<'_>,
+        place: Place<'a>,
         origin: Origin,
     ) {
         let syms = self.syms;
@@ -393,23 +457,22 @@ impl<'a> Refs<'_, 'a> {
                         _ => {}
                     }
                 }
-                let Some(g) = self.graph else { return };
-                if !place.node_dependent() {
+                if self.graph.is_none() || !place.node_dependent() {
                     return;
                 }
-                let consumer = match place.consumer {
-                    Consumer::Node(c) => (!g.reaches(n, c)).then_some(c),
-                    Consumer::EdgeSource(c) => (n != c && !g.reaches(n, c)).then_some(c),
-                    Consumer::Nobody => None,
+                let (consumer, may_be_consumer) = match place.consumer {
+                    Consumer::Node(c) => (c, false),
+                    Consumer::EdgeSource(c) => (c, true),
+                    Consumer::Nobody => return,
                 };
-                if let Some(c) = consumer {
-                    self.push(
-                        Code::C036,
+                if let Some((&producer, _)) = syms.nodes.get_key_value(n) {
+                    self.runs_before.push(RunsBefore {
+                        producer,
+                        consumer,
+                        may_be_consumer,
                         span,
-                        format!("\"{n}\" never runs before \"{c}\""),
-                        place.node,
-                        None,
-                    );
+                        node: place.node,
+                    });
                 }
             }
             Namespace::Loop => {

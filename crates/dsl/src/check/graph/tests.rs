@@ -1318,3 +1318,66 @@ fn template_diagnostics_underline_the_whole_reference() {
     let got: Vec<(Code, Span)> = run_exact(&f).iter().map(|d| (d.code, d.span)).collect();
     assert_eq!(got, vec![(Code::C033, Span::new(11, 18, 13))]);
 }
+
+#[test]
+fn reach_many_answers_runs_before_over_all_edges() {
+    let f = file(vec![
+        tool("a", 10, |_| {}),
+        tool("b", 20, |_| {}),
+        tool("c", 30, |_| {}),
+        tool("d", 40, |_| {}),
+        tool("x", 50, |_| {}),
+        flow(
+            "a",
+            vec![
+                e(110, "a", "b"),
+                looped(e(111, "b", "a"), "l", 2),
+                e(112, "b", "c"),
+                e(113, "c", "done"),
+                e(114, "d", "d"),
+            ],
+        ),
+    ]);
+    let syms = Symbols::build(&f);
+    let g = super::Graph::build(syms.workflow().unwrap(), &syms, &mut Vec::new());
+    let pairs = [
+        ("a", "c"),
+        ("c", "a"),
+        ("a", "a"),
+        ("b", "b"),
+        ("c", "c"),
+        ("d", "d"),
+        ("x", "x"),
+        ("a", "x"),
+        ("ghost", "a"),
+        ("a", "done"),
+    ];
+    assert_eq!(
+        g.reach_many(&syms, &pairs),
+        vec![
+            true, false, true, true, false, true, false, false, false, false
+        ]
+    );
+    // More than 64 distinct sources: several chunks.
+    let n = 200u32;
+    let mut decls: Vec<Decl> = (0..n)
+        .map(|i| tool(&format!("t{i}"), 10 + i, |_| {}))
+        .collect();
+    let edges: Vec<Edge> = (0..n - 1)
+        .map(|i| e(1000 + i, &format!("t{i}"), &format!("t{}", i + 1)))
+        .collect();
+    decls.push(flow("t0", edges));
+    let f = file(decls);
+    let syms = Symbols::build(&f);
+    let g = super::Graph::build(syms.workflow().unwrap(), &syms, &mut Vec::new());
+    let names: Vec<String> = (0..n).map(|i| format!("t{i}")).collect();
+    let mut pairs = Vec::new();
+    let mut want = Vec::new();
+    for i in (0..n as usize).step_by(3) {
+        for j in (0..n as usize).step_by(7) {
+            pairs.push((names[i].as_str(), names[j].as_str()));
+            want.push(i < j);
+        }
+    }
+    assert_eq!(g.reach_many(&syms, &pairs), want);
+}

@@ -170,7 +170,7 @@ fn shortest_path(
 
 /// Strongly connected components (Tarjan), iteratively so a long chain cannot overflow the
 /// stack. Returns every component, singletons included.
-fn tarjan(adj: &[Vec<(usize, usize)>]) -> Vec<Vec<usize>> {
+pub(super) fn tarjan(adj: &[Vec<(usize, usize)>]) -> Vec<Vec<usize>> {
     let n = adj.len();
     let mut index = vec![usize::MAX; n];
     let mut low = vec![0usize; n];
