@@ -385,6 +385,10 @@ pub struct Node {
 
 /// Per-kind properties.
 #[derive(Clone, Debug, PartialEq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "built once per declaration and read in place; boxing buys nothing here"
+)]
 pub enum NodeBody {
     /// `agent` and `judge`.
     Agent(AgentProps),
@@ -480,6 +484,10 @@ pub struct RouterProps {
 
 /// A `sandbox:` property, short or block (DSL.md §7.1).
 #[derive(Clone, Debug, PartialEq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "built once per declaration and read in place; boxing buys nothing here"
+)]
 pub enum SandboxDecl {
     /// `sandbox: WORD`.
     Short(Word),

@@ -427,5 +427,5 @@ impl Diagnostic {
 
 /// Sorts diagnostics as DSL.md §8.3 requires: by line, then column, then code.
 pub fn sort(diags: &mut [Diagnostic]) {
-    diags.sort_by(|a, b| (a.span.line, a.span.col, a.code).cmp(&(b.span.line, b.span.col, b.code)));
+    diags.sort_by_key(|d| (d.span.line, d.span.col, d.code));
 }

@@ -54,10 +54,8 @@ impl<'a> Symbols<'a> {
                     s.nodes.entry(n.name.name.as_str()).or_insert(n);
                 }
                 Decl::Workflow(w) => {
-                    if s.workflows.is_empty() {
-                        if let Some(b) = &w.vars {
-                            add_vars(&mut s, b);
-                        }
+                    if let (true, Some(b)) = (s.workflows.is_empty(), &w.vars) {
+                        add_vars(&mut s, b);
                     }
                     s.workflows.push(w);
                 }
@@ -69,16 +67,5 @@ impl<'a> Symbols<'a> {
     /// The workflow the checks use: the first one declared (DSL.md §8.3).
     pub(crate) fn workflow(&self) -> Option<&'a ast::Workflow> {
         self.workflows.first().copied()
-    }
-
-    /// The output schema of a node, when it names a declared schema.
-    pub(crate) fn output_schema(&self, node: &str) -> Option<&'a ast::Schema> {
-        let n = self.nodes.get(node)?;
-        let name = match &n.body {
-            ast::NodeBody::Agent(a) => a.output.as_ref()?,
-            ast::NodeBody::Tool(t) => t.output.as_ref()?,
-            ast::NodeBody::Router(_) => return None,
-        };
-        self.schemas.get(name.name.as_str()).copied()
     }
 }
