@@ -563,3 +563,11 @@ impl<'a> Parser<'a> {
 #[cfg(test)]
 #[path = "parser_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "parser_error_tests.rs"]
+mod error_tests;
+
+#[cfg(test)]
+#[path = "parser_robustness_tests.rs"]
+mod robustness_tests;
