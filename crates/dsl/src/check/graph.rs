@@ -281,10 +281,10 @@ impl<'a> Graph<'a> {
                 if let Some(list) = adj.get_mut(a) {
                     list.push((ei, b));
                 }
-                if a == b {
-                    if let Some(s) = self_loop.get_mut(a) {
-                        *s = true;
-                    }
+                if a == b
+                    && let Some(s) = self_loop.get_mut(a)
+                {
+                    *s = true;
                 }
             }
         }
