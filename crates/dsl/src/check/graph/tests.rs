@@ -1381,3 +1381,94 @@ fn reach_many_answers_runs_before_over_all_edges() {
     }
     assert_eq!(g.reach_many(&syms, &pairs), want);
 }
+
+#[test]
+fn branches_hold_no_loop_edge_no_fan_out_and_joins_are_not_shared() {
+    // A loop edge inside a branch.
+    let f = fan(vec![
+        e(110, "r", "a"),
+        e(111, "r", "b"),
+        looped(e(112, "a", "m"), "l", 2),
+        e(113, "a", "j"),
+        e(114, "m", "j"),
+        e(115, "b", "j"),
+        e(116, "j", "done"),
+    ]);
+    assert_eq!(
+        run(&f),
+        vec![
+            d(
+                Code::C907,
+                112,
+                3,
+                "fan-out \"r\": branch \"a\" holds the loop edge \"a -> m\""
+            )
+            .with_node("a")
+        ]
+    );
+    // A fan-out inside a branch: only the breach is reported for the outer router.
+    let f = file(vec![
+        router("r", 1, RouterMode::FanOutAll),
+        router("q", 5, RouterMode::FanOutAll),
+        tool("a", 10, |_| {}),
+        tool("b", 20, |_| {}),
+        awaiting("j", 30),
+        awaiting("k", 40),
+        flow(
+            "r",
+            vec![
+                e(110, "r", "q"),
+                e(111, "r", "b"),
+                e(112, "q", "a"),
+                e(113, "q", "b"),
+                e(114, "a", "k"),
+                e(115, "b", "k"),
+                e(116, "k", "j"),
+                e(117, "j", "done"),
+            ],
+        ),
+    ]);
+    let got: Vec<(Code, u32)> = codes(&f);
+    assert!(got.contains(&(Code::C907, 110)), "{got:?}");
+    // Two routers sharing one join.
+    let f = file(vec![
+        router("r", 1, RouterMode::FanOutAll),
+        router("q", 5, RouterMode::FanOutAll),
+        tool("a", 10, |_| {}),
+        tool("b", 20, |_| {}),
+        awaiting("j", 30),
+        flow(
+            "r",
+            vec![
+                e(110, "r", "a"),
+                e(111, "a", "j"),
+                e(112, "j", "q"),
+                e(113, "q", "b"),
+                e(114, "b", "j"),
+            ],
+        ),
+    ]);
+    let got: Vec<Diagnostic> = run(&f)
+        .into_iter()
+        .filter(|d| d.code == Code::C907)
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            d(
+                Code::C907,
+                114,
+                3,
+                "fan-out \"r\": join \"j\" is also entered from \"b\", outside the branches"
+            )
+            .with_node("b"),
+            d(
+                Code::C907,
+                114,
+                3,
+                "fan-out \"q\": \"j\" is already the join of \"r\""
+            )
+            .with_node("b"),
+        ]
+    );
+}
