@@ -37,9 +37,19 @@ fn warnings_alone_exit_zero_and_are_printed() {
         "w.iter",
         "schema empty:\n\ntool a:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> done\n",
     );
-    let out = iterion().arg("validate").arg(&f).assert().code(0).get_output().stdout.clone();
+    let out = iterion()
+        .arg("validate")
+        .arg(&f)
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
     let out = String::from_utf8(out).unwrap();
-    assert!(out.contains(": warning[C140]: schema \"empty\" has no fields\n"), "{out}");
+    assert!(
+        out.contains(": warning[C140]: schema \"empty\" has no fields\n"),
+        "{out}"
+    );
     assert!(out.ends_with("0 errors, 1 warning\n"), "{out}");
 }
 
@@ -52,7 +62,14 @@ fn errors_exit_one_with_the_human_form() {
         "tool a:\n  command: `true`\n\nworkflow w:\n  entry: a\n  worktree: sometimes\n  a -> done\n",
     );
     let shown = f.display().to_string();
-    let out = iterion().arg("validate").arg(&f).assert().code(1).get_output().stdout.clone();
+    let out = iterion()
+        .arg("validate")
+        .arg(&f)
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
     assert_eq!(
         String::from_utf8(out).unwrap(),
         format!(
@@ -65,30 +82,52 @@ fn errors_exit_one_with_the_human_form() {
 fn json_output_is_one_document_with_the_spec_shape() {
     let gallery = examples().join("06_gallery.iter");
     let shown = gallery.display().to_string();
-    let out = iterion().args(["validate", "--json"]).arg(&gallery).assert().code(1).get_output().stdout.clone();
+    let out = iterion()
+        .args(["validate", "--json"])
+        .arg(&gallery)
+        .assert()
+        .code(1)
+        .get_output()
+        .stdout
+        .clone();
     let doc: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(doc["file"], Value::String(shown.clone()));
     let diags = doc["diagnostics"].as_array().unwrap();
     let errors = diags.iter().filter(|d| d["severity"] == "error").count();
     assert_eq!(doc["errors"].as_u64().unwrap() as usize, errors);
-    assert_eq!(doc["warnings"].as_u64().unwrap() as usize, diags.len() - errors);
+    assert_eq!(
+        doc["warnings"].as_u64().unwrap() as usize,
+        diags.len() - errors
+    );
     for d in diags {
         let obj = d.as_object().unwrap();
         for key in ["code", "severity", "message", "file", "line", "column"] {
             assert!(obj.contains_key(key), "{key} missing in {d}");
         }
         for (k, v) in obj {
-            assert!(!v.is_null(), "{k} is null in {d}: absent fields are omitted");
             assert!(
-                ["code", "severity", "message", "file", "line", "column", "node", "hint"].contains(&k.as_str()),
+                !v.is_null(),
+                "{k} is null in {d}: absent fields are omitted"
+            );
+            assert!(
+                [
+                    "code", "severity", "message", "file", "line", "column", "node", "hint"
+                ]
+                .contains(&k.as_str()),
                 "unexpected key {k}"
             );
         }
         assert_eq!(d["file"], Value::String(shown.clone()));
     }
     // The network word used as a node-level sandbox mode carries its node and its hint.
-    let c044 = diags.iter().find(|d| d["code"] == "C044" && d["node"] == "helper").unwrap();
-    assert_eq!(c044["message"], "\"allowlist\" is a network mode, not a sandbox mode");
+    let c044 = diags
+        .iter()
+        .find(|d| d["code"] == "C044" && d["node"] == "helper")
+        .unwrap();
+    assert_eq!(
+        c044["message"],
+        "\"allowlist\" is a network mode, not a sandbox mode"
+    );
     assert!(c044["hint"].as_str().unwrap().contains("network:"));
 }
 
@@ -99,7 +138,9 @@ fn an_unreadable_file_exits_two() {
         .assert()
         .code(2)
         .stdout("")
-        .stderr(predicates::str::contains("cannot read /nonexistent/flow.iter"));
+        .stderr(predicates::str::contains(
+            "cannot read /nonexistent/flow.iter",
+        ));
     let out = iterion()
         .args(["validate", "--json", "/nonexistent/flow.iter"])
         .assert()
@@ -126,5 +167,8 @@ fn a_file_over_ten_mebibytes_is_refused_with_exit_two() {
 
 #[test]
 fn a_bad_flag_exits_two() {
-    iterion().args(["validate", "--frobnicate", "x.iter"]).assert().code(2);
+    iterion()
+        .args(["validate", "--frobnicate", "x.iter"])
+        .assert()
+        .code(2);
 }

@@ -7,15 +7,24 @@ use iterion_dsl::{CompileOptions, compile};
 use pretty_assertions::assert_eq;
 
 fn example(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn codes_by_line(src: &[u8]) -> BTreeMap<u32, Vec<String>> {
-    let out = compile(src, &CompileOptions { ask_user_in_sandbox: false });
+    let out = compile(
+        src,
+        &CompileOptions {
+            ask_user_in_sandbox: false,
+        },
+    );
     let mut got: BTreeMap<u32, Vec<String>> = BTreeMap::new();
     for d in out.diagnostics {
-        got.entry(d.span.line).or_default().push(d.code.as_str().to_string());
+        got.entry(d.span.line)
+            .or_default()
+            .push(d.code.as_str().to_string());
     }
     for v in got.values_mut() {
         v.sort();
@@ -35,7 +44,9 @@ fn clean_examples_compile_without_any_diagnostic() {
     ] {
         let out = compile(&example(name), &CompileOptions::default());
         assert_eq!(out.diagnostics, vec![], "{name}");
-        let wf = out.workflow.unwrap_or_else(|| panic!("{name}: no workflow"));
+        let wf = out
+            .workflow
+            .unwrap_or_else(|| panic!("{name}: no workflow"));
         assert!(!wf.name.is_empty(), "{name}");
     }
 }

@@ -6,9 +6,17 @@ use pretty_assertions::assert_eq;
 const TOOL_A: &str = "tool a:\n  command: `echo '{}'`\n";
 
 fn got(src: &str) -> Vec<(String, u32)> {
-    let out = compile(src.as_bytes(), &CompileOptions { ask_user_in_sandbox: false });
-    let mut v: Vec<(String, u32)> =
-        out.diagnostics.iter().map(|d| (d.code.as_str().to_string(), d.span.line)).collect();
+    let out = compile(
+        src.as_bytes(),
+        &CompileOptions {
+            ask_user_in_sandbox: false,
+        },
+    );
+    let mut v: Vec<(String, u32)> = out
+        .diagnostics
+        .iter()
+        .map(|d| (d.code.as_str().to_string(), d.span.line))
+        .collect();
     v.sort();
     v
 }
@@ -35,7 +43,10 @@ fn e001_unsupported_declaration_kind() {
     let src = format!("human gate:\n  prompt: \"x\"\n{}", workflow_with(""));
     expect(&src, &[("E001", 1)]);
     let out = compile(src.as_bytes(), &CompileOptions::default());
-    assert_eq!(out.diagnostics[0].message, "`human` declarations are not supported yet");
+    assert_eq!(
+        out.diagnostics[0].message,
+        "`human` declarations are not supported yet"
+    );
 }
 
 #[test]
@@ -45,12 +56,18 @@ fn e002_missing_colon_after_a_declaration_name() {
 
 #[test]
 fn e003_tab_in_indentation() {
-    expect("tool a:\n\tcommand: `echo hi`\n\nworkflow w:\n  entry: a\n  a -> done\n", &[("E003", 2)]);
+    expect(
+        "tool a:\n\tcommand: `echo hi`\n\nworkflow w:\n  entry: a\n  a -> done\n",
+        &[("E003", 2)],
+    );
 }
 
 #[test]
 fn e004_unterminated_quoted_string() {
-    expect("tool a:\n  command: \"echo hi\n\nworkflow w:\n  entry: a\n  a -> done\n", &[("E004", 2)]);
+    expect(
+        "tool a:\n  command: \"echo hi\n\nworkflow w:\n  entry: a\n  a -> done\n",
+        &[("E004", 2)],
+    );
 }
 
 #[test]
@@ -73,33 +90,52 @@ fn e006_invalid_utf8_in_a_prompt() {
     src.extend_from_slice(b"\n\n");
     src.extend_from_slice(workflow_with("").as_bytes());
     let out = compile(&src, &CompileOptions::default());
-    let codes: Vec<_> = out.diagnostics.iter().map(|d| (d.code.as_str(), d.span.line, d.span.col)).collect();
+    let codes: Vec<_> = out
+        .diagnostics
+        .iter()
+        .map(|d| (d.code.as_str(), d.span.line, d.span.col))
+        .collect();
     assert_eq!(codes, vec![("E006", 2, 9)]);
     assert_eq!(out.diagnostics[0].message, "invalid UTF-8 at byte 18");
 }
 
 #[test]
 fn e010_prompt_declared_twice() {
-    let src = format!("prompt p:\n  one\n\nprompt p:\n  two\n\n{}", workflow_with(""));
+    let src = format!(
+        "prompt p:\n  one\n\nprompt p:\n  two\n\n{}",
+        workflow_with("")
+    );
     expect(&src, &[("E010", 4)]);
 }
 
 #[test]
 fn e011_reserved_word_as_a_node_name() {
-    expect(&format!("tool done:\n  command: `true`\n\n{}", workflow_with("")), &[("E011", 1)]);
+    expect(
+        &format!("tool done:\n  command: `true`\n\n{}", workflow_with("")),
+        &[("E011", 1)],
+    );
 }
 
 #[test]
 fn e012_unknown_property_with_a_did_you_mean_hint() {
-    let src = format!("agent x:\n  modle: \"x\"\n  user: \"hi\"\n\n{}", workflow_with(""));
+    let src = format!(
+        "agent x:\n  modle: \"x\"\n  user: \"hi\"\n\n{}",
+        workflow_with("")
+    );
     expect(&src, &[("E012", 2)]);
     let out = compile(src.as_bytes(), &CompileOptions::default());
-    assert_eq!(out.diagnostics[0].hint.as_deref(), Some("did you mean \"model\"?"));
+    assert_eq!(
+        out.diagnostics[0].hint.as_deref(),
+        Some("did you mean \"model\"?")
+    );
 }
 
 #[test]
 fn e013_tool_without_command() {
-    let src = format!("schema result:\n  ok: bool\n\ntool t:\n  output: result\n\n{}", workflow_with(""));
+    let src = format!(
+        "schema result:\n  ok: bool\n\ntool t:\n  output: result\n\n{}",
+        workflow_with("")
+    );
     expect(&src, &[("E013", 4)]);
 }
 
@@ -132,7 +168,10 @@ fn e021_tool_max_steps_below_one() {
 
 #[test]
 fn e021_malformed_duration() {
-    expect(&workflow_with("  budget:\n    max_duration: \"soon\"\n"), &[("E021", 7)]);
+    expect(
+        &workflow_with("  budget:\n    max_duration: \"soon\"\n"),
+        &[("E021", 7)],
+    );
 }
 
 #[test]
@@ -166,7 +205,8 @@ fn c001_unknown_edge_target() {
 fn c004_unterminated_reference_and_unsupported_namespace() {
     let src = "agent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  user: \"{{vars.x\"\n\nworkflow w:\n  entry: x\n  x -> done\n";
     expect(src, &[("C004", 3)]);
-    let src = "tool a:\n  command: `cat {{artifacts.report}}`\n\nworkflow w:\n  entry: a\n  a -> done\n";
+    let src =
+        "tool a:\n  command: `cat {{artifacts.report}}`\n\nworkflow w:\n  entry: a\n  a -> done\n";
     expect(src, &[("C004", 2)]);
 }
 
@@ -183,19 +223,30 @@ fn c006_no_workflow() {
 
 #[test]
 fn c007_second_workflow() {
-    let src = format!("{}\nworkflow v:\n  entry: a\n  a -> done\n", workflow_with(""));
+    let src = format!(
+        "{}\nworkflow v:\n  entry: a\n  a -> done\n",
+        workflow_with("")
+    );
     expect(&src, &[("C007", 8)]);
 }
 
 #[test]
 fn c008_missing_and_unknown_entry() {
-    expect(&format!("{TOOL_A}\nworkflow w:\n  a -> done\n"), &[("C008", 4)]);
-    expect(&format!("{TOOL_A}\nworkflow w:\n  entry: ghost\n  a -> done\n"), &[("C008", 5)]);
+    expect(
+        &format!("{TOOL_A}\nworkflow w:\n  a -> done\n"),
+        &[("C008", 4)],
+    );
+    expect(
+        &format!("{TOOL_A}\nworkflow w:\n  entry: ghost\n  a -> done\n"),
+        &[("C008", 5)],
+    );
 }
 
 #[test]
 fn c040_expression_syntax_error() {
-    let src = format!("{TOOL_A}\nworkflow w:\n  entry: a\n  a -> done when \"ok ==\"\n  a -> fail else\n");
+    let src = format!(
+        "{TOOL_A}\nworkflow w:\n  entry: a\n  a -> done when \"ok ==\"\n  a -> fail else\n"
+    );
     expect(&src, &[("C040", 6)]);
 }
 
@@ -217,12 +268,18 @@ fn c044_image_and_build_are_exclusive() {
         "  sandbox:\n    image: \"x\"\n    build:\n      dockerfile: \"Dockerfile\"\n",
     ));
     // Anchored at the image or the build key; either names the clash.
-    assert!(got == [("C044".into(), 7)] || got == [("C044".into(), 8)], "{got:?}");
+    assert!(
+        got == [("C044".into(), 7)] || got == [("C044".into(), 8)],
+        "{got:?}"
+    );
 }
 
 #[test]
 fn c044_mode_auto_takes_no_image() {
-    expect(&workflow_with("  sandbox:\n    mode: auto\n    image: \"x\"\n"), &[("C044", 8)]);
+    expect(
+        &workflow_with("  sandbox:\n    mode: auto\n    image: \"x\"\n"),
+        &[("C044", 8)],
+    );
 }
 
 #[test]
@@ -235,7 +292,10 @@ fn c044_mode_none_takes_no_other_field() {
 
 #[test]
 fn c044_bad_host_state_and_relative_workspace_folder() {
-    expect(&workflow_with("  sandbox:\n    image: \"x\"\n    host_state: shared\n"), &[("C044", 8)]);
+    expect(
+        &workflow_with("  sandbox:\n    image: \"x\"\n    host_state: shared\n"),
+        &[("C044", 8)],
+    );
     expect(
         &workflow_with("  sandbox:\n    image: \"x\"\n    workspace_folder: \"work\"\n"),
         &[("C044", 8)],
@@ -253,7 +313,11 @@ fn c044_bad_network_blocks() {
         let extra = format!("  sandbox:\n    image: \"x\"\n    network:\n{body}");
         let src = workflow_with(&extra);
         let got = got(&src);
-        assert_eq!(got.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(), ["C044"], "{src}");
+        assert_eq!(
+            got.iter().map(|(c, _)| c.as_str()).collect::<Vec<_>>(),
+            ["C044"],
+            "{src}"
+        );
     }
 }
 
@@ -270,7 +334,10 @@ fn c044_network_word_as_workflow_sandbox_mode() {
     let src = workflow_with("  sandbox: denylist\n");
     expect(&src, &[("C044", 6)]);
     let out = compile(src.as_bytes(), &CompileOptions::default());
-    assert_eq!(out.diagnostics[0].message, "\"denylist\" is a network mode, not a sandbox mode");
+    assert_eq!(
+        out.diagnostics[0].message,
+        "\"denylist\" is a network mode, not a sandbox mode"
+    );
 }
 
 #[test]
@@ -300,7 +367,12 @@ fn c128_and_c909_on_a_workflow_opt_out_and_no_c136() {
 fn c136_fires_without_the_capability_and_not_with_it() {
     let src = "agent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  user: \"hi\"\n  interaction: ask\n\nworkflow w:\n  entry: x\n  x -> done\n";
     expect(src, &[("C136", 4)]);
-    let out = compile(src.as_bytes(), &CompileOptions { ask_user_in_sandbox: true });
+    let out = compile(
+        src.as_bytes(),
+        &CompileOptions {
+            ask_user_in_sandbox: true,
+        },
+    );
     assert_eq!(out.diagnostics, vec![]);
 }
 
@@ -326,7 +398,9 @@ const FAN: &str = "router r:\n  mode: fan_out_all\n\ntool a:\n  command: `true`\
 
 #[test]
 fn a_clean_fan_out_has_no_diagnostic() {
-    let src = format!("{FAN}workflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> j\n  b -> j\n  j -> done\n");
+    let src = format!(
+        "{FAN}workflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> j\n  b -> j\n  j -> done\n"
+    );
     expect(&src, &[]);
 }
 

@@ -3,7 +3,10 @@
 use iterion_dsl::{CompileOptions, Severity, compile};
 
 fn has_error(src: &[u8]) -> bool {
-    compile(src, &CompileOptions::default()).diagnostics.iter().any(|d| d.severity == Severity::Error)
+    compile(src, &CompileOptions::default())
+        .diagnostics
+        .iter()
+        .any(|d| d.severity == Severity::Error)
 }
 
 #[test]
@@ -25,7 +28,11 @@ fn deep_indentation_is_e003() {
         src.push_str(&format!("k{i}:\n"));
     }
     let out = compile(src.as_bytes(), &CompileOptions::default());
-    assert!(out.diagnostics.iter().any(|d| d.code.as_str() == "E003" || d.code.as_str() == "E001"));
+    assert!(
+        out.diagnostics
+            .iter()
+            .any(|d| d.code.as_str() == "E003" || d.code.as_str() == "E001")
+    );
 }
 
 #[test]
@@ -65,5 +72,11 @@ fn binary_garbage_and_odd_text_get_diagnostics() {
 #[test]
 fn the_empty_file_has_no_workflow() {
     let out = compile(b"", &CompileOptions::default());
-    assert_eq!(out.diagnostics.iter().map(|d| d.code.as_str()).collect::<Vec<_>>(), ["C006"]);
+    assert_eq!(
+        out.diagnostics
+            .iter()
+            .map(|d| d.code.as_str())
+            .collect::<Vec<_>>(),
+        ["C006"]
+    );
 }
