@@ -20,12 +20,14 @@ use crate::error::{Error, Result};
 use crate::mode::Trust;
 use crate::spec::{SecretBytes, Spec};
 
-/// One progress report of an image pull (layer, bytes so far, total when known). The CLI draws
-/// these as a progress bar.
+/// One progress report of an image pull (layer, status, bytes so far, total when known). The CLI
+/// draws these as a progress bar.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PullProgress {
     /// The layer id (or the engine's status line when it names no layer).
     pub layer: String,
+    /// The engine's status for that layer (`Downloading`, `Pull complete`, …); may be empty.
+    pub status: String,
     /// Bytes done.
     pub current: u64,
     /// Bytes in all, when the engine says.

@@ -270,6 +270,17 @@ pub enum Error {
         sandbox_id: String,
     },
 
+    /// Setting a sandbox up failed after something was created, and removing it failed too.
+    /// Both are kept; the code is the original failure's. What was left carries the run's labels,
+    /// so the reaper collects it.
+    #[error("{error}; cleanup also failed: {cleanup}")]
+    CleanupFailed {
+        /// The failure that made the driver clean up.
+        error: Box<Error>,
+        /// Why the cleanup failed.
+        cleanup: Box<Error>,
+    },
+
     /// The sandbox was already cleaned up; nothing more can run in it.
     #[error("sandbox: {driver} sandbox {sandbox_id} is cleaned up")]
     SandboxClosed {
@@ -289,6 +300,7 @@ impl Error {
                 SANDBOX_DRIVER_UNAVAILABLE
             }
             Error::SelectDriver(cause) => cause.code(),
+            Error::CleanupFailed { error, .. } => error.code(),
             Error::PhaseTimeout { .. } => SANDBOX_SETUP_TIMEOUT,
             Error::Capacity { .. } => SANDBOX_CAPACITY,
             Error::InvalidSpec { .. }

@@ -54,6 +54,20 @@ impl Registry {
         Registry::empty().register(DriverKind::Noop, NoopConstructor)
     }
 
+    /// The local registry: docker and podman (one bollard driver, endpoints from the
+    /// environment, SANDBOX.md §4.2) and noop. Kubernetes joins when its driver lands.
+    pub fn local_engines() -> Registry {
+        Registry::with_noop()
+            .register(
+                DriverKind::Docker,
+                crate::drivers::docker::DockerConstructor::docker_from_env(),
+            )
+            .register(
+                DriverKind::Podman,
+                crate::drivers::docker::DockerConstructor::podman_from_env(),
+            )
+    }
+
     /// Registers (or replaces) the constructor of `kind`.
     #[must_use]
     pub fn register(

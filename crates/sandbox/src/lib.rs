@@ -50,6 +50,16 @@ pub use driver::{
     WorkspaceExporter, WorkspaceFileRefresher, WorkspaceHeadCapturer, proxy_addresses_for_driver,
     redact_proxy_url,
 };
+pub use drivers::docker::{
+    ApiError, ApiResult, ApiStream, BollardApi, BuildRequest, CA_TARGET, CONNECT_TIMEOUT,
+    CONTAINER_HOST, ContainerApi, CreateInputs, CreatePlan, DOCKER_HOST, DockerConstructor,
+    DockerDriver, DockerIgnore, DockerSettings, EndpointVars, EngineKind, EngineVersion,
+    ExecAttachment, ExecChunk, ExecInputs, ExecPlan, ExecRequest, ExecState, ExecStdin, HOST_ALIAS,
+    NET_DIR_TARGET, NO_PROXY_BASE, PODMAN_ULIMIT, PROXY_PORT, REMOVE_TIMEOUT, ResolvedBuild,
+    SANDBOX_CMD, SANDBOX_ENTRYPOINT, SCRIPT_STDIN_THRESHOLD, XDG_RUNTIME_DIR, build_paths,
+    build_request, ca_host_path, create_plan, endpoints_for, exec_plan, nix_volume_labels,
+    render as docker_render, resolve_build, tar_context, workspace_folder,
+};
 pub use drivers::noop::{NoopConstructor, NoopDriver, noop_file_secret_gate};
 pub use env::{
     ITERION_DESKTOP, ITERION_MODE, ITERION_SANDBOX_BUILD_TIMEOUT, ITERION_SANDBOX_DEFAULT,

@@ -3,8 +3,9 @@
 //! [`Registry`](crate::Registry):
 //!
 //! - [`noop`]: host passthrough, always constructible, isolates nothing;
-//! - `docker` (docker and podman through the Engine API, bollard) and `kubernetes` plug in here
-//!   as sibling modules.
+//! - [`docker`]: docker and podman through the Engine API (bollard), one long-lived container
+//!   per run;
+//! - `kubernetes` plugs in here as a sibling module.
 //!
 //! What a container driver takes from the core rather than re-deciding:
 //!
@@ -26,4 +27,5 @@
 //! - "engine not reachable" is [`Error::Unavailable`](crate::Error::Unavailable) from the
 //!   constructor, never a policy decision.
 
+pub(crate) mod docker;
 pub(crate) mod noop;

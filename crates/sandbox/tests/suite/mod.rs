@@ -1,1 +1,3 @@
 mod harness;
+mod docker_driver;
+mod engines;

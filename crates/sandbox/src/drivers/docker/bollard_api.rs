@@ -1,0 +1,341 @@
+//! [`ContainerApi`] over bollard: the real Docker Engine API, and podman's compatible one.
+//!
+//! Each method is a direct translation: build bollard's options, call, classify the error
+//! ([`classify`]). Connecting ([`BollardApi::connect`]) negotiates the API version first, because
+//! bollard asks for a newer API than Debian's engines speak (1.41) and they would refuse it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::models::{ContainerCreateBody, VolumeCreateRequest};
+use bollard::query_parameters::{
+    BuildImageOptionsBuilder, CreateContainerOptionsBuilder, CreateImageOptionsBuilder,
+    ListContainersOptionsBuilder, ListImagesOptionsBuilder, RemoveContainerOptionsBuilder,
+    RemoveImageOptionsBuilder,
+};
+use bytes::Bytes;
+use futures_util::{StreamExt, TryStreamExt};
+
+use super::api::{
+    ApiError, ApiResult, ApiStream, BuildRequest, ContainerApi, EngineKind, EngineVersion,
+    ExecAttachment, ExecChunk, ExecRequest, ExecState,
+};
+use crate::driver::{ImageConfig, PullProgress};
+use crate::labels::ListedResource;
+
+/// The Engine API through bollard. Cheap to clone (one shared connection pool).
+#[derive(Clone, Debug)]
+pub struct BollardApi {
+    docker: Docker,
+}
+
+/// Turns bollard's error into what the driver branches on.
+fn classify(error: bollard::errors::Error) -> ApiError {
+    use bollard::errors::Error as B;
+    match error {
+        B::DockerResponseServerError {
+            status_code,
+            message,
+        } => match status_code {
+            404 => ApiError::NotFound { message },
+            409 => ApiError::Conflict { message },
+            401 | 403 => ApiError::Unauthorized { message },
+            status => ApiError::Status { status, message },
+        },
+        B::DockerStreamError { error } => ApiError::Stream { message: error },
+        other => ApiError::Transport {
+            message: other.to_string(),
+        },
+    }
+}
+
+fn label_filters(filters: Vec<String>) -> HashMap<&'static str, Vec<String>> {
+    HashMap::from([("label", filters)])
+}
+
+fn sorted(labels: Option<HashMap<String, String>>) -> BTreeMap<String, String> {
+    labels.unwrap_or_default().into_iter().collect()
+}
+
+impl BollardApi {
+    /// Wraps a connected client (its API version already negotiated).
+    pub fn new(docker: Docker) -> BollardApi {
+        BollardApi { docker }
+    }
+
+    /// Connects to `endpoint` (`unix:///…`, `tcp://…`, `http://…`), negotiates the API version,
+    /// reads `/version` (to tell docker from podman) and pings, all within `within`
+    /// (SANDBOX.md §4.2).
+    ///
+    /// # Errors
+    ///
+    /// Why the endpoint does not answer, in words, for [`Error::Unavailable`](crate::Error).
+    pub async fn connect(
+        endpoint: &str,
+        within: Duration,
+    ) -> Result<(BollardApi, EngineVersion), String> {
+        let docker = Docker::connect_with_host(endpoint).map_err(|e| format!("{endpoint}: {e}"))?;
+        let probe = async {
+            let docker = docker
+                .negotiate_version()
+                .await
+                .map_err(|e| format!("{endpoint}: version negotiation failed: {e}"))?;
+            let version = docker
+                .version()
+                .await
+                .map_err(|e| format!("{endpoint}: /version failed: {e}"))?;
+            docker
+                .ping()
+                .await
+                .map_err(|e| format!("{endpoint}: ping failed: {e}"))?;
+            Ok::<_, String>((docker, version))
+        };
+        let (docker, version) = tokio::time::timeout(within, probe)
+            .await
+            .map_err(|_| format!("{endpoint}: no answer within {within:?}"))??;
+        let names = version
+            .components
+            .iter()
+            .flatten()
+            .map(|component| component.name.as_str());
+        let version = EngineVersion {
+            kind: EngineKind::from_version_components(names),
+            version: version.version.unwrap_or_default(),
+            api_version: version.api_version.unwrap_or_default(),
+        };
+        Ok((BollardApi { docker }, version))
+    }
+}
+
+#[async_trait]
+impl ContainerApi for BollardApi {
+    async fn inspect_image(&self, image: &str) -> ApiResult<Option<ImageConfig>> {
+        match self.docker.inspect_image(image).await.map_err(classify) {
+            Ok(inspect) => Ok(Some(ImageConfig {
+                id: inspect.id.unwrap_or_default(),
+                env: inspect.config.and_then(|c| c.env).unwrap_or_default(),
+                architecture: inspect.architecture.unwrap_or_default(),
+            })),
+            Err(error) if error.is_not_found() => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    fn pull_image(&self, image: &str) -> ApiStream<PullProgress> {
+        let options = CreateImageOptionsBuilder::default()
+            .from_image(image)
+            .build();
+        self.docker
+            .create_image(Some(options), None, None)
+            .map(|item| {
+                let info = item.map_err(classify)?;
+                let status = info.status.unwrap_or_default();
+                let detail = info.progress_detail.unwrap_or_default();
+                Ok(PullProgress {
+                    layer: info.id.unwrap_or_else(|| status.clone()),
+                    status,
+                    current: detail
+                        .current
+                        .and_then(|c| u64::try_from(c).ok())
+                        .unwrap_or(0),
+                    total: detail.total.and_then(|t| u64::try_from(t).ok()),
+                })
+            })
+            .boxed()
+    }
+
+    fn build_image(&self, request: BuildRequest, context: Bytes) -> ApiStream<String> {
+        let build_args: HashMap<String, String> = request.build_args.into_iter().collect();
+        let labels: HashMap<String, String> = request.labels.into_iter().collect();
+        let mut options = BuildImageOptionsBuilder::default()
+            .dockerfile(&request.dockerfile)
+            .t(&request.tag)
+            .rm(true)
+            .forcerm(true)
+            .buildargs(&build_args)
+            .labels(&labels);
+        if let Some(network) = &request.network_mode {
+            options = options.networkmode(network);
+        }
+        let options = options.build();
+        // bollard's build stream borrows its client; a task owns a clone and forwards. Dropping
+        // the returned stream closes the channel, the task drops the request, and the engine
+        // cancels the build.
+        let (tx, rx) = tokio::sync::mpsc::channel::<ApiResult<String>>(64);
+        let docker = self.docker.clone();
+        tokio::spawn(async move {
+            let mut stream = docker.build_image(options, None, Some(bollard::body_full(context)));
+            while let Some(item) = stream.next().await {
+                let item = item
+                    .map_err(classify)
+                    .map(|info| info.stream.or(info.status).unwrap_or_default());
+                if tx.send(item).await.is_err() {
+                    break;
+                }
+            }
+        });
+        futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        })
+        .boxed()
+    }
+
+    async fn remove_image(&self, image: &str) -> ApiResult<()> {
+        let options = RemoveImageOptionsBuilder::default().noprune(true).build();
+        self.docker
+            .remove_image(image, Some(options), None)
+            .await
+            .map(drop)
+            .map_err(classify)
+    }
+
+    async fn list_images(&self, label_filters_: Vec<String>) -> ApiResult<Vec<ListedResource>> {
+        let options = ListImagesOptionsBuilder::default()
+            .filters(&label_filters(label_filters_))
+            .build();
+        let images = self
+            .docker
+            .list_images(Some(options))
+            .await
+            .map_err(classify)?;
+        Ok(images
+            .into_iter()
+            .map(|image| ListedResource {
+                name: image.repo_tags.first().cloned().unwrap_or_default(),
+                id: image.id,
+                labels: image.labels.into_iter().collect(),
+            })
+            .collect())
+    }
+
+    async fn create_volume(&self, name: &str, labels: BTreeMap<String, String>) -> ApiResult<()> {
+        let request = VolumeCreateRequest {
+            name: Some(name.to_owned()),
+            labels: Some(labels.into_iter().collect()),
+            ..VolumeCreateRequest::default()
+        };
+        self.docker
+            .create_volume(request)
+            .await
+            .map(drop)
+            .map_err(classify)
+    }
+
+    async fn create_container(&self, name: &str, body: ContainerCreateBody) -> ApiResult<String> {
+        let options = CreateContainerOptionsBuilder::default().name(name).build();
+        self.docker
+            .create_container(Some(options), body)
+            .await
+            .map(|created| created.id)
+            .map_err(classify)
+    }
+
+    async fn start_container(&self, id: &str) -> ApiResult<()> {
+        self.docker
+            .start_container(id, None)
+            .await
+            .map_err(classify)
+    }
+
+    async fn remove_container(&self, id: &str) -> ApiResult<()> {
+        let options = RemoveContainerOptionsBuilder::default()
+            .force(true)
+            .v(true)
+            .build();
+        self.docker
+            .remove_container(id, Some(options))
+            .await
+            .map_err(classify)
+    }
+
+    async fn list_containers(&self, label_filters_: Vec<String>) -> ApiResult<Vec<ListedResource>> {
+        let options = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&label_filters(label_filters_))
+            .build();
+        let containers = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(classify)?;
+        Ok(containers
+            .into_iter()
+            .map(|container| ListedResource {
+                id: container.id.unwrap_or_default(),
+                name: container
+                    .names
+                    .and_then(|names| names.into_iter().next())
+                    .map(|name| name.trim_start_matches('/').to_owned())
+                    .unwrap_or_default(),
+                labels: sorted(container.labels),
+            })
+            .collect())
+    }
+
+    async fn create_exec(&self, container: &str, request: ExecRequest) -> ApiResult<String> {
+        let options = CreateExecOptions::<String> {
+            attach_stdin: Some(request.attach_stdin),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            tty: Some(false),
+            env: Some(request.env),
+            cmd: Some(request.cmd),
+            user: request.user,
+            working_dir: request.working_dir,
+            ..CreateExecOptions::default()
+        };
+        self.docker
+            .create_exec(container, options)
+            .await
+            .map(|created| created.id)
+            .map_err(classify)
+    }
+
+    async fn start_exec(&self, exec_id: &str) -> ApiResult<ExecAttachment> {
+        let options = StartExecOptions {
+            detach: false,
+            tty: false,
+            // Frames are at most the engine's 32 KiB copy buffer; a larger read buffer means
+            // fewer wake-ups on a large output.
+            output_capacity: Some(64 * 1024),
+        };
+        match self
+            .docker
+            .start_exec(exec_id, Some(options))
+            .await
+            .map_err(classify)?
+        {
+            StartExecResults::Attached { output, input } => Ok(ExecAttachment {
+                output: output
+                    .map_err(classify)
+                    .try_filter_map(|chunk| async move {
+                        Ok(match chunk {
+                            LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                                Some(ExecChunk::Stdout(message))
+                            }
+                            LogOutput::StdErr { message } => Some(ExecChunk::Stderr(message)),
+                            LogOutput::StdIn { .. } => None,
+                        })
+                    })
+                    .boxed(),
+                input,
+            }),
+            StartExecResults::Detached => Err(ApiError::Status {
+                status: 200,
+                message: "the engine detached an exec that was started attached".to_owned(),
+            }),
+        }
+    }
+
+    async fn inspect_exec(&self, exec_id: &str) -> ApiResult<ExecState> {
+        let inspect = self.docker.inspect_exec(exec_id).await.map_err(classify)?;
+        Ok(ExecState {
+            running: inspect.running.unwrap_or(false),
+            exit_code: inspect.exit_code,
+        })
+    }
+}
