@@ -1,0 +1,13 @@
+//! The records the store keeps, independent of any backend.
+
+mod event;
+mod id;
+mod lease;
+mod run;
+mod status;
+
+pub use event::{Event, LogLine, LogStream, NewEvent, NewLogLine};
+pub use id::RunId;
+pub use lease::{Claim, Lease, Liveness};
+pub use run::{Admission, InitialStatus, LeaseRequest, NewRun, Run};
+pub use status::{AdmissionDecision, RunStatus, Trust};

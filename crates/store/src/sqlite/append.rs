@@ -1,0 +1,235 @@
+//! Events and log lines: append-only, numbered per run.
+//!
+//! Sequence numbers are `MAX(seq) + 1` read inside the `BEGIN IMMEDIATE` transaction that
+//! inserts: the write lock serialises appenders (threads and processes alike), so numbers are
+//! gap-free and follow commit order. The `(run_id, seq)` primary key makes `MAX` an index probe.
+//! (PostgreSQL will lock the run row, `SELECT … FOR UPDATE`, for the same effect; a database
+//! sequence would leave gaps.)
+
+use std::ops::Range;
+
+use rusqlite::{Connection, Transaction, TransactionBehavior, params};
+
+use super::Env;
+use super::rows::{from_json, json_text, to_i64, to_u64};
+use super::runs::run_exists;
+use crate::error::{Error, Result};
+use crate::model::{Event, LogLine, LogStream, NewEvent, NewLogLine, RunId};
+use crate::time::Timestamp;
+
+/// The two append-only tables, which share their numbering rule.
+#[derive(Clone, Copy)]
+enum Table {
+    Events,
+    RunLogs,
+}
+
+impl Table {
+    const fn max_seq_sql(self) -> &'static str {
+        match self {
+            Self::Events => "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1",
+            Self::RunLogs => "SELECT COALESCE(MAX(seq), 0) FROM run_logs WHERE run_id = ?1",
+        }
+    }
+
+    const fn insert_sql(self) -> &'static str {
+        match self {
+            Self::Events => {
+                "INSERT INTO events (run_id, seq, ts_ms, type, data) VALUES (?1, ?2, ?3, ?4, ?5)"
+            }
+            Self::RunLogs => {
+                "INSERT INTO run_logs (run_id, seq, ts_ms, stream, line) VALUES (?1, ?2, ?3, ?4, ?5)"
+            }
+        }
+    }
+
+    const fn op(self) -> &'static str {
+        match self {
+            Self::Events => "appending events",
+            Self::RunLogs => "appending log lines",
+        }
+    }
+}
+
+/// Inserts `rows` (two text columns each) after the run's last `seq`, in one transaction.
+/// Returns the first `seq` used and the timestamp given to all of them.
+fn append_rows<'r>(
+    conn: &mut Connection,
+    env: Env<'_>,
+    table: Table,
+    run_id: &RunId,
+    rows: impl Iterator<Item = (&'r str, &'r str)>,
+) -> Result<(u64, Timestamp)> {
+    let op = table.op();
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(env.sql(op))?;
+    let last = last_seq(&tx, table, run_id).map_err(env.sql(op))?;
+    let Some(last) = last else {
+        return Err(Error::RunNotFound {
+            run_id: run_id.clone(),
+        });
+    };
+    let ts = env.now();
+    let first = last + 1;
+    {
+        let mut insert = tx.prepare_cached(table.insert_sql()).map_err(env.sql(op))?;
+        for (offset, (a, b)) in (0_u64..).zip(rows) {
+            insert
+                .execute(params![
+                    run_id.as_str(),
+                    to_i64(first + offset),
+                    ts.as_millis(),
+                    a,
+                    b
+                ])
+                .map_err(env.sql(op))?;
+        }
+    }
+    tx.commit().map_err(env.sql(op))?;
+    Ok((first, ts))
+}
+
+/// The run's last `seq`, or `None` when the run does not exist.
+fn last_seq(tx: &Transaction<'_>, table: Table, run_id: &RunId) -> rusqlite::Result<Option<u64>> {
+    if !run_exists(tx, run_id)? {
+        return Ok(None);
+    }
+    let max: i64 = tx
+        .prepare_cached(table.max_seq_sql())?
+        .query_row([run_id.as_str()], |row| row.get(0))?;
+    Ok(Some(to_u64(max)))
+}
+
+pub(crate) fn event(
+    conn: &mut Connection,
+    env: Env<'_>,
+    run_id: RunId,
+    event: NewEvent,
+) -> Result<Event> {
+    let data = json_text(&run_id, "event data", &event.data)?;
+    let rows = std::iter::once((event.kind.as_str(), data.as_str()));
+    let (seq, ts) = append_rows(conn, env, Table::Events, &run_id, rows)?;
+    Ok(Event {
+        run_id,
+        seq,
+        ts,
+        kind: event.kind,
+        data: event.data,
+    })
+}
+
+pub(crate) fn events(
+    conn: &mut Connection,
+    env: Env<'_>,
+    run_id: &RunId,
+    events: &[NewEvent],
+) -> Result<Range<u64>> {
+    // Encoded before the write lock is taken.
+    let encoded = events
+        .iter()
+        .map(|e| Ok((e.kind.as_str(), json_text(run_id, "event data", &e.data)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let rows = encoded.iter().map(|(kind, data)| (*kind, data.as_str()));
+    let (first, _) = append_rows(conn, env, Table::Events, run_id, rows)?;
+    Ok(first..first + events.len() as u64)
+}
+
+pub(crate) fn log(
+    conn: &mut Connection,
+    env: Env<'_>,
+    run_id: RunId,
+    stream: LogStream,
+    line: String,
+) -> Result<LogLine> {
+    let rows = std::iter::once((stream.as_str(), line.as_str()));
+    let (seq, ts) = append_rows(conn, env, Table::RunLogs, &run_id, rows)?;
+    Ok(LogLine {
+        run_id,
+        seq,
+        ts,
+        stream,
+        line,
+    })
+}
+
+pub(crate) fn logs(
+    conn: &mut Connection,
+    env: Env<'_>,
+    run_id: &RunId,
+    lines: &[NewLogLine],
+) -> Result<Range<u64>> {
+    let rows = lines.iter().map(|l| (l.stream.as_str(), l.line.as_str()));
+    let (first, _) = append_rows(conn, env, Table::RunLogs, run_id, rows)?;
+    Ok(first..first + lines.len() as u64)
+}
+
+pub(crate) fn read_events(
+    conn: &Connection,
+    env: Env<'_>,
+    run_id: &RunId,
+    after_seq: u64,
+) -> Result<Vec<Event>> {
+    let op = "reading events";
+    let rows: Vec<(i64, i64, String, String)> = conn
+        .prepare_cached(
+            "SELECT seq, ts_ms, type, data FROM events WHERE run_id = ?1 AND seq > ?2 ORDER BY seq",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map(params![run_id.as_str(), to_i64(after_seq)], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            })?
+            .collect()
+        })
+        .map_err(env.sql(op))?;
+    rows.into_iter()
+        .map(|(seq, ts, kind, data)| {
+            let data = from_json(env, "events.data", || format!("{run_id} #{seq}"), &data)?;
+            Ok(Event {
+                run_id: run_id.clone(),
+                seq: to_u64(seq),
+                ts: Timestamp::from_millis(ts),
+                kind,
+                data,
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn read_logs(
+    conn: &Connection,
+    env: Env<'_>,
+    run_id: &RunId,
+    after_seq: u64,
+) -> Result<Vec<LogLine>> {
+    let op = "reading log lines";
+    let rows: Vec<(i64, i64, String, String)> = conn
+        .prepare_cached(
+            "SELECT seq, ts_ms, stream, line FROM run_logs WHERE run_id = ?1 AND seq > ?2 \
+             ORDER BY seq",
+        )
+        .and_then(|mut stmt| {
+            stmt.query_map(params![run_id.as_str(), to_i64(after_seq)], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            })?
+            .collect()
+        })
+        .map_err(env.sql(op))?;
+    rows.into_iter()
+        .map(|(seq, ts, stream, line)| {
+            let stream = LogStream::parse(&stream).ok_or_else(|| Error::CorruptRecord {
+                db: env.db().clone(),
+                column: "run_logs.stream",
+                key: format!("{run_id} #{seq}"),
+                detail: format!("unknown stream {stream:?}"),
+            })?;
+            Ok(LogLine {
+                run_id: run_id.clone(),
+                seq: to_u64(seq),
+                ts: Timestamp::from_millis(ts),
+                stream,
+                line,
+            })
+        })
+        .collect()
+}

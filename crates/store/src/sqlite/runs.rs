@@ -1,0 +1,364 @@
+//! Runs: create, read, list, compare-and-swap save, and claiming from the queue.
+
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use super::Env;
+use super::leases;
+use super::rows::{RUN_COLUMNS, RawRun, json_text, path_text, to_i64, to_u64};
+use crate::error::{Error, Result};
+use crate::model::{Claim, Lease, NewRun, Run, RunId, RunStatus, Trust};
+use crate::store::RunQuery;
+
+pub(crate) fn create(conn: &mut Connection, env: Env<'_>, new: NewRun) -> Result<Run> {
+    let id = new.id.clone().unwrap_or_else(RunId::generate);
+    let file_path = path_text(&id, "file_path", &new.file_path)?;
+    let worktree_path = new
+        .worktree_path
+        .as_deref()
+        .map(|p| path_text(&id, "worktree_path", p))
+        .transpose()?;
+    let vars = json_text(&id, "vars", &new.vars)?;
+    let now = env.now();
+    let lease_expiry = new
+        .lease
+        .as_ref()
+        .map(|l| leases::expiry(now, l.ttl))
+        .transpose()?;
+    let status = new.status.status();
+
+    let op = "creating a run";
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(env.sql(op))?;
+    if run_exists(&tx, &id).map_err(env.sql(op))? {
+        return Err(Error::RunExists { run_id: id });
+    }
+    // A child's root defaults to its parent's root; a run with no parent is its own root.
+    let parent_root = match &new.parent_run_id {
+        None => None,
+        Some(parent) => {
+            let root: Option<String> = tx
+                .query_row(
+                    "SELECT root_run_id FROM runs WHERE id = ?1",
+                    [parent.as_str()],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(env.sql(op))?;
+            let Some(root) = root else {
+                return Err(Error::ParentNotFound {
+                    run_id: id,
+                    parent_run_id: parent.clone(),
+                });
+            };
+            let root = RunId::parse(&root).map_err(|e| Error::CorruptRecord {
+                db: env.db().clone(),
+                column: "runs.root_run_id",
+                key: parent.to_string(),
+                detail: e.to_string(),
+            })?;
+            Some(root)
+        }
+    };
+    let root_run_id = new
+        .root_run_id
+        .clone()
+        .or(parent_root)
+        .unwrap_or_else(|| id.clone());
+    tx.execute(
+        "INSERT INTO runs (id, workflow, workflow_hash, file_path, status, trust, parent_run_id, \
+         root_run_id, worktree_path, vars, created_at_ms, updated_at_ms, version) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, 1)",
+        params![
+            id.as_str(),
+            new.workflow,
+            new.workflow_hash,
+            file_path,
+            status.as_str(),
+            new.trust.as_str(),
+            new.parent_run_id.as_ref().map(RunId::as_str),
+            root_run_id.as_str(),
+            worktree_path,
+            vars,
+            now.as_millis(),
+        ],
+    )
+    .map_err(env.sql(op))?;
+    if let (Some(lease), Some(expires_at)) = (&new.lease, lease_expiry) {
+        leases::upsert(&tx, &id, &lease.holder, expires_at).map_err(env.sql(op))?;
+    }
+    tx.commit().map_err(env.sql(op))?;
+
+    Ok(Run {
+        id,
+        workflow: new.workflow,
+        workflow_hash: new.workflow_hash,
+        file_path: new.file_path,
+        status,
+        trust: new.trust,
+        admission: None,
+        failure_code: None,
+        failure_message: None,
+        parent_run_id: new.parent_run_id,
+        root_run_id,
+        worktree_path: new.worktree_path,
+        vars: new.vars,
+        last_completed_node: None,
+        checkpoint: None,
+        deliveries: 0,
+        available_at: None,
+        created_at: now,
+        updated_at: now,
+        finished_at: None,
+        version: 1,
+    })
+}
+
+pub(crate) fn get(conn: &Connection, env: Env<'_>, id: &RunId) -> Result<Option<Run>> {
+    select_run(conn, env, id)
+}
+
+fn select_run(conn: &Connection, env: Env<'_>, id: &RunId) -> Result<Option<Run>> {
+    let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1");
+    let raw = conn
+        .prepare_cached(&sql)
+        .and_then(|mut stmt| stmt.query_row([id.as_str()], RawRun::read).optional())
+        .map_err(env.sql("reading a run"))?;
+    raw.map(|raw| raw.decode(env)).transpose()
+}
+
+pub(crate) fn list(conn: &Connection, env: Env<'_>, query: RunQuery) -> Result<Vec<Run>> {
+    let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+    let op = "listing runs";
+    let raws = match query.status {
+        Some(status) => {
+            let sql = format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE status = ?1 \
+                 ORDER BY created_at_ms DESC, id DESC LIMIT ?2"
+            );
+            let mut stmt = conn.prepare_cached(&sql).map_err(env.sql(op))?;
+            stmt.query_map(params![status.as_str(), limit], RawRun::read)
+                .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+                .map_err(env.sql(op))?
+        }
+        None => {
+            let sql = format!(
+                "SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at_ms DESC, id DESC LIMIT ?1"
+            );
+            let mut stmt = conn.prepare_cached(&sql).map_err(env.sql(op))?;
+            stmt.query_map([limit], RawRun::read)
+                .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+                .map_err(env.sql(op))?
+        }
+    };
+    raws.into_iter().map(|raw| raw.decode(env)).collect()
+}
+
+/// The stored identity and state a save is checked against.
+struct Stored {
+    version: u64,
+    status: String,
+    workflow: String,
+    workflow_hash: String,
+    file_path: String,
+    trust: String,
+    parent_run_id: Option<String>,
+    root_run_id: String,
+    finished_at_ms: Option<i64>,
+}
+
+pub(crate) fn save(
+    conn: &mut Connection,
+    env: Env<'_>,
+    run: &Run,
+    expected_version: u64,
+) -> Result<u64> {
+    // Checks that need no database come first, outside the write lock.
+    let id = &run.id;
+    if !run.status.allows_failure() && (run.failure_code.is_some() || run.failure_message.is_some())
+    {
+        return Err(Error::FailureOnStatus {
+            run_id: id.clone(),
+            status: run.status,
+        });
+    }
+    let file_path = path_text(id, "file_path", &run.file_path)?;
+    let worktree_path = run
+        .worktree_path
+        .as_deref()
+        .map(|p| path_text(id, "worktree_path", p))
+        .transpose()?;
+    let admission = run
+        .admission
+        .as_ref()
+        .map(|a| json_text(id, "admission", a))
+        .transpose()?;
+    let vars = json_text(id, "vars", &run.vars)?;
+    let checkpoint = run
+        .checkpoint
+        .as_ref()
+        .map(|c| json_text(id, "checkpoint", c))
+        .transpose()?;
+
+    let op = "saving a run";
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(env.sql(op))?;
+    let stored = tx
+        .query_row(
+            "SELECT version, status, workflow, workflow_hash, file_path, trust, parent_run_id, \
+             root_run_id, finished_at_ms FROM runs WHERE id = ?1",
+            [id.as_str()],
+            |row| {
+                Ok(Stored {
+                    version: to_u64(row.get(0)?),
+                    status: row.get(1)?,
+                    workflow: row.get(2)?,
+                    workflow_hash: row.get(3)?,
+                    file_path: row.get(4)?,
+                    trust: row.get(5)?,
+                    parent_run_id: row.get(6)?,
+                    root_run_id: row.get(7)?,
+                    finished_at_ms: row.get(8)?,
+                })
+            },
+        )
+        .optional()
+        .map_err(env.sql(op))?
+        .ok_or_else(|| Error::RunNotFound { run_id: id.clone() })?;
+
+    if stored.version != expected_version {
+        return Err(Error::Conflict {
+            run_id: id.clone(),
+            expected: expected_version,
+            actual: stored.version,
+        });
+    }
+    let immutable = [
+        ("workflow", stored.workflow == run.workflow),
+        ("workflow_hash", stored.workflow_hash == run.workflow_hash),
+        ("file_path", stored.file_path == file_path),
+        ("trust", Trust::from_stored(&stored.trust) == run.trust),
+        (
+            "parent_run_id",
+            stored.parent_run_id.as_deref() == run.parent_run_id.as_ref().map(RunId::as_str),
+        ),
+        (
+            "root_run_id",
+            stored.root_run_id == run.root_run_id.as_str(),
+        ),
+    ];
+    if let Some((field, _)) = immutable.iter().find(|(_, same)| !same) {
+        return Err(Error::ImmutableField {
+            run_id: id.clone(),
+            field,
+        });
+    }
+    let from = RunStatus::parse(&stored.status).ok_or_else(|| Error::CorruptRecord {
+        db: env.db().clone(),
+        column: "runs.status",
+        key: id.to_string(),
+        detail: format!("unknown status {:?}", stored.status),
+    })?;
+    if !from.can_transition_to(run.status) {
+        return Err(Error::IllegalTransition {
+            run_id: id.clone(),
+            from,
+            to: run.status,
+        });
+    }
+
+    let now = env.now();
+    // Entering a terminal status stamps finished_at; staying terminal keeps the first stamp;
+    // leaving (a resume) clears it.
+    let finished_at_ms = match (from.is_terminal(), run.status.is_terminal()) {
+        (_, false) => None,
+        (true, true) if from == run.status => stored.finished_at_ms,
+        (_, true) => Some(now.as_millis()),
+    };
+    let new_version = expected_version + 1;
+    tx.execute(
+        "UPDATE runs SET status = ?2, admission = ?3, failure_code = ?4, failure_message = ?5, \
+         worktree_path = ?6, vars = ?7, last_completed_node = ?8, checkpoint = ?9, \
+         available_at_ms = ?10, updated_at_ms = ?11, finished_at_ms = ?12, version = ?13 \
+         WHERE id = ?1",
+        params![
+            id.as_str(),
+            run.status.as_str(),
+            admission,
+            run.failure_code,
+            run.failure_message,
+            worktree_path,
+            vars,
+            run.last_completed_node,
+            checkpoint,
+            run.available_at.map(|t| t.as_millis()),
+            now.as_millis(),
+            finished_at_ms,
+            to_i64(new_version),
+        ],
+    )
+    .map_err(env.sql(op))?;
+    tx.commit().map_err(env.sql(op))?;
+    Ok(new_version)
+}
+
+pub(crate) fn claim_next(
+    conn: &mut Connection,
+    env: Env<'_>,
+    holder: &str,
+    ttl: Duration,
+) -> Result<Option<Claim>> {
+    let now = env.now();
+    let expires_at = leases::expiry(now, ttl)?;
+    let op = "claiming a queued run";
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(env.sql(op))?;
+    let next: Option<String> = tx
+        .query_row(
+            "SELECT id FROM runs AS r WHERE status = 'queued' \
+             AND (available_at_ms IS NULL OR available_at_ms <= ?1) \
+             AND NOT EXISTS (SELECT 1 FROM leases AS l WHERE l.run_id = r.id AND l.expires_at_ms > ?1) \
+             ORDER BY created_at_ms, id LIMIT 1",
+            [now.as_millis()],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(env.sql(op))?;
+    let Some(raw_id) = next else {
+        return Ok(None);
+    };
+    let run_id = RunId::parse(&raw_id).map_err(|e| Error::CorruptRecord {
+        db: env.db().clone(),
+        column: "runs.id",
+        key: raw_id.clone(),
+        detail: e.to_string(),
+    })?;
+    tx.execute(
+        "UPDATE runs SET status = 'running', deliveries = deliveries + 1, available_at_ms = NULL, \
+         updated_at_ms = ?2, finished_at_ms = NULL, version = version + 1 WHERE id = ?1",
+        params![run_id.as_str(), now.as_millis()],
+    )
+    .map_err(env.sql(op))?;
+    leases::upsert(&tx, &run_id, holder, expires_at).map_err(env.sql(op))?;
+    let run = select_run(&tx, env, &run_id)?.ok_or_else(|| Error::RunNotFound {
+        run_id: run_id.clone(),
+    })?;
+    tx.commit().map_err(env.sql(op))?;
+    Ok(Some(Claim {
+        run,
+        lease: Lease {
+            run_id,
+            holder: holder.to_owned(),
+            expires_at,
+        },
+    }))
+}
+
+pub(crate) fn run_exists(conn: &Connection, id: &RunId) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1)")?
+        .query_row([id.as_str()], |row| row.get(0))
+}

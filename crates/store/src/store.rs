@@ -1,0 +1,172 @@
+//! The `Store` trait: everything the engine, the CLI, the runner and the reaper ask of durable
+//! run state. Backends: [`SqliteStore`](crate::SqliteStore) now, PostgreSQL later, behind the
+//! same trait.
+
+use std::fmt;
+use std::ops::Range;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::model::{
+    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
+    RunStatus,
+};
+
+/// Which runs [`Store::list_runs`] returns: newest first (by creation), at most `limit`,
+/// optionally only those in one status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunQuery {
+    /// Only runs in this status; by default any.
+    pub status: Option<RunStatus>,
+    /// At most this many; by default 50.
+    pub limit: usize,
+}
+
+impl Default for RunQuery {
+    fn default() -> Self {
+        Self {
+            status: None,
+            limit: 50,
+        }
+    }
+}
+
+impl RunQuery {
+    /// The newest `limit` runs, of any status.
+    pub fn newest(limit: usize) -> Self {
+        Self {
+            status: None,
+            limit,
+        }
+    }
+
+    /// Keeps only runs in `status`.
+    pub fn status(mut self, status: RunStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+}
+
+/// Durable run state: runs (versioned, compare-and-swap), events, run logs, leases and the run
+/// queue.
+///
+/// Contract, for every backend:
+///
+/// - **Runs** are saved under compare-and-swap: [`Store::save_run`] succeeds only if the stored
+///   version is the one the caller loaded, and enforces the status state machine
+///   ([`RunStatus::can_transition_to`]) and the immutability of identity fields against the
+///   stored row, in the same transaction.
+/// - **Events and log lines** are append-only. Each run has two sequences (events, log lines),
+///   numbered 1, 2, 3, … with no gap and in commit order, also under concurrent appenders; a
+///   batch gets consecutive numbers.
+/// - **Leases** say a process is executing a run. A lease is held while its expiry, by the
+///   store's clock, is in the future. Acquiring succeeds when there is no lease, when it lapsed,
+///   or when the caller already holds it.
+/// - All methods are async and never block the runtime's worker threads.
+/// - Errors are [`Error`](crate::Error)s; an absent run is `Ok(None)` / [`Liveness::Absent`]
+///   where absence is an answer, and [`Error::RunNotFound`](crate::Error::RunNotFound) where
+///   the operation needs the run.
+#[async_trait]
+pub trait Store: Send + Sync + fmt::Debug {
+    /// This store's identity, generated once when the store is created. Every container, pod
+    /// and per-run directory is labelled with it, so two stores sharing a container engine never
+    /// reap each other's resources (SANDBOX.md §12.2).
+    fn store_id(&self) -> &str;
+
+    /// Creates a run (version 1; `created_at` = `updated_at` = now), taking `new.lease` in the
+    /// same transaction when given.
+    ///
+    /// # Errors
+    /// `RunExists`, `ParentNotFound`, `NonUtf8Path`, `InvalidLeaseTtl`, and backend errors.
+    async fn create_run(&self, new: NewRun) -> Result<Run>;
+
+    /// The run `id`, or `None` when there is no such run.
+    async fn get_run(&self, id: &RunId) -> Result<Option<Run>>;
+
+    /// Runs newest first (ties broken by id, also newest first).
+    async fn list_runs(&self, query: &RunQuery) -> Result<Vec<Run>>;
+
+    /// Saves the state fields of `run` if the stored version is still `expected_version`
+    /// (usually the `run.version` that was loaded), and returns the new version. `updated_at`
+    /// and `finished_at` are set by the store; reload to see them.
+    ///
+    /// # Errors
+    /// - `Conflict { expected, actual }` when someone else saved first: reload and reapply;
+    /// - `RunNotFound`;
+    /// - `IllegalTransition` when the stored status cannot move to `run.status`;
+    /// - `ImmutableField` when an identity field differs from the stored one;
+    /// - `FailureOnStatus` when a failure code or message is set on a status that cannot carry
+    ///   one;
+    /// - `NonUtf8Path`, `Encode`, and backend errors.
+    async fn save_run(&self, run: &Run, expected_version: u64) -> Result<u64>;
+
+    /// Claims the oldest `queued` run that is available (`available_at` absent or past) and not
+    /// leased: moves it to `running`, counts a delivery, bumps its version and leases it to
+    /// `holder` for `ttl`, atomically. `None` when the queue is empty. Concurrent claimers never
+    /// get the same run (PostgreSQL: `FOR UPDATE SKIP LOCKED`).
+    ///
+    /// # Errors
+    /// `InvalidLeaseTtl`, and backend errors.
+    async fn claim_next_queued(&self, holder: &str, ttl: Duration) -> Result<Option<Claim>>;
+
+    /// Appends one event, returning it with its `seq` and `ts`.
+    ///
+    /// # Errors
+    /// `RunNotFound`, and backend errors.
+    async fn append_event(&self, run_id: &RunId, event: NewEvent) -> Result<Event>;
+
+    /// Appends a batch of events in one transaction (all or none), returning the range of
+    /// `seq`s they got (empty for an empty batch).
+    ///
+    /// # Errors
+    /// `RunNotFound`, and backend errors.
+    async fn append_events(&self, run_id: &RunId, events: Vec<NewEvent>) -> Result<Range<u64>>;
+
+    /// The run's events with `seq > after_seq`, in order (`after_seq = 0`: all). Empty for an
+    /// unknown run.
+    async fn events(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<Event>>;
+
+    /// Appends one log line, returning it with its `seq` and `ts`.
+    ///
+    /// # Errors
+    /// `RunNotFound`, and backend errors.
+    async fn append_log(&self, run_id: &RunId, stream: LogStream, line: String) -> Result<LogLine>;
+
+    /// Appends a batch of log lines in one transaction, returning their `seq` range.
+    ///
+    /// # Errors
+    /// `RunNotFound`, and backend errors.
+    async fn append_logs(&self, run_id: &RunId, lines: Vec<NewLogLine>) -> Result<Range<u64>>;
+
+    /// The run's log lines with `seq > after_seq`, in order. Empty for an unknown run.
+    async fn logs(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<LogLine>>;
+
+    /// Takes the run's lease for `holder` until now + `ttl`. Succeeds when the run has no lease,
+    /// when its lease lapsed, or when `holder` already holds it (which renews it).
+    ///
+    /// # Errors
+    /// `LeaseHeld` when another holder's lease is live; `RunNotFound`; `InvalidLeaseTtl`; and
+    /// backend errors.
+    async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease>;
+
+    /// Renews `holder`'s lease until now + `ttl`. A lapsed lease that nobody took since is
+    /// renewed too.
+    ///
+    /// # Errors
+    /// `LeaseLost` when the lease was released or taken by another holder: stop executing the
+    /// run. `InvalidLeaseTtl`, and backend errors.
+    async fn heartbeat(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease>;
+
+    /// Releases `holder`'s lease. Returns whether one was released: `false` when there was none
+    /// or it belongs to another holder (which is left alone). Idempotent.
+    async fn release_lease(&self, run_id: &RunId, holder: &str) -> Result<bool>;
+
+    /// Whether anyone holds a live lease on the run.
+    async fn lease_held(&self, run_id: &RunId) -> Result<bool>;
+
+    /// The lease and status of a run, read together, for the reaper's predicate (see
+    /// [`Liveness`]).
+    async fn liveness(&self, run_id: &RunId) -> Result<Liveness>;
+}
