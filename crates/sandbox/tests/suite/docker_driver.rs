@@ -1,6 +1,9 @@
 //! The docker/podman driver against the real engines (SANDBOX.md §4 acceptance): every test runs
 //! once on dockerd and once on `podman system service` (see `engines.rs`).
 
+// Test code: a failed unwrap is the assertion.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use iterion_sandbox::{
-    DockerDriver, DockerSettings, Driver, Error, ExecOpts, ExecResult, LogLevel, Mode,
-    NoProgress, PreparedSpec, RunInfo, RunLog, SandboxRun, Spec,
+    DockerDriver, DockerSettings, Driver, Error, ExecOpts, ExecResult, LogLevel, Mode, NoProgress,
+    ProxyAttachment, RunInfo, RunLog, SandboxRun, Spec,
 };
 use iterion_test_support::BUSYBOX_IMAGE;
 use pretty_assertions::assert_eq;
@@ -25,6 +28,16 @@ crate::engine_tests!(
     exec_streams_50_mb_without_buffering_it,
     exec_passes_stdin_through,
     a_1_mb_script_runs_through_stdin,
+    post_create_runs_in_the_workspace_and_its_failure_leaves_no_container,
+    a_post_create_past_its_budget_times_out_and_leaves_no_container,
+    cleanup_succeeds_after_the_container_was_killed_or_removed_externally,
+    a_build_inside_the_workspace_runs_with_sleep_as_pid_1_despite_its_entrypoint,
+    a_build_context_outside_the_workspace_is_refused_before_the_engine_sees_it,
+    a_registry_that_never_answers_is_a_pull_phase_timeout,
+    an_unresolvable_registry_fails_the_pull_quickly_naming_the_image,
+    the_run_log_shows_a_docker_run_line_with_the_proxy_token_hidden,
+    a_planned_listener_without_proxy_gets_the_host_alias,
+    orphans_are_listed_by_store_and_removed_by_run,
 );
 
 /// A test's id and a run id unique to it (container names are per run id).
@@ -192,7 +205,10 @@ async fn lifecycle_names_labels_and_runs_sleep_infinity_as_pid_1(engine: Engine)
         (pid1.exit_code, text(pid1.stdout), text(pid1.stderr)),
         (
             0,
-            format!("sleep infinity \n{}\n", ws.path().canonicalize().unwrap().display()),
+            format!(
+                "sleep infinity \n{}\n",
+                ws.path().canonicalize().unwrap().display()
+            ),
             String::new()
         )
     );
@@ -212,7 +228,10 @@ async fn lifecycle_names_labels_and_runs_sleep_infinity_as_pid_1(engine: Engine)
     );
     run.cleanup().await.unwrap();
     let closed = run.exec(&argv(&["true"]), ExecOpts::default()).await;
-    assert!(matches!(closed, Err(Error::SandboxClosed { .. })), "{closed:?}");
+    assert!(
+        matches!(closed, Err(Error::SandboxClosed { .. })),
+        "{closed:?}"
+    );
     assert_eq!(labelled(&client, &test_id).await, Vec::<String>::new());
 }
 
@@ -234,7 +253,10 @@ async fn exec_returns_exit_codes_and_separates_stdout_from_stderr(engine: Engine
         (7, "out\n".to_owned(), "err\n".to_owned())
     );
     let codes = [
-        run.exec(&argv(&["false"]), ExecOpts::default()).await.unwrap().exit_code,
+        run.exec(&argv(&["false"]), ExecOpts::default())
+            .await
+            .unwrap()
+            .exit_code,
         sh(run.as_ref(), "kill -9 $$").await.exit_code,
     ];
     assert_eq!(codes, [1, 137]);
@@ -279,7 +301,11 @@ async fn exec_streams_50_mb_without_buffering_it(engine: Engine) {
     let started = Instant::now();
     let result = run
         .exec(
-            &argv(&["sh", "-c", &format!("head -c {SIZE} /dev/zero; echo done >&2")]),
+            &argv(&[
+                "sh",
+                "-c",
+                &format!("head -c {SIZE} /dev/zero; echo done >&2"),
+            ]),
             opts,
         )
         .await
@@ -383,7 +409,482 @@ async fn a_1_mb_script_runs_through_stdin(engine: Engine) {
     run.cleanup().await.unwrap();
 }
 
-#[allow(dead_code)]
-pub(crate) fn prepared_for(driver: &DockerDriver, spec: Spec) -> PreparedSpec {
-    PreparedSpec::new(driver.name(), spec)
+async fn post_create_runs_in_the_workspace_and_its_failure_leaves_no_container(engine: Engine) {
+    let (test_id, run_id) = ids(engine, "post_create");
+    let Some((driver, client)) = engine
+        .driver_or_skip(&test_id, DockerSettings::default().persist_nix(false))
+        .await
+    else {
+        return;
+    };
+    let (tmp, ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut spec = busybox_spec();
+    spec.post_create = Some("pwd > post-created; echo setting up".to_owned());
+    let info = run_info(&run_id, "store", ws.path(), tmp.path());
+    let (run, _guard) = start(engine, &driver, &spec, info).await;
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("post-created")).unwrap(),
+        format!("{}\n", ws.path().canonicalize().unwrap().display())
+    );
+    run.cleanup().await.unwrap();
+
+    spec.post_create = Some("echo partial; echo 'no such package' >&2; exit 4".to_owned());
+    let info = run_info(&format!("{run_id}-fail"), "store", ws.path(), tmp.path());
+    let prepared = driver.prepare(&spec, &NoProgress).await.unwrap();
+    let error = driver.start(prepared, info).await.err().unwrap();
+    assert_eq!(
+        (error.code(), error.to_string()),
+        (
+            "SANDBOX_SETUP_FAILED",
+            format!(
+                "{}: postCreate failed: no such package\npartial",
+                engine.kind()
+            )
+        )
+    );
+    assert_eq!(labelled(&client, &test_id).await, Vec::<String>::new());
+}
+
+async fn a_post_create_past_its_budget_times_out_and_leaves_no_container(engine: Engine) {
+    let (test_id, run_id) = ids(engine, "post_create_timeout");
+    let settings = DockerSettings::default()
+        .persist_nix(false)
+        .post_create_timeout(Duration::from_secs(1));
+    let Some((driver, client)) = engine.driver_or_skip(&test_id, settings).await else {
+        return;
+    };
+    let (tmp, ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut spec = busybox_spec();
+    spec.post_create = Some("sleep 600".to_owned());
+    let info = run_info(&run_id, "store", ws.path(), tmp.path());
+    let prepared = driver.prepare(&spec, &NoProgress).await.unwrap();
+    let started = Instant::now();
+    let error = driver.start(prepared, info).await.err().unwrap();
+    assert_eq!(
+        (error.code(), matches!(error, Error::PhaseTimeout { .. })),
+        ("SANDBOX_SETUP_TIMEOUT", true)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(labelled(&client, &test_id).await, Vec::<String>::new());
+}
+
+async fn cleanup_succeeds_after_the_container_was_killed_or_removed_externally(engine: Engine) {
+    let (test_id, run_id) = ids(engine, "external_kill");
+    let Some((driver, client)) = engine
+        .driver_or_skip(&test_id, DockerSettings::default().persist_nix(false))
+        .await
+    else {
+        return;
+    };
+    let (tmp, ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let info = run_info(&run_id, "store", ws.path(), tmp.path());
+    let (killed, _g1) = start(engine, &driver, &busybox_spec(), info).await;
+    client
+        .kill_container(
+            killed.id(),
+            None::<bollard::query_parameters::KillContainerOptions>,
+        )
+        .await
+        .unwrap();
+    let info = run_info(&format!("{run_id}-rm"), "store", ws.path(), tmp.path());
+    let (removed, _g2) = start(engine, &driver, &busybox_spec(), info).await;
+    client
+        .remove_container(
+            removed.id(),
+            Some(
+                bollard::query_parameters::RemoveContainerOptionsBuilder::new()
+                    .force(true)
+                    .build(),
+            ),
+        )
+        .await
+        .unwrap();
+    let outcomes = [
+        killed.cleanup().await.map_err(|e| e.to_string()),
+        removed.cleanup().await.map_err(|e| e.to_string()),
+        killed.cleanup().await.map_err(|e| e.to_string()),
+    ];
+    assert_eq!(outcomes, [Ok(()), Ok(()), Ok(())]);
+    // The killed one may still be auto-removing; it is gone within moments.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !labelled(&client, &test_id).await.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(labelled(&client, &test_id).await, Vec::<String>::new());
+}
+
+async fn a_build_inside_the_workspace_runs_with_sleep_as_pid_1_despite_its_entrypoint(
+    engine: Engine,
+) {
+    let (test_id, run_id) = ids(engine, "build_inside");
+    let Some((driver, client)) = engine
+        .driver_or_skip(&test_id, DockerSettings::default().persist_nix(false))
+        .await
+    else {
+        return;
+    };
+    let (tmp, ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::create_dir_all(ws.path().join("docker")).unwrap();
+    std::fs::write(
+        ws.path().join("docker/Dockerfile"),
+        format!(
+            "FROM {BUSYBOX_IMAGE}\nARG GREETING=unset\nCOPY hello.txt /hello.txt\n\
+             RUN echo \"$GREETING\" > /greeting\nENTRYPOINT [\"/bin/false\"]\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(ws.path().join("docker/hello.txt"), "copied\n").unwrap();
+    std::fs::write(ws.path().join("docker/.dockerignore"), "*.secret\n").unwrap();
+    std::fs::write(ws.path().join("docker/key.secret"), "s").unwrap();
+    let spec = Spec {
+        mode: Mode::Inline,
+        build: Some(iterion_sandbox::Build {
+            dockerfile: "docker/Dockerfile".to_owned(),
+            context: None,
+            args: [("GREETING".to_owned(), "built-with-arg".to_owned())].into(),
+        }),
+        ..Spec::default()
+    };
+    let info = run_info(&run_id, "store-build", ws.path(), tmp.path());
+    let prepared = driver.prepare(&spec, &NoProgress).await.unwrap();
+    let built = driver
+        .builder()
+        .unwrap()
+        .build(prepared, &info)
+        .await
+        .unwrap();
+    let tag = format!("iterion-sandbox-build:{run_id}");
+    let _image_guard = EngineGuard::image(engine, &tag);
+    assert_eq!(built.image.as_deref(), Some(tag.as_str()));
+    let image_labels = client
+        .inspect_image(&tag)
+        .await
+        .unwrap()
+        .config
+        .and_then(|c| c.labels)
+        .unwrap_or_default();
+    assert_eq!(
+        (
+            image_labels.get("iterion.io/managed").map(String::as_str),
+            image_labels.get("iterion.io/run-id").map(String::as_str),
+            image_labels.get("iterion.io/store").map(String::as_str),
+        ),
+        (Some("true"), Some(run_id.as_str()), Some("store-build"))
+    );
+    let run = driver.start(built, info).await.unwrap();
+    let _guard = EngineGuard::container(engine, run.id());
+    let inside = sh(
+        run.as_ref(),
+        "tr '\\0' ' ' < /proc/1/cmdline; echo; cat /greeting /hello.txt; ls /key.secret 2>&1 || true",
+    )
+    .await;
+    assert_eq!(
+        (inside.exit_code, text(inside.stdout)),
+        (
+            0,
+            "sleep infinity \nbuilt-with-arg\ncopied\nls: /key.secret: No such file or directory\n"
+                .to_owned()
+        )
+    );
+    run.cleanup().await.unwrap();
+    // The built image goes with the run.
+    assert!(
+        matches!(
+            client.inspect_image(&tag).await,
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404,
+                ..
+            })
+        ),
+        "{tag} should be removed at cleanup"
+    );
+}
+
+async fn a_build_context_outside_the_workspace_is_refused_before_the_engine_sees_it(
+    engine: Engine,
+) {
+    let (test_id, run_id) = ids(engine, "build_outside");
+    let Some((driver, client)) = engine
+        .driver_or_skip(&test_id, DockerSettings::default().persist_nix(false))
+        .await
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(
+        tmp.path().join("Dockerfile"),
+        format!("FROM {BUSYBOX_IMAGE}\n"),
+    )
+    .unwrap();
+    std::fs::write(ws.join("Dockerfile"), format!("FROM {BUSYBOX_IMAGE}\n")).unwrap();
+    std::os::unix::fs::symlink(tmp.path(), ws.join("up")).unwrap();
+    let info = run_info(&run_id, "store", &ws, tmp.path());
+    let builds = [
+        ("../Dockerfile", None),
+        ("Dockerfile", Some("..")),
+        ("up/Dockerfile", None),
+        ("Dockerfile", Some("up")),
+    ];
+    let mut refusals = Vec::new();
+    for (dockerfile, context) in builds {
+        let spec = Spec {
+            mode: Mode::Inline,
+            build: Some(iterion_sandbox::Build {
+                dockerfile: dockerfile.to_owned(),
+                context: context.map(str::to_owned),
+                args: Default::default(),
+            }),
+            ..Spec::default()
+        };
+        let prepared = driver.prepare(&spec, &NoProgress).await.unwrap();
+        let error = driver
+            .builder()
+            .unwrap()
+            .build(prepared, &info)
+            .await
+            .unwrap_err();
+        refusals.push((
+            error.code(),
+            matches!(error, Error::EscapesWorkspace { .. }),
+        ));
+    }
+    assert_eq!(refusals, vec![("SANDBOX_SETUP_FAILED", true); 4]);
+    let tag = format!("iterion-sandbox-build:{run_id}");
+    assert!(client.inspect_image(&tag).await.is_err(), "{tag} exists");
+}
+
+async fn a_registry_that_never_answers_is_a_pull_phase_timeout(engine: Engine) {
+    let (test_id, _run_id) = ids(engine, "pull_timeout");
+    let settings = DockerSettings::default().pull_timeout(Duration::from_secs(2));
+    let Some((driver, _client)) = engine.driver_or_skip(&test_id, settings).await else {
+        return;
+    };
+    // A registry on loopback that accepts connections and never says a word.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let blackhole = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let spec = Spec {
+        mode: Mode::Inline,
+        image: Some(format!("127.0.0.1:{port}/iterion/never:1")),
+        ..Spec::default()
+    };
+    let started = Instant::now();
+    let error = driver.prepare(&spec, &NoProgress).await.unwrap_err();
+    let elapsed = started.elapsed();
+    blackhole.abort();
+    assert_eq!(
+        (error.code(), matches!(error, Error::PhaseTimeout { .. })),
+        ("SANDBOX_SETUP_TIMEOUT", true),
+        "{error}"
+    );
+    assert!(
+        elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(6),
+        "{elapsed:?}"
+    );
+}
+
+async fn an_unresolvable_registry_fails_the_pull_quickly_naming_the_image(engine: Engine) {
+    let (test_id, _run_id) = ids(engine, "pull_unresolvable");
+    let settings = DockerSettings::default().pull_timeout(Duration::from_secs(20));
+    let Some((driver, _client)) = engine.driver_or_skip(&test_id, settings).await else {
+        return;
+    };
+    let started = Instant::now();
+    let progress = |_: &iterion_sandbox::PullProgress| {};
+    let error = driver
+        .prepare(
+            &Spec {
+                mode: Mode::Inline,
+                image: Some("unreachable.invalid/x:1".to_owned()),
+                ..Spec::default()
+            },
+            &progress,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (
+            error.code(),
+            matches!(&error, Error::PullFailed { image, .. } if image == "unreachable.invalid/x:1")
+        ),
+        ("SANDBOX_SETUP_FAILED", true),
+        "{error}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+async fn the_run_log_shows_a_docker_run_line_with_the_proxy_token_hidden(engine: Engine) {
+    let (test_id, run_id) = ids(engine, "run_log");
+    let Some((driver, _client)) = engine
+        .driver_or_skip(&test_id, DockerSettings::default().persist_nix(false))
+        .await
+    else {
+        return;
+    };
+    let lines = Arc::new(Lines::default());
+    let driver = driver
+        .with_run_log(Arc::clone(&lines) as Arc<dyn RunLog>)
+        .unwrap();
+    let (tmp, ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut info = run_info(&run_id, "store", ws.path(), tmp.path());
+    std::fs::create_dir_all(info.run_dir.join("net")).unwrap();
+    info.proxy = Some(ProxyAttachment {
+        endpoint: "http://t:tok-3f9a2c@127.0.0.1:3128".to_owned(),
+        host_socket: Some(info.run_dir.join("net/proxy.sock")),
+        port: Some(3128),
+    });
+    info.listener_planned = true;
+    let mut spec = busybox_spec();
+    spec.post_create = Some("echo ready".to_owned());
+    let prepared = driver.prepare(&spec, &NoProgress).await.unwrap();
+    let run = driver.start(prepared, info).await.unwrap();
+    let _guard = EngineGuard::container(engine, run.id());
+    // No network but loopback; the proxy env is there for the bridge to serve.
+    let inside = sh(
+        run.as_ref(),
+        "ls /sys/class/net; echo \"$HTTPS_PROXY\"; ls -d /run/iterion/net",
+    )
+    .await;
+    assert_eq!(
+        text(inside.stdout),
+        "lo\nhttp://t:tok-3f9a2c@127.0.0.1:3128\n/run/iterion/net\n"
+    );
+    run.cleanup().await.unwrap();
+    let all = lines.all();
+    let name = engine.kind().as_str();
+    let run_line = all
+        .iter()
+        .find(|(_, line)| {
+            line.starts_with(&format!(
+                "{name} run --detach --rm --name iterion-{run_id} "
+            ))
+        })
+        .cloned();
+    let summary: Vec<(LogLevel, String)> = all
+        .iter()
+        .filter(|(_, line)| !line.starts_with(&format!("{name} run ")))
+        .map(|(level, line)| (*level, line.split(" workspace=").next().unwrap().to_owned()))
+        .map(|(level, line)| {
+            (
+                level,
+                line.replace(run.id(), "<id>")
+                    .replace(&run.id()[..12], "<id>"),
+            )
+        })
+        .filter(|(level, _)| *level != LogLevel::Debug)
+        .collect();
+    let Some((LogLevel::Info, run_line)) = run_line else {
+        panic!("no run line in {all:?}");
+    };
+    assert_eq!(
+        (
+            run_line.contains("tok-3f9a2c"),
+            run_line.contains("--network none"),
+            run_line.contains("'HTTPS_PROXY=http://t:***@127.0.0.1:3128'"),
+            run_line.ends_with(&format!("--entrypoint sleep {BUSYBOX_IMAGE} infinity")),
+            all.iter().any(|(_, line)| line.contains("tok-3f9a2c")),
+        ),
+        (false, true, true, true, false)
+    );
+    let ws_path = ws.path().canonicalize().unwrap().display().to_string();
+    assert_eq!(
+        summary,
+        vec![
+            (
+                LogLevel::Info,
+                format!("{name} exec --workdir {ws_path} <id> sh -c 'echo ready'")
+            ),
+            (LogLevel::Info, "sandbox: postCreate: ready".to_owned()),
+            (
+                LogLevel::Info,
+                format!(
+                    "sandbox active: driver={name} image={BUSYBOX_IMAGE} container=<id> network=none"
+                )
+            ),
+            (LogLevel::Info, format!("{name} rm --force <id>")),
+        ]
+    );
+}
+
+async fn a_planned_listener_without_proxy_gets_the_host_alias(engine: Engine) {
+    let (test_id, run_id) = ids(engine, "host_alias");
+    let Some((driver, _client)) = engine
+        .driver_or_skip(&test_id, DockerSettings::default().persist_nix(false))
+        .await
+    else {
+        return;
+    };
+    let (tmp, ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut info = run_info(&run_id, "store", ws.path(), tmp.path());
+    info.listener_planned = true;
+    let (run, _guard) = start(engine, &driver, &busybox_spec(), info).await;
+    let hosts = sh(run.as_ref(), "grep -c 'host.docker.internal' /etc/hosts").await;
+    assert_eq!((hosts.exit_code, text(hosts.stdout)), (0, "1\n".to_owned()));
+    run.cleanup().await.unwrap();
+}
+
+async fn orphans_are_listed_by_store_and_removed_by_run(engine: Engine) {
+    let (test_id, run_id) = ids(engine, "orphans");
+    let Some((driver, client)) = engine
+        .driver_or_skip(&test_id, DockerSettings::default().persist_nix(false))
+        .await
+    else {
+        return;
+    };
+    let store = format!("store-{run_id}");
+    let (tmp, ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (first, second) = (format!("{run_id}-a"), format!("{run_id}-b"));
+    let (_a, _ga) = start(
+        engine,
+        &driver,
+        &busybox_spec(),
+        run_info(&first, &store, ws.path(), tmp.path()),
+    )
+    .await;
+    let (b, _gb) = start(
+        engine,
+        &driver,
+        &busybox_spec(),
+        run_info(&second, &store, ws.path(), tmp.path()),
+    )
+    .await;
+    let run_ids = |managed: Vec<iterion_sandbox::ManagedResource>| {
+        let mut ids: Vec<String> = managed.into_iter().map(|m| m.run_id).collect();
+        ids.sort();
+        ids
+    };
+    let before = run_ids(driver.list_managed(&store).await.unwrap());
+    let removed = driver.remove_run(&store, &first).await.unwrap();
+    let after = run_ids(driver.list_managed(&store).await.unwrap());
+    assert_eq!(
+        (
+            before,
+            removed,
+            after,
+            run_ids(driver.list_managed("another-store").await.unwrap())
+        ),
+        (
+            vec![first.clone(), second.clone()],
+            1,
+            vec![second.clone()],
+            vec![]
+        )
+    );
+    b.cleanup().await.unwrap();
+    assert_eq!(labelled(&client, &test_id).await, Vec::<String>::new());
 }

@@ -10,6 +10,9 @@
 //! removed by an [`EngineGuard`] even when the test panics; leftovers of an earlier, killed run
 //! of the same test are removed first.
 
+// Test code: a failed unwrap is the assertion.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -61,7 +64,8 @@ impl Engine {
     /// A plain bollard client for assertions (inspect, kill, list), version negotiated.
     pub async fn client(self) -> Result<Docker, String> {
         let endpoint = self.endpoint();
-        let docker = Docker::connect_with_host(&endpoint).map_err(|e| format!("{endpoint}: {e}"))?;
+        let docker =
+            Docker::connect_with_host(&endpoint).map_err(|e| format!("{endpoint}: {e}"))?;
         tokio::time::timeout(ENGINE_TIMEOUT, docker.negotiate_version())
             .await
             .map_err(|_| format!("{endpoint}: no answer within {ENGINE_TIMEOUT:?}"))?
@@ -224,7 +228,10 @@ impl Drop for EngineGuard {
         if let Err(reason) = outcome {
             #[allow(clippy::print_stderr)]
             {
-                eprintln!("warning: {:?} guard could not remove {:?}: {reason}", self.engine, self.what);
+                eprintln!(
+                    "warning: {:?} guard could not remove {:?}: {reason}",
+                    self.engine, self.what
+                );
             }
         }
     }
