@@ -9,13 +9,19 @@
 #   iterion-test/debian:bookworm    debootstrap minbase + bash coreutils curl git ca-certificates jq,
 #                                   uid 1000 `user`
 #
-# Each image is cached by tag: if the tag exists, it is not rebuilt (pass --force to rebuild).
+# When podman is installed, the busybox image is also imported into podman's storage (from the
+# same rootfs tarball), so the docker/podman driver suite runs the same image on both engines;
+# podman names it localhost/iterion-test/busybox:1, which its Docker-compatible API finds under
+# the short name.
+#
+# Each image is cached by tag, per engine: if the tag exists, it is not rebuilt (pass --force to
+# rebuild).
 # The Debian rootfs is also cached as a tarball under $ITERION_TEST_IMAGE_CACHE (default
 # /var/cache/iterion-test-images), keyed by a hash of its recipe, so `docker rmi` followed by a
 # rebuild re-imports it in seconds instead of running debootstrap against the network again.
 #
-# Needs: root, a running engine (`docker info` works), busybox-static and debootstrap installed.
-# scripts/test.sh takes care of all three.
+# Needs: root, a running engine (`docker info` works), busybox-static and debootstrap installed;
+# podman is optional. scripts/test.sh takes care of all of them.
 #
 # Environment:
 #   ITERION_TEST_IMAGE_CACHE   cache directory (default /var/cache/iterion-test-images)
@@ -79,7 +85,8 @@ EOF
     chown 1000:1000 "$root/home/user"
 }
 
-build_busybox() {
+# The busybox rootfs as a tarball in $WORK (built once per script run, for either engine).
+busybox_rootfs_tar() {
     local busybox=/bin/busybox
     [[ -x "$busybox" ]] || die "$busybox not found: install busybox-static"
     # Refuse a dynamically linked busybox: the image has no libc.
@@ -102,15 +109,23 @@ build_busybox() {
     [[ -L "$root/bin/sh" ]] || die "busybox --list-full produced no bin/sh"
 
     write_users "$root" /bin/sh
+    tar --numeric-owner -C "$root" -cf "$WORK/busybox.rootfs.tar" .
+}
 
-    log "importing $BUSYBOX_TAG"
-    tar --numeric-owner -C "$root" -c . | docker import \
+# Imports the busybox rootfs with `$1 import` (docker or podman; the same flags for both).
+import_busybox() {
+    local engine="$1"
+    [[ -s "$WORK/busybox.rootfs.tar" ]] || busybox_rootfs_tar
+    log "importing $BUSYBOX_TAG into $engine"
+    "$engine" import \
         --change "LABEL $LABEL" \
         --change "ENV PATH=$IMAGE_PATH" \
         --change 'CMD ["/bin/sh"]' \
         --message "iterion test image: busybox-static rootfs" \
-        - "$BUSYBOX_TAG" >/dev/null
+        "$WORK/busybox.rootfs.tar" "$BUSYBOX_TAG" >/dev/null
 }
+
+build_busybox() { import_busybox docker; }
 
 # The Debian mirror apt already uses (deb822 .sources or one-line .list), else deb.debian.org.
 debian_mirror() {
@@ -216,3 +231,17 @@ for tag in "$BUSYBOX_TAG" "$DEBIAN_TAG"; do
     esac
     log "built $tag in $((SECONDS - start))s"
 done
+
+# podman: the busybox image only (the driver suite's image), from its own storage.
+if command -v podman >/dev/null; then
+    if ((force == 0)) && podman image exists "$BUSYBOX_TAG" 2>/dev/null; then
+        log "$BUSYBOX_TAG present in podman, skipping"
+    else
+        start=$SECONDS
+        ((force == 0)) || podman rmi --force "$BUSYBOX_TAG" >/dev/null 2>&1 || true
+        import_busybox podman
+        log "built $BUSYBOX_TAG for podman in $((SECONDS - start))s"
+    fi
+else
+    log "podman not installed: skipping its copy of $BUSYBOX_TAG"
+fi

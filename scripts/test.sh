@@ -3,9 +3,12 @@
 # every check the workspace has.
 #
 #   1. installs what the tests need when it is missing (as root, via apt): the Docker engine from
-#      Debian's docker.io package, busybox-static and debootstrap;
-#   2. starts dockerd in the background when no engine answers, and waits for it;
-#   3. builds the local test images (scripts/build-test-images.sh; cached by tag);
+#      Debian's docker.io package, podman, busybox-static and debootstrap;
+#   2. starts dockerd in the background when no engine answers, and waits for it; likewise podman's
+#      Docker-compatible API service (`podman system service`), which the docker/podman driver
+#      suite runs against too;
+#   3. builds the local test images (scripts/build-test-images.sh; cached by tag), the busybox one
+#      in podman's storage as well;
 #   4. cargo fmt --check, cargo clippy -D warnings, the test suite with cargo-nextest and
 #      ITERION_IT_DOCKER=1 (so a missing engine fails the container tests instead of skipping them),
 #      and the doctests (which nextest does not run).
@@ -18,6 +21,12 @@
 #                            (default /var/log/iterion-dockerd.log)
 #   ITERION_DOCKERD_TIMEOUT  seconds to wait for that dockerd to answer (default 60)
 #   ITERION_DOCKERD_FLAGS    extra flags for that dockerd (default none; see below)
+#   ITERION_PODMAN_SOCKET    where podman's API service listens (default /run/podman/podman.sock;
+#                            exported to the tests as ITERION_IT_PODMAN_HOST — not CONTAINER_HOST,
+#                            which would stop the product's docker constructor from probing
+#                            its default socket, SANDBOX.md §4.2)
+#   ITERION_PODMAN_LOG       where a podman service started by this script logs
+#                            (default /var/log/iterion-podman.log)
 #   NEXTEST_PROFILE          nextest profile (default ci, see .config/nextest.toml)
 set -euo pipefail
 
@@ -25,6 +34,8 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly REPO_ROOT
 readonly DOCKERD_LOG="${ITERION_DOCKERD_LOG:-/var/log/iterion-dockerd.log}"
 readonly DOCKERD_TIMEOUT="${ITERION_DOCKERD_TIMEOUT:-60}"
+readonly PODMAN_SOCKET="${ITERION_PODMAN_SOCKET:-/run/podman/podman.sock}"
+readonly PODMAN_LOG="${ITERION_PODMAN_LOG:-/var/log/iterion-podman.log}"
 
 section() { printf '\n==> %s\n' "$*" >&2; }
 die() {
@@ -46,6 +57,7 @@ section "system packages"
 missing=()
 # Debian's docker.io ships dockerd; /usr/local/bin/docker may be a lone client, so test for dockerd.
 command -v dockerd >/dev/null || missing+=(docker.io)
+command -v podman >/dev/null || missing+=(podman)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 if ((${#missing[@]})); then
@@ -54,7 +66,7 @@ if ((${#missing[@]})); then
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" >/dev/null
 else
-    echo "docker.io, busybox-static and debootstrap already installed" >&2
+    echo "docker.io, podman, busybox-static and debootstrap already installed" >&2
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -100,6 +112,40 @@ else
     echo "engine up after $((SECONDS - started))s:" \
         "$(docker version --format 'server {{.Server.Version}}, API {{.Server.APIVersion}}')" >&2
 fi
+
+# ---------------------------------------------------------------------------------------------
+section "podman API service"
+# The docker/podman driver suite (crates/sandbox/tests/suite/docker_driver.rs) runs against
+# podman's Docker-compatible API as well as dockerd. Like dockerd, nothing starts it here, so
+# start it detached (--time=0: never exit for idleness) and let later runs reuse it.
+#
+# Found on the CI machine (podman 4.3, rootful, runc, cgroup v1, CNI): containers need explicit
+# nofile/nproc ulimits, or runc fails with "error setting rlimits ... operation not permitted"
+# (the service asks for the host's maximum and lacks CAP_SYS_RESOURCE); the driver sets both at
+# 16384 in its create plan when the engine is podman, so no containers.conf is needed.
+podman_answers() { podman --remote --url "unix://$PODMAN_SOCKET" version >/dev/null 2>&1; }
+if podman_answers; then
+    echo "podman service answers at $PODMAN_SOCKET" >&2
+else
+    [[ $EUID -eq 0 ]] || die "podman's API service is not answering at $PODMAN_SOCKET, and starting it needs root"
+    echo "starting podman system service (socket: $PODMAN_SOCKET, log: $PODMAN_LOG)" >&2
+    mkdir -p "$(dirname "$PODMAN_SOCKET")" "$(dirname "$PODMAN_LOG")"
+    (exec setsid nohup podman system service --time=0 "unix://$PODMAN_SOCKET" \
+        >>"$PODMAN_LOG" 2>&1 </dev/null) &
+    podman_pid=$!
+    deadline=$((SECONDS + DOCKERD_TIMEOUT))
+    until podman_answers; do
+        if ((SECONDS >= deadline)) || [[ ! -r /proc/$podman_pid/status ]] ||
+            grep -q '^State:[[:space:]]*Z' "/proc/$podman_pid/status"; then
+            echo "--- last lines of $PODMAN_LOG ---" >&2
+            tail -n 40 "$PODMAN_LOG" >&2 || true
+            die "podman system service did not come up at $PODMAN_SOCKET (see $PODMAN_LOG)"
+        fi
+        sleep 0.5
+    done
+    echo "podman service up: $(podman --remote --url "unix://$PODMAN_SOCKET" version --format '{{.Server.Version}}')" >&2
+fi
+export ITERION_IT_PODMAN_HOST="unix://$PODMAN_SOCKET"
 
 # ---------------------------------------------------------------------------------------------
 section "test images"

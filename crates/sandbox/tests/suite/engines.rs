@@ -1,8 +1,8 @@
 //! The two engines the docker/podman driver suite runs against, and how a test reaches each.
 //!
 //! - docker: `DOCKER_HOST`, else `/var/run/docker.sock` (dockerd, started by scripts/test.sh);
-//! - podman: `CONTAINER_HOST`, else `/run/podman/podman.sock` (`podman system service`, started
-//!   by scripts/test.sh).
+//! - podman: `ITERION_IT_PODMAN_HOST`, else `CONTAINER_HOST`, else `/run/podman/podman.sock`
+//!   (`podman system service`, started by scripts/test.sh).
 //!
 //! With `ITERION_IT_DOCKER=1` (set by scripts/test.sh) an engine that does not answer **fails**
 //! the test; without it the test says why it is skipped and returns. Every container a test
@@ -41,14 +41,18 @@ impl Engine {
         }
     }
 
+    /// docker: `DOCKER_HOST`, else the default socket. podman: `ITERION_IT_PODMAN_HOST` (set by
+    /// scripts/test.sh), else `CONTAINER_HOST`, else `/run/podman/podman.sock`.
     pub fn endpoint(self) -> String {
-        let (var, default) = match self {
-            Engine::Docker => ("DOCKER_HOST", "unix:///var/run/docker.sock"),
-            Engine::Podman => ("CONTAINER_HOST", "unix:///run/podman/podman.sock"),
+        let (vars, default): (&[&str], &str) = match self {
+            Engine::Docker => (&["DOCKER_HOST"], "unix:///var/run/docker.sock"),
+            Engine::Podman => (
+                &["ITERION_IT_PODMAN_HOST", "CONTAINER_HOST"],
+                "unix:///run/podman/podman.sock",
+            ),
         };
-        std::env::var(var)
-            .ok()
-            .filter(|v| !v.is_empty())
+        vars.iter()
+            .find_map(|var| std::env::var(var).ok().filter(|v| !v.is_empty()))
             .unwrap_or_else(|| default.to_owned())
     }
 
