@@ -1,3 +1,4 @@
-mod harness;
 mod docker_driver;
 mod engines;
+mod harness;
+mod mounts_docker;
