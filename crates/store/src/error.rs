@@ -297,3 +297,7 @@ impl Error {
 
 /// `Result` with the store's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+#[path = "error_tests.rs"]
+mod tests;

@@ -55,10 +55,7 @@ fn serde_uses_the_rfc3339_form() {
     assert_eq!(json, "\"2026-11-01T09:30:00.123Z\"");
     assert_eq!(serde_json::from_str::<Timestamp>(&json).unwrap(), ts);
     let err = serde_json::from_str::<Timestamp>("\"yesterday\"").unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "not an RFC 3339 date-time: \"yesterday\" at line 1 column 11"
-    );
+    assert_eq!(err.to_string(), "not an RFC 3339 date-time: \"yesterday\"");
 }
 
 #[test]

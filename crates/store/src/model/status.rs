@@ -183,3 +183,7 @@ impl AdmissionDecision {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "status_tests.rs"]
+mod tests;

@@ -1,0 +1,54 @@
+//! Topics, and the fixtures they share.
+
+mod cas;
+mod events;
+mod leases;
+mod open;
+mod queue;
+mod runs;
+mod serde_forms;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use iterion_store::{ManualClock, NewRun, SqliteOptions, SqliteStore, Timestamp};
+
+/// 2026-11-01T09:30:00Z: every test clock starts here, so timestamps are exact.
+pub const T0: i64 = 1_793_525_400_000;
+
+/// A stopped clock at [`T0`].
+pub fn clock() -> ManualClock {
+    ManualClock::new(Timestamp::from_millis(T0))
+}
+
+/// Options with `clock` and a short busy timeout (tests never wait long for a lock).
+pub fn options(clock: &ManualClock) -> SqliteOptions {
+    SqliteOptions::default()
+        .clock(Arc::new(clock.clone()))
+        .busy_timeout(Duration::from_secs(5))
+}
+
+/// An in-memory store on a manual clock.
+pub async fn memory_store() -> (SqliteStore, ManualClock) {
+    let clock = clock();
+    let store = SqliteStore::in_memory(options(&clock)).await.unwrap();
+    (store, clock)
+}
+
+/// A file store at `dir/iterion.db` on `clock`.
+pub async fn file_store(dir: &Path, clock: &ManualClock) -> SqliteStore {
+    SqliteStore::open(db_file(dir), options(clock))
+        .await
+        .unwrap()
+}
+
+/// The database file of a home directory.
+pub fn db_file(dir: &Path) -> PathBuf {
+    iterion_store::db_path(dir)
+}
+
+/// The run every test starts from.
+pub fn review() -> NewRun {
+    NewRun::new("review", "sha256:ab12", "flows/review.iter")
+}
