@@ -1,0 +1,614 @@
+//! The executor: runs a compiled workflow's graph to an outcome (DSL.md §5–§6).
+//!
+//! [`Execution`] collects the inputs (builder), [`Execution::run`] drives the graph. Inside, one
+//! [`Ctx`] is shared by the main line and every fan-out branch; they run as futures of the same
+//! task (no spawning), so a cancelled branch is simply dropped and its exec with it — the noop
+//! driver kills the process on drop, a container driver ends its exec.
+//!
+//! Stopping has one mechanism: the `stop` token, a child of the caller's cancellation token.
+//! A budget cap records why it stopped the run (first cause wins) and cancels it; every running
+//! tool races its exec against the token. A fan-out has its own child token so that `wait_all`
+//! can cancel the siblings of a failed branch without stopping the run.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use futures_util::future::BoxFuture;
+use iterion_dsl::ir::{NodeBody, RouterMode, Target, Workflow};
+use iterion_sandbox::SandboxRun;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::budget::{BudgetError, RunBudget};
+use crate::checkpoint::{Checkpoint, NextNode, ResumeError};
+use crate::events::{
+    BudgetDimension, BudgetExceeded, Event, NodeFailed, NodeFinished, NodeKindLabel, NodeStarted,
+};
+use crate::failure::{FailureCode, OutcomeStatus};
+use crate::graph::Graph;
+use crate::input::InputCtx;
+use crate::outcome::{Failure, RunOutcome, RunReport};
+use crate::secrets::{Redactor, ResolvedSecret};
+use crate::select::{self, WalkInput};
+use crate::sink::{EventSink, NullRunLog, RunLogSink};
+use crate::tool;
+
+/// The largest `node_finished.output` recorded whole: 64 KiB of compact JSON.
+pub const EVENT_OUTPUT_MAX_BYTES: usize = 64 * 1024;
+
+/// Why a run could not start (nothing was executed, no event emitted).
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutionError {
+    /// The checkpoint cannot be resumed (`RESUME_INVALID`).
+    #[error("cannot resume: {0}")]
+    Resume(#[from] ResumeError),
+    /// The workflow's budget could not be resolved (only when no budget was given).
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+}
+
+impl ExecutionError {
+    /// `RESUME_INVALID` or `BUDGET_INVALID`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ExecutionError::Resume(e) => e.code().as_str(),
+            ExecutionError::Budget(e) => e.code(),
+        }
+    }
+}
+
+/// One run of a workflow's graph: the inputs, then [`Execution::run`].
+///
+/// ```no_run
+/// # async fn demo(wf: &iterion_dsl::ir::Workflow, sandbox: &dyn iterion_sandbox::SandboxRun) {
+/// use std::sync::Arc;
+/// use iterion_engine::{Execution, MemoryEventSink};
+/// let events = MemoryEventSink::new();
+/// let report = Execution::new(wf, "run-1", sandbox, Arc::new(events.clone()))
+///     .vars(serde_json::Map::new())
+///     .run()
+///     .await;
+/// # }
+/// ```
+pub struct Execution<'a> {
+    workflow: &'a Workflow,
+    run_id: String,
+    sandbox: &'a dyn SandboxRun,
+    events: Arc<dyn EventSink>,
+    vars: Map<String, Value>,
+    secrets: Vec<ResolvedSecret>,
+    workdir: Option<String>,
+    logs: Arc<dyn RunLogSink>,
+    cancel: CancellationToken,
+    resume: Option<Checkpoint>,
+    budget: Option<RunBudget>,
+}
+
+impl<'a> Execution<'a> {
+    /// A run of `workflow` with id `run_id`, executing tools through `sandbox` (the noop driver's
+    /// run when unsandboxed) and emitting to `events`.
+    pub fn new(
+        workflow: &'a Workflow,
+        run_id: impl Into<String>,
+        sandbox: &'a dyn SandboxRun,
+        events: Arc<dyn EventSink>,
+    ) -> Self {
+        Execution {
+            workflow,
+            run_id: run_id.into(),
+            sandbox,
+            events,
+            vars: Map::new(),
+            secrets: Vec::new(),
+            workdir: None,
+            logs: Arc::new(NullRunLog),
+            cancel: CancellationToken::new(),
+            resume: None,
+            budget: None,
+        }
+    }
+
+    /// The resolved vars (`{{vars.X}}`, and the entry node's default input). Default: none.
+    /// The launcher has already applied defaults and `--var` values.
+    pub fn vars(mut self, vars: Map<String, Value>) -> Self {
+        self.vars = vars;
+        self
+    }
+
+    /// The secrets' resolved values, used only to redact recorded text. Default: none.
+    pub fn secrets(mut self, secrets: Vec<ResolvedSecret>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    /// The working directory of every exec. Default: the sandbox's own (the workspace folder,
+    /// or the noop run's workspace).
+    pub fn workdir(mut self, workdir: impl Into<String>) -> Self {
+        self.workdir = Some(workdir.into());
+        self
+    }
+
+    /// Where tool output lines go. Default: dropped.
+    pub fn run_log(mut self, logs: Arc<dyn RunLogSink>) -> Self {
+        self.logs = logs;
+        self
+    }
+
+    /// Cancelling this token stops the run: running commands are killed and the run ends
+    /// `cancelled` / `CANCELLED` (the launcher maps an interruption to `INTERRUPTED`). Default:
+    /// a token nobody cancels.
+    pub fn cancel_token(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// Resumes from a checkpoint of an earlier attempt: its outputs, loop counters, attempt and
+    /// iteration counts are kept and the run starts at its `next` node. Default: a fresh run
+    /// from the entry node.
+    pub fn resume_from(mut self, checkpoint: Checkpoint) -> Self {
+        self.resume = Some(checkpoint);
+        self
+    }
+
+    /// The run's caps. Default: the workflow's `budget:`, its `${…}` expanded from the process
+    /// environment ([`RunBudget::resolve`]).
+    pub fn budget(mut self, budget: RunBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Runs the graph to an outcome. Never fails once started: every failure is an outcome.
+    ///
+    /// # Errors
+    ///
+    /// [`ExecutionError`] before anything runs: a checkpoint that cannot be resumed, or a budget
+    /// that cannot be resolved.
+    pub async fn run(self) -> Result<RunReport, ExecutionError> {
+        let wf = self.workflow;
+        let budget = match self.budget {
+            Some(b) => b,
+            None => RunBudget::resolve(&wf.budget, |k| std::env::var(k).ok())?,
+        };
+        let graph = Graph::new(wf);
+        let vars = Value::Object(self.vars);
+        let (state, start) = match self.resume {
+            Some(cp) => {
+                let start = cp.resume_point(wf)?.clone();
+                (cp, start)
+            }
+            None => {
+                let state = Checkpoint::default();
+                let input = InputCtx {
+                    wf,
+                    graph: &graph,
+                    vars: &vars,
+                    run_id: &self.run_id,
+                }
+                .node_input(&state, &wf.entry, None);
+                let start = NextNode {
+                    node: wf.entry.clone(),
+                    input,
+                };
+                (state, start)
+            }
+        };
+        let ctx = Ctx {
+            wf,
+            graph,
+            run_id: self.run_id,
+            vars,
+            redactor: Arc::new(Redactor::new(&self.secrets)),
+            sandbox: self.sandbox,
+            workdir: self.workdir,
+            events: self.events,
+            logs: self.logs,
+            stop: self.cancel.child_token(),
+            stop_reason: Mutex::new(None),
+            state: Mutex::new(state),
+            budget,
+        };
+        let end = ctx.drive(start).await;
+        Ok(ctx.report(end))
+    }
+}
+
+/// How a line of execution (the main line, or one fan-out branch) ended.
+pub(crate) enum LineEnd {
+    /// An edge into `done` was taken from this node.
+    Done { node: String },
+    /// A node failed, `fail` was reached, or no edge could be taken.
+    Failed(Failure),
+    /// A branch took an edge into its join; the edge's mapping, rendered.
+    Arrived { mapping: Map<String, Value> },
+}
+
+/// A fan-out branch's identity.
+pub(crate) struct BranchCtx {
+    /// The branch's first node (`node_started.branch`, `_failed_branches[].branch`).
+    pub first: String,
+    /// The join it runs to.
+    pub join: String,
+    /// The fan-out's token: cancelled by the run's stop, or by a failed sibling under
+    /// `wait_all`.
+    pub token: CancellationToken,
+}
+
+/// The state shared by every line of one run.
+pub(crate) struct Ctx<'a> {
+    pub wf: &'a Workflow,
+    pub graph: Graph,
+    pub run_id: String,
+    pub vars: Value,
+    pub redactor: Arc<Redactor>,
+    pub sandbox: &'a dyn SandboxRun,
+    pub workdir: Option<String>,
+    pub events: Arc<dyn EventSink>,
+    pub logs: Arc<dyn RunLogSink>,
+    pub stop: CancellationToken,
+    stop_reason: Mutex<Option<BudgetDimension>>,
+    state: Mutex<Checkpoint>,
+    budget: RunBudget,
+}
+
+impl Ctx<'_> {
+    pub(crate) fn lock_state(&self) -> MutexGuard<'_, Checkpoint> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn inputs(&self) -> InputCtx<'_> {
+        InputCtx {
+            wf: self.wf,
+            graph: &self.graph,
+            vars: &self.vars,
+            run_id: &self.run_id,
+        }
+    }
+
+    pub(crate) async fn emit(&self, event: Event) {
+        self.events.emit(event).await;
+    }
+
+    /// Runs the main line, with the `max_duration` watch beside it.
+    async fn drive(&self, start: NextNode) -> LineEnd {
+        let watch = async {
+            if let Some(limit) = self.budget.max_duration {
+                tokio::time::sleep(limit).await;
+                self.stop_for_budget(BudgetDimension::MaxDuration).await;
+            }
+            std::future::pending::<std::convert::Infallible>().await
+        };
+        tokio::select! {
+            end = self.run_line(start, None) => end,
+            never = watch => match never {},
+        }
+    }
+
+    /// Stops the run for a budget cap, unless it is already stopping: the first cause wins and
+    /// emits the one `budget_exceeded`.
+    pub(crate) async fn stop_for_budget(&self, dimension: BudgetDimension) {
+        let first = {
+            let mut reason = self
+                .stop_reason
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let first = reason.is_none() && !self.stop.is_cancelled();
+            if first {
+                *reason = Some(dimension);
+            }
+            first
+        };
+        if first {
+            self.emit(Event::BudgetExceeded(BudgetExceeded { dimension }))
+                .await;
+            self.stop.cancel();
+        }
+    }
+
+    /// The failure of work stopped by a token: the run's stop reason, or a failed sibling.
+    pub(crate) fn stopped(&self) -> Failure {
+        if !self.stop.is_cancelled() {
+            return Failure::new(
+                FailureCode::Cancelled,
+                "cancelled: another branch of the fan-out failed",
+            );
+        }
+        let reason = *self
+            .stop_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match reason {
+            Some(BudgetDimension::MaxIterations) => Failure::new(
+                FailureCode::BudgetExceeded,
+                format!(
+                    "budget max_iterations ({}) reached",
+                    self.budget.max_iterations.unwrap_or_default()
+                ),
+            ),
+            Some(BudgetDimension::MaxDuration) => Failure::new(
+                FailureCode::BudgetExceeded,
+                format!(
+                    "budget max_duration ({}) elapsed",
+                    iterion_sandbox::format_duration(self.budget.max_duration.unwrap_or_default())
+                ),
+            ),
+            None => Failure::new(FailureCode::Cancelled, "the run was cancelled"),
+        }
+    }
+
+    /// Runs nodes from `start` until `done`, `fail`, a failure, or (in a branch) the join.
+    pub(crate) fn run_line<'b>(
+        &'b self,
+        start: NextNode,
+        branch: Option<&'b BranchCtx>,
+    ) -> BoxFuture<'b, LineEnd> {
+        Box::pin(async move {
+            let mut pending = start;
+            loop {
+                if branch.is_none() {
+                    self.lock_state().next = Some(pending.clone());
+                }
+                let Some(node) = self.wf.node(&pending.node) else {
+                    return LineEnd::Failed(Failure::new(
+                        FailureCode::NoOutgoingEdge,
+                        format!("node \"{}\" is not declared", pending.node),
+                    ));
+                };
+                let output = match self.run_node(&node.id, &pending.input, branch).await {
+                    Ok(output) => output,
+                    Err(failure) => return LineEnd::Failed(failure.at(&node.id)),
+                };
+                if let NodeBody::Router(r) = &node.body
+                    && r.mode == RouterMode::FanOutAll
+                {
+                    match self.fan_out(&node.id).await {
+                        Ok(next) => {
+                            pending = next;
+                            continue;
+                        }
+                        Err(failure) => return LineEnd::Failed(failure),
+                    }
+                }
+                match self.choose(&node.id, &output, branch).await {
+                    Ok(Choice::Next(next)) => pending = next,
+                    Ok(Choice::End(end)) => return end,
+                    Err(failure) => return LineEnd::Failed(failure.at(&node.id)),
+                }
+            }
+        })
+    }
+
+    /// Edge selection after `node` finished with `output` (§5.4), and what follows from it.
+    async fn choose(
+        &self,
+        node: &str,
+        output: &Value,
+        branch: Option<&BranchCtx>,
+    ) -> Result<Choice, Failure> {
+        let (selected, events) = {
+            let state = self.lock_state();
+            select::walk(
+                &WalkInput {
+                    wf: self.wf,
+                    graph: &self.graph,
+                    state: &state,
+                    vars: &self.vars,
+                    run_id: &self.run_id,
+                },
+                node,
+                output,
+            )
+        };
+        for event in events {
+            self.emit(event).await;
+        }
+        let Some((index, edge)) = selected.and_then(|i| self.wf.edges.get(i).map(|e| (i, e)))
+        else {
+            return Err(Failure::new(
+                FailureCode::NoOutgoingEdge,
+                format!("no outgoing edge of \"{node}\" can be taken"),
+            ));
+        };
+        let selected_event = select::take(&self.graph, &mut self.lock_state(), edge, output);
+        self.emit(selected_event).await;
+        match &edge.to {
+            Target::Done => {
+                if branch.is_none() {
+                    self.lock_state().next = None;
+                }
+                Ok(Choice::End(LineEnd::Done {
+                    node: node.to_owned(),
+                }))
+            }
+            Target::Fail => {
+                if branch.is_none() {
+                    self.lock_state().next = None;
+                }
+                Err(Failure::new(
+                    FailureCode::WorkflowFailed,
+                    format!("\"{node}\" took its edge to fail"),
+                ))
+            }
+            Target::Node(target) => {
+                let state = self.lock_state();
+                if let Some(b) = branch
+                    && *target == b.join
+                {
+                    let loops = crate::input::loop_scope(&self.graph, &state);
+                    let mapping = self
+                        .inputs()
+                        .edge_mapping(&state, &loops, index)
+                        .unwrap_or_default();
+                    return Ok(Choice::End(LineEnd::Arrived { mapping }));
+                }
+                let input = self.inputs().node_input(&state, target, Some(index));
+                Ok(Choice::Next(NextNode {
+                    node: target.clone(),
+                    input,
+                }))
+            }
+        }
+    }
+
+    /// Runs one node: budget check, `node_started`, the work, then `node_finished` or
+    /// `node_failed`. Agent and judge nodes are refused here (`CAPABILITY_UNSUPPORTED`) until the
+    /// agent executor lands.
+    async fn run_node(
+        &self,
+        id: &str,
+        input: &Value,
+        branch: Option<&BranchCtx>,
+    ) -> Result<Value, Failure> {
+        let token = branch.map_or(&self.stop, |b| &b.token);
+        let Some(node) = self.wf.node(id) else {
+            return Err(Failure::new(
+                FailureCode::NoOutgoingEdge,
+                format!("node \"{id}\" is not declared"),
+            ));
+        };
+        if token.is_cancelled() {
+            return Err(self.stopped());
+        }
+        let counted = !matches!(node.body, NodeBody::Router(_));
+        let attempt = {
+            let mut state = self.lock_state();
+            let over = counted
+                && self
+                    .budget
+                    .max_iterations
+                    .is_some_and(|max| state.iterations >= max);
+            if over {
+                None
+            } else {
+                if counted {
+                    state.iterations += 1;
+                }
+                let attempt = state.attempts.entry(id.to_owned()).or_default();
+                *attempt = attempt.saturating_add(1);
+                Some(*attempt)
+            }
+        };
+        let Some(attempt) = attempt else {
+            self.stop_for_budget(BudgetDimension::MaxIterations).await;
+            return Err(self.stopped());
+        };
+        self.emit(Event::NodeStarted(NodeStarted {
+            node: id.to_owned(),
+            kind: NodeKindLabel::from(node.kind),
+            attempt,
+            branch: branch.map(|b| b.first.clone()),
+        }))
+        .await;
+        let started = Instant::now();
+        let result = match &node.body {
+            NodeBody::Router(_) => Ok(input.clone()),
+            NodeBody::Tool(t) => tool::run(self, id, t, input, token).await,
+            NodeBody::Agent(_) => Err(Failure::new(
+                FailureCode::CapabilityUnsupported,
+                format!(
+                    "{} nodes cannot run yet: \"{id}\" needs the agent executor; this release runs tool and router nodes only",
+                    node.kind.as_str()
+                ),
+            )),
+        };
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        match result {
+            Ok(output) => {
+                {
+                    let mut state = self.lock_state();
+                    state.outputs.insert(id.to_owned(), output.clone());
+                    state.last_completed_node = Some(id.to_owned());
+                }
+                self.emit(Event::NodeFinished(NodeFinished {
+                    node: id.to_owned(),
+                    duration_ms,
+                    output: self.recorded_output(&output),
+                    usage: None,
+                }))
+                .await;
+                Ok(output)
+            }
+            Err(failure) => {
+                self.emit(Event::NodeFailed(NodeFailed {
+                    node: id.to_owned(),
+                    code: failure.code,
+                    message: self.redactor.redact(&failure.message),
+                    exit_code: failure.exit_code,
+                    stderr_tail: failure.stderr_tail.clone(),
+                }))
+                .await;
+                Err(failure)
+            }
+        }
+    }
+
+    /// An output as events record it: redacted, and clamped to [`EVENT_OUTPUT_MAX_BYTES`] (a
+    /// longer one becomes a string holding the start of its compact JSON and a note).
+    fn recorded_output(&self, output: &Value) -> Value {
+        let redacted = self.redactor.redact_json(output);
+        let text = iterion_dsl::template::compact_json(&redacted);
+        if text.len() <= EVENT_OUTPUT_MAX_BYTES {
+            return redacted;
+        }
+        let head = crate::text::truncate_bytes(&text, EVENT_OUTPUT_MAX_BYTES);
+        Value::String(format!(
+            "{head}… [truncated: {} bytes of compact JSON]",
+            text.len()
+        ))
+    }
+
+    /// The report: the outcome and the redacted checkpoint.
+    fn report(self, end: LineEnd) -> RunReport {
+        let redactor = self.redactor;
+        let mut checkpoint = self
+            .state
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        for value in checkpoint.outputs.values_mut() {
+            *value = redactor.redact_json(value);
+        }
+        for counter in checkpoint.loops.values_mut() {
+            counter.previous_output = redactor.redact_json(&counter.previous_output);
+        }
+        if let Some(next) = &mut checkpoint.next {
+            next.input = redactor.redact_json(&next.input);
+        }
+        let outcome = match end {
+            LineEnd::Done { node } => RunOutcome {
+                status: OutcomeStatus::Finished,
+                failure_code: None,
+                message: None,
+                last_completed_node: checkpoint.last_completed_node.clone(),
+                final_output: checkpoint.outputs.get(&node).cloned(),
+                outputs: checkpoint.outputs.clone(),
+            },
+            LineEnd::Failed(failure) => RunOutcome {
+                status: failure.code.status().unwrap_or(OutcomeStatus::Failed),
+                failure_code: Some(failure.code),
+                message: Some(redactor.redact(&failure.describe())),
+                last_completed_node: checkpoint.last_completed_node.clone(),
+                final_output: None,
+                outputs: checkpoint.outputs.clone(),
+            },
+            LineEnd::Arrived { .. } => RunOutcome {
+                status: OutcomeStatus::Failed,
+                failure_code: Some(FailureCode::JoinFailed),
+                message: Some("a join was reached outside its fan-out".to_owned()),
+                last_completed_node: checkpoint.last_completed_node.clone(),
+                final_output: None,
+                outputs: checkpoint.outputs.clone(),
+            },
+        };
+        RunReport {
+            outcome,
+            checkpoint,
+        }
+    }
+}
+
+/// What edge selection leads to.
+enum Choice {
+    /// Run this node next.
+    Next(NextNode),
+    /// The line ends.
+    End(LineEnd),
+}

@@ -1,0 +1,7 @@
+mod budget;
+mod fanout;
+mod loops;
+mod routing;
+mod support;
+mod tools;
+mod worktree;
