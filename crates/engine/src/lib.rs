@@ -40,6 +40,7 @@ mod executor;
 mod failure;
 mod fanout;
 mod graph;
+mod host;
 mod input;
 mod outcome;
 mod sandbox_events;
@@ -63,6 +64,7 @@ pub use events::{
 };
 pub use executor::{EVENT_OUTPUT_MAX_BYTES, Execution, ExecutionError};
 pub use failure::{Disposition, FailureCode, MAX_DELIVERIES, OutcomeStatus};
+pub use host::host_sandbox;
 pub use outcome::{RunOutcome, RunReport};
 pub use sandbox_events::{
     Adoption, BUILD_ERROR_MAX_BYTES, DevboxTarget, DrainFailure, NetworkBlocked,

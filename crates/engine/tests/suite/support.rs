@@ -9,7 +9,7 @@ use iterion_engine::{
     EdgeSelected, Event, Execution, FailureCode, LogLine, MemoryEventSink, MemoryRunLog,
     NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, RunReport,
 };
-use iterion_sandbox::{Driver, NoProgress, NoopDriver, RunInfo, SandboxRun, Spec};
+use iterion_sandbox::SandboxRun;
 use serde_json::Value;
 
 pub const RUN_ID: &str = "run-1";
@@ -40,12 +40,9 @@ pub struct Host {
 impl Host {
     pub async fn new() -> Host {
         let dir = tempfile::tempdir().unwrap();
-        let prepared = NoopDriver
-            .prepare(&Spec::default(), &NoProgress)
+        let sandbox = iterion_engine::host_sandbox(RUN_ID, dir.path())
             .await
             .unwrap();
-        let info = RunInfo::new(RUN_ID, "test-store", dir.path(), dir.path().join("run"));
-        let sandbox = NoopDriver.start(prepared, info).await.unwrap();
         Host { dir, sandbox }
     }
 
