@@ -405,7 +405,7 @@ impl Ctx<'_> {
         else {
             return Err(Failure::new(
                 FailureCode::NoOutgoingEdge,
-                format!("no outgoing edge of \"{node}\" can be taken"),
+                "no outgoing edge can be taken",
             ));
         };
         let selected_event = select::take(&self.graph, &mut self.lock_state(), edge, output);
@@ -425,7 +425,7 @@ impl Ctx<'_> {
                 }
                 Err(Failure::new(
                     FailureCode::WorkflowFailed,
-                    format!("\"{node}\" took its edge to fail"),
+                    "the edge to fail was taken",
                 ))
             }
             Target::Node(target) => {

@@ -210,7 +210,7 @@ async fn no_edge_that_can_be_taken_fails_the_run() {
         (
             OutcomeStatus::Failed,
             Some(FailureCode::NoOutgoingEdge),
-            Some("node \"check\": no outgoing edge of \"check\" can be taken".into())
+            Some("node \"check\": no outgoing edge can be taken".into())
         )
     );
 }
@@ -240,7 +240,7 @@ async fn an_edge_into_fail_fails_the_workflow() {
         (
             OutcomeStatus::Failed,
             Some(FailureCode::WorkflowFailed),
-            Some("node \"a\": \"a\" took its edge to fail".into()),
+            Some("node \"a\": the edge to fail was taken".into()),
             None
         )
     );
@@ -283,4 +283,15 @@ workflow w:
         ran.report.checkpoint.iterations, 2,
         "routers are not counted"
     );
+}
+
+#[tokio::test]
+async fn the_run_future_is_send_so_a_launcher_can_spawn_it() {
+    fn assert_send<T: Send>(_: &T) {}
+    let wf = workflow("tool a:\n  command: `true`\nworkflow w:\n  entry: a\n  a -> done\n");
+    let host = Host::new().await;
+    let events = std::sync::Arc::new(iterion_engine::MemoryEventSink::new());
+    let run = iterion_engine::Execution::new(&wf, RUN_ID, host.sandbox.as_ref(), events).run();
+    assert_send(&run);
+    assert_eq!(run.await.unwrap().outcome.status, OutcomeStatus::Finished);
 }

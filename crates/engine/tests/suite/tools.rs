@@ -227,3 +227,52 @@ workflow w:
         Some(false)
     );
 }
+
+#[tokio::test]
+async fn a_failure_never_records_a_secret_value() {
+    let wf = workflow(&one_tool(
+        "echo token=hunter22; echo hunter22 is wrong >&2; exit 1",
+        "",
+    ));
+    let host = Host::new().await;
+    let ran = run_with(&wf, &host, |e| {
+        e.secrets(vec![ResolvedSecret::new("API", "hunter22")])
+    })
+    .await;
+    assert_eq!(
+        ran.events[1],
+        Event::NodeFailed(NodeFailed {
+            node: "t".into(),
+            code: FailureCode::ExecutionFailed,
+            message: "command exited with status 1".into(),
+            exit_code: Some(1),
+            stderr_tail: Some("[REDACTED:API] is wrong\n".into()),
+        })
+    );
+    assert_eq!(
+        ran.report.outcome.message.as_deref(),
+        Some(
+            "node \"t\": command exited with status 1\n--- stderr (tail) ---\n[REDACTED:API] is wrong\n\n--- stdout (tail) ---\ntoken=[REDACTED:API]\n"
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_expression_that_is_not_a_bool_is_a_condition_error() {
+    let (ran, _host) = run_src(
+        "tool a:\n  command: `echo '{\"n\": 1}'`\nworkflow w:\n  entry: a\n  a -> fail when \"n\"\n  a -> done\n",
+    )
+    .await;
+    assert_eq!(
+        ran.events[2..],
+        [
+            Event::EdgeConditionError(iterion_engine::EdgeConditionError {
+                from: "a".into(),
+                to: "fail".into(),
+                condition: "n".into(),
+                reason: "the condition is number, not bool".into(),
+            }),
+            edge("a", "done"),
+        ]
+    );
+}
