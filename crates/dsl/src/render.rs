@@ -18,9 +18,17 @@ pub fn display_source(bytes: &[u8]) -> String {
 /// `N errors, M warnings`, singular for 1.
 pub fn summary(errors: usize, warnings: usize) -> String {
     let plural = |n: usize, word: &str| {
-        if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
+        if n == 1 {
+            format!("1 {word}")
+        } else {
+            format!("{n} {word}s")
+        }
     };
-    format!("{}, {}", plural(errors, "error"), plural(warnings, "warning"))
+    format!(
+        "{}, {}",
+        plural(errors, "error"),
+        plural(warnings, "warning")
+    )
 }
 
 /// The human form of every diagnostic, separated by blank lines, ending with the summary line.
@@ -61,10 +69,19 @@ fn one(file: &str, lines: &[&str], d: &Diagnostic) -> String {
         let chars: Vec<char> = text.chars().collect();
         // Tabs in the prefix are kept so the carets line up under the token.
         let prefix: String = (0..before)
-            .map(|i| if chars.get(i) == Some(&'\t') { '\t' } else { ' ' })
+            .map(|i| {
+                if chars.get(i) == Some(&'\t') {
+                    '\t'
+                } else {
+                    ' '
+                }
+            })
             .collect();
         let remaining = chars.len().saturating_sub(before);
-        let width = usize::try_from(d.span.width).unwrap_or(1).min(remaining).max(1);
+        let width = usize::try_from(d.span.width)
+            .unwrap_or(1)
+            .min(remaining)
+            .max(1);
         out.push_str(&format!("{gutter} |\n"));
         out.push_str(&format!("{number} | {text}\n"));
         out.push_str(&format!("{gutter} | {prefix}{}\n", "^".repeat(width)));
@@ -160,7 +177,11 @@ mod tests {
 
     #[test]
     fn json_omits_absent_fields() {
-        let d = Diagnostic::new(Code::C140, Span::new(3, 8, 5), "schema \"empty\" has no fields");
+        let d = Diagnostic::new(
+            Code::C140,
+            Span::new(3, 8, 5),
+            "schema \"empty\" has no fields",
+        );
         assert_eq!(
             json("w.iter", &[d, network_word()]),
             json!({
@@ -179,6 +200,9 @@ mod tests {
 
     #[test]
     fn display_source_normalises_like_the_lexer() {
-        assert_eq!(display_source(b"\xef\xbb\xbfa\r\nb\rc\xff"), "a\nb\nc\u{fffd}");
+        assert_eq!(
+            display_source(b"\xef\xbb\xbfa\r\nb\rc\xff"),
+            "a\nb\nc\u{fffd}"
+        );
     }
 }
