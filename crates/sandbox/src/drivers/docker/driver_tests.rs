@@ -1019,3 +1019,29 @@ async fn cleanup_of_a_built_sandbox_removes_its_image_best_effort() {
         )
     );
 }
+
+#[tokio::test]
+async fn cancelling_start_during_post_create_still_removes_the_container() {
+    let ws = workspace();
+    let (driver, fake, _lines) = driver([
+        Reply::CreateContainer(Ok("c1".to_owned())),
+        Reply::StartContainer(Ok(())),
+        Reply::CreateExec(Ok("e1".to_owned())),
+        Reply::StartExecHangs,
+        Reply::RemoveContainer(Ok(())),
+    ]);
+    let mut spec = spec("img:1");
+    spec.post_create = Some("sleep 3600".to_owned());
+    let start = driver.start(prepared(spec), ws.info.clone());
+    // The caller gives up (the run was cancelled): the start future is dropped mid-post_create.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), start)
+            .await
+            .is_err()
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while fake.unused() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(created(&fake).last().cloned(), Some("remove c1".to_owned()));
+}
