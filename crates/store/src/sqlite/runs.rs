@@ -319,11 +319,11 @@ pub(crate) fn claim_next(
         .map_err(env.sql(op))?;
     let next: Option<String> = tx
         .query_row(
-            "SELECT id FROM runs AS r WHERE status = 'queued' \
+            "SELECT id FROM runs AS r WHERE status = ?2 \
              AND (available_at_ms IS NULL OR available_at_ms <= ?1) \
              AND NOT EXISTS (SELECT 1 FROM leases AS l WHERE l.run_id = r.id AND l.expires_at_ms > ?1) \
              ORDER BY created_at_ms, id LIMIT 1",
-            [now.as_millis()],
+            params![now.as_millis(), RunStatus::Queued.as_str()],
             |row| row.get(0),
         )
         .optional()
@@ -338,9 +338,13 @@ pub(crate) fn claim_next(
         detail: e.to_string(),
     })?;
     tx.execute(
-        "UPDATE runs SET status = 'running', deliveries = deliveries + 1, available_at_ms = NULL, \
+        "UPDATE runs SET status = ?3, deliveries = deliveries + 1, available_at_ms = NULL, \
          updated_at_ms = ?2, finished_at_ms = NULL, version = version + 1 WHERE id = ?1",
-        params![run_id.as_str(), now.as_millis()],
+        params![
+            run_id.as_str(),
+            now.as_millis(),
+            RunStatus::Running.as_str()
+        ],
     )
     .map_err(env.sql(op))?;
     leases::upsert(&tx, &run_id, holder, expires_at).map_err(env.sql(op))?;
