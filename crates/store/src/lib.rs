@@ -42,5 +42,5 @@ pub use model::{
     LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId, RunStatus, Trust,
 };
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
-pub use store::{RunQuery, Store};
+pub use store::{RunQuery, Store, update_run};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};

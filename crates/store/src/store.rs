@@ -170,3 +170,47 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// [`Liveness`]).
     async fn liveness(&self, run_id: &RunId) -> Result<Liveness>;
 }
+
+/// Read-modify-write under compare-and-swap: loads the run, applies `change`, saves; on a
+/// [`Error::Conflict`](crate::Error::Conflict) reloads and applies `change` again to the fresh
+/// copy, for at most `attempts` tries in all (at least one). Returns the run as saved.
+///
+/// This is the retry loop of SANDBOX.md §10's `persist_admission` (3 attempts) and of crash
+/// recovery; `change` must therefore be safe to apply to a newer version of the run.
+///
+/// # Errors
+/// The last `Conflict` when every attempt lost; `RunNotFound`; and any other error of
+/// [`Store::save_run`] at once, without retrying.
+pub async fn update_run<S, F>(
+    store: &S,
+    run_id: &RunId,
+    attempts: u32,
+    mut change: F,
+) -> Result<Run>
+where
+    S: Store + ?Sized,
+    F: FnMut(&mut Run) + Send,
+{
+    let mut attempt = 1;
+    loop {
+        let mut run = store
+            .get_run(run_id)
+            .await?
+            .ok_or_else(|| crate::Error::RunNotFound {
+                run_id: run_id.clone(),
+            })?;
+        change(&mut run);
+        match store.save_run(&run, run.version).await {
+            Ok(_) => {
+                return store
+                    .get_run(run_id)
+                    .await?
+                    .ok_or_else(|| crate::Error::RunNotFound {
+                        run_id: run_id.clone(),
+                    });
+            }
+            Err(crate::Error::Conflict { .. }) if attempt < attempts => attempt += 1,
+            Err(err) => return Err(err),
+        }
+    }
+}

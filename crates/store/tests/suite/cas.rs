@@ -161,3 +161,75 @@ async fn many_writers_each_retrying_on_conflict_all_land() {
     );
     assert_eq!(stored.version, 1 + writers);
 }
+
+/// A file store, one run, and a raw connection that can save "behind the store's back".
+async fn contested() -> (tempfile::TempDir, SqliteStore, RunId, rusqlite::Connection) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = super::file_store(dir.path(), &clock()).await;
+    let run = store.create_run(review()).await.unwrap();
+    let raw = rusqlite::Connection::open(super::db_file(dir.path())).unwrap();
+    (dir, store, run.id, raw)
+}
+
+/// Each of the first `conflicts` applications of the change is raced by another writer.
+fn racing_change(
+    raw: rusqlite::Connection,
+    conflicts: u32,
+) -> (
+    impl FnMut(&mut Run) + Send,
+    Arc<std::sync::atomic::AtomicU32>,
+) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let calls = Arc::new(AtomicU32::new(0));
+    let counter = Arc::clone(&calls);
+    let raw = std::sync::Mutex::new(raw);
+    let change = move |run: &mut Run| {
+        if counter.fetch_add(1, Ordering::SeqCst) < conflicts {
+            raw.lock()
+                .unwrap()
+                .execute("UPDATE runs SET version = version + 1", [])
+                .unwrap();
+        }
+        run.admission = Some(denied());
+    };
+    (change, calls)
+}
+
+#[tokio::test]
+async fn update_run_survives_two_injected_conflicts_within_three_attempts() {
+    let (_dir, store, id, raw) = contested().await;
+    let (change, calls) = racing_change(raw, 2);
+    let saved = iterion_store::update_run(&store, &id, 3, change)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            saved.admission,
+            saved.version,
+            calls.load(std::sync::atomic::Ordering::SeqCst)
+        ),
+        (Some(denied()), 4, 3)
+    );
+}
+
+#[tokio::test]
+async fn update_run_gives_up_with_the_conflict_after_three_injected_conflicts() {
+    let (_dir, store, id, raw) = contested().await;
+    let (change, calls) = racing_change(raw, 3);
+    let err = iterion_store::update_run(&store, &id, 3, change)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::Conflict {
+                expected: 3,
+                actual: 4,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert_eq!(store.get_run(&id).await.unwrap().unwrap().admission, None);
+}
