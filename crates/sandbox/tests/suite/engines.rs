@@ -87,7 +87,16 @@ impl Engine {
             Engine::Docker => DriverKind::Docker,
             Engine::Podman => DriverKind::Podman,
         };
-        let connected = DockerDriver::connect(kind, &[self.endpoint()], settings).await;
+        // The product gives an engine 3 s to answer (SANDBOX.md §4.2); a test on a loaded
+        // machine gives it three chances before calling it unreachable.
+        let mut connected = DockerDriver::connect(kind, &[self.endpoint()], settings.clone()).await;
+        for _ in 0..2 {
+            if connected.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            connected = DockerDriver::connect(kind, &[self.endpoint()], settings.clone()).await;
+        }
         let client = self.client().await;
         match (connected, client) {
             (Ok(driver), Ok(client)) => {

@@ -80,14 +80,20 @@ impl BollardApi {
     ) -> Result<(BollardApi, EngineVersion), String> {
         let docker = Docker::connect_with_host(endpoint).map_err(|e| format!("{endpoint}: {e}"))?;
         let probe = async {
-            let docker = docker
-                .negotiate_version()
-                .await
-                .map_err(|e| format!("{endpoint}: version negotiation failed: {e}"))?;
+            // One `/version` both names the engine and negotiates the API version: podman
+            // answers it by running its runtime and conmon binaries, so it is not cheap, and
+            // bollard's own `negotiate_version` would ask a second time.
             let version = docker
                 .version()
                 .await
                 .map_err(|e| format!("{endpoint}: /version failed: {e}"))?;
+            let docker = match negotiated(endpoint, &docker, version.api_version.as_deref()) {
+                Some(downgraded) => downgraded.map_err(|e| format!("{endpoint}: {e}"))?,
+                None => docker
+                    .negotiate_version()
+                    .await
+                    .map_err(|e| format!("{endpoint}: version negotiation failed: {e}"))?,
+            };
             docker
                 .ping()
                 .await
@@ -108,6 +114,42 @@ impl BollardApi {
             api_version: version.api_version.unwrap_or_default(),
         };
         Ok((BollardApi { docker }, version))
+    }
+}
+
+/// A client for `endpoint` speaking `api_version` when the engine speaks an older API than
+/// bollard's default; the same client when it speaks the default or newer; `None` when the
+/// version cannot be read or the scheme has no direct constructor (then bollard negotiates).
+fn negotiated(
+    endpoint: &str,
+    docker: &Docker,
+    api_version: Option<&str>,
+) -> Option<Result<Docker, bollard::errors::Error>> {
+    let (major, minor) = api_version?.trim().split_once('.')?;
+    let server = bollard::ClientVersion {
+        major_version: major.parse().ok()?,
+        minor_version: minor.parse().ok()?,
+    };
+    let client = docker.client_version();
+    if (server.major_version, server.minor_version) >= (client.major_version, client.minor_version)
+    {
+        return Some(Ok(docker.clone()));
+    }
+    const REQUEST_TIMEOUT_SECS: u64 = 120;
+    if endpoint.starts_with("unix://") {
+        Some(Docker::connect_with_unix(
+            endpoint,
+            REQUEST_TIMEOUT_SECS,
+            &server,
+        ))
+    } else if endpoint.starts_with("tcp://") || endpoint.starts_with("http://") {
+        Some(Docker::connect_with_http(
+            endpoint,
+            REQUEST_TIMEOUT_SECS,
+            &server,
+        ))
+    } else {
+        None
     }
 }
 

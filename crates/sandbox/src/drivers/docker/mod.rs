@@ -477,13 +477,14 @@ impl DockerDriver {
         }
         // Steps 1–2: the workspace is there and bindable; every mount, argument and env pair is
         // screened before the first API call.
-        let screened = {
+        let mut info = info;
+        let (canonical_workspace, screened) = {
             let spec = spec.clone();
             let workspace = info.workspace_path.clone();
             tokio::task::spawn_blocking(move || {
                 let ctx = ScreenContext::from_env(&workspace)?;
-                ctx.validate_workspace(&workspace)?;
-                validate_spec_mounts(&spec, &ctx)
+                let canonical = ctx.validate_workspace(&workspace)?;
+                Ok::<_, Error>((canonical, validate_spec_mounts(&spec, &ctx)?))
             })
             .await
             .map_err(|join| Error::Io {
@@ -492,6 +493,8 @@ impl DockerDriver {
                 source: std::io::Error::other(join.to_string()),
             })??
         };
+        // Bind what was screened, never the path as handed in.
+        info.workspace_path = canonical_workspace;
         // Step 3: the CA the container trusts, when inspection is on.
         if let Some(pem) = &info.proxy_ca_pem {
             write_ca(&info.run_dir, pem).await?;
