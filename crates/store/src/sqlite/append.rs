@@ -12,7 +12,6 @@ use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 
 use super::Env;
 use super::rows::{from_json, json_text, to_i64, to_u64};
-use super::runs::run_exists;
 use crate::error::{Error, Result};
 use crate::model::{Event, LogLine, LogStream, NewEvent, NewLogLine, RunId};
 use crate::time::Timestamp;
@@ -27,8 +26,14 @@ enum Table {
 impl Table {
     const fn max_seq_sql(self) -> &'static str {
         match self {
-            Self::Events => "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1",
-            Self::RunLogs => "SELECT COALESCE(MAX(seq), 0) FROM run_logs WHERE run_id = ?1",
+            Self::Events => {
+                "SELECT (SELECT 1 FROM runs WHERE id = ?1), \
+                 (SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1)"
+            }
+            Self::RunLogs => {
+                "SELECT (SELECT 1 FROM runs WHERE id = ?1), \
+                 (SELECT COALESCE(MAX(seq), 0) FROM run_logs WHERE run_id = ?1)"
+            }
         }
     }
 
@@ -90,15 +95,12 @@ fn append_rows<'r>(
     Ok((first, ts))
 }
 
-/// The run's last `seq`, or `None` when the run does not exist.
+/// The run's last `seq`, or `None` when the run does not exist (one statement for both).
 fn last_seq(tx: &Transaction<'_>, table: Table, run_id: &RunId) -> rusqlite::Result<Option<u64>> {
-    if !run_exists(tx, run_id)? {
-        return Ok(None);
-    }
-    let max: i64 = tx
+    let (exists, max): (Option<i64>, i64) = tx
         .prepare_cached(table.max_seq_sql())?
-        .query_row([run_id.as_str()], |row| row.get(0))?;
-    Ok(Some(to_u64(max)))
+        .query_row([run_id.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    Ok(exists.map(|_| to_u64(max)))
 }
 
 pub(crate) fn event(

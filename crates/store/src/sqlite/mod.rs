@@ -196,6 +196,8 @@ impl SqliteStore {
         };
         conn.busy_timeout(options.busy_timeout)
             .map_err(env.sql("setting the busy timeout"))?;
+        // Room for every statement the store prepares, so none is ever re-parsed.
+        conn.set_prepared_statement_cache_capacity(64);
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
             .map_err(env.sql("turning on WAL"))?;
