@@ -22,9 +22,10 @@ use std::error::Error;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use iterion_sandbox::{
-    DockerDriver, DockerSettings, Driver, DriverKind, ExecOpts, Mode, NoProgress, RunInfo,
-    SandboxRun, Spec,
+    BollardApi, ContainerApi, DockerDriver, DockerSettings, Driver, DriverKind, ExecOpts,
+    ExecRequest, Mode, NoProgress, RunInfo, SandboxRun, Spec,
 };
 use tokio::process::Command;
 
@@ -216,6 +217,48 @@ async fn main() -> Result<()> {
             }
         }
     }
+    // Where an exec's time goes: the driver's exec alone (not interleaved with the CLI), then the
+    // three Engine API calls it makes, timed one by one.
+    let (api, _) = BollardApi::connect(&endpoint(options.engine), Duration::from_secs(10)).await?;
+    let mut solo = Samples::default();
+    for _ in 0..options.runs {
+        let t = Instant::now();
+        run.exec(&argv, ExecOpts::default()).await?;
+        solo.push(t.elapsed());
+    }
+    let (mut create, mut attach, mut inspect) =
+        (Samples::default(), Samples::default(), Samples::default());
+    let mut retries = 0usize;
+    for _ in 0..options.runs {
+        let t0 = Instant::now();
+        let exec_id = api
+            .create_exec(
+                run.id(),
+                ExecRequest {
+                    cmd: argv.to_vec(),
+                    working_dir: Some(workspace.path().canonicalize()?.display().to_string()),
+                    ..ExecRequest::default()
+                },
+            )
+            .await?;
+        let t1 = Instant::now();
+        let mut attached = api.start_exec(&exec_id).await?;
+        while let Some(chunk) = attached.output.next().await {
+            chunk?;
+        }
+        let t2 = Instant::now();
+        loop {
+            let state = api.inspect_exec(&exec_id).await?;
+            if !state.running && state.exit_code.is_some() {
+                break;
+            }
+            retries += 1;
+        }
+        let t3 = Instant::now();
+        create.push(t1 - t0);
+        attach.push(t2 - t1);
+        inspect.push(t3 - t2);
+    }
     run.cleanup().await?;
     let exec_rows = (ours, theirs);
 
@@ -249,5 +292,25 @@ async fn main() -> Result<()> {
             ratio(op, tp)
         );
     }
+    println!();
+    println!(
+        "driver exec `true` alone, not interleaved (median / p95 of {} runs): {} / {}",
+        options.runs,
+        ms(solo.percentile(50.0)),
+        ms(solo.percentile(95.0))
+    );
+    println!();
+    println!(
+        "exec `true` through the API, call by call (median / p95 of {} runs): create_exec {} / {}, \
+         start_exec until the output ends {} / {}, inspect_exec until the exit code is there {} / {} \
+         ({retries} extra inspects in all)",
+        options.runs,
+        ms(create.percentile(50.0)),
+        ms(create.percentile(95.0)),
+        ms(attach.percentile(50.0)),
+        ms(attach.percentile(95.0)),
+        ms(inspect.percentile(50.0)),
+        ms(inspect.percentile(95.0)),
+    );
     Ok(())
 }
