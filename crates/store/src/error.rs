@@ -67,6 +67,16 @@ pub enum Error {
         parent_run_id: RunId,
     },
 
+    /// `create_run` asked for a trusted child of an untrusted parent; trust only propagates
+    /// down (SANDBOX.md §10).
+    #[error("cannot create run {run_id} trusted: its parent run {parent_run_id} is untrusted")]
+    TrustRaised {
+        /// The run being created.
+        run_id: RunId,
+        /// Its untrusted parent.
+        parent_run_id: RunId,
+    },
+
     /// A compare-and-swap save lost: someone saved the run since it was loaded.
     #[error(
         "run {run_id} changed since it was loaded (expected version {expected}, found {actual}); \
@@ -273,6 +283,7 @@ impl Error {
             Self::RunNotFound { .. } => "STORE_RUN_NOT_FOUND",
             Self::RunExists { .. } => "STORE_RUN_EXISTS",
             Self::ParentNotFound { .. } => "STORE_PARENT_NOT_FOUND",
+            Self::TrustRaised { .. } => "STORE_TRUST_RAISED",
             Self::Conflict { .. } => "STORE_CONFLICT",
             Self::IllegalTransition { .. } => "STORE_ILLEGAL_TRANSITION",
             Self::ImmutableField { .. } => "STORE_IMMUTABLE_FIELD",

@@ -26,6 +26,10 @@ fn every_variant_has_its_code_and_a_message_that_says_what_to_do() {
             run_id: id(),
             parent_run_id: id(),
         },
+        Error::TrustRaised {
+            run_id: id(),
+            parent_run_id: id(),
+        },
         Error::Conflict {
             run_id: id(),
             expected: 3,
@@ -111,6 +115,7 @@ fn every_variant_has_its_code_and_a_message_that_says_what_to_do() {
         ("STORE_RUN_NOT_FOUND", format!("no run {r} in the store; `iterion inspect` lists the runs there are")),
         ("STORE_RUN_EXISTS", format!("run {r} already exists; let the store generate the id")),
         ("STORE_PARENT_NOT_FOUND", format!("cannot create run {r}: its parent run {r} is not in the store")),
+        ("STORE_TRUST_RAISED", format!("cannot create run {r} trusted: its parent run {r} is untrusted")),
         ("STORE_CONFLICT", format!("run {r} changed since it was loaded (expected version 3, found 4); reload it and apply the change again")),
         ("STORE_ILLEGAL_TRANSITION", format!("run {r} cannot go from finished to running")),
         ("STORE_IMMUTABLE_FIELD", format!("run {r}: trust is fixed when the run is created and cannot be saved changed")),

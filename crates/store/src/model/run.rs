@@ -198,7 +198,8 @@ impl NewRun {
     }
 
     /// Makes this a child of `parent`: parent id, the parent's root, and the parent's trust
-    /// (trust propagates to children, SANDBOX.md §10; a later [`NewRun::trust`] overrides it).
+    /// (trust propagates to children, SANDBOX.md §10). A later [`NewRun::trust`] may lower it;
+    /// raising it is refused by `create_run` ([`Error::TrustRaised`](crate::Error::TrustRaised)).
     pub fn child_of(mut self, parent: &Run) -> Self {
         self.parent_run_id = Some(parent.id.clone());
         self.root_run_id = Some(parent.root_run_id.clone());

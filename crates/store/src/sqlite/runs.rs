@@ -39,20 +39,28 @@ pub(crate) fn create(conn: &mut Connection, env: Env<'_>, new: NewRun) -> Result
     let parent_root = match &new.parent_run_id {
         None => None,
         Some(parent) => {
-            let root: Option<String> = tx
+            let found: Option<(String, String)> = tx
                 .query_row(
-                    "SELECT root_run_id FROM runs WHERE id = ?1",
+                    "SELECT root_run_id, trust FROM runs WHERE id = ?1",
                     [parent.as_str()],
-                    |row| row.get(0),
+                    |row| Ok((row.get(0)?, row.get(1)?)),
                 )
                 .optional()
                 .map_err(env.sql(op))?;
-            let Some(root) = root else {
+            let Some((root, parent_trust)) = found else {
                 return Err(Error::ParentNotFound {
                     run_id: id,
                     parent_run_id: parent.clone(),
                 });
             };
+            // Trust propagates to children (SANDBOX.md §10): never more trusted than the parent.
+            if Trust::from_stored(&parent_trust) == Trust::Untrusted && new.trust == Trust::Trusted
+            {
+                return Err(Error::TrustRaised {
+                    run_id: id,
+                    parent_run_id: parent.clone(),
+                });
+            }
             let root = RunId::parse(&root).map_err(|e| Error::CorruptRecord {
                 db: env.db().clone(),
                 column: "runs.root_run_id",

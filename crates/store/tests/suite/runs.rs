@@ -97,6 +97,30 @@ async fn a_child_takes_its_parents_root_and_trust() {
 }
 
 #[tokio::test]
+async fn a_child_may_be_less_trusted_than_its_parent_but_never_more() {
+    let (store, _clock) = memory_store().await;
+    let trusted = store.create_run(review()).await.unwrap();
+    let lowered = store
+        .create_run(review().child_of(&trusted).trust(Trust::Untrusted))
+        .await
+        .unwrap();
+    assert_eq!(lowered.trust, Trust::Untrusted);
+
+    let err = store
+        .create_run(review().child_of(&lowered).trust(Trust::Trusted))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::TrustRaised { parent_run_id, .. } if *parent_run_id == lowered.id),
+        "{err:?}"
+    );
+    assert_eq!(
+        store.list_runs(&RunQuery::default()).await.unwrap().len(),
+        2
+    );
+}
+
+#[tokio::test]
 async fn an_unknown_parent_or_a_taken_id_is_refused() {
     let (store, _clock) = memory_store().await;
     let ghost = RunId::generate();
