@@ -1,7 +1,7 @@
 //! The argument grammar (ARCHITECTURE.md §4). Parsing only; the commands act.
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// iterion runs declarative AI-agent workflows (`.iter` files), each run inside an isolated
 /// sandbox.
@@ -19,6 +19,15 @@ pub enum Command {
     /// Check a workflow file and print its diagnostics (exit 0 clean or warnings only, 1 errors,
     /// 2 unreadable file).
     Validate(ValidateArgs),
+    /// Run a workflow (exit 0 finished; 1 failed, failed_resumable or cancelled; 2 bad input or
+    /// a launch refused before the run exists). Progress goes to stderr.
+    Run(RunArgs),
+    /// Resume a failed_resumable run from its last checkpoint (admission and sandbox again).
+    Resume(ResumeArgs),
+    /// List runs, or show one: status, failure code, admission.
+    Inspect(InspectArgs),
+    /// Print a run's events.
+    Events(EventsArgs),
 }
 
 /// `iterion validate FILE [--json]`.
@@ -27,6 +36,84 @@ pub struct ValidateArgs {
     /// The `.iter` file.
     pub file: PathBuf,
     /// Print one JSON document `{file, errors, warnings, diagnostics}` instead of the human form.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `auto` or `none`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AutoOrNone {
+    /// Sandbox (auto: the default image; degrades visibly without a container runtime).
+    Auto,
+    /// No sandbox.
+    None,
+}
+
+/// `trusted` or `untrusted`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TrustArg {
+    /// The default.
+    Trusted,
+    /// Refused unless the run gets a per-run container.
+    Untrusted,
+}
+
+/// `iterion run FILE …`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The `.iter` file.
+    pub file: PathBuf,
+    /// A workflow var, typed as declared (repeatable): `--var name=ada`.
+    #[arg(long = "var", value_name = "K=V")]
+    pub vars: Vec<String>,
+    /// Override the sandbox mode: `none` runs on the host whatever the workflow says; `auto`
+    /// sandboxes unless the workflow names its own image or build.
+    #[arg(long, value_enum)]
+    pub sandbox: Option<AutoOrNone>,
+    /// Whether host caches and tool state are bound into the sandbox.
+    #[arg(long = "sandbox-host-state", value_enum)]
+    pub sandbox_host_state: Option<AutoOrNone>,
+    /// The image `sandbox: auto` uses (instead of ITERION_SANDBOX_DEFAULT_IMAGE or the built-in
+    /// default).
+    #[arg(long = "sandbox-default-image", value_name = "REF")]
+    pub sandbox_default_image: Option<String>,
+    /// The run's trust; an untrusted run is refused unless it gets a container.
+    #[arg(long, value_enum, default_value = "trusted")]
+    pub trust: TrustArg,
+    /// Print one JSON document `{run_id, status, failure_code?, message?, output?}` on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `iterion resume RUN_ID [--force]`.
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The run to resume.
+    pub run_id: String,
+    /// Resume even though the workflow file changed since the run started.
+    #[arg(long)]
+    pub force: bool,
+    /// Print one JSON document on stdout, as `run --json`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `iterion inspect [RUN_ID] [--json]`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The run; without it, the newest runs are listed.
+    pub run_id: Option<String>,
+    /// Print JSON (the run record, or an array of them).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `iterion events RUN_ID [--json]`.
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// The run.
+    pub run_id: String,
+    /// One JSON object a line: `{run_id, seq, ts, type, data}`.
     #[arg(long)]
     pub json: bool,
 }

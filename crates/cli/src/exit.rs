@@ -5,9 +5,11 @@
 pub enum Exit {
     /// 0: success.
     Success,
-    /// 1: the run or the check failed (`validate`: the workflow has errors).
+    /// 1: the run or the check failed (`validate`: the workflow has errors; a run ending
+    /// `failed`, `failed_resumable` or `cancelled`; a refused `resume`).
     Failed,
-    /// 2: bad input — a file that cannot be read, a bad flag, a workflow that does not compile.
+    /// 2: bad input — a file that cannot be read, a bad flag or variable, a workflow that does
+    /// not compile, a launch refused before a run exists.
     BadInput,
 }
 

@@ -1,6 +1,6 @@
 //! The `iterion` binary: clap commands over the engine. The only crate that prints for humans
-//! (ARCHITECTURE.md §1): human output goes to stdout, logs to stderr, `--json` prints one JSON
-//! document.
+//! (ARCHITECTURE.md §1): human output goes to stdout, progress and logs to stderr, `--json`
+//! prints one JSON document (JSON lines for `events`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod cli;
@@ -9,10 +9,45 @@ mod exit;
 
 use clap::Parser;
 
+use crate::exit::Exit;
+
 fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     let code = match cli.command {
         cli::Command::Validate(args) => commands::validate::run(&args),
+        command => async_main(command),
     };
     code.into()
+}
+
+/// The commands that talk to the store or the engine run on a multi-threaded tokio runtime.
+fn async_main(command: cli::Command) -> Exit {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_target(false)
+        .without_time()
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return Exit::Failed;
+        }
+    };
+    runtime.block_on(async move {
+        match command {
+            cli::Command::Validate(args) => commands::validate::run(&args),
+            cli::Command::Run(args) => commands::run::run(args).await,
+            cli::Command::Resume(args) => commands::resume::run(args).await,
+            cli::Command::Inspect(args) => commands::inspect::run(args).await,
+            cli::Command::Events(args) => commands::events::run(args).await,
+        }
+    })
 }

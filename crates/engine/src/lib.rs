@@ -26,15 +26,25 @@
 //!   the checkpoint replace every resolved secret value by `[REDACTED:<NAME>]`; rendering itself
 //!   only ever produces placeholders and mount paths (DSL.md §7.5).
 //!
-//! What it deliberately does not do (yet): admission, sandbox resolution and start, the store
-//! wiring, the CLI — the launcher builds those on this API and emits `run_started`, the sandbox
-//! events and the final [`RunOutcome::terminal_event`]. Agent and judge nodes are refused at
+//! Around the executor, the **launcher** ([`Engine`]) runs the seed's flow for one run: the launch
+//! checks ([`resolve_vars`], [`resolve_secrets`]), the run record in the [`iterion_store::Store`]
+//! with its lease, admission (SANDBOX.md §10), `resolve_and_start_sandbox` — the one place where
+//! an absent container runtime degrades (`auto`) or refuses (`inline`) —, the executor, teardown
+//! in every outcome, the final record and the terminal event; [`Engine::resume`] takes a
+//! `failed_resumable` run again, and [`Engine::boot_maintenance`] recovers crashed runs and reaps
+//! orphaned containers (SANDBOX.md §12).
+//!
+//! What it deliberately does not do (yet): the devcontainer (auto always uses the default
+//! image), the egress proxy (a non-open network policy gets no network at all: fail closed),
+//! file-secret delivery, the pre-flight and the doctor. Agent and judge nodes are refused at
 //! dispatch with `CAPABILITY_UNSUPPORTED` until the agent executor lands.
 #![deny(missing_docs)]
 
+mod admission;
 mod budget;
 mod capture;
 mod checkpoint;
+mod engine;
 mod events;
 mod executor;
 mod failure;
@@ -42,7 +52,14 @@ mod fanout;
 mod graph;
 mod host;
 mod input;
+mod launch;
+mod lease;
 mod outcome;
+mod reaper;
+mod record;
+mod resume;
+mod run;
+mod sandbox;
 mod sandbox_events;
 mod schema;
 mod secrets;
@@ -50,13 +67,18 @@ mod select;
 mod sink;
 mod text;
 mod tool;
+mod workspace;
 mod worktree;
 
 pub use iterion_dsl as dsl;
 
+pub use admission::{ADMISSION_CAS_ATTEMPTS, ADMISSION_PHASE, AdmissionError};
 pub use budget::{BudgetError, RunBudget, parse_budget_duration};
 pub use capture::{LOG_CAP, STDOUT_CAP};
 pub use checkpoint::{CHECKPOINT_VERSION, Checkpoint, LoopCounter, NextNode, ResumeError};
+pub use engine::{
+    Engine, EngineError, LaunchOptions, ResumeRequest, RunControl, RunRequest, RunSummary,
+};
 pub use events::{
     BudgetDimension, BudgetExceeded, EdgeConditionError, EdgeSelected, Event, LoopExhausted,
     NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, PHASE_EXECUTION, RunCancelled, RunFailed,
@@ -65,7 +87,18 @@ pub use events::{
 pub use executor::{EVENT_OUTPUT_MAX_BYTES, Execution, ExecutionError};
 pub use failure::{Disposition, FailureCode, MAX_DELIVERIES, OutcomeStatus};
 pub use host::host_sandbox;
+pub use launch::{
+    LaunchError, resolve_secrets, resolve_vars, workflow_has_file_secrets, workflow_hash,
+};
+pub use lease::{LEASE_RENEW, LEASE_TTL};
 pub use outcome::{RunOutcome, RunReport};
+pub use reaper::{
+    INTERRUPTED_MESSAGE, ReapReport, Verdict, reap_local, reapable, recover_interrupted,
+};
+pub use record::{NoObserver, RunObserver};
+pub use run::PHASE_ADMISSION;
+pub use sandbox::mounts::{ARTIFACT_FILES_TARGET, ENGINE_BIN_TARGET};
+pub use sandbox::{PHASE_SANDBOX_SETUP, STORE_MARKER, SandboxSettings, runtime_root};
 pub use sandbox_events::{
     Adoption, BUILD_ERROR_MAX_BYTES, DevboxTarget, DrainFailure, NetworkBlocked,
     PINNED_NOOP_REASON, SandboxAttachmentsCopied, SandboxBuildFailed, SandboxBuildFinished,
@@ -79,6 +112,7 @@ pub use secrets::{Redactor, ResolvedSecret, secret_placeholder};
 pub use sink::{
     EventSink, LogLine, LogStream, MemoryEventSink, MemoryRunLog, NullRunLog, RunLogSink,
 };
+pub use workspace::{check_worktree_possible, repository_root_of};
 pub use worktree::{
     RunWorktree, WorktreeError, WorktreeLanding, create_worktree, workspace_root, worktree_branch,
 };

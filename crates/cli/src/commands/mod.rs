@@ -1,2 +1,125 @@
-//! One module per command.
+//! One module per command, and what they share.
+pub mod events;
+pub mod inspect;
+pub mod progress;
+pub mod resume;
+pub mod run;
 pub mod validate;
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use iterion_engine::Engine;
+use iterion_store::{SqliteOptions, SqliteStore, Store, db_path, iterion_home_from_env};
+
+use crate::exit::Exit;
+
+/// A failure of a command before or outside a run, with its exit code.
+pub struct Failure {
+    pub exit: Exit,
+    pub error: anyhow::Error,
+}
+
+impl Failure {
+    pub fn bad_input(error: impl Into<anyhow::Error>) -> Failure {
+        Failure {
+            exit: Exit::BadInput,
+            error: error.into(),
+        }
+    }
+
+    pub fn failed(error: impl Into<anyhow::Error>) -> Failure {
+        Failure {
+            exit: Exit::Failed,
+            error: error.into(),
+        }
+    }
+
+    /// Prints the error (with its causes) to stderr and returns the exit code.
+    pub fn report(self) -> Exit {
+        eprintln!("error: {:#}", self.error);
+        self.exit
+    }
+}
+
+/// `$ITERION_HOME` (default `~/.iterion`) and its store.
+pub async fn open_store() -> Result<(std::path::PathBuf, Arc<dyn Store>), Failure> {
+    let home = iterion_home_from_env()
+        .map_err(|e| Failure::bad_input(anyhow::Error::new(e).context("set ITERION_HOME")))?;
+    let path = db_path(&home);
+    let store = SqliteStore::open(&path, SqliteOptions::default())
+        .await
+        .with_context(|| format!("cannot open the run store {}", path.display()))
+        .map_err(Failure::failed)?;
+    Ok((home, Arc::new(store)))
+}
+
+/// The engine the product entry points use: the global default installed from
+/// `ITERION_SANDBOX_DEFAULT` (else `auto`), and this executable as the engine binary.
+pub fn product_engine(store: Arc<dyn Store>, home: std::path::PathBuf) -> Result<Engine, Failure> {
+    let default = iterion_sandbox::global_sandbox_default_from_env().map_err(|e| {
+        Failure::bad_input(anyhow::anyhow!(
+            "{e} (ITERION_SANDBOX_DEFAULT sets whether workflows without a sandbox: block are sandboxed)"
+        ))
+    })?;
+    let mut engine = Engine::new(store, home).with_sandbox_default(default);
+    if let Ok(exe) = std::env::current_exe().and_then(std::fs::canonicalize) {
+        engine = engine.with_engine_binary(exe);
+    }
+    Ok(engine)
+}
+
+/// Ctrl-C cancels the run (`cancelled`); SIGTERM interrupts it (`failed_resumable`,
+/// `INTERRUPTED`). Either way the engine tears the sandbox down before the process exits.
+pub fn install_signals(control: &iterion_engine::RunControl) {
+    let cancel = control.cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("interrupt: cancelling the run (tearing down the sandbox)…");
+            cancel.cancel();
+        }
+    });
+    let interrupt = control.interrupt.clone();
+    tokio::spawn(async move {
+        if let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            && term.recv().await.is_some()
+        {
+            eprintln!("terminated: interrupting the run (resumable)…");
+            interrupt.cancel();
+        }
+    });
+}
+
+/// Prints a run's summary and maps its status to the exit code.
+pub fn finish(summary: &iterion_engine::RunSummary, json: bool) -> Exit {
+    use iterion_store::RunStatus;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(summary).unwrap_or_else(|_| "{}".to_owned())
+        );
+    } else {
+        let code = summary
+            .failure_code
+            .as_deref()
+            .map(|c| format!(" [{c}]"))
+            .unwrap_or_default();
+        println!("run {} {}{code}", summary.run_id, summary.status);
+        if let Some(output) = &summary.output {
+            println!("output: {output}");
+        }
+        if let Some(path) = &summary.worktree {
+            println!("worktree kept at {}", path.display());
+        }
+    }
+    match summary.status {
+        RunStatus::Finished => Exit::Success,
+        RunStatus::Failed
+        | RunStatus::FailedResumable
+        | RunStatus::Cancelled
+        | RunStatus::Queued
+        | RunStatus::Running
+        | RunStatus::Paused => Exit::Failed,
+    }
+}

@@ -1,0 +1,108 @@
+//! `iterion inspect [RUN_ID] [--json]`: the newest runs, or one run with its status, failure
+//! code and admission.
+use iterion_store::{Run, RunId, RunQuery};
+
+use crate::cli::InspectArgs;
+use crate::commands::{Failure, open_store};
+use crate::exit::Exit;
+
+/// Runs the command.
+pub async fn run(args: InspectArgs) -> Exit {
+    match inspect(args).await {
+        Ok(exit) => exit,
+        Err(failure) => failure.report(),
+    }
+}
+
+async fn inspect(args: InspectArgs) -> Result<Exit, Failure> {
+    let id = match &args.run_id {
+        Some(text) => Some(RunId::parse(text).map_err(Failure::bad_input)?),
+        None => None,
+    };
+    let (_, store) = open_store().await?;
+    let Some(id) = id else {
+        let runs = store
+            .list_runs(&RunQuery::newest(50))
+            .await
+            .map_err(Failure::failed)?;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::to_string(&runs).unwrap_or_else(|_| "[]".to_owned())
+            );
+        } else if runs.is_empty() {
+            println!("no runs yet (`iterion run FILE` starts one)");
+        } else {
+            println!(
+                "{:<36}  {:<16}  {:<24}  {:<24}  CODE",
+                "RUN", "STATUS", "WORKFLOW", "CREATED"
+            );
+            for run in &runs {
+                println!(
+                    "{:<36}  {:<16}  {:<24}  {:<24}  {}",
+                    run.id,
+                    run.status.as_str(),
+                    run.workflow,
+                    run.created_at.to_string(),
+                    run.failure_code.as_deref().unwrap_or("-")
+                );
+            }
+        }
+        return Ok(Exit::Success);
+    };
+    let Some(run) = store.get_run(&id).await.map_err(Failure::failed)? else {
+        return Err(Failure::failed(iterion_store::Error::RunNotFound {
+            run_id: id,
+        }));
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&run).unwrap_or_else(|_| "{}".to_owned())
+        );
+    } else {
+        print!("{}", human(&run));
+    }
+    Ok(Exit::Success)
+}
+
+fn human(run: &Run) -> String {
+    let mut out = String::new();
+    let mut line = |key: &str, value: &str| {
+        out.push_str(&format!("{key:<20} {value}\n"));
+    };
+    line("run", run.id.as_str());
+    line("workflow", &run.workflow);
+    line("file", &run.file_path.display().to_string());
+    line("status", run.status.as_str());
+    line("trust", run.trust.as_str());
+    if let Some(code) = &run.failure_code {
+        line("failure code", code);
+    }
+    if let Some(message) = &run.failure_message {
+        line("failure", message);
+    }
+    match &run.admission {
+        Some(a) => {
+            line(
+                "admission",
+                &format!("{} ({}, {})", a.decision.as_str(), a.code, a.phase),
+            );
+            line("admission reason", &a.reason);
+            line("admission checked", &a.checked_at.to_string());
+        }
+        None => line("admission", "not yet decided"),
+    }
+    if let Some(node) = &run.last_completed_node {
+        line("last completed", node);
+    }
+    if let Some(path) = &run.worktree_path {
+        line("worktree", &path.display().to_string());
+    }
+    line("created", &run.created_at.to_string());
+    line("updated", &run.updated_at.to_string());
+    if let Some(at) = &run.finished_at {
+        line("finished", &at.to_string());
+    }
+    out
+}

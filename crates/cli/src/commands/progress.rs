@@ -1,0 +1,153 @@
+//! Human progress of a run on stderr (ARCHITECTURE.md §4): the run id, the sandbox decision
+//! (degraded runs say loudly that they are not isolated), one line per node, an image-pull
+//! progress bar, and the run's end.
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use iterion_engine::{Event, RunObserver};
+use iterion_sandbox::PullProgress;
+
+/// Draws a run's progress on stderr.
+pub struct Progress {
+    quiet_ids: bool,
+    pull: Mutex<Option<Pull>>,
+}
+
+struct Pull {
+    bar: ProgressBar,
+    layers: BTreeMap<String, (u64, Option<u64>)>,
+}
+
+impl Progress {
+    /// With `json`, the run id line is left out (stdout carries the JSON document; stderr still
+    /// gets progress).
+    pub fn new(json: bool) -> Progress {
+        Progress {
+            quiet_ids: json,
+            pull: Mutex::new(None),
+        }
+    }
+
+    fn end_pull(&self) {
+        if let Some(pull) = self
+            .pull
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            pull.bar.finish_and_clear();
+        }
+    }
+
+    /// Clears any bar still drawn.
+    pub fn done(&self) {
+        self.end_pull();
+    }
+
+    fn say(&self, line: &str) {
+        match self
+            .pull
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            Some(pull) => pull.bar.println(line),
+            None => eprintln!("{line}"),
+        }
+    }
+}
+
+fn text(value: &serde_json::Value, key: &str) -> String {
+    value
+        .get(key)
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+impl RunObserver for Progress {
+    fn run_created(&self, run_id: &str) {
+        if !self.quiet_ids {
+            eprintln!("run {run_id}");
+        }
+    }
+
+    fn event(&self, event: &Event) {
+        let data = event.data();
+        let line = match event {
+            Event::SandboxSkipped(skipped) if skipped.refused == Some(true) => format!(
+                "Sandbox refused [SANDBOX_DRIVER_UNAVAILABLE]: {}",
+                skipped.reason
+            ),
+            Event::SandboxSkipped(skipped) => format!(
+                "Sandbox skipped — the run is NOT isolated: {}",
+                skipped.reason
+            ),
+            Event::SandboxStarted(started) => {
+                self.end_pull();
+                let id: String = started.sandbox_id.chars().take(12).collect();
+                format!(
+                    "sandbox: {} container {id} from {} (mode {} from {}; network {})",
+                    started.driver,
+                    started.image,
+                    started.mode,
+                    started.source,
+                    started.network_mode
+                )
+            }
+            Event::SandboxBuildStarted(build) => {
+                format!("sandbox: building {} ({})", build.dockerfile, build.context)
+            }
+            Event::NodeStarted(node) => format!("▸ {}", node.node),
+            Event::NodeFinished(node) => format!("✓ {} ({} ms)", node.node, node.duration_ms),
+            Event::NodeFailed(node) => {
+                let exit = node
+                    .exit_code
+                    .map(|c| format!(" (exit {c})"))
+                    .unwrap_or_default();
+                format!("✗ {} [{}]{exit}: {}", node.node, node.code, node.message)
+            }
+            Event::RunFailed(_) => {
+                self.end_pull();
+                format!(
+                    "run failed [{}] in {}: {}",
+                    text(&data, "code"),
+                    text(&data, "phase"),
+                    text(&data, "error")
+                )
+            }
+            Event::RunCancelled(cancelled) => {
+                self.end_pull();
+                format!("run cancelled: {}", cancelled.reason)
+            }
+            Event::RunFinished(finished) => format!("run finished in {} ms", finished.duration_ms),
+            _ => return,
+        };
+        self.say(&line);
+    }
+
+    fn pull(&self, update: &PullProgress) {
+        let mut guard = self.pull.lock().unwrap_or_else(PoisonError::into_inner);
+        let pull = guard.get_or_insert_with(|| {
+            let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+            let style =
+                ProgressStyle::with_template("pulling image {bar:30} {bytes}/{total_bytes} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar());
+            bar.set_style(style);
+            Pull {
+                bar,
+                layers: BTreeMap::new(),
+            }
+        });
+        pull.layers
+            .insert(update.layer.clone(), (update.current, update.total));
+        let (done, total) = pull
+            .layers
+            .values()
+            .fold((0, 0), |(d, t), (c, n)| (d + c, t + n.unwrap_or(0)));
+        pull.bar.set_length(total.max(done));
+        pull.bar.set_position(done);
+        pull.bar.set_message(update.status.clone());
+    }
+}

@@ -1,0 +1,48 @@
+//! `iterion resume RUN_ID [--force] [--json]`: a `failed_resumable` run again, from its
+//! checkpoint (SANDBOX.md §16.4). Crash recovery runs first, so a run whose process died (its
+//! lease lapsed) is resumable at once; a refusal (`RESUME_INVALID`) exits 1.
+use std::sync::Arc;
+
+use iterion_engine::{EngineError, ResumeRequest, RunControl};
+
+use crate::cli::ResumeArgs;
+use crate::commands::progress::Progress;
+use crate::commands::{Failure, finish, install_signals, open_store, product_engine};
+use crate::exit::Exit;
+
+/// Runs the command.
+pub async fn run(args: ResumeArgs) -> Exit {
+    match resume(args).await {
+        Ok(exit) => exit,
+        Err(failure) => failure.report(),
+    }
+}
+
+async fn resume(args: ResumeArgs) -> Result<Exit, Failure> {
+    let (home, store) = open_store().await?;
+    let engine = Arc::new(product_engine(store, home)?);
+    engine.boot_maintenance().await;
+    let control = RunControl::default();
+    install_signals(&control);
+    let progress = Arc::new(Progress::new(args.json));
+    let result = engine
+        .resume(
+            ResumeRequest {
+                run_id: args.run_id.clone(),
+                force: args.force,
+            },
+            control,
+            progress.clone(),
+        )
+        .await;
+    progress.done();
+    match result {
+        Ok(summary) => Ok(finish(&summary, args.json)),
+        Err(EngineError::Launch(e)) => Err(Failure::bad_input(e)),
+        Err(e @ EngineError::ResumeRefused { .. }) => Err(Failure::failed(anyhow::anyhow!(
+            "resume refused [{}]: {e}",
+            e.code()
+        ))),
+        Err(e) => Err(Failure::failed(e)),
+    }
+}

@@ -1,0 +1,105 @@
+//! `iterion run FILE [--var K=V]… [--sandbox auto|none] [--sandbox-host-state auto|none]
+//! [--sandbox-default-image REF] [--trust trusted|untrusted] [--json]` (ARCHITECTURE.md §4).
+//!
+//! Everything that can refuse the launch is checked before the store is touched: the file, the
+//! workflow's diagnostics, the vars, the secrets and `ITERION_SANDBOX_DEFAULT` (exit 2, no run).
+//! Then the boot maintenance (crash recovery, reaper) runs beside the run, and is awaited before
+//! the process exits.
+use std::sync::Arc;
+
+use iterion_dsl::{CompileOptions, render};
+use iterion_engine::{
+    EngineError, LaunchOptions, RunControl, RunRequest, resolve_secrets, resolve_vars,
+    workflow_hash,
+};
+use iterion_sandbox::{HostState, SandboxFlag, Trust};
+
+use crate::cli::{AutoOrNone, RunArgs, TrustArg};
+use crate::commands::progress::Progress;
+use crate::commands::{Failure, finish, install_signals, open_store, product_engine};
+use crate::exit::Exit;
+
+/// Runs the command.
+pub async fn run(args: RunArgs) -> Exit {
+    match launch(args).await {
+        Ok(exit) => exit,
+        Err(failure) => failure.report(),
+    }
+}
+
+fn flag(value: Option<AutoOrNone>) -> Option<SandboxFlag> {
+    value.map(|v| match v {
+        AutoOrNone::Auto => SandboxFlag::Auto,
+        AutoOrNone::None => SandboxFlag::None,
+    })
+}
+
+async fn launch(args: RunArgs) -> Result<Exit, Failure> {
+    let shown = args.file.display().to_string();
+    let bytes = iterion_dsl::load(&args.file).map_err(Failure::bad_input)?;
+    let compiled = iterion_dsl::compile(
+        &bytes,
+        &CompileOptions {
+            ask_user_in_sandbox: crate::commands::validate::ASK_USER_IN_SANDBOX,
+        },
+    );
+    let workflow = match compiled.workflow {
+        Some(workflow) if compiled.error_count() == 0 => workflow,
+        _ => {
+            let source = render::display_source(&bytes);
+            eprint!("{}", render::human(&shown, &source, &compiled.diagnostics));
+            return Err(Failure::bad_input(anyhow::anyhow!(
+                "{shown} does not compile; nothing was run (`iterion validate {shown}` shows the same diagnostics)"
+            )));
+        }
+    };
+    let vars = resolve_vars(&workflow, &args.vars).map_err(Failure::bad_input)?;
+    let secrets =
+        resolve_secrets(&workflow, |k| std::env::var(k).ok()).map_err(Failure::bad_input)?;
+    let cwd = std::env::current_dir().map_err(Failure::bad_input)?;
+    let (home, store) = {
+        // ITERION_SANDBOX_DEFAULT is checked before the store is opened.
+        iterion_sandbox::global_sandbox_default_from_env().map_err(|e| {
+            Failure::bad_input(anyhow::anyhow!(
+                "{e} (ITERION_SANDBOX_DEFAULT sets whether workflows without a sandbox: block are sandboxed)"
+            ))
+        })?;
+        open_store().await?
+    };
+    let engine = Arc::new(product_engine(store, home)?);
+    let maintenance = {
+        let engine = Arc::clone(&engine);
+        tokio::spawn(async move { engine.boot_maintenance().await })
+    };
+    let control = RunControl::default();
+    install_signals(&control);
+    let request = RunRequest {
+        workflow,
+        workflow_hash: workflow_hash(&bytes),
+        file_path: std::fs::canonicalize(&args.file).unwrap_or(args.file.clone()),
+        vars,
+        secrets,
+        trust: match args.trust {
+            TrustArg::Trusted => Trust::Trusted,
+            TrustArg::Untrusted => Trust::Untrusted,
+        },
+        options: LaunchOptions {
+            sandbox: flag(args.sandbox),
+            host_state: flag(args.sandbox_host_state).map(|f| match f {
+                SandboxFlag::Auto => HostState::Auto,
+                SandboxFlag::None => HostState::None,
+            }),
+            default_image: args.sandbox_default_image.clone(),
+            cwd,
+        },
+    };
+    let progress = Arc::new(Progress::new(args.json));
+    let result = engine.run(request, control, progress.clone()).await;
+    progress.done();
+    let _ = maintenance.await;
+    match result {
+        Ok(summary) => Ok(finish(&summary, args.json)),
+        Err(EngineError::Launch(e)) => Err(Failure::bad_input(e)),
+        Err(e) => Err(Failure::failed(e)),
+    }
+}

@@ -1,0 +1,260 @@
+//! Crash recovery and the local reaper (SANDBOX.md §12; our decision 9).
+//!
+//! At the start of `iterion run` and `iterion resume`:
+//!
+//! 1. [`recover_interrupted`]: a run still `running` whose lease has lapsed belongs to a process
+//!    that died; it becomes `failed_resumable` / `INTERRUPTED` (under compare-and-swap) with a
+//!    `run_failed` event, so it never hangs `running` and `iterion resume` can pick it up.
+//! 2. [`reap_local`]: containers labelled `iterion.io/managed=true` and this store's
+//!    `iterion.io/store`, on every local engine that answers (docker and podman), are removed
+//!    when [`reapable`] says so; so are this store's per-run host dirs under the runtime root.
+//!
+//! The predicate is liveness-first and fails safe: a held lease, a lease check that errored or
+//! a transient store error all keep the resource; only no lease plus a terminal status, or a run
+//! the store provably does not have, reaps it. Built images are not collected yet.
+//! The whole reaper is off under `ITERION_SANDBOX_OVERRIDE=none` (SANDBOX.md §12.2).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use iterion_sandbox::{
+    DockerDriver, DockerSettings, DriverKind, EndpointVars, EngineKind, endpoints_for,
+};
+use iterion_store::{Liveness, NewEvent, RunId, RunQuery, RunStatus, Store};
+
+use crate::events::{Event, PHASE_EXECUTION, RunFailed};
+use crate::failure::FailureCode;
+use crate::sandbox::runtime_root;
+
+/// Why a resource was kept or reaped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Leave it.
+    Keep,
+    /// Remove it.
+    Reap,
+}
+
+/// The reaper's predicate over what the store said (SANDBOX.md §12.1). `run_id` is the
+/// resource's `iterion.io/run-id` label.
+pub fn reapable(
+    run_id: &str,
+    liveness: Option<&Result<Liveness, iterion_store::Error>>,
+) -> Verdict {
+    if run_id.is_empty() {
+        return Verdict::Reap;
+    }
+    match liveness {
+        // The label is not a run id this store could hold: provably absent.
+        None => Verdict::Reap,
+        Some(Err(_)) => Verdict::Keep,
+        Some(Ok(Liveness::Leased(_))) => Verdict::Keep,
+        Some(Ok(Liveness::Absent)) => Verdict::Reap,
+        Some(Ok(Liveness::Unleased { status })) if status.is_terminal() => Verdict::Reap,
+        Some(Ok(Liveness::Unleased { .. })) => Verdict::Keep,
+    }
+}
+
+async fn judge(store: &dyn Store, run_id: &str) -> Verdict {
+    if run_id.is_empty() {
+        return Verdict::Reap;
+    }
+    match RunId::parse(run_id) {
+        Err(_) => reapable(run_id, None),
+        Ok(id) => reapable(run_id, Some(&store.liveness(&id).await)),
+    }
+}
+
+/// The message of a run found `running` with a lapsed lease.
+pub const INTERRUPTED_MESSAGE: &str = "the process running this run stopped before it finished (its lease lapsed); `iterion resume` continues it";
+
+/// Moves every `running` run whose lease lapsed to `failed_resumable` / `INTERRUPTED`. Returns
+/// the runs moved. Errors are logged and skip the run.
+pub async fn recover_interrupted(store: &dyn Store) -> Vec<RunId> {
+    let runs = match store
+        .list_runs(&RunQuery::newest(10_000).status(RunStatus::Running))
+        .await
+    {
+        Ok(runs) => runs,
+        Err(error) => {
+            tracing::warn!("crash recovery: cannot list running runs: {error}");
+            return Vec::new();
+        }
+    };
+    let mut moved = Vec::new();
+    for run in runs {
+        match store.liveness(&run.id).await {
+            Ok(Liveness::Unleased {
+                status: RunStatus::Running,
+            }) => {}
+            Ok(_) | Err(_) => continue,
+        }
+        let mut next = run.clone();
+        next.status = RunStatus::FailedResumable;
+        next.failure_code = Some(FailureCode::Interrupted.as_str().to_owned());
+        next.failure_message = Some(INTERRUPTED_MESSAGE.to_owned());
+        match store.save_run(&next, run.version).await {
+            Ok(_) => {
+                let event = Event::RunFailed(RunFailed {
+                    error: INTERRUPTED_MESSAGE.to_owned(),
+                    phase: PHASE_EXECUTION.to_owned(),
+                    code: Some(FailureCode::Interrupted),
+                    resumable: Some(true),
+                });
+                if let Err(error) = store
+                    .append_event(&run.id, NewEvent::new(event.kind(), event.data()))
+                    .await
+                {
+                    tracing::warn!("crash recovery: run {}: {error}", run.id);
+                }
+                moved.push(run.id);
+            }
+            // Someone else moved it first: their answer stands.
+            Err(error) => tracing::debug!("crash recovery: run {}: {error}", run.id),
+        }
+    }
+    moved
+}
+
+/// The local container engines that answer (docker, then podman), for the reaper and for
+/// removing a run's container by label when its setup was cancelled.
+pub(crate) async fn local_engines() -> Vec<DockerDriver> {
+    let vars = EndpointVars::from_env();
+    let (docker_endpoints, podman_endpoints) = (
+        endpoints_for(EngineKind::Docker, &vars),
+        endpoints_for(EngineKind::Podman, &vars),
+    );
+    let docker = DockerDriver::connect(
+        DriverKind::Docker,
+        &docker_endpoints,
+        DockerSettings::default(),
+    );
+    let podman = DockerDriver::connect(
+        DriverKind::Podman,
+        &podman_endpoints,
+        DockerSettings::default(),
+    );
+    let (docker, podman) = tokio::join!(docker, podman);
+    docker.into_iter().chain(podman).collect()
+}
+
+/// What one reaper pass removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReapReport {
+    /// Container ids removed.
+    pub containers: Vec<String>,
+    /// Per-run host dirs removed.
+    pub run_dirs: Vec<String>,
+}
+
+/// One pass of the local reaper over this store's containers and per-run host dirs.
+pub async fn reap_local(store: Arc<dyn Store>) -> ReapReport {
+    let mut report = ReapReport::default();
+    let store_id = store.store_id().to_owned();
+    for engine in local_engines().await {
+        let listed = match engine.list_managed(&store_id).await {
+            Ok(listed) => listed,
+            Err(error) => {
+                tracing::warn!("reaper: {}: {error}", engine.engine());
+                continue;
+            }
+        };
+        for resource in listed {
+            if judge(store.as_ref(), &resource.run_id).await == Verdict::Reap {
+                match engine.remove(&resource.id).await {
+                    Ok(()) => report.containers.push(resource.id),
+                    Err(error) => tracing::warn!("reaper: remove {}: {error}", resource.name),
+                }
+            }
+        }
+    }
+    report.run_dirs = reap_run_dirs(store.as_ref(), &runtime_root()).await;
+    report
+}
+
+async fn reap_run_dirs(store: &dyn Store, root: &Path) -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(mut entries) = tokio::fs::read_dir(root).await else {
+        return removed;
+    };
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if RunId::parse(&name).is_err() {
+            continue;
+        }
+        let marker = entry.path().join(crate::sandbox::STORE_MARKER);
+        let owner = tokio::fs::read_to_string(&marker).await.unwrap_or_default();
+        if owner.trim() != store.store_id() {
+            continue;
+        }
+        if judge(store, &name).await == Verdict::Reap
+            && tokio::fs::remove_dir_all(entry.path()).await.is_ok()
+        {
+            removed.push(name);
+        }
+    }
+    removed
+}
+
+/// Removes every container of `run_id` in this store, on every local engine (a cancelled
+/// setup, where the driver's own cleanup may not have run).
+pub(crate) async fn remove_run_containers(store_id: &str, run_id: &str) {
+    for engine in local_engines().await {
+        if let Err(error) = engine.remove_run(store_id, run_id).await {
+            tracing::warn!("removing the containers of run {run_id}: {error}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use iterion_store::{Lease, Timestamp};
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    #[test]
+    fn only_an_absent_or_terminal_unleased_run_is_reaped() {
+        let id = "0190b4c6-1d2e-7f00-8000-000000000001";
+        let lease = Liveness::Leased(Lease {
+            run_id: RunId::parse(id).unwrap(),
+            holder: "h".into(),
+            expires_at: Timestamp::from_millis(0),
+        });
+        let unleased = |status| Ok(Liveness::Unleased { status });
+        type Case = (
+            &'static str,
+            Option<Result<Liveness, iterion_store::Error>>,
+            Verdict,
+        );
+        let cases: Vec<Case> = vec![
+            ("", None, Verdict::Reap),
+            ("not-a-uuid", None, Verdict::Reap),
+            (id, Some(Ok(lease)), Verdict::Keep),
+            (
+                id,
+                Some(Err(iterion_store::Error::HomeUnset)),
+                Verdict::Keep,
+            ),
+            (id, Some(Ok(Liveness::Absent)), Verdict::Reap),
+            (id, Some(unleased(RunStatus::Finished)), Verdict::Reap),
+            (id, Some(unleased(RunStatus::Failed)), Verdict::Reap),
+            (
+                id,
+                Some(unleased(RunStatus::FailedResumable)),
+                Verdict::Reap,
+            ),
+            (id, Some(unleased(RunStatus::Cancelled)), Verdict::Reap),
+            (id, Some(unleased(RunStatus::Running)), Verdict::Keep),
+            (id, Some(unleased(RunStatus::Paused)), Verdict::Keep),
+            (id, Some(unleased(RunStatus::Queued)), Verdict::Keep),
+        ];
+        for (run_id, liveness, want) in cases {
+            assert_eq!(
+                reapable(run_id, liveness.as_ref()),
+                want,
+                "{run_id} {liveness:?}"
+            );
+        }
+    }
+}

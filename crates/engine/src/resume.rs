@@ -1,0 +1,160 @@
+//! `iterion resume RUN_ID` (SANDBOX.md §16.4, §9.2): a `failed_resumable` run is taken again —
+//! admission again, sandbox again — and continues from the checkpoint on its record (the node
+//! that failed or was interrupted; the entry node when it stopped before any node ran).
+//!
+//! Refusals (`RESUME_INVALID`, the run left as it was): a run in any other status, one another
+//! process holds the lease of, a workflow file that no longer compiles, and — unless `--force` —
+//! a workflow file whose source changed since the run started.
+
+use std::sync::Arc;
+
+use iterion_dsl::CompileOptions;
+use iterion_store::{Run, RunStatus};
+
+use crate::engine::{Engine, EngineError, ResumeRequest, RunControl, RunEnvelope, RunSummary};
+use crate::launch::{resolve_secrets, workflow_hash};
+use crate::lease::LEASE_TTL;
+use crate::record::RunObserver;
+use crate::run::{Attempt, parse_run_id, settings_from_env};
+
+fn refused(message: impl Into<String>) -> EngineError {
+    EngineError::ResumeRefused {
+        message: message.into(),
+    }
+}
+
+impl Engine {
+    /// Resumes a `failed_resumable` run.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::ResumeRefused`] (the run is left as it was), launch errors (a required
+    /// secret unset), store errors.
+    pub async fn resume(
+        &self,
+        request: ResumeRequest,
+        control: RunControl,
+        observer: Arc<dyn RunObserver>,
+    ) -> Result<RunSummary, EngineError> {
+        let run_id = parse_run_id(&request.run_id)?;
+        let Some(run) = self.store.get_run(&run_id).await? else {
+            return Err(EngineError::Store(iterion_store::Error::RunNotFound {
+                run_id,
+            }));
+        };
+        if run.status != RunStatus::FailedResumable {
+            return Err(refused(format!(
+                "run {run_id} is {}; only a failed_resumable run can be resumed (`iterion inspect {run_id}` shows why it ended)",
+                run.status
+            )));
+        }
+        let bytes = iterion_dsl::load(&run.file_path)
+            .map_err(|e| refused(format!("cannot resume run {run_id}: {e}")))?;
+        let hash = workflow_hash(&bytes);
+        if hash != run.workflow_hash && !request.force {
+            return Err(refused(format!(
+                "the workflow file {} changed since run {run_id} started; pass --force to resume with the file as it is now",
+                run.file_path.display()
+            )));
+        }
+        let compiled = iterion_dsl::compile(
+            &bytes,
+            &CompileOptions {
+                ask_user_in_sandbox: false,
+            },
+        );
+        let clean = compiled.error_count() == 0;
+        let Some(workflow) = compiled.workflow.filter(|_| clean) else {
+            return Err(refused(format!(
+                "the workflow file {} no longer compiles; `iterion validate {}` shows why",
+                run.file_path.display(),
+                run.file_path.display()
+            )));
+        };
+        let secrets = resolve_secrets(&workflow, |k| std::env::var(k).ok())?;
+        let envelope = RunEnvelope::from_value(run.checkpoint.as_ref());
+        let mut launch = envelope.launch.clone();
+        if launch.cwd.as_os_str().is_empty() {
+            launch.cwd = std::env::current_dir().unwrap_or_default();
+        }
+        let (settings, override_env) = settings_from_env(self, &launch)?;
+        let holder = crate::engine::holder_name();
+        self.store
+            .acquire_lease(&run.id, &holder, LEASE_TTL)
+            .await
+            .map_err(|e| match e {
+                iterion_store::Error::LeaseHeld { .. } => refused(format!(
+                    "run {run_id} is being executed by another process ({e})"
+                )),
+                other => EngineError::Store(other),
+            })?;
+        let run = match self.reopen(&run).await {
+            Ok(run) => run,
+            Err(error) => {
+                let _ = self.store.release_lease(&run.id, &holder).await;
+                return Err(error);
+            }
+        };
+        self.attempt(
+            Attempt {
+                vars: run.vars.clone(),
+                run,
+                holder,
+                workflow,
+                secrets,
+                settings,
+                override_env,
+                launch,
+                checkpoint: envelope.executor,
+                resumed: true,
+            },
+            control,
+            observer,
+        )
+        .await
+    }
+
+    /// `failed_resumable` → `running`, failure cleared, under compare-and-swap.
+    async fn reopen(&self, run: &Run) -> Result<Run, EngineError> {
+        let mut next = run.clone();
+        next.status = RunStatus::Running;
+        next.failure_code = None;
+        next.failure_message = None;
+        let version = self.store.save_run(&next, run.version).await?;
+        next.version = version;
+        Ok(next)
+    }
+
+    /// Boot maintenance of `iterion run` / `iterion resume` (SANDBOX.md §12): crash recovery,
+    /// then one local reaper pass, bounded by 10 s. Off under `ITERION_SANDBOX_OVERRIDE=none`
+    /// (crash recovery still runs).
+    pub async fn boot_maintenance(&self) -> crate::reaper::ReapReport {
+        let store = Arc::clone(&self.store);
+        let recovered = crate::reaper::recover_interrupted(store.as_ref()).await;
+        if !recovered.is_empty() {
+            tracing::info!(
+                "crash recovery: {} run(s) marked INTERRUPTED",
+                recovered.len()
+            );
+        }
+        let off = iterion_sandbox::sandbox_override_from_env()
+            .ok()
+            .flatten()
+            .is_some_and(|flag| flag == iterion_sandbox::SandboxFlag::None);
+        if off {
+            return crate::reaper::ReapReport::default();
+        }
+        match tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            crate::reaper::reap_local(store),
+        )
+        .await
+        {
+            Ok(report) => report,
+            Err(_) => {
+                tracing::warn!("reaper: the boot pass did not finish within 10 s");
+                crate::reaper::ReapReport::default()
+            }
+        }
+    }
+}

@@ -1,0 +1,647 @@
+//! One attempt of a run, launch or resume alike (ARCHITECTURE.md §2, SANDBOX.md §0.3):
+//! `run_started` → admission → workspace → `resolve_and_start_sandbox` → executor → teardown →
+//! the final record and the terminal event. Every outcome goes through teardown and ends with
+//! exactly one terminal event and one final save.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use iterion_dsl::ir::{Workflow, Worktree};
+use iterion_sandbox::{
+    Factory, HostSignals, Progress, PullProgress, SandboxFlag, SandboxRun, Trust,
+    run_will_be_sandboxed, sandbox_override_from_env,
+};
+use iterion_store::{AdmissionDecision, NewRun, Run, RunId, RunStatus, Store, Timestamp};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::admission::{allowed_trusted, decide_untrusted, persist_admission};
+use crate::checkpoint::Checkpoint;
+use crate::engine::{
+    Engine, EngineError, LaunchOptions, RunControl, RunEnvelope, RunRequest, RunSummary,
+    holder_name,
+};
+use crate::events::{Event, RunFailed, RunStarted};
+use crate::executor::Execution;
+use crate::failure::{FailureCode, OutcomeStatus};
+use crate::lease::{LEASE_TTL, LeaseKeeper};
+use crate::outcome::RunOutcome;
+use crate::record::{RunObserver, StoreEvents, StoreRunLog};
+use crate::sandbox::mounts::MountInputs;
+use crate::sandbox::{
+    ActiveSandbox, PHASE_SANDBOX_SETUP, SandboxOutcome, SandboxSettings, SetupError, StartCtx,
+    resolve, resolve_and_start_sandbox,
+};
+use crate::secrets::{Redactor, ResolvedSecret};
+use crate::sink::EventSink;
+use crate::worktree::{RunWorktree, create_worktree, workspace_root};
+
+/// The `phase` of an admission refusal's `run_failed` (defined here).
+pub const PHASE_ADMISSION: &str = "admission";
+
+/// Everything one attempt needs.
+pub(crate) struct Attempt {
+    pub run: Run,
+    pub holder: String,
+    pub workflow: Workflow,
+    pub vars: Map<String, Value>,
+    pub secrets: Vec<ResolvedSecret>,
+    pub settings: SandboxSettings,
+    pub override_env: Option<SandboxFlag>,
+    pub launch: LaunchOptions,
+    pub checkpoint: Option<Checkpoint>,
+    pub resumed: bool,
+}
+
+/// The sandbox settings of a launch: the flags, the variables, the installed default.
+///
+/// # Errors
+///
+/// [`crate::LaunchError::InvalidSetting`] naming `ITERION_SANDBOX_OVERRIDE` or
+/// `ITERION_SANDBOX_HOST_STATE` when it holds something other than `auto` or `none`.
+pub(crate) fn settings_from_env(
+    engine: &Engine,
+    launch: &LaunchOptions,
+) -> Result<(SandboxSettings, Option<SandboxFlag>), crate::LaunchError> {
+    let invalid = |e: iterion_sandbox::Error| crate::LaunchError::InvalidSetting {
+        message: e.to_string(),
+    };
+    let override_env = sandbox_override_from_env().map_err(invalid)?;
+    let host_state_env = iterion_sandbox::host_state_from_env().map_err(invalid)?;
+    let settings = SandboxSettings {
+        cli_flag: launch.sandbox,
+        override_env,
+        global: engine.sandbox_default,
+        host_state_cli: launch.host_state.unwrap_or_default(),
+        host_state_env,
+        default_image: iterion_sandbox::default_image_from_env(launch.default_image.as_deref()),
+    };
+    Ok((settings, override_env))
+}
+
+impl Engine {
+    /// Launches a run: checks the settings, creates the run (status `running`, with its lease),
+    /// then runs one attempt to its end.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Launch`] before the run exists (exit 2); store and admission-persistence
+    /// failures. Everything after the run exists is an outcome in the [`RunSummary`].
+    pub async fn run(
+        &self,
+        request: RunRequest,
+        control: RunControl,
+        observer: Arc<dyn RunObserver>,
+    ) -> Result<RunSummary, EngineError> {
+        let (settings, override_env) = settings_from_env(self, &request.options)?;
+        if request.workflow.worktree == Worktree::Auto {
+            crate::workspace::check_worktree_possible(&request.options.cwd)
+                .await
+                .map_err(crate::LaunchError::from)?;
+        }
+        crate::RunBudget::resolve(&request.workflow.budget, |k| std::env::var(k).ok())
+            .map_err(crate::LaunchError::from)?;
+        let holder = holder_name();
+        let run = self
+            .store
+            .create_run(
+                NewRun::new(
+                    request.workflow.name.clone(),
+                    request.workflow_hash.clone(),
+                    request.file_path.clone(),
+                )
+                .trust(store_trust(request.trust))
+                .vars(request.vars.clone())
+                .lease(holder.clone(), LEASE_TTL),
+            )
+            .await?;
+        self.attempt(
+            Attempt {
+                run,
+                holder,
+                workflow: request.workflow,
+                vars: request.vars,
+                secrets: request.secrets,
+                settings,
+                override_env,
+                launch: request.options,
+                checkpoint: None,
+                resumed: false,
+            },
+            control,
+            observer,
+        )
+        .await
+    }
+
+    /// Runs one attempt of an existing run that this process holds the lease of.
+    pub(crate) async fn attempt(
+        &self,
+        attempt: Attempt,
+        control: RunControl,
+        observer: Arc<dyn RunObserver>,
+    ) -> Result<RunSummary, EngineError> {
+        let started = Instant::now();
+        let store = Arc::clone(&self.store);
+        let run_id = attempt.run.id.clone();
+        observer.run_created(run_id.as_str());
+        let lost = CancellationToken::new();
+        let keeper = LeaseKeeper::start(
+            Arc::clone(&store),
+            run_id.clone(),
+            attempt.holder.clone(),
+            lost.clone(),
+        );
+        let redactor = Arc::new(Redactor::new(&attempt.secrets));
+        let events = StoreEvents::new(Arc::clone(&store), run_id.clone(), Arc::clone(&observer));
+        let (run_log, writer) =
+            StoreRunLog::start(Arc::clone(&store), run_id.clone(), Arc::clone(&redactor));
+        let trust = sandbox_trust(attempt.run.trust);
+        events
+            .emit(Event::RunStarted(RunStarted {
+                workflow: attempt.workflow.name.clone(),
+                workflow_hash: attempt.run.workflow_hash.clone(),
+                trust: trust.as_str().to_owned(),
+                resumed: attempt.resumed,
+                parent_run: None,
+                root_run: None,
+            }))
+            .await;
+
+        let stop = CancellationToken::new();
+        let interrupted = {
+            let (stop, control, lost) = (stop.clone(), control.clone(), lost.clone());
+            let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = Arc::clone(&interrupted);
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = control.cancel.cancelled() => {}
+                    () = control.interrupt.cancelled() => flag.store(true, std::sync::atomic::Ordering::SeqCst),
+                    () = lost.cancelled() => flag.store(true, std::sync::atomic::Ordering::SeqCst),
+                    () = stop.cancelled() => return,
+                }
+                stop.cancel();
+            });
+            interrupted
+        };
+        let stop_code = || {
+            if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+                FailureCode::Interrupted
+            } else {
+                FailureCode::Cancelled
+            }
+        };
+
+        let cwd = attempt.launch.cwd.clone();
+        let repo_root = crate::workspace::repository_root_of(&cwd).await;
+        let resolved = resolve(
+            &attempt.workflow,
+            &attempt.settings,
+            trust,
+            repo_root.as_ref(),
+        );
+        let factory = Factory::new(
+            self.registry.clone(),
+            self.factory_options,
+            &HostSignals::from_env(),
+        );
+        let envelope = RunEnvelope {
+            launch: attempt.launch.clone(),
+            executor: attempt.checkpoint.clone(),
+        };
+
+        // Admission (seed steps 3–4), persisted before a refusal returns.
+        let admission = match trust {
+            Trust::Trusted => allowed_trusted(Timestamp::now()),
+            Trust::Untrusted => {
+                let verdict = run_will_be_sandboxed(
+                    &resolved.mode_inputs(&attempt.settings),
+                    resolved.spec_resolution(),
+                    &factory,
+                )
+                .await;
+                decide_untrusted(&verdict, attempt.override_env, Timestamp::now())
+            }
+        };
+        let envelope_value = envelope.to_value();
+        let run = persist_admission(store.as_ref(), &attempt.run, &admission, &|r: &mut Run| {
+            r.checkpoint = envelope_value.clone();
+        })
+        .await;
+        let run = match run {
+            Ok(run) => run,
+            Err(error) => {
+                drop(run_log);
+                writer.finish().await;
+                keeper.release().await;
+                stop.cancel();
+                return Err(error.into());
+            }
+        };
+
+        let mut ending = Ending::default();
+        let mut worktree: Option<RunWorktree> = None;
+        if admission.decision == AdmissionDecision::Denied {
+            ending.fail(
+                FailureCode::LaunchFailed,
+                admission.reason.clone(),
+                PHASE_ADMISSION,
+            );
+        } else {
+            // Workspace setup.
+            let workspace = match attempt.workflow.worktree {
+                Worktree::Auto => {
+                    let made = match &run.worktree_path {
+                        Some(path) => RunWorktree::reopen(path).await,
+                        None => create_worktree(&self.iterion_home, run_id.as_str(), &cwd).await,
+                    };
+                    match made {
+                        Ok(wt) => {
+                            let path = wt.path().to_owned();
+                            worktree = Some(wt);
+                            Some(path)
+                        }
+                        Err(error) => {
+                            ending.fail(
+                                FailureCode::SandboxSetupFailed,
+                                error.to_string(),
+                                "workspace setup",
+                            );
+                            None
+                        }
+                    }
+                }
+                Worktree::None => Some(workspace_root(&cwd).await),
+            };
+            if let Some(workspace) = workspace {
+                let workspace = tokio::fs::canonicalize(&workspace)
+                    .await
+                    .unwrap_or(workspace);
+                let scope = Scope {
+                    attempt: &attempt,
+                    run: &run,
+                    resolved: &resolved,
+                    factory: &factory,
+                    workspace: &workspace,
+                    events: &events,
+                    run_log: &run_log,
+                    observer: &observer,
+                    stop: &stop,
+                    stop_code: &stop_code,
+                };
+                self.sandbox_and_execute(&scope, &mut ending).await;
+            }
+        }
+
+        // Teardown of the workspace.
+        let mut kept_worktree = None;
+        if let Some(wt) = worktree {
+            if ending.status() == OutcomeStatus::Finished {
+                if let Err(error) = wt
+                    .finish_done(&attempt.workflow.name, run_id.as_str())
+                    .await
+                {
+                    tracing::warn!("landing the worktree: {error}");
+                }
+            } else {
+                kept_worktree = Some(wt.keep());
+            }
+        }
+
+        // The final record, then the terminal event.
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let envelope = RunEnvelope {
+            launch: attempt.launch.clone(),
+            executor: ending.checkpoint.clone().or(attempt.checkpoint.clone()),
+        };
+        let saved = save_final(
+            store.as_ref(),
+            &run,
+            &ending,
+            &envelope,
+            kept_worktree.as_ref(),
+        )
+        .await;
+        events.emit(ending.terminal_event(duration_ms)).await;
+        drop(run_log);
+        writer.finish().await;
+        keeper.release().await;
+        stop.cancel();
+        saved?;
+        Ok(RunSummary {
+            run_id: run_id.to_string(),
+            status: store_status(ending.status()),
+            failure_code: ending.code.map(|c| c.as_str().to_owned()),
+            message: ending.message.clone(),
+            output: ending.output.clone(),
+            worktree: kept_worktree,
+        })
+    }
+
+    /// `resolve_and_start_sandbox`, the `interaction: ask` guard, the executor and the sandbox
+    /// teardown. Records how it ended in `ending`.
+    async fn sandbox_and_execute(&self, scope: &Scope<'_>, ending: &mut Ending) {
+        let Scope {
+            attempt,
+            run,
+            resolved,
+            factory,
+            workspace,
+            events,
+            run_log,
+            observer,
+            stop,
+            stop_code,
+        } = *scope;
+        let run_id = run.id.as_str();
+        let budget =
+            match crate::RunBudget::resolve(&attempt.workflow.budget, |k| std::env::var(k).ok()) {
+                Ok(budget) => budget,
+                Err(error) => {
+                    ending.fail(
+                        FailureCode::LaunchFailed,
+                        error.to_string(),
+                        PHASE_SANDBOX_SETUP,
+                    );
+                    return;
+                }
+            };
+        let progress = ObserverProgress(Arc::clone(observer));
+        let ctx = StartCtx {
+            resolved,
+            factory,
+            run_id,
+            store_id: self.store.store_id(),
+            workflow: &attempt.workflow.name,
+            trust: sandbox_trust(run.trust),
+            max_duration_seconds: budget.max_duration.map_or(0, |d| d.as_secs()),
+            mount_inputs: MountInputs {
+                run_id: run_id.to_owned(),
+                iterion_home: self.iterion_home.clone(),
+                workspace: workspace.to_owned(),
+                home: std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .filter(|h| h.is_absolute()),
+                host_state_source: resolved.host_state_source,
+                engine_binary: std::env::var_os("ITERION_BIN")
+                    .map(PathBuf::from)
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .or_else(|| self.engine_binary.clone()),
+                host_binds: true,
+            },
+            file_secrets: crate::launch::workflow_has_file_secrets(&attempt.workflow),
+            events,
+            run_log: Arc::new(run_log.clone()),
+            progress: &progress,
+        };
+        let outcome = tokio::select! {
+            outcome = resolve_and_start_sandbox(ctx) => Some(outcome),
+            () = stop.cancelled() => None,
+        };
+        let active = match outcome {
+            None => {
+                // Stopped during setup: the driver's drop guard removes what it created; make
+                // sure by label before the process may exit.
+                crate::reaper::remove_run_containers(self.store.store_id(), run_id).await;
+                let code = stop_code();
+                ending.fail(code, stop_message(code), PHASE_SANDBOX_SETUP);
+                return;
+            }
+            Some(SandboxOutcome::Failed(SetupError {
+                code,
+                message,
+                phase,
+            })) => {
+                ending.fail(code, message, &phase);
+                return;
+            }
+            Some(SandboxOutcome::Unsandboxed) => None,
+            Some(SandboxOutcome::Started(active)) => Some(active),
+        };
+        if active.is_some() && attempt.workflow.has_ask_interaction() {
+            ending.fail(
+                FailureCode::CapabilityUnsupported,
+                "interaction: ask needs the ask-user channel inside the sandbox, which this build does not have; run with --sandbox none to ask on the host".to_owned(),
+                PHASE_SANDBOX_SETUP,
+            );
+        } else {
+            self.execute(scope, active.as_ref(), ending).await;
+        }
+        if let Some(active) = active {
+            active.shutdown().await;
+        }
+    }
+
+    async fn execute(
+        &self,
+        scope: &Scope<'_>,
+        active: Option<&ActiveSandbox>,
+        ending: &mut Ending,
+    ) {
+        let Scope {
+            attempt,
+            run,
+            workspace,
+            events,
+            run_log,
+            stop,
+            stop_code,
+            ..
+        } = *scope;
+        let run_id = run.id.as_str();
+        let host;
+        let sandbox: &dyn SandboxRun = match active {
+            Some(active) => active.run.as_ref(),
+            None => match crate::host_sandbox(run_id, workspace).await {
+                Ok(run) => {
+                    host = run;
+                    host.as_ref()
+                }
+                Err(error) => {
+                    ending.fail(
+                        FailureCode::SandboxSetupFailed,
+                        error.to_string(),
+                        PHASE_SANDBOX_SETUP,
+                    );
+                    return;
+                }
+            },
+        };
+        let sink: Arc<dyn EventSink> = Arc::new(events.clone());
+        let mut execution = Execution::new(&attempt.workflow, run_id, sandbox, sink)
+            .vars(attempt.vars.clone())
+            .secrets(attempt.secrets.clone())
+            .run_log(Arc::new(run_log.clone()))
+            .cancel_token(stop.clone());
+        if let Some(checkpoint) = attempt.checkpoint.clone() {
+            execution = execution.resume_from(checkpoint);
+        }
+        match execution.run().await {
+            Ok(report) => {
+                let mut outcome = report.outcome;
+                if outcome.failure_code == Some(FailureCode::Cancelled) && stop.is_cancelled() {
+                    let code = stop_code();
+                    outcome.failure_code = Some(code);
+                    outcome.status = code.status().unwrap_or(OutcomeStatus::Cancelled);
+                }
+                ending.finish(outcome, report.checkpoint);
+            }
+            Err(error) => {
+                let code =
+                    FailureCode::from_str_exact(error.code()).unwrap_or(FailureCode::ResumeInvalid);
+                ending.fail(code, error.to_string(), PHASE_SANDBOX_SETUP);
+            }
+        }
+    }
+}
+
+struct ObserverProgress(Arc<dyn RunObserver>);
+
+impl Progress for ObserverProgress {
+    fn pull(&self, update: &PullProgress) {
+        self.0.pull(update);
+    }
+}
+
+fn stop_message(code: FailureCode) -> String {
+    match code {
+        FailureCode::Interrupted => {
+            "the run was interrupted; `iterion resume` continues it".to_owned()
+        }
+        _ => "the run was cancelled".to_owned(),
+    }
+}
+
+/// What the sandbox and executor steps of one attempt share.
+struct Scope<'a> {
+    attempt: &'a Attempt,
+    run: &'a Run,
+    resolved: &'a crate::sandbox::Resolved,
+    factory: &'a Factory,
+    workspace: &'a std::path::Path,
+    events: &'a StoreEvents,
+    run_log: &'a StoreRunLog,
+    observer: &'a Arc<dyn RunObserver>,
+    stop: &'a CancellationToken,
+    stop_code: &'a (dyn Fn() -> FailureCode + Sync),
+}
+
+/// How an attempt ended.
+#[derive(Default)]
+pub(crate) struct Ending {
+    pub code: Option<FailureCode>,
+    pub message: Option<String>,
+    pub phase: Option<String>,
+    pub outcome: Option<RunOutcome>,
+    pub checkpoint: Option<Checkpoint>,
+    pub output: Option<Value>,
+}
+
+impl Ending {
+    fn fail(&mut self, code: FailureCode, message: String, phase: &str) {
+        self.code = Some(code);
+        self.message = Some(message);
+        self.phase = Some(phase.to_owned());
+    }
+
+    fn finish(&mut self, outcome: RunOutcome, checkpoint: Checkpoint) {
+        self.code = outcome.failure_code;
+        self.message = outcome.message.clone();
+        self.output = outcome.final_output.clone();
+        self.outcome = Some(outcome);
+        self.checkpoint = Some(checkpoint);
+    }
+
+    pub(crate) fn status(&self) -> OutcomeStatus {
+        match (&self.outcome, self.code) {
+            (Some(outcome), _) => outcome.status,
+            (None, Some(code)) => code.status().unwrap_or(OutcomeStatus::Failed),
+            (None, None) => OutcomeStatus::Finished,
+        }
+    }
+
+    fn terminal_event(&self, duration_ms: u64) -> Event {
+        if let Some(outcome) = &self.outcome {
+            return outcome.terminal_event(duration_ms);
+        }
+        let message = self.message.clone().unwrap_or_default();
+        let phase = self
+            .phase
+            .clone()
+            .unwrap_or_else(|| PHASE_SANDBOX_SETUP.to_owned());
+        match self.status() {
+            OutcomeStatus::Cancelled => Event::RunCancelled(crate::RunCancelled {
+                reason: message,
+                phase,
+            }),
+            status => Event::RunFailed(RunFailed {
+                error: message,
+                phase,
+                code: self.code,
+                resumable: (status == OutcomeStatus::FailedResumable).then_some(true),
+            }),
+        }
+    }
+}
+
+/// The final save, under compare-and-swap with reload-and-reapply (3 attempts).
+async fn save_final(
+    store: &dyn Store,
+    run: &Run,
+    ending: &Ending,
+    envelope: &RunEnvelope,
+    kept_worktree: Option<&PathBuf>,
+) -> Result<(), EngineError> {
+    let mut current = run.clone();
+    for attempt in 1..=3 {
+        let mut next = current.clone();
+        next.status = store_status(ending.status());
+        next.failure_code = ending.code.map(|c| c.as_str().to_owned());
+        next.failure_message = ending.message.clone();
+        next.checkpoint = envelope.to_value();
+        if let Some(checkpoint) = &envelope.executor {
+            next.last_completed_node = checkpoint.last_completed_node.clone();
+        }
+        if let Some(path) = kept_worktree {
+            next.worktree_path = Some(path.clone());
+        }
+        match store.save_run(&next, current.version).await {
+            Err(iterion_store::Error::Conflict { .. }) if attempt < 3 => {
+                if let Some(reloaded) = store.get_run(&run.id).await? {
+                    current = reloaded;
+                }
+            }
+            other => return other.map(|_| ()).map_err(EngineError::from),
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn store_status(status: OutcomeStatus) -> RunStatus {
+    match status {
+        OutcomeStatus::Finished => RunStatus::Finished,
+        OutcomeStatus::Failed => RunStatus::Failed,
+        OutcomeStatus::FailedResumable => RunStatus::FailedResumable,
+        OutcomeStatus::Cancelled => RunStatus::Cancelled,
+    }
+}
+
+pub(crate) fn store_trust(trust: Trust) -> iterion_store::Trust {
+    match trust {
+        Trust::Trusted => iterion_store::Trust::Trusted,
+        Trust::Untrusted => iterion_store::Trust::Untrusted,
+    }
+}
+
+pub(crate) fn sandbox_trust(trust: iterion_store::Trust) -> Trust {
+    match trust {
+        iterion_store::Trust::Trusted => Trust::Trusted,
+        iterion_store::Trust::Untrusted => Trust::Untrusted,
+    }
+}
+
+/// Parses a run id given on the command line.
+pub(crate) fn parse_run_id(text: &str) -> Result<RunId, EngineError> {
+    RunId::parse(text).map_err(EngineError::Store)
+}

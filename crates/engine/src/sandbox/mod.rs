@@ -1,0 +1,380 @@
+//! The seed's steps 5–19 for one run: [`resolve_and_start_sandbox`] — the one place where an
+//! absent container runtime means *degrade* (auto) or *refuse* (inline) (SANDBOX.md §3.7,
+//! invariant I1) — and [`ActiveSandbox::shutdown`], the teardown every outcome goes through.
+//!
+//! Order (SANDBOX.md §0.3): L3–L4 are [`resolve`] (pure, shared with admission); L5 ends an
+//! inactive mode; L6 selects the driver and splits degrade from refuse; L8 is the mount plan
+//! ([`mounts`]); L10 has no proxy yet (see below); L11 is prepare → build → start →
+//! `sandbox_started`; L14 settles by handing the run to the executor.
+//!
+//! **No egress proxy yet.** A workflow whose network policy is not `open` would need the proxy to
+//! enforce it. Rather than run it with an open network, the container gets *no network at all*
+//! (the driver's proxied shape with nothing listening behind the bridge): the policy is enforced
+//! by being stricter than asked (fail closed), `sandbox_started.egress_enforced` is `true` and
+//! `proxy` is `false`. An `open` workflow gets the engine's default network and
+//! `egress_enforced: null`.
+
+pub(crate) mod mounts;
+pub(crate) mod resolve;
+mod rundir;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use iterion_sandbox::{
+    Driver, Error as SandboxError, Factory, Mode, NetworkMode, NetworkOrigin, Progress,
+    ProxyAttachment, RunInfo, RunLog, SandboxRun, Spec, Trust, resolve_network_policy,
+    select_sandbox_driver,
+};
+
+use crate::events::Event;
+use crate::failure::FailureCode;
+use crate::sandbox_events::{
+    SandboxBuildFailed, SandboxBuildFinished, SandboxBuildStarted, SandboxSkipped, SandboxStarted,
+};
+use crate::sink::EventSink;
+
+pub use resolve::SandboxSettings;
+pub(crate) use resolve::{Resolved, resolve};
+pub use rundir::{STORE_MARKER, runtime_root};
+
+/// The `phase` of a setup failure that is not one of §16.1's bounded phases.
+pub const PHASE_SANDBOX_SETUP: &str = "sandbox setup";
+
+/// A setup failure, classified (SANDBOX.md §16.4): the code decides the status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SetupError {
+    pub code: FailureCode,
+    pub message: String,
+    pub phase: String,
+}
+
+impl SetupError {
+    /// `SANDBOX_SETUP_FAILED` in phase `sandbox setup`.
+    pub(crate) fn failed(message: String) -> SetupError {
+        SetupError {
+            code: FailureCode::SandboxSetupFailed,
+            message,
+            phase: PHASE_SANDBOX_SETUP.to_owned(),
+        }
+    }
+
+    /// §16.4 rules 1–3 (the context is alive here; cancellation is the caller's): a phase
+    /// timeout is `SANDBOX_SETUP_TIMEOUT` in that phase, a capacity error `SANDBOX_CAPACITY`,
+    /// anything else the error's own code.
+    pub(crate) fn classify(error: &SandboxError) -> SetupError {
+        let root = match error {
+            SandboxError::CleanupFailed { error, .. } => error.as_ref(),
+            other => other.root(),
+        };
+        let (code, phase) = match root {
+            SandboxError::PhaseTimeout { phase, .. } => {
+                (FailureCode::SandboxSetupTimeout, phase.label().to_owned())
+            }
+            SandboxError::Capacity { .. } => {
+                (FailureCode::SandboxCapacity, PHASE_SANDBOX_SETUP.to_owned())
+            }
+            other => (
+                FailureCode::from_str_exact(other.code())
+                    .unwrap_or(FailureCode::SandboxSetupFailed),
+                PHASE_SANDBOX_SETUP.to_owned(),
+            ),
+        };
+        let mut message = error.to_string();
+        if let (SandboxError::PhaseTimeout { phase, .. }, Some(var)) = (root, root_phase_var(root))
+        {
+            message.push_str(&format!("; raise {var} if {} needs longer", phase.label()));
+        }
+        SetupError {
+            code,
+            message,
+            phase,
+        }
+    }
+}
+
+fn root_phase_var(error: &SandboxError) -> Option<&'static str> {
+    match error {
+        SandboxError::PhaseTimeout { phase, .. } => phase.env_var(),
+        _ => None,
+    }
+}
+
+/// What L5–L14 came to.
+pub(crate) enum SandboxOutcome {
+    /// No container: an explicit opt-out or nothing configured (silent), or a degraded auto
+    /// (`sandbox_skipped` emitted). Tools run on the host.
+    Unsandboxed,
+    /// A running sandbox; tools exec in it.
+    Started(ActiveSandbox),
+    /// No container, and that is final for this run: an inline refusal (after its
+    /// `sandbox_skipped`), or a setup failure (nothing left behind).
+    Failed(SetupError),
+}
+
+/// Everything [`resolve_and_start_sandbox`] needs about the run.
+pub(crate) struct StartCtx<'a> {
+    pub resolved: &'a Resolved,
+    pub factory: &'a Factory,
+    pub run_id: &'a str,
+    pub store_id: &'a str,
+    pub workflow: &'a str,
+    pub trust: Trust,
+    pub max_duration_seconds: u64,
+    pub mount_inputs: mounts::MountInputs,
+    pub file_secrets: bool,
+    pub events: &'a dyn EventSink,
+    pub run_log: Arc<dyn RunLog>,
+    pub progress: &'a dyn Progress,
+}
+
+/// A running sandbox and what tears it down.
+pub(crate) struct ActiveSandbox {
+    pub run: Box<dyn SandboxRun>,
+    run_dir: PathBuf,
+}
+
+impl ActiveSandbox {
+    /// L16: removes the container (bounded by the cleanup budget) and the per-run host dir.
+    /// Errors are logged: teardown is best-effort, and the reaper collects what it leaves.
+    pub(crate) async fn shutdown(self) {
+        match tokio::time::timeout(iterion_sandbox::CLEANUP_TIMEOUT, self.run.cleanup()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!("sandbox cleanup: {error}"),
+            Err(_) => tracing::warn!(
+                "sandbox cleanup did not finish within {:?}; the reaper will remove it",
+                iterion_sandbox::CLEANUP_TIMEOUT
+            ),
+        }
+        rundir::remove(&self.run_dir).await;
+    }
+}
+
+/// L5–L14: resolves, and when the mode is active selects a driver, plans the mounts, prepares,
+/// builds, starts, and emits `sandbox_started`. The one place where degrade (auto) and refuse
+/// (inline) are decided.
+pub(crate) async fn resolve_and_start_sandbox(ctx: StartCtx<'_>) -> SandboxOutcome {
+    let resolved = ctx.resolved;
+    // L5: an inactive mode ends here, silently.
+    if !resolved.mode.is_active() {
+        return SandboxOutcome::Unsandboxed;
+    }
+    let Some(spec) = resolved.spec.clone() else {
+        // auto without a repository root degrades visibly, whatever tier spoke.
+        let reason = resolved.skip_reason.clone().unwrap_or_default();
+        ctx.events
+            .emit(Event::SandboxSkipped(SandboxSkipped::degrade(
+                &resolved.label,
+                &reason,
+                ctx.file_secrets,
+            )))
+            .await;
+        return SandboxOutcome::Unsandboxed;
+    };
+    // L6: the driver, and the degrade-or-refuse split.
+    let driver =
+        match select_sandbox_driver(Some(&spec), Arc::clone(&ctx.run_log), ctx.factory).await {
+            Ok(driver) => driver,
+            Err(error) if error.is_driver_unavailable() => {
+                let reason = error.obstacle();
+                return match resolved.mode {
+                    Mode::Auto => {
+                        ctx.events
+                            .emit(Event::SandboxSkipped(SandboxSkipped::degrade(
+                                &resolved.label,
+                                &reason,
+                                ctx.file_secrets,
+                            )))
+                            .await;
+                        SandboxOutcome::Unsandboxed
+                    }
+                    Mode::Inline | Mode::None | Mode::Inherit => {
+                        ctx.events
+                            .emit(Event::SandboxSkipped(SandboxSkipped::refusal(
+                                &resolved.label,
+                                &reason,
+                            )))
+                            .await;
+                        let hint = error.hint().unwrap_or_default();
+                        SandboxOutcome::Failed(SetupError {
+                            code: FailureCode::SandboxDriverUnavailable,
+                            message: format!(
+                                "{reason}; {hint}, or pass --sandbox none to run on the host"
+                            ),
+                            phase: PHASE_SANDBOX_SETUP.to_owned(),
+                        })
+                    }
+                };
+            }
+            Err(error) => return SandboxOutcome::Failed(SetupError::classify(&error)),
+        };
+    match start(&ctx, spec, driver.as_ref()).await {
+        Ok(active) => SandboxOutcome::Started(active),
+        Err(error) => SandboxOutcome::Failed(error),
+    }
+}
+
+/// L8–L11 on a selected driver.
+async fn start(
+    ctx: &StartCtx<'_>,
+    mut spec: Spec,
+    driver: &dyn Driver,
+) -> Result<ActiveSandbox, SetupError> {
+    let resolved = ctx.resolved;
+    let policy = resolve_network_policy(&spec, NetworkOrigin::Workflow);
+    if let Some(warning) = policy.warning() {
+        ctx.run_log.line(
+            iterion_sandbox::LogLevel::Warn,
+            &format!("sandbox: {warning}"),
+        );
+    }
+    let closed_network = policy.mode != NetworkMode::Open;
+    // L8: the mount and env plan.
+    let mut inputs = ctx.mount_inputs.clone();
+    inputs.host_binds = driver.capabilities().supports_host_bind_mounts;
+    for event in mounts::plan_mounts(&mut spec, &inputs).await? {
+        ctx.events.emit(event).await;
+    }
+    let run_dir = rundir::create(ctx.run_id, ctx.store_id, closed_network).await?;
+    let result = start_in(ctx, spec, driver, &run_dir, closed_network).await;
+    match result {
+        Ok(run) => {
+            let started = SandboxStarted {
+                driver: driver.name().to_owned(),
+                mode: resolved.mode.as_str().to_owned(),
+                source: resolved.label.clone(),
+                image: run.1,
+                sandbox_id: run.0.id().to_owned(),
+                has_post_create: resolved
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.post_create.as_deref())
+                    .is_some_and(|s| !s.trim().is_empty()),
+                network_mode: policy.mode.as_str().to_owned(),
+                network_source: policy.source.label().to_owned(),
+                proxy: false,
+                tls_inspection: false,
+                egress_enforced: closed_network.then_some(true),
+                scheduling: None,
+            };
+            ctx.events.emit(Event::SandboxStarted(started)).await;
+            Ok(ActiveSandbox {
+                run: run.0,
+                run_dir,
+            })
+        }
+        Err(error) => {
+            rundir::remove(&run_dir).await;
+            Err(error)
+        }
+    }
+}
+
+/// L11: prepare → build → start. Returns the run and the image it runs.
+async fn start_in(
+    ctx: &StartCtx<'_>,
+    spec: Spec,
+    driver: &dyn Driver,
+    run_dir: &std::path::Path,
+    closed_network: bool,
+) -> Result<(Box<dyn SandboxRun>, String), SetupError> {
+    let mut info = RunInfo::new(
+        ctx.run_id,
+        ctx.store_id,
+        ctx.mount_inputs.workspace.clone(),
+        run_dir,
+    );
+    info.friendly_name = ctx.workflow.to_owned();
+    info.trust = ctx.trust;
+    info.max_duration_seconds = ctx.max_duration_seconds;
+    if closed_network {
+        info.proxy = Some(ProxyAttachment {
+            endpoint: "http://t:no-proxy@127.0.0.1:3128".to_owned(),
+            host_socket: Some(run_dir.join("net").join("proxy.sock")),
+            port: None,
+        });
+        ctx.run_log.line(
+            iterion_sandbox::LogLevel::Warn,
+            "sandbox: the network policy needs the egress proxy, which this build does not have; the container gets no network at all (fail closed)",
+        );
+    }
+    let prepared = driver
+        .prepare(&spec, ctx.progress)
+        .await
+        .map_err(|error| prepare_error(ctx.resolved, &error))?;
+    let prepared = match (&prepared.spec.build, driver.builder()) {
+        (Some(build), Some(builder)) => {
+            let context = build.context.clone().unwrap_or_else(|| {
+                std::path::Path::new(&build.dockerfile)
+                    .parent()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| ".".to_owned())
+            });
+            ctx.events
+                .emit(Event::SandboxBuildStarted(SandboxBuildStarted {
+                    driver: driver.name().to_owned(),
+                    dockerfile: build.dockerfile.clone(),
+                    context,
+                    network: if ctx.trust == Trust::Untrusted {
+                        "none".to_owned()
+                    } else {
+                        "default".to_owned()
+                    },
+                }))
+                .await;
+            let began = Instant::now();
+            match builder.build(prepared, &info).await {
+                Ok(built) => {
+                    ctx.events
+                        .emit(Event::SandboxBuildFinished(SandboxBuildFinished {
+                            driver: driver.name().to_owned(),
+                            target: built.image.clone().unwrap_or_default(),
+                            duration_ms: u64::try_from(began.elapsed().as_millis())
+                                .unwrap_or(u64::MAX),
+                        }))
+                        .await;
+                    built
+                }
+                Err(error) => {
+                    ctx.events
+                        .emit(Event::SandboxBuildFailed(SandboxBuildFailed::new(
+                            driver.name(),
+                            &error.to_string(),
+                        )))
+                        .await;
+                    return Err(SetupError::classify(&error));
+                }
+            }
+        }
+        (Some(_), None) => {
+            return Err(SetupError::failed(format!(
+                "sandbox: the {} driver cannot build images; use image: instead of build:",
+                driver.name()
+            )));
+        }
+        (None, _) => prepared,
+    };
+    let image = prepared.image.clone().unwrap_or_default();
+    let run = driver
+        .start(prepared, info)
+        .await
+        .map_err(|error| SetupError::classify(&error))?;
+    Ok((run, image))
+}
+
+/// A Prepare failure; when auto's default image could not be had, the message says how to get
+/// one (issue 4, "The default image").
+fn prepare_error(resolved: &Resolved, error: &SandboxError) -> SetupError {
+    let mut failure = SetupError::classify(error);
+    if let (Some(default), SandboxError::PullFailed { .. }) = (&resolved.default_image, error) {
+        failure.message = format!(
+            "{}\nThe default sandbox image {image} is neither present locally nor pullable ({source}). To get one:\n  - pull it: docker pull {image}\n  - or point --sandbox-default-image (or ITERION_SANDBOX_DEFAULT_IMAGE) at an image you have locally\n  - or build one with no registry: scripts/build-default-image.sh (it tags the image so that it is found by default)\n  - or run on the host: --sandbox none",
+            failure.message,
+            image = default.image,
+            source = default.source.label(),
+        );
+    }
+    failure
+}

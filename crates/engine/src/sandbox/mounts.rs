@@ -1,0 +1,393 @@
+//! Step L8 (SANDBOX.md §8): the engine's mounts and env, configured on the spec before Prepare.
+//!
+//! Done here, in order: M2 run files, M3 locale, M5 host_state (§8.1 auto / §8.2 none), M8 the
+//! engine binary, M10 git `safe.directory`. Not yet (later issues, or nothing to mount yet): M1
+//! attachments and M4 bundle (no producer of either exists), M6 scratch, M7 devbox, M9 worktree
+//! git dir, M11 file secrets (the docker driver refuses them until it can deliver them), M12–M14
+//! (every driver that reaches here binds host paths).
+//!
+//! The decisions are pure functions over what was found on the host ([`Candidate`] stats, the
+//! uid); only [`plan_mounts`] touches the filesystem and runs `git`.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use iterion_sandbox::{EngineMount, EngineMountKind, HostState, HostStateSource, Spec};
+
+use crate::events::Event;
+use crate::sandbox::SetupError;
+use crate::sandbox_events::{
+    SandboxHostStateMounted, SandboxUidMismatchWarning, SandboxUserRemap, SkippedMount,
+};
+
+/// Where the run files dir is bound in the sandbox (M2).
+pub const ARTIFACT_FILES_TARGET: &str = "/iterion/artifact-files";
+/// Where the engine binary is bound in the sandbox (M8, §8.4).
+pub const ENGINE_BIN_TARGET: &str = "/run/iterion/bin/iterion";
+
+/// What the plan needs to know about the run and the host.
+#[derive(Clone, Debug)]
+pub(crate) struct MountInputs {
+    pub run_id: String,
+    pub iterion_home: PathBuf,
+    /// The host workspace, canonical.
+    pub workspace: PathBuf,
+    /// The host user's home (`HOME` when absolute).
+    pub home: Option<PathBuf>,
+    pub host_state_source: HostStateSource,
+    /// The engine binary to bind (`ITERION_BIN`, else the CLI's own executable).
+    pub engine_binary: Option<PathBuf>,
+    /// Whether the driver binds host paths.
+    pub host_binds: bool,
+}
+
+/// One host_state candidate (§8.1 step 2).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Candidate {
+    pub path: PathBuf,
+    /// Caches must be directories.
+    pub cache: bool,
+}
+
+/// The candidates of §8.1, in order: the iterion home, tool state, then the caches.
+pub(crate) fn host_state_candidates(iterion_home: &Path, home: Option<&Path>) -> Vec<Candidate> {
+    let mut out = vec![Candidate {
+        path: iterion_home.to_owned(),
+        cache: false,
+    }];
+    if let Some(home) = home {
+        for (rel, cache) in [
+            (".claude", false),
+            (".claude.json", false),
+            (".codex", false),
+            (".gitconfig", false),
+            (".cache/go-build", true),
+            ("go/pkg/mod", true),
+            (".npm", true),
+            (".local/share/pnpm", true),
+            (".cache/yarn", true),
+        ] {
+            out.push(Candidate {
+                path: home.join(rel),
+                cache,
+            });
+        }
+    }
+    out
+}
+
+/// What stat found for a candidate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Found {
+    Missing,
+    Present { is_dir: bool, canonical: PathBuf },
+}
+
+/// The §8.1 step 3 verdict for one candidate: `Ok(())` to bind, or the skip reason.
+pub(crate) fn judge_candidate(
+    candidate: &Candidate,
+    found: &Found,
+    workspace: &Path,
+) -> Result<(), &'static str> {
+    match found {
+        Found::Missing => Err("missing"),
+        Found::Present { is_dir, .. } if candidate.cache && !is_dir => Err("not_a_directory"),
+        Found::Present { canonical, .. } if workspace.starts_with(canonical) => {
+            Err("contains_workspace")
+        }
+        Found::Present { canonical, .. } if canonical.starts_with(workspace) => {
+            Err("inside_workspace")
+        }
+        Found::Present { .. } => Ok(()),
+    }
+}
+
+/// Appends `key=value` to the `GIT_CONFIG_COUNT` sequence of `env` (SANDBOX.md §8).
+fn append_git_config(
+    env: &mut BTreeMap<String, String>,
+    key: &str,
+    value: &str,
+) -> Result<(), SetupError> {
+    let n: u64 = match env.get("GIT_CONFIG_COUNT") {
+        None => 0,
+        Some(text) => text.trim().parse().map_err(|_| {
+            SetupError::failed(format!(
+                "GIT_CONFIG_COUNT={text:?} in the sandbox env is not a non-negative integer"
+            ))
+        })?,
+    };
+    env.insert(format!("GIT_CONFIG_KEY_{n}"), key.to_owned());
+    env.insert(format!("GIT_CONFIG_VALUE_{n}"), value.to_owned());
+    env.insert("GIT_CONFIG_COUNT".to_owned(), (n + 1).to_string());
+    Ok(())
+}
+
+fn bind(source: &Path, target: &str, read_only: bool, purpose: &str) -> EngineMount {
+    EngineMount {
+        kind: EngineMountKind::Bind,
+        source: source.to_string_lossy().into_owned(),
+        target: target.to_owned(),
+        read_only,
+        purpose: purpose.to_owned(),
+    }
+}
+
+/// The effective uid and gid of this process (the owner of `/proc/self`).
+fn host_ids() -> Option<(u32, u32)> {
+    std::fs::metadata("/proc/self")
+        .ok()
+        .map(|m| (m.uid(), m.gid()))
+}
+
+/// Applies M2, M3, M5, M8 and M10 to `spec`; returns the events to emit, in order.
+///
+/// # Errors
+///
+/// `SANDBOX_SETUP_FAILED`: the run files dir cannot be made, the engine binary is unknown, or
+/// `GIT_CONFIG_COUNT` is malformed.
+pub(crate) async fn plan_mounts(
+    spec: &mut Spec,
+    inputs: &MountInputs,
+) -> Result<Vec<Event>, SetupError> {
+    let mut events = Vec::new();
+    let ws = inputs.workspace.to_string_lossy().into_owned();
+    let folder = spec.workspace_folder.clone().unwrap_or_else(|| ws.clone());
+
+    // M2: the run files dir.
+    if inputs.host_binds {
+        let dir = inputs
+            .iterion_home
+            .join("runs")
+            .join(&inputs.run_id)
+            .join("files");
+        make_world_writable_dir(&dir).await?;
+        spec.engine_mounts
+            .push(bind(&dir, ARTIFACT_FILES_TARGET, false, "run-files"));
+        spec.env
+            .entry("ITERION_ARTIFACT_FILES_DIR".to_owned())
+            .or_insert_with(|| ARTIFACT_FILES_TARGET.to_owned());
+    }
+    // M3: the locale.
+    if !spec.env.contains_key("LANG") && !spec.env.contains_key("LC_ALL") {
+        spec.env.insert("LANG".to_owned(), "C.UTF-8".to_owned());
+    }
+    // M5: host_state.
+    let host_state = match (spec.host_state, inputs.host_binds) {
+        (HostState::Auto, true) | (HostState::Unset, true) => HostState::Auto,
+        (HostState::Auto | HostState::Unset | HostState::None, _) => HostState::None,
+    };
+    if host_state == HostState::Auto {
+        events.extend(apply_host_state_auto(spec, inputs, &ws).await?);
+    } else {
+        seed_git_identity_env(spec, &inputs.workspace).await;
+        events.push(Event::SandboxHostStateMounted(SandboxHostStateMounted {
+            enabled: false,
+            source: inputs.host_state_source.label().to_owned(),
+            workspace_folder: None,
+            mounts: None,
+            skipped: None,
+            scratch: None,
+        }));
+    }
+    // M8: the engine binary.
+    if inputs.host_binds {
+        let Some(binary) = inputs.engine_binary.as_deref() else {
+            return Err(SetupError::failed(
+                "engine binary unknown: set ITERION_BIN".to_owned(),
+            ));
+        };
+        spec.engine_mounts
+            .push(bind(binary, ENGINE_BIN_TARGET, true, "engine-binary"));
+        spec.env.insert(
+            "ITERION_ENGINE_BIN".to_owned(),
+            ENGINE_BIN_TARGET.to_owned(),
+        );
+    }
+    // M10: git safe.directory.
+    let folder = spec.workspace_folder.clone().unwrap_or(folder);
+    append_git_config(&mut spec.env, "safe.directory", &folder)?;
+    Ok(events)
+}
+
+/// §8.1 steps 1–8.
+async fn apply_host_state_auto(
+    spec: &mut Spec,
+    inputs: &MountInputs,
+    ws: &str,
+) -> Result<Vec<Event>, SetupError> {
+    let mut events = Vec::new();
+    if spec.workspace_folder.is_none() {
+        spec.workspace_folder = Some(ws.to_owned());
+    }
+    let candidates = host_state_candidates(&inputs.iterion_home, inputs.home.as_deref());
+    let mut mounts = Vec::new();
+    let mut skipped = Vec::new();
+    let mut bound_targets = Vec::new();
+    for candidate in &candidates {
+        let found = match tokio::fs::metadata(&candidate.path).await {
+            Err(_) => Found::Missing,
+            Ok(meta) => Found::Present {
+                is_dir: meta.is_dir(),
+                canonical: tokio::fs::canonicalize(&candidate.path)
+                    .await
+                    .unwrap_or_else(|_| candidate.path.clone()),
+            },
+        };
+        let shown = candidate.path.to_string_lossy().into_owned();
+        match judge_candidate(candidate, &found, &inputs.workspace) {
+            Ok(()) => {
+                spec.engine_mounts
+                    .push(bind(&candidate.path, &shown, false, "host-state"));
+                mounts.push(format!("{shown}:{shown}"));
+                bound_targets.push(candidate.path.clone());
+            }
+            Err(reason) => skipped.push(SkippedMount {
+                path: shown,
+                reason: reason.to_owned(),
+            }),
+        }
+    }
+    if let Some(home) = &inputs.home {
+        spec.env
+            .entry("HOME".to_owned())
+            .or_insert_with(|| home.to_string_lossy().into_owned());
+    }
+    let ids = host_ids();
+    if let (Some((uid, gid)), Some(home)) = (ids, &inputs.home)
+        && uid != 0
+    {
+        spec.tmpfs
+            .extend(writable_home_tmpfs(home, &bound_targets, uid, gid));
+    }
+    if !spec.env.contains_key("GIT_CONFIG_COUNT") {
+        append_git_config(&mut spec.env, "commit.gpgsign", "false")?;
+    }
+    if let Some((uid, gid)) = ids
+        && uid != 0
+    {
+        match spec.user.as_deref() {
+            None => {
+                spec.user = Some(format!("{uid}:{gid}"));
+                events.push(Event::SandboxUserRemap(SandboxUserRemap {
+                    uid,
+                    gid,
+                    reason: "host_state auto binds host paths read-write; running as the host uid keeps ownership consistent".to_owned(),
+                }));
+            }
+            Some(user) => {
+                let numeric = user.split(':').next().and_then(|u| u.parse::<u32>().ok());
+                match numeric {
+                    Some(spec_uid) if spec_uid != uid => {
+                        events.push(Event::SandboxUidMismatchWarning(
+                            SandboxUidMismatchWarning {
+                                spec_user: user.to_owned(),
+                                host_uid: uid,
+                            },
+                        ));
+                    }
+                    Some(_) => {}
+                    None => tracing::warn!(
+                        "sandbox user {user:?} is not numeric; files written to bound host paths may not be owned by uid {uid}"
+                    ),
+                }
+            }
+        }
+    }
+    events.insert(
+        0,
+        Event::SandboxHostStateMounted(SandboxHostStateMounted {
+            enabled: true,
+            source: inputs.host_state_source.label().to_owned(),
+            workspace_folder: spec.workspace_folder.clone(),
+            mounts: Some(mounts),
+            skipped: Some(skipped),
+            scratch: None,
+        }),
+    );
+    Ok(events)
+}
+
+/// §8.1 step 5: tmpfs entries for HOME and each strict ancestor below HOME of a bound target,
+/// shallowest first, owned by the host uid and executable.
+pub(crate) fn writable_home_tmpfs(
+    home: &Path,
+    bound: &[PathBuf],
+    uid: u32,
+    gid: u32,
+) -> Vec<String> {
+    let mut dirs = vec![home.to_owned()];
+    for target in bound {
+        let Ok(rel) = target.strip_prefix(home) else {
+            continue;
+        };
+        let mut acc = home.to_owned();
+        let parts: Vec<_> = rel.components().collect();
+        for part in parts.iter().take(parts.len().saturating_sub(1)) {
+            acc.push(part);
+            if !dirs.contains(&acc) {
+                dirs.push(acc.clone());
+            }
+        }
+    }
+    dirs.sort_by_key(|d| d.components().count());
+    dirs.iter()
+        .map(|d| format!("{}:uid={uid},gid={gid},mode=0755,exec", d.to_string_lossy()))
+        .collect()
+}
+
+/// §8.2: the host's git identity as four env vars (never overwriting the spec's).
+async fn seed_git_identity_env(spec: &mut Spec, workspace: &Path) {
+    let name = git_config(workspace, "user.name")
+        .await
+        .unwrap_or_else(|| "iterion".to_owned());
+    let email = git_config(workspace, "user.email")
+        .await
+        .unwrap_or_else(|| "iterion@localhost".to_owned());
+    for (key, value) in [
+        ("GIT_AUTHOR_NAME", &name),
+        ("GIT_AUTHOR_EMAIL", &email),
+        ("GIT_COMMITTER_NAME", &name),
+        ("GIT_COMMITTER_EMAIL", &email),
+    ] {
+        spec.env
+            .entry(key.to_owned())
+            .or_insert_with(|| value.clone());
+    }
+}
+
+async fn git_config(workspace: &Path, key: &str) -> Option<String> {
+    let run = tokio::process::Command::new("git")
+        .arg("-C")
+        .arg(workspace)
+        .args(["config", "--get", key])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(5), run)
+        .await
+        .ok()?
+        .ok()?;
+    let value = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !value.is_empty()).then_some(value)
+}
+
+async fn make_world_writable_dir(dir: &Path) -> Result<(), SetupError> {
+    use std::os::unix::fs::PermissionsExt;
+    let fail = |e: std::io::Error| {
+        SetupError::failed(format!(
+            "cannot create run files dir {}: {e}",
+            dir.display()
+        ))
+    };
+    tokio::fs::create_dir_all(dir).await.map_err(fail)?;
+    tokio::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
+        .await
+        .map_err(fail)
+}
+
+#[cfg(test)]
+#[path = "mounts_tests.rs"]
+mod tests;

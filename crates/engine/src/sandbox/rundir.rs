@@ -1,0 +1,90 @@
+//! The per-run host dir (SANDBOX.md §4.5): `<runtime root>/<run id>`, mode 0700, created at L8
+//! and removed at teardown (the docker driver's `cleanup()` removes it too).
+//!
+//! The runtime root is `$XDG_RUNTIME_DIR/iterion` when that variable is absolute and the dir is
+//! owned by this uid, else `<temp dir>/iterion-<uid>`; it must be private (0700, ours). Each run
+//! dir holds a `.store` file naming the store that owns it (defined here): several stores (one
+//! per `ITERION_HOME`) share the root, and the reaper only collects dirs of its own store.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::sandbox::SetupError;
+
+/// The file inside a run dir that names its store.
+pub const STORE_MARKER: &str = ".store";
+
+fn uid() -> u32 {
+    std::fs::metadata("/proc/self").map_or(0, |m| m.uid())
+}
+
+/// The runtime root (not created).
+pub fn runtime_root() -> PathBuf {
+    let uid = uid();
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
+        && dir.is_absolute()
+        && std::fs::metadata(&dir).is_ok_and(|m| m.uid() == uid)
+    {
+        return dir.join("iterion");
+    }
+    std::env::temp_dir().join(format!("iterion-{uid}"))
+}
+
+/// Creates `<root>/<run id>` (0700) with its store marker, and `net/` (0755) when asked.
+pub(crate) async fn create(
+    run_id: &str,
+    store_id: &str,
+    with_net: bool,
+) -> Result<PathBuf, SetupError> {
+    let root = runtime_root();
+    let fail = |what: &str, path: &Path, e: std::io::Error| {
+        SetupError::failed(format!("cannot {what} {}: {e}", path.display()))
+    };
+    match tokio::fs::metadata(&root).await {
+        Ok(meta) => {
+            if meta.uid() != uid() || meta.mode() & 0o077 != 0 {
+                return Err(SetupError::failed(format!(
+                    "runtime root {} is not private",
+                    root.display()
+                )));
+            }
+        }
+        Err(_) => {
+            tokio::fs::create_dir_all(&root)
+                .await
+                .map_err(|e| fail("create", &root, e))?;
+            tokio::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
+                .await
+                .map_err(|e| fail("chmod", &root, e))?;
+        }
+    }
+    let dir = root.join(run_id);
+    tokio::fs::create_dir_all(&dir)
+        .await
+        .map_err(|e| fail("create", &dir, e))?;
+    tokio::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        .await
+        .map_err(|e| fail("chmod", &dir, e))?;
+    tokio::fs::write(dir.join(STORE_MARKER), store_id)
+        .await
+        .map_err(|e| fail("write", &dir, e))?;
+    if with_net {
+        let net = dir.join("net");
+        tokio::fs::create_dir_all(&net)
+            .await
+            .map_err(|e| fail("create", &net, e))?;
+        tokio::fs::set_permissions(&net, std::fs::Permissions::from_mode(0o755))
+            .await
+            .map_err(|e| fail("chmod", &net, e))?;
+    }
+    Ok(dir)
+}
+
+/// Removes a run dir; already gone is fine, anything else is logged.
+pub(crate) async fn remove(dir: &Path) {
+    match tokio::fs::remove_dir_all(dir).await {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!("cannot remove {}: {e}", dir.display()),
+    }
+}

@@ -1,0 +1,51 @@
+//! The launch-time questions about the directory a run starts in: its git repository root (the
+//! anchor `sandbox: auto` needs, SANDBOX.md §7.5) and whether `worktree: auto` can work there
+//! (DSL.md §7.6: refused, exit 2, without a repository or a commit).
+
+use std::path::{Path, PathBuf};
+
+use tokio::process::Command;
+
+use crate::worktree::WorktreeError;
+
+async fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("LC_ALL", "C")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The root of the git repository holding `cwd`; `None` outside one (or without git).
+pub async fn repository_root_of(cwd: &Path) -> Option<PathBuf> {
+    git(cwd, &["rev-parse", "--show-toplevel"])
+        .await
+        .filter(|top| !top.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Refuses `worktree: auto` where it cannot work, before any run exists.
+///
+/// # Errors
+///
+/// [`WorktreeError::NoRepository`] or [`WorktreeError::NoCommit`].
+pub async fn check_worktree_possible(cwd: &Path) -> Result<(), WorktreeError> {
+    let Some(repo) = repository_root_of(cwd).await else {
+        return Err(WorktreeError::NoRepository {
+            cwd: cwd.to_owned(),
+        });
+    };
+    match git(&repo, &["rev-parse", "--verify", "-q", "HEAD^{commit}"]).await {
+        Some(_) => Ok(()),
+        None => Err(WorktreeError::NoCommit { repo }),
+    }
+}
