@@ -30,6 +30,7 @@ fn async_main(command: cli::Command) -> Exit {
         )
         .with_target(false)
         .without_time()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

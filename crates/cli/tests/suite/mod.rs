@@ -1,1 +1,3 @@
+mod run;
+pub mod support;
 mod validate;

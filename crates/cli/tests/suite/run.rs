@@ -1,0 +1,276 @@
+//! `iterion run`, `inspect` and `events` end to end: records, exit codes, bad input.
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::suite::support::{Env, IMAGE, docker_or_skip, first, kinds, stderr_of};
+
+const HELLO: &str = "vars:\n  name: string = \"world\"\n\ntool greet:\n  command: `echo {{vars.name}}`\n\ntool check:\n  command: `test -n {{input.result}} && echo ok`\n\nworkflow hello:\n  entry: greet\n  greet -> check with { result: \"{{input.result}}\" }\n  check -> done\n";
+
+#[test]
+fn a_run_on_the_host_finishes_and_records_its_events() {
+    let env = Env::new();
+    env.write("hello.iter", HELLO);
+    let out = env
+        .cmd()
+        .args(["run", "hello.iter", "--sandbox", "none", "--var", "name=ada", "--json"])
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = env.only_run();
+    assert_eq!(
+        summary,
+        json!({"run_id": run.id.as_str(), "status": "finished", "output": {"result": "ok"}})
+    );
+    assert_eq!(run.status.as_str(), "finished");
+    assert_eq!(run.vars, json!({"name": "ada"}).as_object().unwrap().clone());
+    let events = env.events(&run);
+    assert_eq!(
+        kinds(&events),
+        vec![
+            "run_started",
+            "node_started",
+            "node_finished",
+            "edge_selected",
+            "node_started",
+            "node_finished",
+            "edge_selected",
+            "run_finished"
+        ]
+    );
+    assert_eq!(
+        first(&events, "run_started").unwrap(),
+        &json!({"workflow": "hello", "workflow_hash": run.workflow_hash, "trust": "trusted", "resumed": false})
+    );
+    // An explicit opt-out is silent: no sandbox event at all.
+    assert!(!kinds(&events).iter().any(|k| k.starts_with("sandbox_")));
+
+    // `events --json`: one object a line with seq, ts, run_id, type, data.
+    let lines = env
+        .cmd()
+        .args(["events", run.id.as_str(), "--json"])
+        .assert()
+        .code(0)
+        .get_output()
+        .stdout
+        .clone();
+    let lines: Vec<Value> = String::from_utf8(lines)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), events.len());
+    let mut keys: Vec<&String> = lines[0].as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, vec!["data", "run_id", "seq", "ts", "type"]);
+    assert_eq!((&lines[0]["seq"], &lines[0]["type"]), (&json!(1), &json!("run_started")));
+
+    // `inspect RUN_ID --json` is the run record; `inspect` lists it.
+    let one: Value = serde_json::from_slice(
+        &env.cmd()
+            .args(["inspect", run.id.as_str(), "--json"])
+            .assert()
+            .code(0)
+            .get_output()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(
+        (&one["status"], &one["admission"]["code"], &one["admission"]["decision"]),
+        (&json!("finished"), &json!("trusted"), &json!("allowed"))
+    );
+    let list = String::from_utf8(env.cmd().arg("inspect").assert().code(0).get_output().stdout.clone())
+        .unwrap();
+    assert!(list.contains(run.id.as_str()) && list.contains("finished"), "{list}");
+}
+
+#[test]
+fn bad_input_exits_two_and_creates_no_run() {
+    let env = Env::new();
+    env.write("hello.iter", HELLO);
+    env.write(
+        "broken.iter",
+        "tool a:\n  command: `true`\n\nworkflow w:\n  entry: a\n  worktree: sometimes\n  a -> done\n",
+    );
+    env.write(
+        "needs.iter",
+        "vars:\n  n: int\n\ntool a:\n  command: `echo {{vars.n}}`\n\nworkflow w:\n  entry: a\n  a -> done\n",
+    );
+    env.write(
+        "secret.iter",
+        "secrets:\n  token:\n    value: \"${ITERION_TEST_TOKEN_UNSET}\"\n    hosts: [\"api.example.com\"]\n\ntool a:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> done\n",
+    );
+    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str)> = vec![
+        (vec!["run", "missing.iter"], vec![], "cannot read missing.iter"),
+        (vec!["run", "broken.iter"], vec![], "does not compile; nothing was run"),
+        (
+            vec!["run", "hello.iter", "--var", "nope=1"],
+            vec![],
+            "the workflow declares no var \"nope\"",
+        ),
+        (vec!["run", "needs.iter"], vec![], "pass --var n=VALUE"),
+        (
+            vec!["run", "needs.iter", "--var", "n=x"],
+            vec![],
+            "n is a int, and \"x\" is not an integer",
+        ),
+        (vec!["run", "secret.iter"], vec![], "set ITERION_TEST_TOKEN_UNSET"),
+        (
+            vec!["run", "hello.iter"],
+            vec![("ITERION_SANDBOX_DEFAULT", "sometimes")],
+            "ITERION_SANDBOX_DEFAULT=\"sometimes\": want auto or none",
+        ),
+        (
+            vec!["run", "hello.iter"],
+            vec![("ITERION_SANDBOX_OVERRIDE", "off")],
+            "ITERION_SANDBOX_OVERRIDE=\"off\": want auto or none",
+        ),
+        (
+            vec!["run", "hello.iter"],
+            vec![("ITERION_SANDBOX_HOST_STATE", "yes")],
+            "ITERION_SANDBOX_HOST_STATE=\"yes\": want auto or none",
+        ),
+        (
+            vec!["run", "hello.iter", "--sandbox", "maybe"],
+            vec![],
+            "invalid value 'maybe' for '--sandbox <SANDBOX>'",
+        ),
+    ];
+    for (args, vars, want) in cases {
+        let mut cmd = env.cmd();
+        cmd.args(&args);
+        for (k, v) in &vars {
+            cmd.env(k, v);
+        }
+        let out = cmd.assert().code(2).get_output().clone();
+        let stderr = stderr_of(&out);
+        assert!(stderr.contains(want), "{args:?} {vars:?}: {stderr}");
+        assert_eq!(env.runs().len(), 0, "{args:?} created a run");
+    }
+}
+
+#[test]
+fn a_corrupt_database_is_a_clear_error() {
+    let env = Env::new();
+    env.write("hello.iter", HELLO);
+    std::fs::write(env.db(), b"this is not an sqlite database, not at all, no").unwrap();
+    let out = env
+        .cmd()
+        .args(["run", "hello.iter", "--sandbox", "none"])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stderr = stderr_of(&out);
+    assert!(
+        stderr.contains(&format!("cannot open the run store {}", env.db().display())),
+        "{stderr}"
+    );
+    let inspect = env.cmd().arg("inspect").assert().code(1).get_output().clone();
+    assert!(stderr_of(&inspect).contains("cannot open the run store"));
+}
+
+#[test]
+fn a_refused_resume_and_an_unknown_run_exit_one() {
+    let env = Env::new();
+    env.write("hello.iter", HELLO);
+    env.cmd()
+        .args(["run", "hello.iter", "--sandbox", "none"])
+        .assert()
+        .code(0);
+    let run = env.only_run();
+    let out = env
+        .cmd()
+        .args(["resume", run.id.as_str()])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    assert!(
+        stderr_of(&out).contains("resume refused [RESUME_INVALID]: run ")
+            && stderr_of(&out).contains(" is finished; only a failed_resumable run can be resumed"),
+        "{}",
+        stderr_of(&out)
+    );
+    let unknown = env
+        .cmd()
+        .args(["events", "0190b4c6-1d2e-7f00-8000-000000000001"])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    assert!(stderr_of(&unknown).contains("no run 0190b4c6-1d2e-7f00-8000-000000000001"));
+}
+
+#[test]
+fn docker_a_sandboxed_run_records_sandbox_started_and_leaves_no_container() {
+    if !docker_or_skip("cli::run::docker_a_sandboxed_run") {
+        return;
+    }
+    let env = Env::new();
+    env.write("hello.iter", HELLO);
+    env.cmd()
+        .args(["run", "hello.iter", "--sandbox-default-image", IMAGE])
+        .assert()
+        .code(0);
+    let run = env.only_run();
+    let events = env.events(&run);
+    let started = first(&events, "sandbox_started").unwrap().clone();
+    let id = started["sandbox_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        started,
+        json!({
+            "driver": "docker",
+            "mode": "auto",
+            "source": format!("global sandbox default (default image: {IMAGE})"),
+            "image": IMAGE,
+            "sandbox_id": id,
+            "has_post_create": false,
+            "network_mode": "open",
+            "network_source": "default (open)",
+            "proxy": false,
+            "tls_inspection": false,
+            "egress_enforced": null,
+        })
+    );
+    // sandbox events come before any node event.
+    let ks = kinds(&events);
+    let started_at = ks.iter().position(|k| *k == "sandbox_started").unwrap();
+    let first_node = ks.iter().position(|k| *k == "node_started").unwrap();
+    assert!(started_at < first_node, "{ks:?}");
+    assert_eq!(env.containers(), Vec::<String>::new());
+}
+
+#[test]
+fn docker_an_unavailable_default_image_says_how_to_get_one() {
+    if !docker_or_skip("cli::run::docker_an_unavailable_default_image") {
+        return;
+    }
+    let env = Env::new();
+    env.write("hello.iter", HELLO);
+    let out = env
+        .cmd()
+        .args(["run", "hello.iter"])
+        .env("ITERION_SANDBOX_DEFAULT_IMAGE", "iterion-test/absent:1")
+        .env("ITERION_SANDBOX_PULL_TIMEOUT", "20s")
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let stderr = stderr_of(&out);
+    for want in [
+        "The default sandbox image iterion-test/absent:1 is neither present locally nor pullable (ITERION_SANDBOX_DEFAULT_IMAGE)",
+        "docker pull iterion-test/absent:1",
+        "--sandbox-default-image (or ITERION_SANDBOX_DEFAULT_IMAGE)",
+        "scripts/build-default-image.sh",
+    ] {
+        assert!(stderr.contains(want), "missing {want:?} in {stderr}");
+    }
+    let run = env.only_run();
+    assert_eq!(
+        (run.status.as_str(), run.failure_code.as_deref()),
+        ("failed", Some("SANDBOX_SETUP_FAILED"))
+    );
+    assert_eq!(env.containers(), Vec::<String>::new());
+}
