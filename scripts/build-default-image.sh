@@ -175,7 +175,7 @@ log "importing into $engine as $LOCAL_TAG"
     --change "ENV PATH=$IMAGE_PATH" \
     --change "ENV LANG=C.UTF-8" \
     --change 'CMD ["/bin/bash"]' \
-    --change "LABEL org.opencontainers.image.description=iterion default sandbox image (local build)" \
+    --change "LABEL iterion.io/image=default-sandbox-local" \
     --message "iterion default sandbox image: debootstrap $SUITE minbase" \
     "$rootfs_tar" "$LOCAL_TAG" >/dev/null
 for tag in "${tags[@]:1}"; do "$engine" tag "$LOCAL_TAG" "$tag"; done
