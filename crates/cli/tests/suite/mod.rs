@@ -1,3 +1,5 @@
+mod admission;
+mod matrix;
 mod run;
 pub mod support;
 mod validate;

@@ -1,7 +1,7 @@
 //! Fixtures for the binary-level run tests: a private `ITERION_HOME` and a git workspace per
 //! test, the `iterion` binary with a clean environment, and readers of the store the binary
 //! wrote. Containers a test's store left behind are force-removed when the fixture drops.
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command as StdCommand;
 
 use assert_cmd::Command;
@@ -186,8 +186,4 @@ pub fn docker_or_skip(test: &str) -> bool {
 
 pub fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-pub fn exists(p: &Path) -> bool {
-    p.exists()
 }
