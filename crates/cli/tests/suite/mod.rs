@@ -1,5 +1,6 @@
 mod admission;
 mod matrix;
+mod resume;
 mod run;
 pub mod support;
 mod validate;

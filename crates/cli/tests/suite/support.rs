@@ -82,6 +82,37 @@ impl Env {
         cmd
     }
 
+    /// The same, as a plain process (for tests that signal it).
+    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("iterion"));
+        for var in CLEARED {
+            cmd.env_remove(var);
+        }
+        cmd.env("ITERION_HOME", self.home.path())
+            .env("RUST_LOG", "error")
+            .current_dir(self.ws.path())
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Polls the store until a run has an event of type `kind` (at most `secs` seconds).
+    pub fn wait_for_event(&self, kind: &str, secs: u64) -> (Run, Vec<(String, Value)>) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            if let Some(run) = self.runs().into_iter().next() {
+                let events = self.events(&run);
+                if events.iter().any(|(k, _)| k == kind) {
+                    return (run, events);
+                }
+            }
+            assert!(std::time::Instant::now() < deadline, "no {kind} event within {secs}s");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
     pub fn db(&self) -> PathBuf {
         self.home.path().join("iterion.db")
     }

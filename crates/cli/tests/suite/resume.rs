@@ -1,0 +1,117 @@
+//! Resumable setup failures and `iterion resume` (SANDBOX.md §16.4, §9.2).
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use crate::suite::support::{Env, IMAGE, docker_or_skip, first, kinds, stderr_of};
+
+#[test]
+fn docker_a_setup_timeout_is_resumable_and_resume_finishes_the_run() {
+    if !docker_or_skip("cli::resume::docker_a_setup_timeout_is_resumable") {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        "slow.iter",
+        &format!(
+            "tool probe:\n  command: `echo ok`\n\nworkflow slow:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n    post_create: \"sleep 4\"\n  probe -> done\n"
+        ),
+    );
+    let out = env
+        .cmd()
+        .args(["run", "slow.iter"])
+        .env("ITERION_SANDBOX_POST_CREATE_TIMEOUT", "2s")
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let run = env.only_run();
+    assert_eq!(
+        (run.status.as_str(), run.failure_code.as_deref()),
+        ("failed_resumable", Some("SANDBOX_SETUP_TIMEOUT")),
+        "{}",
+        stderr_of(&out)
+    );
+    let events = env.events(&run);
+    let failed = first(&events, "run_failed").unwrap();
+    assert_eq!(
+        (&failed["code"], &failed["phase"], &failed["resumable"]),
+        (&json!("SANDBOX_SETUP_TIMEOUT"), &json!("post_create"), &json!(true))
+    );
+    assert!(failed["error"]
+        .as_str()
+        .unwrap()
+        .contains("raise ITERION_SANDBOX_POST_CREATE_TIMEOUT"));
+    assert!(!kinds(&events).contains(&"node_started"));
+    assert_eq!(env.containers(), Vec::<String>::new());
+
+    env.cmd()
+        .args(["resume", run.id.as_str()])
+        .env("ITERION_SANDBOX_POST_CREATE_TIMEOUT", "60s")
+        .assert()
+        .code(0);
+    let run = env.only_run();
+    assert_eq!((run.status.as_str(), run.failure_code.as_deref()), ("finished", None));
+    let events = env.events(&run);
+    let started: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|(k, _)| k == "run_started")
+        .map(|(_, d)| d)
+        .collect();
+    assert_eq!(
+        started.iter().map(|d| d["resumed"].clone()).collect::<Vec<_>>(),
+        vec![json!(false), json!(true)]
+    );
+    assert_eq!(kinds(&events).last(), Some(&"run_finished"));
+    assert_eq!(env.containers(), Vec::<String>::new());
+}
+
+#[test]
+fn resume_continues_after_the_last_completed_node() {
+    let env = Env::new();
+    // `second` fails until the marker exists; `first` must not run again on resume.
+    env.write(
+        "two.iter",
+        "tool first:\n  command: `echo one >> first.log`\n\ntool second:\n  command: `test -e marker && echo two`\n\nworkflow two:\n  entry: first\n  first -> second\n  second -> done\n",
+    );
+    env.cmd()
+        .args(["run", "two.iter", "--sandbox", "none"])
+        .assert()
+        .code(1);
+    let run = env.only_run();
+    assert_eq!(
+        (run.status.as_str(), run.failure_code.as_deref(), run.last_completed_node.as_deref()),
+        ("failed_resumable", Some("EXECUTION_FAILED"), Some("first"))
+    );
+    std::fs::write(env.path("marker"), "").unwrap();
+    // The launch flags are kept on the run: the resume runs on the host again.
+    env.cmd().args(["resume", run.id.as_str()]).assert().code(0);
+    let run = env.only_run();
+    assert_eq!(run.status.as_str(), "finished");
+    assert_eq!(std::fs::read_to_string(env.path("first.log")).unwrap(), "one\n");
+    let events = env.events(&run);
+    assert!(!kinds(&events).iter().any(|k| k.starts_with("sandbox_")));
+}
+
+#[test]
+fn resume_refuses_a_changed_workflow_unless_forced() {
+    let env = Env::new();
+    let wf = "tool a:\n  command: `test -e marker`\n\nworkflow w:\n  entry: a\n  a -> done\n";
+    env.write("w.iter", wf);
+    env.cmd().args(["run", "w.iter", "--sandbox", "none"]).assert().code(1);
+    let run = env.only_run();
+    env.write("w.iter", &format!("{wf}\n# edited\n"));
+    std::fs::write(env.path("marker"), "").unwrap();
+    let out = env
+        .cmd()
+        .args(["resume", run.id.as_str()])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    assert!(stderr_of(&out).contains("changed since run"), "{}", stderr_of(&out));
+    assert_eq!(env.only_run().status.as_str(), "failed_resumable");
+    env.cmd()
+        .args(["resume", run.id.as_str(), "--force"])
+        .assert()
+        .code(0);
+}
