@@ -1,4 +1,5 @@
 mod admission;
+mod faults;
 mod matrix;
 mod resume;
 mod run;
