@@ -13,6 +13,9 @@
 //! cargo bench -p iterion-sandbox --bench docker_driver -- [--runs 30] [--engine docker|podman] [--image REF]
 //! ```
 //!
+//! With `--engine podman` both sides go through podman's API service (`podman --remote`), and
+//! the CLI side gets the ulimits the driver sets on podman.
+//!
 //! Not part of the test suite: it needs an engine and the `iterion-test/busybox:1` image
 //! (scripts/test.sh builds both), and makes no assertion.
 
@@ -72,8 +75,20 @@ fn endpoint(engine: DriverKind) -> String {
 }
 
 /// Runs the engine's CLI and returns its trimmed stdout; an exit other than 0 is an error.
+/// podman's CLI is pointed at the same API service the driver uses (`--remote`), so both sides
+/// go through the same REST hop, as docker's do.
 async fn cli(program: &str, args: &[&str]) -> Result<String> {
+    let remote = if program == "podman" {
+        vec![
+            "--remote".to_owned(),
+            "--url".to_owned(),
+            endpoint(DriverKind::Podman),
+        ]
+    } else {
+        vec![]
+    };
     let output = Command::new(program)
+        .args(remote)
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -168,19 +183,19 @@ async fn main() -> Result<()> {
                 }
             } else {
                 let started = Instant::now();
-                let id = cli(
-                    program,
-                    &[
-                        "run",
-                        "-d",
-                        "--label",
-                        "iterion.io/bench=docker_driver",
-                        &options.image,
-                        "sleep",
-                        "infinity",
-                    ],
-                )
-                .await?;
+                let mut args = vec!["run", "-d", "--label", "iterion.io/bench=docker_driver"];
+                if options.engine == DriverKind::Podman {
+                    // The ulimits the driver's create plan sets on podman (SANDBOX.md §4.5):
+                    // without them runc cannot start the container here at all.
+                    args.extend([
+                        "--ulimit",
+                        "nofile=16384:16384",
+                        "--ulimit",
+                        "nproc=16384:16384",
+                    ]);
+                }
+                args.extend([options.image.as_str(), "sleep", "infinity"]);
+                let id = cli(program, &args).await?;
                 let took = started.elapsed();
                 cli(program, &["rm", "-f", &id]).await?;
                 if record {
