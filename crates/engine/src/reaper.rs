@@ -6,7 +6,7 @@
 //!    that died; it becomes `failed_resumable` / `INTERRUPTED` (under compare-and-swap) with a
 //!    `run_failed` event, so it never hangs `running` and `iterion resume` can pick it up.
 //! 2. [`reap_local`]: containers labelled `iterion.io/managed=true` and this store's
-//!    `iterion.io/store`, on every local engine that answers (docker and podman), are removed
+//!    `iterion.io/store`, on the local engine runs are created on (docker, else podman), are removed
 //!    when [`reapable`] says so; so are this store's per-run host dirs under the runtime root.
 //!
 //! The predicate is liveness-first and fails safe: a held lease, a lease check that errored or
@@ -116,26 +116,26 @@ pub async fn recover_interrupted(store: &dyn Store) -> Vec<RunId> {
     moved
 }
 
-/// The local container engines that answer (docker, then podman), for the reaper and for
-/// removing a run's container by label when its setup was cancelled.
+/// The local container engine this configuration runs containers on: docker, else podman —
+/// the factory's preference order (SANDBOX.md §3.2), so the reaper looks where runs are created.
+/// Used by the reaper and to remove a run's container by label when its setup was cancelled.
+///
+/// Only the first engine that answers is asked (defined here): probing a second engine on every
+/// `iterion run` costs more than the run (podman's API answers in hundreds of milliseconds),
+/// and with both present the factory never creates containers on the second one.
 pub(crate) async fn local_engines() -> Vec<DockerDriver> {
     let vars = EndpointVars::from_env();
-    let (docker_endpoints, podman_endpoints) = (
-        endpoints_for(EngineKind::Docker, &vars),
-        endpoints_for(EngineKind::Podman, &vars),
-    );
-    let docker = DockerDriver::connect(
-        DriverKind::Docker,
-        &docker_endpoints,
-        DockerSettings::default(),
-    );
-    let podman = DockerDriver::connect(
-        DriverKind::Podman,
-        &podman_endpoints,
-        DockerSettings::default(),
-    );
-    let (docker, podman) = tokio::join!(docker, podman);
-    docker.into_iter().chain(podman).collect()
+    for (kind, engine) in [
+        (DriverKind::Docker, EngineKind::Docker),
+        (DriverKind::Podman, EngineKind::Podman),
+    ] {
+        let endpoints = endpoints_for(engine, &vars);
+        if let Ok(driver) = DockerDriver::connect(kind, &endpoints, DockerSettings::default()).await
+        {
+            return vec![driver];
+        }
+    }
+    Vec::new()
 }
 
 /// What one reaper pass removed.
