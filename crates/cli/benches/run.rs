@@ -1,7 +1,7 @@
 //! `iterion run` against the engine's CLI, side by side (BENCHMARKS.md "## iterion run").
 //!
 //! 1. A one-tool-node sandboxed workflow, `iterion run one.iter`, against
-//!    `docker run --rm IMAGE sh -c CMD`, interleaved, ITERION_BENCH_RUNS times (default 20):
+//!    `docker run --rm IMAGE sh -c CMD`, interleaved, `--runs N` times (default 20):
 //!    the median of each and their ratio (goal ≤ 1.2×).
 //! 2. A 20-node workflow: per-node overhead, `(median(20 nodes) − median(1 node)) / 19`, against
 //!    a raw `docker exec CONTAINER sh -c CMD` into one running container.
@@ -67,8 +67,12 @@ fn iterion(home: &Path, ws: &Path, file: &str) -> Command {
 }
 
 fn main() {
-    let runs: usize = std::env::var("ITERION_BENCH_RUNS")
-        .ok()
+    // `cargo bench -p iterion --bench run -- --runs N`; cargo's own `--bench` flag is ignored.
+    let args: Vec<String> = std::env::args().collect();
+    let runs: usize = args
+        .iter()
+        .position(|a| a == "--runs")
+        .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
     let home = tempfile::tempdir().unwrap();

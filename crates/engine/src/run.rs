@@ -389,6 +389,7 @@ impl Engine {
                     .filter(|p| !p.as_os_str().is_empty())
                     .or_else(|| self.engine_binary.clone()),
                 host_binds: true,
+                file_secrets: file_secret_mounts(&attempt.workflow, &attempt.secrets),
             },
             file_secrets: crate::launch::workflow_has_file_secrets(&attempt.workflow),
             events,
@@ -502,6 +503,29 @@ impl Progress for ObserverProgress {
     fn pull(&self, update: &PullProgress) {
         self.0.pull(update);
     }
+}
+
+/// The resolved `as: file` secrets as mounts (SANDBOX.md §8.7); unresolved optional ones are not
+/// delivered.
+fn file_secret_mounts(
+    wf: &Workflow,
+    secrets: &[ResolvedSecret],
+) -> Vec<iterion_sandbox::SecretFileMount> {
+    wf.secrets
+        .iter()
+        .filter_map(|declared| {
+            let iterion_dsl::ir::Delivery::File { mount_path, env } = &declared.delivery else {
+                return None;
+            };
+            let resolved = secrets.iter().find(|s| s.name() == declared.name)?;
+            Some(iterion_sandbox::SecretFileMount {
+                name: declared.name.clone(),
+                mount_path: mount_path.clone(),
+                env: env.clone(),
+                value: iterion_sandbox::SecretBytes::from(resolved.expose_value()),
+            })
+        })
+        .collect()
 }
 
 fn stop_message(code: FailureCode) -> String {

@@ -36,6 +36,11 @@ impl ResolvedSecret {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// The value, for delivery only (a file-secret mount); never for recorded text.
+    pub(crate) fn expose_value(&self) -> &str {
+        &self.value
+    }
 }
 
 impl fmt::Debug for ResolvedSecret {

@@ -43,8 +43,15 @@ async fn launch(args: RunArgs) -> Result<Exit, Failure> {
             ask_user_in_sandbox: crate::commands::validate::ASK_USER_IN_SANDBOX,
         },
     );
+    let (errors, warnings) = (compiled.error_count(), compiled.warning_count());
     let workflow = match compiled.workflow {
-        Some(workflow) if compiled.error_count() == 0 => workflow,
+        Some(workflow) if errors == 0 => {
+            if warnings > 0 {
+                let source = render::display_source(&bytes);
+                eprint!("{}", render::human(&shown, &source, &compiled.diagnostics));
+            }
+            workflow
+        }
         _ => {
             let source = render::display_source(&bytes);
             eprint!("{}", render::human(&shown, &source, &compiled.diagnostics));

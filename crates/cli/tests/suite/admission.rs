@@ -6,7 +6,8 @@ use serde_json::json;
 
 use crate::suite::support::{DEAD_DOCKER, DEAD_PODMAN, Env, IMAGE, docker_or_skip, first, kinds};
 
-const WF: &str = "tool probe:\n  command: `echo ok`\n\nworkflow a:\n  entry: probe\n  probe -> done\n";
+const WF: &str =
+    "tool probe:\n  command: `echo ok`\n\nworkflow a:\n  entry: probe\n  probe -> done\n";
 
 struct Case {
     trust: &'static str,
@@ -14,14 +15,29 @@ struct Case {
     dead: bool,
 }
 
-fn run_case(case: &Case) -> (Env, iterion_store::Run, Vec<(String, serde_json::Value)>, i32) {
+fn run_case(
+    case: &Case,
+) -> (
+    Env,
+    iterion_store::Run,
+    Vec<(String, serde_json::Value)>,
+    i32,
+) {
     let env = Env::new();
     env.write("a.iter", WF);
     let mut cmd = env.cmd();
-    cmd.args(["run", "a.iter", "--sandbox-default-image", IMAGE, "--trust", case.trust])
-        .args(case.args);
+    cmd.args([
+        "run",
+        "a.iter",
+        "--sandbox-default-image",
+        IMAGE,
+        "--trust",
+        case.trust,
+    ])
+    .args(case.args);
     if case.dead {
-        cmd.env("DOCKER_HOST", DEAD_DOCKER).env("CONTAINER_HOST", DEAD_PODMAN);
+        cmd.env("DOCKER_HOST", DEAD_DOCKER)
+            .env("CONTAINER_HOST", DEAD_PODMAN);
     }
     let code = cmd.output().unwrap().status.code().unwrap_or(-1);
     let run = env.only_run();
@@ -35,29 +51,78 @@ fn docker_only_an_untrusted_run_without_a_container_is_refused() {
         return;
     }
     let cases = [
-        (Case { trust: "trusted", args: &[], dead: false }, "allowed", "trusted", "finished"),
-        (Case { trust: "trusted", args: &["--sandbox", "none"], dead: false }, "allowed", "trusted", "finished"),
-        (Case { trust: "untrusted", args: &[], dead: false }, "allowed", "untrusted_sandboxed", "finished"),
         (
-            Case { trust: "untrusted", args: &["--sandbox", "none"], dead: false },
+            Case {
+                trust: "trusted",
+                args: &[],
+                dead: false,
+            },
+            "allowed",
+            "trusted",
+            "finished",
+        ),
+        (
+            Case {
+                trust: "trusted",
+                args: &["--sandbox", "none"],
+                dead: false,
+            },
+            "allowed",
+            "trusted",
+            "finished",
+        ),
+        (
+            Case {
+                trust: "untrusted",
+                args: &[],
+                dead: false,
+            },
+            "allowed",
+            "untrusted_sandboxed",
+            "finished",
+        ),
+        (
+            Case {
+                trust: "untrusted",
+                args: &["--sandbox", "none"],
+                dead: false,
+            },
             "denied",
             "untrusted_without_sandbox",
             "failed",
         ),
-        (Case { trust: "untrusted", args: &[], dead: true }, "denied", "untrusted_without_sandbox", "failed"),
+        (
+            Case {
+                trust: "untrusted",
+                args: &[],
+                dead: true,
+            },
+            "denied",
+            "untrusted_without_sandbox",
+            "failed",
+        ),
     ];
     for (case, decision, code, status) in cases {
         let (env, run, events, exit) = run_case(&case);
         let admission = run.admission.clone().unwrap();
         let what = format!("{} {:?} dead={}", case.trust, case.args, case.dead);
         assert_eq!(
-            (admission.decision.as_str(), admission.code.as_str(), admission.phase.as_str(), run.status.as_str()),
+            (
+                admission.decision.as_str(),
+                admission.code.as_str(),
+                admission.phase.as_str(),
+                run.status.as_str()
+            ),
             (decision, code, "pre_model", status),
             "{what}"
         );
         assert_eq!(run.trust.as_str(), case.trust, "{what}");
         if decision == "denied" {
-            assert_eq!((run.failure_code.as_deref(), exit), (Some("LAUNCH_FAILED"), 1), "{what}");
+            assert_eq!(
+                (run.failure_code.as_deref(), exit),
+                (Some("LAUNCH_FAILED"), 1),
+                "{what}"
+            );
             assert_eq!(kinds(&events), vec!["run_started", "run_failed"], "{what}");
             assert_eq!(
                 first(&events, "run_failed").unwrap(),
@@ -66,7 +131,13 @@ fn docker_only_an_untrusted_run_without_a_container_is_refused() {
             );
             assert!(admission.reason.starts_with("run refused: trust=untrusted requires a per-run sandbox, but this run resolves to no container: "), "{}", admission.reason);
             if case.dead {
-                assert!(admission.reason.contains(": no container runtime (mode auto from global sandbox default"), "{}", admission.reason);
+                assert!(
+                    admission
+                        .reason
+                        .contains(": no container runtime (mode auto from global sandbox default"),
+                    "{}",
+                    admission.reason
+                );
             } else {
                 assert!(admission.reason.contains(": opted out (mode none from cli flag --sandbox; no ITERION_SANDBOX_OVERRIDE is set)"), "{}", admission.reason);
             }

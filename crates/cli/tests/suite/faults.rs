@@ -37,7 +37,10 @@ fn docker_a_container_killed_mid_run_fails_the_node_and_teardown_still_runs() {
         .as_str()
         .unwrap()
         .to_owned();
-    StdCommand::new("docker").args(["kill", &id]).output().unwrap();
+    StdCommand::new("docker")
+        .args(["kill", &id])
+        .output()
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let run = env.only_run();
@@ -67,7 +70,11 @@ fn docker_ctrl_c_during_a_node_cancels_the_run_and_removes_the_container() {
     let started = Instant::now();
     signal(child.id(), "-INT");
     let out = child.wait_with_output().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(30), "teardown took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "teardown took {:?}",
+        started.elapsed()
+    );
     assert_eq!(out.status.code(), Some(1));
     let run = env.only_run();
     assert_eq!(
@@ -135,15 +142,25 @@ fn docker_sigkill_mid_run_leaves_an_orphan_that_the_next_run_reaps() {
 
     // While the dead process's lease is still live, the reaper keeps the container
     // (liveness first) and the run stays `running`.
-    env.cmd().args(["run", "quick.iter", "--sandbox", "none"]).assert().code(0);
+    env.cmd()
+        .args(["run", "quick.iter", "--sandbox", "none"])
+        .assert()
+        .code(0);
     let old = env.runs().into_iter().find(|r| r.id == killed.id).unwrap();
     if old.status.as_str() == "running" {
-        assert_eq!(containers_of(&store_id).len(), 1, "a leased run keeps its container");
+        assert_eq!(
+            containers_of(&store_id).len(),
+            1,
+            "a leased run keeps its container"
+        );
     }
 
     // Once the lease lapses (30 s TTL), the next run recovers the run and reaps the orphan.
     std::thread::sleep(Duration::from_secs(31));
-    env.cmd().args(["run", "quick.iter", "--sandbox", "none"]).assert().code(0);
+    env.cmd()
+        .args(["run", "quick.iter", "--sandbox", "none"])
+        .assert()
+        .code(0);
     let old = env.runs().into_iter().find(|r| r.id == killed.id).unwrap();
     assert_eq!(
         (old.status.as_str(), old.failure_code.as_deref()),

@@ -48,10 +48,14 @@ fn workflow(block: Block) -> String {
         Block::None => "  sandbox: none\n".to_owned(),
         Block::Auto => "  sandbox: auto\n".to_owned(),
         Block::InlineImage => format!("  sandbox:\n    image: \"{IMAGE}\"\n"),
-        Block::InlineBuild => "  sandbox:\n    build:\n      dockerfile: \"Dockerfile\"\n".to_owned(),
+        Block::InlineBuild => {
+            "  sandbox:\n    build:\n      dockerfile: \"Dockerfile\"\n".to_owned()
+        }
         Block::Absent => String::new(),
     };
-    format!("tool probe:\n  command: `echo ok`\n\nworkflow m:\n  entry: probe\n{sandbox}  probe -> done\n")
+    format!(
+        "tool probe:\n  command: `echo ok`\n\nworkflow m:\n  entry: probe\n{sandbox}  probe -> done\n"
+    )
 }
 
 /// SANDBOX.md §2.1, first match wins; auto's label gains its default-image detail.
@@ -59,9 +63,10 @@ fn expected(flag: Flag, block: Block, global: Global) -> (&'static str, String) 
     let names_container = matches!(block, Block::InlineImage | Block::InlineBuild);
     let (mode, label) = match (flag, block, global) {
         (Flag::None, _, _) => ("none", "cli flag --sandbox"),
-        (Flag::Auto, _, _) if names_container => {
-            ("inline", "workflow sandbox: block (overrides --sandbox=auto)")
-        }
+        (Flag::Auto, _, _) if names_container => (
+            "inline",
+            "workflow sandbox: block (overrides --sandbox=auto)",
+        ),
         (Flag::Auto, _, _) => ("auto", "cli flag --sandbox"),
         (Flag::Absent, Block::None, _) => ("none", "workflow sandbox: block"),
         (Flag::Absent, Block::Auto, _) => ("auto", "workflow sandbox: block"),
@@ -125,14 +130,19 @@ fn check(host: Host, flag: Flag, block: Block, global: Global) -> Result<(), Str
         Global::Unset => {}
     }
     if host == Host::Dead {
-        cmd.env("DOCKER_HOST", DEAD_DOCKER).env("CONTAINER_HOST", DEAD_PODMAN);
+        cmd.env("DOCKER_HOST", DEAD_DOCKER)
+            .env("CONTAINER_HOST", DEAD_PODMAN);
     }
     let out = cmd.output().map_err(|e| e.to_string())?;
     let (mode, label) = expected(flag, block, global);
     let run = env.only_run();
     let events = env.events(&run);
     let ks = kinds(&events);
-    let sandbox_events: Vec<&str> = ks.iter().copied().filter(|k| k.starts_with("sandbox_")).collect();
+    let sandbox_events: Vec<&str> = ks
+        .iter()
+        .copied()
+        .filter(|k| k.starts_with("sandbox_"))
+        .collect();
     let code = out.status.code();
     let got_status = (run.status.as_str(), run.failure_code.as_deref(), code);
     let mut problems = Vec::new();
@@ -143,24 +153,52 @@ fn check(host: Host, flag: Flag, block: Block, global: Global) -> Result<(), Str
     };
     match (mode, host) {
         ("none", _) => {
-            want("status", got_status == ("finished", None, Some(0)), format!("{got_status:?}"));
-            want("no sandbox event", sandbox_events.is_empty(), format!("{sandbox_events:?}"));
+            want(
+                "status",
+                got_status == ("finished", None, Some(0)),
+                format!("{got_status:?}"),
+            );
+            want(
+                "no sandbox event",
+                sandbox_events.is_empty(),
+                format!("{sandbox_events:?}"),
+            );
         }
         (_, Host::Engine) => {
-            want("status", got_status == ("finished", None, Some(0)), format!("{got_status:?}"));
-            let started = first(&events, "sandbox_started").cloned().unwrap_or(Value::Null);
+            want(
+                "status",
+                got_status == ("finished", None, Some(0)),
+                format!("{got_status:?}"),
+            );
+            let started = first(&events, "sandbox_started")
+                .cloned()
+                .unwrap_or(Value::Null);
             let image = match (mode, block) {
                 ("inline", Block::InlineBuild) => format!("iterion-sandbox-build:{}", run.id),
                 _ => IMAGE.to_owned(),
             };
             let got = json!({"driver": started["driver"], "mode": started["mode"], "source": started["source"], "image": started["image"]});
             let exp = json!({"driver": "docker", "mode": mode, "source": label, "image": image});
-            want("sandbox_started", got == exp, format!("got {got}, want {exp}"));
-            want("no skip", first(&events, "sandbox_skipped").is_none(), format!("{ks:?}"));
+            want(
+                "sandbox_started",
+                got == exp,
+                format!("got {got}, want {exp}"),
+            );
+            want(
+                "no skip",
+                first(&events, "sandbox_skipped").is_none(),
+                format!("{ks:?}"),
+            );
         }
         ("auto", Host::Dead) => {
-            want("status", got_status == ("finished", None, Some(0)), format!("{got_status:?}"));
-            let skipped = first(&events, "sandbox_skipped").cloned().unwrap_or(Value::Null);
+            want(
+                "status",
+                got_status == ("finished", None, Some(0)),
+                format!("{got_status:?}"),
+            );
+            let skipped = first(&events, "sandbox_skipped")
+                .cloned()
+                .unwrap_or(Value::Null);
             let reason = skipped["reason"].as_str().unwrap_or_default().to_owned();
             want(
                 "degrade reason",
@@ -168,8 +206,16 @@ fn check(host: Host, flag: Flag, block: Block, global: Global) -> Result<(), Str
                 reason.clone(),
             );
             let exp = json!({"mode": "auto", "source": label, "reason": reason, "file_secrets_dropped": false});
-            want("sandbox_skipped (degrade)", skipped == exp, format!("got {skipped}, want {exp}"));
-            want("one skip, no start", sandbox_events == ["sandbox_skipped"], format!("{sandbox_events:?}"));
+            want(
+                "sandbox_skipped (degrade)",
+                skipped == exp,
+                format!("got {skipped}, want {exp}"),
+            );
+            want(
+                "one skip, no start",
+                sandbox_events == ["sandbox_skipped"],
+                format!("{sandbox_events:?}"),
+            );
             let stderr = String::from_utf8_lossy(&out.stderr);
             want(
                 "stderr",
@@ -183,21 +229,38 @@ fn check(host: Host, flag: Flag, block: Block, global: Global) -> Result<(), Str
                 got_status == ("failed", Some("SANDBOX_DRIVER_UNAVAILABLE"), Some(1)),
                 format!("{got_status:?}"),
             );
-            let skipped = first(&events, "sandbox_skipped").cloned().unwrap_or(Value::Null);
+            let skipped = first(&events, "sandbox_skipped")
+                .cloned()
+                .unwrap_or(Value::Null);
             let reason = skipped["reason"].clone();
             let exp = json!({"mode": "inline", "source": label, "reason": reason, "refused": true, "error_code": "SANDBOX_DRIVER_UNAVAILABLE"});
-            want("sandbox_skipped (refusal)", skipped == exp, format!("got {skipped}, want {exp}"));
-            want("no node ran", !ks.contains(&"node_started"), format!("{ks:?}"));
+            want(
+                "sandbox_skipped (refusal)",
+                skipped == exp,
+                format!("got {skipped}, want {exp}"),
+            );
+            want(
+                "no node ran",
+                !ks.contains(&"node_started"),
+                format!("{ks:?}"),
+            );
             let failed = first(&events, "run_failed").cloned().unwrap_or(Value::Null);
             want(
                 "run_failed",
-                failed["code"] == json!("SANDBOX_DRIVER_UNAVAILABLE") && failed["phase"] == json!("sandbox setup") && failed.get("resumable").is_none(),
+                failed["code"] == json!("SANDBOX_DRIVER_UNAVAILABLE")
+                    && failed["phase"] == json!("sandbox setup")
+                    && failed.get("resumable").is_none(),
                 failed.to_string(),
             );
-            let order = ks.iter().position(|k| *k == "sandbox_skipped") < ks.iter().position(|k| *k == "run_failed");
+            let order = ks.iter().position(|k| *k == "sandbox_skipped")
+                < ks.iter().position(|k| *k == "run_failed");
             want("skip before run_failed", order, format!("{ks:?}"));
             let stderr = String::from_utf8_lossy(&out.stderr);
-            want("stderr", stderr.contains("Sandbox refused [SANDBOX_DRIVER_UNAVAILABLE]: "), stderr.to_string());
+            want(
+                "stderr",
+                stderr.contains("Sandbox refused [SANDBOX_DRIVER_UNAVAILABLE]: "),
+                stderr.to_string(),
+            );
         }
     }
     let left = env.containers();
@@ -207,7 +270,10 @@ fn check(host: Host, flag: Flag, block: Block, global: Global) -> Result<(), Str
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(format!("{host:?} {flag:?} {block:?} {global:?}: {}", problems.join("; ")))
+        Err(format!(
+            "{host:?} {flag:?} {block:?} {global:?}: {}",
+            problems.join("; ")
+        ))
     }
 }
 
@@ -220,7 +286,9 @@ fn run_matrix(host: Host, threads: usize) {
             s.spawn(|| {
                 loop {
                     let next = queue.lock().unwrap().pop();
-                    let Some((flag, block, global)) = next else { return };
+                    let Some((flag, block, global)) = next else {
+                        return;
+                    };
                     if let Err(problem) = check(host, flag, block, global) {
                         problems.lock().unwrap().push(problem);
                     }
@@ -242,7 +310,8 @@ fn docker_the_precedence_matrix_with_an_engine_sandboxes_every_active_mode() {
     if !docker_or_skip("cli::matrix::docker_the_precedence_matrix") {
         return;
     }
-    run_matrix(Host::Engine, 3);
+    // Two at a time, like the container-engine test group: the engines share two cores.
+    run_matrix(Host::Engine, 2);
 }
 
 #[test]
@@ -250,7 +319,10 @@ fn the_expectations_follow_the_spec_table() {
     // A few rows pinned by hand, so the table above cannot drift from SANDBOX.md §2.1.
     assert_eq!(
         expected(Flag::Auto, Block::InlineBuild, Global::None),
-        ("inline", "workflow sandbox: block (overrides --sandbox=auto)".to_owned())
+        (
+            "inline",
+            "workflow sandbox: block (overrides --sandbox=auto)".to_owned()
+        )
     );
     assert_eq!(
         expected(Flag::None, Block::InlineImage, Global::Auto),
@@ -258,6 +330,9 @@ fn the_expectations_follow_the_spec_table() {
     );
     assert_eq!(
         expected(Flag::Absent, Block::Absent, Global::Unset),
-        ("auto", format!("global sandbox default (default image: {IMAGE})"))
+        (
+            "auto",
+            format!("global sandbox default (default image: {IMAGE})")
+        )
     );
 }

@@ -35,12 +35,18 @@ fn docker_a_setup_timeout_is_resumable_and_resume_finishes_the_run() {
     let failed = first(&events, "run_failed").unwrap();
     assert_eq!(
         (&failed["code"], &failed["phase"], &failed["resumable"]),
-        (&json!("SANDBOX_SETUP_TIMEOUT"), &json!("post_create"), &json!(true))
+        (
+            &json!("SANDBOX_SETUP_TIMEOUT"),
+            &json!("post_create"),
+            &json!(true)
+        )
     );
-    assert!(failed["error"]
-        .as_str()
-        .unwrap()
-        .contains("raise ITERION_SANDBOX_POST_CREATE_TIMEOUT"));
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("raise ITERION_SANDBOX_POST_CREATE_TIMEOUT")
+    );
     assert!(!kinds(&events).contains(&"node_started"));
     assert_eq!(env.containers(), Vec::<String>::new());
 
@@ -50,7 +56,10 @@ fn docker_a_setup_timeout_is_resumable_and_resume_finishes_the_run() {
         .assert()
         .code(0);
     let run = env.only_run();
-    assert_eq!((run.status.as_str(), run.failure_code.as_deref()), ("finished", None));
+    assert_eq!(
+        (run.status.as_str(), run.failure_code.as_deref()),
+        ("finished", None)
+    );
     let events = env.events(&run);
     let started: Vec<&serde_json::Value> = events
         .iter()
@@ -58,7 +67,10 @@ fn docker_a_setup_timeout_is_resumable_and_resume_finishes_the_run() {
         .map(|(_, d)| d)
         .collect();
     assert_eq!(
-        started.iter().map(|d| d["resumed"].clone()).collect::<Vec<_>>(),
+        started
+            .iter()
+            .map(|d| d["resumed"].clone())
+            .collect::<Vec<_>>(),
         vec![json!(false), json!(true)]
     );
     assert_eq!(kinds(&events).last(), Some(&"run_finished"));
@@ -79,7 +91,11 @@ fn resume_continues_after_the_last_completed_node() {
         .code(1);
     let run = env.only_run();
     assert_eq!(
-        (run.status.as_str(), run.failure_code.as_deref(), run.last_completed_node.as_deref()),
+        (
+            run.status.as_str(),
+            run.failure_code.as_deref(),
+            run.last_completed_node.as_deref()
+        ),
         ("failed_resumable", Some("EXECUTION_FAILED"), Some("first"))
     );
     std::fs::write(env.path("marker"), "").unwrap();
@@ -87,7 +103,10 @@ fn resume_continues_after_the_last_completed_node() {
     env.cmd().args(["resume", run.id.as_str()]).assert().code(0);
     let run = env.only_run();
     assert_eq!(run.status.as_str(), "finished");
-    assert_eq!(std::fs::read_to_string(env.path("first.log")).unwrap(), "one\n");
+    assert_eq!(
+        std::fs::read_to_string(env.path("first.log")).unwrap(),
+        "one\n"
+    );
     let events = env.events(&run);
     assert!(!kinds(&events).iter().any(|k| k.starts_with("sandbox_")));
 }
@@ -97,7 +116,10 @@ fn resume_refuses_a_changed_workflow_unless_forced() {
     let env = Env::new();
     let wf = "tool a:\n  command: `test -e marker`\n\nworkflow w:\n  entry: a\n  a -> done\n";
     env.write("w.iter", wf);
-    env.cmd().args(["run", "w.iter", "--sandbox", "none"]).assert().code(1);
+    env.cmd()
+        .args(["run", "w.iter", "--sandbox", "none"])
+        .assert()
+        .code(1);
     let run = env.only_run();
     env.write("w.iter", &format!("{wf}\n# edited\n"));
     std::fs::write(env.path("marker"), "").unwrap();
@@ -108,7 +130,11 @@ fn resume_refuses_a_changed_workflow_unless_forced() {
         .code(1)
         .get_output()
         .clone();
-    assert!(stderr_of(&out).contains("changed since run"), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("changed since run"),
+        "{}",
+        stderr_of(&out)
+    );
     assert_eq!(env.only_run().status.as_str(), "failed_resumable");
     env.cmd()
         .args(["resume", run.id.as_str(), "--force"])

@@ -12,7 +12,15 @@ fn a_run_on_the_host_finishes_and_records_its_events() {
     env.write("hello.iter", HELLO);
     let out = env
         .cmd()
-        .args(["run", "hello.iter", "--sandbox", "none", "--var", "name=ada", "--json"])
+        .args([
+            "run",
+            "hello.iter",
+            "--sandbox",
+            "none",
+            "--var",
+            "name=ada",
+            "--json",
+        ])
         .assert()
         .code(0)
         .get_output()
@@ -24,7 +32,10 @@ fn a_run_on_the_host_finishes_and_records_its_events() {
         json!({"run_id": run.id.as_str(), "status": "finished", "output": {"result": "ok"}})
     );
     assert_eq!(run.status.as_str(), "finished");
-    assert_eq!(run.vars, json!({"name": "ada"}).as_object().unwrap().clone());
+    assert_eq!(
+        run.vars,
+        json!({"name": "ada"}).as_object().unwrap().clone()
+    );
     let events = env.events(&run);
     assert_eq!(
         kinds(&events),
@@ -64,7 +75,10 @@ fn a_run_on_the_host_finishes_and_records_its_events() {
     let mut keys: Vec<&String> = lines[0].as_object().unwrap().keys().collect();
     keys.sort();
     assert_eq!(keys, vec!["data", "run_id", "seq", "ts", "type"]);
-    assert_eq!((&lines[0]["seq"], &lines[0]["type"]), (&json!(1), &json!("run_started")));
+    assert_eq!(
+        (&lines[0]["seq"], &lines[0]["type"]),
+        (&json!(1), &json!("run_started"))
+    );
 
     // `inspect RUN_ID --json` is the run record; `inspect` lists it.
     let one: Value = serde_json::from_slice(
@@ -77,12 +91,27 @@ fn a_run_on_the_host_finishes_and_records_its_events() {
     )
     .unwrap();
     assert_eq!(
-        (&one["status"], &one["admission"]["code"], &one["admission"]["decision"]),
+        (
+            &one["status"],
+            &one["admission"]["code"],
+            &one["admission"]["decision"]
+        ),
         (&json!("finished"), &json!("trusted"), &json!("allowed"))
     );
-    let list = String::from_utf8(env.cmd().arg("inspect").assert().code(0).get_output().stdout.clone())
-        .unwrap();
-    assert!(list.contains(run.id.as_str()) && list.contains("finished"), "{list}");
+    let list = String::from_utf8(
+        env.cmd()
+            .arg("inspect")
+            .assert()
+            .code(0)
+            .get_output()
+            .stdout
+            .clone(),
+    )
+    .unwrap();
+    assert!(
+        list.contains(run.id.as_str()) && list.contains("finished"),
+        "{list}"
+    );
 }
 
 #[test]
@@ -101,9 +130,18 @@ fn bad_input_exits_two_and_creates_no_run() {
         "secret.iter",
         "secrets:\n  token:\n    value: \"${ITERION_TEST_TOKEN_UNSET}\"\n    hosts: [\"api.example.com\"]\n\ntool a:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> done\n",
     );
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str)> = vec![
-        (vec!["run", "missing.iter"], vec![], "cannot read missing.iter"),
-        (vec!["run", "broken.iter"], vec![], "does not compile; nothing was run"),
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            vec!["run", "missing.iter"],
+            vec![],
+            "cannot read missing.iter",
+        ),
+        (
+            vec!["run", "broken.iter"],
+            vec![],
+            "does not compile; nothing was run",
+        ),
         (
             vec!["run", "hello.iter", "--var", "nope=1"],
             vec![],
@@ -115,7 +153,11 @@ fn bad_input_exits_two_and_creates_no_run() {
             vec![],
             "n is a int, and \"x\" is not an integer",
         ),
-        (vec!["run", "secret.iter"], vec![], "set ITERION_TEST_TOKEN_UNSET"),
+        (
+            vec!["run", "secret.iter"],
+            vec![],
+            "set ITERION_TEST_TOKEN_UNSET",
+        ),
         (
             vec!["run", "hello.iter"],
             vec![("ITERION_SANDBOX_DEFAULT", "sometimes")],
@@ -167,7 +209,13 @@ fn a_corrupt_database_is_a_clear_error() {
         stderr.contains(&format!("cannot open the run store {}", env.db().display())),
         "{stderr}"
     );
-    let inspect = env.cmd().arg("inspect").assert().code(1).get_output().clone();
+    let inspect = env
+        .cmd()
+        .arg("inspect")
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
     assert!(stderr_of(&inspect).contains("cannot open the run store"));
 }
 
@@ -239,6 +287,24 @@ fn docker_a_sandboxed_run_records_sandbox_started_and_leaves_no_container() {
     let started_at = ks.iter().position(|k| *k == "sandbox_started").unwrap();
     let first_node = ks.iter().position(|k| *k == "node_started").unwrap();
     assert!(started_at < first_node, "{ks:?}");
+    // The driver's operations and the tool output are in the run log.
+    let logs = env.logs(&run);
+    let has = |stream: &str, prefix: &str| {
+        logs.iter()
+            .any(|(s, l)| s == stream && l.starts_with(prefix))
+    };
+    assert!(
+        has("system", "docker run --detach --rm --name iterion-"),
+        "{logs:#?}"
+    );
+    assert!(
+        has("system", "sandbox active: driver=docker image="),
+        "{logs:#?}"
+    );
+    assert!(
+        has("stdout", "[greet] ada") || has("stdout", "[greet] world"),
+        "{logs:#?}"
+    );
     assert_eq!(env.containers(), Vec::<String>::new());
 }
 
@@ -272,5 +338,100 @@ fn docker_an_unavailable_default_image_says_how_to_get_one() {
         (run.status.as_str(), run.failure_code.as_deref()),
         ("failed", Some("SANDBOX_SETUP_FAILED"))
     );
+    assert_eq!(env.containers(), Vec::<String>::new());
+}
+
+#[test]
+fn docker_interaction_ask_under_an_active_sandbox_is_refused_before_the_entry_node() {
+    if !docker_or_skip("cli::run::docker_interaction_ask") {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        "ask.iter",
+        &format!(
+            "agent helper:\n  model: \"anthropic/claude-sonnet-4-5\"\n  user: \"help\"\n  interaction: ask\n\nworkflow a:\n  entry: helper\n  sandbox:\n    image: \"{IMAGE}\"\n  helper -> done\n"
+        ),
+    );
+    let out = env
+        .cmd()
+        .args(["run", "ask.iter"])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    // The compile-time warning is shown, then the run-time refusal.
+    assert!(
+        stderr_of(&out).contains("warning[C136]"),
+        "{}",
+        stderr_of(&out)
+    );
+    let run = env.only_run();
+    assert_eq!(
+        (run.status.as_str(), run.failure_code.as_deref()),
+        ("failed", Some("CAPABILITY_UNSUPPORTED"))
+    );
+    let events = env.events(&run);
+    assert!(!kinds(&events).contains(&"node_started"), "{events:?}");
+    assert_eq!(env.containers(), Vec::<String>::new());
+}
+
+const FILE_SECRET: &str = "secrets:\n  cert:\n    value: \"${ITERION_TEST_CERT}\"\n    as: file\n    env: CERT_PATH\n    hosts: [\"registry.example.com\"]\n\ntool a:\n  command: `echo ok`\n\nworkflow w:\n  entry: a\n  a -> done\n";
+
+#[test]
+fn a_degraded_run_reports_its_file_secrets_dropped() {
+    let env = Env::new();
+    env.write("s.iter", FILE_SECRET);
+    env.cmd()
+        .args(["run", "s.iter", "--sandbox-default-image", IMAGE])
+        .env("ITERION_TEST_CERT", "very-secret-value")
+        .env("DOCKER_HOST", crate::suite::support::DEAD_DOCKER)
+        .env("CONTAINER_HOST", crate::suite::support::DEAD_PODMAN)
+        .assert()
+        .code(0);
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(
+        first(&events, "sandbox_skipped").unwrap()["file_secrets_dropped"],
+        json!(true)
+    );
+}
+
+#[test]
+fn docker_file_secrets_are_refused_until_the_driver_delivers_them() {
+    if !docker_or_skip("cli::run::docker_file_secrets_are_refused") {
+        return;
+    }
+    let env = Env::new();
+    env.write("s.iter", FILE_SECRET);
+    let out = env
+        .cmd()
+        .args(["run", "s.iter", "--sandbox-default-image", IMAGE])
+        .env("ITERION_TEST_CERT", "very-secret-value")
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let run = env.only_run();
+    assert_eq!(
+        (run.status.as_str(), run.failure_code.as_deref()),
+        ("failed", Some("SANDBOX_SETUP_FAILED"))
+    );
+    assert!(
+        run.failure_message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("file secrets"),
+        "{:?}",
+        run.failure_message
+    );
+    let events = env.events(&run);
+    let recorded = format!(
+        "{events:?}{}{}",
+        stderr_of(&out),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!recorded.contains("very-secret-value"));
+    assert!(!kinds(&events).contains(&"node_started"));
     assert_eq!(env.containers(), Vec::<String>::new());
 }

@@ -108,7 +108,10 @@ impl Env {
                     return (run, events);
                 }
             }
-            assert!(std::time::Instant::now() < deadline, "no {kind} event within {secs}s");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no {kind} event within {secs}s"
+            );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
     }
@@ -148,6 +151,18 @@ impl Env {
                 .unwrap()
                 .into_iter()
                 .map(|e| (e.kind, e.data))
+                .collect()
+        })
+    }
+
+    /// A run's run-log lines as `(stream, line)`.
+    pub fn logs(&self, run: &Run) -> Vec<(String, String)> {
+        self.with_store(async |s| {
+            s.logs(&run.id, 0)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|l| (l.stream.as_str().to_owned(), l.line))
                 .collect()
         })
     }

@@ -1,10 +1,11 @@
 //! Step L8 (SANDBOX.md §8): the engine's mounts and env, configured on the spec before Prepare.
 //!
 //! Done here, in order: M2 run files, M3 locale, M5 host_state (§8.1 auto / §8.2 none), M8 the
-//! engine binary, M10 git `safe.directory`. Not yet (later issues, or nothing to mount yet): M1
-//! attachments and M4 bundle (no producer of either exists), M6 scratch, M7 devbox, M9 worktree
-//! git dir, M11 file secrets (the docker driver refuses them until it can deliver them), M12–M14
-//! (every driver that reaches here binds host paths).
+//! engine binary, M10 git `safe.directory`, M11 file secrets (on the spec, with their `env:`
+//! variables; the docker driver refuses a spec carrying them until it can deliver them, so such a
+//! run fails `SANDBOX_SETUP_FAILED` rather than run without its secret). Not yet (later issues, or
+//! nothing to mount yet): M1 attachments and M4 bundle (no producer of either exists), M6 scratch,
+//! M7 devbox, M9 worktree git dir, M12–M14 (every driver that reaches here binds host paths).
 //!
 //! The decisions are pure functions over what was found on the host ([`Candidate`] stats, the
 //! uid); only [`plan_mounts`] touches the filesystem and runs `git`.
@@ -14,7 +15,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use iterion_sandbox::{EngineMount, EngineMountKind, HostState, HostStateSource, Spec};
+use iterion_sandbox::{
+    EngineMount, EngineMountKind, HostState, HostStateSource, SecretFileMount, Spec,
+};
 
 use crate::events::Event;
 use crate::sandbox::SetupError;
@@ -41,6 +44,8 @@ pub(crate) struct MountInputs {
     pub engine_binary: Option<PathBuf>,
     /// Whether the driver binds host paths.
     pub host_binds: bool,
+    /// The workflow's resolved `as: file` secrets (M11).
+    pub file_secrets: Vec<SecretFileMount>,
 }
 
 /// One host_state candidate (§8.1 step 2).
@@ -208,6 +213,13 @@ pub(crate) async fn plan_mounts(
     // M10: git safe.directory.
     let folder = spec.workspace_folder.clone().unwrap_or(folder);
     append_git_config(&mut spec.env, "safe.directory", &folder)?;
+    // M11: file secrets, and the variables naming their paths (always overwrite).
+    for secret in &inputs.file_secrets {
+        if let Some(env) = &secret.env {
+            spec.env.insert(env.clone(), secret.mount_path.clone());
+        }
+        spec.secret_files.push(secret.clone());
+    }
     Ok(events)
 }
 
