@@ -888,3 +888,85 @@ async fn orphans_are_listed_by_store_and_removed_by_run(engine: Engine) {
     b.cleanup().await.unwrap();
     assert_eq!(labelled(&client, &test_id).await, Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn docker_factory_takes_the_engine_that_answers_names_it_and_reports_dead_endpoints() {
+    use iterion_sandbox::{
+        DockerConstructor, DriverKind, Factory, FactoryOptions, HostKind, HostSignals,
+        NoopConstructor, Registry,
+    };
+    let test_id = "iterion-sandbox::docker_driver::docker_factory";
+    let settings = DockerSettings::default().persist_nix(false);
+    if Engine::Docker
+        .driver_or_skip(test_id, settings.clone())
+        .await
+        .is_none()
+        || Engine::Podman
+            .driver_or_skip(test_id, settings.clone())
+            .await
+            .is_none()
+    {
+        return;
+    }
+    let dead = "unix:///nonexistent/iterion-test.sock".to_owned();
+    let factory = |docker: Vec<String>, podman: Vec<String>| {
+        let registry = Registry::empty()
+            .register(
+                DriverKind::Docker,
+                DockerConstructor::with_endpoints(DriverKind::Docker, docker, settings.clone()),
+            )
+            .register(
+                DriverKind::Podman,
+                DockerConstructor::with_endpoints(DriverKind::Podman, podman, settings.clone()),
+            )
+            .register(DriverKind::Noop, NoopConstructor);
+        let options = FactoryOptions {
+            host: Some(HostKind::Local),
+            preferred_driver: None,
+        };
+        Factory::new(registry, options, &HostSignals::default())
+    };
+    let active = busybox_spec();
+
+    // Docker first when it answers; podman when docker's endpoint is dead.
+    let docker_up = factory(
+        vec![Engine::Docker.endpoint()],
+        vec![Engine::Podman.endpoint()],
+    );
+    let docker_down = factory(vec![dead.clone()], vec![Engine::Podman.endpoint()]);
+    // The docker constructor pointed at podman's socket names what answers: podman.
+    let podman_behind_docker_host = factory(vec![Engine::Podman.endpoint()], vec![]);
+    let mut names = Vec::new();
+    for factory in [&docker_up, &docker_down, &podman_behind_docker_host] {
+        let driver = factory.driver_for_spec(Some(&active)).await.unwrap();
+        names.push(driver.name().to_owned());
+    }
+    assert_eq!(names, ["docker", "podman", "podman"]);
+
+    // Nothing answers: an active spec gets DriverUnavailable naming each endpoint's reason.
+    let nothing = factory(vec![dead.clone()], vec![]);
+    let error = nothing.driver_for_spec(Some(&active)).await.err().unwrap();
+    let Error::DriverUnavailable { tried } = &error else {
+        panic!("{error}");
+    };
+    assert_eq!(
+        (
+            error.code(),
+            tried
+                .iter()
+                .map(|t| (
+                    t.driver.as_str(),
+                    t.reason.contains(&dead) || t.reason.contains("no endpoint")
+                ))
+                .collect::<Vec<_>>()
+        ),
+        (
+            "SANDBOX_DRIVER_UNAVAILABLE",
+            vec![("docker", true), ("podman", true)]
+        )
+    );
+    assert_eq!(
+        nothing.driver().await.map(|d| d.name().to_owned()).ok(),
+        Some("noop".to_owned())
+    );
+}
