@@ -36,7 +36,8 @@
 //!
 //! What it deliberately does not do (yet): the devcontainer (auto always uses the default
 //! image), the egress proxy (a non-open network policy gets no network at all: fail closed),
-//! file-secret delivery, the pre-flight and the doctor. Agent and judge nodes are refused at
+//! file-secret delivery (the docker driver refuses a spec carrying them: the run fails closed),
+//! the scratch dir and its bank, the worktree git-dir mount, the pre-flight and the doctor. Agent and judge nodes are refused at
 //! dispatch with `CAPABILITY_UNSUPPORTED` until the agent executor lands.
 #![deny(missing_docs)]
 

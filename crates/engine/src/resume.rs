@@ -42,6 +42,12 @@ impl Engine {
                 run_id,
             }));
         };
+        if run.status == RunStatus::Running {
+            return Err(refused(format!(
+                "run {run_id} is running: another process holds its lease, or the process died less than {} s ago (its lease lapses then, and `iterion resume` can take it)",
+                LEASE_TTL.as_secs()
+            )));
+        }
         if run.status != RunStatus::FailedResumable {
             return Err(refused(format!(
                 "run {run_id} is {}; only a failed_resumable run can be resumed (`iterion inspect {run_id}` shows why it ended)",

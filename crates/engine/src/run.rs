@@ -486,6 +486,15 @@ impl Engine {
                     outcome.failure_code = Some(code);
                     outcome.status = code.status().unwrap_or(OutcomeStatus::Cancelled);
                 }
+                if let (Some(active), Some(FailureCode::ExecutionFailed)) =
+                    (active, outcome.failure_code)
+                    && !sandbox_alive(active).await
+                {
+                    let message = outcome.message.take().unwrap_or_default();
+                    outcome.message = Some(format!(
+                        "{message}\nthe sandbox container is no longer running (killed or removed outside iterion)"
+                    ));
+                }
                 ending.finish(outcome, report.checkpoint);
             }
             Err(error) => {
@@ -503,6 +512,17 @@ impl Progress for ObserverProgress {
     fn pull(&self, update: &PullProgress) {
         self.0.pull(update);
     }
+}
+
+/// Whether the sandbox still answers an exec (asked only after a node failed, so that a
+/// container killed from outside is named as the cause).
+async fn sandbox_alive(active: &ActiveSandbox) -> bool {
+    let argv = ["true".to_owned()];
+    let probe = active.run.exec(&argv, iterion_sandbox::ExecOpts::default());
+    matches!(
+        tokio::time::timeout(std::time::Duration::from_secs(5), probe).await,
+        Ok(Ok(_))
+    )
 }
 
 /// The resolved `as: file` secrets as mounts (SANDBOX.md §8.7); unresolved optional ones are not

@@ -55,6 +55,13 @@ fn docker_a_container_killed_mid_run_fails_the_node_and_teardown_still_runs() {
         ("failed_resumable", Some("EXECUTION_FAILED"))
     );
     assert_eq!(kinds(&events).last(), Some(&"run_failed"));
+    let message = run.failure_message.unwrap_or_default();
+    assert!(
+        message.contains(
+            "the sandbox container is no longer running (killed or removed outside iterion)"
+        ),
+        "{message}"
+    );
     assert_eq!(env.containers(), Vec::<String>::new());
 }
 
