@@ -56,9 +56,10 @@ pub use drivers::docker::{
     DockerDriver, DockerIgnore, DockerSettings, EndpointVars, EngineKind, EngineVersion,
     ExecAttachment, ExecChunk, ExecInputs, ExecPlan, ExecRequest, ExecState, ExecStdin, HOST_ALIAS,
     NET_DIR_TARGET, NO_PROXY_BASE, PODMAN_ULIMIT, PROXY_PORT, REMOVE_TIMEOUT, ResolvedBuild,
-    SANDBOX_CMD, SANDBOX_ENTRYPOINT, SCRIPT_STDIN_THRESHOLD, XDG_RUNTIME_DIR, build_paths,
-    build_request, ca_host_path, create_plan, endpoints_for, exec_plan, nix_volume_labels,
-    render as docker_render, resolve_build, tar_context, workspace_folder,
+    SANDBOX_CMD, SANDBOX_ENTRYPOINT, SCRIPT_STDIN_THRESHOLD, SECRETS_TARGET, SecretFilePlan,
+    SecretModes, SecretPlan, XDG_RUNTIME_DIR, build_paths, build_request, ca_host_path,
+    create_plan, endpoints_for, exec_plan, nix_volume_labels, render as docker_render,
+    resolve_build, secret_modes, secret_plan, tar_context, workspace_folder,
 };
 pub use drivers::noop::{NoopConstructor, NoopDriver, noop_file_secret_gate};
 pub use env::{

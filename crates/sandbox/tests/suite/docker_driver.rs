@@ -38,6 +38,7 @@ crate::engine_tests!(
     the_run_log_shows_a_docker_run_line_with_the_proxy_token_hidden,
     a_planned_listener_without_proxy_gets_the_host_alias,
     orphans_are_listed_by_store_and_removed_by_run,
+    file_secrets_are_readable_by_the_sandbox_user_and_refresh_in_place,
 );
 
 /// A test's id and a run id unique to it (container names are per run id).
@@ -968,5 +969,65 @@ async fn docker_factory_takes_the_engine_that_answers_names_it_and_reports_dead_
     assert_eq!(
         nothing.driver().await.map(|d| d.name().to_owned()).ok(),
         Some("noop".to_owned())
+    );
+}
+
+async fn file_secrets_are_readable_by_the_sandbox_user_and_refresh_in_place(engine: Engine) {
+    let (test_id, run_id) = ids(engine, "file_secrets");
+    let Some((driver, _client)) = engine
+        .driver_or_skip(&test_id, DockerSettings::default().persist_nix(false))
+        .await
+    else {
+        return;
+    };
+    let (tmp, ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let info = run_info(&run_id, "store", ws.path(), tmp.path());
+    let run_dir = info.run_dir.clone();
+    let secret =
+        |name: &str, path: &str, env: Option<&str>, value: &str| iterion_sandbox::SecretFileMount {
+            name: name.to_owned(),
+            mount_path: path.to_owned(),
+            env: env.map(str::to_owned),
+            value: value.into(),
+        };
+    let spec = Spec {
+        user: Some("1000:1000".to_owned()),
+        secret_files: vec![
+            secret(
+                "API_TOKEN",
+                "/run/iterion/secrets/API_TOKEN",
+                Some("TOKEN_FILE"),
+                "first-token",
+            ),
+            secret("kube", "/home/user/.kube-config", None, "first-kube"),
+        ],
+        ..busybox_spec()
+    };
+    let (run, _guard) = start(engine, &driver, &spec, info).await;
+    let read = "cat \"$TOKEN_FILE\"; echo; cat /home/user/.kube-config; echo; \
+                stat -c '%a %u' /run/iterion/secrets/API_TOKEN /home/user/.kube-config; \
+                echo x > /run/iterion/secrets/API_TOKEN 2>/dev/null && echo writable || echo read-only";
+    let before = sh(run.as_ref(), read).await;
+    let refresher = run.secret_file_refresher().unwrap();
+    refresher
+        .refresh_secret_file("API_TOKEN", &"second-token".into())
+        .await
+        .unwrap();
+    refresher
+        .refresh_secret_file("kube", &"second-kube".into())
+        .await
+        .unwrap();
+    let after = sh(run.as_ref(), read).await;
+    assert_eq!(
+        (text(before.stdout), text(after.stdout)),
+        (
+            "first-token\nfirst-kube\n400 1000\n400 1000\nread-only\n".to_owned(),
+            "second-token\nsecond-kube\n400 1000\n400 1000\nread-only\n".to_owned()
+        )
+    );
+    run.cleanup().await.unwrap();
+    assert!(
+        !run_dir.exists(),
+        "the per-run dir (and its secrets) is removed"
     );
 }

@@ -512,35 +512,85 @@ async fn a_name_conflict_removes_the_leftover_and_retries_once() {
 }
 
 #[tokio::test]
-async fn start_refuses_a_spec_prepared_by_another_driver_or_with_file_secrets() {
+async fn start_refuses_a_spec_prepared_by_another_driver() {
     let ws = workspace();
     let (driver, fake, _lines) = driver([]);
     let foreign = PreparedSpec::new("podman", spec("img:1"));
-    let mut secret = spec("img:1");
-    secret.secret_files = vec![crate::spec::SecretFileMount {
+    let error = driver.start(foreign, ws.info.clone()).await.err().unwrap();
+    assert_eq!(
+        (error.to_string(), fake.calls()),
+        (
+            "sandbox: docker: prepared spec comes from driver \"podman\"".to_owned(),
+            vec![]
+        )
+    );
+}
+
+#[tokio::test]
+async fn file_secrets_are_bound_read_only_refreshable_and_gone_after_cleanup() {
+    let ws = workspace();
+    let (driver, fake, lines) = driver([
+        Reply::CreateContainer(Ok("c1".to_owned())),
+        Reply::StartContainer(Ok(())),
+        Reply::RemoveContainer(Ok(())),
+    ]);
+    let mut with_secret = spec("img:1");
+    with_secret.secret_files = vec![crate::spec::SecretFileMount {
         name: "TOKEN".to_owned(),
         mount_path: "/run/iterion/secrets/TOKEN".to_owned(),
-        env: None,
-        value: "v".into(),
+        env: Some("TOKEN_FILE".to_owned()),
+        value: "s3cr3t-value".into(),
     }];
-    let errors = [
-        driver.start(foreign, ws.info.clone()).await.err().unwrap(),
-        driver
-            .start(prepared(secret), ws.info.clone())
-            .await
-            .err()
-            .unwrap(),
-    ]
-    .map(|e| e.to_string());
+    let run = driver
+        .start(prepared(with_secret), ws.info.clone())
+        .await
+        .unwrap();
+    let file = ws.info.run_dir.join("secrets/TOKEN");
+    let first = std::fs::read_to_string(&file).unwrap();
+    run.secret_file_refresher()
+        .unwrap()
+        .refresh_secret_file("TOKEN", &"rotated".into())
+        .await
+        .unwrap();
+    let second = std::fs::read_to_string(&file).unwrap();
+    let calls = fake.calls();
+    let Some(Call::CreateContainer(_, body)) = calls.first() else {
+        panic!("{calls:?}");
+    };
+    let secret_mount = body
+        .host_config
+        .clone()
+        .and_then(|h| h.mounts)
+        .and_then(|m| {
+            m.into_iter()
+                .find(|m| m.target.as_deref() == Some("/run/iterion/secrets"))
+        })
+        .map(|m| (m.source, m.read_only));
+    run.cleanup().await.unwrap();
     assert_eq!(
-        (errors, fake.calls()),
         (
-            [
-                "sandbox: docker: prepared spec comes from driver \"podman\"".to_owned(),
-                "sandbox: invalid spec: secret_files: the docker driver does not deliver file secrets yet"
-                    .to_owned(),
-            ],
-            vec![]
+            first.as_str(),
+            second.as_str(),
+            secret_mount,
+            body.env
+                .clone()
+                .unwrap_or_default()
+                .contains(&"TOKEN_FILE=/run/iterion/secrets/TOKEN".to_owned()),
+            lines.all().iter().any(|(_, l)| l.contains("s3cr3t-value")),
+            format!("{body:?}").contains("s3cr3t-value"),
+            ws.info.run_dir.exists(),
+        ),
+        (
+            "s3cr3t-value",
+            "rotated",
+            Some((
+                Some(ws.info.run_dir.join("secrets").display().to_string()),
+                Some(true)
+            )),
+            true,
+            false,
+            false,
+            false
         )
     );
 }

@@ -28,9 +28,11 @@
 //!   the full 5 s before killing. A force remove kills at once; nothing in the container is
 //!   owed a graceful shutdown (node execs are already over or being cancelled).
 //!
+//! File secrets are files in the per-run dir bound read-only ([`secret_plan`], SANDBOX.md §8.7),
+//! refreshed in place through the run's [`SecretFileRefresher`](crate::SecretFileRefresher).
+//!
 //! Not yet here (later issues): the egress bridge (§4.6; a proxied run gets `--network none`
-//! and so no route at all, which fails closed), file-secret delivery and refresh (§8.7; a spec
-//! with secret files is refused by `start`), and the engine-binary check (§4.3 step 6).
+//! and so no route at all, which fails closed) and the engine-binary check (§4.3 step 6).
 
 mod api;
 mod bollard_api;
@@ -38,6 +40,7 @@ mod context;
 mod plan;
 pub mod render;
 mod run;
+mod secrets;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -58,8 +61,11 @@ pub use plan::{
     NO_PROXY_BASE, PODMAN_ULIMIT, SANDBOX_CMD, SANDBOX_ENTRYPOINT, SCRIPT_STDIN_THRESHOLD,
     build_paths, build_request, create_plan, exec_plan, nix_volume_labels, workspace_folder,
 };
+pub use secrets::{
+    SECRETS_TARGET, SecretFilePlan, SecretModes, SecretPlan, secret_modes, secret_plan,
+};
 
-use self::run::{DockerRun, RemoveOnDrop};
+use self::run::{DockerRun, RemoveOnDrop, RunParts};
 use crate::capabilities::Capabilities;
 use crate::driver::{
     AdvertisedPort, Builder, Driver, LogLevel, NullRunLog, PreparedSpec, Progress, ProxyAddresses,
@@ -466,15 +472,6 @@ impl DockerDriver {
                 reason: "nothing to run: prepare (and build) did not resolve an image".to_owned(),
             });
         };
-        if !spec.secret_files.is_empty() {
-            return Err(Error::InvalidSpec {
-                field: "secret_files".to_owned(),
-                reason: format!(
-                    "the {} driver does not deliver file secrets yet",
-                    shared.engine
-                ),
-            });
-        }
         // Steps 1–2: the workspace is there and bindable; every mount, argument and env pair is
         // screened before the first API call.
         let mut info = info;
@@ -495,7 +492,25 @@ impl DockerDriver {
         };
         // Bind what was screened, never the path as handed in.
         info.workspace_path = canonical_workspace;
-        // Step 3: the CA the container trusts, when inspection is on.
+        // Step 3: the secret files and the CA the container trusts, in the per-run dir.
+        let secrets = if spec.secret_files.is_empty() {
+            SecretPlan::default()
+        } else {
+            let secret_files = spec.secret_files.clone();
+            let (run_dir, user) = (info.run_dir.clone(), spec.user.clone());
+            tokio::task::spawn_blocking(move || {
+                let host_uid = run_dir_owner(&run_dir)?;
+                let plan = secret_plan(&secret_files, &run_dir, user.as_deref(), host_uid);
+                secrets::write_secret_files(&plan, &secret_files)?;
+                Ok::<_, Error>(plan)
+            })
+            .await
+            .map_err(|join| Error::Io {
+                operation: "write secret files in",
+                path: info.run_dir.clone(),
+                source: std::io::Error::other(join.to_string()),
+            })??
+        };
         if let Some(pem) = &info.proxy_ca_pem {
             write_ca(&info.run_dir, pem).await?;
         }
@@ -515,6 +530,7 @@ impl DockerDriver {
             author_mounts: &screened,
             nix_volume: nix_volume.as_deref(),
             extra_labels: &shared.settings.extra_labels,
+            secrets: &secrets,
         })?;
         if let Some(volume) = &nix_volume {
             let labels = nix_volume_labels();
@@ -550,12 +566,15 @@ impl DockerDriver {
         let built = build_image_tag(&info.run_id);
         let run = DockerRun::new(
             Arc::clone(shared),
-            id.clone(),
-            workspace.clone(),
-            spec.user.clone(),
-            (image == built).then_some(built),
-            info.run_dir.clone(),
-            info.run_id.clone(),
+            RunParts {
+                id: id.clone(),
+                workspace: workspace.clone(),
+                spec_user: spec.user.clone(),
+                built_image: (image == built).then_some(built),
+                run_dir: info.run_dir.clone(),
+                run_id: info.run_id.clone(),
+                secrets,
+            },
         );
         // Step 5: start. Step 6 (the egress bridge) is not here yet: a proxied container has no
         // network at all.
@@ -586,6 +605,28 @@ impl DockerDriver {
         );
         Ok(run)
     }
+}
+
+/// The uid the engine runs as, read from the per-run dir it created (created here, 0700, when
+/// the caller did not). Blocking.
+fn run_dir_owner(run_dir: &Path) -> Result<u32> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let io = |operation| {
+        let path = run_dir.to_owned();
+        move |source| Error::Io {
+            operation,
+            path,
+            source,
+        }
+    };
+    if !run_dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(run_dir)
+            .map_err(io("create"))?;
+    }
+    Ok(std::fs::metadata(run_dir).map_err(io("stat"))?.uid())
 }
 
 fn pull_failed(image: &str, error: &ApiError) -> Error {

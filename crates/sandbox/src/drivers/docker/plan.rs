@@ -14,6 +14,7 @@ use bollard::models::{
 use bytes::Bytes;
 
 use super::api::{BuildRequest, EngineKind, ExecRequest};
+use super::secrets::SecretPlan;
 use crate::driver::RunInfo;
 use crate::error::{Error, Result};
 use crate::labels::{LABEL_MANAGED, LABEL_PURPOSE, container_name, managed_labels};
@@ -73,6 +74,8 @@ pub struct CreateInputs<'a> {
     /// Labels added to the run's own (an embedder's or a test's); they never override
     /// `iterion.io/*`.
     pub extra_labels: &'a BTreeMap<String, String>,
+    /// The file secrets' binds and env ([`secret_plan`](super::secret_plan)).
+    pub secrets: &'a SecretPlan,
 }
 
 /// The container to create: its name and the create body (SANDBOX.md §4.5).
@@ -109,7 +112,7 @@ fn utf8(field: &str, path: &Path) -> Result<String> {
 /// The create body of a run's one long-lived container (SANDBOX.md §4.5). Pure.
 ///
 /// In order: the workspace bind (first mount), the author mounts (their canonical sources), the
-/// engine mounts, the `net/` dir when a proxy is active, the CA when inspection is on, the
+/// engine mounts, the file secrets (read-only), the `net/` dir when a proxy is active, the CA when inspection is on, the
 /// shared `/nix` volume. `network_mode = "none"` exactly when a proxy is active; the host alias
 /// only when there is no proxy and a per-run listener is planned. PID 1 is `sleep infinity`
 /// whatever the image's ENTRYPOINT. Never privileged, no added capabilities, no devices, no host
@@ -127,6 +130,7 @@ pub fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
         author_mounts,
         nix_volume,
         extra_labels,
+        secrets,
     } = *inputs;
     let workspace = workspace_folder(spec, info)?;
     let proxied = info.proxy.is_some();
@@ -154,6 +158,9 @@ pub fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
                 ..Mount::default()
             },
         });
+    }
+    for (source, target) in secrets.binds() {
+        mounts.push(bind(utf8("run_dir", &source)?, target, true));
     }
     if proxied {
         mounts.push(bind(
@@ -217,7 +224,7 @@ pub fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
         cmd: Some(vec![SANDBOX_CMD.to_owned()]),
         working_dir: Some(workspace),
         user: spec.user.clone().filter(|user| !user.is_empty()),
-        env: Some(container_env(spec, info)),
+        env: Some(container_env(spec, info, secrets)),
         labels: Some(labels.into_iter().collect()),
         tty: Some(false),
         open_stdin: Some(false),
@@ -230,10 +237,12 @@ pub fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
     })
 }
 
-/// The container's env, sorted by key: the spec's, then the driver's proxy and CA keys, which
-/// win (SANDBOX.md §6.11, §8.10). Under a proxy `ALL_PROXY`/`all_proxy` are removed.
-fn container_env(spec: &Spec, info: &RunInfo) -> Vec<String> {
+/// The container's env, sorted by key: the spec's, then each file secret's `env:` path, then the
+/// driver's proxy and CA keys, each tier winning over the ones before (SANDBOX.md §6.11, §8.10).
+/// Under a proxy `ALL_PROXY`/`all_proxy` are removed.
+fn container_env(spec: &Spec, info: &RunInfo, secrets: &SecretPlan) -> Vec<String> {
     let mut env: BTreeMap<String, String> = spec.env.clone();
+    env.extend(secrets.env.iter().cloned());
     if let Some(proxy) = &info.proxy {
         for key in PROXY_KEYS {
             env.insert(key.to_owned(), proxy.endpoint.clone());

@@ -67,6 +67,15 @@ fn author_mounts() -> Vec<ScreenedMount> {
 }
 
 fn plan_for(engine: EngineKind, spec: &Spec, info: &RunInfo) -> CreatePlan {
+    plan_with_secrets(engine, spec, info, &SecretPlan::default())
+}
+
+fn plan_with_secrets(
+    engine: EngineKind,
+    spec: &Spec,
+    info: &RunInfo,
+    secrets: &SecretPlan,
+) -> CreatePlan {
     let mounts = author_mounts();
     let labels = BTreeMap::from([
         ("iterion.io/test-id".to_owned(), "t1".to_owned()),
@@ -81,6 +90,7 @@ fn plan_for(engine: EngineKind, spec: &Spec, info: &RunInfo) -> CreatePlan {
         author_mounts: &mounts,
         nix_volume: Some("iterion-nix-0123456789ab"),
         extra_labels: &labels,
+        secrets,
     })
     .unwrap()
 }
@@ -114,7 +124,28 @@ fn a_proxied_run_has_no_network_and_reaches_the_proxy_through_its_sockets() {
     info.listener_planned = true;
     info.proxy_ca_pem = Some("-----BEGIN CERTIFICATE-----".to_owned());
     info.no_proxy_extra = Some("10.0.0.7".to_owned());
-    let plan = plan_for(EngineKind::Podman, &spec(), &info);
+    // File secrets bind read-only, and their env wins over the spec's but not over the proxy's.
+    let secret = |name: &str, path: &str, env: &str| crate::spec::SecretFileMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        env: Some(env.to_owned()),
+        value: "never-in-the-body".into(),
+    };
+    let secrets = secret_plan(
+        &[
+            secret("GH_TOKEN", "/run/iterion/secrets/GH_TOKEN", "LANG"),
+            secret("KUBECONFIG", "/home/user/.kube/config", "HTTPS_PROXY"),
+        ],
+        &info.run_dir,
+        Some("1000:1000"),
+        0,
+    );
+    let plan = plan_with_secrets(EngineKind::Podman, &spec(), &info, &secrets);
+    assert!(
+        !serde_json::to_string(&plan.body)
+            .unwrap()
+            .contains("never-in-the-body")
+    );
     snapshot_settings()
         .bind(|| insta::assert_json_snapshot!("create_body_podman_proxied", plan.body));
     let line = render_run(EngineKind::Podman, &plan);
@@ -198,6 +229,7 @@ fn a_bind_without_a_screened_source_is_refused_not_bound() {
         author_mounts: &mounts,
         nix_volume: None,
         extra_labels: &BTreeMap::new(),
+        secrets: &SecretPlan::default(),
     })
     .unwrap_err();
     assert_eq!(

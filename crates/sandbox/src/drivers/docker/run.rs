@@ -13,11 +13,13 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use super::api::{ApiError, ApiStream, ExecAttachment, ExecChunk};
 use super::plan::{ExecInputs, exec_plan};
 use super::render::{render_exec, render_rm, render_rmi};
+use super::secrets::{SecretPlan, refresh_secret};
 use super::{REMOVE_TIMEOUT, Shared};
-use crate::driver::{ExecOpts, ExecOutput, ExecResult, LogLevel, SandboxRun};
+use crate::driver::{ExecOpts, ExecOutput, ExecResult, LogLevel, SandboxRun, SecretFileRefresher};
 use crate::error::{Error, Result};
 use crate::mounts::ArgRule;
 use crate::phase::CLEANUP_TIMEOUT;
+use crate::spec::SecretBytes;
 use crate::text::escape_controls;
 
 /// How long to wait, in all, for the engine to report an exec's exit code once its output has
@@ -101,20 +103,33 @@ pub(crate) struct DockerRun {
     built_image: Option<String>,
     run_dir: PathBuf,
     run_id: String,
+    secrets: Arc<SecretPlan>,
     closed: AtomicBool,
     cleaned: tokio::sync::Mutex<bool>,
 }
 
+/// What a [`DockerRun`] is made of, besides the driver it shares.
+pub(crate) struct RunParts {
+    pub(crate) id: String,
+    pub(crate) workspace: String,
+    pub(crate) spec_user: Option<String>,
+    pub(crate) built_image: Option<String>,
+    pub(crate) run_dir: PathBuf,
+    pub(crate) run_id: String,
+    pub(crate) secrets: SecretPlan,
+}
+
 impl DockerRun {
-    pub(crate) fn new(
-        shared: Arc<Shared>,
-        id: String,
-        workspace: String,
-        spec_user: Option<String>,
-        built_image: Option<String>,
-        run_dir: PathBuf,
-        run_id: String,
-    ) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, parts: RunParts) -> Self {
+        let RunParts {
+            id,
+            workspace,
+            spec_user,
+            built_image,
+            run_dir,
+            run_id,
+            secrets,
+        } = parts;
         DockerRun {
             shared,
             id,
@@ -123,6 +138,7 @@ impl DockerRun {
             built_image,
             run_dir,
             run_id,
+            secrets: Arc::new(secrets),
             closed: AtomicBool::new(false),
             cleaned: tokio::sync::Mutex::new(false),
         }
@@ -317,6 +333,15 @@ impl DockerRun {
             );
             return;
         }
+        // Secret dirs are read-only once filled; reopen them so a non-root engine can empty them.
+        for dir in ["secrets", "secrets-custom"] {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = tokio::fs::set_permissions(
+                self.run_dir.join(dir),
+                std::fs::Permissions::from_mode(0o700),
+            )
+            .await;
+        }
         match tokio::fs::remove_dir_all(&self.run_dir).await {
             Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
@@ -369,6 +394,27 @@ impl SandboxRun for DockerRun {
         }
         self.remove_run_dir().await;
         Ok(())
+    }
+
+    fn secret_file_refresher(&self) -> Option<&dyn SecretFileRefresher> {
+        (!self.secrets.files.is_empty()).then_some(self as &dyn SecretFileRefresher)
+    }
+}
+
+#[async_trait]
+impl SecretFileRefresher for DockerRun {
+    /// SANDBOX.md §4.8: the new value replaces the file the container sees, with no empty-file
+    /// window. An empty value or an unknown name is refused.
+    async fn refresh_secret_file(&self, name: &str, value: &SecretBytes) -> Result<()> {
+        let (plan, name, value) = (Arc::clone(&self.secrets), name.to_owned(), value.clone());
+        let run_dir = self.run_dir.clone();
+        tokio::task::spawn_blocking(move || refresh_secret(&plan, &name, &value))
+            .await
+            .map_err(|join| Error::Io {
+                operation: "refresh secret file in",
+                path: run_dir,
+                source: std::io::Error::other(join.to_string()),
+            })?
     }
 }
 
