@@ -53,13 +53,14 @@ pub use driver::{
 pub use drivers::docker::{
     ApiError, ApiResult, ApiStream, BollardApi, BuildRequest, CA_TARGET, CONNECT_TIMEOUT,
     CONTAINER_HOST, ContainerApi, CreateInputs, CreatePlan, DOCKER_HOST, DockerConstructor,
-    DockerDriver, DockerIgnore, DockerSettings, EndpointVars, EngineKind, EngineVersion,
-    ExecAttachment, ExecChunk, ExecInputs, ExecPlan, ExecRequest, ExecState, ExecStdin, HOST_ALIAS,
-    NET_DIR_TARGET, NO_PROXY_BASE, PODMAN_ULIMIT, PROXY_PORT, REMOVE_TIMEOUT, ResolvedBuild,
-    SANDBOX_CMD, SANDBOX_ENTRYPOINT, SCRIPT_STDIN_THRESHOLD, SECRETS_TARGET, SecretFilePlan,
-    SecretModes, SecretPlan, XDG_RUNTIME_DIR, build_paths, build_request, ca_host_path,
-    create_plan, endpoints_for, exec_plan, nix_volume_labels, render as docker_render,
-    resolve_build, secret_modes, secret_plan, tar_context, workspace_folder,
+    DockerDriver, DockerIgnore, DockerSettings, ENGINE_BINARY_PURPOSE, EndpointVars, EngineKind,
+    EngineVersion, ExecAttachment, ExecChunk, ExecInputs, ExecPlan, ExecRequest, ExecState,
+    ExecStdin, HOST_ALIAS, NET_DIR_TARGET, NO_PROXY_BASE, PODMAN_ULIMIT, PROXY_PORT,
+    REMOVE_TIMEOUT, ResolvedBuild, SANDBOX_CMD, SANDBOX_ENTRYPOINT, SCRIPT_STDIN_THRESHOLD,
+    SECRETS_TARGET, SecretFilePlan, SecretModes, SecretPlan, XDG_RUNTIME_DIR, build_paths,
+    build_request, ca_host_path, create_plan, elf_problem, endpoints_for, exec_plan,
+    nix_volume_labels, render as docker_render, resolve_build, secret_modes, secret_plan,
+    tar_context, workspace_folder,
 };
 pub use drivers::noop::{NoopConstructor, NoopDriver, noop_file_secret_gate};
 pub use env::{

@@ -39,6 +39,7 @@ crate::engine_tests!(
     a_planned_listener_without_proxy_gets_the_host_alias,
     orphans_are_listed_by_store_and_removed_by_run,
     file_secrets_are_readable_by_the_sandbox_user_and_refresh_in_place,
+    prepare_checks_the_engine_binary_against_the_image_architecture,
 );
 
 /// A test's id and a run id unique to it (container names are per run id).
@@ -1029,5 +1030,51 @@ async fn file_secrets_are_readable_by_the_sandbox_user_and_refresh_in_place(engi
     assert!(
         !run_dir.exists(),
         "the per-run dir (and its secrets) is removed"
+    );
+}
+
+async fn prepare_checks_the_engine_binary_against_the_image_architecture(engine: Engine) {
+    let (test_id, _run_id) = ids(engine, "engine_binary");
+    let Some((driver, _client)) = engine
+        .driver_or_skip(&test_id, DockerSettings::default().persist_nix(false))
+        .await
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("iterion");
+    std::fs::write(&script, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let with_binary = |source: &Path| Spec {
+        engine_mounts: vec![iterion_sandbox::EngineMount {
+            kind: iterion_sandbox::EngineMountKind::Bind,
+            source: source.display().to_string(),
+            target: "/run/iterion/bin/iterion".to_owned(),
+            read_only: true,
+            purpose: iterion_sandbox::ENGINE_BINARY_PURPOSE.to_owned(),
+        }],
+        ..busybox_spec()
+    };
+    // This test binary is an ELF for the host, as the test images are.
+    let ok = driver
+        .prepare(&with_binary(&std::env::current_exe().unwrap()), &NoProgress)
+        .await
+        .unwrap();
+    let refused = driver
+        .prepare(&with_binary(&script), &NoProgress)
+        .await
+        .unwrap_err();
+    let host_arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    assert_eq!(
+        (
+            ok.image_config.map(|c| c.architecture),
+            refused.code(),
+            matches!(refused, Error::EngineBinary { .. })
+        ),
+        (Some(host_arch.to_owned()), "SANDBOX_SETUP_FAILED", true)
     );
 }

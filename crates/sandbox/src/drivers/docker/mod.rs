@@ -31,12 +31,13 @@
 //! File secrets are files in the per-run dir bound read-only ([`secret_plan`], SANDBOX.md §8.7),
 //! refreshed in place through the run's [`SecretFileRefresher`](crate::SecretFileRefresher).
 //!
-//! Not yet here (later issues): the egress bridge (§4.6; a proxied run gets `--network none`
-//! and so no route at all, which fails closed) and the engine-binary check (§4.3 step 6).
+//! Not yet here (a later issue): the egress bridge (§4.6). A proxied run gets `--network none`
+//! and so no route at all, which fails closed.
 
 mod api;
 mod bollard_api;
 mod context;
+mod engine_binary;
 mod plan;
 pub mod render;
 mod run;
@@ -56,6 +57,7 @@ pub use api::{
 };
 pub use bollard_api::BollardApi;
 pub use context::{DockerIgnore, ResolvedBuild, resolve_build, tar_context};
+pub use engine_binary::{ENGINE_BINARY_PURPOSE, elf_problem};
 pub use plan::{
     CA_TARGET, CreateInputs, CreatePlan, ExecInputs, ExecPlan, HOST_ALIAS, NET_DIR_TARGET,
     NO_PROXY_BASE, PODMAN_ULIMIT, SANDBOX_CMD, SANDBOX_ENTRYPOINT, SCRIPT_STDIN_THRESHOLD,
@@ -668,8 +670,8 @@ impl Driver for DockerDriver {
 
     /// SANDBOX.md §4.3: validate; for an image, inspect it and pull it when absent (bounded by
     /// `image pull`, progress to `progress`, falling back to `image_fallback` when the registry
-    /// does not have it). A `build:` spec is prepared as it is; [`Builder::build`] makes its
-    /// image. Creates nothing.
+    /// does not have it), then check the engine binary against its architecture. A `build:`
+    /// spec is prepared as it is; [`Builder::build`] makes its image. Creates nothing.
     async fn prepare(&self, spec: &Spec, progress: &dyn Progress) -> Result<PreparedSpec> {
         spec.validate()?;
         let mut prepared = PreparedSpec::new(self.name(), spec.clone());
@@ -686,6 +688,7 @@ impl Driver for DockerDriver {
         let (image, config) = self
             .ensure_image(image, spec.image_fallback.as_deref(), progress)
             .await?;
+        engine_binary::check_engine_binary(spec, &config.architecture).await?;
         prepared.image = Some(image);
         prepared.image_config = Some(config);
         Ok(prepared)
@@ -814,6 +817,7 @@ impl Builder for DockerDriver {
             .ok_or_else(|| Error::BuildFailed {
                 tail: format!("the engine does not list {tag} after building it"),
             })?;
+        engine_binary::check_engine_binary(&prepared.spec, &config.architecture).await?;
         let mut spec = prepared.spec;
         spec.build = None;
         spec.image = Some(tag.clone());
