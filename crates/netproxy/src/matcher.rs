@@ -1,0 +1,288 @@
+//! The rule matcher (SANDBOX.md §6.5): `compile(mode, rules)` and rule evaluation.
+
+use std::fmt;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use crate::error::NetProxyError;
+use crate::host::{as_ip, canonical_host};
+
+/// The network mode of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NetworkMode {
+    /// Everything is allowed unless a rule denies it.
+    Open,
+    /// Only what a rule allows passes; no match denies (fails closed).
+    Allowlist,
+    /// Everything passes unless a rule denies it.
+    Denylist,
+}
+
+impl NetworkMode {
+    /// Parses a mode as written in a `network:` block. An empty (or blank) mode is `allowlist`.
+    ///
+    /// ```
+    /// use iterion_netproxy::NetworkMode;
+    /// assert_eq!(NetworkMode::parse("").unwrap(), NetworkMode::Allowlist);
+    /// assert_eq!(NetworkMode::parse(" Open ").unwrap(), NetworkMode::Open);
+    /// assert_eq!(NetworkMode::parse("strict").unwrap_err().code(), "NETPROXY_INVALID_MODE");
+    /// ```
+    pub fn parse(mode: &str) -> Result<Self, NetProxyError> {
+        match mode.trim().to_ascii_lowercase().as_str() {
+            "" | "allowlist" => Ok(Self::Allowlist),
+            "open" => Ok(Self::Open),
+            "denylist" => Ok(Self::Denylist),
+            _ => Err(NetProxyError::InvalidMode {
+                mode: mode.to_string(),
+            }),
+        }
+    }
+
+    /// The wire form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Allowlist => "allowlist",
+            Self::Denylist => "denylist",
+        }
+    }
+}
+
+/// One compiled pattern.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostPattern {
+    /// An exact canonical host name.
+    Exact(String),
+    /// `*`: any single-label name (no dot).
+    AnySingleLabel,
+    /// `**`: any host name (never an IP literal).
+    AnyName,
+    /// `*.s`: exactly one extra label before `s`.
+    OneLabelUnder(String),
+    /// `**.s`: `s` itself or any name ending with `.s`.
+    DomainAndSubdomains(String),
+    /// An IP literal.
+    Ip(IpAddr),
+    /// A CIDR block.
+    Cidr(IpNet),
+}
+
+impl HostPattern {
+    /// Whether this pattern is an IP or CIDR pattern (the only kinds an IP-literal host and the
+    /// resolved-address check consult).
+    pub fn is_address(&self) -> bool {
+        matches!(self, Self::Ip(_) | Self::Cidr(_))
+    }
+
+    fn matches_name(&self, host: &str) -> bool {
+        match self {
+            Self::Exact(h) => host == h,
+            Self::AnySingleLabel => !host.is_empty() && !host.contains('.'),
+            Self::AnyName => !host.is_empty(),
+            Self::OneLabelUnder(s) => host
+                .strip_suffix(s.as_str())
+                .and_then(|p| p.strip_suffix('.'))
+                .is_some_and(|label| !label.is_empty() && !label.contains('.')),
+            Self::DomainAndSubdomains(s) => {
+                host == s
+                    || host
+                        .strip_suffix(s.as_str())
+                        .is_some_and(|p| p.len() > 1 && p.ends_with('.'))
+            }
+            Self::Ip(_) | Self::Cidr(_) => false,
+        }
+    }
+
+    pub(crate) fn matches_addr(&self, ip: IpAddr) -> bool {
+        match self {
+            Self::Ip(a) => canonical_ip(*a) == canonical_ip(ip),
+            Self::Cidr(net) => net.contains(&ip) || net.contains(&canonical_ip(ip)),
+            _ => false,
+        }
+    }
+}
+
+/// An IPv4-mapped IPv6 address judged as the IPv4 it carries.
+pub(crate) fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// One compiled rule: a pattern, possibly negated, with its source text for reasons and logs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// The rule as written (trimmed).
+    pub source: String,
+    /// `!` prefix: a match denies.
+    pub negated: bool,
+    /// The pattern.
+    pub pattern: HostPattern,
+}
+
+impl Rule {
+    /// Compiles one rule. `index` only labels the error of an empty rule.
+    pub fn parse(raw: &str, index: usize) -> Result<Self, NetProxyError> {
+        let source = raw.trim().to_string();
+        let (negated, body) = match source.strip_prefix('!') {
+            Some(rest) => (true, rest.trim()),
+            None => (false, source.as_str()),
+        };
+        if body.is_empty() {
+            return Err(NetProxyError::EmptyRule { index });
+        }
+        let body = body.to_lowercase();
+        let pattern = if body.contains('/') {
+            HostPattern::Cidr(body.parse().map_err(|_| NetProxyError::InvalidCidr {
+                rule: source.clone(),
+            })?)
+        } else if let Some(ip) = parse_ip_literal(&body) {
+            HostPattern::Ip(ip)
+        } else if !body.contains('*') {
+            HostPattern::Exact(canonical_host(&body))
+        } else if body == "**" {
+            HostPattern::AnyName
+        } else if body == "*" {
+            HostPattern::AnySingleLabel
+        } else {
+            let bad = || NetProxyError::InvalidWildcard {
+                rule: source.clone(),
+            };
+            let (double, suffix) = if let Some(s) = body.strip_prefix("**.") {
+                (true, s)
+            } else if let Some(s) = body.strip_prefix("*.") {
+                (false, s)
+            } else {
+                return Err(bad());
+            };
+            if suffix.is_empty() || suffix.contains('*') {
+                return Err(bad());
+            }
+            let suffix = canonical_host(suffix);
+            if suffix.is_empty() {
+                return Err(bad());
+            }
+            if double {
+                HostPattern::DomainAndSubdomains(suffix)
+            } else {
+                HostPattern::OneLabelUnder(suffix)
+            }
+        };
+        Ok(Self {
+            source,
+            negated,
+            pattern,
+        })
+    }
+}
+
+fn parse_ip_literal(body: &str) -> Option<IpAddr> {
+    let inner = body
+        .strip_prefix('[')
+        .and_then(|b| b.strip_suffix(']'))
+        .unwrap_or(body);
+    inner.parse().ok()
+}
+
+/// A compiled network policy: the mode and its rules in evaluation order.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Policy {
+    mode: NetworkMode,
+    rules: Vec<Rule>,
+}
+
+impl fmt::Debug for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Policy")
+            .field("mode", &self.mode)
+            .field(
+                "rules",
+                &self.rules.iter().map(|r| &r.source).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// Compiles a mode and rules (SANDBOX.md §6.5). Prepend a preset's rules yourself
+/// ([`preset_rules`](crate::preset_rules)) or use [`compile_with_preset`](crate::compile_with_preset).
+///
+/// ```
+/// use iterion_netproxy::{compile, decide, Verdict};
+/// let policy = compile("allowlist", &["**.example.com", "!secret.example.com"]).unwrap();
+/// assert_eq!(decide(&policy, "api.example.com", &[]).verdict, Verdict::Allow);
+/// assert_eq!(decide(&policy, "secret.example.com", &[]).verdict, Verdict::Deny);
+/// assert_eq!(compile("allowlist", &["a.*.com"]).unwrap_err().code(), "NETPROXY_INVALID_WILDCARD");
+/// ```
+pub fn compile<S: AsRef<str>>(mode: &str, rules: &[S]) -> Result<Policy, NetProxyError> {
+    let mode = NetworkMode::parse(mode)?;
+    let rules = rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Rule::parse(r.as_ref(), i))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Policy { mode, rules })
+}
+
+/// What rule evaluation concluded for a host.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RuleMatch<'a> {
+    pub allowed: bool,
+    /// The last matching rule, `None` for the mode's default.
+    pub rule: Option<&'a Rule>,
+}
+
+impl Policy {
+    /// The mode.
+    pub fn mode(&self) -> NetworkMode {
+        self.mode
+    }
+
+    /// The rules in evaluation order.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// Evaluates a canonical host. Precedence: the last matching rule wins (allowed = not
+    /// negated); no match falls back to the mode (allowlist denies, denylist and open allow); an
+    /// empty host is allowed only under open.
+    pub(crate) fn evaluate(&self, host: &str) -> RuleMatch<'_> {
+        if host.is_empty() {
+            return RuleMatch {
+                allowed: self.mode == NetworkMode::Open,
+                rule: None,
+            };
+        }
+        let ip = as_ip(host);
+        let last = self.rules.iter().rev().find(|r| match ip {
+            // An IP literal matches only IP and CIDR rules, so `**` never admits an address.
+            Some(ip) => r.pattern.matches_addr(ip),
+            None => r.pattern.matches_name(host),
+        });
+        match last {
+            Some(rule) => RuleMatch {
+                allowed: !rule.negated,
+                rule: Some(rule),
+            },
+            None => RuleMatch {
+                allowed: self.mode != NetworkMode::Allowlist,
+                rule: None,
+            },
+        }
+    }
+
+    /// The last IP/CIDR rule matching `ip`, if any.
+    pub(crate) fn last_address_rule(&self, ip: IpAddr) -> Option<&Rule> {
+        self.rules.iter().rev().find(|r| r.pattern.matches_addr(ip))
+    }
+
+    /// Whether `host` is allowed by the rules alone (no resolution).
+    pub fn allows_host(&self, host: &str) -> bool {
+        self.evaluate(&canonical_host(host)).allowed
+    }
+}
+
+#[cfg(test)]
+#[path = "matcher_tests.rs"]
+mod tests;
