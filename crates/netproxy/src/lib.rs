@@ -13,17 +13,32 @@
 //! never writes a secret value or the token to a log.
 #![deny(missing_docs)]
 
+mod auth;
+mod ca;
 mod decide;
 mod error;
+mod head;
 mod host;
 mod matcher;
 mod preset;
+mod resolve;
+mod rewrite;
 
+pub use auth::{ProxyToken, decode_proxy_authorization};
+pub use ca::{CA_COMMON_NAME, EphemeralCa};
 pub use decide::{BlockReason, Decision, DecisionSource, Verdict, decide, is_non_public};
 pub use error::NetProxyError;
+pub use head::{
+    HeadError, MAX_HEADERS, ParsedHead, RequestTarget, TargetKind, parse_request_head, target_of,
+};
 pub use host::canonical_host;
 pub use matcher::{HostPattern, NetworkMode, Policy, Rule, compile};
 pub use preset::{
     ITERION_DEFAULT_PRESET, ITERION_DEFAULT_RULES, SILENT_DENY_HOSTS, compile_with_preset,
     is_silent_deny, preset_rules,
+};
+pub use resolve::{BoxFuture, Resolver, StaticHostsResolver, SystemResolver, parse_static_hosts};
+pub use rewrite::{
+    HEADER_GROWTH_BUDGET, MIN_SCANNED_VALUE_LEN, Secret, SecretKind, SecretRewriter,
+    is_model_api_request, placeholder_for,
 };

@@ -152,7 +152,7 @@ fn rules_compile_to_the_pattern_they_name() {
 }
 
 fn label() -> impl Strategy<Value = String> {
-    "[a-z0-9]([a-z0-9-]{0,8}[a-z0-9])?"
+    "[a-z]([a-z0-9-]{0,8}[a-z0-9])?"
 }
 
 fn name() -> impl Strategy<Value = String> {
