@@ -135,22 +135,12 @@ fn negotiated(
     {
         return Some(Ok(docker.clone()));
     }
+    // Only a unix socket is rebuilt directly: a `tcp://` endpoint may be TLS (DOCKER_TLS_VERIFY),
+    // which only bollard's own constructor knows how to set up, so it negotiates instead.
     const REQUEST_TIMEOUT_SECS: u64 = 120;
-    if endpoint.starts_with("unix://") {
-        Some(Docker::connect_with_unix(
-            endpoint,
-            REQUEST_TIMEOUT_SECS,
-            &server,
-        ))
-    } else if endpoint.starts_with("tcp://") || endpoint.starts_with("http://") {
-        Some(Docker::connect_with_http(
-            endpoint,
-            REQUEST_TIMEOUT_SECS,
-            &server,
-        ))
-    } else {
-        None
-    }
+    endpoint
+        .starts_with("unix://")
+        .then(|| Docker::connect_with_unix(endpoint, REQUEST_TIMEOUT_SECS, &server))
 }
 
 #[async_trait]
