@@ -43,8 +43,7 @@ impl ProxyToken {
         let Some(candidate) = header.and_then(decode_proxy_authorization) else {
             return false;
         };
-        let ok = candidate.len() == self.0.len() && bool::from(candidate.ct_eq(self.0.as_bytes()));
-        ok
+        candidate.len() == self.0.len() && bool::from(candidate.ct_eq(self.0.as_bytes()))
     }
 }
 

@@ -98,7 +98,7 @@ pub fn decide(policy: &Policy, host: &str, resolved_ips: &[IpAddr]) -> Decision 
     if policy.mode() != NetworkMode::Open {
         let literal = host.parse::<IpAddr>().ok();
         for ip in literal.iter().chain(resolved_ips) {
-            if is_non_public(*ip) && !policy.last_address_rule(*ip).is_some_and(|r| !r.negated) {
+            if is_non_public(*ip) && policy.last_address_rule(*ip).is_none_or(|r| r.negated) {
                 return Decision {
                     verdict: Verdict::Deny,
                     reason: Some(BlockReason::NonPublicAddress),

@@ -20,9 +20,12 @@ mod error;
 mod head;
 mod host;
 mod matcher;
+mod mitm;
 mod preset;
+mod proxy;
 mod resolve;
 mod rewrite;
+mod tunnel;
 
 pub use auth::{ProxyToken, decode_proxy_authorization};
 pub use ca::{CA_COMMON_NAME, EphemeralCa};
@@ -33,9 +36,14 @@ pub use head::{
 };
 pub use host::canonical_host;
 pub use matcher::{HostPattern, NetworkMode, Policy, Rule, compile};
+pub use mitm::{MAX_INSPECTED_HEAD_BYTES, SECRET_POLICY_REASON};
 pub use preset::{
     ITERION_DEFAULT_PRESET, ITERION_DEFAULT_RULES, SILENT_DENY_HOSTS, compile_with_preset,
     is_silent_deny, preset_rules,
+};
+pub use proxy::{
+    BlockedCallback, BlockedEvent, DEFAULT_INSPECT_MAX_BODY, MAX_PROXY_HEAD_BYTES,
+    POLICY_REASON_HEADER, ProxyBuilder, RunningProxy,
 };
 pub use resolve::{BoxFuture, Resolver, StaticHostsResolver, SystemResolver, parse_static_hosts};
 pub use rewrite::{

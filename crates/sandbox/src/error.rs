@@ -281,6 +281,11 @@ pub enum Error {
         cleanup: Box<Error>,
     },
 
+    /// The repository's devcontainer is unusable or refuses the run (SANDBOX.md §7); the inner
+    /// error says which, and keeps its own code.
+    #[error(transparent)]
+    Devcontainer(Box<crate::devcontainer::DevcontainerError>),
+
     /// The sandbox was already cleaned up; nothing more can run in it.
     #[error("sandbox: {driver} sandbox {sandbox_id} is cleaned up")]
     SandboxClosed {
@@ -301,6 +306,7 @@ impl Error {
             }
             Error::SelectDriver(cause) => cause.code(),
             Error::CleanupFailed { error, .. } => error.code(),
+            Error::Devcontainer(error) => error.code(),
             Error::PhaseTimeout { .. } => SANDBOX_SETUP_TIMEOUT,
             Error::Capacity { .. } => SANDBOX_CAPACITY,
             Error::InvalidSpec { .. }

@@ -21,12 +21,17 @@
 //! - **Secrets stay out of text.** [`SecretBytes`] has no `Display` or `Serialize` and a
 //!   redacting `Debug`; errors name keys and mounts, never values; proxy URLs print as `***`.
 //!
-//! What it does not do: decide degrade versus refuse, emit events, write the run record, read a
-//! devcontainer, or start the egress proxy. Those belong to the engine and the proxy crate, which
-//! call in here.
+//! - **The repository's devcontainer is untrusted input** ([`resolve_sandbox_spec_with_fallback`]):
+//!   read, expanded with allow-listed host variables only, screened, fused with the workflow
+//!   block; the facts the engine reports (denied env keys, network defaulted, the source-label
+//!   detail) come back as values.
+//!
+//! What it does not do: decide degrade versus refuse, emit events, write the run record, or start
+//! the egress proxy. Those belong to the engine and the proxy crate, which call in here.
 #![deny(missing_docs)]
 
 mod capabilities;
+mod devcontainer;
 mod driver;
 mod drivers;
 mod env;
@@ -43,6 +48,19 @@ mod spec;
 mod text;
 
 pub use capabilities::Capabilities;
+pub use devcontainer::{
+    AUTO_WITHOUT_REPOSITORY_ROOT, AutoInputs, CommandForm, DENIED_ENV_EXACT, DENIED_ENV_PREFIXES,
+    DENIED_PROXY_ENV, DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR,
+    DEVBOX_INLINE_LIMIT_BYTES, DEVCONTAINER_CANDIDATES, DevboxConfig, DevboxInputs, DevboxPlan,
+    DevboxRead, DevboxSource, Devcontainer, DevcontainerBuild, DevcontainerError, DevcontainerText,
+    EnvOverlay, FusedSpec, ITERION_REPO_DEVBOX, ITERION_SANDBOX_ENV_FILE, LOCAL_ENV_ALLOW_LIST,
+    LifecycleCommand, LocalVars, MAX_DEVCONTAINER_BYTES, NO_DEVCONTAINER_NO_DEFAULT_IMAGE,
+    RepoDevbox, RepoSpec, ResolvedSpec, RunArgRule, apply_devbox_plan, default_network,
+    expand_local_vars, expand_sandbox_spec, fuse_devcontainer_spec, is_allowed_local_env,
+    is_denied_env_key, merge_environment_overlay, parse_devcontainer, parse_env_file,
+    parse_env_pairs, plan_devbox, posix_quote, read_devbox_config, read_from_repo,
+    resolve_repo_devbox, resolve_sandbox_spec_with_fallback, screen_run_args, to_sandbox_spec,
+};
 pub use driver::{
     AdvertisedPort, Builder, Driver, ExecInput, ExecOpts, ExecOutput, ExecResult, ImageConfig,
     LogLevel, NoProgress, NullRunLog, PreparedSpec, Progress, ProxyAddresses, ProxyAttachment,

@@ -1,0 +1,607 @@
+//! The proxy server (SANDBOX.md §6.2–§6.4, §6.8): builder, listeners, auth, routing, plain-HTTP
+//! forwarding, `network_blocked` and shutdown.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use rustls::pki_types::CertificateDer;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::ProxyToken;
+use crate::ca::EphemeralCa;
+use crate::decide::{BlockReason, Verdict, decide};
+use crate::error::NetProxyError;
+use crate::head::{RequestTarget, TargetKind, target_of};
+use crate::matcher::Policy;
+use crate::resolve::{Resolver, SystemResolver};
+use crate::rewrite::SecretRewriter;
+use crate::tunnel::VettedConnector;
+
+/// The body type of every response the proxy produces.
+pub(crate) type ProxyBody = BoxBody<Bytes, hyper::Error>;
+
+/// Default bound on an inspected request body (`ITERION_SANDBOX_INSPECT_MAX_BODY`).
+pub const DEFAULT_INSPECT_MAX_BODY: usize = 64 * 1024 * 1024;
+/// Header read timeout and dial timeout.
+pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest request head accepted on the proxy's own listener.
+pub const MAX_PROXY_HEAD_BYTES: usize = 64 * 1024;
+/// `X-Iterion-Reason` on policy denials.
+pub const POLICY_REASON_HEADER: &str = "blocked by sandbox network policy";
+
+/// A `network_blocked` event: `{host, reason, run_id}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockedEvent {
+    /// The canonical host refused.
+    pub host: String,
+    /// Why.
+    pub reason: BlockReason,
+    /// The run.
+    pub run_id: String,
+}
+
+/// Receives `network_blocked` events, at most one per distinct `(host, reason)`. It runs on a
+/// runtime thread: keep it non-blocking (send into a channel).
+pub type BlockedCallback = Arc<dyn Fn(BlockedEvent) + Send + Sync>;
+
+/// Configures and starts a per-run proxy. Nothing binds until [`ProxyBuilder::start`].
+pub struct ProxyBuilder {
+    run_id: String,
+    policy: Policy,
+    token: ProxyToken,
+    tcp: Option<SocketAddr>,
+    unix: Option<PathBuf>,
+    rewriter: Option<SecretRewriter>,
+    ca: Option<Arc<EphemeralCa>>,
+    resolver: Arc<dyn Resolver>,
+    on_blocked: Option<BlockedCallback>,
+    extra_roots: Vec<CertificateDer<'static>>,
+    max_body: usize,
+}
+
+impl fmt::Debug for ProxyBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProxyBuilder")
+            .field("run_id", &self.run_id)
+            .field("policy", &self.policy)
+            .field("tcp", &self.tcp)
+            .field("unix", &self.unix)
+            .field("tls_inspection", &self.ca.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProxyBuilder {
+    /// A proxy for `run_id` enforcing `policy`, accepting only `token`.
+    pub fn new(run_id: impl Into<String>, policy: Policy, token: ProxyToken) -> Self {
+        Self {
+            run_id: run_id.into(),
+            policy,
+            token,
+            tcp: None,
+            unix: None,
+            rewriter: None,
+            ca: None,
+            resolver: Arc::new(SystemResolver),
+            on_blocked: None,
+            extra_roots: Vec::new(),
+            max_body: DEFAULT_INSPECT_MAX_BODY,
+        }
+    }
+
+    /// Listen on a TCP address (`127.0.0.1:0` picks a port). Default: no TCP listener.
+    pub fn listen_tcp(mut self, addr: SocketAddr) -> Self {
+        self.tcp = Some(addr);
+        self
+    }
+
+    /// Listen on a Unix socket at `path` (created 0666; a stale file is replaced; removed at
+    /// shutdown). Default: no Unix listener. At least one listener is required.
+    pub fn listen_unix(mut self, path: impl Into<PathBuf>) -> Self {
+        self.unix = Some(path.into());
+        self
+    }
+
+    /// The run's secrets. Default: none. They are materialised and scanned only when TLS
+    /// inspection is on; otherwise placeholders stay opaque.
+    pub fn secrets(mut self, rewriter: SecretRewriter) -> Self {
+        self.rewriter = Some(rewriter);
+        self
+    }
+
+    /// Turns TLS inspection on with this CA. Default: off (CONNECT tunnels are spliced).
+    pub fn tls_inspection(mut self, ca: Arc<EphemeralCa>) -> Self {
+        self.ca = Some(ca);
+        self
+    }
+
+    /// The resolver. Default: [`SystemResolver`].
+    pub fn resolver(mut self, resolver: Arc<dyn Resolver>) -> Self {
+        self.resolver = resolver;
+        self
+    }
+
+    /// The `network_blocked` sink. Default: events are only logged.
+    pub fn on_blocked(mut self, callback: BlockedCallback) -> Self {
+        self.on_blocked = Some(callback);
+        self
+    }
+
+    /// Trust an extra root for upstream TLS under inspection (loopback test upstreams, a
+    /// corporate CA). Default: webpki roots only.
+    pub fn extra_upstream_root(mut self, der: CertificateDer<'static>) -> Self {
+        self.extra_roots.push(der);
+        self
+    }
+
+    /// The inspected body bound in bytes. Default: 64 MiB.
+    pub fn max_inspected_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
+    /// Binds the listeners and starts serving. Errors leave nothing bound.
+    pub async fn start(self) -> Result<RunningProxy, NetProxyError> {
+        if self.tcp.is_none() && self.unix.is_none() {
+            return Err(NetProxyError::NoListener);
+        }
+        let client_tls = Arc::new(crate::mitm::client_config(&self.extra_roots)?);
+        let tcp = match self.tcp {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| NetProxyError::BindTcp { addr, source })?,
+            ),
+            None => None,
+        };
+        let unix = match &self.unix {
+            Some(path) => Some(bind_unix(path)?),
+            None => None,
+        };
+        let tcp_addr = match &tcp {
+            Some(l) => Some(l.local_addr().map_err(|source| {
+                NetProxyError::BindTcp {
+                    addr: self
+                        .tcp
+                        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
+                    source,
+                }
+            })?),
+            None => None,
+        };
+        let connector = VettedConnector::default();
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(8)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .pool_timer(TokioTimer::new())
+            .build(connector.clone());
+        let cancel = CancellationToken::new();
+        let shared = Arc::new(Shared {
+            run_id: self.run_id,
+            policy: self.policy,
+            token: self.token.clone(),
+            resolver: self.resolver,
+            rewriter: self.rewriter,
+            ca: self.ca.clone(),
+            client_tls,
+            max_body: self.max_body,
+            blocked: Mutex::new(HashMap::new()),
+            on_blocked: self.on_blocked,
+            client,
+            connector,
+            cancel: cancel.clone(),
+        });
+        let mut tasks = Vec::new();
+        if let Some(l) = tcp {
+            let shared = shared.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = shared.cancel.cancelled() => break,
+                        r = l.accept() => match r {
+                            Ok((s, _)) => {
+                                let _ = s.set_nodelay(true);
+                                tokio::spawn(serve_connection(shared.clone(), s));
+                            }
+                            Err(e) => tracing::warn!(error = %e, "proxy accept failed"),
+                        },
+                    }
+                }
+            }));
+        }
+        if let Some(l) = unix {
+            let shared = shared.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = shared.cancel.cancelled() => break,
+                        r = l.accept() => match r {
+                            Ok((s, _)) => { tokio::spawn(serve_connection(shared.clone(), s)); }
+                            Err(e) => tracing::warn!(error = %e, "proxy accept failed"),
+                        },
+                    }
+                }
+            }));
+        }
+        tracing::info!(run_id = %shared.run_id, tcp = ?tcp_addr, unix = ?self.unix, inspection = self.ca.is_some(), "egress proxy listening");
+        Ok(RunningProxy {
+            tcp_addr,
+            unix_path: self.unix,
+            ca: self.ca,
+            token: self.token,
+            shared,
+            tasks: Mutex::new(tasks),
+            stopped: AtomicBool::new(false),
+        })
+    }
+}
+
+fn bind_unix(path: &Path) -> Result<tokio::net::UnixListener, NetProxyError> {
+    use std::os::unix::fs::PermissionsExt;
+    let err = |source| NetProxyError::BindUnix {
+        path: path.to_path_buf(),
+        source,
+    };
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(err(e)),
+    }
+    let l = tokio::net::UnixListener::bind(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).map_err(err)?;
+    Ok(l)
+}
+
+/// A started proxy. Dropping it without [`RunningProxy::shutdown`] cancels it too.
+pub struct RunningProxy {
+    tcp_addr: Option<SocketAddr>,
+    unix_path: Option<PathBuf>,
+    ca: Option<Arc<EphemeralCa>>,
+    token: ProxyToken,
+    shared: Arc<Shared>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    stopped: AtomicBool,
+}
+
+impl fmt::Debug for RunningProxy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunningProxy")
+            .field("run_id", &self.shared.run_id)
+            .field("tcp_addr", &self.tcp_addr)
+            .field("unix_path", &self.unix_path)
+            .field("tls_inspection", &self.ca.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunningProxy {
+    /// The bound TCP address, if listening on TCP.
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.tcp_addr
+    }
+
+    /// The Unix socket path, if listening on one.
+    pub fn unix_path(&self) -> Option<&Path> {
+        self.unix_path.as_deref()
+    }
+
+    /// The CA PEM the sandbox must trust, when inspection is on.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca.as_deref().map(EphemeralCa::cert_pem)
+    }
+
+    /// Whether TLS inspection is on.
+    pub fn tls_inspection(&self) -> bool {
+        self.ca.is_some()
+    }
+
+    /// The endpoint for the sandbox: `http://t:<token>@<host>:<port>` (it carries the token:
+    /// hand it to the container only, never log it). E.g. `endpoint_url("127.0.0.1", 3128)`
+    /// behind the egress bridge.
+    pub fn endpoint_url(&self, host: &str, port: u16) -> String {
+        let host = match host.parse::<IpAddr>() {
+            Ok(IpAddr::V6(v6)) => format!("[{v6}]"),
+            _ => host.to_string(),
+        };
+        format!("http://t:{}@{host}:{port}", self.token.reveal())
+    }
+
+    /// Refusal counts per `(host, reason)` so far (logged at shutdown).
+    pub fn blocked_counts(&self) -> Vec<(String, BlockReason, u64)> {
+        let mut v: Vec<_> = match self.shared.blocked.lock() {
+            Ok(m) => m.iter().map(|((h, r), c)| (h.clone(), *r, *c)).collect(),
+            Err(_) => Vec::new(),
+        };
+        v.sort();
+        v
+    }
+
+    /// Closes the listeners, every open connection and tunnel, and removes the Unix socket.
+    /// Idempotent.
+    pub async fn shutdown(&self) {
+        if self.stopped.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.shared.cancel.cancel();
+        let tasks: Vec<_> = match self.tasks.lock() {
+            Ok(mut t) => t.drain(..).collect(),
+            Err(_) => Vec::new(),
+        };
+        for t in tasks {
+            let _ = t.await;
+        }
+        if let Some(p) = &self.unix_path {
+            let _ = tokio::fs::remove_file(p).await;
+        }
+        for (host, reason, count) in self.blocked_counts() {
+            tracing::info!(run_id = %self.shared.run_id, host, reason = reason.as_str(), count, "egress refusals");
+        }
+    }
+}
+
+impl Drop for RunningProxy {
+    fn drop(&mut self) {
+        self.shared.cancel.cancel();
+    }
+}
+
+pub(crate) struct Shared {
+    pub run_id: String,
+    pub policy: Policy,
+    pub token: ProxyToken,
+    pub resolver: Arc<dyn Resolver>,
+    pub rewriter: Option<SecretRewriter>,
+    pub ca: Option<Arc<EphemeralCa>>,
+    pub client_tls: Arc<rustls::ClientConfig>,
+    pub max_body: usize,
+    pub blocked: Mutex<HashMap<(String, BlockReason), u64>>,
+    pub on_blocked: Option<BlockedCallback>,
+    pub client: Client<VettedConnector, ProxyBody>,
+    pub connector: VettedConnector,
+    pub cancel: CancellationToken,
+}
+
+impl Shared {
+    /// Counts a refusal and emits `network_blocked` on the first of each `(host, reason)`.
+    pub(crate) fn blocked(&self, host: &str, reason: BlockReason, silent: bool) {
+        tracing::info!(run_id = %self.run_id, host, reason = reason.as_str(), "egress refused");
+        let first = match self.blocked.lock() {
+            Ok(mut m) => {
+                let c = m.entry((host.to_string(), reason)).or_insert(0);
+                *c += 1;
+                *c == 1
+            }
+            Err(_) => false,
+        };
+        if first
+            && !silent
+            && let Some(cb) = &self.on_blocked
+        {
+            cb(BlockedEvent {
+                host: host.to_string(),
+                reason,
+                run_id: self.run_id.clone(),
+            });
+        }
+    }
+
+    /// Policy, then resolution, then the resolved-address check. Returns the vetted addresses
+    /// in resolver order.
+    pub(crate) async fn vet(
+        &self,
+        target: &RequestTarget,
+    ) -> Result<Vec<SocketAddr>, Response<ProxyBody>> {
+        let host = target.host.as_str();
+        let pre = decide(&self.policy, host, &[]);
+        if pre.verdict == Verdict::Deny {
+            let reason = pre.reason.unwrap_or(BlockReason::PolicyDenial);
+            self.blocked(host, reason, pre.silent);
+            return Err(policy_denied(host));
+        }
+        let ips = match host.parse::<IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => match tokio::time::timeout(IO_TIMEOUT, self.resolver.resolve(host)).await {
+                Ok(Ok(ips)) if !ips.is_empty() => ips,
+                Ok(Ok(_)) | Ok(Err(_)) | Err(_) => {
+                    tracing::info!(host, "egress resolution failed");
+                    return Err(text(
+                        StatusCode::BAD_GATEWAY,
+                        format!("could not resolve '{host}'"),
+                    ));
+                }
+            },
+        };
+        let d = decide(&self.policy, host, &ips);
+        if d.verdict == Verdict::Deny {
+            self.blocked(
+                host,
+                d.reason.unwrap_or(BlockReason::PolicyDenial),
+                d.silent,
+            );
+            return Err(policy_denied(host));
+        }
+        Ok(ips
+            .into_iter()
+            .map(|ip| SocketAddr::new(ip, target.port))
+            .collect())
+    }
+}
+
+pub(crate) fn full(body: impl Into<Bytes>) -> ProxyBody {
+    Full::new(body.into())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Response<ProxyBody> {
+    let mut r = Response::new(full(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn policy_denied(host: &str) -> Response<ProxyBody> {
+    let mut r = text(
+        StatusCode::FORBIDDEN,
+        format!("host '{host}' {POLICY_REASON_HEADER}"),
+    );
+    r.headers_mut().insert(
+        "x-iterion-reason",
+        HeaderValue::from_static(POLICY_REASON_HEADER),
+    );
+    r
+}
+
+fn auth_required() -> Response<ProxyBody> {
+    let mut r = text(
+        StatusCode::PROXY_AUTHENTICATION_REQUIRED,
+        "proxy authentication required",
+    );
+    r.headers_mut().insert(
+        header::PROXY_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"iterion-sandbox\""),
+    );
+    r
+}
+
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Strips the hop-by-hop headers, and any header the `Connection` header names.
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for n in named {
+        headers.remove(n);
+    }
+    for h in HOP_BY_HOP {
+        headers.remove(h);
+    }
+}
+
+async fn serve_connection<I>(shared: Arc<Shared>, io: I)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let svc_shared = shared.clone();
+    let svc = service_fn(move |req| handle(svc_shared.clone(), req));
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(IO_TIMEOUT)
+        .max_buf_size(MAX_PROXY_HEAD_BYTES)
+        .serve_connection(TokioIo::new(io), svc)
+        .with_upgrades();
+    tokio::select! {
+        r = conn => if let Err(e) = r { tracing::debug!(error = %e, "proxy connection ended") },
+        _ = shared.cancel.cancelled() => {}
+    }
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+) -> Result<Response<ProxyBody>, Infallible> {
+    let auth = req
+        .headers()
+        .get(header::PROXY_AUTHORIZATION)
+        .map(HeaderValue::as_bytes);
+    if !shared.token.authorizes(auth) {
+        return Ok(auth_required());
+    }
+    let target = match target_of(req.method(), req.uri(), req.headers()) {
+        Ok(t) => t,
+        Err(e) => return Ok(text(StatusCode::BAD_REQUEST, e.message())),
+    };
+    let vetted = match shared.vet(&target).await {
+        Ok(v) => v,
+        Err(resp) => return Ok(resp),
+    };
+    Ok(match target.kind {
+        TargetKind::Connect => crate::tunnel::connect(shared, req, target, vetted).await,
+        TargetKind::Forward => forward(shared, req, target, vetted).await,
+    })
+}
+
+async fn forward(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    target: RequestTarget,
+    vetted: Vec<SocketAddr>,
+) -> Response<ProxyBody> {
+    let (mut parts, body) = req.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    let authority = match target.host.parse::<IpAddr>() {
+        Ok(IpAddr::V6(v6)) => format!("[{v6}]:{}", target.port),
+        _ => format!("{}:{}", target.host, target.port),
+    };
+    parts.uri = match format!("http://{authority}{pq}").parse() {
+        Ok(u) => u,
+        Err(_) => return text(StatusCode::BAD_REQUEST, "bad request target"),
+    };
+    let inspecting = shared.ca.is_some() && shared.rewriter.is_some();
+    let body = if inspecting {
+        match crate::mitm::inspect_request(&shared, &target.host, &mut parts, body).await {
+            Ok(b) => full(b),
+            Err(resp) => return resp,
+        }
+    } else {
+        body.boxed()
+    };
+    shared.connector.remember(&target.host, target.port, vetted);
+    tracing::debug!(host = %target.host, method = %parts.method, "forwarding plain http");
+    let resp = match shared
+        .client
+        .request(Request::from_parts(parts, body))
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::info!(host = %target.host, error = %e, "upstream error");
+            return text(StatusCode::BAD_GATEWAY, "upstream error");
+        }
+    };
+    let (mut rparts, rbody) = resp.into_parts();
+    strip_hop_by_hop(&mut rparts.headers);
+    if inspecting {
+        return crate::mitm::finish_response(&shared, rparts, rbody).await;
+    }
+    Response::from_parts(rparts, rbody.boxed())
+}

@@ -1,0 +1,159 @@
+//! CONNECT tunnels without inspection, dialing vetted addresses, and the pooled client's
+//! connector (SANDBOX.md §6.4).
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode, Uri};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::head::RequestTarget;
+use crate::host::canonical_host;
+use crate::proxy::{IO_TIMEOUT, ProxyBody, Shared, full, text};
+use crate::resolve::BoxFuture;
+
+/// After one direction of a tunnel ends, the other gets this long before both close.
+pub(crate) const CLOSE_BACKSTOP: Duration = Duration::from_secs(5);
+const COPY_BUF: usize = 64 * 1024;
+
+/// Connects to the vetted addresses in order, within 10 s overall. Never resolves.
+pub(crate) async fn dial(addrs: &[SocketAddr]) -> io::Result<TcpStream> {
+    let deadline = tokio::time::Instant::now() + IO_TIMEOUT;
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "no vetted address");
+    for addr in addrs {
+        match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Ok(Err(e)) => last = e,
+            Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "dial timed out")),
+        }
+    }
+    Err(last)
+}
+
+/// Handles an authorised, vetted CONNECT.
+pub(crate) async fn connect(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    target: RequestTarget,
+    vetted: Vec<SocketAddr>,
+) -> Response<ProxyBody> {
+    if shared.ca.is_some() {
+        return crate::mitm::intercept(shared, req, target, vetted);
+    }
+    let upstream = match dial(&vetted).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::info!(host = %target.host, error = %e, "tunnel dial failed");
+            return text(StatusCode::BAD_GATEWAY, "could not reach the upstream");
+        }
+    };
+    let cancel = shared.cancel.clone();
+    let host = target.host.clone();
+    tokio::spawn(async move {
+        match hyper::upgrade::on(req).await {
+            Ok(up) => splice(TokioIo::new(up), upstream, &cancel).await,
+            Err(e) => tracing::debug!(host, error = %e, "tunnel upgrade failed"),
+        }
+    });
+    established()
+}
+
+/// `200 Connection Established`.
+pub(crate) fn established() -> Response<ProxyBody> {
+    let mut r = Response::new(full(""));
+    r.extensions_mut()
+        .insert(hyper::ext::ReasonPhrase::from_static(
+            b"Connection Established",
+        ));
+    r
+}
+
+/// Copies both ways; when one direction finishes, the other gets [`CLOSE_BACKSTOP`], then both
+/// close. Cancellation (shutdown) closes at once.
+pub(crate) async fn splice<A, B>(client: A, upstream: B, cancel: &CancellationToken)
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    let (cr, mut cw) = tokio::io::split(client);
+    let (ur, mut uw) = tokio::io::split(upstream);
+    let mut cr = BufReader::with_capacity(COPY_BUF, cr);
+    let mut ur = BufReader::with_capacity(COPY_BUF, ur);
+    let up = async {
+        let r = tokio::io::copy_buf(&mut cr, &mut uw).await;
+        let _ = uw.shutdown().await;
+        r
+    };
+    let down = async {
+        let r = tokio::io::copy_buf(&mut ur, &mut cw).await;
+        let _ = cw.shutdown().await;
+        r
+    };
+    tokio::pin!(up, down);
+    tokio::select! {
+        _ = cancel.cancelled() => {}
+        _ = &mut up => {
+            tokio::select! {
+                _ = cancel.cancelled() => {}
+                _ = tokio::time::timeout(CLOSE_BACKSTOP, &mut down) => {}
+            }
+        }
+        _ = &mut down => {
+            tokio::select! {
+                _ = cancel.cancelled() => {}
+                _ = tokio::time::timeout(CLOSE_BACKSTOP, &mut up) => {}
+            }
+        }
+    }
+}
+
+/// `(host, port)` → the addresses vetted for it most recently.
+type VettedMap = HashMap<(String, u16), Vec<SocketAddr>>;
+
+/// The pooled client's connector: dials only addresses the handler vetted for this
+/// `(host, port)` just before sending, so the pool never resolves a name.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct VettedConnector {
+    vetted: Arc<Mutex<VettedMap>>,
+}
+
+impl VettedConnector {
+    pub(crate) fn remember(&self, host: &str, port: u16, addrs: Vec<SocketAddr>) {
+        if let Ok(mut m) = self.vetted.lock() {
+            m.insert((host.to_string(), port), addrs);
+        }
+    }
+}
+
+impl tower_service::Service<Uri> for VettedConnector {
+    type Response = TokioIo<TcpStream>;
+    type Error = io::Error;
+    type Future = BoxFuture<'static, io::Result<Self::Response>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        let host = canonical_host(uri.host().unwrap_or_default());
+        let port = uri.port_u16().unwrap_or(80);
+        let addrs = self
+            .vetted
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&(host, port)).cloned())
+            .unwrap_or_default();
+        Box::pin(async move { dial(&addrs).await.map(TokioIo::new) })
+    }
+}
