@@ -60,3 +60,7 @@ pub use run_args::{RunArgRule, screen_run_args};
 
 #[cfg(test)]
 mod corpus_tests;
+#[cfg(test)]
+mod expand_tests;
+#[cfg(test)]
+mod run_args_tests;
