@@ -1,0 +1,3 @@
+//! Integration tests of the egress proxy over real loopback sockets.
+
+mod suite;

@@ -1,0 +1,4 @@
+mod inspection;
+mod policy;
+mod server;
+mod support;
