@@ -63,4 +63,6 @@ mod corpus_tests;
 #[cfg(test)]
 mod expand_tests;
 #[cfg(test)]
+mod fuse_tests;
+#[cfg(test)]
 mod run_args_tests;
