@@ -65,4 +65,6 @@ mod expand_tests;
 #[cfg(test)]
 mod fuse_tests;
 #[cfg(test)]
+mod read_tests;
+#[cfg(test)]
 mod run_args_tests;
