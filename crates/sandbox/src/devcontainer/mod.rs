@@ -61,9 +61,13 @@ pub use run_args::{RunArgRule, screen_run_args};
 #[cfg(test)]
 mod corpus_tests;
 #[cfg(test)]
+mod devbox_tests;
+#[cfg(test)]
 mod expand_tests;
 #[cfg(test)]
 mod fuse_tests;
+#[cfg(test)]
+mod property_tests;
 #[cfg(test)]
 mod read_tests;
 #[cfg(test)]
