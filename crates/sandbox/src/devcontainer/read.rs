@@ -184,7 +184,8 @@ pub struct Devcontainer {
 ///
 /// # Errors
 ///
-/// [`DevcontainerError::NotJsonc`] or [`DevcontainerError::Shape`] — both unusable.
+/// [`DevcontainerError::TooLarge`] (over [`MAX_DEVCONTAINER_BYTES`]),
+/// [`DevcontainerError::NotJsonc`] or [`DevcontainerError::Shape`] — all unusable.
 ///
 /// ```
 /// use iterion_sandbox::parse_devcontainer;
@@ -193,6 +194,12 @@ pub struct Devcontainer {
 /// # Ok::<(), iterion_sandbox::DevcontainerError>(())
 /// ```
 pub fn parse_devcontainer(path: &Path, text: &str) -> Result<Devcontainer, DevcontainerError> {
+    if text.len() as u64 > MAX_DEVCONTAINER_BYTES {
+        return Err(DevcontainerError::TooLarge {
+            path: path.to_owned(),
+            limit_bytes: MAX_DEVCONTAINER_BYTES,
+        });
+    }
     let options = ParseOptions {
         allow_comments: true,
         allow_trailing_commas: true,

@@ -260,3 +260,14 @@ fn error_codes_and_families() {
         "f: runArgs entry \"--privileged\" refused: --privileged grants host privileges"
     );
 }
+
+#[test]
+fn the_pure_parser_bounds_its_input_too() {
+    let big = " ".repeat(256 * 1024 + 1);
+    assert_eq!(
+        parse_devcontainer(Path::new("f"), &big)
+            .unwrap_err()
+            .to_string(),
+        "f: larger than 262144 bytes"
+    );
+}
