@@ -492,6 +492,9 @@ async fn cleanup_succeeds_after_the_container_was_killed_or_removed_externally(e
         )
         .await
         .unwrap();
+    // An exec into the killed sandbox is an error, never a success: callers probe liveness so.
+    let probe = killed.exec(&argv(&["true"]), ExecOpts::default()).await;
+    assert!(probe.is_err(), "exec into a killed container: {probe:?}");
     let info = run_info(&format!("{run_id}-rm"), "store", ws.path(), tmp.path());
     let (removed, _g2) = start(engine, &driver, &busybox_spec(), info).await;
     client
