@@ -16,6 +16,21 @@ use std::net::IpAddr;
 /// assert_eq!(canonical_host("bücher.de"), "xn--bcher-kva.de");
 /// ```
 pub fn canonical_host(raw: &str) -> String {
+    // One pass is the spec's; repeating it to a fixed point makes malformed leftovers ("a. .",
+    // "a..") converge, so canonicalisation is idempotent. Every pass that changes the value
+    // shortens it (or folds it to stable ASCII), so this terminates quickly.
+    let mut h = canonical_pass(raw);
+    for _ in 0..=raw.len() {
+        let next = canonical_pass(&h);
+        if next == h {
+            break;
+        }
+        h = next;
+    }
+    h
+}
+
+fn canonical_pass(raw: &str) -> String {
     let mut h = raw.trim().to_lowercase();
     if let Some(rest) = h.strip_prefix('[') {
         // `[v6]` or `[v6]:port`.
@@ -83,9 +98,12 @@ mod tests {
             ("xn--bcher-kva.de", "xn--bcher-kva.de"),
             ("", ""),
             (":443", ""),
+            ("a..", "a"),
+            ("a. .", "a"),
         ];
         for (raw, want) in cases {
             assert_eq!(canonical_host(raw), want, "input {raw:?}");
+            assert_eq!(canonical_host(want), want, "not a fixed point: {want:?}");
         }
     }
 }
