@@ -519,9 +519,11 @@ impl Progress for ObserverProgress {
 async fn sandbox_alive(active: &ActiveSandbox) -> bool {
     let argv = ["true".to_owned()];
     let probe = active.run.exec(&argv, iterion_sandbox::ExecOpts::default());
+    // Alive means the probe really ran: an exec into a container whose PID 1 was just killed can
+    // still be created and then report a non-zero status while the engine catches up.
     matches!(
         tokio::time::timeout(std::time::Duration::from_secs(5), probe).await,
-        Ok(Ok(_))
+        Ok(Ok(result)) if result.exit_code == 0
     )
 }
 
