@@ -4,25 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use tokio::process::Command;
-
 use crate::worktree::WorktreeError;
 
+/// `git -C dir args…`, its trimmed stdout when it succeeded (the one runner lives in `worktree`).
 async fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output()
-        .await
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    crate::worktree::git(dir, args).await.ok()
 }
 
 /// The root of the git repository holding `cwd`; `None` outside one (or without git).

@@ -79,7 +79,7 @@ impl WorktreeError {
 }
 
 /// Runs `git -C dir args…`; its trimmed stdout, or the failure.
-async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+pub(crate) async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
