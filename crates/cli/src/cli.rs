@@ -77,6 +77,11 @@ pub struct RunArgs {
     /// default).
     #[arg(long = "sandbox-default-image", value_name = "REF")]
     pub sandbox_default_image: Option<String>,
+    /// An operator variable for the sandbox (repeatable): `--sandbox-env K=V`. It overrides the
+    /// file named by ITERION_SANDBOX_ENV_FILE key by key, fills gaps and overrides what the
+    /// repository's devcontainer set, but never a key the workflow wrote.
+    #[arg(long = "sandbox-env", value_name = "K=V")]
+    pub sandbox_env: Vec<String>,
     /// The run's trust; an untrusted run is refused unless it gets a container.
     #[arg(long, value_enum, default_value = "trusted")]
     pub trust: TrustArg,

@@ -102,6 +102,11 @@ pub struct LaunchOptions {
     /// `--sandbox-default-image REF`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_image: Option<String>,
+    /// The operator env overlay (SANDBOX.md §7.8): `--sandbox-env K=V` over the file named by
+    /// `ITERION_SANDBOX_ENV_FILE`, already merged and validated by the entry point. Empty by
+    /// default. Kept with the other flags so a resume applies the same overlay.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub sandbox_env: std::collections::BTreeMap<String, String>,
     /// The directory `iterion run` was started in (the workspace's anchor).
     #[serde(default)]
     pub cwd: PathBuf,

@@ -1,5 +1,5 @@
 //! `iterion run FILE [--var K=V]… [--sandbox auto|none] [--sandbox-host-state auto|none]
-//! [--sandbox-default-image REF] [--trust trusted|untrusted] [--json]` (ARCHITECTURE.md §4).
+//! [--sandbox-default-image REF] [--sandbox-env K=V]… [--trust trusted|untrusted] [--json]` (ARCHITECTURE.md §4).
 //!
 //! Everything that can refuse the launch is checked before the store is touched: the file, the
 //! workflow's diagnostics, the vars, the secrets and `ITERION_SANDBOX_DEFAULT` (exit 2, no run).
@@ -12,12 +12,34 @@ use iterion_engine::{
     EngineError, LaunchOptions, RunControl, RunRequest, resolve_secrets, resolve_vars,
     workflow_hash,
 };
-use iterion_sandbox::{HostState, SandboxFlag, Trust};
+use iterion_sandbox::{
+    EnvOverlay, HostState, ITERION_SANDBOX_ENV_FILE, SandboxFlag, Trust, parse_env_file,
+    parse_env_pairs,
+};
 
 use crate::cli::{AutoOrNone, RunArgs, TrustArg};
 use crate::commands::progress::Progress;
 use crate::commands::{Failure, finish, install_signals, open_store, product_engine};
 use crate::exit::Exit;
+
+/// The operator overlay (SANDBOX.md §7.8): `--sandbox-env K=V` over `ITERION_SANDBOX_ENV_FILE`,
+/// key by key. A malformed entry or an unreadable file is bad input (exit 2, no run).
+fn operator_overlay(pairs: &[String]) -> Result<EnvOverlay, Failure> {
+    let from_file = match std::env::var_os(ITERION_SANDBOX_ENV_FILE).filter(|v| !v.is_empty()) {
+        None => EnvOverlay::default(),
+        Some(path) => {
+            let shown = std::path::Path::new(&path).display().to_string();
+            let content = std::fs::read_to_string(&path).map_err(|e| {
+                Failure::bad_input(anyhow::anyhow!(
+                    "{ITERION_SANDBOX_ENV_FILE}={shown}: cannot read the operator env file: {e}"
+                ))
+            })?;
+            parse_env_file(&shown, &content).map_err(Failure::bad_input)?
+        }
+    };
+    let from_flags = parse_env_pairs(pairs).map_err(Failure::bad_input)?;
+    Ok(from_file.overridden_by(from_flags))
+}
 
 /// Runs the command.
 pub async fn run(args: RunArgs) -> Exit {
@@ -97,6 +119,7 @@ async fn launch(args: RunArgs) -> Result<Exit, Failure> {
                 SandboxFlag::None => HostState::None,
             }),
             default_image: args.sandbox_default_image.clone(),
+            sandbox_env: operator_overlay(&args.sandbox_env)?.vars,
             cwd,
         },
     };
