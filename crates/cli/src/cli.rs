@@ -28,6 +28,9 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Print a run's events.
     Events(EventsArgs),
+    /// In-container egress bridge (SANDBOX.md §4.6); the engine runs it, people don't.
+    #[command(name = "__egress-bridge", hide = true)]
+    EgressBridge(EgressBridgeArgs),
 }
 
 /// `iterion validate FILE [--json]`.
@@ -121,4 +124,14 @@ pub struct EventsArgs {
     /// One JSON object a line: `{run_id, seq, ts, type, data}`.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `iterion __egress-bridge --listen ADDR=SOCKET…` (hidden; SANDBOX.md §4.6).
+#[derive(Debug, Args)]
+pub struct EgressBridgeArgs {
+    /// A loopback TCP listener and the Unix socket its connections are spliced to (repeatable),
+    /// e.g. `127.0.0.1:3128=/run/iterion/net/proxy.sock`.
+    #[arg(long = "listen", value_name = "ADDR=SOCKET", required = true,
+          value_parser = crate::commands::egress_bridge::parse_listen)]
+    pub listen: Vec<crate::commands::egress_bridge::ListenSpec>,
 }

@@ -15,6 +15,8 @@ fn main() -> std::process::ExitCode {
     let cli = cli::Cli::parse();
     let code = match cli.command {
         cli::Command::Validate(args) => commands::validate::run(&args),
+        // Its own small runtime, no tracing subscriber: it reads no env (SANDBOX.md §4.6).
+        cli::Command::EgressBridge(args) => commands::egress_bridge::run(args),
         command => async_main(command),
     };
     code.into()
@@ -49,6 +51,7 @@ fn async_main(command: cli::Command) -> Exit {
             cli::Command::Resume(args) => commands::resume::run(args).await,
             cli::Command::Inspect(args) => commands::inspect::run(args).await,
             cli::Command::Events(args) => commands::events::run(args).await,
+            cli::Command::EgressBridge(args) => commands::egress_bridge::run_async(args).await,
         }
     })
 }

@@ -1,4 +1,5 @@
 //! One module per command, and what they share.
+pub mod egress_bridge;
 pub mod events;
 pub mod inspect;
 pub mod progress;
