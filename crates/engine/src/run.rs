@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use iterion_dsl::ir::{Workflow, Worktree};
 use iterion_sandbox::{
-    Factory, HostSignals, Progress, PullProgress, SandboxFlag, SandboxRun, Trust,
+    EnvOverlay, Factory, HostSignals, Progress, PullProgress, SandboxFlag, SandboxRun, Trust,
     run_will_be_sandboxed, sandbox_override_from_env,
 };
 use iterion_store::{AdmissionDecision, NewRun, Run, RunId, RunStatus, Store, Timestamp};
@@ -195,11 +195,15 @@ impl Engine {
 
         let cwd = attempt.launch.cwd.clone();
         let repo_root = crate::workspace::repository_root_of(&cwd).await;
+        let overlay = EnvOverlay {
+            vars: attempt.launch.sandbox_env.clone(),
+        };
         let resolved = resolve(
             &attempt.workflow,
             &attempt.settings,
             trust,
-            repo_root.as_ref(),
+            repo_root.as_deref(),
+            &overlay,
         );
         let factory = Factory::new(
             self.registry.clone(),
@@ -278,10 +282,24 @@ impl Engine {
                 let workspace = tokio::fs::canonicalize(&workspace)
                     .await
                     .unwrap_or(workspace);
+                // A worktree run's repository root is the worktree itself (SANDBOX.md §7.1):
+                // its devcontainer is the one the run sees.
+                let in_worktree = match &worktree {
+                    Some(_) => Some(resolve(
+                        &attempt.workflow,
+                        &attempt.settings,
+                        trust,
+                        crate::workspace::repository_root_of(&workspace)
+                            .await
+                            .as_deref(),
+                        &overlay,
+                    )),
+                    None => None,
+                };
                 let scope = Scope {
                     attempt: &attempt,
                     run: &run,
-                    resolved: &resolved,
+                    resolved: in_worktree.as_ref().unwrap_or(&resolved),
                     factory: &factory,
                     workspace: &workspace,
                     events: &events,

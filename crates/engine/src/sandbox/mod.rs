@@ -31,7 +31,8 @@ use iterion_sandbox::{
 use crate::events::Event;
 use crate::failure::FailureCode;
 use crate::sandbox_events::{
-    SandboxBuildFailed, SandboxBuildFinished, SandboxBuildStarted, SandboxSkipped, SandboxStarted,
+    SandboxBuildFailed, SandboxBuildFinished, SandboxBuildStarted, SandboxEnvDenied,
+    SandboxNetworkDefaulted, SandboxSkipped, SandboxStarted,
 };
 use crate::sink::EventSink;
 
@@ -160,6 +161,31 @@ pub(crate) async fn resolve_and_start_sandbox(ctx: StartCtx<'_>) -> SandboxOutco
     if !resolved.mode.is_active() {
         return SandboxOutcome::Unsandboxed;
     }
+    // L4's facts: the resolution's run-log lines, then its events, then a refusal ends the path
+    // (a hostile devcontainer: no fallback, nothing starts).
+    for line in &resolved.run_log {
+        ctx.run_log
+            .line(iterion_sandbox::LogLevel::Warn, &format!("sandbox: {line}"));
+    }
+    if let Some(refusal) = &resolved.refusal {
+        return SandboxOutcome::Failed(SetupError::failed(refusal.clone()));
+    }
+    if !resolved.denied_env.is_empty() {
+        ctx.events
+            .emit(Event::SandboxEnvDenied(SandboxEnvDenied {
+                keys: resolved.denied_env.clone(),
+                source: resolved.label.clone(),
+                run_id: ctx.run_id.to_owned(),
+            }))
+            .await;
+    }
+    if resolved.repo_network_defaulted {
+        ctx.events
+            .emit(Event::SandboxNetworkDefaulted(
+                SandboxNetworkDefaulted::new(&resolved.label, ctx.run_id),
+            ))
+            .await;
+    }
     let Some(spec) = resolved.spec.clone() else {
         // auto without a repository root degrades visibly, whatever tier spoke.
         let reason = resolved.skip_reason.clone().unwrap_or_default();
@@ -222,7 +248,12 @@ async fn start(
     driver: &dyn Driver,
 ) -> Result<ActiveSandbox, SetupError> {
     let resolved = ctx.resolved;
-    let policy = resolve_network_policy(&spec, NetworkOrigin::Workflow);
+    let origin = if resolved.repo_network_defaulted {
+        NetworkOrigin::DevcontainerDefault
+    } else {
+        NetworkOrigin::Workflow
+    };
+    let policy = resolve_network_policy(&spec, origin);
     if let Some(warning) = policy.warning() {
         ctx.run_log.line(
             iterion_sandbox::LogLevel::Warn,

@@ -2,16 +2,18 @@
 //! tier that chose it, and the spec an active mode runs with.
 //!
 //! Pure: the repository root, the flags, the variables and the default image come in as values,
-//! so admission (`run_will_be_sandboxed`) and the start ask exactly the same question. The
-//! repository's devcontainer is not read yet (SANDBOX.md §7 is a later issue): `auto` always takes
-//! the "devcontainer missing" row of §7.5 — the block's fields, mode auto and the default image.
+//! so admission (`run_will_be_sandboxed`) and the start ask exactly the same question. `auto`
+//! reads the repository's devcontainer (`<root>/.devcontainer/devcontainer.json`, then
+//! `<root>/.devcontainer.json`) and resolves it with `resolve_sandbox_spec_with_fallback`
+//! (SANDBOX.md §7.5): fused, or the default image with the reason in the label, or refused.
 
-use std::path::PathBuf;
+use std::path::Path;
 
 use iterion_dsl::ir;
 use iterion_sandbox::{
-    Build, DefaultImage, HostState, HostStateSource, Mode, ModeInputs, Network, NetworkMode,
-    SandboxFlag, Spec, SpecResolution, Trust, pick_host_state,
+    AutoInputs, Build, DefaultImage, DevcontainerText, EnvOverlay, HostState, HostStateSource,
+    Mode, ModeInputs, Network, NetworkMode, SandboxFlag, ScreenContext, Spec, SpecResolution,
+    Trust, pick_host_state, read_from_repo, resolve_sandbox_spec_with_fallback,
 };
 
 /// The run-time knobs of the sandbox tiers, as the entry point read them.
@@ -85,9 +87,9 @@ pub(crate) struct Resolved {
     pub block: Option<Spec>,
     /// The resolved mode.
     pub mode: Mode,
-    /// The source label, with auto's detail (` (default image: <ref>)`).
+    /// The source label, with auto's detail (` (<path>)`, ` (default image: <ref>)`, …).
     pub label: String,
-    /// The spec of an active mode; `None` when inactive or degraded.
+    /// The spec of an active mode; `None` when inactive, degraded or refused.
     pub spec: Option<Spec>,
     /// Why an active auto has no spec (`no repository root: …`).
     pub skip_reason: Option<String>,
@@ -95,6 +97,18 @@ pub(crate) struct Resolved {
     pub default_image: Option<DefaultImage>,
     /// The host_state tier that spoke.
     pub host_state_source: HostStateSource,
+    /// A refusal of L4 (a hostile devcontainer, a refused mount): the run fails
+    /// `SANDBOX_SETUP_FAILED` with this message and nothing starts (SANDBOX.md §7.2, §7.5).
+    pub refusal: Option<String>,
+    /// Repository env keys stripped by the deny class, sorted (`sandbox_env_denied`).
+    pub denied_env: Vec<String>,
+    /// The network was defaulted to the `iterion-default` allowlist (`sandbox_network_defaulted`).
+    pub repo_network_defaulted: bool,
+    /// Run-log lines of the resolution (unusable devcontainer, ignored `runArgs`, …).
+    pub run_log: Vec<String>,
+    /// What admission asks the factory about when L4 refused: the spec the run would have had
+    /// without a devcontainer (admission must still answer; the refusal comes at L4).
+    admission_spec: Option<Spec>,
 }
 
 impl Resolved {
@@ -110,23 +124,22 @@ impl Resolved {
 
     /// The spec resolution, for `run_will_be_sandboxed` (only read for active modes).
     pub fn spec_resolution(&self) -> SpecResolution<'_> {
-        match &self.spec {
+        match self.spec.as_ref().or(self.admission_spec.as_ref()) {
             Some(spec) => SpecResolution::Resolved(spec),
             None => SpecResolution::NoRepositoryRoot,
         }
     }
 }
 
-/// The skip reason of an auto run outside a repository (SANDBOX.md §7.5).
-pub(crate) const NO_REPOSITORY_ROOT: &str =
-    "no repository root: sandbox: auto needs a git repository";
-
-/// L3–L4: picks the mode, labels its source and builds the spec of an active mode.
+/// L3–L4: picks the mode, labels its source and builds the spec of an active mode: auto reads
+/// the repository's devcontainer and fuses it with the block (SANDBOX.md §7.5), and the operator
+/// overlay applies on every path that yields a spec (§7.8).
 pub(crate) fn resolve(
     wf: &ir::Workflow,
     settings: &SandboxSettings,
     trust: Trust,
-    repo_root: Option<&PathBuf>,
+    repo_root: Option<&Path>,
+    overlay: &EnvOverlay,
 ) -> Resolved {
     let block = block_spec(&wf.sandbox);
     let inputs = ModeInputs {
@@ -150,29 +163,67 @@ pub(crate) fn resolve(
         skip_reason: None,
         default_image: None,
         host_state_source,
+        refusal: None,
+        denied_env: Vec::new(),
+        repo_network_defaulted: false,
+        run_log: Vec::new(),
+        admission_spec: None,
     };
-    let mut spec = match mode {
-        Mode::Inherit | Mode::None => return resolved,
-        Mode::Inline => block.unwrap_or_default(),
-        Mode::Auto => {
-            if repo_root.is_none() {
-                resolved.skip_reason = Some(NO_REPOSITORY_ROOT.to_owned());
-                return resolved;
-            }
-            let image = settings.default_image.clone();
-            resolved.label = format!("{} (default image: {})", source.label(), image.image);
-            let mut spec = block.unwrap_or_default();
-            spec.image = Some(image.image.clone());
-            spec.image_fallback = image.fallback.clone();
-            spec.build = None;
-            resolved.default_image = Some(image);
-            spec
+    if !mode.is_active() {
+        return resolved;
+    }
+    let devcontainer = match (mode, repo_root) {
+        (Mode::Auto, Some(root)) => read_from_repo(root),
+        _ => DevcontainerText::NotFound,
+    };
+    // Screening is only consulted for a fused devcontainer, which needs a repository root.
+    let screen = match ScreenContext::from_env(repo_root.unwrap_or(Path::new("/"))) {
+        Ok(screen) => screen,
+        Err(error) => {
+            resolved.refusal = Some(error.to_string());
+            return resolved;
         }
     };
-    spec.mode = mode;
-    if host_state.is_set() {
-        spec.host_state = host_state;
+    let lookup = |name: &str| std::env::var(name).ok();
+    let auto = AutoInputs {
+        mode,
+        source_label: source.label(),
+        workflow: block.as_ref(),
+        repo_root,
+        devcontainer: &devcontainer,
+        default_image: Some(&settings.default_image),
+        lookup: &lookup,
+        overlay,
+        screen: &screen,
+    };
+    match resolve_sandbox_spec_with_fallback(&auto) {
+        Ok(out) => {
+            resolved.label = out.source;
+            resolved.skip_reason = out.skip_reason;
+            resolved.denied_env = out.denied_env;
+            resolved.repo_network_defaulted = out.repo_network_defaulted;
+            resolved.run_log = out.run_log;
+            if mode == Mode::Auto && out.devcontainer.is_none() && out.spec.is_some() {
+                resolved.default_image = Some(settings.default_image.clone());
+            }
+            resolved.spec = out.spec.map(|mut spec| {
+                spec.mode = mode;
+                if host_state.is_set() {
+                    spec.host_state = host_state;
+                }
+                spec
+            });
+        }
+        Err(error) => {
+            resolved.refusal = Some(error.to_string());
+            let image = &settings.default_image;
+            resolved.admission_spec = Some(Spec {
+                mode,
+                image: Some(image.image.clone()),
+                build: None,
+                ..block.clone().unwrap_or_default()
+            });
+        }
     }
-    resolved.spec = Some(spec);
     resolved
 }
