@@ -1,4 +1,6 @@
 mod admission;
+mod devcontainer;
+mod egress_bridge;
 mod faults;
 mod matrix;
 mod resume;

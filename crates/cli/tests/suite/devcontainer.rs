@@ -1,0 +1,473 @@
+//! `sandbox: auto` over a repository's devcontainer, for real (SANDBOX.md §7, §8): the fixture
+//! corpus of `crates/sandbox/tests/fixtures/devcontainer/` copied into a git workspace (its image
+//! pointed at the debian test image), run, and checked from inside the container by a probe node
+//! that prints its env, user, mounts and working directory as JSON. Hostile files are refused
+//! with `SANDBOX_SETUP_FAILED` and leave no container.
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::suite::support::{Env, IMAGE, docker_or_skip, first, kinds, stderr_of};
+
+/// Prints `{user, pwd, mounts, files, env}` from inside the sandbox.
+const PROBE_TOOL: &str = "tool probe:\n  command: `jq -cn --arg user \"$(id -un):$(id -u):$(id -g)\" --arg pwd \"$PWD\" --arg mounts \"$(awk '{print $5}' /proc/self/mountinfo)\" --arg files \"$(ls -d /tmp/pc-a /tmp/pc-b /tmp/zeta '/opt/my env' /variant 2>/dev/null)\" '{user:$user, pwd:$pwd, mounts:($mounts|split(\"\\n\")), files:($files|split(\"\\n\")|map(select(. != \"\"))), env: env}'`\n\n";
+
+fn probe_workflow(block: &str) -> String {
+    format!("{PROBE_TOOL}workflow probe:\n  entry: probe\n{block}  probe -> done\n")
+}
+
+fn fixture(name: &str) -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sandbox/tests/fixtures/devcontainer");
+    std::fs::read_to_string(dir.join(name)).unwrap()
+}
+
+/// A workspace whose `.devcontainer/devcontainer.json` is the fixture, with `alpine:3.20` (and
+/// each `(from, to)`) replaced so that the container is the debian test image.
+fn workspace_with(name: &str, replace: &[(&str, &str)]) -> Env {
+    let env = Env::new();
+    let mut text = fixture(name).replace("alpine:3.20", IMAGE);
+    for (from, to) in replace {
+        assert!(text.contains(from), "{name} has no {from:?}");
+        text = text.replace(from, to);
+    }
+    std::fs::create_dir_all(env.path(".devcontainer")).unwrap();
+    env.write(".devcontainer/devcontainer.json", &text);
+    env
+}
+
+/// Runs the probe workflow; returns the exit code, the run's events and the probe's output.
+fn run_probe(env: &Env, block: &str, extra: &[&str]) -> (i32, Vec<(String, Value)>, Value) {
+    env.write("probe.iter", &probe_workflow(block));
+    let out = env
+        .cmd()
+        .args([
+            "run",
+            "probe.iter",
+            "--json",
+            "--sandbox-default-image",
+            IMAGE,
+        ])
+        .args(extra)
+        .output()
+        .unwrap();
+    let code = out.status.code().unwrap_or(-1);
+    let run = env.only_run();
+    let events = env.events(&run);
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert_eq!(
+        env.containers(),
+        Vec::<String>::new(),
+        "a container was left"
+    );
+    (
+        code,
+        events,
+        summary.get("output").cloned().unwrap_or(Value::Null),
+    )
+}
+
+fn ws_of(env: &Env) -> PathBuf {
+    std::fs::canonicalize(env.ws.path()).unwrap()
+}
+
+fn devcontainer_label(env: &Env) -> String {
+    format!(
+        "global sandbox default ({}/.devcontainer/devcontainer.json)",
+        env.ws.path().display()
+    )
+}
+
+fn has_mount(out: &Value, target: &str) -> bool {
+    out["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m.as_str() == Some(target))
+}
+
+fn started(events: &[(String, Value)]) -> &Value {
+    first(events, "sandbox_started").unwrap_or_else(|| panic!("{events:#?}"))
+}
+
+#[test]
+fn docker_devcontainer_corpus_images_env_and_jsonc_run_for_real() {
+    if !docker_or_skip("cli::devcontainer::corpus_images") {
+        return;
+    }
+    // 01: the plain image; the workspace is bound at its host path (host_state auto).
+    let env = workspace_with("01-image.json", &[]);
+    let (code, events, out) = run_probe(&env, "", &[]);
+    assert_eq!(code, 0, "{events:#?}");
+    assert_eq!(started(&events)["source"], json!(devcontainer_label(&env)));
+    assert_eq!(started(&events)["image"], json!(IMAGE));
+    assert_eq!(started(&events)["network_mode"], json!("allowlist"));
+    assert_eq!(
+        started(&events)["network_source"],
+        json!("devcontainer default (iterion-default)")
+    );
+    assert_eq!(out["pwd"], json!(ws_of(&env).to_string_lossy()));
+    assert!(has_mount(&out, &ws_of(&env).to_string_lossy()), "{out:#}");
+    // The silent workflow over a devcontainer: network defaulted, announced before the start.
+    let ks = kinds(&events);
+    let defaulted = ks
+        .iter()
+        .position(|k| *k == "sandbox_network_defaulted")
+        .unwrap();
+    assert!(defaulted < ks.iter().position(|k| *k == "sandbox_started").unwrap());
+    assert_eq!(
+        first(&events, "sandbox_network_defaulted").unwrap(),
+        &json!({"mode": "allowlist", "preset": "iterion-default", "source": devcontainer_label(&env), "run_id": env.only_run().id.as_str()})
+    );
+
+    // 02: comments and trailing commas; containerEnv; a named-volume mount.
+    let env = workspace_with(
+        "02-jsonc-quirks.jsonc",
+        &[("mcr.microsoft.com/devcontainers/base:bookworm", IMAGE)],
+    );
+    let (code, events, out) = run_probe(&env, "", &[]);
+    assert_eq!(code, 0, "{events:#?}");
+    assert_eq!(out["env"]["EDITOR"], json!("vi"));
+    assert_eq!(out["env"]["TZ"], json!("UTC"));
+    assert!(has_mount(&out, "/workspaces/app/node_modules"), "{out:#}");
+
+    // 08: remoteEnv under containerEnv; the workflow's key wins; null unsets.
+    let env = workspace_with("08-env-collision.json", &[]);
+    let block = "  sandbox:\n    mode: auto\n    env:\n      WF_WINS: \"workflow\"\n";
+    let (code, events, out) = run_probe(&env, block, &[]);
+    assert_eq!(code, 0, "{events:#?}");
+    let e = &out["env"];
+    assert_eq!(
+        (
+            &e["SHARED"],
+            &e["REMOTE_ONLY"],
+            &e["CONTAINER_ONLY"],
+            &e["WF_WINS"]
+        ),
+        (
+            &json!("from-container"),
+            &json!("r"),
+            &json!("c"),
+            &json!("workflow")
+        )
+    );
+    assert_eq!(e.get("UNSET_ME"), None);
+    assert_eq!(
+        started(&events)["source"],
+        json!(format!(
+            "workflow sandbox: block ({}/.devcontainer/devcontainer.json)",
+            env.ws.path().display()
+        ))
+    );
+
+    // 09: ${localEnv:…} reads only allow-listed host variables.
+    let env = workspace_with("09-local-env.json", &[]);
+    env.write("probe.iter", &probe_workflow(""));
+    let out = env
+        .cmd()
+        .env("AWS_SECRET_ACCESS_KEY", "host-secret")
+        .env("GITHUB_TOKEN", "host-token")
+        .env("HOME", "/tmp/iterion-fake-home")
+        .args([
+            "run",
+            "probe.iter",
+            "--json",
+            "--sandbox-default-image",
+            IMAGE,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let e = &summary["output"]["env"];
+    assert_eq!(e["HOST_HOME"], json!("/tmp/iterion-fake-home"));
+    assert_eq!(e["STOLEN_AWS"], json!("x"));
+    assert_eq!(e["STOLEN_GH"], json!(""));
+    assert_eq!(
+        e["LEFT_ALONE"],
+        json!("${containerEnv:PATH}:${containerWorkspaceFolder}")
+    );
+    assert!(!summary.to_string().contains("host-secret"));
+    assert_eq!(env.containers(), Vec::<String>::new());
+}
+
+#[test]
+fn docker_devcontainer_corpus_post_create_forms_users_and_mounts_run_for_real() {
+    if !docker_or_skip("cli::devcontainer::corpus_post_create") {
+        return;
+    }
+    // 03: a string postCreateCommand, trimmed.
+    let env = workspace_with(
+        "03-post-create-string.json",
+        &[
+            ("node:22", IMAGE),
+            (
+                "npm ci && npm run build",
+                "touch /tmp/pc-a && touch /tmp/pc-b",
+            ),
+        ],
+    );
+    let (code, events, out) = run_probe(&env, "", &[]);
+    assert_eq!(code, 0, "{events:#?}");
+    assert_eq!(started(&events)["has_post_create"], json!(true));
+    assert_eq!(out["files"], json!(["/tmp/pc-a", "/tmp/pc-b"]));
+
+    // 04: an array, POSIX-quoted (one argument with a space, one with a quote).
+    let env = workspace_with(
+        "04-post-create-array.json",
+        &[
+            ("python:3.12", IMAGE),
+            (r#""pip", "install", "--prefix", "#, r#""touch", "#),
+            ("it's", "/tmp/it's"),
+        ],
+    );
+    let (code, events, out) = run_probe(&env, "", &[]);
+    assert_eq!(code, 0, "{events:#?}");
+    assert_eq!(out["files"], json!(["/opt/my env"]));
+
+    // 05: an object: sorted keys, each wrapped, joined with &&; blank entries dropped.
+    let env = workspace_with(
+        "05-post-create-object.jsonc",
+        &[("rust:1", IMAGE), ("cargo fetch", "touch /tmp/zeta")],
+    );
+    let (code, events, out) = run_probe(&env, "", &[]);
+    assert_eq!(code, 0, "{events:#?}");
+    assert_eq!(out["files"], json!(["/tmp/zeta"]));
+
+    // 06: object mounts (volume, bind) and a relative string bind.
+    let env = workspace_with("06-object-mounts.json", &[]);
+    std::fs::create_dir_all(env.path("data")).unwrap();
+    let (code, events, out) = run_probe(&env, "", &[]);
+    assert_eq!(code, 0, "{events:#?}");
+    for target in ["/usr/local/cargo/registry", "/data", "/data-ro"] {
+        assert!(has_mount(&out, target), "{target}: {out:#}");
+    }
+
+    // 10: remoteUser beats containerUser; workspaceFolder with the basename.
+    let env = workspace_with("10-users-workspace.json", &[("\"dev\"", "\"nobody\"")]);
+    let (code, events, out) = run_probe(&env, "", &[]);
+    assert_eq!(code, 0, "{events:#?}");
+    assert!(
+        out["user"].as_str().unwrap().starts_with("nobody:"),
+        "{out:#}"
+    );
+    let base = env.ws.path().file_name().unwrap().to_string_lossy();
+    assert_eq!(
+        out["pwd"].as_str().unwrap().trim_end_matches('/'),
+        format!("/workspaces/{base}")
+    );
+
+    // 11: a numeric containerUser.
+    let env = workspace_with("11-container-user.json", &[]);
+    let (code, events, out) = run_probe(&env, "", &[]);
+    assert_eq!(code, 0, "{events:#?}");
+    assert!(
+        out["user"].as_str().unwrap().ends_with(":1000:1000"),
+        "{out:#}"
+    );
+
+    // 12: ignored fields: runArgs listed in the run log, initializeCommand never run.
+    let env = workspace_with("12-ignored-fields.jsonc", &[]);
+    let (code, events, _) = run_probe(&env, "", &[]);
+    assert_eq!(code, 0, "{events:#?}");
+    let logs = env.logs(&env.only_run());
+    let line = |needle: &str| logs.iter().any(|(_, l)| l.contains(needle));
+    assert!(line("runArgs ignored: --init"), "{logs:#?}");
+    assert!(line("initializeCommand is never run"), "{logs:#?}");
+}
+
+#[test]
+fn docker_devcontainer_denied_env_keys_are_stripped_with_one_event() {
+    if !docker_or_skip("cli::devcontainer::denied_env") {
+        return;
+    }
+    let env = workspace_with("13-denied-env.json", &[]);
+    let (code, events, out) = run_probe(&env, "", &[]);
+    assert_eq!(code, 0, "{events:#?}");
+    let run = env.only_run();
+    let denied: Vec<_> = events
+        .iter()
+        .filter(|(k, _)| k == "sandbox_env_denied")
+        .collect();
+    assert_eq!(denied.len(), 1, "{events:#?}");
+    assert_eq!(
+        denied[0].1,
+        json!({
+            "keys": ["ANTHROPIC_BASE_URL", "GIT_CONFIG_KEY_0", "HTTPS_PROXY", "ITERION_X", "LD_PRELOAD", "PATH", "https_proxy"],
+            "source": devcontainer_label(&env),
+            "run_id": run.id.as_str(),
+        })
+    );
+    let ks = kinds(&events);
+    let at = |k: &str| ks.iter().position(|x| *x == k).unwrap();
+    assert!(at("sandbox_env_denied") < at("sandbox_network_defaulted"));
+    assert!(at("sandbox_network_defaulted") < at("sandbox_started"));
+    let e = &out["env"];
+    assert_eq!(e["KEPT"], json!("yes"));
+    for key in ["LD_PRELOAD", "ANTHROPIC_BASE_URL", "ITERION_X"] {
+        assert_eq!(e.get(key), None, "{key}");
+    }
+    assert!(!out.to_string().contains("attacker.example"), "{out:#}");
+    assert!(!e["PATH"].as_str().unwrap().contains("/evil"));
+    assert_ne!(e["GIT_CONFIG_KEY_0"], json!("core.sshCommand"));
+}
+
+#[test]
+fn docker_unusable_devcontainers_fall_back_to_the_default_image_and_say_why() {
+    if !docker_or_skip("cli::devcontainer::unusable") {
+        return;
+    }
+    for name in [
+        "14-relative-workspace-folder.json",
+        "15-single-quotes.jsonc",
+        "16-image-and-build.json",
+        "17-build-without-dockerfile.json",
+        "18-object-mount-unknown-key.json",
+    ] {
+        let env = workspace_with(name, &[]);
+        let (code, events, _) = run_probe(&env, "", &[]);
+        assert_eq!(code, 0, "{name}: {events:#?}");
+        let source = started(&events)["source"].as_str().unwrap().to_owned();
+        assert!(
+            source.starts_with("global sandbox default (devcontainer unusable — ")
+                && source.ends_with(&format!(" — default image: {IMAGE})")),
+            "{name}: {source}"
+        );
+        assert_eq!(started(&events)["image"], json!(IMAGE), "{name}");
+        assert_eq!(first(&events, "sandbox_network_defaulted"), None, "{name}");
+    }
+}
+
+#[test]
+fn docker_hostile_devcontainers_are_refused_and_leave_no_container() {
+    if !docker_or_skip("cli::devcontainer::hostile") {
+        return;
+    }
+    let fake_home = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(fake_home.path()).unwrap();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "not a key").unwrap();
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(home.join(".aws/credentials"), "not a secret").unwrap();
+    for (name, needle) in [
+        ("hostile-docker-socket.json", "/var/run/docker.sock"),
+        ("hostile-ssh-typed.json", ".ssh"),
+        ("hostile-ssh-untyped.json", ".ssh"),
+        ("hostile-symlink-aws.json", "creds"),
+        ("hostile-privileged.json", "--privileged"),
+        ("hostile-cap-add-split.json", "--cap-add"),
+        ("hostile-network-host-split.json", "--network"),
+        ("hostile-run-args-volume.json", "-v"),
+    ] {
+        let env = workspace_with(name, &[]);
+        std::os::unix::fs::symlink(home.join(".aws"), env.path("creds")).unwrap();
+        env.write("probe.iter", &probe_workflow(""));
+        let out = env
+            .cmd()
+            .env("HOME", &home)
+            .args([
+                "run",
+                "probe.iter",
+                "--json",
+                "--sandbox-default-image",
+                IMAGE,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", stderr_of(&out));
+        let run = env.only_run();
+        assert_eq!(
+            run.failure_code.as_deref(),
+            Some("SANDBOX_SETUP_FAILED"),
+            "{name}"
+        );
+        let message = run.failure_message.clone().unwrap_or_default();
+        assert!(
+            message.contains("devcontainer.json") && message.contains(needle),
+            "{name}: {message}"
+        );
+        let events = env.events(&run);
+        let ks = kinds(&events);
+        assert_eq!(ks, ["run_started", "run_failed"], "{name}");
+        assert_eq!(
+            first(&events, "run_failed").unwrap()["code"],
+            json!("SANDBOX_SETUP_FAILED")
+        );
+        assert_eq!(env.containers(), Vec::<String>::new(), "{name}");
+    }
+}
+
+#[test]
+fn docker_the_operator_overlay_overrides_the_repository_but_not_the_workflow() {
+    if !docker_or_skip("cli::devcontainer::overlay") {
+        return;
+    }
+    let env = workspace_with("08-env-collision.json", &[]);
+    let file = env.home.path().join("overlay.env");
+    std::fs::write(
+        &file,
+        "# operator\nFROM_FILE=f\nSHARED=file\n\nREMOTE_ONLY=file\n",
+    )
+    .unwrap();
+    let block = "  sandbox:\n    mode: auto\n    env:\n      WF_WINS: \"workflow\"\n";
+    env.write("probe.iter", &probe_workflow(block));
+    let out = env
+        .cmd()
+        .env("ITERION_SANDBOX_ENV_FILE", &file)
+        .args([
+            "run",
+            "probe.iter",
+            "--json",
+            "--sandbox-default-image",
+            IMAGE,
+        ])
+        .args([
+            "--sandbox-env",
+            "SHARED=flag",
+            "--sandbox-env",
+            "WF_WINS=flag",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let e = &summary["output"]["env"];
+    assert_eq!(
+        (
+            &e["SHARED"],
+            &e["REMOTE_ONLY"],
+            &e["FROM_FILE"],
+            &e["WF_WINS"]
+        ),
+        (
+            &json!("flag"),
+            &json!("file"),
+            &json!("f"),
+            &json!("workflow")
+        )
+    );
+    assert_eq!(env.containers(), Vec::<String>::new());
+}
+
+#[test]
+fn a_malformed_operator_overlay_is_bad_input_and_no_run_exists() {
+    let env = Env::new();
+    env.write("probe.iter", &probe_workflow(""));
+    let out = env
+        .cmd()
+        .args(["run", "probe.iter", "--sandbox-env", "1BAD=x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("1BAD"), "{}", stderr_of(&out));
+    let file = env.home.path().join("bad.env");
+    std::fs::write(&file, "OK=1\nnot a pair\n").unwrap();
+    let out = env
+        .cmd()
+        .env("ITERION_SANDBOX_ENV_FILE", &file)
+        .args(["run", "probe.iter"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("bad.env:2"), "{}", stderr_of(&out));
+    assert_eq!(env.runs().len(), 0);
+}
