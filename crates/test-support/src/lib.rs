@@ -323,6 +323,45 @@ pub async fn collect_logs(docker: &Docker, id: &str) -> (String, String) {
     )
 }
 
+/// Environment variable naming the statically linked `iterion` that container tests mount at
+/// `/run/iterion/bin/iterion` (SANDBOX.md §8.4). `scripts/test.sh` builds it with
+/// `scripts/build-static.sh` and exports its path here.
+pub const STATIC_BIN_ENV: &str = "ITERION_STATIC_BIN";
+
+/// The static `iterion` to mount into test containers, or `None` when the test should be skipped.
+///
+/// The path comes from [`STATIC_BIN_ENV`] only (never guessed, so a stale build is never used
+/// silently). When it is unset or names no file: with `ITERION_IT_DOCKER` truthy this **panics**
+/// (CI promised the container tests); otherwise it prints why the test is skipped.
+pub fn static_iterion_or_skip(test_id: &str) -> Option<std::path::PathBuf> {
+    let found = match std::env::var_os(STATIC_BIN_ENV) {
+        None => Err(format!("{STATIC_BIN_ENV} is not set")),
+        Some(path) => {
+            let path = std::path::PathBuf::from(path);
+            if path.is_file() {
+                Ok(path)
+            } else {
+                Err(format!("{STATIC_BIN_ENV}={} is not a file", path.display()))
+            }
+        }
+    };
+    match found {
+        Ok(path) => Some(path),
+        Err(reason) if docker_required() => panic!(
+            "{test_id}: the static iterion binary is required ({REQUIRE_DOCKER_ENV} is set): \
+             {reason}. Run scripts/test.sh, or build it with scripts/build-static.sh and set \
+             {STATIC_BIN_ENV} to the path it prints."
+        ),
+        Err(reason) => {
+            eprintln!(
+                "SKIPPED {test_id}: {reason}. Build it with scripts/build-static.sh and set \
+                 {STATIC_BIN_ENV} to the path it prints."
+            );
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
