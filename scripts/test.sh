@@ -9,9 +9,11 @@
 #      suite runs against too;
 #   3. builds the local test images (scripts/build-test-images.sh; cached by tag), the busybox one
 #      in podman's storage as well;
-#   4. cargo fmt --check, cargo clippy -D warnings, the test suite with cargo-nextest and
-#      ITERION_IT_DOCKER=1 (so a missing engine fails the container tests instead of skipping them),
-#      and the doctests (which nextest does not run).
+#   4. cargo fmt --check, cargo clippy -D warnings, the static engine binary
+#      (scripts/build-static.sh, exported as ITERION_STATIC_BIN for the container tests), the test
+#      suite with cargo-nextest and ITERION_IT_DOCKER=1 (so a missing engine or static binary
+#      fails the container tests instead of skipping them), and the doctests (which nextest does
+#      not run).
 #
 # Exits non-zero on the first failure. Safe to run again: installed packages, a running engine and
 # existing images are reused, so a warm run spends its time in cargo only.
@@ -159,6 +161,14 @@ cargo fmt --all -- --check
 
 section "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+
+section "static iterion (scripts/build-static.sh)"
+# The binary the container tests mount at /run/iterion/bin/iterion (SANDBOX.md §8.4): linked
+# statically so that it runs in any image, busybox included. Its own target dir (target/static/)
+# and target-scoped rustflags leave the build above untouched; incremental, so seconds when warm.
+ITERION_STATIC_BIN="$("$REPO_ROOT/scripts/build-static.sh")"
+export ITERION_STATIC_BIN
+echo "ITERION_STATIC_BIN=$ITERION_STATIC_BIN" >&2
 
 section "cargo nextest run --workspace (ITERION_IT_DOCKER=1)"
 ITERION_IT_DOCKER=1 cargo nextest run --workspace --profile "${NEXTEST_PROFILE:-ci}"
