@@ -471,3 +471,52 @@ fn a_malformed_operator_overlay_is_bad_input_and_no_run_exists() {
     assert!(stderr_of(&out).contains("bad.env:2"), "{}", stderr_of(&out));
     assert_eq!(env.runs().len(), 0);
 }
+
+#[test]
+fn docker_a_devcontainer_build_goes_through_the_driver_build_with_its_events() {
+    if !docker_or_skip("cli::devcontainer::build") {
+        return;
+    }
+    // 07: build.dockerfile relative to the file's dir, context "..", args expanded, target dropped.
+    let env = workspace_with("07-build.jsonc", &[]);
+    env.write(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {IMAGE}\nARG VARIANT\nRUN echo \"$VARIANT\" > /variant && useradd -m -u 1234 vscode\n"
+        ),
+    );
+    let (code, events, out) = run_probe(&env, "", &[]);
+    assert_eq!(code, 0, "{events:#?}");
+    let ks = kinds(&events);
+    let at = |k: &str| ks.iter().position(|x| *x == k).unwrap();
+    assert!(at("sandbox_build_started") < at("sandbox_build_finished"));
+    assert!(at("sandbox_build_finished") < at("sandbox_started"));
+    let build = first(&events, "sandbox_build_started").unwrap();
+    assert_eq!(
+        build,
+        &json!({"driver": "docker", "dockerfile": ".devcontainer/Dockerfile", "context": ".", "network": "default"})
+    );
+    let target = first(&events, "sandbox_build_finished").unwrap()["target"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(started(&events)["image"], json!(target));
+    assert_eq!(out["user"], json!("vscode:1234:1234"));
+    assert_eq!(out["files"], json!(["/variant"]));
+
+    // A failing build: sandbox_build_failed, the run fails, nothing is left.
+    let env = workspace_with("07-build.jsonc", &[]);
+    env.write(
+        ".devcontainer/Dockerfile",
+        &format!("FROM {IMAGE}\nRUN echo broken-step && exit 3\n"),
+    );
+    let (code, events, _) = run_probe(&env, "", &[]);
+    assert_eq!(code, 1, "{events:#?}");
+    let failed = first(&events, "sandbox_build_failed").unwrap();
+    assert_eq!(failed["driver"], json!("docker"));
+    assert!(first(&events, "sandbox_started").is_none());
+    assert_eq!(
+        first(&events, "run_failed").unwrap()["code"],
+        json!("SANDBOX_SETUP_FAILED")
+    );
+}
