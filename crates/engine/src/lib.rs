@@ -34,8 +34,10 @@
 //! `failed_resumable` run again, and [`Engine::boot_maintenance`] recovers crashed runs and reaps
 //! orphaned containers (SANDBOX.md §12).
 //!
-//! What it deliberately does not do (yet): the devcontainer (auto always uses the default
-//! image), the egress proxy (a non-open network policy gets no network at all: fail closed),
+//! `sandbox: auto` reads the repository's devcontainer and fuses it with the workflow block and
+//! the operator overlay (SANDBOX.md §7); a hostile devcontainer refuses the run.
+//!
+//! What it deliberately does not do (yet): devbox provisioning, the egress proxy (a non-open network policy gets no network at all: fail closed),
 //! file-secret delivery (the docker driver refuses a spec carrying them: the run fails closed),
 //! the scratch dir and its bank, the worktree git-dir mount, the pre-flight and the doctor. Agent and judge nodes are refused at
 //! dispatch with `CAPABILITY_UNSUPPORTED` until the agent executor lands.

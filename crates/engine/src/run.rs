@@ -408,6 +408,15 @@ impl Engine {
                     .or_else(|| self.engine_binary.clone()),
                 host_binds: true,
                 file_secrets: file_secret_mounts(&attempt.workflow, &attempt.secrets),
+                worktree_git_dir: match attempt.workflow.worktree {
+                    Worktree::Auto => {
+                        crate::worktree::git(workspace, &["rev-parse", "--absolute-git-dir"])
+                            .await
+                            .ok()
+                            .map(PathBuf::from)
+                    }
+                    Worktree::None => None,
+                },
             },
             file_secrets: crate::launch::workflow_has_file_secrets(&attempt.workflow),
             events,

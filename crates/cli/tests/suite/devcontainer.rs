@@ -520,3 +520,46 @@ fn docker_a_devcontainer_build_goes_through_the_driver_build_with_its_events() {
         json!("SANDBOX_SETUP_FAILED")
     );
 }
+
+#[test]
+fn docker_a_worktree_run_gets_the_repository_git_dir_bound_at_its_path() {
+    if !docker_or_skip("cli::devcontainer::worktree_git") {
+        return;
+    }
+    let env = Env::new();
+    env.write("README", "x\n");
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(env.ws.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["add", "README"]);
+    git(&["commit", "-q", "-m", "init"]);
+    env.write(
+        "wt.iter",
+        "tool probe:\n  command: `jq -cn --arg gd \"$(git rev-parse --absolute-git-dir)\" --arg m \"$(awk '{print $5}' /proc/self/mountinfo)\" '{gd:$gd, mounts:($m|split(\"\\n\"))}'`\n\nworkflow wt:\n  entry: probe\n  worktree: auto\n  probe -> done\n",
+    );
+    let out = env
+        .cmd()
+        .args(["run", "wt.iter", "--json", "--sandbox-default-image", IMAGE])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let dot_git = ws_of(&env).join(".git");
+    let dot_git = dot_git.to_string_lossy();
+    assert!(has_mount(&summary["output"], &dot_git), "{summary:#}");
+    assert!(
+        summary["output"]["gd"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{dot_git}/worktrees/")),
+        "{summary:#}"
+    );
+    assert_eq!(env.containers(), Vec::<String>::new());
+}

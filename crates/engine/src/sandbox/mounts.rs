@@ -1,11 +1,11 @@
 //! Step L8 (SANDBOX.md §8): the engine's mounts and env, configured on the spec before Prepare.
 //!
 //! Done here, in order: M2 run files, M3 locale, M5 host_state (§8.1 auto / §8.2 none), M8 the
-//! engine binary, M10 git `safe.directory`, M11 file secrets (on the spec, with their `env:`
+//! engine binary, M9 the worktree's `.git` (§8.5), M10 git `safe.directory`, M11 file secrets (on the spec, with their `env:`
 //! variables; the docker driver refuses a spec carrying them until it can deliver them, so such a
 //! run fails `SANDBOX_SETUP_FAILED` rather than run without its secret). Not yet (later issues, or
 //! nothing to mount yet): M1 attachments and M4 bundle (no producer of either exists), M6 scratch,
-//! M7 devbox, M9 worktree git dir, M12–M14 (every driver that reaches here binds host paths).
+//! M7 devbox, M12–M14 (every driver that reaches here binds host paths).
 //!
 //! The decisions are pure functions over what was found on the host ([`Candidate`] stats, the
 //! uid); only [`plan_mounts`] touches the filesystem and runs `git`.
@@ -46,6 +46,17 @@ pub(crate) struct MountInputs {
     pub host_binds: bool,
     /// The workflow's resolved `as: file` secrets (M11).
     pub file_secrets: Vec<SecretFileMount>,
+    /// The git dir of a linked-worktree workspace (`<repo>/.git/worktrees/<name>`), for M9.
+    pub worktree_git_dir: Option<PathBuf>,
+}
+
+/// M9 (§8.5): the `<repo>/.git` a linked worktree's git dir lives in, or `None` when the git dir
+/// is not of the `<repo>/.git/worktrees/<name>` shape. Pure.
+pub(crate) fn worktree_common_git_dir(git_dir: &Path) -> Option<PathBuf> {
+    let worktrees = git_dir.parent()?;
+    let dot_git = worktrees.parent()?;
+    (worktrees.file_name()? == "worktrees" && dot_git.file_name()? == ".git")
+        .then(|| dot_git.to_owned())
 }
 
 /// One host_state candidate (§8.1 step 2).
@@ -209,6 +220,21 @@ pub(crate) async fn plan_mounts(
             "ITERION_ENGINE_BIN".to_owned(),
             ENGINE_BIN_TARGET.to_owned(),
         );
+    }
+    // M9: a linked worktree's `<repo>/.git`, read-write at its own path (skipped when unknown,
+    // missing or not a directory).
+    if inputs.host_binds
+        && let Some(dot_git) = inputs
+            .worktree_git_dir
+            .as_deref()
+            .and_then(worktree_common_git_dir)
+        && tokio::fs::metadata(&dot_git)
+            .await
+            .is_ok_and(|m| m.is_dir())
+    {
+        let shown = dot_git.to_string_lossy().into_owned();
+        spec.engine_mounts
+            .push(bind(&dot_git, &shown, false, "worktree-git"));
     }
     // M10: git safe.directory.
     let folder = spec.workspace_folder.clone().unwrap_or(folder);

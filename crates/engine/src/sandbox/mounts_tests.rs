@@ -112,3 +112,13 @@ fn git_config_pairs_append_to_the_sequence() {
         crate::failure::FailureCode::SandboxSetupFailed
     );
 }
+
+#[test]
+fn a_linked_worktree_git_dir_names_the_repository_dot_git() {
+    assert_eq!(
+        worktree_common_git_dir(Path::new("/r/.git/worktrees/run-1")),
+        Some(PathBuf::from("/r/.git"))
+    );
+    assert_eq!(worktree_common_git_dir(Path::new("/r/.git")), None);
+    assert_eq!(worktree_common_git_dir(Path::new("/r/x/worktrees/a")), None);
+}
