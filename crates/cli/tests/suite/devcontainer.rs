@@ -563,3 +563,86 @@ fn docker_a_worktree_run_gets_the_repository_git_dir_bound_at_its_path() {
     );
     assert_eq!(env.containers(), Vec::<String>::new());
 }
+
+#[test]
+fn docker_host_state_auto_binds_caches_and_none_binds_nothing() {
+    if !docker_or_skip("cli::devcontainer::host_state") {
+        return;
+    }
+    let fake_home = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(fake_home.path()).unwrap();
+    std::fs::create_dir_all(home.join(".npm")).unwrap();
+    std::fs::write(home.join(".gitconfig"), "[user]\n\tname = Host User\n").unwrap();
+    let probe = "tool probe:\n  command: `touch \"$HOME/.npm/from-container\" \"$HOME/written\" 2>/dev/null; jq -cn --arg w \"$(ls \"$HOME/written\" 2>/dev/null)\" --arg m \"$(awk '{print $5}' /proc/self/mountinfo)\" '{home: env.HOME, written: $w, mounts:($m|split(\"\\n\")), env: env}'`\n\nworkflow hs:\n  entry: probe\n  probe -> done\n";
+    let run = |state: &str| {
+        let env = Env::new();
+        env.write("hs.iter", probe);
+        let out = env
+            .cmd()
+            .env("HOME", &home)
+            .args(["run", "hs.iter", "--json", "--sandbox-default-image", IMAGE])
+            .args(["--sandbox-host-state", state])
+            .output()
+            .unwrap();
+        let summary: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let events = env.events(&env.only_run());
+        assert_eq!(env.containers(), Vec::<String>::new());
+        (out.status.code(), summary, events)
+    };
+    // auto: the cache is bound at its own path, HOME is the host's and writable, and a file the
+    // container creates in the bound cache belongs to the host user.
+    let (code, summary, events) = run("auto");
+    assert_eq!(code, Some(0), "{events:#?}");
+    let npm = home.join(".npm");
+    assert!(
+        has_mount(&summary["output"], &npm.to_string_lossy()),
+        "{summary:#}"
+    );
+    assert_eq!(summary["output"]["home"], json!(home.to_string_lossy()));
+    assert_eq!(
+        summary["output"]["written"],
+        json!(home.join("written").to_string_lossy())
+    );
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(npm.join("from-container")).unwrap().uid();
+    let me = std::fs::metadata("/proc/self").unwrap().uid();
+    assert_eq!(owner, me);
+    let mounted = first(&events, "sandbox_host_state_mounted").unwrap();
+    assert_eq!(mounted["enabled"], json!(true));
+    assert_eq!(mounted["source"], json!("cli flag --sandbox-host-state"));
+    assert!(
+        mounted["mounts"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(format!("{0}:{0}", npm.display()))),
+        "{mounted:#}"
+    );
+    std::fs::remove_file(npm.join("from-container")).unwrap();
+
+    // none: nothing of the host's home is mounted; the git identity is passed as four variables.
+    let (code, summary, events) = run("none");
+    assert_eq!(code, Some(0), "{events:#?}");
+    let out = &summary["output"];
+    let home_shown = home.to_string_lossy().into_owned();
+    assert!(
+        !out["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m.as_str().unwrap().starts_with(&home_shown)),
+        "{out:#}"
+    );
+    assert!(!npm.join("from-container").exists());
+    for key in [
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+    ] {
+        assert!(out["env"][key].is_string(), "{key}: {out:#}");
+    }
+    assert_eq!(
+        first(&events, "sandbox_host_state_mounted").unwrap(),
+        &json!({"enabled": false, "source": "cli flag --sandbox-host-state"})
+    );
+}
