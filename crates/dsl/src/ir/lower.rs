@@ -1,0 +1,383 @@
+//! Tree → [`Workflow`]: names resolved, defaults applied, words typed (see the module above).
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::*;
+use crate::ast;
+
+/// Lowers a tree that passed every check. `None` only when the file declares no workflow.
+///
+/// Defensive on trees that did not pass the checks (it never panics): the first declaration of a
+/// name wins, unknown names and words are skipped or take their default.
+pub(crate) fn lower(file: &ast::File) -> Option<Workflow> {
+    let wf = file.decls.iter().find_map(|d| match d {
+        ast::Decl::Workflow(w) => Some(w),
+        _ => None,
+    })?;
+    let mut vars = Vec::new();
+    let mut secrets = Vec::new();
+    let mut schemas = BTreeMap::new();
+    let mut prompts: HashMap<&str, &str> = HashMap::new();
+    let mut nodes: Vec<&ast::Node> = Vec::new();
+    let mut var_names = HashSet::new();
+    let mut lower_vars = |block: &ast::VarsBlock, vars: &mut Vec<Var>| {
+        for v in &block.vars {
+            if var_names.insert(v.name.name.clone()) {
+                vars.push(lower_var(v));
+            }
+        }
+    };
+    for decl in &file.decls {
+        match decl {
+            ast::Decl::Vars(b) => lower_vars(b, &mut vars),
+            ast::Decl::Secrets(b) => {
+                for s in &b.secrets {
+                    if !secrets.iter().any(|x: &Secret| x.name == s.name.name) {
+                        secrets.push(lower_secret(s));
+                    }
+                }
+            }
+            ast::Decl::Prompt(p) => {
+                prompts
+                    .entry(p.name.name.as_str())
+                    .or_insert(p.body.value.as_str());
+            }
+            ast::Decl::Schema(s) => {
+                schemas
+                    .entry(s.name.name.clone())
+                    .or_insert_with(|| Schema {
+                        fields: s
+                            .fields
+                            .iter()
+                            .map(|f| SchemaField {
+                                name: f.name.name.clone(),
+                                ty: f.ty.into(),
+                            })
+                            .collect(),
+                    });
+            }
+            ast::Decl::Node(n) => {
+                if !nodes.iter().any(|x| x.name.name == n.name.name) {
+                    nodes.push(n);
+                }
+            }
+            ast::Decl::Workflow(w) => {
+                if std::ptr::eq(w, wf)
+                    && let Some(b) = &w.vars
+                {
+                    lower_vars(b, &mut vars);
+                }
+            }
+        }
+    }
+    let nodes = nodes.into_iter().map(|n| lower_node(n, &prompts)).collect();
+    let edges: Vec<Edge> = wf.edges.iter().map(lower_edge).collect();
+    let mut loops = BTreeMap::new();
+    for e in &edges {
+        if let Some(l) = &e.loop_ {
+            loops.entry(l.name.clone()).or_insert(l.cap);
+        }
+    }
+    let worktree = match wf.worktree.as_ref().map(|w| w.text.as_str()) {
+        Some("auto") => Worktree::Auto,
+        _ => Worktree::None,
+    };
+    let budget = wf.budget.as_ref().map_or_else(Budget::default, |b| Budget {
+        max_duration: b.max_duration.as_ref().map(|s| s.value.clone()),
+        max_iterations: b.max_iterations.and_then(|i| u64::try_from(i.value).ok()),
+    });
+    Some(Workflow {
+        name: wf.name.name.clone(),
+        entry: wf
+            .entry
+            .as_ref()
+            .map(|w| w.text.clone())
+            .unwrap_or_default(),
+        vars,
+        secrets,
+        schemas,
+        nodes,
+        edges,
+        loops,
+        worktree,
+        budget,
+        sandbox: wf
+            .sandbox
+            .as_ref()
+            .map_or_else(Sandbox::default, lower_sandbox),
+    })
+}
+
+/// A var default converted to its type; see [`default_json`].
+fn lower_var(v: &ast::VarDef) -> Var {
+    Var {
+        name: v.name.name.clone(),
+        ty: v.ty.into(),
+        default: v.default.as_ref().and_then(|d| default_json(v.ty, d)),
+    }
+}
+
+/// The JSON value of a var default of type `ty`, or `None` when the literal is not of that type
+/// (C109). Shared with the C109 check so the two cannot disagree.
+pub(crate) fn default_json(ty: ast::VarType, value: &ast::Value) -> Option<serde_json::Value> {
+    use ast::Value as V;
+    use serde_json::Value as J;
+    match (ty, value) {
+        (ast::VarType::String, V::Str(s)) => Some(J::String(s.value.clone())),
+        (ast::VarType::String, V::Ident(i)) => Some(J::String(i.name.clone())),
+        (ast::VarType::Bool, V::Bool(b, _)) => Some(J::Bool(*b)),
+        (ast::VarType::Int, V::Int(i, _)) => Some(J::from(*i)),
+        // An INT default of a float var is a float (DSL.md §3.1).
+        (ast::VarType::Float, V::Int(i, _)) => {
+            serde_json::Number::from_f64(*i as f64).map(J::Number)
+        }
+        (ast::VarType::Float, V::Float(f, _)) => serde_json::Number::from_f64(*f).map(J::Number),
+        (ast::VarType::StringList, V::List(items, _)) => items
+            .iter()
+            .map(|item| match item {
+                V::Str(s) => Some(J::String(s.value.clone())),
+                V::Ident(i) => Some(J::String(i.name.clone())),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(J::Array),
+        (ast::VarType::StringList, V::Str(s)) => match serde_json::from_str::<J>(&s.value).ok()? {
+            J::Array(items) if items.iter().all(J::is_string) => Some(J::Array(items)),
+            _ => None,
+        },
+        (ast::VarType::Json, V::Str(s)) => serde_json::from_str::<J>(&s.value).ok(),
+        _ => None,
+    }
+}
+
+/// The delivery a secret's `as` names: `Some(true)` for `file`, `Some(false)` for `value` or
+/// absent, `None` for any other word (C094).
+pub(crate) fn secret_is_file(s: &ast::SecretDef) -> Option<bool> {
+    match s.as_.as_ref().map(|w| w.text.as_str()) {
+        None | Some("value") => Some(false),
+        Some("file") => Some(true),
+        Some(_) => None,
+    }
+}
+
+fn lower_secret(s: &ast::SecretDef) -> Secret {
+    let name = s.name.name.clone();
+    let delivery = if secret_is_file(s) == Some(true) {
+        Delivery::File {
+            mount_path: s
+                .mount_path
+                .as_ref()
+                .map_or_else(|| default_secret_mount_path(&name), |p| p.value.clone()),
+            env: s.env.as_ref().map(|e| e.value.clone()),
+        }
+    } else {
+        Delivery::Value
+    };
+    Secret {
+        value: s
+            .value
+            .as_ref()
+            .map_or_else(|| format!("${{{name}}}"), |v| v.value.clone()),
+        delivery,
+        hosts: s
+            .hosts
+            .as_ref()
+            .map(|h| h.items.iter().map(|i| i.value.clone()).collect())
+            .unwrap_or_default(),
+        optional: s.optional.is_some_and(|o| o.value),
+        name,
+    }
+}
+
+fn prompt_text(p: &ast::PromptRef, prompts: &HashMap<&str, &str>) -> String {
+    match p {
+        ast::PromptRef::Named(id) => prompts
+            .get(id.name.as_str())
+            .map(|s| (*s).to_owned())
+            .unwrap_or_default(),
+        ast::PromptRef::Inline(s) => s.value.clone(),
+    }
+}
+
+fn lower_await(a: Option<&(ast::AwaitMode, ast::Span)>) -> Option<AwaitMode> {
+    a.map(|(m, _)| match m {
+        ast::AwaitMode::WaitAll => AwaitMode::WaitAll,
+        ast::AwaitMode::BestEffort => AwaitMode::BestEffort,
+    })
+}
+
+fn lower_node(n: &ast::Node, prompts: &HashMap<&str, &str>) -> Node {
+    let ident = |i: &Option<ast::Ident>| i.as_ref().map(|i| i.name.clone());
+    let (await_mode, body) = match &n.body {
+        ast::NodeBody::Agent(a) => {
+            let mut tools = Vec::new();
+            for w in a.tools.iter().flat_map(|l| &l.items) {
+                if let Some(t) = Tool::from_name(&w.text)
+                    && !tools.contains(&t)
+                {
+                    tools.push(t);
+                }
+            }
+            let body = NodeBody::Agent(AgentNode {
+                model: a.model.value.clone(),
+                system: a.system.as_ref().map(|p| prompt_text(p, prompts)),
+                user: prompt_text(&a.user, prompts),
+                input: ident(&a.input),
+                output: ident(&a.output),
+                tools,
+                tool_max_steps: a
+                    .tool_max_steps
+                    .and_then(|i| u32::try_from(i.value).ok())
+                    .unwrap_or(DEFAULT_TOOL_MAX_STEPS),
+                interaction: match a.interaction {
+                    Some((ast::Interaction::Ask, _)) => Interaction::Ask,
+                    Some((ast::Interaction::None, _)) | None => Interaction::None,
+                },
+            });
+            (lower_await(a.await_.as_ref()), body)
+        }
+        ast::NodeBody::Tool(t) => (
+            lower_await(t.await_.as_ref()),
+            NodeBody::Tool(ToolNode {
+                command: t.command.value.clone(),
+                input: ident(&t.input),
+                output: ident(&t.output),
+            }),
+        ),
+        ast::NodeBody::Router(r) => (
+            None,
+            NodeBody::Router(RouterNode {
+                mode: match r.mode {
+                    ast::RouterMode::Condition => RouterMode::Condition,
+                    ast::RouterMode::FanOutAll => RouterMode::FanOutAll,
+                },
+            }),
+        ),
+    };
+    Node {
+        id: n.name.name.clone(),
+        kind: n.kind.into(),
+        await_mode,
+        body,
+    }
+}
+
+fn lower_edge(e: &ast::Edge) -> Edge {
+    let to = match e.to.name.as_str() {
+        "done" => Target::Done,
+        "fail" => Target::Fail,
+        other => Target::Node(other.to_owned()),
+    };
+    let condition = match (&e.when, e.else_) {
+        (Some(ast::When::Field { negated, field, .. }), _) => Condition::Field {
+            name: field.name.clone(),
+            negated: *negated,
+        },
+        (Some(ast::When::Expr { text, .. }), _) => Condition::Expr(text.value.clone()),
+        (None, Some(_)) => Condition::Else,
+        (None, None) => Condition::None,
+    };
+    let with = e
+        .with
+        .iter()
+        .flat_map(|w| &w.entries)
+        .filter_map(|(k, v)| {
+            let value = match v {
+                ast::Value::Str(s) => MappingValue::Template(s.value.clone()),
+                ast::Value::Ident(i) => MappingValue::Template(i.name.clone()),
+                ast::Value::Int(i, _) => MappingValue::Int(*i),
+                ast::Value::Float(f, _) => MappingValue::Float(*f),
+                ast::Value::Bool(b, _) => MappingValue::Bool(*b),
+                ast::Value::List(..) | ast::Value::Map(..) => return None,
+            };
+            Some(Mapping {
+                key: k.name.clone(),
+                value,
+            })
+        })
+        .collect();
+    Edge {
+        from: e.from.name.clone(),
+        to,
+        condition,
+        loop_: e.loop_.as_ref().map(|l| LoopRef {
+            name: l.name.name.clone(),
+            cap: u32::try_from(l.cap.max(1)).unwrap_or(u32::MAX),
+        }),
+        with,
+        line: e.from.span.line,
+    }
+}
+
+fn map_entries(m: &ast::MapValue) -> BTreeMap<String, String> {
+    m.entries
+        .iter()
+        .map(|e| (e.key.name.clone(), e.value.value.clone()))
+        .collect()
+}
+
+/// The typed form of a workflow `sandbox:` that passed C044.
+fn lower_sandbox(decl: &ast::SandboxDecl) -> Sandbox {
+    let b = match decl {
+        ast::SandboxDecl::Short(w) => {
+            return Sandbox {
+                mode: SandboxMode::from_word(&w.text).unwrap_or(SandboxMode::Inline),
+                ..Sandbox::default()
+            };
+        }
+        ast::SandboxDecl::Block(b) => b,
+    };
+    let text = |s: &Option<ast::StrLit>| s.as_ref().map(|s| s.value.clone());
+    Sandbox {
+        mode: b
+            .mode
+            .as_ref()
+            .and_then(|w| SandboxMode::from_word(&w.text))
+            .unwrap_or(SandboxMode::Inline),
+        image: text(&b.image),
+        build: b.build.as_ref().map(|build| Build {
+            dockerfile: build
+                .dockerfile
+                .as_ref()
+                .map_or_else(|| "Dockerfile".to_owned(), |d| d.value.clone()),
+            context: text(&build.context),
+            args: build.args.as_ref().map(map_entries).unwrap_or_default(),
+        }),
+        user: text(&b.user),
+        workspace_folder: text(&b.workspace_folder),
+        host_state: match b.host_state.as_ref().map(|w| w.text.as_str()) {
+            Some("auto") => HostState::Auto,
+            Some("none") => HostState::None,
+            _ => HostState::Unset,
+        },
+        post_create: text(&b.post_create),
+        env: b.env.as_ref().map(map_entries).unwrap_or_default(),
+        mounts: b
+            .mounts
+            .as_ref()
+            .map(|m| m.items.iter().map(|i| i.value.clone()).collect())
+            .unwrap_or_default(),
+        network: b.network.as_ref().map(|n| {
+            let mode = n
+                .mode
+                .as_ref()
+                .and_then(|w| NetworkMode::from_word(&w.text));
+            Network {
+                mode: mode.unwrap_or(NetworkMode::Allowlist),
+                mode_defaulted: n.mode.is_none(),
+                preset: n
+                    .preset
+                    .as_ref()
+                    .and_then(|p| NetworkPreset::from_name(&p.value)),
+                rules: n
+                    .rules
+                    .as_ref()
+                    .map(|r| r.items.iter().map(|i| i.value.clone()).collect())
+                    .unwrap_or_default(),
+                inherit: n
+                    .inherit
+                    .as_ref()
+                    .and_then(|w| NetworkInherit::from_word(&w.text)),
+            }
+        }),
+    }
+}
