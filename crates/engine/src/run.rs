@@ -420,6 +420,7 @@ impl Engine {
             },
             file_secrets: crate::launch::workflow_has_file_secrets(&attempt.workflow),
             events,
+            event_sink: Arc::new(events.clone()),
             run_log: Arc::new(run_log.clone()),
             progress: &progress,
         };

@@ -1,5 +1,6 @@
 mod admission;
 mod devcontainer;
+mod egress;
 mod egress_bridge;
 mod faults;
 mod matrix;

@@ -4,16 +4,17 @@
 //!
 //! Order (SANDBOX.md §0.3): L3–L4 are [`resolve`] (pure, shared with admission); L5 ends an
 //! inactive mode; L6 selects the driver and splits degrade from refuse; L8 is the mount plan
-//! ([`mounts`]); L10 has no proxy yet (see below); L11 is prepare → build → start →
-//! `sandbox_started`; L14 settles by handing the run to the executor.
+//! ([`mounts`]); L10 starts the per-run egress proxy when the policy is not `open` ([`egress`]);
+//! L11 is prepare → build → start → egress bridge → `sandbox_started`; L14 settles by handing
+//! the run to the executor.
 //!
-//! **No egress proxy yet.** A workflow whose network policy is not `open` would need the proxy to
-//! enforce it. Rather than run it with an open network, the container gets *no network at all*
-//! (the driver's proxied shape with nothing listening behind the bridge): the policy is enforced
-//! by being stricter than asked (fail closed), `sandbox_started.egress_enforced` is `true` and
-//! `proxy` is `false`. An `open` workflow gets the engine's default network and
-//! `egress_enforced: null`.
+//! Under a proxy the container has no network (`--network none`) and reaches the proxy's Unix
+//! socket only through the egress bridge: `sandbox_started` says `proxy: true`,
+//! `egress_enforced: true`. An `open` workflow gets the engine's default network, no proxy and
+//! `egress_enforced: null`. Any failure after the proxy started shuts it down, and teardown does
+//! too (the socket goes with it).
 
+mod egress;
 pub(crate) mod mounts;
 pub(crate) mod resolve;
 mod rundir;
@@ -126,20 +127,28 @@ pub(crate) struct StartCtx<'a> {
     pub mount_inputs: mounts::MountInputs,
     pub file_secrets: bool,
     pub events: &'a dyn EventSink,
+    /// The same sink, owned: the proxy's `network_blocked` events arrive from its own task.
+    pub event_sink: Arc<dyn EventSink>,
     pub run_log: Arc<dyn RunLog>,
     pub progress: &'a dyn Progress,
 }
 
 /// A running sandbox and what tears it down.
 pub(crate) struct ActiveSandbox {
-    pub run: Box<dyn SandboxRun>,
+    pub run: Arc<dyn SandboxRun>,
     run_dir: PathBuf,
+    proxy: Option<egress::EngineProxy>,
+    bridge: Option<egress::EgressBridge>,
+    run_log: Arc<dyn RunLog>,
 }
 
 impl ActiveSandbox {
     /// L16: removes the container (bounded by the cleanup budget) and the per-run host dir.
     /// Errors are logged: teardown is best-effort, and the reaper collects what it leaves.
     pub(crate) async fn shutdown(self) {
+        if let Some(bridge) = self.bridge {
+            bridge.stop();
+        }
         match tokio::time::timeout(iterion_sandbox::CLEANUP_TIMEOUT, self.run.cleanup()).await {
             Ok(Ok(())) => {}
             Ok(Err(error)) => tracing::warn!("sandbox cleanup: {error}"),
@@ -147,6 +156,9 @@ impl ActiveSandbox {
                 "sandbox cleanup did not finish within {:?}; the reaper will remove it",
                 iterion_sandbox::CLEANUP_TIMEOUT
             ),
+        }
+        if let Some(proxy) = self.proxy {
+            proxy.shutdown(self.run_log.as_ref()).await;
         }
         rundir::remove(&self.run_dir).await;
     }
@@ -268,7 +280,22 @@ async fn start(
         ctx.events.emit(event).await;
     }
     let run_dir = rundir::create(ctx.run_id, ctx.store_id, closed_network).await?;
-    let result = start_in(ctx, spec, driver, &run_dir, closed_network).await;
+    // L10: the proxy, listening from here on; every later failure shuts it down.
+    let proxy = match egress::start_network_proxy(
+        &policy,
+        ctx.run_id,
+        &run_dir,
+        Arc::clone(&ctx.event_sink),
+    )
+    .await
+    {
+        Ok(proxy) => proxy,
+        Err(error) => {
+            rundir::remove(&run_dir).await;
+            return Err(error);
+        }
+    };
+    let result = start_in(ctx, spec, driver, &run_dir, proxy.as_ref()).await;
     match result {
         Ok(run) => {
             let started = SandboxStarted {
@@ -284,32 +311,42 @@ async fn start(
                     .is_some_and(|s| !s.trim().is_empty()),
                 network_mode: policy.mode.as_str().to_owned(),
                 network_source: policy.source.label().to_owned(),
-                proxy: false,
+                proxy: proxy.is_some(),
                 tls_inspection: false,
-                egress_enforced: closed_network.then_some(true),
+                egress_enforced: proxy.is_some().then_some(true),
                 scheduling: None,
             };
             ctx.events.emit(Event::SandboxStarted(started)).await;
             Ok(ActiveSandbox {
                 run: run.0,
                 run_dir,
+                proxy,
+                bridge: run.2,
+                run_log: Arc::clone(&ctx.run_log),
             })
         }
         Err(error) => {
+            if let Some(proxy) = proxy {
+                proxy.shutdown(ctx.run_log.as_ref()).await;
+            }
             rundir::remove(&run_dir).await;
             Err(error)
         }
     }
 }
 
-/// L11: prepare → build → start. Returns the run and the image it runs.
+/// The started run, its image, and its egress bridge when a proxy is attached.
+type Started = (Arc<dyn SandboxRun>, String, Option<egress::EgressBridge>);
+
+/// L11: prepare → build → start → egress bridge. Returns the run, the image it runs and the
+/// bridge.
 async fn start_in(
     ctx: &StartCtx<'_>,
     spec: Spec,
     driver: &dyn Driver,
     run_dir: &std::path::Path,
-    closed_network: bool,
-) -> Result<(Box<dyn SandboxRun>, String), SetupError> {
+    proxy: Option<&egress::EngineProxy>,
+) -> Result<Started, SetupError> {
     let mut info = RunInfo::new(
         ctx.run_id,
         ctx.store_id,
@@ -319,16 +356,12 @@ async fn start_in(
     info.friendly_name = ctx.workflow.to_owned();
     info.trust = ctx.trust;
     info.max_duration_seconds = ctx.max_duration_seconds;
-    if closed_network {
+    if let Some(proxy) = proxy {
         info.proxy = Some(ProxyAttachment {
-            endpoint: "http://t:no-proxy@127.0.0.1:3128".to_owned(),
+            endpoint: proxy.endpoint.clone(),
             host_socket: Some(run_dir.join("net").join("proxy.sock")),
             port: None,
         });
-        ctx.run_log.line(
-            iterion_sandbox::LogLevel::Warn,
-            "sandbox: the network policy needs the egress proxy, which this build does not have; the container gets no network at all (fail closed)",
-        );
     }
     let prepared = driver
         .prepare(&spec, ctx.progress)
@@ -388,11 +421,28 @@ async fn start_in(
         (None, _) => prepared,
     };
     let image = prepared.image.clone().unwrap_or_default();
-    let run = driver
+    let run: Arc<dyn SandboxRun> = driver
         .start(prepared, info)
         .await
-        .map_err(|error| SetupError::classify(&error))?;
-    Ok((run, image))
+        .map_err(|error| SetupError::classify(&error))?
+        .into();
+    let bridge = match proxy {
+        None => None,
+        Some(_) => match egress::start_egress_bridge(Arc::clone(&run)).await {
+            Ok(bridge) => Some(bridge),
+            Err(error) => {
+                if let Err(cleanup) =
+                    tokio::time::timeout(iterion_sandbox::CLEANUP_TIMEOUT, run.cleanup())
+                        .await
+                        .unwrap_or(Ok(()))
+                {
+                    tracing::warn!("sandbox cleanup: {cleanup}");
+                }
+                return Err(error);
+            }
+        },
+    };
+    Ok((run, image, bridge))
 }
 
 /// A Prepare failure; when auto's default image could not be had, the message says how to get

@@ -1,0 +1,213 @@
+//! A run under a network policy, end to end (SANDBOX.md §6.1–§6.2, §4.6, §6.11, §9.1): the
+//! engine starts the per-run proxy on `<run dir>/net/proxy.sock`, the container gets
+//! `--network none` and the egress bridge, and a tool node's `curl` goes through the proxy.
+//!
+//! The upstream is a tiny HTTP server on the host. The proxy runs on the host too, so the names
+//! the workflow uses (`allowed.test`, `denied.test`) are mapped to 127.0.0.1 through
+//! `ITERION_SANDBOX_PROXY_HOSTS`, and a `127.0.0.1/32` rule lets the allowed name through the
+//! resolved-address check (§6.6). The same server listens on every host interface, so a direct
+//! connection from the container to the docker bridge gateway would succeed if the container had
+//! any route: it must not.
+use std::io::{Read as _, Write as _};
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::process::Command as StdCommand;
+
+use iterion_test_support::static_iterion_or_skip;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::suite::support::{Env, IMAGE, docker_or_skip, first, kinds};
+
+/// An HTTP server on all host interfaces answering `upstream <request line>`.
+fn upstream() -> u16 {
+    let listener = TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+                    match conn.read(&mut byte) {
+                        Ok(1) => head.push(byte[0]),
+                        _ => return,
+                    }
+                }
+                let head = String::from_utf8_lossy(&head);
+                let line = head.lines().next().unwrap_or_default().replace(' ', "_");
+                let body = format!("upstream:{line}\n");
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    port
+}
+
+/// The default bridge network's gateway: the host as a container on it would see it.
+fn bridge_gateway() -> String {
+    let out = StdCommand::new("docker")
+        .args([
+            "network",
+            "inspect",
+            "bridge",
+            "-f",
+            "{{(index .IPAM.Config 0).Gateway}}",
+        ])
+        .output()
+        .unwrap();
+    let ip = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if ip.is_empty() {
+        "172.17.0.1".to_owned()
+    } else {
+        ip
+    }
+}
+
+/// A private runtime root for the run dirs, so the test can see what teardown leaves.
+fn runtime_dir(env: &Env) -> std::path::PathBuf {
+    let dir = env.home.path().join("xdg");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
+fn files_under(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            found.push(path.display().to_string());
+            if path.is_dir() {
+                found.extend(files_under(&path));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn docker_egress_goes_through_the_proxy_only_and_the_policy_holds() {
+    if !docker_or_skip("cli::egress::docker_egress_through_the_proxy") {
+        return;
+    }
+    let Some(static_bin) = static_iterion_or_skip("cli::egress::docker_egress_through_the_proxy")
+    else {
+        return;
+    };
+    let env = Env::new();
+    let port = upstream();
+    let gateway = bridge_gateway();
+    let xdg = runtime_dir(&env);
+    let script = format!(
+        "printf %s \"$HTTPS_PROXY\" > proxy_url.txt; \
+         a=$(curl -s --max-time 10 http://allowed.test:{port}/hello); \
+         d1=$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 10 http://denied.test:{port}/); \
+         d2=$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 10 http://denied.test:{port}/again); \
+         x=$(curl -s --max-time 3 --noproxy '*' http://{gateway}:{port}/direct || echo unreachable); \
+         echo \"allowed=$a denied=$d1,$d2 direct=$x no_proxy=$NO_PROXY\""
+    );
+    env.write(
+        "egress.iter",
+        &format!(
+            "tool probe:\n  command: `{script}`\n\nworkflow egress:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"allowed.test\", \"127.0.0.1/32\"]\n  probe -> done\n"
+        ),
+    );
+    let out = env
+        .cmd()
+        .args(["run", "egress.iter"])
+        .env("ITERION_BIN", &static_bin)
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .env(
+            "ITERION_SANDBOX_PROXY_HOSTS",
+            "allowed.test=127.0.0.1,denied.test=127.0.0.1",
+        )
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    let logs = env.logs(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}\n{logs:#?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // sandbox_started: proxied and enforced.
+    let started = first(&events, "sandbox_started").unwrap();
+    assert_eq!(started["network_mode"], json!("allowlist"));
+    assert_eq!(started["proxy"], json!(true));
+    assert_eq!(started["egress_enforced"], json!(true));
+    assert_eq!(started["tls_inspection"], json!(false));
+
+    // What the tool saw: the allowed host answered through the proxy, the denied one got 403
+    // (twice), the direct route does not exist, and NO_PROXY is §6.11's.
+    let line = logs
+        .iter()
+        .find(|(s, l)| s == "stdout" && l.contains("allowed="))
+        .map(|(_, l)| l.clone())
+        .unwrap_or_else(|| panic!("{logs:#?}"));
+    assert!(
+        line.contains("allowed=upstream:GET_/hello_HTTP/1.1"),
+        "{line}"
+    );
+    assert!(line.contains("denied=403,403"), "{line}");
+    assert!(line.contains("direct=unreachable"), "{line}");
+    assert!(line.contains("no_proxy=localhost,127.0.0.1,::1"), "{line}");
+
+    // Exactly one network_blocked for the denied host (repeats are counted, not re-emitted).
+    let blocked: Vec<&Value> = events
+        .iter()
+        .filter(|(k, _)| k == "network_blocked")
+        .map(|(_, d)| d)
+        .collect();
+    assert_eq!(
+        blocked,
+        vec![&json!({"host": "denied.test", "reason": "policy denial", "run_id": run.id.as_str()})],
+        "{:?}",
+        kinds(&events)
+    );
+
+    // The token: the container had it, no record has it.
+    let url = std::fs::read_to_string(env.path("proxy_url.txt")).unwrap();
+    let token = url
+        .strip_prefix("http://t:")
+        .and_then(|rest| rest.strip_suffix("@127.0.0.1:3128"))
+        .unwrap_or_else(|| panic!("{url}"))
+        .to_owned();
+    assert_eq!(token.len(), 64, "{url}");
+    let cli_events = env
+        .cmd()
+        .args(["events", run.id.as_str(), "--json"])
+        .output()
+        .unwrap();
+    let everything = format!(
+        "{}{}{events:?}{logs:?}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&cli_events.stdout),
+    );
+    assert!(!everything.contains(&token), "the proxy token leaked");
+    assert!(
+        logs.iter()
+            .any(|(s, l)| s == "system" && l.contains("HTTPS_PROXY=http://t:***@127.0.0.1:3128")),
+        "{logs:#?}"
+    );
+
+    // Teardown: no container, no run dir, no socket.
+    assert_eq!(env.containers(), Vec::<String>::new());
+    let left = files_under(&xdg);
+    assert!(
+        !left
+            .iter()
+            .any(|p| p.contains(run.id.as_str()) || p.ends_with(".sock")),
+        "{left:#?}"
+    );
+}

@@ -1,0 +1,241 @@
+//! L10 and the egress half of L11 (SANDBOX.md §6.1–§6.2, §4.6): the per-run proxy and the
+//! in-container egress bridge.
+//!
+//! - [`start_network_proxy`] decides whether a proxy is needed (§6.1: not when the policy is
+//!   `open`; this build has no secret rewriting yet, so nothing else asks for one), compiles the
+//!   policy, mints the token and listens on `<run dir>/net/proxy.sock`. Its `network_blocked`
+//!   callback feeds a channel that a task drains into the run's event sink.
+//! - [`start_egress_bridge`] execs `iterion __egress-bridge` as `0:0` in the started container,
+//!   waits up to 10 s for `ready`, and keeps the exec attached and drained until teardown.
+//!
+//! The token lives only in the endpoint handed to the driver (whose `Debug` and run-log lines
+//! redact it) and in the proxy; it is never logged here.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use iterion_netproxy::{
+    BlockedEvent, ProxyBuilder, ProxyToken, RunningProxy, StaticHostsResolver, compile_with_preset,
+};
+use iterion_sandbox::{ExecOpts, LogLevel, NetworkMode, NetworkPolicy, RunLog, SandboxRun};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
+use tokio::task::JoinHandle;
+
+use crate::events::Event;
+use crate::failure::FailureCode;
+use crate::sandbox::SetupError;
+use crate::sandbox_events::NetworkBlocked;
+use crate::sink::EventSink;
+
+/// The in-sandbox proxy port the bridge listens on (§4.6).
+pub(crate) const BRIDGE_PORT: u16 = 3128;
+/// How long the bridge has to print `ready` (§4.6).
+pub(crate) const BRIDGE_READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// The phase of a bridge timeout.
+pub(crate) const PHASE_EGRESS_BRIDGE: &str = "egress bridge";
+/// The bridge's argv inside the container (§4.6).
+pub(crate) const BRIDGE_ARGV: [&str; 4] = [
+    "/run/iterion/bin/iterion",
+    "__egress-bridge",
+    "--listen",
+    "127.0.0.1:3128=/run/iterion/net/proxy.sock",
+];
+/// How much of the bridge's stderr a failure quotes.
+const STDERR_TAIL_BYTES: usize = 2048;
+/// The static hosts override (§6.6, §17).
+const PROXY_HOSTS_ENV: &str = "ITERION_SANDBOX_PROXY_HOSTS";
+
+/// A running per-run proxy and the task forwarding its `network_blocked` events.
+pub(crate) struct EngineProxy {
+    proxy: RunningProxy,
+    forwarder: JoinHandle<()>,
+    /// `http://t:<token>@127.0.0.1:3128`. Holds the token: never log it.
+    pub endpoint: String,
+}
+
+impl EngineProxy {
+    /// Stops listening (the socket goes away), lets the forwarder record what is queued, and
+    /// logs the blocked-request counts (§6.8).
+    pub(crate) async fn shutdown(self, run_log: &dyn RunLog) {
+        self.proxy.shutdown().await;
+        for (host, reason, count) in self.proxy.blocked_counts() {
+            run_log.line(
+                LogLevel::Info,
+                &format!(
+                    "sandbox: egress proxy blocked {host} ({}) {count} time(s)",
+                    reason.as_str()
+                ),
+            );
+        }
+        if let Some(path) = self.proxy.unix_path() {
+            let _ = tokio::fs::remove_file(path).await;
+        }
+        drop(self.proxy);
+        let mut forwarder = self.forwarder;
+        if tokio::time::timeout(Duration::from_secs(2), &mut forwarder)
+            .await
+            .is_err()
+        {
+            forwarder.abort();
+        }
+    }
+}
+
+/// §6.1–§6.2 for docker/podman: `None` when the policy is open; otherwise a proxy listening on
+/// `<run dir>/net/proxy.sock` (the dir must exist). A compile error or a failed start is
+/// `SANDBOX_SETUP_FAILED`.
+pub(crate) async fn start_network_proxy(
+    policy: &NetworkPolicy,
+    run_id: &str,
+    run_dir: &std::path::Path,
+    sink: Arc<dyn EventSink>,
+) -> Result<Option<EngineProxy>, SetupError> {
+    if policy.mode == NetworkMode::Open {
+        return Ok(None);
+    }
+    let compiled = compile_with_preset(
+        policy.mode.as_str(),
+        policy.preset.as_deref(),
+        &policy.rules,
+    )
+    .map_err(|e| SetupError::failed(format!("sandbox network policy: {e}")))?;
+    let token = ProxyToken::generate()
+        .map_err(|e| SetupError::failed(format!("sandbox proxy token: {e}")))?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<BlockedEvent>();
+    let mut builder = ProxyBuilder::new(run_id, compiled, token)
+        .listen_unix(run_dir.join("net").join("proxy.sock"))
+        .on_blocked(Arc::new(move |event| {
+            let _ = tx.send(event);
+        }));
+    if let Some(value) = std::env::var(PROXY_HOSTS_ENV)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+    {
+        let resolver = StaticHostsResolver::from_env_value(&value)
+            .map_err(|e| SetupError::failed(format!("{PROXY_HOSTS_ENV}: {e}")))?;
+        builder = builder.resolver(Arc::new(resolver));
+    }
+    let proxy = builder
+        .start()
+        .await
+        .map_err(|e| SetupError::failed(format!("sandbox egress proxy: {e}")))?;
+    let forwarder = tokio::spawn(async move {
+        while let Some(blocked) = rx.recv().await {
+            sink.emit(Event::NetworkBlocked(NetworkBlocked {
+                host: blocked.host,
+                reason: blocked.reason.as_str().to_owned(),
+                run_id: blocked.run_id,
+            }))
+            .await;
+        }
+    });
+    let endpoint = proxy.endpoint_url("127.0.0.1", BRIDGE_PORT);
+    Ok(Some(EngineProxy {
+        proxy,
+        forwarder,
+        endpoint,
+    }))
+}
+
+/// The attached bridge exec and the tasks draining it; aborting them detaches (the process ends
+/// with the container).
+pub(crate) struct EgressBridge {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl EgressBridge {
+    pub(crate) fn stop(self) {
+        for task in self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// §4.6: execs the bridge as `0:0` and waits for `ready`.
+pub(crate) async fn start_egress_bridge(
+    run: Arc<dyn SandboxRun>,
+) -> Result<EgressBridge, SetupError> {
+    let (out_w, out_r) = tokio::io::duplex(8192);
+    let (err_w, mut err_r) = tokio::io::duplex(8192);
+    let argv: Vec<String> = BRIDGE_ARGV.iter().map(|s| (*s).to_owned()).collect();
+    let opts = ExecOpts {
+        stdout: Some(Box::new(out_w)),
+        stderr: Some(Box::new(err_w)),
+        user: Some("0:0".to_owned()),
+        ..ExecOpts::default()
+    };
+    let exec = tokio::spawn(async move {
+        match run.exec(&argv, opts).await {
+            Ok(result) => tracing::debug!("egress bridge exited {}", result.exit_code),
+            Err(error) => tracing::debug!("egress bridge exec: {error}"),
+        }
+    });
+    let tail = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let err_tail = Arc::clone(&tail);
+    let err_task = tokio::spawn(async move {
+        let mut buf = [0u8; 1024];
+        while let Ok(n) = err_r.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            let mut t = err_tail.lock().unwrap_or_else(PoisonError::into_inner);
+            t.extend_from_slice(&buf[..n]);
+            let excess = t.len().saturating_sub(STDERR_TAIL_BYTES);
+            t.drain(..excess);
+        }
+    });
+    let mut out = BufReader::new(out_r);
+    let wait_ready = async {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match out.read_line(&mut line).await {
+                Ok(0) | Err(_) => return false,
+                Ok(_) if line.trim() == "ready" => return true,
+                Ok(_) => {}
+            }
+        }
+    };
+    let fail = |tasks: [&JoinHandle<()>; 2]| {
+        for task in tasks {
+            task.abort();
+        }
+    };
+    match tokio::time::timeout(BRIDGE_READY_TIMEOUT, wait_ready).await {
+        Ok(true) => {}
+        Ok(false) => {
+            // Give stderr a moment to arrive after the exit.
+            let _ = tokio::time::timeout(Duration::from_secs(1), exec).await;
+            let _ = tokio::time::timeout(Duration::from_secs(1), err_task).await;
+            let text =
+                String::from_utf8_lossy(&tail.lock().unwrap_or_else(PoisonError::into_inner))
+                    .trim()
+                    .to_owned();
+            return Err(SetupError::failed(format!(
+                "egress bridge exited before ready: {}",
+                if text.is_empty() {
+                    "(no output)"
+                } else {
+                    &text
+                }
+            )));
+        }
+        Err(_) => {
+            fail([&exec, &err_task]);
+            return Err(SetupError {
+                code: FailureCode::SandboxSetupTimeout,
+                message: format!(
+                    "egress bridge did not become ready within {}s",
+                    BRIDGE_READY_TIMEOUT.as_secs()
+                ),
+                phase: PHASE_EGRESS_BRIDGE.to_owned(),
+            });
+        }
+    }
+    let out_task = tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut out, &mut tokio::io::sink()).await;
+    });
+    Ok(EgressBridge {
+        tasks: vec![exec, err_task, out_task],
+    })
+}
