@@ -19,6 +19,11 @@ pub enum DbLocation {
     File(PathBuf),
     /// A private in-memory SQLite database (tests).
     Memory,
+    /// A PostgreSQL database, named by its URL with the password and query removed.
+    Postgres {
+        /// `postgres://user@host:port/db`, never the password.
+        redacted_url: String,
+    },
 }
 
 impl fmt::Display for DbLocation {
@@ -26,6 +31,7 @@ impl fmt::Display for DbLocation {
         match self {
             Self::File(path) => write!(f, "{}", path.display()),
             Self::Memory => f.write_str(":memory:"),
+            Self::Postgres { redacted_url } => f.write_str(redacted_url),
         }
     }
 }
@@ -189,6 +195,29 @@ pub enum Error {
         source: BackendError,
     },
 
+    /// The PostgreSQL server could not be reached, refused the connection, or dropped it.
+    #[error(
+        "cannot reach the run store {db}: {source}; check that the server is up and that \
+         ITERION_STORE_URL names it"
+    )]
+    Unreachable {
+        /// The database.
+        db: DbLocation,
+        /// The driver's error.
+        #[source]
+        source: BackendError,
+    },
+
+    /// `ITERION_STORE_URL` names a kind of database iterion has no backend for.
+    #[error(
+        "ITERION_STORE_URL={url} is not a postgres:// or postgresql:// URL; unset it to use \
+         SQLite under ITERION_HOME"
+    )]
+    UnsupportedStoreUrl {
+        /// The URL, redacted.
+        url: String,
+    },
+
     /// Another process kept the database locked for longer than the busy timeout.
     #[error(
         "the run store {db} is locked by another process (waited {busy_timeout:?}); let the other \
@@ -295,6 +324,8 @@ impl Error {
             Self::HomeUnset => "STORE_HOME_UNSET",
             Self::CreateDir { .. } => "STORE_CREATE_DIR",
             Self::CannotOpen { .. } => "STORE_CANNOT_OPEN",
+            Self::Unreachable { .. } => "STORE_UNREACHABLE",
+            Self::UnsupportedStoreUrl { .. } => "STORE_UNSUPPORTED_URL",
             Self::Locked { .. } => "STORE_LOCKED",
             Self::Corrupt { .. } => "STORE_CORRUPT",
             Self::SchemaTooNew { .. } => "STORE_SCHEMA_TOO_NEW",

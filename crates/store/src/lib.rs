@@ -9,9 +9,10 @@
 //! How it is built, and why:
 //!
 //! - **One trait, backends behind it.** [`Store`] is what the engine, the CLI, the runner and the
-//!   reaper call; [`SqliteStore`] implements it now (`$ITERION_HOME/iterion.db`, WAL), and a
-//!   PostgreSQL backend will implement the same contract (CAS saves, gap-free sequences, leases,
-//!   the run queue) without touching the engine.
+//!   reaper call; [`SqliteStore`] implements it (`$ITERION_HOME/iterion.db`, WAL), and so does
+//!   [`PgStore`] (`ITERION_STORE_URL=postgres://…`) with the same contract (CAS saves, gap-free
+//!   sequences, leases, the run queue with `FOR UPDATE SKIP LOCKED`). [`store_from_env`] picks
+//!   one.
 //! - **Compare-and-swap, checked where the data is.** [`Store::save_run`] compares the version,
 //!   the status state machine ([`RunStatus::can_transition_to`]) and the identity fields against
 //!   the stored row inside one write transaction, so a stale or illegal save is a typed error
@@ -19,18 +20,20 @@
 //! - **Liveness is a lease.** A process executing a run holds a [`Lease`] and renews it;
 //!   [`Store::liveness`] answers the reaper's question (SANDBOX.md §12.1) from one snapshot.
 //! - **Async outside, blocking inside.** SQLite calls run on tokio's blocking pool, never on a
-//!   runtime worker thread.
+//!   runtime worker thread; PostgreSQL's driver is async over a small connection pool.
 //! - **Errors name the file and the fix.** A locked, corrupt or too-new database is its own
 //!   [`Error`] variant; [`Error::code`] is stable.
 //!
 //! What it does not do: decide policy (admission, retries, what is reapable — the engine reads
 //! the records and decides), print, or read any environment variable except through
-//! [`iterion_home_from_env`].
+//! [`iterion_home_from_env`] and [`store_from_env`].
 #![deny(missing_docs)]
 
 mod error;
 mod home;
 mod model;
+mod postgres;
+mod select;
 mod sqlite;
 mod store;
 mod time;
@@ -41,6 +44,8 @@ pub use model::{
     Admission, AdmissionDecision, Claim, Event, InitialStatus, Lease, LeaseRequest, Liveness,
     LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId, RunStatus, Trust,
 };
+pub use postgres::{PgOptions, PgStore};
+pub use select::{ITERION_STORE_URL, open_store, store_from_env};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 pub use store::{RunQuery, Store, update_run};
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};

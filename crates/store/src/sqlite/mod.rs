@@ -15,8 +15,8 @@
 
 mod append;
 mod classify;
-mod leases;
-mod rows;
+pub(crate) mod leases;
+pub(crate) mod rows;
 mod runs;
 mod schema;
 

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::Env;
-use crate::error::{Error, Result};
+use crate::error::{DbLocation, Error, Result};
 use crate::model::{Admission, Run, RunId, RunStatus, Trust};
 use crate::time::Timestamp;
 
@@ -21,27 +21,27 @@ pub(crate) const RUN_COLUMNS: &str = "id, workflow, workflow_hash, file_path, st
 /// A run row as SQLite values, read inside a query closure (which can only fail with SQLite's
 /// error) and decoded afterwards.
 pub(crate) struct RawRun {
-    id: String,
-    workflow: String,
-    workflow_hash: String,
-    file_path: String,
-    status: String,
-    trust: String,
-    admission: Option<String>,
-    failure_code: Option<String>,
-    failure_message: Option<String>,
-    parent_run_id: Option<String>,
-    root_run_id: String,
-    worktree_path: Option<String>,
-    vars: String,
-    last_completed_node: Option<String>,
-    checkpoint: Option<String>,
-    deliveries: i64,
-    available_at_ms: Option<i64>,
-    created_at_ms: i64,
-    updated_at_ms: i64,
-    finished_at_ms: Option<i64>,
-    version: i64,
+    pub(crate) id: String,
+    pub(crate) workflow: String,
+    pub(crate) workflow_hash: String,
+    pub(crate) file_path: String,
+    pub(crate) status: String,
+    pub(crate) trust: String,
+    pub(crate) admission: Option<String>,
+    pub(crate) failure_code: Option<String>,
+    pub(crate) failure_message: Option<String>,
+    pub(crate) parent_run_id: Option<String>,
+    pub(crate) root_run_id: String,
+    pub(crate) worktree_path: Option<String>,
+    pub(crate) vars: String,
+    pub(crate) last_completed_node: Option<String>,
+    pub(crate) checkpoint: Option<String>,
+    pub(crate) deliveries: i64,
+    pub(crate) available_at_ms: Option<i64>,
+    pub(crate) created_at_ms: i64,
+    pub(crate) updated_at_ms: i64,
+    pub(crate) finished_at_ms: Option<i64>,
+    pub(crate) version: i64,
 }
 
 impl RawRun {
@@ -71,9 +71,9 @@ impl RawRun {
         })
     }
 
-    pub(crate) fn decode(self, env: Env<'_>) -> Result<Run> {
+    pub(crate) fn decode(self, db: &DbLocation) -> Result<Run> {
         let bad = |column: &'static str, detail: String| Error::CorruptRecord {
-            db: env.db().clone(),
+            db: db.clone(),
             column,
             key: self.id.clone(),
             detail,

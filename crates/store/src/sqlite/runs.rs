@@ -134,7 +134,7 @@ fn select_run(conn: &Connection, env: Env<'_>, id: &RunId) -> Result<Option<Run>
         .prepare_cached(&sql)
         .and_then(|mut stmt| stmt.query_row([id.as_str()], RawRun::read).optional())
         .map_err(env.sql("reading a run"))?;
-    raw.map(|raw| raw.decode(env)).transpose()
+    raw.map(|raw| raw.decode(env.db())).transpose()
 }
 
 pub(crate) fn list(conn: &Connection, env: Env<'_>, query: RunQuery) -> Result<Vec<Run>> {
@@ -161,7 +161,7 @@ pub(crate) fn list(conn: &Connection, env: Env<'_>, query: RunQuery) -> Result<V
                 .map_err(env.sql(op))?
         }
     };
-    raws.into_iter().map(|raw| raw.decode(env)).collect()
+    raws.into_iter().map(|raw| raw.decode(env.db())).collect()
 }
 
 /// The stored identity and state a save is checked against.

@@ -4,6 +4,7 @@ mod cas;
 mod events;
 mod leases;
 mod open;
+mod postgres;
 mod queue;
 mod runs;
 mod serde_forms;

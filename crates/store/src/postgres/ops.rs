@@ -1,0 +1,793 @@
+//! The store's operations in SQL: runs (create, read, list, CAS save, claim), events and log
+//! lines (gap-free per run), and leases. Each write is one transaction.
+
+use std::ops::Range;
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, GenericClient, Row};
+
+use super::Ctx;
+use crate::error::{Error, Result};
+use crate::model::{
+    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
+    RunStatus, Trust,
+};
+use crate::sqlite::leases::expiry;
+use crate::sqlite::rows::{RUN_COLUMNS, RawRun, json_text, path_text, to_i64, to_u64};
+use crate::store::RunQuery;
+use crate::time::Timestamp;
+
+fn raw_run(row: &Row) -> std::result::Result<RawRun, tokio_postgres::Error> {
+    Ok(RawRun {
+        id: row.try_get(0)?,
+        workflow: row.try_get(1)?,
+        workflow_hash: row.try_get(2)?,
+        file_path: row.try_get(3)?,
+        status: row.try_get(4)?,
+        trust: row.try_get(5)?,
+        admission: row.try_get(6)?,
+        failure_code: row.try_get(7)?,
+        failure_message: row.try_get(8)?,
+        parent_run_id: row.try_get(9)?,
+        root_run_id: row.try_get(10)?,
+        worktree_path: row.try_get(11)?,
+        vars: row.try_get(12)?,
+        last_completed_node: row.try_get(13)?,
+        checkpoint: row.try_get(14)?,
+        deliveries: row.try_get(15)?,
+        available_at_ms: row.try_get(16)?,
+        created_at_ms: row.try_get(17)?,
+        updated_at_ms: row.try_get(18)?,
+        finished_at_ms: row.try_get(19)?,
+        version: row.try_get(20)?,
+    })
+}
+
+fn bad_id(ctx: &Ctx, column: &'static str, raw: &str, err: &Error) -> Error {
+    Error::CorruptRecord {
+        db: ctx.db.clone(),
+        column,
+        key: raw.to_owned(),
+        detail: err.to_string(),
+    }
+}
+
+fn bad_status(ctx: &Ctx, run_id: &RunId, text: &str) -> Error {
+    Error::CorruptRecord {
+        db: ctx.db.clone(),
+        column: "runs.status",
+        key: run_id.to_string(),
+        detail: format!("unknown status {text:?}"),
+    }
+}
+
+async fn upsert_lease(
+    client: &impl GenericClient,
+    run_id: &RunId,
+    holder: &str,
+    expires_at: Timestamp,
+) -> std::result::Result<u64, tokio_postgres::Error> {
+    client
+        .execute(
+            "INSERT INTO leases (run_id, holder, expires_at_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (run_id) DO UPDATE SET holder = EXCLUDED.holder, \
+             expires_at_ms = EXCLUDED.expires_at_ms",
+            &[&run_id.as_str(), &holder, &expires_at.as_millis()],
+        )
+        .await
+}
+
+pub(crate) async fn create(client: &mut Client, ctx: &Ctx, new: NewRun) -> Result<Run> {
+    let id = new.id.clone().unwrap_or_else(RunId::generate);
+    let file_path = path_text(&id, "file_path", &new.file_path)?;
+    let worktree_path = new
+        .worktree_path
+        .as_deref()
+        .map(|p| path_text(&id, "worktree_path", p))
+        .transpose()?;
+    let vars = json_text(&id, "vars", &new.vars)?;
+    let now = ctx.clock.now();
+    let lease_expiry = new.lease.as_ref().map(|l| expiry(now, l.ttl)).transpose()?;
+    let status = new.status.status();
+
+    let op = "creating a run";
+    let tx = client.transaction().await.map_err(ctx.sql(op))?;
+    let exists = tx
+        .query_opt("SELECT 1 FROM runs WHERE id = $1", &[&id.as_str()])
+        .await
+        .map_err(ctx.sql(op))?;
+    if exists.is_some() {
+        return Err(Error::RunExists { run_id: id });
+    }
+    let parent_root = match &new.parent_run_id {
+        None => None,
+        Some(parent) => {
+            let found = tx
+                .query_opt(
+                    "SELECT root_run_id, trust FROM runs WHERE id = $1",
+                    &[&parent.as_str()],
+                )
+                .await
+                .map_err(ctx.sql(op))?;
+            let Some(row) = found else {
+                return Err(Error::ParentNotFound {
+                    run_id: id,
+                    parent_run_id: parent.clone(),
+                });
+            };
+            let (root, parent_trust): (String, String) = (
+                row.try_get(0).map_err(ctx.sql(op))?,
+                row.try_get(1).map_err(ctx.sql(op))?,
+            );
+            // Trust propagates to children (SANDBOX.md §10): never more trusted than the parent.
+            if Trust::from_stored(&parent_trust) == Trust::Untrusted && new.trust == Trust::Trusted
+            {
+                return Err(Error::TrustRaised {
+                    run_id: id,
+                    parent_run_id: parent.clone(),
+                });
+            }
+            Some(
+                RunId::parse(&root)
+                    .map_err(|e| bad_id(ctx, "runs.root_run_id", parent.as_str(), &e))?,
+            )
+        }
+    };
+    let root_run_id = new
+        .root_run_id
+        .clone()
+        .or(parent_root)
+        .unwrap_or_else(|| id.clone());
+    let inserted = tx
+        .execute(
+            "INSERT INTO runs (id, workflow, workflow_hash, file_path, status, trust, \
+             parent_run_id, root_run_id, worktree_path, vars, created_at_ms, updated_at_ms, \
+             version) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, 1)",
+            &[
+                &id.as_str(),
+                &new.workflow,
+                &new.workflow_hash,
+                &file_path,
+                &status.as_str(),
+                &new.trust.as_str(),
+                &new.parent_run_id.as_ref().map(RunId::as_str),
+                &root_run_id.as_str(),
+                &worktree_path,
+                &vars,
+                &now.as_millis(),
+            ],
+        )
+        .await;
+    match inserted {
+        // A concurrent create with the same id committed first.
+        Err(err) if err.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+            return Err(Error::RunExists { run_id: id });
+        }
+        other => other.map_err(ctx.sql(op))?,
+    };
+    if let (Some(lease), Some(expires_at)) = (&new.lease, lease_expiry) {
+        upsert_lease(&tx, &id, &lease.holder, expires_at)
+            .await
+            .map_err(ctx.sql(op))?;
+    }
+    tx.commit().await.map_err(ctx.sql(op))?;
+
+    Ok(Run {
+        id,
+        workflow: new.workflow,
+        workflow_hash: new.workflow_hash,
+        file_path: new.file_path,
+        status,
+        trust: new.trust,
+        admission: None,
+        failure_code: None,
+        failure_message: None,
+        parent_run_id: new.parent_run_id,
+        root_run_id,
+        worktree_path: new.worktree_path,
+        vars: new.vars,
+        last_completed_node: None,
+        checkpoint: None,
+        deliveries: 0,
+        available_at: None,
+        created_at: now,
+        updated_at: now,
+        finished_at: None,
+        version: 1,
+    })
+}
+
+pub(crate) async fn get(client: &impl GenericClient, ctx: &Ctx, id: &RunId) -> Result<Option<Run>> {
+    let op = "reading a run";
+    let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1");
+    let row = client
+        .query_opt(&sql, &[&id.as_str()])
+        .await
+        .map_err(ctx.sql(op))?;
+    row.map(|row| raw_run(&row).map_err(ctx.sql(op))?.decode(&ctx.db))
+        .transpose()
+}
+
+pub(crate) async fn list(client: &Client, ctx: &Ctx, query: RunQuery) -> Result<Vec<Run>> {
+    let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+    let op = "listing runs";
+    let rows = match query.status {
+        Some(status) => {
+            let sql = format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE status = $1 \
+                 ORDER BY created_at_ms DESC, id DESC LIMIT $2"
+            );
+            client.query(&sql, &[&status.as_str(), &limit]).await
+        }
+        None => {
+            let sql = format!(
+                "SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at_ms DESC, id DESC LIMIT $1"
+            );
+            client.query(&sql, &[&limit]).await
+        }
+    }
+    .map_err(ctx.sql(op))?;
+    rows.iter()
+        .map(|row| raw_run(row).map_err(ctx.sql(op))?.decode(&ctx.db))
+        .collect()
+}
+
+pub(crate) async fn save(
+    client: &mut Client,
+    ctx: &Ctx,
+    run: &Run,
+    expected_version: u64,
+) -> Result<u64> {
+    // Checks that need no database come first, before any lock.
+    let id = &run.id;
+    if !run.status.allows_failure() && (run.failure_code.is_some() || run.failure_message.is_some())
+    {
+        return Err(Error::FailureOnStatus {
+            run_id: id.clone(),
+            status: run.status,
+        });
+    }
+    let file_path = path_text(id, "file_path", &run.file_path)?;
+    let worktree_path = run
+        .worktree_path
+        .as_deref()
+        .map(|p| path_text(id, "worktree_path", p))
+        .transpose()?;
+    let admission = run
+        .admission
+        .as_ref()
+        .map(|a| json_text(id, "admission", a))
+        .transpose()?;
+    let vars = json_text(id, "vars", &run.vars)?;
+    let checkpoint = run
+        .checkpoint
+        .as_ref()
+        .map(|c| json_text(id, "checkpoint", c))
+        .transpose()?;
+
+    let op = "saving a run";
+    let tx = client.transaction().await.map_err(ctx.sql(op))?;
+    // The row lock makes read-check-write atomic against every other saver, claimer and
+    // appender of this run.
+    let row = tx
+        .query_opt(
+            "SELECT version, status, workflow, workflow_hash, file_path, trust, parent_run_id, \
+             root_run_id, finished_at_ms FROM runs WHERE id = $1 FOR NO KEY UPDATE",
+            &[&id.as_str()],
+        )
+        .await
+        .map_err(ctx.sql(op))?
+        .ok_or_else(|| Error::RunNotFound { run_id: id.clone() })?;
+    let get_text = |i: usize| row.try_get::<_, String>(i).map_err(ctx.sql(op));
+    let stored_version = to_u64(row.try_get(0).map_err(ctx.sql(op))?);
+    if stored_version != expected_version {
+        return Err(Error::Conflict {
+            run_id: id.clone(),
+            expected: expected_version,
+            actual: stored_version,
+        });
+    }
+    let stored_status = get_text(1)?;
+    let stored_parent: Option<String> = row.try_get(6).map_err(ctx.sql(op))?;
+    let stored_finished: Option<i64> = row.try_get(8).map_err(ctx.sql(op))?;
+    let immutable = [
+        ("workflow", get_text(2)? == run.workflow),
+        ("workflow_hash", get_text(3)? == run.workflow_hash),
+        ("file_path", get_text(4)? == file_path),
+        ("trust", Trust::from_stored(&get_text(5)?) == run.trust),
+        (
+            "parent_run_id",
+            stored_parent.as_deref() == run.parent_run_id.as_ref().map(RunId::as_str),
+        ),
+        ("root_run_id", get_text(7)? == run.root_run_id.as_str()),
+    ];
+    if let Some((field, _)) = immutable.iter().find(|(_, same)| !same) {
+        return Err(Error::ImmutableField {
+            run_id: id.clone(),
+            field,
+        });
+    }
+    let from =
+        RunStatus::parse(&stored_status).ok_or_else(|| bad_status(ctx, id, &stored_status))?;
+    if !from.can_transition_to(run.status) {
+        return Err(Error::IllegalTransition {
+            run_id: id.clone(),
+            from,
+            to: run.status,
+        });
+    }
+    let now = ctx.clock.now();
+    // Same rule as SQLite: entering a terminal status stamps finished_at; staying keeps it;
+    // leaving clears it.
+    let finished_at_ms = match (from.is_terminal(), run.status.is_terminal()) {
+        (_, false) => None,
+        (true, true) if from == run.status => stored_finished,
+        (_, true) => Some(now.as_millis()),
+    };
+    let new_version = expected_version + 1;
+    tx.execute(
+        "UPDATE runs SET status = $2, admission = $3, failure_code = $4, failure_message = $5, \
+         worktree_path = $6, vars = $7, last_completed_node = $8, checkpoint = $9, \
+         available_at_ms = $10, updated_at_ms = $11, finished_at_ms = $12, version = $13 \
+         WHERE id = $1",
+        &[
+            &id.as_str(),
+            &run.status.as_str(),
+            &admission,
+            &run.failure_code,
+            &run.failure_message,
+            &worktree_path,
+            &vars,
+            &run.last_completed_node,
+            &checkpoint,
+            &run.available_at.map(Timestamp::as_millis),
+            &now.as_millis(),
+            &finished_at_ms,
+            &to_i64(new_version),
+        ],
+    )
+    .await
+    .map_err(ctx.sql(op))?;
+    tx.commit().await.map_err(ctx.sql(op))?;
+    Ok(new_version)
+}
+
+pub(crate) async fn claim_next(
+    client: &mut Client,
+    ctx: &Ctx,
+    holder: &str,
+    ttl: Duration,
+) -> Result<Option<Claim>> {
+    let now = ctx.clock.now();
+    let expires_at = expiry(now, ttl)?;
+    let op = "claiming a queued run";
+    let tx = client.transaction().await.map_err(ctx.sql(op))?;
+    // SKIP LOCKED: a run another claimer is taking right now is passed over, not waited for.
+    let next = tx
+        .query_opt(
+            "SELECT id FROM runs AS r WHERE status = $2 \
+             AND (available_at_ms IS NULL OR available_at_ms <= $1) \
+             AND NOT EXISTS (SELECT 1 FROM leases AS l \
+                             WHERE l.run_id = r.id AND l.expires_at_ms > $1) \
+             ORDER BY created_at_ms, id LIMIT 1 FOR UPDATE OF r SKIP LOCKED",
+            &[&now.as_millis(), &RunStatus::Queued.as_str()],
+        )
+        .await
+        .map_err(ctx.sql(op))?;
+    let Some(row) = next else {
+        return Ok(None);
+    };
+    let raw_id: String = row.try_get(0).map_err(ctx.sql(op))?;
+    let run_id = RunId::parse(&raw_id).map_err(|e| bad_id(ctx, "runs.id", &raw_id, &e))?;
+    tx.execute(
+        "UPDATE runs SET status = $3, deliveries = deliveries + 1, available_at_ms = NULL, \
+         updated_at_ms = $2, finished_at_ms = NULL, version = version + 1 WHERE id = $1",
+        &[
+            &run_id.as_str(),
+            &now.as_millis(),
+            &RunStatus::Running.as_str(),
+        ],
+    )
+    .await
+    .map_err(ctx.sql(op))?;
+    upsert_lease(&tx, &run_id, holder, expires_at)
+        .await
+        .map_err(ctx.sql(op))?;
+    let run = get(&tx, ctx, &run_id)
+        .await?
+        .ok_or_else(|| Error::RunNotFound {
+            run_id: run_id.clone(),
+        })?;
+    tx.commit().await.map_err(ctx.sql(op))?;
+    Ok(Some(Claim {
+        run,
+        lease: Lease {
+            run_id,
+            holder: holder.to_owned(),
+            expires_at,
+        },
+    }))
+}
+
+/// The two append-only tables, which share their numbering rule.
+#[derive(Clone, Copy)]
+enum Table {
+    Events,
+    RunLogs,
+}
+
+impl Table {
+    const fn max_seq_sql(self) -> &'static str {
+        match self {
+            Self::Events => "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = $1",
+            Self::RunLogs => "SELECT COALESCE(MAX(seq), 0) FROM run_logs WHERE run_id = $1",
+        }
+    }
+
+    const fn insert_sql(self) -> &'static str {
+        match self {
+            Self::Events => {
+                "INSERT INTO events (run_id, seq, ts_ms, type, data) VALUES ($1, $2, $3, $4, $5)"
+            }
+            Self::RunLogs => {
+                "INSERT INTO run_logs (run_id, seq, ts_ms, stream, line) VALUES ($1, $2, $3, $4, $5)"
+            }
+        }
+    }
+
+    const fn op(self) -> &'static str {
+        match self {
+            Self::Events => "appending events",
+            Self::RunLogs => "appending log lines",
+        }
+    }
+}
+
+/// Inserts `rows` after the run's last `seq` in one transaction, holding the run row's lock so
+/// that appenders everywhere take turns. Returns the first `seq` used and the timestamp.
+async fn append_rows(
+    client: &mut Client,
+    ctx: &Ctx,
+    table: Table,
+    run_id: &RunId,
+    rows: &[(&str, &str)],
+) -> Result<(u64, Timestamp)> {
+    let op = table.op();
+    let tx = client.transaction().await.map_err(ctx.sql(op))?;
+    let locked = tx
+        .query_opt(
+            "SELECT 1 FROM runs WHERE id = $1 FOR NO KEY UPDATE",
+            &[&run_id.as_str()],
+        )
+        .await
+        .map_err(ctx.sql(op))?;
+    if locked.is_none() {
+        return Err(Error::RunNotFound {
+            run_id: run_id.clone(),
+        });
+    }
+    let last: i64 = tx
+        .query_one(table.max_seq_sql(), &[&run_id.as_str()])
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(ctx.sql(op))?;
+    let ts = ctx.clock.now();
+    let first = to_u64(last) + 1;
+    if !rows.is_empty() {
+        let insert = tx.prepare(table.insert_sql()).await.map_err(ctx.sql(op))?;
+        for (offset, (a, b)) in (0_u64..).zip(rows) {
+            let params: [&(dyn ToSql + Sync); 5] = [
+                &run_id.as_str(),
+                &to_i64(first + offset),
+                &ts.as_millis(),
+                a,
+                b,
+            ];
+            tx.execute(&insert, &params).await.map_err(ctx.sql(op))?;
+        }
+    }
+    tx.commit().await.map_err(ctx.sql(op))?;
+    Ok((first, ts))
+}
+
+pub(crate) async fn event(
+    client: &mut Client,
+    ctx: &Ctx,
+    run_id: &RunId,
+    event: NewEvent,
+) -> Result<Event> {
+    let data = json_text(run_id, "event data", &event.data)?;
+    let rows = [(event.kind.as_str(), data.as_str())];
+    let (seq, ts) = append_rows(client, ctx, Table::Events, run_id, &rows).await?;
+    Ok(Event {
+        run_id: run_id.clone(),
+        seq,
+        ts,
+        kind: event.kind,
+        data: event.data,
+    })
+}
+
+pub(crate) async fn events(
+    client: &mut Client,
+    ctx: &Ctx,
+    run_id: &RunId,
+    events: &[NewEvent],
+) -> Result<Range<u64>> {
+    let encoded = events
+        .iter()
+        .map(|e| Ok((e.kind.as_str(), json_text(run_id, "event data", &e.data)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let rows: Vec<(&str, &str)> = encoded
+        .iter()
+        .map(|(kind, data)| (*kind, data.as_str()))
+        .collect();
+    let (first, _) = append_rows(client, ctx, Table::Events, run_id, &rows).await?;
+    Ok(first..first + events.len() as u64)
+}
+
+pub(crate) async fn log(
+    client: &mut Client,
+    ctx: &Ctx,
+    run_id: &RunId,
+    stream: LogStream,
+    line: String,
+) -> Result<LogLine> {
+    let rows = [(stream.as_str(), line.as_str())];
+    let (seq, ts) = append_rows(client, ctx, Table::RunLogs, run_id, &rows).await?;
+    Ok(LogLine {
+        run_id: run_id.clone(),
+        seq,
+        ts,
+        stream,
+        line,
+    })
+}
+
+pub(crate) async fn logs(
+    client: &mut Client,
+    ctx: &Ctx,
+    run_id: &RunId,
+    lines: &[NewLogLine],
+) -> Result<Range<u64>> {
+    let rows: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|l| (l.stream.as_str(), l.line.as_str()))
+        .collect();
+    let (first, _) = append_rows(client, ctx, Table::RunLogs, run_id, &rows).await?;
+    Ok(first..first + lines.len() as u64)
+}
+
+pub(crate) async fn read_events(
+    client: &Client,
+    ctx: &Ctx,
+    run_id: &RunId,
+    after_seq: u64,
+) -> Result<Vec<Event>> {
+    let op = "reading events";
+    let rows = client
+        .query(
+            "SELECT seq, ts_ms, type, data FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq",
+            &[&run_id.as_str(), &to_i64(after_seq)],
+        )
+        .await
+        .map_err(ctx.sql(op))?;
+    rows.iter()
+        .map(|row| {
+            let seq: i64 = row.try_get(0).map_err(ctx.sql(op))?;
+            let ts: i64 = row.try_get(1).map_err(ctx.sql(op))?;
+            let kind: String = row.try_get(2).map_err(ctx.sql(op))?;
+            let data: String = row.try_get(3).map_err(ctx.sql(op))?;
+            let data = serde_json::from_str(&data).map_err(|e| Error::CorruptRecord {
+                db: ctx.db.clone(),
+                column: "events.data",
+                key: format!("{run_id} #{seq}"),
+                detail: e.to_string(),
+            })?;
+            Ok(Event {
+                run_id: run_id.clone(),
+                seq: to_u64(seq),
+                ts: Timestamp::from_millis(ts),
+                kind,
+                data,
+            })
+        })
+        .collect()
+}
+
+pub(crate) async fn read_logs(
+    client: &Client,
+    ctx: &Ctx,
+    run_id: &RunId,
+    after_seq: u64,
+) -> Result<Vec<LogLine>> {
+    let op = "reading log lines";
+    let rows = client
+        .query(
+            "SELECT seq, ts_ms, stream, line FROM run_logs WHERE run_id = $1 AND seq > $2 \
+             ORDER BY seq",
+            &[&run_id.as_str(), &to_i64(after_seq)],
+        )
+        .await
+        .map_err(ctx.sql(op))?;
+    rows.iter()
+        .map(|row| {
+            let seq: i64 = row.try_get(0).map_err(ctx.sql(op))?;
+            let ts: i64 = row.try_get(1).map_err(ctx.sql(op))?;
+            let stream: String = row.try_get(2).map_err(ctx.sql(op))?;
+            let line: String = row.try_get(3).map_err(ctx.sql(op))?;
+            let stream = LogStream::parse(&stream).ok_or_else(|| Error::CorruptRecord {
+                db: ctx.db.clone(),
+                column: "run_logs.stream",
+                key: format!("{run_id} #{seq}"),
+                detail: format!("unknown stream {stream:?}"),
+            })?;
+            Ok(LogLine {
+                run_id: run_id.clone(),
+                seq: to_u64(seq),
+                ts: Timestamp::from_millis(ts),
+                stream,
+                line,
+            })
+        })
+        .collect()
+}
+
+async fn current_lease(
+    client: &impl GenericClient,
+    ctx: &Ctx,
+    op: &'static str,
+    run_id: &RunId,
+) -> Result<Option<(String, Timestamp)>> {
+    let row = client
+        .query_opt(
+            "SELECT holder, expires_at_ms FROM leases WHERE run_id = $1",
+            &[&run_id.as_str()],
+        )
+        .await
+        .map_err(ctx.sql(op))?;
+    row.map(|row| {
+        Ok((
+            row.try_get(0).map_err(ctx.sql(op))?,
+            Timestamp::from_millis(row.try_get(1).map_err(ctx.sql(op))?),
+        ))
+    })
+    .transpose()
+}
+
+pub(crate) async fn acquire(
+    client: &mut Client,
+    ctx: &Ctx,
+    run_id: &RunId,
+    holder: &str,
+    ttl: Duration,
+) -> Result<Lease> {
+    let now = ctx.clock.now();
+    let expires_at = expiry(now, ttl)?;
+    let op = "acquiring a lease";
+    let tx = client.transaction().await.map_err(ctx.sql(op))?;
+    let exists = tx
+        .query_opt("SELECT 1 FROM runs WHERE id = $1", &[&run_id.as_str()])
+        .await
+        .map_err(ctx.sql(op))?;
+    if exists.is_none() {
+        return Err(Error::RunNotFound {
+            run_id: run_id.clone(),
+        });
+    }
+    // Taken only when free, lapsed, or already ours. A concurrent acquirer's insert makes this
+    // one wait, then re-check the WHERE against the row it committed.
+    let changed = tx
+        .execute(
+            "INSERT INTO leases (run_id, holder, expires_at_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (run_id) DO UPDATE SET holder = EXCLUDED.holder, \
+             expires_at_ms = EXCLUDED.expires_at_ms \
+             WHERE leases.holder = EXCLUDED.holder OR leases.expires_at_ms <= $4",
+            &[
+                &run_id.as_str(),
+                &holder,
+                &expires_at.as_millis(),
+                &now.as_millis(),
+            ],
+        )
+        .await
+        .map_err(ctx.sql(op))?;
+    if changed == 0 {
+        let current = current_lease(&tx, ctx, op, run_id).await?;
+        let (holder, expires_at) = current.unwrap_or((holder.to_owned(), expires_at));
+        return Err(Error::LeaseHeld {
+            run_id: run_id.clone(),
+            holder,
+            expires_at,
+        });
+    }
+    tx.commit().await.map_err(ctx.sql(op))?;
+    Ok(Lease {
+        run_id: run_id.clone(),
+        holder: holder.to_owned(),
+        expires_at,
+    })
+}
+
+pub(crate) async fn heartbeat(
+    client: &Client,
+    ctx: &Ctx,
+    run_id: &RunId,
+    holder: &str,
+    ttl: Duration,
+) -> Result<Lease> {
+    let expires_at = expiry(ctx.clock.now(), ttl)?;
+    let changed = client
+        .execute(
+            "UPDATE leases SET expires_at_ms = $3 WHERE run_id = $1 AND holder = $2",
+            &[&run_id.as_str(), &holder, &expires_at.as_millis()],
+        )
+        .await
+        .map_err(ctx.sql("renewing a lease"))?;
+    if changed == 0 {
+        return Err(Error::LeaseLost {
+            run_id: run_id.clone(),
+            holder: holder.to_owned(),
+        });
+    }
+    Ok(Lease {
+        run_id: run_id.clone(),
+        holder: holder.to_owned(),
+        expires_at,
+    })
+}
+
+pub(crate) async fn release(
+    client: &Client,
+    ctx: &Ctx,
+    run_id: &RunId,
+    holder: &str,
+) -> Result<bool> {
+    client
+        .execute(
+            "DELETE FROM leases WHERE run_id = $1 AND holder = $2",
+            &[&run_id.as_str(), &holder],
+        )
+        .await
+        .map(|changed| changed > 0)
+        .map_err(ctx.sql("releasing a lease"))
+}
+
+pub(crate) async fn held(client: &Client, ctx: &Ctx, run_id: &RunId) -> Result<bool> {
+    let now = ctx.clock.now();
+    let lease = current_lease(client, ctx, "checking a lease", run_id).await?;
+    Ok(lease.is_some_and(|(_, expires_at)| expires_at > now))
+}
+
+pub(crate) async fn liveness(client: &Client, ctx: &Ctx, run_id: &RunId) -> Result<Liveness> {
+    let op = "checking a run's liveness";
+    let now = ctx.clock.now();
+    // One statement, so the lease and the status come from one snapshot.
+    let row = client
+        .query_opt(
+            "SELECT r.status, l.holder, l.expires_at_ms FROM runs AS r \
+             LEFT JOIN leases AS l ON l.run_id = r.id WHERE r.id = $1",
+            &[&run_id.as_str()],
+        )
+        .await
+        .map_err(ctx.sql(op))?;
+    let Some(row) = row else {
+        return Ok(Liveness::Absent);
+    };
+    let status: String = row.try_get(0).map_err(ctx.sql(op))?;
+    let holder: Option<String> = row.try_get(1).map_err(ctx.sql(op))?;
+    let expires_at: Option<i64> = row.try_get(2).map_err(ctx.sql(op))?;
+    if let (Some(holder), Some(expires_at)) = (holder, expires_at.map(Timestamp::from_millis))
+        && expires_at > now
+    {
+        return Ok(Liveness::Leased(Lease {
+            run_id: run_id.clone(),
+            holder,
+            expires_at,
+        }));
+    }
+    let status = RunStatus::parse(&status).ok_or_else(|| bad_status(ctx, run_id, &status))?;
+    Ok(Liveness::Unleased { status })
+}
