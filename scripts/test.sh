@@ -3,10 +3,12 @@
 # every check the workspace has.
 #
 #   1. installs what the tests need when it is missing (as root, via apt): the Docker engine from
-#      Debian's docker.io package, podman, busybox-static and debootstrap;
+#      Debian's docker.io package, podman, busybox-static, debootstrap and postgresql;
 #   2. starts dockerd in the background when no engine answers, and waits for it; likewise podman's
 #      Docker-compatible API service (`podman system service`), which the docker/podman driver
 #      suite runs against too;
+#   2b. starts the PostgreSQL cluster when it does not answer, (re)creates the test role and
+#      database, and exports ITERION_IT_POSTGRES_URL for the store's PostgreSQL tests;
 #   3. builds the local test images (scripts/build-test-images.sh; cached by tag), the busybox one
 #      in podman's storage as well;
 #   4. cargo fmt --check, cargo clippy -D warnings, the static engine binary
@@ -29,6 +31,11 @@
 #                            its default socket, SANDBOX.md §4.2)
 #   ITERION_PODMAN_LOG       where a podman service started by this script logs
 #                            (default /var/log/iterion-podman.log)
+#   ITERION_IT_POSTGRES_URL  when set, the PostgreSQL database the store tests use as is (nothing
+#                            is installed or started); otherwise a local cluster is started and
+#                            postgres://iterion_it:iterion_it@127.0.0.1:<port>/iterion_it is
+#                            (re)created. Under ITERION_IT_DOCKER=1 the PostgreSQL tests fail,
+#                            not skip, without it.
 #   NEXTEST_PROFILE          nextest profile (default ci, see .config/nextest.toml)
 set -euo pipefail
 
@@ -62,13 +69,14 @@ command -v dockerd >/dev/null || missing+=(docker.io)
 command -v podman >/dev/null || missing+=(podman)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
+[[ -n ${ITERION_IT_POSTGRES_URL:-} ]] || command -v pg_ctlcluster >/dev/null || missing+=(postgresql)
 if ((${#missing[@]})); then
     printf 'installing: %s\n' "${missing[*]}" >&2
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" >/dev/null
 else
-    echo "docker.io, podman, busybox-static and debootstrap already installed" >&2
+    echo "docker.io, podman, busybox-static, debootstrap and postgresql already installed" >&2
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -148,6 +156,53 @@ else
     echo "podman service up: $(podman --remote --url "unix://$PODMAN_SOCKET" version --format '{{.Server.Version}}')" >&2
 fi
 export ITERION_IT_PODMAN_HOST="unix://$PODMAN_SOCKET"
+
+# ---------------------------------------------------------------------------------------------
+section "PostgreSQL"
+# The store's PostgreSQL backend (crates/store/tests/suite/postgres.rs) runs against a real
+# server. Debian's postgresql package creates a cluster but, with no init system here, does not
+# start it; start it detached (pg_ctlcluster forks the server) and let later runs reuse it.
+if [[ -n ${ITERION_IT_POSTGRES_URL:-} ]]; then
+    echo "using ITERION_IT_POSTGRES_URL from the environment" >&2
+else
+    as_postgres() { as_root runuser -u postgres -- "$@"; }
+    # The first cluster (Debian 12: 15/main); create one if the package left none.
+    read -r pg_version pg_cluster pg_port _ < <(pg_lsclusters --no-header 2>/dev/null | head -n 1) || true
+    if [[ -z ${pg_version:-} ]]; then
+        pg_version="$(find /usr/lib/postgresql -mindepth 1 -maxdepth 1 -printf '%f\n' | sort -n | tail -n 1)"
+        [[ -n $pg_version ]] || die "postgresql is installed but no server version is under /usr/lib/postgresql"
+        echo "creating PostgreSQL cluster $pg_version/main" >&2
+        as_root pg_createcluster "$pg_version" main >/dev/null
+        read -r pg_version pg_cluster pg_port _ < <(pg_lsclusters --no-header | head -n 1)
+    fi
+    if pg_isready -q -h 127.0.0.1 -p "$pg_port"; then
+        echo "PostgreSQL $pg_version/$pg_cluster answers on port $pg_port" >&2
+    else
+        echo "starting PostgreSQL $pg_version/$pg_cluster (port $pg_port)" >&2
+        as_root pg_ctlcluster "$pg_version" "$pg_cluster" start
+        deadline=$((SECONDS + DOCKERD_TIMEOUT))
+        until pg_isready -q -h 127.0.0.1 -p "$pg_port"; do
+            if ((SECONDS >= deadline)); then
+                tail -n 40 "/var/log/postgresql/postgresql-$pg_version-$pg_cluster.log" >&2 || true
+                die "PostgreSQL $pg_version/$pg_cluster did not answer on port $pg_port"
+            fi
+            sleep 0.2
+        done
+    fi
+    # A login role and a fresh database per run: each test makes its own schema in it, and
+    # recreating the database drops the last run's (WITH (FORCE): even if a stray test holds it).
+    as_postgres psql -X -q -v ON_ERROR_STOP=1 -p "$pg_port" -d postgres <<'SQL'
+DO $$BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'iterion_it') THEN
+        CREATE ROLE iterion_it LOGIN PASSWORD 'iterion_it';
+    END IF;
+END$$;
+DROP DATABASE IF EXISTS iterion_it WITH (FORCE);
+CREATE DATABASE iterion_it OWNER iterion_it;
+SQL
+    export ITERION_IT_POSTGRES_URL="postgres://iterion_it:iterion_it@127.0.0.1:$pg_port/iterion_it"
+fi
+echo "ITERION_IT_POSTGRES_URL=${ITERION_IT_POSTGRES_URL%%:*}://… (store tests run against it)" >&2
 
 # ---------------------------------------------------------------------------------------------
 section "test images"
