@@ -30,8 +30,8 @@ use crate::outcome::RunOutcome;
 use crate::record::{RunObserver, StoreEvents, StoreRunLog};
 use crate::sandbox::mounts::MountInputs;
 use crate::sandbox::{
-    ActiveSandbox, PHASE_SANDBOX_SETUP, SandboxOutcome, SandboxSettings, SetupError, StartCtx,
-    resolve, resolve_and_start_sandbox,
+    ActiveSandbox, EgressSecret, PHASE_SANDBOX_SETUP, SandboxOutcome, SandboxSettings, SetupError,
+    StartCtx, resolve, resolve_and_start_sandbox,
 };
 use crate::secrets::{Redactor, ResolvedSecret};
 use crate::sink::EventSink;
@@ -421,6 +421,7 @@ impl Engine {
             file_secrets: crate::launch::workflow_has_file_secrets(&attempt.workflow),
             events,
             event_sink: Arc::new(events.clone()),
+            egress_secrets: egress_secrets(&attempt.workflow, &attempt.secrets),
             run_log: Arc::new(run_log.clone()),
             progress: &progress,
         };
@@ -553,6 +554,23 @@ async fn sandbox_alive(active: &ActiveSandbox) -> bool {
         tokio::time::timeout(std::time::Duration::from_secs(5), probe).await,
         Ok(Ok(result)) if result.exit_code == 0
     )
+}
+
+/// The resolved secrets with their `hosts`, for the egress proxy's rewriter (SANDBOX.md §6.10);
+/// unresolved optional ones are not delivered.
+fn egress_secrets(wf: &Workflow, secrets: &[ResolvedSecret]) -> Vec<EgressSecret> {
+    wf.secrets
+        .iter()
+        .filter_map(|declared| {
+            let resolved = secrets.iter().find(|s| s.name() == declared.name)?;
+            Some(EgressSecret {
+                name: declared.name.clone(),
+                value: resolved.expose_value().to_owned(),
+                hosts: declared.hosts.clone(),
+                file: matches!(declared.delivery, iterion_dsl::ir::Delivery::File { .. }),
+            })
+        })
+        .collect()
 }
 
 /// The resolved `as: file` secrets as mounts (SANDBOX.md §8.7); unresolved optional ones are not

@@ -20,7 +20,11 @@ use serde_json::{Value, json};
 
 use crate::suite::support::{Env, IMAGE, docker_or_skip, first, kinds};
 
-/// An HTTP server on all host interfaces answering `upstream <request line>`.
+/// The value of the secret the inspection test declares.
+const SECRET_VALUE: &str = "s3cr3t-value-0123456789";
+
+/// An HTTP server on all host interfaces answering `upstream:<request line>`, or, for a request
+/// with an `Authorization` header, `auth=real` / `auth=placeholder` / `auth=other`.
 fn upstream() -> u16 {
     let listener = TcpListener::bind("0.0.0.0:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -38,7 +42,17 @@ fn upstream() -> u16 {
                 }
                 let head = String::from_utf8_lossy(&head);
                 let line = head.lines().next().unwrap_or_default().replace(' ', "_");
-                let body = format!("upstream:{line}\n");
+                let body = match head
+                    .lines()
+                    .find(|l| l.to_ascii_lowercase().starts_with("authorization:"))
+                {
+                    Some(auth) if auth.contains(SECRET_VALUE) => "auth=real\n".to_owned(),
+                    Some(auth) if auth.contains("__ITERION_SECRET_tok__") => {
+                        "auth=placeholder\n".to_owned()
+                    }
+                    Some(_) => "auth=other\n".to_owned(),
+                    None => format!("upstream:{line}\n"),
+                };
                 let _ = write!(
                     conn,
                     "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -208,6 +222,83 @@ fn docker_egress_goes_through_the_proxy_only_and_the_policy_holds() {
         !left
             .iter()
             .any(|p| p.contains(run.id.as_str()) || p.ends_with(".sock")),
+        "{left:#?}"
+    );
+}
+
+#[test]
+fn docker_a_secret_with_hosts_turns_inspection_on_and_is_materialised_only_toward_its_host() {
+    if !docker_or_skip("cli::egress::docker_secret_inspection") {
+        return;
+    }
+    let Some(static_bin) = static_iterion_or_skip("cli::egress::docker_secret_inspection") else {
+        return;
+    };
+    let env = Env::new();
+    let port = upstream();
+    let xdg = runtime_dir(&env);
+    let script = format!(
+        "s=$(curl -s --max-time 10 -H 'Authorization: Bearer {{{{secrets.tok}}}}' http://scoped.test:{port}/); \
+         o=$(curl -s --max-time 10 -H 'Authorization: Bearer {{{{secrets.tok}}}}' http://other.test:{port}/); \
+         test -s \"$SSL_CERT_FILE\" && ca=present || ca=missing; \
+         echo \"scoped=$s other=$o ca=$ca ssl=$SSL_CERT_FILE curl=$CURL_CA_BUNDLE node=$NODE_EXTRA_CA_CERTS req=$REQUESTS_CA_BUNDLE git=$GIT_SSL_CAINFO\""
+    );
+    env.write(
+        "secret.iter",
+        &format!(
+            "secrets:\n  tok:\n    value: \"${{ITERION_TEST_TOK}}\"\n    hosts: [\"scoped.test\"]\n\ntool probe:\n  command: `{script}`\n\nworkflow inspect:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"scoped.test\", \"other.test\", \"127.0.0.1/32\"]\n  probe -> done\n"
+        ),
+    );
+    let out = env
+        .cmd()
+        .args(["run", "secret.iter"])
+        .env("ITERION_BIN", &static_bin)
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .env("ITERION_TEST_TOK", SECRET_VALUE)
+        .env(
+            "ITERION_SANDBOX_PROXY_HOSTS",
+            "scoped.test=127.0.0.1,other.test=127.0.0.1",
+        )
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    let logs = env.logs(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}\n{logs:#?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let started = first(&events, "sandbox_started").unwrap();
+    assert_eq!(started["proxy"], json!(true));
+    assert_eq!(started["tls_inspection"], json!(true));
+    assert_eq!(started["egress_enforced"], json!(true));
+    let line = logs
+        .iter()
+        .find(|(s, l)| s == "stdout" && l.contains("scoped="))
+        .map(|(_, l)| l.clone())
+        .unwrap_or_else(|| panic!("{logs:#?}"));
+    // The real value went to the secret's host only; the other host saw the placeholder.
+    assert!(line.contains("scoped=auth=real"), "{line}");
+    assert!(line.contains("other=auth=placeholder"), "{line}");
+    // The CA is mounted and every trust variable points at it.
+    let ca = "/run/iterion/ca/egress-ca.pem";
+    assert!(line.contains("ca=present"), "{line}");
+    for var in ["ssl", "curl", "node", "req", "git"] {
+        assert!(line.contains(&format!("{var}={ca}")), "{var}: {line}");
+    }
+    // The value is in no record.
+    let everything = format!(
+        "{}{}{events:?}{logs:?}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!everything.contains(SECRET_VALUE), "the secret leaked");
+    assert_eq!(env.containers(), Vec::<String>::new());
+    let left = files_under(&xdg);
+    assert!(
+        !left.iter().any(|p| p.contains(run.id.as_str())),
         "{left:#?}"
     );
 }

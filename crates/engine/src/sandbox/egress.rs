@@ -2,8 +2,10 @@
 //! in-container egress bridge.
 //!
 //! - [`start_network_proxy`] decides whether a proxy is needed (§6.1: not when the policy is
-//!   `open`; this build has no secret rewriting yet, so nothing else asks for one), compiles the
-//!   policy, mints the token and listens on `<run dir>/net/proxy.sock`. Its `network_blocked`
+//!   `open` and TLS inspection is off), compiles the policy, mints the token and listens on
+//!   `<run dir>/net/proxy.sock`. TLS inspection (§6.9) is on when a resolved secret has `hosts`,
+//!   or when `ITERION_SANDBOX_TLS_INSPECT` is truthy (falsy turns it off); it mints the
+//!   ephemeral CA and registers the secrets with the rewriter (§6.10). Its `network_blocked`
 //!   callback feeds a channel that a task drains into the run's event sink.
 //! - [`start_egress_bridge`] execs `iterion __egress-bridge` as `0:0` in the started container,
 //!   waits up to 10 s for `ready`, and keeps the exec attached and drained until teardown.
@@ -15,7 +17,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use iterion_netproxy::{
-    BlockedEvent, ProxyBuilder, ProxyToken, RunningProxy, StaticHostsResolver, compile_with_preset,
+    BlockedEvent, EphemeralCa, ProxyBuilder, ProxyToken, RunningProxy, Secret, SecretRewriter,
+    StaticHostsResolver, compile_with_preset,
 };
 use iterion_sandbox::{ExecOpts, LogLevel, NetworkMode, NetworkPolicy, RunLog, SandboxRun};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
@@ -44,6 +47,47 @@ pub(crate) const BRIDGE_ARGV: [&str; 4] = [
 const STDERR_TAIL_BYTES: usize = 2048;
 /// The static hosts override (§6.6, §17).
 const PROXY_HOSTS_ENV: &str = "ITERION_SANDBOX_PROXY_HOSTS";
+/// Forces TLS inspection on (truthy) or off (falsy) (§6.9).
+const TLS_INSPECT_ENV: &str = "ITERION_SANDBOX_TLS_INSPECT";
+
+/// A resolved secret as the proxy's rewriter sees it. `Debug` never shows the value.
+#[derive(Clone)]
+pub(crate) struct EgressSecret {
+    pub name: String,
+    pub value: String,
+    pub hosts: Vec<String>,
+    /// An `as: file` secret: never materialised, but still scanned for exfiltration.
+    pub file: bool,
+}
+
+impl std::fmt::Debug for EgressSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EgressSecret")
+            .field("name", &self.name)
+            .field("hosts", &self.hosts)
+            .field("file", &self.file)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What L10 needs about the run.
+pub(crate) struct ProxyRequest<'a> {
+    pub policy: &'a NetworkPolicy,
+    pub run_id: &'a str,
+    pub run_dir: &'a std::path::Path,
+    pub secrets: &'a [EgressSecret],
+    /// The driver's `supports_tls_inspection`.
+    pub tls_capable: bool,
+    pub max_duration_seconds: u64,
+}
+
+/// §6.9: whether inspection is on, given the driver and `ITERION_SANDBOX_TLS_INSPECT`.
+fn inspection_wanted(request: &ProxyRequest<'_>, forced: Option<bool>) -> bool {
+    if !request.tls_capable {
+        return false;
+    }
+    forced.unwrap_or_else(|| request.secrets.iter().any(|s| !s.hosts.is_empty()))
+}
 
 /// A running per-run proxy and the task forwarding its `network_blocked` events.
 pub(crate) struct EngineProxy {
@@ -54,6 +98,16 @@ pub(crate) struct EngineProxy {
 }
 
 impl EngineProxy {
+    /// Whether TLS inspection is on.
+    pub(crate) fn tls_inspection(&self) -> bool {
+        self.proxy.tls_inspection()
+    }
+
+    /// The ephemeral CA (PEM) the container must trust, when inspection is on.
+    pub(crate) fn ca_pem(&self) -> Option<String> {
+        self.proxy.ca_pem().map(str::to_owned)
+    }
+
     /// Stops listening (the socket goes away), lets the forwarder record what is queued, and
     /// logs the blocked-request counts (§6.8).
     pub(crate) async fn shutdown(self, run_log: &dyn RunLog) {
@@ -85,13 +139,33 @@ impl EngineProxy {
 /// `<run dir>/net/proxy.sock` (the dir must exist). A compile error or a failed start is
 /// `SANDBOX_SETUP_FAILED`.
 pub(crate) async fn start_network_proxy(
-    policy: &NetworkPolicy,
-    run_id: &str,
-    run_dir: &std::path::Path,
+    request: &ProxyRequest<'_>,
     sink: Arc<dyn EventSink>,
+    run_log: &dyn RunLog,
 ) -> Result<Option<EngineProxy>, SetupError> {
-    if policy.mode == NetworkMode::Open {
+    let (policy, run_id, run_dir) = (request.policy, request.run_id, request.run_dir);
+    let forced = std::env::var(TLS_INSPECT_ENV)
+        .ok()
+        .and_then(|v| iterion_sandbox::parse_switch(&v));
+    if !request.tls_capable && request.secrets.iter().any(|s| !s.hosts.is_empty()) {
+        run_log.line(
+            LogLevel::Warn,
+            "sandbox: the driver cannot inspect TLS; secrets with hosts stay placeholders",
+        );
+    }
+    let inspect = inspection_wanted(request, forced);
+    if policy.mode == NetworkMode::Open && !inspect {
         return Ok(None);
+    }
+    let net = run_dir.join("net");
+    tokio::fs::create_dir_all(&net)
+        .await
+        .map_err(|e| SetupError::failed(format!("cannot create {}: {e}", net.display())))?;
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        tokio::fs::set_permissions(&net, std::fs::Permissions::from_mode(0o755))
+            .await
+            .map_err(|e| SetupError::failed(format!("cannot chmod {}: {e}", net.display())))?;
     }
     let compiled = compile_with_preset(
         policy.mode.as_str(),
@@ -114,6 +188,22 @@ pub(crate) async fn start_network_proxy(
         let resolver = StaticHostsResolver::from_env_value(&value)
             .map_err(|e| SetupError::failed(format!("{PROXY_HOSTS_ENV}: {e}")))?;
         builder = builder.resolver(Arc::new(resolver));
+    }
+    if inspect {
+        let mut rewriter = SecretRewriter::new();
+        for secret in request.secrets {
+            let value = Secret::new(secret.value.as_bytes().to_vec());
+            let added = if secret.file {
+                rewriter.add_file_secret(&secret.name, value, &secret.hosts)
+            } else {
+                rewriter.add_value_secret(&secret.name, value, &secret.hosts)
+            };
+            added.map_err(|e| SetupError::failed(format!("secret {}: {e}", secret.name)))?;
+        }
+        let budget = Duration::from_secs(request.max_duration_seconds);
+        let ca = EphemeralCa::new(budget)
+            .map_err(|e| SetupError::failed(format!("sandbox egress CA: {e}")))?;
+        builder = builder.secrets(rewriter).tls_inspection(Arc::new(ca));
     }
     let proxy = builder
         .start()

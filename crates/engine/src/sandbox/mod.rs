@@ -37,6 +37,7 @@ use crate::sandbox_events::{
 };
 use crate::sink::EventSink;
 
+pub(crate) use egress::EgressSecret;
 pub use resolve::SandboxSettings;
 pub(crate) use resolve::{Resolved, resolve};
 pub use rundir::{STORE_MARKER, runtime_root};
@@ -129,6 +130,8 @@ pub(crate) struct StartCtx<'a> {
     pub events: &'a dyn EventSink,
     /// The same sink, owned: the proxy's `network_blocked` events arrive from its own task.
     pub event_sink: Arc<dyn EventSink>,
+    /// The resolved secrets with their hosts, for the proxy's rewriter (§6.10).
+    pub egress_secrets: Vec<EgressSecret>,
     pub run_log: Arc<dyn RunLog>,
     pub progress: &'a dyn Progress,
 }
@@ -282,10 +285,16 @@ async fn start(
     let run_dir = rundir::create(ctx.run_id, ctx.store_id, closed_network).await?;
     // L10: the proxy, listening from here on; every later failure shuts it down.
     let proxy = match egress::start_network_proxy(
-        &policy,
-        ctx.run_id,
-        &run_dir,
+        &egress::ProxyRequest {
+            policy: &policy,
+            run_id: ctx.run_id,
+            run_dir: &run_dir,
+            secrets: &ctx.egress_secrets,
+            tls_capable: driver.capabilities().supports_tls_inspection,
+            max_duration_seconds: ctx.max_duration_seconds,
+        },
         Arc::clone(&ctx.event_sink),
+        ctx.run_log.as_ref(),
     )
     .await
     {
@@ -312,7 +321,9 @@ async fn start(
                 network_mode: policy.mode.as_str().to_owned(),
                 network_source: policy.source.label().to_owned(),
                 proxy: proxy.is_some(),
-                tls_inspection: false,
+                tls_inspection: proxy
+                    .as_ref()
+                    .is_some_and(egress::EngineProxy::tls_inspection),
                 egress_enforced: proxy.is_some().then_some(true),
                 scheduling: None,
             };
@@ -362,6 +373,7 @@ async fn start_in(
             host_socket: Some(run_dir.join("net").join("proxy.sock")),
             port: None,
         });
+        info.proxy_ca_pem = proxy.ca_pem();
     }
     let prepared = driver
         .prepare(&spec, ctx.progress)
