@@ -1,6 +1,7 @@
 //! Events and run logs: append-only, numbered 1, 2, 3, … per run with no gap, also when many
 //! writers append at once.
 
+use iterion_store::ManualClock;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,11 +12,12 @@ use iterion_store::{
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use super::{T0, clock, db_file, file_store, memory_store, review};
+use super::{T0, clock, db_file, file_store, review};
 
-#[tokio::test]
-async fn events_are_numbered_from_one_and_read_back_whole_and_in_order() {
-    let (store, clock) = memory_store().await;
+async fn events_are_numbered_from_one_and_read_back_whole_and_in_order(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
     let run = store.create_run(review()).await.unwrap();
     let first = store
         .append_event(
@@ -65,9 +67,10 @@ async fn events_are_numbered_from_one_and_read_back_whole_and_in_order() {
     assert_eq!(store.events(&run.id, 3).await.unwrap(), []);
 }
 
-#[tokio::test]
-async fn an_empty_batch_appends_nothing_and_returns_an_empty_range() {
-    let (store, _clock) = memory_store().await;
+async fn an_empty_batch_appends_nothing_and_returns_an_empty_range(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
     let run = store.create_run(review()).await.unwrap();
     store
         .append_event(&run.id, NewEvent::new("run_started", json!({})))
@@ -77,9 +80,7 @@ async fn an_empty_batch_appends_nothing_and_returns_an_empty_range() {
     assert_eq!(store.events(&run.id, 0).await.unwrap().len(), 1);
 }
 
-#[tokio::test]
-async fn each_run_has_its_own_sequence() {
-    let (store, _clock) = memory_store().await;
+async fn each_run_has_its_own_sequence(store: Arc<dyn Store>, _clock: ManualClock) {
     let a = store.create_run(review()).await.unwrap();
     let b = store.create_run(review()).await.unwrap();
     for run in [&a, &b, &a] {
@@ -93,9 +94,10 @@ async fn each_run_has_its_own_sequence() {
     assert_eq!(seqs(store.events(&b.id, 0).await.unwrap()), [1]);
 }
 
-#[tokio::test]
-async fn appending_to_an_unknown_run_is_not_found_and_reading_one_is_empty() {
-    let (store, _clock) = memory_store().await;
+async fn appending_to_an_unknown_run_is_not_found_and_reading_one_is_empty(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
     let ghost = RunId::generate();
     let err = store
         .append_event(&ghost, NewEvent::new("tick", json!(1)))
@@ -161,11 +163,11 @@ async fn write_concurrently(stores: Vec<Arc<dyn Store>>, run_id: &RunId, per_wri
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_appenders_on_one_store_get_gap_free_monotonic_seqs() {
-    let (store, _clock) = memory_store().await;
+async fn concurrent_appenders_on_one_store_get_gap_free_monotonic_seqs(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
     let run = store.create_run(review()).await.unwrap();
-    let store: Arc<dyn Store> = Arc::new(store);
     let writers = 8;
     let per_writer = 40;
     write_concurrently(vec![Arc::clone(&store); writers], &run.id, per_writer).await;
@@ -216,9 +218,10 @@ async fn stored_events_cannot_be_rewritten() {
     assert_eq!(err.to_string(), "run logs are append-only");
 }
 
-#[tokio::test]
-async fn log_lines_have_their_own_sequence_and_keep_their_stream() {
-    let (store, clock) = memory_store().await;
+async fn log_lines_have_their_own_sequence_and_keep_their_stream(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
     let run = store.create_run(review()).await.unwrap();
     store
         .append_event(&run.id, NewEvent::new("run_started", json!({})))
@@ -256,3 +259,12 @@ async fn log_lines_have_their_own_sequence_and_keep_their_stream() {
     assert_eq!(store.logs(&run.id, 0).await.unwrap(), want);
     assert_eq!(store.logs(&run.id, 1).await.unwrap(), want[1..]);
 }
+
+on_both_backends!(
+    events_are_numbered_from_one_and_read_back_whole_and_in_order,
+    an_empty_batch_appends_nothing_and_returns_an_empty_range,
+    each_run_has_its_own_sequence,
+    appending_to_an_unknown_run_is_not_found_and_reading_one_is_empty,
+    concurrent_appenders_on_one_store_get_gap_free_monotonic_seqs,
+    log_lines_have_their_own_sequence_and_keep_their_stream,
+);

@@ -1,12 +1,14 @@
 //! Leases and liveness: who is executing a run, and what the reaper may collect
 //! (SANDBOX.md §12.1).
 
+use iterion_store::ManualClock;
+use std::sync::Arc;
 use std::time::Duration;
 
-use iterion_store::{Error, Lease, Liveness, RunId, RunStatus, SqliteStore, Store, Timestamp};
+use iterion_store::{Error, Lease, Liveness, RunId, RunStatus, Store, Timestamp};
 use pretty_assertions::assert_eq;
 
-use super::{T0, memory_store, review};
+use super::{T0, review};
 
 const TTL: Duration = Duration::from_secs(30);
 
@@ -18,9 +20,7 @@ fn lease(run_id: &RunId, holder: &str, expires_offset_ms: i64) -> Lease {
     }
 }
 
-#[tokio::test]
-async fn a_free_run_can_be_leased_and_is_then_held() {
-    let (store, _clock) = memory_store().await;
+async fn a_free_run_can_be_leased_and_is_then_held(store: Arc<dyn Store>, _clock: ManualClock) {
     let run = store.create_run(review()).await.unwrap();
     assert!(!store.lease_held(&run.id).await.unwrap());
     let got = store.acquire_lease(&run.id, "host-a:1", TTL).await.unwrap();
@@ -28,9 +28,10 @@ async fn a_free_run_can_be_leased_and_is_then_held() {
     assert!(store.lease_held(&run.id).await.unwrap());
 }
 
-#[tokio::test]
-async fn a_live_lease_refuses_another_holder_but_not_its_own() {
-    let (store, clock) = memory_store().await;
+async fn a_live_lease_refuses_another_holder_but_not_its_own(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
     let run = store.create_run(review()).await.unwrap();
     store.acquire_lease(&run.id, "host-a:1", TTL).await.unwrap();
     clock.advance(Duration::from_secs(29));
@@ -58,9 +59,10 @@ async fn a_live_lease_refuses_another_holder_but_not_its_own() {
     assert_eq!(renewed, lease(&run.id, "host-a:1", 59_000));
 }
 
-#[tokio::test]
-async fn a_lapsed_lease_is_taken_over_and_its_old_holder_loses_the_heartbeat() {
-    let (store, clock) = memory_store().await;
+async fn a_lapsed_lease_is_taken_over_and_its_old_holder_loses_the_heartbeat(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
     let run = store.create_run(review()).await.unwrap();
     store.acquire_lease(&run.id, "host-a:1", TTL).await.unwrap();
     clock.advance(TTL);
@@ -75,9 +77,10 @@ async fn a_lapsed_lease_is_taken_over_and_its_old_holder_loses_the_heartbeat() {
     );
 }
 
-#[tokio::test]
-async fn a_heartbeat_extends_the_lease_even_after_it_lapsed_if_nobody_took_it() {
-    let (store, clock) = memory_store().await;
+async fn a_heartbeat_extends_the_lease_even_after_it_lapsed_if_nobody_took_it(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
     let run = store.create_run(review()).await.unwrap();
     store.acquire_lease(&run.id, "host-a:1", TTL).await.unwrap();
     clock.advance(Duration::from_secs(10));
@@ -88,9 +91,10 @@ async fn a_heartbeat_extends_the_lease_even_after_it_lapsed_if_nobody_took_it() 
     assert_eq!(late, lease(&run.id, "host-a:1", 85_000));
 }
 
-#[tokio::test]
-async fn release_frees_only_the_holders_own_lease_and_is_idempotent() {
-    let (store, _clock) = memory_store().await;
+async fn release_frees_only_the_holders_own_lease_and_is_idempotent(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
     let run = store.create_run(review()).await.unwrap();
     store.acquire_lease(&run.id, "host-a:1", TTL).await.unwrap();
     assert!(!store.release_lease(&run.id, "host-b:2").await.unwrap());
@@ -102,9 +106,10 @@ async fn release_frees_only_the_holders_own_lease_and_is_idempotent() {
     assert_eq!(err.code(), "STORE_LEASE_LOST");
 }
 
-#[tokio::test]
-async fn leasing_an_unknown_run_or_for_no_time_is_refused() {
-    let (store, _clock) = memory_store().await;
+async fn leasing_an_unknown_run_or_for_no_time_is_refused(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
     let ghost = RunId::generate();
     let err = store.acquire_lease(&ghost, "h", TTL).await.unwrap_err();
     assert_eq!(err.code(), "STORE_RUN_NOT_FOUND");
@@ -124,9 +129,10 @@ async fn leasing_an_unknown_run_or_for_no_time_is_refused() {
     }
 }
 
-#[tokio::test]
-async fn a_run_created_with_a_lease_is_leased_from_its_first_instant() {
-    let (store, _clock) = memory_store().await;
+async fn a_run_created_with_a_lease_is_leased_from_its_first_instant(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
     let run = store
         .create_run(review().lease("host-a:1", TTL))
         .await
@@ -138,7 +144,7 @@ async fn a_run_created_with_a_lease_is_leased_from_its_first_instant() {
 }
 
 /// Drives a fresh run to `status` through legal saves.
-async fn run_in(store: &SqliteStore, status: RunStatus) -> RunId {
+async fn run_in(store: &dyn Store, status: RunStatus) -> RunId {
     use iterion_store::InitialStatus;
     let initial = if status == RunStatus::Queued {
         InitialStatus::Queued
@@ -164,9 +170,10 @@ async fn run_in(store: &SqliteStore, status: RunStatus) -> RunId {
 }
 
 /// The reaper's predicate table (SANDBOX.md §12.1), against real store states.
-#[tokio::test]
-async fn liveness_answers_the_reapers_question_for_every_state() {
-    let (store, clock) = memory_store().await;
+async fn liveness_answers_the_reapers_question_for_every_state(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
     let reapable = |l: &Liveness| match l {
         Liveness::Leased(_) => false,
         Liveness::Absent => true,
@@ -179,7 +186,7 @@ async fn liveness_answers_the_reapers_question_for_every_state() {
         reapable(&store.liveness(&RunId::generate()).await.unwrap()),
     ));
     for status in RunStatus::ALL {
-        let id = run_in(&store, status).await;
+        let id = run_in(store.as_ref(), status).await;
         let unleased = store.liveness(&id).await.unwrap();
         assert_eq!(unleased, Liveness::Unleased { status });
         table.push((format!("{status}, no lease"), reapable(&unleased)));
@@ -190,7 +197,7 @@ async fn liveness_answers_the_reapers_question_for_every_state() {
         store.release_lease(&id, "host-a:1").await.unwrap();
     }
     // A lapsed lease counts as no lease.
-    let id = run_in(&store, RunStatus::Failed).await;
+    let id = run_in(store.as_ref(), RunStatus::Failed).await;
     store.acquire_lease(&id, "host-a:1", TTL).await.unwrap();
     clock.advance(TTL + Duration::from_millis(1));
     table.push((
@@ -221,3 +228,14 @@ async fn liveness_answers_the_reapers_question_for_every_state() {
     .collect();
     assert_eq!(table, want);
 }
+
+on_both_backends!(
+    a_free_run_can_be_leased_and_is_then_held,
+    a_live_lease_refuses_another_holder_but_not_its_own,
+    a_lapsed_lease_is_taken_over_and_its_old_holder_loses_the_heartbeat,
+    a_heartbeat_extends_the_lease_even_after_it_lapsed_if_nobody_took_it,
+    release_frees_only_the_holders_own_lease_and_is_idempotent,
+    leasing_an_unknown_run_or_for_no_time_is_refused,
+    a_run_created_with_a_lease_is_leased_from_its_first_instant,
+    liveness_answers_the_reapers_question_for_every_state,
+);

@@ -1,4 +1,29 @@
 //! Topics, and the fixtures they share.
+//!
+//! Most checks are written once, as `async fn check(store: Arc<dyn Store>, clock: ManualClock)`,
+//! and listed in [`on_both_backends!`], which runs each on SQLite and on PostgreSQL.
+
+/// Runs each named `async fn(Arc<dyn Store>, ManualClock)` on both backends, as the tests
+/// `NAME::sqlite` (an in-memory store) and `NAME::postgres` (a fresh schema of the database
+/// `ITERION_IT_POSTGRES_URL` names; skipped without it, failed under `ITERION_IT_DOCKER=1`).
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                let (store, clock) = crate::suite::memory_store().await;
+                super::$name(std::sync::Arc::new(store), clock).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                if let Some((store, clock)) = crate::suite::postgres::fresh_store().await {
+                    super::$name(store, clock).await;
+                }
+            }
+        }
+    )*};
+}
 
 mod cas;
 mod events;

@@ -54,6 +54,15 @@ async fn pg_store(url: &str, schema: &str, clock: &ManualClock) -> Arc<dyn Store
     Arc::new(PgStore::connect_with(url, options).await.unwrap())
 }
 
+/// A store on a fresh schema and a stopped clock at [`T0`], or `None` to skip (see
+/// [`postgres_url`]).
+pub async fn fresh_store() -> Option<(Arc<dyn Store>, ManualClock)> {
+    let url = postgres_url()?;
+    let clock = clock();
+    let store = pg_store(&url, &fresh_schema(), &clock).await;
+    Some((store, clock))
+}
+
 /// The backends a contract test runs on: makes `n` stores sharing one database and one clock.
 enum Backend {
     Sqlite(tempfile::TempDir),

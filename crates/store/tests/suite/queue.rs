@@ -1,5 +1,6 @@
 //! The run queue: `queued` runs claimed by runners, one claimer per run.
 
+use iterion_store::ManualClock;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,13 +8,14 @@ use std::time::Duration;
 use iterion_store::{InitialStatus, Lease, RunId, RunStatus, Store, Timestamp};
 use pretty_assertions::assert_eq;
 
-use super::{T0, memory_store, review};
+use super::{T0, review};
 
 const TTL: Duration = Duration::from_secs(30);
 
-#[tokio::test]
-async fn a_claim_takes_the_oldest_queued_run_and_leases_it() {
-    let (store, clock) = memory_store().await;
+async fn a_claim_takes_the_oldest_queued_run_and_leases_it(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
     let running = store.create_run(review()).await.unwrap();
     let first = store
         .create_run(review().status(InitialStatus::Queued))
@@ -64,9 +66,10 @@ async fn a_claim_takes_the_oldest_queued_run_and_leases_it() {
     );
 }
 
-#[tokio::test]
-async fn a_redelivered_run_waits_for_its_delay_and_counts_the_delivery() {
-    let (store, clock) = memory_store().await;
+async fn a_redelivered_run_waits_for_its_delay_and_counts_the_delivery(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
     store
         .create_run(review().status(InitialStatus::Queued))
         .await
@@ -105,9 +108,7 @@ async fn a_redelivered_run_waits_for_its_delay_and_counts_the_delivery() {
     );
 }
 
-#[tokio::test]
-async fn a_queued_run_someone_leased_is_not_offered() {
-    let (store, _clock) = memory_store().await;
+async fn a_queued_run_someone_leased_is_not_offered(store: Arc<dyn Store>, _clock: ManualClock) {
     let run = store
         .create_run(review().status(InitialStatus::Queued))
         .await
@@ -155,3 +156,9 @@ async fn concurrent_claimers_never_get_the_same_run() {
     assert_eq!(claimed.len(), unique.len(), "a run was claimed twice");
     assert_eq!(unique, created);
 }
+
+on_both_backends!(
+    a_claim_takes_the_oldest_queued_run_and_leases_it,
+    a_redelivered_run_waits_for_its_delay_and_counts_the_delivery,
+    a_queued_run_someone_leased_is_not_offered,
+);

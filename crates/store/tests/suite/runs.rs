@@ -1,6 +1,8 @@
 //! Runs: create, read, list, save — and every way a save is refused.
 
+use iterion_store::ManualClock;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use iterion_store::{
@@ -19,9 +21,7 @@ fn vars() -> Map<String, serde_json::Value> {
     }
 }
 
-#[tokio::test]
-async fn a_created_run_reads_back_whole() {
-    let (store, _clock) = memory_store().await;
+async fn a_created_run_reads_back_whole(store: Arc<dyn Store>, _clock: ManualClock) {
     let id = RunId::parse("0190b4c6-1d2e-7f00-8000-0000000000aa").unwrap();
     let created = store
         .create_run(
@@ -60,9 +60,10 @@ async fn a_created_run_reads_back_whole() {
     assert_eq!(store.get_run(&id).await.unwrap(), Some(want));
 }
 
-#[tokio::test]
-async fn generated_ids_are_uuid_v7_and_a_parentless_run_is_its_own_root() {
-    let (store, _clock) = memory_store().await;
+async fn generated_ids_are_uuid_v7_and_a_parentless_run_is_its_own_root(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
     let run = store.create_run(review()).await.unwrap();
     let uuid = uuid::Uuid::parse_str(run.id.as_str()).unwrap();
     assert_eq!(
@@ -71,9 +72,7 @@ async fn generated_ids_are_uuid_v7_and_a_parentless_run_is_its_own_root() {
     );
 }
 
-#[tokio::test]
-async fn a_child_takes_its_parents_root_and_trust() {
-    let (store, _clock) = memory_store().await;
+async fn a_child_takes_its_parents_root_and_trust(store: Arc<dyn Store>, _clock: ManualClock) {
     let root = store
         .create_run(review().trust(Trust::Untrusted))
         .await
@@ -96,9 +95,10 @@ async fn a_child_takes_its_parents_root_and_trust() {
     );
 }
 
-#[tokio::test]
-async fn a_child_may_be_less_trusted_than_its_parent_but_never_more() {
-    let (store, _clock) = memory_store().await;
+async fn a_child_may_be_less_trusted_than_its_parent_but_never_more(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
     let trusted = store.create_run(review()).await.unwrap();
     let lowered = store
         .create_run(review().child_of(&trusted).trust(Trust::Untrusted))
@@ -120,9 +120,7 @@ async fn a_child_may_be_less_trusted_than_its_parent_but_never_more() {
     );
 }
 
-#[tokio::test]
-async fn an_unknown_parent_or_a_taken_id_is_refused() {
-    let (store, _clock) = memory_store().await;
+async fn an_unknown_parent_or_a_taken_id_is_refused(store: Arc<dyn Store>, _clock: ManualClock) {
     let ghost = RunId::generate();
     let mut orphan = review();
     orphan.parent_run_id = Some(ghost.clone());
@@ -147,15 +145,14 @@ async fn an_unknown_parent_or_a_taken_id_is_refused() {
     );
 }
 
-#[tokio::test]
-async fn an_unknown_run_reads_as_none() {
-    let (store, _clock) = memory_store().await;
+async fn an_unknown_run_reads_as_none(store: Arc<dyn Store>, _clock: ManualClock) {
     assert_eq!(store.get_run(&RunId::generate()).await.unwrap(), None);
 }
 
-#[tokio::test]
-async fn list_runs_is_newest_first_limited_and_filtered_by_status() {
-    let (store, clock) = memory_store().await;
+async fn list_runs_is_newest_first_limited_and_filtered_by_status(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
     let mut ids = Vec::new();
     for n in 0..5 {
         let status = if n % 2 == 0 {
@@ -203,9 +200,10 @@ fn admission() -> Admission {
     }
 }
 
-#[tokio::test]
-async fn a_save_writes_the_state_fields_and_bumps_the_version() {
-    let (store, clock) = memory_store().await;
+async fn a_save_writes_the_state_fields_and_bumps_the_version(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
     let mut run = store.create_run(review()).await.unwrap();
     clock.advance(Duration::from_secs(2));
 
@@ -227,9 +225,10 @@ async fn a_save_writes_the_state_fields_and_bumps_the_version() {
     assert_eq!(stored, want);
 }
 
-#[tokio::test]
-async fn finished_at_is_stamped_entering_a_terminal_status_and_cleared_on_resume() {
-    let (store, clock) = memory_store().await;
+async fn finished_at_is_stamped_entering_a_terminal_status_and_cleared_on_resume(
+    store: Arc<dyn Store>,
+    clock: ManualClock,
+) {
     let mut run = store.create_run(review()).await.unwrap();
     let mut stamps = Vec::new();
     let steps = [
@@ -261,9 +260,7 @@ async fn finished_at_is_stamped_entering_a_terminal_status_and_cleared_on_resume
 /// A change to one field of a run.
 type Edit = Box<dyn Fn(&mut Run)>;
 
-#[tokio::test]
-async fn identity_fields_cannot_be_saved_changed() {
-    let (store, _clock) = memory_store().await;
+async fn identity_fields_cannot_be_saved_changed(store: Arc<dyn Store>, _clock: ManualClock) {
     let parent = store.create_run(review()).await.unwrap();
     let run = store
         .create_run(NewRun::new("sub", "h", "sub.iter").child_of(&parent))
@@ -303,9 +300,10 @@ async fn identity_fields_cannot_be_saved_changed() {
     assert_eq!(store.get_run(&run.id).await.unwrap(), Some(run));
 }
 
-#[tokio::test]
-async fn a_failure_code_is_refused_on_a_status_that_cannot_carry_one() {
-    let (store, _clock) = memory_store().await;
+async fn a_failure_code_is_refused_on_a_status_that_cannot_carry_one(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
     let mut run = store.create_run(review()).await.unwrap();
     run.failure_code = Some("INTERRUPTED".into());
     let err = store.save_run(&run, 1).await.unwrap_err();
@@ -321,9 +319,10 @@ async fn a_failure_code_is_refused_on_a_status_that_cannot_carry_one() {
     assert_eq!(store.save_run(&run, 1).await.unwrap(), 2);
 }
 
-#[tokio::test]
-async fn an_illegal_transition_is_refused_and_leaves_the_run_untouched() {
-    let (store, _clock) = memory_store().await;
+async fn an_illegal_transition_is_refused_and_leaves_the_run_untouched(
+    store: Arc<dyn Store>,
+    _clock: ManualClock,
+) {
     let mut run = store.create_run(review()).await.unwrap();
     run.status = RunStatus::Finished;
     store.save_run(&run, 1).await.unwrap();
@@ -346,9 +345,7 @@ async fn an_illegal_transition_is_refused_and_leaves_the_run_untouched() {
     assert_eq!(store.get_run(&run.id).await.unwrap(), Some(finished));
 }
 
-#[tokio::test]
-async fn saving_an_unknown_run_is_not_found() {
-    let (store, _clock) = memory_store().await;
+async fn saving_an_unknown_run_is_not_found(store: Arc<dyn Store>, _clock: ManualClock) {
     let mut run = store.create_run(review()).await.unwrap();
     run.id = RunId::generate();
     let err = store.save_run(&run, 1).await.unwrap_err();
@@ -382,3 +379,19 @@ async fn a_path_that_is_not_utf8_is_refused() {
     );
     assert_eq!(store.list_runs(&RunQuery::default()).await.unwrap(), []);
 }
+
+on_both_backends!(
+    a_created_run_reads_back_whole,
+    generated_ids_are_uuid_v7_and_a_parentless_run_is_its_own_root,
+    a_child_takes_its_parents_root_and_trust,
+    a_child_may_be_less_trusted_than_its_parent_but_never_more,
+    an_unknown_parent_or_a_taken_id_is_refused,
+    an_unknown_run_reads_as_none,
+    list_runs_is_newest_first_limited_and_filtered_by_status,
+    a_save_writes_the_state_fields_and_bumps_the_version,
+    finished_at_is_stamped_entering_a_terminal_status_and_cleared_on_resume,
+    identity_fields_cannot_be_saved_changed,
+    a_failure_code_is_refused_on_a_status_that_cannot_carry_one,
+    an_illegal_transition_is_refused_and_leaves_the_run_untouched,
+    saving_an_unknown_run_is_not_found,
+);
