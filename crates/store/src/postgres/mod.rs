@@ -156,6 +156,17 @@ impl PgStore {
     /// Connects to `url` (`postgres://user:password@host:port/db`) with default options and
     /// migrates the schema.
     ///
+    /// ```no_run
+    /// # async fn demo() -> iterion_store::Result<()> {
+    /// use iterion_store::{PgStore, Store};
+    /// let store = PgStore::connect("postgres://iterion:secret@db.internal:5432/iterion").await?;
+    /// // Messages name the database without its password.
+    /// assert_eq!(store.location().to_string(), "postgres://iterion@db.internal:5432/iterion");
+    /// # let _ = store.store_id();
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     /// See [`PgStore::connect_with`].
     pub async fn connect(url: &str) -> Result<Self> {
