@@ -9,7 +9,8 @@
 //! - **Gap-free sequences**: an append locks the run row, reads `MAX(seq) + 1` and inserts; the
 //!   row lock serialises appenders across processes. No database sequence (it would leave gaps).
 //! - **The queue**: `claim_next_queued` picks the oldest available run with
-//!   `FOR UPDATE SKIP LOCKED`, so concurrent claimers skip each other's rows instead of waiting,
+//!   `FOR NO KEY UPDATE SKIP LOCKED` (the form of `FOR UPDATE` that does not block foreign-key
+//!   checks, so a concurrent `acquire_lease` cannot deadlock with it), so concurrent claimers skip each other's rows instead of waiting,
 //!   and moves it to `running` and upserts the lease in the same transaction.
 //! - **Time**: every timestamp and lease expiry comes from the injected [`Clock`] (like SQLite),
 //!   never the server's `now()`, so one runner's view of "expired" does not depend on which

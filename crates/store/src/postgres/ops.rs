@@ -365,13 +365,16 @@ pub(crate) async fn claim_next(
     let op = "claiming a queued run";
     let tx = client.transaction().await.map_err(ctx.sql(op))?;
     // SKIP LOCKED: a run another claimer is taking right now is passed over, not waited for.
+    // NO KEY UPDATE (FOR UPDATE's weaker form) still excludes other claimers and savers, but not
+    // the key-share lock a concurrent lease insert takes on the run row for its foreign key, so
+    // a claim and an acquire_lease on the same run cannot deadlock.
     let next = tx
         .query_opt(
             "SELECT id FROM runs AS r WHERE status = $2 \
              AND (available_at_ms IS NULL OR available_at_ms <= $1) \
              AND NOT EXISTS (SELECT 1 FROM leases AS l \
                              WHERE l.run_id = r.id AND l.expires_at_ms > $1) \
-             ORDER BY created_at_ms, id LIMIT 1 FOR UPDATE OF r SKIP LOCKED",
+             ORDER BY created_at_ms, id LIMIT 1 FOR NO KEY UPDATE OF r SKIP LOCKED",
             &[&now.as_millis(), &RunStatus::Queued.as_str()],
         )
         .await
