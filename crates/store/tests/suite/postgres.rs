@@ -536,3 +536,36 @@ async fn open_store_picks_sqlite_for_a_home_directory() {
     let (memory, _) = memory_store().await;
     assert_ne!(memory.store_id(), store.store_id());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_runners_connecting_at_once_to_a_fresh_schema_migrate_it_once() {
+    let Some(url) = postgres_url() else { return };
+    let schema = fresh_schema();
+    let clock = clock();
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let (url, schema, clock) = (url.clone(), schema.clone(), clock.clone());
+            tokio::spawn(async move {
+                let options = PgOptions::default()
+                    .clock(Arc::new(clock))
+                    .schema(&schema)
+                    .unwrap();
+                PgStore::connect_with(&url, options).await
+            })
+        })
+        .collect();
+    let mut ids = BTreeSet::new();
+    for task in tasks {
+        ids.insert(task.await.unwrap().unwrap().store_id().to_owned());
+    }
+    assert_eq!(ids.len(), 1, "one store id for one schema: {ids:?}");
+}
+
+#[test]
+fn a_schema_name_that_is_not_a_plain_identifier_is_refused() {
+    for bad in ["", "Public", "a-b", "1abc", "x\"; DROP TABLE runs; --"] {
+        let err = PgOptions::default().schema(bad).unwrap_err();
+        assert_eq!(err.code(), "STORE_UNSUPPORTED_URL", "{bad:?}");
+    }
+    assert!(PgOptions::default().schema("it_0190ab").is_ok());
+}
