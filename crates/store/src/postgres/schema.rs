@@ -16,10 +16,12 @@ const MIGRATION_LOCK: i64 = 0x0069_7465_7269_6f6e;
 
 /// Version 1: the same tables as SQLite's version 1. Timestamps are unix milliseconds from the
 /// store's clock (`*_ms BIGINT`), JSON columns hold text (so a value reads back byte for byte),
-/// and events and log lines are append-only by trigger as well as by the API.
-const V1: &str = "
+/// events and log lines are append-only by trigger as well as by the API, and run ids compare
+/// bytewise (`COLLATE "C"`) whatever the database's locale, so ties in `list_runs` break as in
+/// SQLite.
+const V1: &str = r#"
 CREATE TABLE runs (
-    id                  TEXT PRIMARY KEY,
+    id                  TEXT COLLATE "C" PRIMARY KEY,
     workflow            TEXT NOT NULL,
     workflow_hash       TEXT NOT NULL,
     file_path           TEXT NOT NULL,
@@ -28,8 +30,8 @@ CREATE TABLE runs (
     admission           TEXT,
     failure_code        TEXT,
     failure_message     TEXT,
-    parent_run_id       TEXT REFERENCES runs (id),
-    root_run_id         TEXT NOT NULL,
+    parent_run_id       TEXT COLLATE "C" REFERENCES runs (id),
+    root_run_id         TEXT COLLATE "C" NOT NULL,
     worktree_path       TEXT,
     vars                TEXT NOT NULL,
     last_completed_node TEXT,
@@ -46,7 +48,7 @@ CREATE INDEX runs_by_status ON runs (status, created_at_ms, id);
 CREATE INDEX runs_by_parent ON runs (parent_run_id) WHERE parent_run_id IS NOT NULL;
 
 CREATE TABLE events (
-    run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    run_id TEXT COLLATE "C" NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     seq    BIGINT NOT NULL,
     ts_ms  BIGINT NOT NULL,
     type   TEXT NOT NULL,
@@ -55,7 +57,7 @@ CREATE TABLE events (
 );
 
 CREATE TABLE run_logs (
-    run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    run_id TEXT COLLATE "C" NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     seq    BIGINT NOT NULL,
     ts_ms  BIGINT NOT NULL,
     stream TEXT NOT NULL,
@@ -71,11 +73,11 @@ CREATE TRIGGER run_logs_append_only BEFORE UPDATE ON run_logs
     FOR EACH ROW EXECUTE FUNCTION iterion_append_only();
 
 CREATE TABLE leases (
-    run_id        TEXT PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+    run_id        TEXT COLLATE "C" PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
     holder        TEXT NOT NULL,
     expires_at_ms BIGINT NOT NULL
 );
-";
+"#;
 
 /// The migration steps, oldest first. Append only.
 pub(crate) const MIGRATIONS: &[&str] = &[V1];
