@@ -79,6 +79,30 @@ async fn upsert_lease(
         .await
 }
 
+/// How many runs one `claim_next_queued` tries before reporting an empty queue.
+const CLAIM_ATTEMPTS: usize = 8;
+
+/// Writes `holder`'s lease only when the run has none, when it lapsed (`expires_at_ms <= now`),
+/// or when `holder` already holds it. Returns the rows written (0: someone else holds it). A
+/// concurrent writer of the same lease makes this wait for its commit, then re-check.
+async fn take_lease(
+    client: &impl GenericClient,
+    run_id: &str,
+    holder: &str,
+    expires_at: Timestamp,
+    now: Timestamp,
+) -> std::result::Result<u64, tokio_postgres::Error> {
+    client
+        .execute(
+            "INSERT INTO leases (run_id, holder, expires_at_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (run_id) DO UPDATE SET holder = EXCLUDED.holder, \
+             expires_at_ms = EXCLUDED.expires_at_ms \
+             WHERE leases.holder = EXCLUDED.holder OR leases.expires_at_ms <= $4",
+            &[&run_id, &holder, &expires_at.as_millis(), &now.as_millis()],
+        )
+        .await
+}
+
 pub(crate) async fn create(client: &mut Client, ctx: &Ctx, new: NewRun) -> Result<Run> {
     let id = new.id.clone().unwrap_or_else(RunId::generate);
     let file_path = path_text(&id, "file_path", &new.file_path)?;
@@ -363,55 +387,65 @@ pub(crate) async fn claim_next(
     let now = ctx.clock.now();
     let expires_at = expiry(now, ttl)?;
     let op = "claiming a queued run";
-    let tx = client.transaction().await.map_err(ctx.sql(op))?;
-    // SKIP LOCKED: a run another claimer is taking right now is passed over, not waited for.
-    // NO KEY UPDATE (FOR UPDATE's weaker form) still excludes other claimers and savers, but not
-    // the key-share lock a concurrent lease insert takes on the run row for its foreign key, so
-    // a claim and an acquire_lease on the same run cannot deadlock.
-    let next = tx
-        .query_opt(
-            "SELECT id FROM runs AS r WHERE status = $2 \
-             AND (available_at_ms IS NULL OR available_at_ms <= $1) \
-             AND NOT EXISTS (SELECT 1 FROM leases AS l \
-                             WHERE l.run_id = r.id AND l.expires_at_ms > $1) \
-             ORDER BY created_at_ms, id LIMIT 1 FOR NO KEY UPDATE OF r SKIP LOCKED",
-            &[&now.as_millis(), &RunStatus::Queued.as_str()],
+    // A run whose lease someone takes between our SELECT and our lease write is given up and the
+    // next one tried; each lost race is another runner's progress, so a few tries suffice.
+    for _ in 0..CLAIM_ATTEMPTS {
+        let tx = client.transaction().await.map_err(ctx.sql(op))?;
+        // SKIP LOCKED: a run another claimer is taking right now is passed over, not waited
+        // for. NO KEY UPDATE (FOR UPDATE's weaker form) still excludes other claimers and
+        // savers, but not the key-share lock a concurrent lease insert takes on the run row for
+        // its foreign key, so a claim and an acquire_lease on the same run cannot deadlock.
+        let next = tx
+            .query_opt(
+                "SELECT id FROM runs AS r WHERE status = $2 \
+                 AND (available_at_ms IS NULL OR available_at_ms <= $1) \
+                 AND NOT EXISTS (SELECT 1 FROM leases AS l \
+                                 WHERE l.run_id = r.id AND l.expires_at_ms > $1) \
+                 ORDER BY created_at_ms, id LIMIT 1 FOR NO KEY UPDATE OF r SKIP LOCKED",
+                &[&now.as_millis(), &RunStatus::Queued.as_str()],
+            )
+            .await
+            .map_err(ctx.sql(op))?;
+        let Some(row) = next else {
+            return Ok(None);
+        };
+        let raw_id: String = row.try_get(0).map_err(ctx.sql(op))?;
+        let run_id = RunId::parse(&raw_id).map_err(|e| bad_id(ctx, "runs.id", &raw_id, &e))?;
+        // The lease first, and only if still free: an acquire_lease that committed since our
+        // SELECT wins, and this transaction rolls back (on drop) and tries the next run.
+        let taken = take_lease(&tx, run_id.as_str(), holder, expires_at, now)
+            .await
+            .map_err(ctx.sql(op))?;
+        if taken == 0 {
+            continue;
+        }
+        tx.execute(
+            "UPDATE runs SET status = $3, deliveries = deliveries + 1, available_at_ms = NULL, \
+             updated_at_ms = $2, finished_at_ms = NULL, version = version + 1 WHERE id = $1",
+            &[
+                &run_id.as_str(),
+                &now.as_millis(),
+                &RunStatus::Running.as_str(),
+            ],
         )
         .await
         .map_err(ctx.sql(op))?;
-    let Some(row) = next else {
-        return Ok(None);
-    };
-    let raw_id: String = row.try_get(0).map_err(ctx.sql(op))?;
-    let run_id = RunId::parse(&raw_id).map_err(|e| bad_id(ctx, "runs.id", &raw_id, &e))?;
-    tx.execute(
-        "UPDATE runs SET status = $3, deliveries = deliveries + 1, available_at_ms = NULL, \
-         updated_at_ms = $2, finished_at_ms = NULL, version = version + 1 WHERE id = $1",
-        &[
-            &run_id.as_str(),
-            &now.as_millis(),
-            &RunStatus::Running.as_str(),
-        ],
-    )
-    .await
-    .map_err(ctx.sql(op))?;
-    upsert_lease(&tx, &run_id, holder, expires_at)
-        .await
-        .map_err(ctx.sql(op))?;
-    let run = get(&tx, ctx, &run_id)
-        .await?
-        .ok_or_else(|| Error::RunNotFound {
-            run_id: run_id.clone(),
-        })?;
-    tx.commit().await.map_err(ctx.sql(op))?;
-    Ok(Some(Claim {
-        run,
-        lease: Lease {
-            run_id,
-            holder: holder.to_owned(),
-            expires_at,
-        },
-    }))
+        let run = get(&tx, ctx, &run_id)
+            .await?
+            .ok_or_else(|| Error::RunNotFound {
+                run_id: run_id.clone(),
+            })?;
+        tx.commit().await.map_err(ctx.sql(op))?;
+        return Ok(Some(Claim {
+            run,
+            lease: Lease {
+                run_id,
+                holder: holder.to_owned(),
+                expires_at,
+            },
+        }));
+    }
+    Ok(None)
 }
 
 /// The two append-only tables, which share their numbering rule.
@@ -680,21 +714,8 @@ pub(crate) async fn acquire(
             run_id: run_id.clone(),
         });
     }
-    // Taken only when free, lapsed, or already ours. A concurrent acquirer's insert makes this
-    // one wait, then re-check the WHERE against the row it committed.
-    let changed = tx
-        .execute(
-            "INSERT INTO leases (run_id, holder, expires_at_ms) VALUES ($1, $2, $3) \
-             ON CONFLICT (run_id) DO UPDATE SET holder = EXCLUDED.holder, \
-             expires_at_ms = EXCLUDED.expires_at_ms \
-             WHERE leases.holder = EXCLUDED.holder OR leases.expires_at_ms <= $4",
-            &[
-                &run_id.as_str(),
-                &holder,
-                &expires_at.as_millis(),
-                &now.as_millis(),
-            ],
-        )
+    // Taken only when free, lapsed, or already ours.
+    let changed = take_lease(&tx, run_id.as_str(), holder, expires_at, now)
         .await
         .map_err(ctx.sql(op))?;
     if changed == 0 {

@@ -424,6 +424,67 @@ async fn four_claimers_never_share_a_run(backend: Backend) {
     );
 }
 
+/// A runner claiming from the queue while another process takes leases on the same runs
+/// directly: every run ends up leased to exactly one of them, and neither side errs otherwise.
+async fn claims_and_direct_leases_never_share_a_run(backend: Backend) {
+    let clock = clock();
+    let stores = backend.stores(2, &clock).await;
+    let mut ids = Vec::new();
+    for _ in 0..30 {
+        let run = stores[0]
+            .create_run(review().status(InitialStatus::Queued))
+            .await
+            .unwrap();
+        ids.push(run.id);
+        clock.advance(Duration::from_millis(1));
+    }
+    let barrier = Arc::new(Barrier::new(2));
+    let claimer = {
+        let (store, barrier) = (Arc::clone(&stores[0]), Arc::clone(&barrier));
+        tokio::spawn(async move {
+            barrier.wait().await;
+            let mut claimed = BTreeSet::new();
+            while let Some(claim) = store.claim_next_queued("runner", TTL).await.unwrap() {
+                claimed.insert(claim.run.id);
+            }
+            claimed
+        })
+    };
+    let leaser = {
+        let (store, barrier, ids) = (Arc::clone(&stores[1]), Arc::clone(&barrier), ids.clone());
+        tokio::spawn(async move {
+            barrier.wait().await;
+            let mut leased = BTreeSet::new();
+            for id in ids {
+                match store.acquire_lease(&id, "manual", TTL).await {
+                    Ok(_) => {
+                        leased.insert(id);
+                    }
+                    Err(err) => assert_eq!(err.code(), "STORE_LEASE_HELD", "{err}"),
+                }
+            }
+            leased
+        })
+    };
+    let (claimed, leased) = (claimer.await.unwrap(), leaser.await.unwrap());
+    assert_eq!(
+        claimed.intersection(&leased).count(),
+        0,
+        "a run went to both"
+    );
+    for id in &ids {
+        let want = if claimed.contains(id) {
+            "runner"
+        } else {
+            "manual"
+        };
+        match stores[0].liveness(id).await.unwrap() {
+            Liveness::Leased(lease) => assert_eq!(lease.holder, want, "{id}"),
+            other => panic!("{id} should be leased: {other:?}"),
+        }
+    }
+}
+
 // --- SQLite ------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -449,6 +510,11 @@ async fn contract_sqlite_leases_and_liveness() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn contract_sqlite_four_claimers_never_share_a_run() {
     four_claimers_never_share_a_run(Backend::sqlite()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn contract_sqlite_claims_and_direct_leases_never_share_a_run() {
+    claims_and_direct_leases_never_share_a_run(Backend::sqlite()).await;
 }
 
 // --- PostgreSQL --------------------------------------------------------------------------------
@@ -485,6 +551,13 @@ async fn postgres_leases_and_liveness_follow_the_store_clock() {
 async fn postgres_four_concurrent_claimers_never_share_a_run() {
     if let Some(backend) = Backend::postgres() {
         four_claimers_never_share_a_run(backend).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_claims_and_direct_leases_never_share_a_run() {
+    if let Some(backend) = Backend::postgres() {
+        claims_and_direct_leases_never_share_a_run(backend).await;
     }
 }
 
