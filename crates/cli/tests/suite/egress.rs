@@ -302,3 +302,51 @@ fn docker_a_secret_with_hosts_turns_inspection_on_and_is_materialised_only_towar
         "{left:#?}"
     );
 }
+
+#[test]
+fn docker_a_bridge_that_cannot_start_fails_the_setup_and_leaves_nothing() {
+    if !docker_or_skip("cli::egress::docker_bridge_fails") {
+        return;
+    }
+    let env = Env::new();
+    let xdg = runtime_dir(&env);
+    // The test build of iterion is dynamically linked: it cannot run in busybox (no glibc), so
+    // the bridge exits before `ready`.
+    let dynamic = assert_cmd::cargo::cargo_bin("iterion");
+    env.write(
+        "b.iter",
+        &format!(
+            "tool probe:\n  command: `echo never`\n\nworkflow b:\n  entry: probe\n  sandbox:\n    image: \"{}\"\n    network:\n      mode: allowlist\n      rules: [\"allowed.test\"]\n  probe -> done\n",
+            iterion_test_support::BUSYBOX_IMAGE
+        ),
+    );
+    let out = env
+        .cmd()
+        .args(["run", "b.iter"])
+        .env("ITERION_BIN", &dynamic)
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_ne!(out.status.code(), Some(0), "{events:#?}");
+    assert_eq!(
+        run.failure_code.as_deref(),
+        Some("SANDBOX_SETUP_FAILED"),
+        "{events:#?}"
+    );
+    let message = run.failure_message.unwrap_or_default();
+    assert!(
+        message.contains("egress bridge exited before ready"),
+        "{message}"
+    );
+    assert!(first(&events, "sandbox_started").is_none(), "{events:#?}");
+    assert_eq!(env.containers(), Vec::<String>::new());
+    let left = files_under(&xdg);
+    assert!(
+        !left
+            .iter()
+            .any(|p| p.contains(run.id.as_str()) || p.ends_with(".sock")),
+        "{left:#?}"
+    );
+}

@@ -20,7 +20,10 @@ use iterion_netproxy::{
     BlockedEvent, EphemeralCa, ProxyBuilder, ProxyToken, RunningProxy, Secret, SecretRewriter,
     StaticHostsResolver, compile_with_preset,
 };
-use iterion_sandbox::{ExecOpts, LogLevel, NetworkMode, NetworkPolicy, RunLog, SandboxRun};
+use iterion_sandbox::{
+    AdvertisedPort, ExecOpts, LogLevel, NetworkMode, NetworkPolicy, ProxyAddresses, ProxyBind,
+    RunLog, SandboxRun,
+};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
 use tokio::task::JoinHandle;
 
@@ -30,8 +33,6 @@ use crate::sandbox::SetupError;
 use crate::sandbox_events::NetworkBlocked;
 use crate::sink::EventSink;
 
-/// The in-sandbox proxy port the bridge listens on (§4.6).
-pub(crate) const BRIDGE_PORT: u16 = 3128;
 /// How long the bridge has to print `ready` (§4.6).
 pub(crate) const BRIDGE_READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The phase of a bridge timeout.
@@ -74,7 +75,8 @@ impl std::fmt::Debug for EgressSecret {
 pub(crate) struct ProxyRequest<'a> {
     pub policy: &'a NetworkPolicy,
     pub run_id: &'a str,
-    pub run_dir: &'a std::path::Path,
+    /// The driver's bind/advertise pair (§6.2).
+    pub addresses: ProxyAddresses,
     pub secrets: &'a [EgressSecret],
     /// The driver's `supports_tls_inspection`.
     pub tls_capable: bool,
@@ -95,6 +97,10 @@ pub(crate) struct EngineProxy {
     forwarder: JoinHandle<()>,
     /// `http://t:<token>@127.0.0.1:3128`. Holds the token: never log it.
     pub endpoint: String,
+    /// The TCP port the proxy listens on, when it does.
+    pub port: Option<u16>,
+    /// Whether the proxy listens on a Unix socket that the egress bridge splices to (§4.6).
+    pub bridged: bool,
 }
 
 impl EngineProxy {
@@ -135,15 +141,16 @@ impl EngineProxy {
     }
 }
 
-/// §6.1–§6.2 for docker/podman: `None` when the policy is open; otherwise a proxy listening on
-/// `<run dir>/net/proxy.sock` (the dir must exist). A compile error or a failed start is
-/// `SANDBOX_SETUP_FAILED`.
+/// §6.1–§6.2: `None` when the policy is open and inspection is off; otherwise a proxy listening
+/// at the driver's bind address (docker/podman: `<run dir>/net/proxy.sock`, its dir created
+/// 0755; a driver without a `ProxyConfigurer`: `127.0.0.1:0`). A compile error or a failed start
+/// is `SANDBOX_SETUP_FAILED`.
 pub(crate) async fn start_network_proxy(
     request: &ProxyRequest<'_>,
     sink: Arc<dyn EventSink>,
     run_log: &dyn RunLog,
 ) -> Result<Option<EngineProxy>, SetupError> {
-    let (policy, run_id, run_dir) = (request.policy, request.run_id, request.run_dir);
+    let (policy, run_id) = (request.policy, request.run_id);
     let forced = std::env::var(TLS_INSPECT_ENV)
         .ok()
         .and_then(|v| iterion_sandbox::parse_switch(&v));
@@ -157,13 +164,14 @@ pub(crate) async fn start_network_proxy(
     if policy.mode == NetworkMode::Open && !inspect {
         return Ok(None);
     }
-    let net = run_dir.join("net");
-    tokio::fs::create_dir_all(&net)
-        .await
-        .map_err(|e| SetupError::failed(format!("cannot create {}: {e}", net.display())))?;
+    if let ProxyBind::UnixSocket(path) = &request.addresses.bind
+        && let Some(net) = path.parent()
     {
         use std::os::unix::fs::PermissionsExt as _;
-        tokio::fs::set_permissions(&net, std::fs::Permissions::from_mode(0o755))
+        tokio::fs::create_dir_all(net)
+            .await
+            .map_err(|e| SetupError::failed(format!("cannot create {}: {e}", net.display())))?;
+        tokio::fs::set_permissions(net, std::fs::Permissions::from_mode(0o755))
             .await
             .map_err(|e| SetupError::failed(format!("cannot chmod {}: {e}", net.display())))?;
     }
@@ -176,11 +184,14 @@ pub(crate) async fn start_network_proxy(
     let token = ProxyToken::generate()
         .map_err(|e| SetupError::failed(format!("sandbox proxy token: {e}")))?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<BlockedEvent>();
-    let mut builder = ProxyBuilder::new(run_id, compiled, token)
-        .listen_unix(run_dir.join("net").join("proxy.sock"))
-        .on_blocked(Arc::new(move |event| {
-            let _ = tx.send(event);
-        }));
+    let mut builder = ProxyBuilder::new(run_id, compiled, token);
+    builder = match &request.addresses.bind {
+        ProxyBind::UnixSocket(path) => builder.listen_unix(path.clone()),
+        ProxyBind::Tcp(addr) => builder.listen_tcp(*addr),
+    };
+    let mut builder = builder.on_blocked(Arc::new(move |event| {
+        let _ = tx.send(event);
+    }));
     if let Some(value) = std::env::var(PROXY_HOSTS_ENV)
         .ok()
         .filter(|v| !v.trim().is_empty())
@@ -219,11 +230,18 @@ pub(crate) async fn start_network_proxy(
             .await;
         }
     });
-    let endpoint = proxy.endpoint_url("127.0.0.1", BRIDGE_PORT);
+    let port = match request.addresses.advertise_port {
+        AdvertisedPort::Fixed(port) => port,
+        AdvertisedPort::Bound => proxy.tcp_addr().map_or(0, |a| a.port()),
+    };
+    let endpoint = proxy.endpoint_url(&request.addresses.advertise_host, port);
+    let bridged = matches!(request.addresses.bind, ProxyBind::UnixSocket(_));
     Ok(Some(EngineProxy {
         proxy,
         forwarder,
         endpoint,
+        port: (!bridged).then_some(port),
+        bridged,
     }))
 }
 

@@ -288,7 +288,13 @@ async fn start(
         &egress::ProxyRequest {
             policy: &policy,
             run_id: ctx.run_id,
-            run_dir: &run_dir,
+            addresses: match iterion_sandbox::proxy_addresses_for_driver(driver, &run_dir) {
+                Ok(addresses) => addresses,
+                Err(error) => {
+                    rundir::remove(&run_dir).await;
+                    return Err(SetupError::classify(&error));
+                }
+            },
             secrets: &ctx.egress_secrets,
             tls_capable: driver.capabilities().supports_tls_inspection,
             max_duration_seconds: ctx.max_duration_seconds,
@@ -370,8 +376,10 @@ async fn start_in(
     if let Some(proxy) = proxy {
         info.proxy = Some(ProxyAttachment {
             endpoint: proxy.endpoint.clone(),
-            host_socket: Some(run_dir.join("net").join("proxy.sock")),
-            port: None,
+            host_socket: proxy
+                .bridged
+                .then(|| run_dir.join("net").join("proxy.sock")),
+            port: proxy.port,
         });
         info.proxy_ca_pem = proxy.ca_pem();
     }
@@ -440,6 +448,7 @@ async fn start_in(
         .into();
     let bridge = match proxy {
         None => None,
+        Some(proxy) if !proxy.bridged => None,
         Some(_) => match egress::start_egress_bridge(Arc::clone(&run)).await {
             Ok(bridge) => Some(bridge),
             Err(error) => {
