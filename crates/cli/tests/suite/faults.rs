@@ -30,9 +30,19 @@ fn docker_a_container_killed_mid_run_fails_the_node_and_teardown_still_runs() {
         return;
     }
     let env = Env::new();
-    env.write("s.iter", &sleeping(""));
+    // The tool marks that its process runs: `node_started` comes before the exec starts, and a
+    // kill in between is a failed exec (126), not a killed process (137).
+    env.write(
+        "s.iter",
+        &sleeping("").replace("`sleep 60`", "`touch nap.started; sleep 60`"),
+    );
     let child = env.spawn(&["run", "s.iter"]);
     let (_, events) = env.wait_for_event("node_started", 60);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !env.path("nap.started").exists() {
+        assert!(Instant::now() < deadline, "the tool never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let id = first(&events, "sandbox_started").unwrap()["sandbox_id"]
         .as_str()
         .unwrap()

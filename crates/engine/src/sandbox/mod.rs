@@ -4,15 +4,16 @@
 //!
 //! Order (SANDBOX.md §0.3): L3–L4 are [`resolve`] (pure, shared with admission); L5 ends an
 //! inactive mode; L6 selects the driver and splits degrade from refuse; L8 is the mount plan
-//! ([`mounts`]); L10 starts the per-run egress proxy when the policy is not `open` ([`egress`]);
-//! L11 is prepare → build → start → egress bridge → `sandbox_started`; L14 settles by handing
-//! the run to the executor.
+//! ([`mounts`]); L10 starts the per-run egress proxy when the policy is not `open` or TLS
+//! inspection is on ([`egress`]); L11 is prepare → build → start → egress bridge →
+//! `sandbox_started`; L14 settles by handing the run to the executor.
 //!
 //! Under a proxy the container has no network (`--network none`) and reaches the proxy's Unix
 //! socket only through the egress bridge: `sandbox_started` says `proxy: true`,
-//! `egress_enforced: true`. An `open` workflow gets the engine's default network, no proxy and
-//! `egress_enforced: null`. Any failure after the proxy started shuts it down, and teardown does
-//! too (the socket goes with it).
+//! `egress_enforced: true` (a driver without the bridged shape reports `null`: nothing stops its
+//! processes from ignoring the proxy). An `open` workflow without inspection gets the engine's
+//! default network, no proxy and `egress_enforced: null`. Any failure after the proxy started
+//! shuts it down, and teardown does too (the socket goes with it).
 
 mod egress;
 pub(crate) mod mounts;
@@ -330,7 +331,9 @@ async fn start(
                 tls_inspection: proxy
                     .as_ref()
                     .is_some_and(egress::EngineProxy::tls_inspection),
-                egress_enforced: proxy.is_some().then_some(true),
+                // Enforced when the container's only route is the bridge (`--network none`); a
+                // driver that cannot take that shape reports null.
+                egress_enforced: proxy.as_ref().is_some_and(|p| p.bridged).then_some(true),
                 scheduling: None,
             };
             ctx.events.emit(Event::SandboxStarted(started)).await;
