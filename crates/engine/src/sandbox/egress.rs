@@ -347,3 +347,7 @@ pub(crate) async fn start_egress_bridge(
         tasks: vec![exec, err_task, out_task],
     })
 }
+
+#[cfg(test)]
+#[path = "egress_tests.rs"]
+mod tests;
