@@ -243,9 +243,7 @@ pub trait ContainerApi: Send + Sync {
     /// text, one item per engine message.
     fn build_image(&self, request: BuildRequest, context: Bytes) -> ApiStream<String>;
 
-    /// `DELETE /images/{image}`: also deletes its untagged parents (the classic builder's
-    /// intermediate layers), which would otherwise pile up as dangling images; tagged images and
-    /// parents shared with another image are never pruned by the engine.
+    /// `DELETE /images/{image}?noprune=true`.
     async fn remove_image(&self, image: &str) -> ApiResult<()>;
 
     /// `GET /images/json` filtered by `label=` filters.

@@ -217,7 +217,7 @@ impl ContainerApi for BollardApi {
     }
 
     async fn remove_image(&self, image: &str) -> ApiResult<()> {
-        let options = RemoveImageOptionsBuilder::default().noprune(false).build();
+        let options = RemoveImageOptionsBuilder::default().noprune(true).build();
         self.docker
             .remove_image(image, Some(options), None)
             .await

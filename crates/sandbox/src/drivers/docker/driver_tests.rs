@@ -1056,7 +1056,7 @@ async fn cleanup_of_a_built_sandbox_removes_its_image_best_effort() {
                 (LogLevel::Info, "docker rm --force c1".to_owned()),
                 (
                     LogLevel::Info,
-                    "docker rmi iterion-sandbox-build:r1".to_owned()
+                    "docker rmi --no-prune iterion-sandbox-build:r1".to_owned()
                 ),
             ],
             vec![
