@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use iterion_engine::Engine;
-use iterion_store::{SqliteOptions, SqliteStore, Store, db_path, iterion_home_from_env};
+use iterion_store::{Store, db_path, iterion_home_from_env};
 
 use crate::exit::Exit;
 
@@ -47,12 +47,16 @@ impl Failure {
 pub async fn open_store() -> Result<(std::path::PathBuf, Arc<dyn Store>), Failure> {
     let home = iterion_home_from_env()
         .map_err(|e| Failure::bad_input(anyhow::Error::new(e).context("set ITERION_HOME")))?;
-    let path = db_path(&home);
-    let store = SqliteStore::open(&path, SqliteOptions::default())
+    // ITERION_STORE_URL=postgres://… selects PostgreSQL; otherwise SQLite under ITERION_HOME.
+    let shown = match std::env::var(iterion_store::ITERION_STORE_URL) {
+        Ok(url) if !url.is_empty() => "named by ITERION_STORE_URL".to_owned(),
+        _ => db_path(&home).display().to_string(),
+    };
+    let store = iterion_store::store_from_env()
         .await
-        .with_context(|| format!("cannot open the run store {}", path.display()))
+        .with_context(|| format!("cannot open the run store {shown}"))
         .map_err(Failure::failed)?;
-    Ok((home, Arc::new(store)))
+    Ok((home, store))
 }
 
 /// The engine the product entry points use: the global default installed from

@@ -458,3 +458,64 @@ fn docker_file_secrets_are_delivered_or_the_run_fails_closed() {
     assert!(!recorded.contains("very-secret-value"), "{recorded}");
     assert_eq!(env.containers(), Vec::<String>::new());
 }
+
+/// `ITERION_STORE_URL=postgres://…` puts the run in PostgreSQL (issue 9): nothing is written under
+/// ITERION_HOME's SQLite file, and `inspect` through the same URL finds the run.
+#[test]
+fn a_postgres_store_url_records_the_run_in_postgres() {
+    let url = match std::env::var("ITERION_IT_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => {
+            assert!(
+                std::env::var("ITERION_IT_DOCKER").as_deref() != Ok("1"),
+                "ITERION_IT_DOCKER=1 but ITERION_IT_POSTGRES_URL is unset (scripts/test.sh sets it)"
+            );
+            eprintln!("skipped: set ITERION_IT_POSTGRES_URL to run this test");
+            return;
+        }
+    };
+    let env = Env::new();
+    env.write("hello.iter", HELLO);
+    let out = env
+        .cmd()
+        .env("ITERION_STORE_URL", &url)
+        .args(["run", "--sandbox", "none", "--json", "hello.iter"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = doc["run_id"]
+        .as_str()
+        .or(doc["id"].as_str())
+        .unwrap()
+        .to_owned();
+    assert!(
+        !env.db().exists(),
+        "the SQLite file was created although ITERION_STORE_URL was set"
+    );
+    let out = env
+        .cmd()
+        .env("ITERION_STORE_URL", &url)
+        .args(["inspect", "--json", &id])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let run: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["status"], "finished", "{run}");
+}
+
+#[test]
+fn a_store_url_that_is_not_postgres_is_refused_with_the_knob_named() {
+    let env = Env::new();
+    env.write("hello.iter", HELLO);
+    let out = env
+        .cmd()
+        .env("ITERION_STORE_URL", "mysql://user:hunter2@db/iterion")
+        .args(["run", "--sandbox", "none", "hello.iter"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    assert!(err.contains("ITERION_STORE_URL"), "{err}");
+    assert!(!err.contains("hunter2"), "the password leaked: {err}");
+}

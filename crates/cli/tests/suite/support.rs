@@ -17,7 +17,8 @@ pub const DEAD_DOCKER: &str = "unix:///nonexistent/docker.sock";
 pub const DEAD_PODMAN: &str = "unix:///nonexistent/podman.sock";
 
 /// Every variable that would change a run's sandbox decision from outside the test.
-const CLEARED: [&str; 10] = [
+const CLEARED: [&str; 11] = [
+    "ITERION_STORE_URL",
     "ITERION_SANDBOX_DEFAULT",
     "ITERION_SANDBOX_OVERRIDE",
     "ITERION_SANDBOX_DEFAULT_IMAGE",
