@@ -101,7 +101,10 @@ else
     # exec in a subshell, so that $! is dockerd itself and no shell lingers waiting for it; setsid
     # (which does not fork here: a background job of a script is no group leader) and nohup take it
     # out of our session, so neither Ctrl-C nor the end of this script stops the engine.
-    (exec setsid nohup dockerd "${dockerd_flags[@]}" >>"$DOCKERD_LOG" 2>&1 </dev/null) &
+    # `cd /` first: a daemon must not keep this checkout as its working directory. A later run in
+    # another clone, after this one was deleted, would otherwise meet a service whose children
+    # (podman's conmon) fail with "Failed to get working directory".
+    (cd / && exec setsid nohup dockerd "${dockerd_flags[@]}" >>"$DOCKERD_LOG" 2>&1 </dev/null) &
     dockerd_pid=$!
     started=$SECONDS
     deadline=$((started + DOCKERD_TIMEOUT))
@@ -140,7 +143,7 @@ else
     [[ $EUID -eq 0 ]] || die "podman's API service is not answering at $PODMAN_SOCKET, and starting it needs root"
     echo "starting podman system service (socket: $PODMAN_SOCKET, log: $PODMAN_LOG)" >&2
     mkdir -p "$(dirname "$PODMAN_SOCKET")" "$(dirname "$PODMAN_LOG")"
-    (exec setsid nohup podman system service --time=0 "unix://$PODMAN_SOCKET" \
+    (cd / && exec setsid nohup podman system service --time=0 "unix://$PODMAN_SOCKET" \
         >>"$PODMAN_LOG" 2>&1 </dev/null) &
     podman_pid=$!
     deadline=$((SECONDS + DOCKERD_TIMEOUT))
