@@ -31,8 +31,10 @@
 //! File secrets are files in the per-run dir bound read-only ([`secret_plan`], SANDBOX.md §8.7),
 //! refreshed in place through the run's [`SecretFileRefresher`](crate::SecretFileRefresher).
 //!
-//! Not yet here (a later issue): the egress bridge (§4.6). A proxied run gets `--network none`
-//! and so no route at all, which fails closed.
+//! The egress bridge (§4.6) is not started here: a proxied run gets `--network none` and the
+//! `net/` mount from this driver, and the engine execs `iterion __egress-bridge` right after
+//! [`Driver::start`](crate::Driver::start) returns (crates/engine `sandbox/egress.rs`). Until the
+//! bridge is ready there is no route at all, which fails closed.
 
 mod api;
 mod bollard_api;
@@ -578,8 +580,8 @@ impl DockerDriver {
                 secrets,
             },
         );
-        // Step 5: start. Step 6 (the egress bridge) is not here yet: a proxied container has no
-        // network at all.
+        // Step 5: start. Step 6 (the egress bridge) is the engine's, right after start returns: a
+        // proxied container has no route until the bridge is ready.
         shared
             .api
             .start_container(&id)
