@@ -48,7 +48,7 @@ const SHORT_WITH_VALUE: &str = "acehlmpuw";
 
 /// Screens `runArgs` (SANDBOX.md §7.2) and returns the entries that are ignored (for the run-log
 /// line `runArgs ignored: …`). Refused, in `--flag=value`, `--flag value` and short forms:
-/// [`PRIVILEGE_FLAGS`]-class flags whatever their value, `--pid host`, `--network host` /
+/// `PRIVILEGE_FLAGS`-class flags whatever their value, `--pid host`, `--network host` /
 /// `--net host` (any case), and `-v`/`--volume`/`--mount` whose host source §5.2 calls sensitive
 /// (judged lexically and with symlinks resolved; a relative source against the workspace).
 ///
