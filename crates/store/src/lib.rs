@@ -33,6 +33,7 @@ mod error;
 mod home;
 mod model;
 mod postgres;
+mod save_rules;
 mod select;
 mod sqlite;
 mod store;

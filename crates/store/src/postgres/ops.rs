@@ -14,6 +14,7 @@ use crate::model::{
     Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
     RunStatus, Trust,
 };
+use crate::save_rules::{StoredRun, check_save, encode_for_save};
 use crate::sqlite::leases::expiry;
 use crate::sqlite::rows::{RUN_COLUMNS, RawRun, json_text, path_text, to_i64, to_u64};
 use crate::store::RunQuery;
@@ -264,32 +265,9 @@ pub(crate) async fn save(
     run: &Run,
     expected_version: u64,
 ) -> Result<u64> {
-    // Checks that need no database come first, before any lock.
     let id = &run.id;
-    if !run.status.allows_failure() && (run.failure_code.is_some() || run.failure_message.is_some())
-    {
-        return Err(Error::FailureOnStatus {
-            run_id: id.clone(),
-            status: run.status,
-        });
-    }
-    let file_path = path_text(id, "file_path", &run.file_path)?;
-    let worktree_path = run
-        .worktree_path
-        .as_deref()
-        .map(|p| path_text(id, "worktree_path", p))
-        .transpose()?;
-    let admission = run
-        .admission
-        .as_ref()
-        .map(|a| json_text(id, "admission", a))
-        .transpose()?;
-    let vars = json_text(id, "vars", &run.vars)?;
-    let checkpoint = run
-        .checkpoint
-        .as_ref()
-        .map(|c| json_text(id, "checkpoint", c))
-        .transpose()?;
+    // Checks that need no database come first, before any lock.
+    let encoded = encode_for_save(run)?;
 
     let op = "saving a run";
     let tx = client.transaction().await.map_err(ctx.sql(op))?;
@@ -305,52 +283,21 @@ pub(crate) async fn save(
         .map_err(ctx.sql(op))?
         .ok_or_else(|| Error::RunNotFound { run_id: id.clone() })?;
     let get_text = |i: usize| row.try_get::<_, String>(i).map_err(ctx.sql(op));
-    let stored_version = to_u64(row.try_get(0).map_err(ctx.sql(op))?);
-    if stored_version != expected_version {
-        return Err(Error::Conflict {
-            run_id: id.clone(),
-            expected: expected_version,
-            actual: stored_version,
-        });
-    }
-    let stored_status = get_text(1)?;
-    let stored_parent: Option<String> = row.try_get(6).map_err(ctx.sql(op))?;
-    let stored_finished: Option<i64> = row.try_get(8).map_err(ctx.sql(op))?;
-    let immutable = [
-        ("workflow", get_text(2)? == run.workflow),
-        ("workflow_hash", get_text(3)? == run.workflow_hash),
-        ("file_path", get_text(4)? == file_path),
-        ("trust", Trust::from_stored(&get_text(5)?) == run.trust),
-        (
-            "parent_run_id",
-            stored_parent.as_deref() == run.parent_run_id.as_ref().map(RunId::as_str),
-        ),
-        ("root_run_id", get_text(7)? == run.root_run_id.as_str()),
-    ];
-    if let Some((field, _)) = immutable.iter().find(|(_, same)| !same) {
-        return Err(Error::ImmutableField {
-            run_id: id.clone(),
-            field,
-        });
-    }
-    let from =
-        RunStatus::parse(&stored_status).ok_or_else(|| bad_status(ctx, id, &stored_status))?;
-    if !from.can_transition_to(run.status) {
-        return Err(Error::IllegalTransition {
-            run_id: id.clone(),
-            from,
-            to: run.status,
-        });
-    }
-    let now = ctx.clock.now();
-    // Same rule as SQLite: entering a terminal status stamps finished_at; staying keeps it;
-    // leaving clears it.
-    let finished_at_ms = match (from.is_terminal(), run.status.is_terminal()) {
-        (_, false) => None,
-        (true, true) if from == run.status => stored_finished,
-        (_, true) => Some(now.as_millis()),
+    let stored = StoredRun {
+        version: to_u64(row.try_get(0).map_err(ctx.sql(op))?),
+        status: get_text(1)?,
+        workflow: get_text(2)?,
+        workflow_hash: get_text(3)?,
+        file_path: get_text(4)?,
+        trust: get_text(5)?,
+        parent_run_id: row.try_get(6).map_err(ctx.sql(op))?,
+        root_run_id: get_text(7)?,
+        finished_at_ms: row.try_get(8).map_err(ctx.sql(op))?,
     };
-    let new_version = expected_version + 1;
+    let now = ctx.clock.now();
+    let parse_status =
+        |status: &str| RunStatus::parse(status).ok_or_else(|| bad_status(ctx, id, status));
+    let stamp = check_save(run, &encoded, expected_version, &stored, parse_status, now)?;
     tx.execute(
         "UPDATE runs SET status = $2, admission = $3, failure_code = $4, failure_message = $5, \
          worktree_path = $6, vars = $7, last_completed_node = $8, checkpoint = $9, \
@@ -359,23 +306,23 @@ pub(crate) async fn save(
         &[
             &id.as_str(),
             &run.status.as_str(),
-            &admission,
+            &encoded.admission,
             &run.failure_code,
             &run.failure_message,
-            &worktree_path,
-            &vars,
+            &encoded.worktree_path,
+            &encoded.vars,
             &run.last_completed_node,
-            &checkpoint,
+            &encoded.checkpoint,
             &run.available_at.map(Timestamp::as_millis),
             &now.as_millis(),
-            &finished_at_ms,
-            &to_i64(new_version),
+            &stamp.finished_at_ms,
+            &to_i64(stamp.new_version),
         ],
     )
     .await
     .map_err(ctx.sql(op))?;
     tx.commit().await.map_err(ctx.sql(op))?;
-    Ok(new_version)
+    Ok(stamp.new_version)
 }
 
 pub(crate) async fn claim_next(

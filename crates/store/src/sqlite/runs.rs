@@ -9,6 +9,7 @@ use super::leases;
 use super::rows::{RUN_COLUMNS, RawRun, json_text, path_text, to_i64, to_u64};
 use crate::error::{Error, Result};
 use crate::model::{Claim, Lease, NewRun, Run, RunId, RunStatus, Trust};
+use crate::save_rules::{StoredRun, check_save, encode_for_save};
 use crate::store::RunQuery;
 
 pub(crate) fn create(conn: &mut Connection, env: Env<'_>, new: NewRun) -> Result<Run> {
@@ -164,52 +165,15 @@ pub(crate) fn list(conn: &Connection, env: Env<'_>, query: RunQuery) -> Result<V
     raws.into_iter().map(|raw| raw.decode(env.db())).collect()
 }
 
-/// The stored identity and state a save is checked against.
-struct Stored {
-    version: u64,
-    status: String,
-    workflow: String,
-    workflow_hash: String,
-    file_path: String,
-    trust: String,
-    parent_run_id: Option<String>,
-    root_run_id: String,
-    finished_at_ms: Option<i64>,
-}
-
 pub(crate) fn save(
     conn: &mut Connection,
     env: Env<'_>,
     run: &Run,
     expected_version: u64,
 ) -> Result<u64> {
-    // Checks that need no database come first, outside the write lock.
     let id = &run.id;
-    if !run.status.allows_failure() && (run.failure_code.is_some() || run.failure_message.is_some())
-    {
-        return Err(Error::FailureOnStatus {
-            run_id: id.clone(),
-            status: run.status,
-        });
-    }
-    let file_path = path_text(id, "file_path", &run.file_path)?;
-    let worktree_path = run
-        .worktree_path
-        .as_deref()
-        .map(|p| path_text(id, "worktree_path", p))
-        .transpose()?;
-    let admission = run
-        .admission
-        .as_ref()
-        .map(|a| json_text(id, "admission", a))
-        .transpose()?;
-    let vars = json_text(id, "vars", &run.vars)?;
-    let checkpoint = run
-        .checkpoint
-        .as_ref()
-        .map(|c| json_text(id, "checkpoint", c))
-        .transpose()?;
-
+    // Checks that need no database come first, outside the write lock.
+    let encoded = encode_for_save(run)?;
     let op = "saving a run";
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -220,7 +184,7 @@ pub(crate) fn save(
              root_run_id, finished_at_ms FROM runs WHERE id = ?1",
             [id.as_str()],
             |row| {
-                Ok(Stored {
+                Ok(StoredRun {
                     version: to_u64(row.get(0)?),
                     status: row.get(1)?,
                     workflow: row.get(2)?,
@@ -236,57 +200,16 @@ pub(crate) fn save(
         .optional()
         .map_err(env.sql(op))?
         .ok_or_else(|| Error::RunNotFound { run_id: id.clone() })?;
-
-    if stored.version != expected_version {
-        return Err(Error::Conflict {
-            run_id: id.clone(),
-            expected: expected_version,
-            actual: stored.version,
-        });
-    }
-    let immutable = [
-        ("workflow", stored.workflow == run.workflow),
-        ("workflow_hash", stored.workflow_hash == run.workflow_hash),
-        ("file_path", stored.file_path == file_path),
-        ("trust", Trust::from_stored(&stored.trust) == run.trust),
-        (
-            "parent_run_id",
-            stored.parent_run_id.as_deref() == run.parent_run_id.as_ref().map(RunId::as_str),
-        ),
-        (
-            "root_run_id",
-            stored.root_run_id == run.root_run_id.as_str(),
-        ),
-    ];
-    if let Some((field, _)) = immutable.iter().find(|(_, same)| !same) {
-        return Err(Error::ImmutableField {
-            run_id: id.clone(),
-            field,
-        });
-    }
-    let from = RunStatus::parse(&stored.status).ok_or_else(|| Error::CorruptRecord {
-        db: env.db().clone(),
-        column: "runs.status",
-        key: id.to_string(),
-        detail: format!("unknown status {:?}", stored.status),
-    })?;
-    if !from.can_transition_to(run.status) {
-        return Err(Error::IllegalTransition {
-            run_id: id.clone(),
-            from,
-            to: run.status,
-        });
-    }
-
     let now = env.now();
-    // Entering a terminal status stamps finished_at; staying terminal keeps the first stamp;
-    // leaving (a resume) clears it.
-    let finished_at_ms = match (from.is_terminal(), run.status.is_terminal()) {
-        (_, false) => None,
-        (true, true) if from == run.status => stored.finished_at_ms,
-        (_, true) => Some(now.as_millis()),
+    let parse_status = |status: &str| {
+        RunStatus::parse(status).ok_or_else(|| Error::CorruptRecord {
+            db: env.db().clone(),
+            column: "runs.status",
+            key: id.to_string(),
+            detail: format!("unknown status {status:?}"),
+        })
     };
-    let new_version = expected_version + 1;
+    let stamp = check_save(run, &encoded, expected_version, &stored, parse_status, now)?;
     tx.execute(
         "UPDATE runs SET status = ?2, admission = ?3, failure_code = ?4, failure_message = ?5, \
          worktree_path = ?6, vars = ?7, last_completed_node = ?8, checkpoint = ?9, \
@@ -295,22 +218,22 @@ pub(crate) fn save(
         params![
             id.as_str(),
             run.status.as_str(),
-            admission,
+            encoded.admission,
             run.failure_code,
             run.failure_message,
-            worktree_path,
-            vars,
+            encoded.worktree_path,
+            encoded.vars,
             run.last_completed_node,
-            checkpoint,
+            encoded.checkpoint,
             run.available_at.map(|t| t.as_millis()),
             now.as_millis(),
-            finished_at_ms,
-            to_i64(new_version),
+            stamp.finished_at_ms,
+            to_i64(stamp.new_version),
         ],
     )
     .map_err(env.sql(op))?;
     tx.commit().map_err(env.sql(op))?;
-    Ok(new_version)
+    Ok(stamp.new_version)
 }
 
 pub(crate) fn claim_next(
