@@ -127,55 +127,13 @@ import_busybox() {
 
 build_busybox() { import_busybox docker; }
 
-# The Debian mirror apt already uses (deb822 .sources or one-line .list), else deb.debian.org.
-debian_mirror() {
-    if [[ -n "${ITERION_DEBIAN_MIRROR:-}" ]]; then
-        printf '%s\n' "$ITERION_DEBIAN_MIRROR"
-        return
-    fi
-    local files=() f
-    for f in /etc/apt/sources.list.d/*.sources; do [[ -f "$f" ]] && files+=("$f"); done
-    if ((${#files[@]})); then
-        # First stanza whose Suites include the plain suite (not -security/-updates).
-        local uri
-        uri="$(awk -v suite="$DEBIAN_SUITE" '
-            BEGIN { RS = ""; FS = "\n" }
-            {
-                uris = ""; ok = 0
-                for (i = 1; i <= NF; i++) {
-                    if ($i ~ /^URIs:/) { sub(/^URIs:[ \t]*/, "", $i); split($i, u, /[ \t]+/); uris = u[1] }
-                    if ($i ~ /^Suites:/) {
-                        n = split($i, s, /[ \t]+/)
-                        for (j = 2; j <= n; j++) if (s[j] == suite) ok = 1
-                    }
-                }
-                if (ok && uris != "") { print uris; exit }
-            }' "${files[@]}")"
-        if [[ -n "$uri" ]]; then
-            printf '%s\n' "$uri"
-            return
-        fi
-    fi
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-        [[ -f "$f" ]] || continue
-        local line
-        line="$(awk -v suite="$DEBIAN_SUITE" '
-            $1 == "deb" {
-                i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
-                if ($(i + 1) == suite) { print $i; exit }
-            }' "$f")"
-        if [[ -n "$line" ]]; then
-            printf '%s\n' "$line"
-            return
-        fi
-    done
-    printf '%s\n' "http://deb.debian.org/debian"
-}
+# shellcheck source=lib/debian-mirror.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/debian-mirror.sh"
 
 build_debian() {
     command -v debootstrap >/dev/null || die "debootstrap not found: install debootstrap"
     local mirror key rootfs_tar
-    mirror="$(debian_mirror)"
+    mirror="$(debian_mirror "$DEBIAN_SUITE")"
     key="$(printf '%s\n' "$RECIPE_VERSION" "$DEBIAN_SUITE" "$DEBIAN_INCLUDE" "$mirror" "$(dpkg --print-architecture)" |
         sha256sum | cut -c1-16)"
     rootfs_tar="$CACHE_DIR/debian-$DEBIAN_SUITE-$key.rootfs.tar"
