@@ -37,6 +37,9 @@
 #                            (re)created. Under ITERION_IT_DOCKER=1 the PostgreSQL tests fail,
 #                            not skip, without it.
 #   NEXTEST_PROFILE          nextest profile (default ci, see .config/nextest.toml)
+#
+# `scripts/test.sh --setup-only` stops after step 3 and prints the variables the container tests
+# read as `export` lines, for a developer shell: eval "$(scripts/test.sh --setup-only)".
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -210,6 +213,15 @@ echo "ITERION_IT_POSTGRES_URL=${ITERION_IT_POSTGRES_URL%%:*}://… (store tests 
 # ---------------------------------------------------------------------------------------------
 section "test images"
 as_root "$REPO_ROOT/scripts/build-test-images.sh"
+
+if [[ ${1:-} == --setup-only ]]; then
+    section "setup done (--setup-only): the environment the tests read"
+    printf 'export ITERION_IT_DOCKER=1\n'
+    printf 'export ITERION_IT_PODMAN_HOST=%q\n' "$ITERION_IT_PODMAN_HOST"
+    printf 'export ITERION_IT_POSTGRES_URL=%q\n' "$ITERION_IT_POSTGRES_URL"
+    printf 'export ITERION_STATIC_BIN=%q\n' "$("$REPO_ROOT/scripts/build-static.sh")"
+    exit 0
+fi
 
 # ---------------------------------------------------------------------------------------------
 cd "$REPO_ROOT"
