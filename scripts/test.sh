@@ -44,6 +44,10 @@ set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly REPO_ROOT
+# With --setup-only, stdout is kept for the export lines alone: everything else goes to stderr.
+if [[ ${1:-} == --setup-only ]]; then
+    exec 3>&1 1>&2
+fi
 readonly DOCKERD_LOG="${ITERION_DOCKERD_LOG:-/var/log/iterion-dockerd.log}"
 readonly DOCKERD_TIMEOUT="${ITERION_DOCKERD_TIMEOUT:-60}"
 readonly PODMAN_SOCKET="${ITERION_PODMAN_SOCKET:-/run/podman/podman.sock}"
@@ -216,10 +220,13 @@ as_root "$REPO_ROOT/scripts/build-test-images.sh"
 
 if [[ ${1:-} == --setup-only ]]; then
     section "setup done (--setup-only): the environment the tests read"
-    printf 'export ITERION_IT_DOCKER=1\n'
-    printf 'export ITERION_IT_PODMAN_HOST=%q\n' "$ITERION_IT_PODMAN_HOST"
-    printf 'export ITERION_IT_POSTGRES_URL=%q\n' "$ITERION_IT_POSTGRES_URL"
-    printf 'export ITERION_STATIC_BIN=%q\n' "$("$REPO_ROOT/scripts/build-static.sh")"
+    static_bin="$("$REPO_ROOT/scripts/build-static.sh")"
+    {
+        printf 'export ITERION_IT_DOCKER=1\n'
+        printf 'export ITERION_IT_PODMAN_HOST=%q\n' "$ITERION_IT_PODMAN_HOST"
+        printf 'export ITERION_IT_POSTGRES_URL=%q\n' "$ITERION_IT_POSTGRES_URL"
+        printf 'export ITERION_STATIC_BIN=%q\n' "$static_bin"
+    } >&3
     exit 0
 fi
 
