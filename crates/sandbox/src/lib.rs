@@ -34,6 +34,7 @@ mod capabilities;
 mod devcontainer;
 mod driver;
 mod drivers;
+mod elf;
 mod env;
 mod error;
 mod factory;
@@ -81,6 +82,7 @@ pub use drivers::docker::{
     tar_context, workspace_folder,
 };
 pub use drivers::noop::{NoopConstructor, NoopDriver, noop_file_secret_gate};
+pub use elf::{LinkKind, link_kind, link_kind_of};
 pub use env::{
     ITERION_DESKTOP, ITERION_MODE, ITERION_SANDBOX_BUILD_TIMEOUT, ITERION_SANDBOX_DEFAULT,
     ITERION_SANDBOX_DEFAULT_IMAGE, ITERION_SANDBOX_HOST_STATE, ITERION_SANDBOX_K8S_APPLY_TIMEOUT,

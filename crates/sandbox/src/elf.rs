@@ -1,0 +1,208 @@
+//! How an ELF executable is linked, judged by its `PT_INTERP` program header (SANDBOX.md §8.4,
+//! §11.2 `engine_binary_link`).
+//!
+//! Why it matters: the engine binds its own binary into every docker/podman sandbox. A dynamically
+//! linked one names an interpreter (`/lib64/ld-linux-x86-64.so.2`) that must exist in the image
+//! with a compatible libc; a static one (`-C target-feature=+crt-static`, a static-pie) runs in any
+//! image of its architecture, busybox included. Only the program headers are read, with every
+//! offset bounds-checked: the input may be any file.
+
+use std::io::Read;
+use std::path::Path;
+
+/// How an executable is linked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkKind {
+    /// No `PT_INTERP`: runs without a dynamic loader.
+    Static,
+    /// A `PT_INTERP` names the loader the image must provide.
+    Dynamic,
+    /// Not an ELF file, or headers we could not read.
+    Unknown,
+}
+
+impl LinkKind {
+    /// The label the doctor prints (`static`, `dynamic`, `unknown`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkKind::Static => "static",
+            LinkKind::Dynamic => "dynamic",
+            LinkKind::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for LinkKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+const PT_INTERP: u32 = 3;
+/// Program headers beyond this many bytes into the file are not looked for.
+const MAX_READ: u64 = 1 << 20;
+
+/// The link kind of an ELF image whose first bytes are `bytes` (enough to cover the program
+/// header table; [`link_kind_of`] reads up to 1 MiB).
+pub fn link_kind(bytes: &[u8]) -> LinkKind {
+    program_headers_have_interp(bytes).map_or(LinkKind::Unknown, |interp| {
+        if interp {
+            LinkKind::Dynamic
+        } else {
+            LinkKind::Static
+        }
+    })
+}
+
+/// The link kind of the file at `path` (blocking read of at most 1 MiB).
+pub fn link_kind_of(path: &Path) -> LinkKind {
+    let mut bytes = Vec::new();
+    match std::fs::File::open(path).and_then(|f| f.take(MAX_READ).read_to_end(&mut bytes)) {
+        Ok(_) => link_kind(&bytes),
+        Err(_) => LinkKind::Unknown,
+    }
+}
+
+fn program_headers_have_interp(b: &[u8]) -> Option<bool> {
+    if b.get(..4)? != [0x7f, b'E', b'L', b'F'] {
+        return None;
+    }
+    let wide = match b.get(4)? {
+        1 => false,
+        2 => true,
+        _ => return None,
+    };
+    let little = match b.get(5)? {
+        1 => true,
+        2 => false,
+        _ => return None,
+    };
+    let u16_at = |at: usize| -> Option<u16> {
+        let s: [u8; 2] = b.get(at..at.checked_add(2)?)?.try_into().ok()?;
+        Some(if little {
+            u16::from_le_bytes(s)
+        } else {
+            u16::from_be_bytes(s)
+        })
+    };
+    let u32_at = |at: usize| -> Option<u32> {
+        let s: [u8; 4] = b.get(at..at.checked_add(4)?)?.try_into().ok()?;
+        Some(if little {
+            u32::from_le_bytes(s)
+        } else {
+            u32::from_be_bytes(s)
+        })
+    };
+    let u64_at = |at: usize| -> Option<u64> {
+        let s: [u8; 8] = b.get(at..at.checked_add(8)?)?.try_into().ok()?;
+        Some(if little {
+            u64::from_le_bytes(s)
+        } else {
+            u64::from_be_bytes(s)
+        })
+    };
+    let (phoff, phentsize, phnum) = if wide {
+        (u64_at(0x20)?, u16_at(0x36)?, u16_at(0x38)?)
+    } else {
+        (u64::from(u32_at(0x1C)?), u16_at(0x2A)?, u16_at(0x2C)?)
+    };
+    let phoff = usize::try_from(phoff).ok()?;
+    let entsize = usize::from(phentsize);
+    if entsize < 4 {
+        return None;
+    }
+    for i in 0..usize::from(phnum) {
+        let at = phoff.checked_add(i.checked_mul(entsize)?)?;
+        if u32_at(at)? == PT_INTERP {
+            return Some(true);
+        }
+    }
+    Some(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    /// A minimal 64-bit little-endian ELF header followed by program headers of `types`.
+    fn elf64(types: &[u32]) -> Vec<u8> {
+        let mut b = vec![0u8; 64];
+        b[..4].copy_from_slice(&[0x7f, b'E', b'L', b'F']);
+        b[4] = 2;
+        b[5] = 1;
+        b[0x20..0x28].copy_from_slice(&64u64.to_le_bytes());
+        b[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+        b[0x38..0x3A].copy_from_slice(&(types.len() as u16).to_le_bytes());
+        for t in types {
+            let mut ph = vec![0u8; 56];
+            ph[..4].copy_from_slice(&t.to_le_bytes());
+            b.extend(ph);
+        }
+        b
+    }
+
+    /// A minimal 32-bit big-endian ELF with program headers of `types`.
+    fn elf32_be(types: &[u32]) -> Vec<u8> {
+        let mut b = vec![0u8; 52];
+        b[..4].copy_from_slice(&[0x7f, b'E', b'L', b'F']);
+        b[4] = 1;
+        b[5] = 2;
+        b[0x1C..0x20].copy_from_slice(&52u32.to_be_bytes());
+        b[0x2A..0x2C].copy_from_slice(&32u16.to_be_bytes());
+        b[0x2C..0x2E].copy_from_slice(&(types.len() as u16).to_be_bytes());
+        for t in types {
+            let mut ph = vec![0u8; 32];
+            ph[..4].copy_from_slice(&t.to_be_bytes());
+            b.extend(ph);
+        }
+        b
+    }
+
+    #[test]
+    fn the_interpreter_header_decides_the_link_kind() {
+        let mut truncated = elf64(&[6, 1, 3]);
+        truncated.truncate(64 + 56 + 10);
+        let mut huge_offset = elf64(&[]);
+        huge_offset[0x20..0x28].copy_from_slice(&u64::MAX.to_le_bytes());
+        huge_offset[0x38..0x3A].copy_from_slice(&1u16.to_le_bytes());
+        let rows: Vec<(&str, Vec<u8>)> = vec![
+            ("dynamic 64-bit", elf64(&[6, 3, 1, 1, 2])),
+            ("static-pie 64-bit", elf64(&[6, 1, 1, 2, 7])),
+            ("dynamic 32-bit big-endian", elf32_be(&[3])),
+            ("static 32-bit big-endian", elf32_be(&[1, 1])),
+            ("headers cut short", truncated),
+            ("offset past the end", huge_offset),
+            ("a shell script", b"#!/bin/sh\necho hi\n".to_vec()),
+            ("empty", Vec::new()),
+        ];
+        let got: Vec<(&str, LinkKind)> = rows.iter().map(|(n, b)| (*n, link_kind(b))).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("dynamic 64-bit", LinkKind::Dynamic),
+                ("static-pie 64-bit", LinkKind::Static),
+                ("dynamic 32-bit big-endian", LinkKind::Dynamic),
+                ("static 32-bit big-endian", LinkKind::Static),
+                ("headers cut short", LinkKind::Unknown),
+                ("offset past the end", LinkKind::Unknown),
+                ("a shell script", LinkKind::Unknown),
+                ("empty", LinkKind::Unknown),
+            ]
+        );
+    }
+
+    #[test]
+    fn real_binaries_on_this_host_are_judged() {
+        // The test binary itself is a normal (dynamic) Rust build on glibc hosts.
+        let me = std::env::current_exe().unwrap();
+        assert_eq!(link_kind_of(&me), LinkKind::Dynamic);
+        assert_eq!(
+            link_kind_of(Path::new("/nonexistent/iterion")),
+            LinkKind::Unknown
+        );
+        if let Some(bin) = std::env::var_os("ITERION_STATIC_BIN") {
+            assert_eq!(link_kind_of(Path::new(&bin)), LinkKind::Static);
+        }
+    }
+}
