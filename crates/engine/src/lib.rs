@@ -48,6 +48,7 @@ mod budget;
 mod capture;
 mod checkpoint;
 mod engine;
+mod engine_binary;
 mod events;
 mod executor;
 mod failure;
@@ -81,6 +82,9 @@ pub use capture::{LOG_CAP, STDOUT_CAP};
 pub use checkpoint::{CHECKPOINT_VERSION, Checkpoint, LoopCounter, NextNode, ResumeError};
 pub use engine::{
     Engine, EngineError, LaunchOptions, ResumeRequest, RunControl, RunRequest, RunSummary,
+};
+pub use engine_binary::{
+    ContainerBinary, ITERION_BIN, container_binary_for, engine_binary_for_run,
 };
 pub use events::{
     BudgetDimension, BudgetExceeded, EdgeConditionError, EdgeSelected, Event, LoopExhausted,

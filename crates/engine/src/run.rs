@@ -402,10 +402,9 @@ impl Engine {
                     .map(PathBuf::from)
                     .filter(|h| h.is_absolute()),
                 host_state_source: resolved.host_state_source,
-                engine_binary: std::env::var_os("ITERION_BIN")
-                    .map(PathBuf::from)
-                    .filter(|p| !p.as_os_str().is_empty())
-                    .or_else(|| self.engine_binary.clone()),
+                engine_binary: crate::engine_binary::engine_binary_for_run(
+                    self.engine_binary.as_deref(),
+                ),
                 host_binds: true,
                 file_secrets: file_secret_mounts(&attempt.workflow, &attempt.secrets),
                 worktree_git_dir: match attempt.workflow.worktree {

@@ -69,7 +69,8 @@ pub fn product_engine(store: Arc<dyn Store>, home: std::path::PathBuf) -> Result
     })?;
     let mut engine = Engine::new(store, home).with_sandbox_default(default);
     if let Ok(exe) = std::env::current_exe().and_then(std::fs::canonicalize) {
-        engine = engine.with_engine_binary(exe);
+        // Its static twin when this build is dynamic (SANDBOX.md §8.4; engine_binary.rs).
+        engine = engine.with_engine_binary(iterion_engine::container_binary_for(&exe).path);
     }
     Ok(engine)
 }
