@@ -145,6 +145,13 @@ pub enum Error {
         path: PathBuf,
     },
 
+    /// The kubernetes driver refuses the spec (SANDBOX.md §5.5); the rule names the field to fix.
+    #[error("sandbox: {rule}")]
+    KubernetesRefused {
+        /// The rule the spec breaks.
+        rule: crate::drivers::kubernetes::validate::KubernetesRule,
+    },
+
     /// A plain argument (image, user, workdir, tmpfs entry, argv) is refused (SANDBOX.md §5.1).
     #[error("sandbox: {label} {} refused: {rule}", quoted(value))]
     InvalidArgument {
@@ -315,6 +322,7 @@ impl Error {
             | Error::WorkspaceRefused { .. }
             | Error::EscapesWorkspace { .. }
             | Error::InvalidArgument { .. }
+            | Error::KubernetesRefused { .. }
             | Error::InvalidEnv { .. }
             | Error::FileSecretsUnsupported
             | Error::ForeignPreparedSpec { .. }

@@ -81,6 +81,16 @@ pub use drivers::docker::{
     nix_volume_labels, render as docker_render, resolve_build, secret_modes, secret_plan,
     tar_context, workspace_folder,
 };
+pub use drivers::kubernetes::scheduling::{
+    HOSTNAME_TOPOLOGY_KEY, ITERION_SANDBOX_K8S_LIMITS_CPU, ITERION_SANDBOX_K8S_LIMITS_MEMORY,
+    ITERION_SANDBOX_K8S_REQUESTS_CPU, ITERION_SANDBOX_K8S_REQUESTS_MEMORY,
+    ITERION_SANDBOX_K8S_SPREAD, Quantity, Resource, ResourceQuantities, SchedulingInputs,
+    SchedulingPolicy, parse_quantity,
+};
+pub use drivers::kubernetes::validate::{
+    DEFAULT_GID, DEFAULT_USER, KubernetesRule, NumericUser, apply_engine_user_default,
+    parse_numeric_user, validate_spec as kubernetes_validate_spec,
+};
 pub use drivers::noop::{NoopConstructor, NoopDriver, noop_file_secret_gate};
 pub use elf::{LinkKind, link_kind, link_kind_of};
 pub use env::{

@@ -5,7 +5,7 @@
 //! - [`noop`]: host passthrough, always constructible, isolates nothing;
 //! - [`docker`]: docker and podman through the Engine API (bollard), one long-lived container
 //!   per run;
-//! - `kubernetes` plugs in here as a sibling module.
+//! - [`kubernetes`]: one pod per run in the runner's namespace (kube-rs).
 //!
 //! What a container driver takes from the core rather than re-deciding:
 //!
@@ -28,4 +28,5 @@
 //!   constructor, never a policy decision.
 
 pub(crate) mod docker;
+pub(crate) mod kubernetes;
 pub(crate) mod noop;
