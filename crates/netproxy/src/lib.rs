@@ -23,6 +23,7 @@ mod matcher;
 mod mitm;
 mod preset;
 mod proxy;
+mod redact_stream;
 mod resolve;
 mod rewrite;
 mod tunnel;
@@ -43,8 +44,9 @@ pub use preset::{
 };
 pub use proxy::{
     BlockedCallback, BlockedEvent, DEFAULT_INSPECT_MAX_BODY, MAX_PROXY_HEAD_BYTES,
-    POLICY_REASON_HEADER, ProxyBuilder, RunningProxy,
+    POLICY_REASON_HEADER, ProxyBuilder, RunningProxy, parse_inspect_max_body,
 };
+pub use redact_stream::ResponseRedactor;
 pub use resolve::{BoxFuture, Resolver, StaticHostsResolver, SystemResolver, parse_static_hosts};
 pub use rewrite::{
     HEADER_GROWTH_BUDGET, MIN_SCANNED_VALUE_LEN, Secret, SecretKind, SecretRewriter,

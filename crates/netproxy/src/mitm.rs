@@ -354,37 +354,34 @@ pub(crate) async fn inspect_request(
     Ok(body)
 }
 
-/// Buffers the response, replaces real values by placeholders, drops trailers, recomputes
-/// `Content-Length` and forces `Connection: close`.
+/// Streams the response through the §6.10 sliding window (real values become placeholders),
+/// redacts headers, drops trailers and forces `Connection: close`. When there is a value to look
+/// for, `Content-Length` is dropped (the redacted length is known only at the end; HTTP/1.1
+/// clients get it chunked); otherwise the body and its length pass through untouched.
 pub(crate) async fn finish_response(
     shared: &Shared,
     mut parts: http::response::Parts,
     body: Incoming,
 ) -> Response<ProxyBody> {
-    let body = match body.collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(_) => return text(StatusCode::BAD_GATEWAY, "upstream body error"),
-    };
     let body = match &shared.rewriter {
-        Some(rw) => Bytes::from(rw.redact_response(&body)),
-        None => body,
-    };
-    if let Some(rw) = &shared.rewriter {
-        for v in parts.headers.values_mut() {
-            let r = rw.redact_response(v.as_bytes());
-            if r != v.as_bytes()
-                && let Ok(nv) = HeaderValue::from_bytes(&r)
-            {
-                *v = nv;
+        Some(rw) if !rw.is_empty() => {
+            for v in parts.headers.values_mut() {
+                let r = rw.redact_response(v.as_bytes());
+                if r != v.as_bytes()
+                    && let Ok(nv) = HeaderValue::from_bytes(&r)
+                {
+                    *v = nv;
+                }
             }
+            parts.headers.remove(header::CONTENT_LENGTH);
+            crate::redact_stream::redacted_body(body, rw)
         }
-    }
+        _ => body.boxed(),
+    };
     parts.headers.remove(header::TRANSFER_ENCODING);
-    parts
-        .headers
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    parts.headers.remove(header::TRAILER);
     parts
         .headers
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    Response::from_parts(parts, full(body))
+    Response::from_parts(parts, body)
 }

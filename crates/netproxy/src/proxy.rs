@@ -39,6 +39,32 @@ pub(crate) type ProxyBody = BoxBody<Bytes, hyper::Error>;
 
 /// Default bound on an inspected request body (`ITERION_SANDBOX_INSPECT_MAX_BODY`).
 pub const DEFAULT_INSPECT_MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// Parses an inspection body bound as `ITERION_SANDBOX_INSPECT_MAX_BODY` writes it (SANDBOX.md
+/// §17): a byte count, or one with a `KiB`, `MiB` or `GiB` suffix (`64MiB`, `512 KiB`). Zero,
+/// overflow and anything else are refused with the accepted forms.
+pub fn parse_inspect_max_body(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => (&t[..at], t[at..].trim()),
+        None => (t, ""),
+    };
+    let scale: usize = match unit {
+        "" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => 0,
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .filter(|n| *n > 0 && scale > 0)
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| {
+            format!("{text:?} is not a size; expected bytes, or a number with KiB, MiB or GiB (e.g. 64MiB)")
+        })
+}
 /// Header read timeout and dial timeout.
 pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest request head accepted on the proxy's own listener.
@@ -198,7 +224,7 @@ impl ProxyBuilder {
             policy: self.policy,
             token: self.token.clone(),
             resolver: self.resolver,
-            rewriter: self.rewriter,
+            rewriter: self.rewriter.map(Arc::new),
             ca: self.ca.clone(),
             client_tls,
             max_body: self.max_body,
@@ -367,7 +393,7 @@ pub(crate) struct Shared {
     pub policy: Policy,
     pub token: ProxyToken,
     pub resolver: Arc<dyn Resolver>,
-    pub rewriter: Option<SecretRewriter>,
+    pub rewriter: Option<Arc<SecretRewriter>>,
     pub ca: Option<Arc<EphemeralCa>>,
     pub client_tls: Arc<rustls::ClientConfig>,
     pub max_body: usize,
@@ -604,4 +630,54 @@ async fn forward(
         return crate::mitm::finish_response(&shared, rparts, rbody).await;
     }
     Response::from_parts(rparts, rbody.boxed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_inspect_max_body;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn inspect_max_body_takes_bytes_and_binary_suffixes_only() {
+        let rows = [
+            "1048576",
+            "64MiB",
+            "512 KiB",
+            "1GiB",
+            " 7 ",
+            "0",
+            "64MB",
+            "64mib",
+            "MiB",
+            "-1",
+            "99999999999999999999",
+            "1.5MiB",
+        ];
+        let got: Vec<Option<usize>> = rows
+            .iter()
+            .map(|r| parse_inspect_max_body(r).ok())
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                Some(1 << 20),
+                Some(64 << 20),
+                Some(512 << 10),
+                Some(1 << 30),
+                Some(7),
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+            ]
+        );
+        assert!(
+            parse_inspect_max_body("64MB")
+                .unwrap_err()
+                .contains("KiB, MiB or GiB")
+        );
+    }
 }

@@ -267,6 +267,15 @@ impl SecretRewriter {
         out
     }
 
+    /// `(real value, placeholder)` of every non-empty secret, for streaming response redaction.
+    pub(crate) fn response_pairs(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.secrets
+            .iter()
+            .filter(|s| !s.value.expose().is_empty())
+            .map(|s| (s.value.expose().to_vec(), s.placeholder.as_bytes().to_vec()))
+            .collect()
+    }
+
     /// Replaces known values by `[REDACTED:<NAME>]` (for logs and error messages).
     pub fn redact_for_log(&self, text: &str) -> String {
         let mut out = text.to_string();

@@ -50,6 +50,8 @@ const STDERR_TAIL_BYTES: usize = 2048;
 const PROXY_HOSTS_ENV: &str = "ITERION_SANDBOX_PROXY_HOSTS";
 /// Forces TLS inspection on (truthy) or off (falsy) (§6.9).
 const TLS_INSPECT_ENV: &str = "ITERION_SANDBOX_TLS_INSPECT";
+/// §6.9: the bound on an inspected request body (default 64 MiB).
+const INSPECT_MAX_BODY_ENV: &str = "ITERION_SANDBOX_INSPECT_MAX_BODY";
 
 /// A resolved secret as the proxy's rewriter sees it. `Debug` never shows the value.
 #[derive(Clone)]
@@ -215,6 +217,14 @@ pub(crate) async fn start_network_proxy(
         let ca = EphemeralCa::new(budget)
             .map_err(|e| SetupError::failed(format!("sandbox egress CA: {e}")))?;
         builder = builder.secrets(rewriter).tls_inspection(Arc::new(ca));
+        if let Some(value) = std::env::var(INSPECT_MAX_BODY_ENV)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+        {
+            let bytes = iterion_netproxy::parse_inspect_max_body(&value)
+                .map_err(|e| SetupError::failed(format!("{INSPECT_MAX_BODY_ENV}: {e}")))?;
+            builder = builder.max_inspected_body(bytes);
+        }
     }
     let proxy = builder
         .start()

@@ -1,0 +1,254 @@
+//! Streaming response redaction (SANDBOX.md §6.10 "Responses"): every real secret value an
+//! inspected upstream sends back is replaced by its placeholder before it reaches the sandbox,
+//! through a sliding window instead of buffering the whole body.
+//!
+//! Why a window of `len(value) − 1` bytes is enough: a value that starts at least `max_len − 1`
+//! bytes before the end of what has been received lies wholly inside it, so every byte before that
+//! point is either the start of a complete value (replaced) or of none (passed on). Only the tail
+//! that might begin a value still in flight is held back, so memory stays bounded by the longest
+//! secret, whatever the body size, and a value split across any number of chunks is still caught.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::BodyExt as _;
+use hyper::body::{Body, Frame, Incoming};
+
+use crate::proxy::ProxyBody;
+use crate::rewrite::SecretRewriter;
+
+/// The redaction state of one response body.
+pub struct ResponseRedactor {
+    /// `(value, placeholder)`, longest value first so that a value containing another wins.
+    pairs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Whether a byte can start some value (skips most positions without comparing).
+    starts: [bool; 256],
+    /// The bytes held back: they may begin a value whose end has not arrived yet.
+    carry: Vec<u8>,
+    window: usize,
+}
+
+impl ResponseRedactor {
+    /// A redactor for the real values `rewriter` holds.
+    pub fn new(rewriter: &SecretRewriter) -> Self {
+        let mut pairs = rewriter.response_pairs();
+        pairs.sort_by_key(|(value, _)| std::cmp::Reverse(value.len()));
+        let mut starts = [false; 256];
+        for (value, _) in &pairs {
+            if let Some(first) = value.first() {
+                starts[usize::from(*first)] = true;
+            }
+        }
+        let window = pairs.first().map_or(0, |(v, _)| v.len().saturating_sub(1));
+        Self {
+            pairs,
+            starts,
+            carry: Vec::new(),
+            window,
+        }
+    }
+
+    /// Whether there is nothing to redact (the body can pass through untouched).
+    pub fn is_noop(&self) -> bool {
+        self.pairs.is_empty()
+    }
+
+    /// Takes the next chunk; returns what can be released now (possibly empty).
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        if self.pairs.is_empty() {
+            return chunk.to_vec();
+        }
+        self.carry.extend_from_slice(chunk);
+        let safe_end = self.carry.len().saturating_sub(self.window);
+        self.release(safe_end)
+    }
+
+    /// The end of the body: releases everything held back.
+    pub fn finish(&mut self) -> Vec<u8> {
+        let all = self.carry.len();
+        self.release(all)
+    }
+
+    /// Emits `carry` up to at least `safe_end` (further when a value starting before it ends
+    /// after it), replacing values, and keeps the rest.
+    fn release(&mut self, safe_end: usize) -> Vec<u8> {
+        let buf = &self.carry;
+        let mut out = Vec::with_capacity(buf.len());
+        let (mut i, mut literal_from) = (0, 0);
+        while i < safe_end {
+            if !self.starts[usize::from(buf[i])] {
+                i += 1;
+                continue;
+            }
+            match self.pairs.iter().find(|(v, _)| buf[i..].starts_with(v)) {
+                Some((value, placeholder)) => {
+                    out.extend_from_slice(&buf[literal_from..i]);
+                    out.extend_from_slice(placeholder);
+                    i += value.len();
+                    literal_from = i;
+                }
+                None => i += 1,
+            }
+        }
+        out.extend_from_slice(&buf[literal_from..i]);
+        self.carry.drain(..i);
+        out
+    }
+}
+
+/// A response body redacted on the fly: trailers are dropped (§6.9 step 4), data frames pass
+/// through a [`ResponseRedactor`].
+struct RedactedBody {
+    inner: Incoming,
+    redactor: ResponseRedactor,
+    done: bool,
+}
+
+impl Body for RedactedBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        loop {
+            if self.done {
+                return Poll::Ready(None);
+            }
+            match Pin::new(&mut self.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(Some(Ok(frame))) => {
+                    let Ok(data) = frame.into_data() else {
+                        continue; // trailers are dropped
+                    };
+                    let released = self.redactor.push(&data);
+                    if !released.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(released)))));
+                    }
+                }
+                Poll::Ready(None) => {
+                    self.done = true;
+                    let rest = self.redactor.finish();
+                    if !rest.is_empty() {
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `body` with every real value of `rewriter` replaced by its placeholder, streamed.
+pub(crate) fn redacted_body(body: Incoming, rewriter: &Arc<SecretRewriter>) -> ProxyBody {
+    RedactedBody {
+        inner: body,
+        redactor: ResponseRedactor::new(rewriter),
+        done: false,
+    }
+    .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rewrite::Secret;
+    use pretty_assertions::assert_eq;
+    use proptest::prelude::*;
+
+    fn rewriter() -> SecretRewriter {
+        let mut rw = SecretRewriter::new();
+        rw.add_value_secret("tok", Secret::new(b"s3cr3t-value-0123".to_vec()), &[])
+            .unwrap();
+        rw.add_value_secret("inner", Secret::new(b"value-01".to_vec()), &[])
+            .unwrap();
+        rw
+    }
+
+    fn stream(rw: &SecretRewriter, chunks: &[&[u8]]) -> Vec<u8> {
+        let mut r = ResponseRedactor::new(rw);
+        let mut out = Vec::new();
+        for c in chunks {
+            out.extend(r.push(c));
+        }
+        out.extend(r.finish());
+        out
+    }
+
+    #[test]
+    fn a_value_split_across_chunks_is_replaced() {
+        let rw = rewriter();
+        let got = stream(&rw, &[b"echo: s3cr", b"3t-val", b"ue-0123 and value-01!"]);
+        assert_eq!(
+            String::from_utf8(got).unwrap(),
+            "echo: __ITERION_SECRET_tok__ and __ITERION_SECRET_inner__!"
+        );
+    }
+
+    #[test]
+    fn memory_held_back_is_bounded_by_the_longest_value() {
+        let rw = rewriter();
+        let mut r = ResponseRedactor::new(&rw);
+        let mut released = 0;
+        for _ in 0..1000 {
+            released += r.push(&[b'x'; 4096]).len();
+            assert!(
+                r.carry.len() < b"s3cr3t-value-0123".len(),
+                "{}",
+                r.carry.len()
+            );
+        }
+        released += r.finish().len();
+        assert_eq!(released, 4096 * 1000);
+    }
+
+    #[test]
+    fn no_secrets_means_pass_through() {
+        let rw = SecretRewriter::new();
+        let r = ResponseRedactor::new(&rw);
+        assert!(r.is_noop());
+        assert_eq!(stream(&rw, &[b"abc", b"def"]), b"abcdef");
+    }
+
+    proptest! {
+        /// However the body is cut into chunks, the streamed result equals redacting it whole.
+        #[test]
+        fn streaming_equals_whole_body_redaction(
+            parts in proptest::collection::vec(
+                prop_oneof![
+                    Just(b"s3cr3t-value-0123".to_vec()),
+                    Just(b"value-01".to_vec()),
+                    Just(b"s3cr3t".to_vec()),
+                    proptest::collection::vec(any::<u8>(), 0..20),
+                ],
+                0..12,
+            ),
+            cuts in proptest::collection::vec(0usize..200, 0..8),
+        ) {
+            let rw = rewriter();
+            let body: Vec<u8> = parts.concat();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(body.len())).collect();
+            cuts.sort_unstable();
+            let mut chunks: Vec<&[u8]> = Vec::new();
+            let mut from = 0;
+            for c in cuts {
+                chunks.push(&body[from..c]);
+                from = c;
+            }
+            chunks.push(&body[from..]);
+            let streamed = stream(&rw, &chunks);
+            prop_assert!(crate::rewrite::find(&streamed, b"s3cr3t-value-0123").is_none());
+            prop_assert_eq!(streamed, whole(&rw, &body));
+        }
+    }
+
+    /// The reference: one left-to-right pass, longest value first, over the whole body.
+    fn whole(rw: &SecretRewriter, body: &[u8]) -> Vec<u8> {
+        let mut r = ResponseRedactor::new(rw);
+        r.carry = body.to_vec();
+        r.finish()
+    }
+}
