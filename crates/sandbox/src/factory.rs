@@ -54,10 +54,15 @@ impl Registry {
         Registry::empty().register(DriverKind::Noop, NoopConstructor)
     }
 
-    /// The local registry: docker and podman (one bollard driver, endpoints from the
-    /// environment, SANDBOX.md §4.2) and noop. Kubernetes joins when its driver lands.
+    /// The product registry: docker and podman (one bollard driver, endpoints from the
+    /// environment, SANDBOX.md §4.2), kubernetes (in-cluster only, §5.6) and noop. Which of them
+    /// a host tries, and in what order, is [`preference_order`]'s: kubernetes on cloud hosts.
     pub fn local_engines() -> Registry {
         Registry::with_noop()
+            .register(
+                DriverKind::Kubernetes,
+                crate::drivers::kubernetes::KubernetesConstructor::from_env(),
+            )
             .register(
                 DriverKind::Docker,
                 crate::drivers::docker::DockerConstructor::docker_from_env(),
