@@ -101,6 +101,9 @@ pub struct ResumeArgs {
     /// Resume even though the workflow file changed since the run started.
     #[arg(long)]
     pub force: bool,
+    /// The answer to the question a paused run waits on (`ask_user`).
+    #[arg(long, value_name = "TEXT")]
+    pub answer: Option<String>,
     /// Print one JSON document on stdout, as `run --json`.
     #[arg(long)]
     pub json: bool,

@@ -11,6 +11,8 @@ pub enum Exit {
     /// 2: bad input — a file that cannot be read, a bad flag or variable, a workflow that does
     /// not compile, a launch refused before a run exists.
     BadInput,
+    /// 3: the run is `paused`, waiting for an answer (`iterion resume RUN_ID --answer …`).
+    Paused,
 }
 
 impl From<Exit> for std::process::ExitCode {
@@ -19,6 +21,7 @@ impl From<Exit> for std::process::ExitCode {
             Exit::Success => 0.into(),
             Exit::Failed => 1.into(),
             Exit::BadInput => 2.into(),
+            Exit::Paused => 3.into(),
         }
     }
 }

@@ -57,6 +57,9 @@ pub struct Checkpoint {
     pub last_completed_node: Option<String>,
     /// The node to run on resume; `None` once the run reached `done` or `fail`.
     pub next: Option<NextNode>,
+    /// The `ask_user` the run paused on (its node is `next`), with where its loop stood.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<crate::agent::PausedAgent>,
 }
 
 impl Default for Checkpoint {
@@ -69,6 +72,7 @@ impl Default for Checkpoint {
             iterations: 0,
             last_completed_node: None,
             next: None,
+            paused: None,
         }
     }
 }

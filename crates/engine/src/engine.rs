@@ -28,6 +28,7 @@ pub struct Engine {
     pub(crate) factory_options: FactoryOptions,
     pub(crate) sandbox_default: Option<SandboxFlag>,
     pub(crate) engine_binary: Option<PathBuf>,
+    pub(crate) operator: Option<Arc<dyn crate::agent::Operator>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -51,6 +52,7 @@ impl Engine {
             factory_options: FactoryOptions::default(),
             sandbox_default: None,
             engine_binary: None,
+            operator: None,
         }
     }
 
@@ -66,6 +68,15 @@ impl Engine {
     #[must_use]
     pub fn with_engine_binary(mut self, path: impl Into<PathBuf>) -> Engine {
         self.engine_binary = Some(path.into());
+        self
+    }
+
+    /// Who answers an `interaction: ask` node's `ask_user` at once (the CLI: the terminal, when
+    /// it is interactive). Default: nobody, and the run pauses until `iterion resume RUN_ID
+    /// --answer TEXT`.
+    #[must_use]
+    pub fn with_operator(mut self, operator: Arc<dyn crate::agent::Operator>) -> Engine {
+        self.operator = Some(operator);
         self
     }
 
@@ -138,6 +149,8 @@ pub struct ResumeRequest {
     pub run_id: String,
     /// Resume even though the workflow file changed since the run started.
     pub force: bool,
+    /// The operator's answer to the question a `paused` run waits on (`--answer TEXT`).
+    pub answer: Option<String>,
 }
 
 /// How the caller stops a run: `cancel` ends it `cancelled` / `CANCELLED` (Ctrl-C), `interrupt`

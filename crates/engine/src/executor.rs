@@ -19,6 +19,7 @@ use iterion_sandbox::SandboxRun;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::{AgentEnv, AgentResult};
 use crate::budget::{BudgetError, RunBudget};
 use crate::checkpoint::{Checkpoint, NextNode, ResumeError};
 use crate::events::{
@@ -82,6 +83,7 @@ pub struct Execution<'a> {
     cancel: CancellationToken,
     resume: Option<Checkpoint>,
     budget: Option<RunBudget>,
+    agents: Option<Arc<AgentEnv>>,
 }
 
 impl<'a> Execution<'a> {
@@ -105,6 +107,7 @@ impl<'a> Execution<'a> {
             cancel: CancellationToken::new(),
             resume: None,
             budget: None,
+            agents: None,
         }
     }
 
@@ -157,6 +160,13 @@ impl<'a> Execution<'a> {
         self
     }
 
+    /// How agent and judge nodes run: their models, where the loop runs, who answers
+    /// `ask_user`. Default: none, and an agent node fails with `CAPABILITY_UNSUPPORTED`.
+    pub(crate) fn agents(mut self, env: AgentEnv) -> Self {
+        self.agents = Some(Arc::new(env));
+        self
+    }
+
     /// Runs the graph to an outcome. Never fails once started: every failure is an outcome.
     ///
     /// # Errors
@@ -206,6 +216,7 @@ impl<'a> Execution<'a> {
             stop_reason: Mutex::new(None),
             state: Mutex::new(state),
             budget,
+            agents: self.agents,
         };
         let end = ctx.drive(start).await;
         Ok(ctx.report(end))
@@ -248,6 +259,7 @@ pub(crate) struct Ctx<'a> {
     stop_reason: Mutex<Option<BudgetDimension>>,
     state: Mutex<Checkpoint>,
     budget: RunBudget,
+    pub agents: Option<Arc<AgentEnv>>,
 }
 
 impl Ctx<'_> {
@@ -450,8 +462,7 @@ impl Ctx<'_> {
     }
 
     /// Runs one node: budget check, `node_started`, the work, then `node_finished` or
-    /// `node_failed`. Agent and judge nodes are refused here (`CAPABILITY_UNSUPPORTED`) until the
-    /// agent executor lands.
+    /// `node_failed` (nothing when an agent paused on `ask_user`).
     async fn run_node(
         &self,
         id: &str,
@@ -499,16 +510,32 @@ impl Ctx<'_> {
         }))
         .await;
         let started = Instant::now();
+        let mut usage = None;
         let result = match &node.body {
             NodeBody::Router(_) => Ok(input.clone()),
             NodeBody::Tool(t) => tool::run(self, id, t, input, token).await,
-            NodeBody::Agent(_) => Err(Failure::new(
-                FailureCode::CapabilityUnsupported,
-                format!(
-                    "{} nodes cannot run yet: \"{id}\" needs the agent executor; this release runs tool and router nodes only",
-                    node.kind.as_str()
-                ),
-            )),
+            NodeBody::Agent(a) => {
+                let outcome = tokio::select! {
+                    biased;
+                    () = token.cancelled() => Err(self.stopped()),
+                    outcome = crate::agent::run(self, id, a, input) => outcome,
+                };
+                match outcome {
+                    Ok(AgentResult::Done(output, used)) => {
+                        usage = Some(used);
+                        Ok(output)
+                    }
+                    Ok(AgentResult::Paused(paused)) => {
+                        let question = self.redactor.redact(&paused.question.question);
+                        self.lock_state().paused = Some(*paused);
+                        return Err(Failure {
+                            paused: true,
+                            ..Failure::new(FailureCode::Cancelled, question)
+                        });
+                    }
+                    Err(failure) => Err(failure),
+                }
+            }
         };
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         match result {
@@ -522,7 +549,7 @@ impl Ctx<'_> {
                     node: id.to_owned(),
                     duration_ms,
                     output: self.recorded_output(&output),
-                    usage: None,
+                    usage,
                 }))
                 .await;
                 Ok(output)
@@ -572,7 +599,24 @@ impl Ctx<'_> {
         if let Some(next) = &mut checkpoint.next {
             next.input = redactor.redact_json(&next.input);
         }
+        let paused = checkpoint
+            .paused
+            .as_ref()
+            .map(|p| crate::events::RunPaused {
+                node: p.node.clone(),
+                question: redactor.redact(&p.question.question),
+                options: (!p.question.options.is_empty()).then(|| p.question.options.clone()),
+            });
         let outcome = match end {
+            LineEnd::Failed(failure) if failure.paused => RunOutcome {
+                status: OutcomeStatus::Paused,
+                failure_code: None,
+                message: Some(redactor.redact(&failure.message)),
+                last_completed_node: checkpoint.last_completed_node.clone(),
+                final_output: None,
+                outputs: checkpoint.outputs.clone(),
+                paused,
+            },
             LineEnd::Done { node } => RunOutcome {
                 status: OutcomeStatus::Finished,
                 failure_code: None,
@@ -580,6 +624,7 @@ impl Ctx<'_> {
                 last_completed_node: checkpoint.last_completed_node.clone(),
                 final_output: checkpoint.outputs.get(&node).cloned(),
                 outputs: checkpoint.outputs.clone(),
+                paused: None,
             },
             LineEnd::Failed(failure) => RunOutcome {
                 status: failure.code.status().unwrap_or(OutcomeStatus::Failed),
@@ -588,6 +633,7 @@ impl Ctx<'_> {
                 last_completed_node: checkpoint.last_completed_node.clone(),
                 final_output: None,
                 outputs: checkpoint.outputs.clone(),
+                paused: None,
             },
             LineEnd::Arrived { .. } => RunOutcome {
                 status: OutcomeStatus::Failed,
@@ -596,6 +642,7 @@ impl Ctx<'_> {
                 last_completed_node: checkpoint.last_completed_node.clone(),
                 final_output: None,
                 outputs: checkpoint.outputs.clone(),
+                paused: None,
             },
         };
         RunReport {

@@ -23,6 +23,8 @@ pub enum OutcomeStatus {
     FailedResumable,
     /// The user (or the embedder's cancellation token) stopped the run.
     Cancelled,
+    /// An `ask_user` waits for the operator: `iterion resume RUN_ID --answer TEXT` continues it.
+    Paused,
 }
 
 impl OutcomeStatus {
@@ -33,6 +35,7 @@ impl OutcomeStatus {
             OutcomeStatus::Failed => "failed",
             OutcomeStatus::FailedResumable => "failed_resumable",
             OutcomeStatus::Cancelled => "cancelled",
+            OutcomeStatus::Paused => "paused",
         }
     }
 }

@@ -90,6 +90,10 @@ pub enum LaunchError {
     /// The workflow's `budget:` does not resolve.
     #[error(transparent)]
     Budget(#[from] crate::budget::BudgetError),
+    /// An agent node's model cannot be reached: unknown provider, missing key or base URL
+    /// (SANDBOX.md §13.1b).
+    #[error(transparent)]
+    Model(#[from] crate::agent::provider::RouteError),
 }
 
 impl LaunchError {
@@ -107,6 +111,7 @@ impl LaunchError {
             LaunchError::InvalidSetting { .. } => "SETTING_INVALID",
             LaunchError::Worktree(e) => e.code(),
             LaunchError::Budget(e) => e.code(),
+            LaunchError::Model(_) => "MODEL_UNRESOLVED",
         }
     }
 }

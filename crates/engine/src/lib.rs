@@ -39,11 +39,15 @@
 //!
 //! What it deliberately does not do (yet): devbox provisioning, the egress proxy (a non-open network policy gets no network at all: fail closed),
 //! file-secret delivery (the docker driver refuses a spec carrying them: the run fails closed),
-//! the scratch dir and its bank, the worktree git-dir mount, the pre-flight and the doctor. Agent and judge nodes are refused at
-//! dispatch with `CAPABILITY_UNSUPPORTED` until the agent executor lands.
+//! the scratch dir and its bank, the worktree git-dir mount, the pre-flight and the doctor.
+//!
+//! Agent and judge nodes run the claw tool-use loop (`agent`): in this process on the host when
+//! the run is unsandboxed, and inside the container through `iterion __claw-runner` otherwise
+//! (`runner`, SANDBOX.md §13).
 #![deny(missing_docs)]
 
 mod admission;
+mod agent;
 mod budget;
 mod capture;
 mod checkpoint;
@@ -63,6 +67,7 @@ mod reaper;
 mod record;
 mod resume;
 mod run;
+mod runner;
 mod sandbox;
 mod sandbox_events;
 mod schema;
@@ -74,9 +79,14 @@ mod tool;
 mod workspace;
 mod worktree;
 
+pub use async_trait::async_trait;
 pub use iterion_dsl as dsl;
 
 pub use admission::{ADMISSION_CAS_ATTEMPTS, ADMISSION_PHASE, AdmissionError};
+pub use agent::provider::{Endpoint, NodeModel, Provider, RouteError, Routes, resolve_routes};
+pub use agent::session::{Question, Snapshot};
+pub use agent::wire::{Conversation, Message, ToolCall, ToolResult, ToolSpec};
+pub use agent::{Operator, PausedAgent};
 pub use budget::{BudgetError, RunBudget, parse_budget_duration};
 pub use capture::{LOG_CAP, STDOUT_CAP};
 pub use checkpoint::{CHECKPOINT_VERSION, Checkpoint, LoopCounter, NextNode, ResumeError};

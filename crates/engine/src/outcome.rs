@@ -26,6 +26,9 @@ pub struct RunOutcome {
     pub final_output: Option<Value>,
     /// The latest output of every node that produced one.
     pub outputs: BTreeMap<String, Value>,
+    /// With status `paused`: the question the run waits on (its `run_paused` event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<crate::events::RunPaused>,
 }
 
 impl RunOutcome {
@@ -39,6 +42,17 @@ impl RunOutcome {
                 status: OutcomeStatus::Finished,
                 duration_ms,
             }),
+            OutcomeStatus::Paused => {
+                Event::RunPaused(
+                    self.paused
+                        .clone()
+                        .unwrap_or_else(|| crate::events::RunPaused {
+                            node: self.last_completed_node.clone().unwrap_or_default(),
+                            question: message.clone(),
+                            options: None,
+                        }),
+                )
+            }
             OutcomeStatus::Cancelled => Event::RunCancelled(RunCancelled {
                 reason: message,
                 phase: PHASE_EXECUTION.to_owned(),
@@ -77,6 +91,8 @@ pub(crate) struct Failure {
     pub stderr_tail: Option<String>,
     /// Already redacted, ≤ [`TAIL_BYTES`].
     pub stdout_tail: Option<String>,
+    /// Not a failure: the node paused on `ask_user` (the checkpoint holds the question).
+    pub paused: bool,
 }
 
 impl Failure {
@@ -88,6 +104,7 @@ impl Failure {
             exit_code: None,
             stderr_tail: None,
             stdout_tail: None,
+            paused: false,
         }
     }
 

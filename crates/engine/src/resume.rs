@@ -48,9 +48,15 @@ impl Engine {
                 LEASE_TTL.as_secs()
             )));
         }
-        if run.status != RunStatus::FailedResumable {
+        if run.status != RunStatus::FailedResumable && run.status != RunStatus::Paused {
             return Err(refused(format!(
-                "run {run_id} is {}; only a failed_resumable run can be resumed (`iterion inspect {run_id}` shows why it ended)",
+                "run {run_id} is {}; only a failed_resumable or paused run can be resumed (`iterion inspect {run_id}` shows why it ended)",
+                run.status
+            )));
+        }
+        if request.answer.is_some() && run.status != RunStatus::Paused {
+            return Err(refused(format!(
+                "run {run_id} is {}; --answer is for a paused run",
                 run.status
             )));
         }
@@ -78,6 +84,9 @@ impl Engine {
             )));
         };
         let secrets = resolve_secrets(&workflow, |k| std::env::var(k).ok())?;
+        let routes =
+            crate::agent::provider::resolve_routes(&workflow, &run.vars, |k| std::env::var(k).ok())
+                .map_err(crate::LaunchError::from)?;
         let envelope = RunEnvelope::from_value(run.checkpoint.as_ref());
         let mut launch = envelope.launch.clone();
         if launch.cwd.as_os_str().is_empty() {
@@ -113,6 +122,8 @@ impl Engine {
                 launch,
                 checkpoint: envelope.executor,
                 resumed: true,
+                routes,
+                answer: request.answer.clone(),
             },
             control,
             observer,

@@ -52,6 +52,10 @@ pub(crate) struct Attempt {
     pub launch: LaunchOptions,
     pub checkpoint: Option<Checkpoint>,
     pub resumed: bool,
+    /// Every agent node's model, resolved at launch.
+    pub routes: crate::agent::provider::Routes,
+    /// `iterion resume --answer`.
+    pub answer: Option<String>,
 }
 
 /// The sandbox settings of a launch: the flags, the variables, the installed default.
@@ -102,6 +106,11 @@ impl Engine {
         }
         crate::RunBudget::resolve(&request.workflow.budget, |k| std::env::var(k).ok())
             .map_err(crate::LaunchError::from)?;
+        let routes =
+            crate::agent::provider::resolve_routes(&request.workflow, &request.vars, |k| {
+                std::env::var(k).ok()
+            })
+            .map_err(crate::LaunchError::from)?;
         let holder = holder_name();
         let run = self
             .store
@@ -128,6 +137,8 @@ impl Engine {
                 launch: request.options,
                 checkpoint: None,
                 resumed: false,
+                routes,
+                answer: None,
             },
             control,
             observer,
@@ -498,11 +509,25 @@ impl Engine {
             },
         };
         let sink: Arc<dyn EventSink> = Arc::new(events.clone());
+        let place = match active {
+            Some(active) => crate::agent::AgentPlace::Runner(Arc::new(
+                crate::runner::Launcher::new(active, Arc::new(run_log.clone())),
+            )),
+            None => crate::agent::AgentPlace::InProcess {
+                workspace: workspace.to_owned(),
+            },
+        };
         let mut execution = Execution::new(&attempt.workflow, run_id, sandbox, sink)
             .vars(attempt.vars.clone())
             .secrets(attempt.secrets.clone())
             .run_log(Arc::new(run_log.clone()))
-            .cancel_token(stop.clone());
+            .cancel_token(stop.clone())
+            .agents(crate::agent::AgentEnv {
+                routes: attempt.routes.clone(),
+                place,
+                operator: self.operator.clone(),
+                answer: attempt.answer.clone(),
+            });
         if let Some(checkpoint) = attempt.checkpoint.clone() {
             execution = execution.resume_from(checkpoint);
         }
@@ -688,8 +713,13 @@ async fn save_final(
     for attempt in 1..=3 {
         let mut next = current.clone();
         next.status = store_status(ending.status());
-        next.failure_code = ending.code.map(|c| c.as_str().to_owned());
-        next.failure_message = ending.message.clone();
+        // A paused run keeps no failure: its question is in the `run_paused` event.
+        let failed = ending.status() != OutcomeStatus::Paused;
+        next.failure_code = ending
+            .code
+            .filter(|_| failed)
+            .map(|c| c.as_str().to_owned());
+        next.failure_message = ending.message.clone().filter(|_| failed);
         next.checkpoint = envelope.to_value();
         if let Some(checkpoint) = &envelope.executor {
             next.last_completed_node = checkpoint.last_completed_node.clone();
@@ -715,6 +745,7 @@ pub(crate) fn store_status(status: OutcomeStatus) -> RunStatus {
         OutcomeStatus::Failed => RunStatus::Failed,
         OutcomeStatus::FailedResumable => RunStatus::FailedResumable,
         OutcomeStatus::Cancelled => RunStatus::Cancelled,
+        OutcomeStatus::Paused => RunStatus::Paused,
     }
 }
 

@@ -11,13 +11,17 @@
 //! - every test container carries the label [`TEST_ID_LABEL`]`=<test id>` ([`test_labels`]) and is
 //!   force-removed by a [`ContainerGuard`] when the test ends, even when it panics.
 //!
-//! It deliberately has no fakes of its own yet and no dependency on the other iterion crates: the
+//! [`fake_model::FakeModel`] is a scripted model server (both APIs) for agent-node tests.
+//!
+//! It has no dependency on the other iterion crates: the
 //! crates depend on it (as a dev-dependency), never the other way round.
 
 // Test-only code: panicking with a clear message is how a fixture reports a broken environment, and
 // telling the developer why a test was skipped is the point of printing to stderr.
 #![allow(clippy::print_stderr, clippy::expect_used, clippy::unwrap_used)]
 #![deny(missing_docs)]
+
+pub mod fake_model;
 
 use std::collections::HashMap;
 use std::sync::mpsc;

@@ -2,6 +2,7 @@
 pub mod egress_bridge;
 pub mod events;
 pub mod inspect;
+pub mod operator;
 pub mod progress;
 pub mod resume;
 pub mod run;
@@ -68,6 +69,9 @@ pub fn product_engine(store: Arc<dyn Store>, home: std::path::PathBuf) -> Result
         ))
     })?;
     let mut engine = Engine::new(store, home).with_sandbox_default(default);
+    if let Some(operator) = crate::commands::operator::TerminalOperator::if_interactive() {
+        engine = engine.with_operator(Arc::new(operator));
+    }
     if let Ok(exe) = std::env::current_exe().and_then(std::fs::canonicalize) {
         // Its static twin when this build is dynamic (SANDBOX.md §8.4; engine_binary.rs).
         engine = engine.with_engine_binary(iterion_engine::container_binary_for(&exe).path);
@@ -112,6 +116,13 @@ pub fn finish(summary: &iterion_engine::RunSummary, json: bool) -> Exit {
             .map(|c| format!(" [{c}]"))
             .unwrap_or_default();
         println!("run {} {}{code}", summary.run_id, summary.status);
+        if summary.status == RunStatus::Paused {
+            println!(
+                "question: {}\nanswer with: iterion resume {} --answer TEXT",
+                summary.message.as_deref().unwrap_or_default(),
+                summary.run_id
+            );
+        }
         if let Some(output) = &summary.output {
             println!("output: {output}");
         }
@@ -125,7 +136,7 @@ pub fn finish(summary: &iterion_engine::RunSummary, json: bool) -> Exit {
         | RunStatus::FailedResumable
         | RunStatus::Cancelled
         | RunStatus::Queued
-        | RunStatus::Running
-        | RunStatus::Paused => Exit::Failed,
+        | RunStatus::Running => Exit::Failed,
+        RunStatus::Paused => Exit::Paused,
     }
 }

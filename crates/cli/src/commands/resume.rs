@@ -30,6 +30,7 @@ async fn resume(args: ResumeArgs) -> Result<Exit, Failure> {
             ResumeRequest {
                 run_id: args.run_id.clone(),
                 force: args.force,
+                answer: args.answer.clone(),
             },
             control,
             progress.clone(),

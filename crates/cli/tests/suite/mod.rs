@@ -1,4 +1,5 @@
 mod admission;
+mod agent;
 mod devcontainer;
 mod egress;
 mod egress_bridge;

@@ -355,6 +355,7 @@ fn docker_interaction_ask_under_an_active_sandbox_is_refused_before_the_entry_no
     );
     let out = env
         .cmd()
+        .env("ANTHROPIC_API_KEY", "sk-unused")
         .args(["run", "ask.iter"])
         .assert()
         .code(1)

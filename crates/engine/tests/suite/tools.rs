@@ -146,12 +146,12 @@ async fn stdout_at_the_cap_is_accepted() {
 }
 
 #[tokio::test]
-async fn agent_nodes_are_refused_at_dispatch() {
+async fn agent_nodes_without_an_agent_environment_are_refused_at_dispatch() {
     let (ran, _host) = run_src(
         "agent writer:\n  model: \"anthropic/claude-sonnet-4-5\"\n  user: \"write\"\nworkflow w:\n  entry: writer\n  writer -> done\n",
     )
     .await;
-    let message = "agent nodes cannot run yet: \"writer\" needs the agent executor; this release runs tool and router nodes only";
+    let message = "agent node \"writer\" cannot run: this execution has no agent environment";
     assert_eq!(
         ran.events,
         vec![

@@ -1,0 +1,302 @@
+//! Agent nodes on the host (`--sandbox none`), driven by the fake model server: the loop, the
+//! tools, structured output, retries, the launch check and `ask_user`'s pause and resume.
+use iterion_test_support::fake_model::{Api, FakeModel, Reply};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::suite::support::{Env, first, kinds, stderr_of};
+
+const KEY: &str = "sk-test-0123456789abcdef";
+
+fn agent_workflow(model: &str, extra: &str) -> String {
+    format!(
+        "prompt sys:\n  You are careful.\n\nprompt task:\n  Write hello.txt for {{{{vars.who}}}}.\n\nvars:\n  who: string = \"ada\"\n\n{extra}agent writer:\n  model: \"{model}\"\n  system: sys\n  user: task\n  tools: [write_file, read_file]\n  tool_max_steps: 3\n\nworkflow w:\n  entry: writer\n  writer -> done\n"
+    )
+}
+
+fn run_with(env: &Env, fake: &FakeModel, provider_env: &[(&str, String)]) -> std::process::Output {
+    let mut cmd = env.cmd();
+    cmd.args(["run", "w.iter", "--sandbox", "none", "--json"]);
+    for (k, v) in provider_env {
+        cmd.env(k, v);
+    }
+    let _ = fake;
+    cmd.output().unwrap()
+}
+
+fn anthropic_env(fake: &FakeModel) -> Vec<(&'static str, String)> {
+    vec![
+        ("ANTHROPIC_API_KEY", KEY.to_owned()),
+        ("ITERION_ANTHROPIC_BASE_URL", fake.base_url()),
+    ]
+}
+
+#[test]
+fn an_agent_writes_a_file_with_its_tool_and_finishes_with_its_text_and_usage() {
+    let env = Env::new();
+    env.write("w.iter", &agent_workflow("anthropic/claude-test", ""));
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::tool(
+                "write_file",
+                json!({"path": "out/hello.txt", "content": "hello ada\n"}),
+            ),
+            Reply::text("all done"),
+        ],
+    );
+    let out = run_with(&env, &fake, &anthropic_env(&fake));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        std::fs::read_to_string(env.path("out/hello.txt")).unwrap(),
+        "hello ada\n"
+    );
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(
+        first(&events, "node_finished").unwrap()["output"],
+        json!({"text": "all done"})
+    );
+    assert_eq!(
+        first(&events, "node_finished").unwrap()["usage"],
+        json!({"input_tokens": 20, "output_tokens": 10})
+    );
+    assert_eq!(
+        first(&events, "node_started").unwrap()["kind"],
+        json!("agent")
+    );
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].path, "/v1/messages");
+    assert_eq!(requests[0].header("x-api-key"), Some(KEY));
+    assert_eq!(requests[0].body["model"], json!("claude-test"));
+    assert_eq!(requests[0].body["system"], json!("You are careful."));
+    assert_eq!(
+        requests[0].body["messages"][0],
+        json!({"role": "user", "content": "Write hello.txt for ada."})
+    );
+    let offered: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, vec!["write_file", "read_file"]);
+    assert_eq!(
+        requests[1].body["messages"][2]["content"][0]["content"],
+        json!("wrote 10 bytes to out/hello.txt")
+    );
+    // The key is in no event.
+    assert!(!serde_json::to_string(&events).unwrap().contains(KEY));
+}
+
+#[test]
+fn a_missing_key_refuses_the_launch_naming_the_variable() {
+    let env = Env::new();
+    env.write("w.iter", &agent_workflow("anthropic/claude-test", ""));
+    let out = env
+        .cmd()
+        .env_remove("ANTHROPIC_API_KEY")
+        .args(["run", "w.iter", "--sandbox", "none"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr_of(&out).contains(
+            "node \"writer\" uses model anthropic/claude-test; set ANTHROPIC_API_KEY in the environment"
+        ),
+        "{}",
+        stderr_of(&out)
+    );
+    assert!(env.runs().is_empty());
+}
+
+#[test]
+fn structured_output_gets_one_correction_then_conforms() {
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        &agent_workflow(
+            "openai/gpt-test",
+            "schema verdict:\n  ok: bool\n  n: int\n\n",
+        )
+        .replace(
+            "  tool_max_steps: 3\n",
+            "  tool_max_steps: 3\n  output: verdict\n",
+        ),
+    );
+    let fake = FakeModel::start(
+        Api::OpenAi,
+        vec![
+            Reply::text("I think it is fine."),
+            Reply::text("```json\n{\"ok\": true, \"n\": 2.0}\n```"),
+        ],
+    );
+    let out = run_with(
+        &env,
+        &fake,
+        &[
+            ("OPENAI_API_KEY", KEY.to_owned()),
+            ("ITERION_OPENAI_BASE_URL", fake.base_url()),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["output"], json!({"ok": true, "n": 2}));
+    let requests = fake.requests();
+    assert_eq!(requests[0].path, "/v1/chat/completions");
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    let correction = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        correction,
+        json!({"role": "user", "content": "Your answer does not conform to the output schema \"verdict\": the answer holds no JSON object. Answer again with only a JSON object with the fields ok: bool, n: int."})
+    );
+    assert_eq!(requests[1].body["tool_choice"], json!("none"));
+}
+
+#[test]
+fn structured_output_that_never_conforms_fails_with_schema_validation() {
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        &agent_workflow("anthropic/claude-test", "schema verdict:\n  ok: bool\n\n").replace(
+            "  tool_max_steps: 3\n",
+            "  tool_max_steps: 3\n  output: verdict\n",
+        ),
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![Reply::text("{\"ok\": 1}"), Reply::text("{\"ok\": \"yes\"}")],
+    );
+    let out = run_with(&env, &fake, &anthropic_env(&fake));
+    assert_eq!(out.status.code(), Some(1));
+    let run = env.only_run();
+    assert_eq!(run.status.as_str(), "failed_resumable");
+    assert_eq!(run.failure_code.as_deref(), Some("SCHEMA_VALIDATION"));
+    assert_eq!(
+        first(&env.events(&run), "node_failed").unwrap()["message"],
+        json!(
+            "the final answer does not conform to schema \"verdict\" after one correction: field \"ok\" must be bool, found string"
+        )
+    );
+}
+
+#[test]
+fn a_429_is_retried_after_its_retry_after_and_a_400_is_not() {
+    let env = Env::new();
+    env.write("w.iter", &agent_workflow("anthropic/claude-test", ""));
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::Status(429, Some(0)),
+            Reply::Status(503, Some(0)),
+            Reply::text("ok"),
+        ],
+    );
+    let out = run_with(&env, &fake, &anthropic_env(&fake));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(fake.requests().len(), 3);
+
+    let env = Env::new();
+    env.write("w.iter", &agent_workflow("anthropic/claude-test", ""));
+    let fake = FakeModel::start(Api::Anthropic, vec![Reply::Status(400, None)]);
+    let out = run_with(&env, &fake, &anthropic_env(&fake));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(fake.requests().len(), 1);
+    let run = env.only_run();
+    assert_eq!(run.failure_code.as_deref(), Some("EXECUTION_FAILED"));
+}
+
+#[test]
+fn a_tool_outside_the_allowlist_is_refused_and_tool_max_steps_withdraws_tools() {
+    let env = Env::new();
+    env.write("w.iter", &agent_workflow("anthropic/claude-test", ""));
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::tool("bash", json!({"command": "touch pwned"})),
+            Reply::tool("read_file", json!({"path": "../../etc/passwd"})),
+            Reply::tool("read_file", json!({"path": "w.iter"})),
+            // The fourth request has tools withdrawn; a call in its answer is ignored.
+            Reply::tool("write_file", json!({"path": "late", "content": "x"})),
+        ],
+    );
+    let out = run_with(&env, &fake, &anthropic_env(&fake));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(!env.path("pwned").exists());
+    assert!(!env.path("late").exists());
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 4);
+    let result = |i: usize| requests[i].body["messages"][2 * i]["content"][0].clone();
+    assert_eq!(
+        (result(1)["content"].clone(), result(1)["is_error"].clone()),
+        (
+            json!("tool \"bash\" is not available to this node"),
+            json!(true)
+        )
+    );
+    assert_eq!(
+        result(2)["content"],
+        json!("path \"../../etc/passwd\" resolves outside the workspace")
+    );
+    assert_eq!(requests[3].body["tool_choice"], json!({"type": "none"}));
+    assert_eq!(requests[2].body.get("tool_choice"), None);
+}
+
+#[test]
+fn ask_user_pauses_the_run_and_resume_answers_it() {
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        &agent_workflow("anthropic/claude-test", "").replace(
+            "  tool_max_steps: 3\n",
+            "  tool_max_steps: 3\n  interaction: ask\n",
+        ),
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::tool(
+                "ask_user",
+                json!({"question": "Which greeting?", "options": ["hello", "hi"]}),
+            ),
+            Reply::text("used hi"),
+        ],
+    );
+    let out = run_with(&env, &fake, &anthropic_env(&fake));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr_of(&out));
+    let run = env.only_run();
+    assert_eq!(run.status.as_str(), "paused");
+    let events = env.events(&run);
+    assert_eq!(kinds(&events).last(), Some(&"run_paused"));
+    assert_eq!(
+        first(&events, "run_paused").unwrap(),
+        &json!({"node": "writer", "question": "Which greeting?", "options": ["hello", "hi"]})
+    );
+    assert!(first(&events, "node_failed").is_none());
+
+    let out = env
+        .cmd()
+        .env("ANTHROPIC_API_KEY", KEY)
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .args(["resume", run.id.as_str(), "--answer", "hi", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["output"], json!({"text": "used hi"}));
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    let answer = &requests[1].body["messages"][2]["content"][0];
+    assert_eq!(answer["tool_use_id"], json!("toolu_1_0"));
+    assert_eq!(answer["content"], json!("hi"));
+    assert_eq!(env.only_run().status.as_str(), "finished");
+}

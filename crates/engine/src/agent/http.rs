@@ -1,0 +1,421 @@
+//! A small HTTP/1.1 client for model calls: one `POST` per connection, over TCP or TLS, directly
+//! or through an HTTP proxy (`CONNECT` for `https://`, absolute-form for `http://`).
+//!
+//! Why not a general client crate: the runner is a static binary that runs in any image, where
+//! name resolution through NSS is unavailable (scripts/build-static.sh), and its only route out
+//! is the run's proxy at an IP literal (SANDBOX.md §6.11). This client dials exactly what it is
+//! given, trusts the webpki roots plus the PEM file named by `SSL_CERT_FILE` (the proxy's
+//! ephemeral CA under TLS inspection), and never consults `NO_PROXY`: model traffic from the
+//! runner always leaves through the proxy (§13.1).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The largest response body read (a model answer is far smaller).
+pub(crate) const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
+/// The largest proxy `CONNECT` answer head.
+const MAX_CONNECT_HEAD: usize = 16 * 1024;
+
+/// Why a request did not get an HTTP answer.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HttpError {
+    /// The URL is not `http(s)://host[:port]/…`.
+    #[error("bad URL {url:?}")]
+    BadUrl { url: String },
+    /// TCP connect, TLS or I/O failed.
+    #[error("{what}: {message}")]
+    Transport { what: &'static str, message: String },
+    /// The proxy refused the tunnel.
+    #[error("the proxy answered {status} to CONNECT {authority}")]
+    ProxyRefused { status: u16, authority: String },
+    /// No answer in time.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
+impl HttpError {
+    /// Transport failures are worth a retry; a bad URL or a refused tunnel is not.
+    pub(crate) fn is_transient(&self) -> bool {
+        matches!(self, HttpError::Transport { .. } | HttpError::Timeout(_))
+    }
+}
+
+/// An HTTP answer.
+#[derive(Debug)]
+pub(crate) struct HttpResponse {
+    pub status: u16,
+    /// `retry-after` in seconds, when present and numeric.
+    pub retry_after: Option<Duration>,
+    pub body: Bytes,
+}
+
+/// An HTTP proxy: `http://[user:pass@]host:port`.
+#[derive(Clone)]
+pub(crate) struct ProxyUrl {
+    authority: String,
+    auth: Option<String>,
+}
+
+impl std::fmt::Debug for ProxyUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyUrl")
+            .field("authority", &self.authority)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProxyUrl {
+    /// Parses `http://[user:pass@]host:port`; `None` for anything else.
+    pub(crate) fn parse(text: &str) -> Option<ProxyUrl> {
+        let rest = text.trim().strip_prefix("http://")?;
+        let rest = rest.trim_end_matches('/');
+        let (userinfo, authority) = match rest.rsplit_once('@') {
+            Some((u, a)) => (Some(u), a),
+            None => (None, rest),
+        };
+        if authority.is_empty() || authority.contains('/') {
+            return None;
+        }
+        let authority = if authority
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| !p.contains(']'))
+        {
+            authority.to_owned()
+        } else {
+            format!("{authority}:80")
+        };
+        let auth = userinfo.map(|u| {
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(u)
+            )
+        });
+        Some(ProxyUrl { authority, auth })
+    }
+
+    /// The proxy from `HTTPS_PROXY`/`https_proxy` (for `https://` targets) or
+    /// `HTTP_PROXY`/`http_proxy`.
+    pub(crate) fn from_env(https: bool) -> Option<ProxyUrl> {
+        let names: &[&str] = if https {
+            &["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"]
+        } else {
+            &["HTTP_PROXY", "http_proxy"]
+        };
+        names
+            .iter()
+            .filter_map(|n| std::env::var(n).ok())
+            .find_map(|v| ProxyUrl::parse(&v))
+    }
+}
+
+/// Whether requests go direct or through the environment's proxy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Dial the target (the engine process, no sandbox).
+    Direct,
+    /// Through `HTTPS_PROXY`/`HTTP_PROXY` when set (the runner).
+    #[allow(dead_code, reason = "the in-container runner dials through the proxy")]
+    EnvProxy,
+}
+
+/// The client.
+#[derive(Clone)]
+pub(crate) struct HttpClient {
+    route: Route,
+    tls: Arc<rustls::ClientConfig>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpClient")
+            .field("route", &self.route)
+            .finish_non_exhaustive()
+    }
+}
+
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+impl HttpClient {
+    /// A client with the webpki roots and the PEM certificates of `SSL_CERT_FILE`, when set.
+    pub(crate) fn new(route: Route, timeout: Duration) -> Result<HttpClient, HttpError> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        if let Some(path) = std::env::var_os("SSL_CERT_FILE").filter(|p| !p.is_empty())
+            && let Ok(text) = std::fs::read(&path)
+        {
+            for der in pem_certificates(&text) {
+                let _ = roots.add(rustls::pki_types::CertificateDer::from(der));
+            }
+        }
+        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| HttpError::Transport {
+            what: "TLS setup",
+            message: e.to_string(),
+        })?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        Ok(HttpClient {
+            route,
+            tls: Arc::new(tls),
+            timeout,
+        })
+    }
+
+    /// `POST url` with `headers` and a JSON body; reads the whole answer (≤ 32 MiB).
+    pub(crate) async fn post_json(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+    ) -> Result<HttpResponse, HttpError> {
+        tokio::time::timeout(self.timeout, self.post_inner(url, headers, body))
+            .await
+            .unwrap_or(Err(HttpError::Timeout(self.timeout)))
+    }
+
+    async fn post_inner(
+        &self,
+        url: &str,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+    ) -> Result<HttpResponse, HttpError> {
+        let bad = || HttpError::BadUrl {
+            url: url.to_owned(),
+        };
+        let uri: http::Uri = url.parse().map_err(|_| bad())?;
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(bad()),
+        };
+        let host = uri.host().ok_or_else(bad)?.to_owned();
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let authority = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        let proxy = match self.route {
+            Route::Direct => None,
+            Route::EnvProxy => ProxyUrl::from_env(https),
+        };
+        let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+        let transport = |what: &'static str| {
+            move |e: std::io::Error| HttpError::Transport {
+                what,
+                message: e.to_string(),
+            }
+        };
+        let tcp = match &proxy {
+            Some(p) => TcpStream::connect(p.authority.as_str())
+                .await
+                .map_err(transport("connect to the proxy"))?,
+            None => TcpStream::connect(authority.as_str())
+                .await
+                .map_err(transport("connect"))?,
+        };
+        let _ = tcp.set_nodelay(true);
+        let mut target = path.clone();
+        let stream: Box<dyn Io> = match (&proxy, https) {
+            (Some(p), true) => {
+                let tunnel = connect_tunnel(tcp, &authority, p.auth.as_deref()).await?;
+                Box::new(self.tls_wrap(tunnel, &host).await?)
+            }
+            (Some(_), false) => {
+                target = format!("http://{authority}{path}");
+                Box::new(tcp)
+            }
+            (None, true) => Box::new(self.tls_wrap(tcp, &host).await?),
+            (None, false) => Box::new(tcp),
+        };
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| HttpError::Transport {
+                what: "HTTP handshake",
+                message: e.to_string(),
+            })?;
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut builder = http::Request::builder()
+            .method(http::Method::POST)
+            .uri(target)
+            .header(http::header::HOST, authority.as_str())
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::CONTENT_LENGTH, body.len());
+        if let (Some(p), false) = (&proxy, https)
+            && let Some(auth) = &p.auth
+        {
+            builder = builder.header(http::header::PROXY_AUTHORIZATION, auth.as_str());
+        }
+        for (name, value) in headers {
+            builder = builder.header(*name, value.as_str());
+        }
+        let request =
+            builder
+                .body(Full::new(Bytes::from(body)))
+                .map_err(|e| HttpError::Transport {
+                    what: "build request",
+                    message: e.to_string(),
+                })?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| HttpError::Transport {
+                what: "send request",
+                message: e.to_string(),
+            })?;
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(|s| Duration::from_secs_f64(s.min(3600.0)));
+        let body = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
+            .collect()
+            .await
+            .map_err(|e| HttpError::Transport {
+                what: "read response",
+                message: e.to_string(),
+            })?
+            .to_bytes();
+        driver.abort();
+        Ok(HttpResponse {
+            status,
+            retry_after,
+            body,
+        })
+    }
+
+    async fn tls_wrap<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+        &self,
+        stream: S,
+        host: &str,
+    ) -> Result<tokio_rustls::client::TlsStream<S>, HttpError> {
+        let name =
+            rustls::pki_types::ServerName::try_from(host.trim_matches(['[', ']']).to_owned())
+                .map_err(|e| HttpError::Transport {
+                    what: "TLS server name",
+                    message: e.to_string(),
+                })?;
+        tokio_rustls::TlsConnector::from(Arc::clone(&self.tls))
+            .connect(name, stream)
+            .await
+            .map_err(|e| HttpError::Transport {
+                what: "TLS handshake",
+                message: e.to_string(),
+            })
+    }
+}
+
+/// `CONNECT authority` through an open proxy connection; `Ok` once the proxy answered 2xx.
+async fn connect_tunnel(
+    mut tcp: TcpStream,
+    authority: &str,
+    auth: Option<&str>,
+) -> Result<TcpStream, HttpError> {
+    let mut head = format!("CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n");
+    if let Some(auth) = auth {
+        head.push_str(&format!("Proxy-Authorization: {auth}\r\n"));
+    }
+    head.push_str("\r\n");
+    let io = |e: std::io::Error| HttpError::Transport {
+        what: "proxy CONNECT",
+        message: e.to_string(),
+    };
+    tcp.write_all(head.as_bytes()).await.map_err(io)?;
+    let mut answer = Vec::new();
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n\r\n") {
+        if answer.len() >= MAX_CONNECT_HEAD {
+            return Err(HttpError::Transport {
+                what: "proxy CONNECT",
+                message: "answer head too long".to_owned(),
+            });
+        }
+        let n = tcp.read(&mut byte).await.map_err(io)?;
+        if n == 0 {
+            return Err(HttpError::Transport {
+                what: "proxy CONNECT",
+                message: "the proxy closed the connection".to_owned(),
+            });
+        }
+        answer.push(byte[0]);
+    }
+    let status = std::str::from_utf8(&answer)
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1))
+        .and_then(|s| s.parse::<u16>().ok())
+        .unwrap_or(0);
+    if (200..300).contains(&status) {
+        Ok(tcp)
+    } else {
+        Err(HttpError::ProxyRefused {
+            status,
+            authority: authority.to_owned(),
+        })
+    }
+}
+
+/// The DER bytes of every `CERTIFICATE` block of a PEM text.
+fn pem_certificates(text: &[u8]) -> Vec<Vec<u8>> {
+    let text = String::from_utf8_lossy(text);
+    let mut out = Vec::new();
+    let mut rest = text.as_ref();
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    while let Some(start) = rest.find(BEGIN) {
+        let after = &rest[start + BEGIN.len()..];
+        let Some(end) = after.find(END) else {
+            break;
+        };
+        let b64: String = after[..end]
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        if let Ok(der) = base64::engine::general_purpose::STANDARD.decode(b64) {
+            out.push(der);
+        }
+        rest = &after[end + END.len()..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn proxy_urls_carry_basic_auth_and_a_default_port() {
+        let p = ProxyUrl::parse("http://t:secret@127.0.0.1:3128").unwrap();
+        assert_eq!(p.authority, "127.0.0.1:3128");
+        assert_eq!(p.auth.as_deref(), Some("Basic dDpzZWNyZXQ="));
+        assert!(!format!("{p:?}").contains("secret"));
+        assert_eq!(
+            ProxyUrl::parse("http://proxy").unwrap().authority,
+            "proxy:80"
+        );
+        assert!(ProxyUrl::parse("socks5://x:1").is_none());
+    }
+
+    #[test]
+    fn pem_blocks_are_decoded() {
+        let pem = b"junk\n-----BEGIN CERTIFICATE-----\nAAEC\nAw==\n-----END CERTIFICATE-----\n";
+        assert_eq!(pem_certificates(pem), vec![vec![0u8, 1, 2, 3]]);
+    }
+}

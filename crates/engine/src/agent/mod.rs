@@ -1,0 +1,345 @@
+//! Agent and judge nodes (DSL.md §6.2), the `claw` backend.
+//!
+//! - [`provider`]: `provider/model`, keys and base URLs, resolved at launch (SANDBOX.md §13.1b).
+//! - [`http`]: the small HTTP/1.1 client model calls use (direct, or through the run's proxy).
+//! - [`wire`]: the provider-neutral conversation and the two API encodings.
+//! - [`session`]: the tool-use loop with retries, `tool_max_steps`, schema repair, pausing.
+//! - [`tools`]: the six workspace tools and `ask_user`'s spec.
+//!
+//! Where the loop runs is the launcher's choice ([`AgentPlace`]): in this process with the
+//! workspace on the host (no sandbox), or inside the run's container through the runner
+//! (`crate::runner`). Either way the node gets the same tools, the same output rules and the
+//! same events.
+
+pub(crate) mod glob;
+pub(crate) mod http;
+pub mod provider;
+pub(crate) mod session;
+pub(crate) mod tools;
+pub(crate) mod wire;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use iterion_dsl::ir::{AgentNode, Interaction};
+use iterion_dsl::template;
+use serde_json::{Value, json};
+
+use self::http::{HttpClient, Route};
+use self::provider::Routes;
+use self::session::{
+    LoopEnd, LoopError, LoopObserver, LoopSpec, Question, Snapshot, ToolHost, ToolOutcome,
+};
+use self::tools::{ASK_USER, LocalTools};
+use self::wire::{ToolCall, ToolSpec};
+use crate::events::Usage;
+use crate::executor::Ctx;
+use crate::failure::FailureCode;
+use crate::input::{View, loop_scope};
+use crate::outcome::Failure;
+use crate::sink::{LogLine, LogStream};
+
+/// How long one model request may take, answer included.
+pub(crate) const MODEL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Asks the operator a question on behalf of an `interaction: ask` node. The CLI installs one
+/// for an interactive terminal; without one (or when it returns `None`) the run pauses.
+#[async_trait]
+pub trait Operator: Send + Sync {
+    /// The operator's answer, or `None` when nobody can be asked here.
+    async fn ask(&self, node: &str, question: &str, options: &[String]) -> Option<String>;
+}
+
+/// Where agent nodes run.
+#[derive(Clone)]
+pub(crate) enum AgentPlace {
+    /// In this process; the file tools work in `workspace` on the host.
+    InProcess { workspace: PathBuf },
+    /// In the run's container, through the runner.
+    Runner(Arc<crate::runner::Launcher>),
+}
+
+/// What agent nodes need from the launcher.
+#[derive(Clone)]
+pub(crate) struct AgentEnv {
+    /// Every agent node's model.
+    pub routes: Routes,
+    /// Where the loop runs.
+    pub place: AgentPlace,
+    /// Who answers `ask_user` at once, if anyone.
+    pub operator: Option<Arc<dyn Operator>>,
+    /// The operator's answer to the question the run paused on (`iterion resume --answer`).
+    pub answer: Option<String>,
+}
+
+/// A paused `ask_user`, kept in the checkpoint.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PausedAgent {
+    /// The asking node.
+    pub node: String,
+    /// The question.
+    pub question: Question,
+    /// Where its loop stood.
+    pub snapshot: Snapshot,
+}
+
+/// What an agent node came to.
+pub(crate) enum AgentResult {
+    /// The output and tokens used.
+    Done(Value, Usage),
+    /// Waiting for the operator.
+    Paused(Box<PausedAgent>),
+}
+
+/// The tools offered to a node: its `tools:` list, plus `ask_user` for `interaction: ask`.
+pub(crate) fn offered_tools(agent: &AgentNode) -> Vec<ToolSpec> {
+    let mut specs: Vec<ToolSpec> = agent.tools.iter().map(|t| tools::spec_of(*t)).collect();
+    if agent.interaction == Interaction::Ask {
+        specs.push(tools::ask_user_spec());
+    }
+    specs
+}
+
+/// The node's rendered prompts (text form; an unresolvable reference stays as written).
+pub(crate) fn render_prompts(
+    ctx: &Ctx<'_>,
+    agent: &AgentNode,
+    input: &Value,
+) -> (Option<String>, String) {
+    let state = ctx.lock_state();
+    let loops = loop_scope(&ctx.graph, &state);
+    let view = View {
+        vars: &ctx.vars,
+        input,
+        outputs: &state.outputs,
+        loops: &loops,
+        run_id: &ctx.run_id,
+        secrets: &ctx.wf.secrets,
+    };
+    let render = |text: &str| template::parse(text).render_text(|r| view.resolve(r));
+    (agent.system.as_deref().map(render), render(&agent.user))
+}
+
+/// The loop's spec for node `id`.
+pub(crate) fn loop_spec(
+    ctx: &Ctx<'_>,
+    env: &AgentEnv,
+    id: &str,
+    agent: &AgentNode,
+    input: &Value,
+) -> Result<LoopSpec, Failure> {
+    let Some(route) = env.routes.get(id) else {
+        return Err(Failure::new(
+            FailureCode::ExecutionFailed,
+            format!("no model route was resolved for node \"{id}\""),
+        ));
+    };
+    let output = match &agent.output {
+        Some(name) => match ctx.wf.schemas.get(name) {
+            Some(schema) => Some((name.clone(), schema.clone())),
+            None => {
+                return Err(Failure::new(
+                    FailureCode::SchemaValidation,
+                    format!("output schema \"{name}\" is not declared"),
+                ));
+            }
+        },
+        None => None,
+    };
+    let (system, prompt) = render_prompts(ctx, agent, input);
+    Ok(LoopSpec {
+        endpoint: route.endpoint.clone(),
+        model: route.model.clone(),
+        system,
+        prompt,
+        tools: offered_tools(agent),
+        max_turns: agent.tool_max_steps,
+        output,
+    })
+}
+
+/// Maps a loop error to the node's failure.
+pub(crate) fn loop_failure(error: LoopError) -> Failure {
+    match error {
+        LoopError::Model(m) => Failure::new(FailureCode::ExecutionFailed, m),
+        LoopError::Schema(m) => Failure::new(FailureCode::SchemaValidation, m),
+    }
+}
+
+/// Runs agent node `id` (DSL.md §6.2), resuming its paused loop when the checkpoint holds one
+/// for it and the operator answered.
+pub(crate) async fn run(
+    ctx: &Ctx<'_>,
+    id: &str,
+    agent: &AgentNode,
+    input: &Value,
+) -> Result<AgentResult, Failure> {
+    let Some(env) = ctx.agents.clone() else {
+        return Err(Failure::new(
+            FailureCode::CapabilityUnsupported,
+            format!("agent node \"{id}\" cannot run: this execution has no agent environment"),
+        ));
+    };
+    let spec = loop_spec(ctx, &env, id, agent, input)?;
+    let resume = take_resume(ctx, &env, id);
+    match &env.place {
+        AgentPlace::InProcess { workspace } => {
+            run_in_process(ctx, &env, workspace, id, agent, &spec, resume).await
+        }
+        AgentPlace::Runner(launcher) => {
+            launcher.run_node(ctx, &env, id, agent, &spec, resume).await
+        }
+    }
+}
+
+/// The paused loop of node `id` with the operator's answer, when there is one to resume.
+fn take_resume(ctx: &Ctx<'_>, env: &AgentEnv, id: &str) -> Option<(Snapshot, String)> {
+    let mut state = ctx.lock_state();
+    let paused = state.paused.take_if(|p| p.node == id)?;
+    match &env.answer {
+        Some(answer) => Some((paused.snapshot, answer.clone())),
+        None => {
+            // No answer: ask again from the start of the node's turn.
+            state.paused = None;
+            None
+        }
+    }
+}
+
+async fn run_in_process(
+    ctx: &Ctx<'_>,
+    env: &AgentEnv,
+    workspace: &std::path::Path,
+    id: &str,
+    agent: &AgentNode,
+    spec: &LoopSpec,
+    resume: Option<(Snapshot, String)>,
+) -> Result<AgentResult, Failure> {
+    let client = HttpClient::new(Route::Direct, MODEL_TIMEOUT)
+        .map_err(|e| Failure::new(FailureCode::ExecutionFailed, e.to_string()))?;
+    let shell: Arc<dyn iterion_sandbox::SandboxRun> = Arc::from(
+        crate::host_sandbox(&ctx.run_id, workspace)
+            .await
+            .map_err(|e| {
+                Failure::new(
+                    FailureCode::ExecutionFailed,
+                    format!("the host shell could not be set up: {e}"),
+                )
+            })?,
+    );
+    let host = InProcessTools {
+        local: LocalTools::new(
+            workspace,
+            shell,
+            vec![
+                ("ITERION_RUN_ID".to_owned(), ctx.run_id.clone()),
+                ("ITERION_NODE_ID".to_owned(), id.to_owned()),
+            ],
+        ),
+        allowed: spec.tools.iter().map(|t| t.name.clone()).collect(),
+        node: id.to_owned(),
+        operator: env.operator.clone(),
+    };
+    let observer = RunLogObserver {
+        ctx_log: ctx.logs.clone(),
+        node: id.to_owned(),
+    };
+    let _ = agent;
+    match session::run_loop(spec, &client, &host, &observer, resume).await {
+        Ok(LoopEnd::Done { output, usage }) => Ok(AgentResult::Done(output, usage)),
+        Ok(LoopEnd::Paused { question, snapshot }) => {
+            Ok(AgentResult::Paused(Box::new(PausedAgent {
+                node: id.to_owned(),
+                question,
+                snapshot: *snapshot,
+            })))
+        }
+        Err(error) => Err(loop_failure(error)),
+    }
+}
+
+/// The question of an `ask_user` call's input.
+pub(crate) fn question_of(input: &Value) -> Result<Question, String> {
+    let question = input
+        .get("question")
+        .and_then(Value::as_str)
+        .filter(|q| !q.trim().is_empty())
+        .ok_or("input field \"question\" (a non-empty string) is required")?;
+    let options = input
+        .get("options")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Question {
+        question: question.to_owned(),
+        options,
+    })
+}
+
+/// Answers `ask_user` through the operator when there is one, else pauses.
+pub(crate) async fn ask_operator(
+    operator: Option<&Arc<dyn Operator>>,
+    node: &str,
+    input: &Value,
+) -> ToolOutcome {
+    let question = match question_of(input) {
+        Ok(q) => q,
+        Err(e) => return ToolOutcome::Error(e),
+    };
+    if let Some(op) = operator
+        && let Some(answer) = op.ask(node, &question.question, &question.options).await
+    {
+        return ToolOutcome::Output(answer);
+    }
+    ToolOutcome::Ask(question)
+}
+
+struct InProcessTools {
+    local: LocalTools,
+    allowed: BTreeSet<String>,
+    node: String,
+    operator: Option<Arc<dyn Operator>>,
+}
+
+#[async_trait]
+impl ToolHost for InProcessTools {
+    async fn call(&self, call: &ToolCall) -> ToolOutcome {
+        if !self.allowed.contains(&call.name) {
+            return ToolOutcome::Error(format!(
+                "tool {:?} is not available to this node",
+                call.name
+            ));
+        }
+        if call.name == ASK_USER {
+            return ask_operator(self.operator.as_ref(), &self.node, &call.input).await;
+        }
+        match self.local.call(&call.name, &call.input).await {
+            Ok(text) => ToolOutcome::Output(text),
+            Err(text) => ToolOutcome::Error(text),
+        }
+    }
+}
+
+/// Writes the loop's notes to the run log (they are not events: SANDBOX.md §9.1 lists none).
+pub(crate) struct RunLogObserver {
+    pub ctx_log: Arc<dyn crate::sink::RunLogSink>,
+    pub node: String,
+}
+
+impl LoopObserver for RunLogObserver {
+    fn note(&self, kind: &'static str, payload: Value) {
+        self.ctx_log.line(LogLine {
+            node: self.node.clone(),
+            stream: LogStream::System,
+            text: format!("claw: {kind} {}", json!(payload)),
+        });
+    }
+}

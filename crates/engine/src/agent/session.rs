@@ -1,0 +1,366 @@
+//! The tool-use loop (DSL.md §6.2), the same in the engine process and in the runner.
+//!
+//! Call the model with the allowed tools; run each tool call through a [`ToolHost`] and give the
+//! results back; stop when an answer calls no tool. After `max_turns` answers that called tools,
+//! one more request is made with tools withdrawn (`tool_choice: none`). The final answer becomes
+//! the output: `{"text": …}`, or — with an output schema — a conforming JSON object, with one
+//! correction request quoting the violation before the node fails with `SCHEMA_VALIDATION`.
+//!
+//! Model calls are retried on 429, 5xx and transport errors: at most [`MAX_RETRIES`] times, with
+//! exponential backoff from [`RETRY_BASE`] (capped at [`RETRY_CAP`]), or after the answer's
+//! `retry-after` when it gives one (capped at [`RETRY_AFTER_CAP`]).
+//!
+//! `ask_user` does not block the loop: the host answers [`ToolOutcome::Ask`] and the loop ends
+//! [`LoopEnd::Paused`] with a [`Snapshot`] to resume from once the operator answered.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use iterion_dsl::ir::Schema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::http::{HttpClient, HttpError};
+use super::provider::Endpoint;
+use super::wire::{self, Conversation, Message, ToolCall, ToolChoice, ToolResult, ToolSpec, Turn};
+use crate::events::Usage;
+
+/// Retries after the first attempt.
+pub(crate) const MAX_RETRIES: u32 = 4;
+/// The first backoff.
+pub(crate) const RETRY_BASE: Duration = Duration::from_millis(500);
+/// The longest computed backoff.
+pub(crate) const RETRY_CAP: Duration = Duration::from_secs(30);
+/// The longest `retry-after` honoured.
+pub(crate) const RETRY_AFTER_CAP: Duration = Duration::from_secs(60);
+
+/// A question for the operator.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Question {
+    /// The question.
+    pub question: String,
+    /// Choices offered, if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub options: Vec<String>,
+}
+
+/// What a tool call came to.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum ToolOutcome {
+    /// Text for the model.
+    Output(String),
+    /// An error for the model (the loop goes on).
+    Error(String),
+    /// `ask_user` without an answer at hand: the loop pauses.
+    Ask(Question),
+}
+
+/// Runs tool calls for the loop.
+#[async_trait]
+pub(crate) trait ToolHost: Send + Sync {
+    /// Runs one call.
+    async fn call(&self, call: &ToolCall) -> ToolOutcome;
+}
+
+/// Receives the loop's progress notes (`llm_request`, `llm_step_finished`, `tool_started`,
+/// `tool_called`, `llm_retry`; SANDBOX.md §13.1).
+pub(crate) trait LoopObserver: Send + Sync {
+    /// One note.
+    fn note(&self, kind: &'static str, payload: Value);
+}
+
+/// Where the loop stood when it paused on `ask_user`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// The conversation, the answer holding the calls included.
+    pub conversation: Conversation,
+    /// Results of that answer's calls that already ran.
+    pub done: Vec<ToolResult>,
+    /// The `ask_user` call waiting for the operator.
+    pub pending: ToolCall,
+    /// The calls after it, still to run.
+    pub rest: Vec<ToolCall>,
+    /// Answers that called tools so far.
+    pub steps: u32,
+    /// Tokens so far.
+    pub usage: Usage,
+}
+
+/// Everything one loop needs.
+#[derive(Clone, Debug)]
+pub(crate) struct LoopSpec {
+    pub endpoint: Endpoint,
+    pub model: String,
+    pub system: Option<String>,
+    pub prompt: String,
+    pub tools: Vec<ToolSpec>,
+    pub max_turns: u32,
+    pub output: Option<(String, Schema)>,
+}
+
+/// How a loop ended well.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum LoopEnd {
+    /// The output, and the tokens used.
+    Done { output: Value, usage: Usage },
+    /// Waiting for the operator.
+    Paused {
+        question: Question,
+        snapshot: Box<Snapshot>,
+    },
+}
+
+/// How a loop failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum LoopError {
+    /// A model or transport error (`EXECUTION_FAILED`).
+    #[error("{0}")]
+    Model(String),
+    /// The final answer did not conform, twice (`SCHEMA_VALIDATION`).
+    #[error("{0}")]
+    Schema(String),
+}
+
+/// Runs the loop from the prompt, or from `resume` with the operator's `answer`.
+pub(crate) async fn run_loop(
+    spec: &LoopSpec,
+    client: &HttpClient,
+    host: &dyn ToolHost,
+    observer: &dyn LoopObserver,
+    resume: Option<(Snapshot, String)>,
+) -> Result<LoopEnd, LoopError> {
+    let mut usage = Usage {
+        input_tokens: 0,
+        output_tokens: 0,
+    };
+    let mut steps = 0u32;
+    let mut conversation;
+    let mut pending_calls: Option<(Vec<ToolResult>, Vec<ToolCall>)> = None;
+    match resume {
+        Some((snap, answer)) => {
+            conversation = snap.conversation;
+            usage = snap.usage;
+            steps = snap.steps;
+            let mut done = snap.done;
+            done.push(ToolResult {
+                id: snap.pending.id,
+                content: answer,
+                is_error: false,
+            });
+            pending_calls = Some((done, snap.rest));
+        }
+        None => {
+            conversation = Conversation {
+                system: spec.system.clone(),
+                messages: vec![Message::User {
+                    text: spec.prompt.clone(),
+                }],
+            };
+        }
+    }
+    loop {
+        if let Some((mut results, calls)) = pending_calls.take() {
+            let mut queue = calls.into_iter();
+            while let Some(call) = queue.next() {
+                observer.note("tool_started", json!({"name": call.name, "id": call.id}));
+                let outcome = host.call(&call).await;
+                let (content, is_error) = match outcome {
+                    ToolOutcome::Output(text) => (text, false),
+                    ToolOutcome::Error(text) => (text, true),
+                    ToolOutcome::Ask(question) => {
+                        return Ok(LoopEnd::Paused {
+                            question,
+                            snapshot: Box::new(Snapshot {
+                                conversation,
+                                done: results,
+                                pending: call,
+                                rest: queue.collect(),
+                                steps,
+                                usage,
+                            }),
+                        });
+                    }
+                };
+                observer.note(
+                    "tool_called",
+                    json!({"name": call.name, "id": call.id, "is_error": is_error}),
+                );
+                results.push(ToolResult {
+                    id: call.id,
+                    content,
+                    is_error,
+                });
+            }
+            conversation.messages.push(Message::Tools { results });
+        }
+        let choice = if steps < spec.max_turns {
+            ToolChoice::Auto
+        } else {
+            ToolChoice::None
+        };
+        let turn = call_model(spec, client, observer, &conversation, choice).await?;
+        add(&mut usage, turn.usage);
+        let calls = if choice == ToolChoice::Auto {
+            turn.calls.clone()
+        } else {
+            Vec::new()
+        };
+        conversation.messages.push(Message::Assistant {
+            text: turn.text.clone(),
+            calls: calls.clone(),
+        });
+        if calls.is_empty() {
+            let output =
+                finish(spec, client, observer, &mut conversation, &turn, &mut usage).await?;
+            return Ok(LoopEnd::Done { output, usage });
+        }
+        steps += 1;
+        pending_calls = Some((Vec::new(), calls));
+    }
+}
+
+fn add(total: &mut Usage, more: Usage) {
+    total.input_tokens = total.input_tokens.saturating_add(more.input_tokens);
+    total.output_tokens = total.output_tokens.saturating_add(more.output_tokens);
+}
+
+/// The output of the final answer, with one correction request when it does not conform.
+async fn finish(
+    spec: &LoopSpec,
+    client: &HttpClient,
+    observer: &dyn LoopObserver,
+    conversation: &mut Conversation,
+    turn: &Turn,
+    usage: &mut Usage,
+) -> Result<Value, LoopError> {
+    let Some((name, schema)) = &spec.output else {
+        return Ok(json!({"text": turn.text}));
+    };
+    let violation = match conforming(schema, &turn.text) {
+        Ok(value) => return Ok(value),
+        Err(violation) => violation,
+    };
+    let fields: Vec<String> = schema
+        .fields
+        .iter()
+        .map(|f| format!("{}: {}", f.name, f.ty.as_str()))
+        .collect();
+    conversation.messages.push(Message::User {
+        text: format!(
+            "Your answer does not conform to the output schema \"{name}\": {violation}. Answer again with only a JSON object with the fields {}.",
+            fields.join(", ")
+        ),
+    });
+    let retry = call_model(spec, client, observer, conversation, ToolChoice::None).await?;
+    add(usage, retry.usage);
+    conversation.messages.push(Message::Assistant {
+        text: retry.text.clone(),
+        calls: Vec::new(),
+    });
+    conforming(schema, &retry.text).map_err(|violation| {
+        LoopError::Schema(format!(
+            "the final answer does not conform to schema \"{name}\" after one correction: {violation}"
+        ))
+    })
+}
+
+/// The JSON object in an answer (the whole text, a fenced block, or the outermost braces),
+/// checked against the schema.
+pub(crate) fn conforming(schema: &Schema, text: &str) -> Result<Value, String> {
+    let trimmed = text.trim();
+    let fenced = trimmed
+        .strip_prefix("```json")
+        .or_else(|| trimmed.strip_prefix("```"))
+        .and_then(|t| t.trim_end().strip_suffix("```"))
+        .map(str::trim);
+    let braces = match (trimmed.find('{'), trimmed.rfind('}')) {
+        (Some(a), Some(b)) if a < b => Some(&trimmed[a..=b]),
+        _ => None,
+    };
+    let value = [Some(trimmed), fenced, braces]
+        .into_iter()
+        .flatten()
+        .find_map(|t| {
+            serde_json::from_str::<Value>(t)
+                .ok()
+                .filter(Value::is_object)
+        })
+        .ok_or_else(|| "the answer holds no JSON object".to_owned())?;
+    crate::schema::conform(schema, value).map_err(|v| v.to_string())
+}
+
+/// One model request, with retries.
+async fn call_model(
+    spec: &LoopSpec,
+    client: &HttpClient,
+    observer: &dyn LoopObserver,
+    conversation: &Conversation,
+    choice: ToolChoice,
+) -> Result<Turn, LoopError> {
+    let provider = spec.endpoint.provider;
+    let (path, body) = wire::encode(provider, &spec.model, conversation, &spec.tools, choice);
+    let url = format!("{}{path}", spec.endpoint.base_url);
+    let headers = wire::auth_headers(provider, &spec.endpoint.api_key);
+    let headers: Vec<(&str, String)> = headers.into_iter().collect();
+    let body = serde_json::to_vec(&body).map_err(|e| LoopError::Model(e.to_string()))?;
+    let mut attempt = 0u32;
+    loop {
+        observer.note(
+            "llm_request",
+            json!({"model": spec.model, "provider": provider.as_str(), "attempt": attempt + 1}),
+        );
+        let result = client.post_json(&url, &headers, body.clone()).await;
+        let (retry_after, why) = match result {
+            Ok(r) if (200..300).contains(&r.status) => {
+                let turn = wire::decode(provider, &r.body).map_err(|e| {
+                    LoopError::Model(format!(
+                        "{} answered with an unreadable body: {e}",
+                        provider.as_str()
+                    ))
+                })?;
+                observer.note(
+                    "llm_step_finished",
+                    json!({"tool_calls": turn.calls.len(), "input_tokens": turn.usage.input_tokens, "output_tokens": turn.usage.output_tokens}),
+                );
+                return Ok(turn);
+            }
+            Ok(r) if r.status == 429 || r.status >= 500 => {
+                (r.retry_after, format!("HTTP {}", r.status))
+            }
+            Ok(r) => {
+                let text = String::from_utf8_lossy(&r.body);
+                return Err(LoopError::Model(format!(
+                    "{} answered HTTP {}: {}",
+                    provider.as_str(),
+                    r.status,
+                    crate::text::truncate_bytes(text.trim(), 1024)
+                )));
+            }
+            Err(e) if e.is_transient() => (None, e.to_string()),
+            Err(e) => return Err(model_error(provider.as_str(), &e)),
+        };
+        if attempt >= MAX_RETRIES {
+            return Err(LoopError::Model(format!(
+                "{} failed after {} attempts: {why}",
+                provider.as_str(),
+                attempt + 1
+            )));
+        }
+        let delay = match retry_after {
+            Some(d) => d.min(RETRY_AFTER_CAP),
+            None => RETRY_BASE
+                .saturating_mul(2u32.saturating_pow(attempt))
+                .min(RETRY_CAP),
+        };
+        observer.note(
+            "llm_retry",
+            json!({"attempt": attempt + 1, "reason": why, "delay_ms": u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)}),
+        );
+        tokio::time::sleep(delay).await;
+        attempt += 1;
+    }
+}
+
+fn model_error(provider: &str, e: &HttpError) -> LoopError {
+    LoopError::Model(format!("{provider}: {e}"))
+}

@@ -1,0 +1,442 @@
+//! The agent's tools (DSL.md §6.2): `bash`, `read_file`, `write_file`, `file_edit`, `glob`, `grep`,
+//! plus `ask_user` for `interaction: ask` nodes.
+//!
+//! [`LocalTools`] runs the six workspace tools where it lives: in the engine process on the host
+//! (no sandbox), or in the runner inside the container. Paths are workspace-relative; a path that
+//! resolves outside the workspace (`..`, an absolute path elsewhere, a symlink out) is refused.
+//! `bash` goes through a [`SandboxRun`] — the noop driver's host run, so it runs "in the same place
+//! and environment as a tool node". Every output given back to the model is bounded.
+
+use std::path::{Component, Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use iterion_dsl::ir::Tool;
+use iterion_sandbox::{ExecOpts, SandboxRun};
+use serde_json::{Value, json};
+use tokio::io::AsyncWrite;
+
+use super::glob::Glob;
+use super::wire::ToolSpec;
+
+/// The most text a tool gives back to the model.
+pub(crate) const TOOL_OUTPUT_MAX: usize = 256 * 1024;
+/// The largest file `read_file` and `grep` read.
+const READ_MAX: u64 = 4 * 1024 * 1024;
+/// The most paths `glob` lists and lines `grep` reports.
+const LIST_MAX: usize = 1000;
+/// The most files `glob`/`grep` visit.
+const WALK_MAX: usize = 100_000;
+
+/// The name of the ask-user tool.
+pub(crate) const ASK_USER: &str = "ask_user";
+
+/// The spec offered to the model for one of the six tools.
+pub(crate) fn spec_of(tool: Tool) -> ToolSpec {
+    let (description, schema) = match tool {
+        Tool::Bash => (
+            "Run a shell command with `bash -c` in the workspace. Returns the exit code, stdout and stderr.",
+            json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
+        ),
+        Tool::ReadFile => (
+            "Read a text file. The path is relative to the workspace.",
+            json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        ),
+        Tool::WriteFile => (
+            "Create or overwrite a text file (parent directories are created). The path is relative to the workspace.",
+            json!({"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path", "content"]}),
+        ),
+        Tool::FileEdit => (
+            "Replace an exact string in a file. old_string must occur exactly once unless replace_all is true.",
+            json!({"type": "object", "properties": {"path": {"type": "string"}, "old_string": {"type": "string"}, "new_string": {"type": "string"}, "replace_all": {"type": "boolean"}}, "required": ["path", "old_string", "new_string"]}),
+        ),
+        Tool::Glob => (
+            "List workspace paths matching a glob pattern (`*`, `?`, `**`), relative to the workspace.",
+            json!({"type": "object", "properties": {"pattern": {"type": "string"}}, "required": ["pattern"]}),
+        ),
+        Tool::Grep => (
+            "Search file contents with a regular expression. Optional path (a file or directory) and glob filter. Returns path:line:text.",
+            json!({"type": "object", "properties": {"pattern": {"type": "string"}, "path": {"type": "string"}, "glob": {"type": "string"}}, "required": ["pattern"]}),
+        ),
+    };
+    ToolSpec {
+        name: tool.as_str().to_owned(),
+        description: description.to_owned(),
+        input_schema: schema,
+    }
+}
+
+/// The spec of `ask_user`.
+pub(crate) fn ask_user_spec() -> ToolSpec {
+    ToolSpec {
+        name: ASK_USER.to_owned(),
+        description: "Ask the operator a question and wait for the answer. Use it only when you cannot proceed without a human decision.".to_owned(),
+        input_schema: json!({"type": "object", "properties": {
+            "question": {"type": "string"},
+            "options": {"type": "array", "items": {"type": "string"}}
+        }, "required": ["question"]}),
+    }
+}
+
+/// Text clamped to `max` bytes (on a char boundary) with the §13.1 suffix.
+pub(crate) fn clamp_text(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let head = crate::text::truncate_bytes(text, max);
+    format!(
+        "{head}…[iterion: {} bytes omitted]",
+        text.len() - head.len()
+    )
+}
+
+/// The six workspace tools, rooted at one directory.
+pub(crate) struct LocalTools {
+    root: PathBuf,
+    shell: Arc<dyn SandboxRun>,
+    env: Vec<(String, String)>,
+}
+
+impl LocalTools {
+    /// Tools rooted at `root` (canonicalised), running `bash` through `shell` with `env` added.
+    pub(crate) fn new(
+        root: &Path,
+        shell: Arc<dyn SandboxRun>,
+        env: Vec<(String, String)>,
+    ) -> LocalTools {
+        let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
+        LocalTools { root, shell, env }
+    }
+
+    /// Runs `name` on `input`: `Ok(text)` or `Err(message)`, both given back to the model.
+    pub(crate) async fn call(&self, name: &str, input: &Value) -> Result<String, String> {
+        let Some(tool) = Tool::ALL.into_iter().find(|t| t.as_str() == name) else {
+            return Err(format!("tool {name:?} is not a workspace tool"));
+        };
+        let text = match tool {
+            Tool::Bash => self.bash(str_arg(input, "command")?).await?,
+            Tool::ReadFile => {
+                let path = self.resolve(str_arg(input, "path")?)?;
+                read_text(&path).await?
+            }
+            Tool::WriteFile => {
+                let rel = str_arg(input, "path")?;
+                let path = self.resolve(rel)?;
+                let content = str_arg(input, "content")?;
+                if let Some(parent) = path.parent() {
+                    tokio::fs::create_dir_all(parent)
+                        .await
+                        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+                }
+                // The parent now exists: check again that it did not lead out (a symlink).
+                let path = self.resolve(rel)?;
+                tokio::fs::write(&path, content)
+                    .await
+                    .map_err(|e| format!("cannot write {rel}: {e}"))?;
+                format!("wrote {} bytes to {rel}", content.len())
+            }
+            Tool::FileEdit => {
+                let rel = str_arg(input, "path")?;
+                let path = self.resolve(rel)?;
+                let old = str_arg(input, "old_string")?;
+                let new = str_arg(input, "new_string")?;
+                let all = input
+                    .get("replace_all")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                let text = read_text(&path).await?;
+                let n = if old.is_empty() {
+                    0
+                } else {
+                    text.matches(old).count()
+                };
+                let edited = match (n, all) {
+                    (0, _) => return Err(format!("old_string does not occur in {rel}")),
+                    (1, _) | (_, true) => text.replace(old, new),
+                    (n, false) => {
+                        return Err(format!(
+                            "old_string occurs {n} times in {rel}; make it unique or pass replace_all"
+                        ));
+                    }
+                };
+                tokio::fs::write(&path, edited)
+                    .await
+                    .map_err(|e| format!("cannot write {rel}: {e}"))?;
+                format!("replaced {n} occurrence(s) in {rel}")
+            }
+            Tool::Glob => {
+                let glob = Glob::new(str_arg(input, "pattern")?);
+                let root = self.root.clone();
+                let found = tokio::task::spawn_blocking(move || {
+                    let mut out = Vec::new();
+                    walk(&root, &mut |rel, _| {
+                        if glob.matches(rel) {
+                            out.push(rel.to_owned());
+                        }
+                        out.len() < LIST_MAX
+                    });
+                    out
+                })
+                .await
+                .map_err(|e| format!("glob failed: {e}"))?;
+                if found.is_empty() {
+                    "no matches".to_owned()
+                } else {
+                    found.join("\n")
+                }
+            }
+            Tool::Grep => {
+                let re = regex::Regex::new(str_arg(input, "pattern")?)
+                    .map_err(|e| format!("bad regular expression: {e}"))?;
+                let start = match input.get("path").and_then(Value::as_str) {
+                    Some(p) => self.resolve(p)?,
+                    None => self.root.clone(),
+                };
+                let filter = input.get("glob").and_then(Value::as_str).map(Glob::new);
+                let root = self.root.clone();
+                let lines = tokio::task::spawn_blocking(move || grep(&root, &start, &re, filter))
+                    .await
+                    .map_err(|e| format!("grep failed: {e}"))?;
+                if lines.is_empty() {
+                    "no matches".to_owned()
+                } else {
+                    lines.join("\n")
+                }
+            }
+        };
+        Ok(clamp_text(&text, TOOL_OUTPUT_MAX))
+    }
+
+    async fn bash(&self, command: &str) -> Result<String, String> {
+        let out = BoundedSink::new(TOOL_OUTPUT_MAX);
+        let err = BoundedSink::new(TOOL_OUTPUT_MAX / 4);
+        let opts = ExecOpts {
+            env: self.env.clone(),
+            workdir: Some(self.root.display().to_string()),
+            stdout: Some(Box::new(out.clone())),
+            stderr: Some(Box::new(err.clone())),
+            ..ExecOpts::default()
+        };
+        let argv = ["bash".to_owned(), "-c".to_owned(), command.to_owned()];
+        let result = self
+            .shell
+            .exec(&argv, opts)
+            .await
+            .map_err(|e| format!("bash could not be run: {e}"))?;
+        Ok(format!(
+            "exit code: {}\nstdout:\n{}\nstderr:\n{}",
+            result.exit_code,
+            out.text(),
+            err.text()
+        ))
+    }
+
+    /// `rel` as a path inside the workspace, or a refusal. The deepest existing ancestor is
+    /// canonicalised, so a symlink cannot lead out.
+    pub(crate) fn resolve(&self, rel: &str) -> Result<PathBuf, String> {
+        if rel.is_empty() || rel.contains('\0') {
+            return Err("the path is empty or holds a NUL byte".to_owned());
+        }
+        let joined = self.root.join(rel);
+        let mut clean = PathBuf::new();
+        for c in joined.components() {
+            match c {
+                Component::ParentDir => {
+                    clean.pop();
+                }
+                Component::CurDir => {}
+                other => clean.push(other),
+            }
+        }
+        let outside = || format!("path {rel:?} resolves outside the workspace");
+        if !clean.starts_with(&self.root) {
+            return Err(outside());
+        }
+        let mut existing = clean.as_path();
+        let mut rest = Vec::new();
+        while !existing.exists() {
+            let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else {
+                return Err(outside());
+            };
+            rest.push(name.to_owned());
+            existing = parent;
+        }
+        let real = std::fs::canonicalize(existing).map_err(|_| outside())?;
+        if !real.starts_with(&self.root) {
+            return Err(outside());
+        }
+        let mut full = real;
+        for name in rest.into_iter().rev() {
+            full.push(name);
+        }
+        Ok(full)
+    }
+}
+
+fn str_arg<'a>(input: &'a Value, key: &str) -> Result<&'a str, String> {
+    input
+        .get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("input field {key:?} (a string) is required"))
+}
+
+async fn read_text(path: &Path) -> Result<String, String> {
+    let meta = tokio::fs::metadata(path)
+        .await
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a file", path.display()));
+    }
+    if meta.len() > READ_MAX {
+        return Err(format!(
+            "{} is {} bytes; read_file reads files up to {READ_MAX} bytes",
+            path.display(),
+            meta.len()
+        ));
+    }
+    let bytes = tokio::fs::read(path)
+        .await
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", path.display()))
+}
+
+/// Visits files under `root` (not following symlinks, skipping `.git`), calling `visit` with the
+/// path relative to `root` until it returns false.
+fn walk(root: &Path, visit: &mut dyn FnMut(&str, &Path) -> bool) {
+    let mut stack = vec![root.to_owned()];
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut entries: Vec<_> = entries.flatten().collect();
+        entries.sort_by_key(std::fs::DirEntry::file_name);
+        let mut subdirs = Vec::new();
+        for entry in entries {
+            seen += 1;
+            if seen > WALK_MAX {
+                return;
+            }
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                if entry.file_name() != ".git" {
+                    subdirs.push(path);
+                }
+                continue;
+            }
+            let Ok(rel) = path.strip_prefix(root) else {
+                continue;
+            };
+            let rel = rel.to_string_lossy();
+            if !visit(&rel, &path) {
+                return;
+            }
+        }
+        stack.extend(subdirs.into_iter().rev());
+    }
+}
+
+fn grep(root: &Path, start: &Path, re: &regex::Regex, filter: Option<Glob>) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut search = |rel: &str, path: &Path| {
+        if filter.as_ref().is_some_and(|g| !g.matches(rel)) {
+            return true;
+        }
+        let Ok(meta) = std::fs::metadata(path) else {
+            return true;
+        };
+        if meta.len() > READ_MAX {
+            return true;
+        }
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return true;
+        };
+        for (i, line) in text.lines().enumerate() {
+            if re.is_match(line) {
+                lines.push(format!(
+                    "{rel}:{}:{}",
+                    i + 1,
+                    crate::text::truncate_bytes(line, 500)
+                ));
+                if lines.len() >= LIST_MAX {
+                    return false;
+                }
+            }
+        }
+        true
+    };
+    if start.is_file() {
+        let rel = start
+            .strip_prefix(root)
+            .map(|r| r.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        search(&rel, start);
+    } else {
+        walk(start, &mut |rel, path| {
+            let full = path
+                .strip_prefix(root)
+                .map(|r| r.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| rel.to_owned());
+            search(&full, path)
+        });
+    }
+    lines
+}
+
+/// An [`AsyncWrite`] that keeps the first `max` bytes and counts the rest.
+#[derive(Clone)]
+pub(crate) struct BoundedSink {
+    inner: Arc<Mutex<(Vec<u8>, usize)>>,
+    max: usize,
+}
+
+impl BoundedSink {
+    pub(crate) fn new(max: usize) -> BoundedSink {
+        BoundedSink {
+            inner: Arc::new(Mutex::new((Vec::new(), 0))),
+            max,
+        }
+    }
+
+    /// The kept text, with the omitted-bytes suffix when something was dropped.
+    pub(crate) fn text(&self) -> String {
+        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let text = String::from_utf8_lossy(&guard.0).into_owned();
+        if guard.1 > 0 {
+            format!("{text}…[iterion: {} bytes omitted]", guard.1)
+        } else {
+            text
+        }
+    }
+}
+
+impl AsyncWrite for BoundedSink {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let room = self.max.saturating_sub(guard.0.len());
+        let take = room.min(buf.len());
+        guard.0.extend_from_slice(&buf[..take]);
+        guard.1 += buf.len() - take;
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+#[path = "tools_tests.rs"]
+mod tests;

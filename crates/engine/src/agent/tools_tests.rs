@@ -1,0 +1,113 @@
+use std::sync::Arc;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::*;
+
+async fn tools(dir: &Path) -> LocalTools {
+    let shell: Arc<dyn SandboxRun> = Arc::from(crate::host_sandbox("r", dir).await.unwrap());
+    LocalTools::new(dir, shell, Vec::new())
+}
+
+#[tokio::test]
+async fn write_read_edit_round_trip_inside_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tools(dir.path()).await;
+    let wrote = t
+        .call(
+            "write_file",
+            &json!({"path": "a/b.txt", "content": "one two"}),
+        )
+        .await;
+    assert_eq!(wrote, Ok("wrote 7 bytes to a/b.txt".to_owned()));
+    let edited = t
+        .call(
+            "file_edit",
+            &json!({"path": "a/b.txt", "old_string": "two", "new_string": "2"}),
+        )
+        .await;
+    assert_eq!(edited, Ok("replaced 1 occurrence(s) in a/b.txt".to_owned()));
+    assert_eq!(
+        t.call("read_file", &json!({"path": "./a/b.txt"})).await,
+        Ok("one 2".to_owned())
+    );
+    assert_eq!(
+        t.call("glob", &json!({"pattern": "*.txt"})).await,
+        Ok("a/b.txt".to_owned())
+    );
+    assert_eq!(
+        t.call("grep", &json!({"pattern": "o.e"})).await,
+        Ok("a/b.txt:1:one 2".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn paths_that_leave_the_workspace_are_refused() {
+    let outer = tempfile::tempdir().unwrap();
+    let ws = outer.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(outer.path().join("secret"), "s").unwrap();
+    std::os::unix::fs::symlink(outer.path(), ws.join("link")).unwrap();
+    let t = tools(&ws).await;
+    for path in ["../secret", "/etc/passwd", "link/secret", "link/new.txt"] {
+        let got = t
+            .call("write_file", &json!({"path": path, "content": "x"}))
+            .await;
+        assert_eq!(
+            got,
+            Err(format!("path {path:?} resolves outside the workspace")),
+            "{path}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(outer.path().join("secret")).unwrap(),
+        "s"
+    );
+}
+
+#[tokio::test]
+async fn bash_runs_in_the_workspace_and_its_output_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tools(dir.path()).await;
+    let out = t
+        .call("bash", &json!({"command": "pwd; echo oops >&2; exit 3"}))
+        .await
+        .unwrap();
+    let real = std::fs::canonicalize(dir.path()).unwrap();
+    assert_eq!(
+        out,
+        format!(
+            "exit code: 3\nstdout:\n{}\n\nstderr:\noops\n",
+            real.display()
+        )
+    );
+    let big = t
+        .call(
+            "bash",
+            &json!({"command": "head -c 400000 /dev/zero | tr '\\0' a"}),
+        )
+        .await
+        .unwrap();
+    assert!(big.len() < TOOL_OUTPUT_MAX + 200, "{}", big.len());
+    assert!(big.contains("bytes omitted]"));
+}
+
+#[tokio::test]
+async fn file_edit_refuses_an_ambiguous_match_and_unknown_tools_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("f"), "x x").unwrap();
+    let t = tools(dir.path()).await;
+    assert_eq!(
+        t.call(
+            "file_edit",
+            &json!({"path": "f", "old_string": "x", "new_string": "y"})
+        )
+        .await,
+        Err("old_string occurs 2 times in f; make it unique or pass replace_all".to_owned())
+    );
+    assert_eq!(
+        t.call("rm", &json!({})).await,
+        Err("tool \"rm\" is not a workspace tool".to_owned())
+    );
+}

@@ -1,0 +1,450 @@
+//! The conversation, provider-neutral, and its encoding for the two APIs (SANDBOX.md §13.1b).
+//!
+//! The loop keeps one [`Conversation`]; each request renders it for the node's provider, and each
+//! answer is decoded into a [`Turn`]. The conversation is what a paused `ask_user` stores, so it
+//! is plain serialisable data.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::provider::Provider;
+use crate::events::Usage;
+
+/// The tokens asked for per answer (Anthropic requires a value).
+pub(crate) const MAX_OUTPUT_TOKENS: u32 = 8192;
+
+/// One tool offered to the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The tool's name.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// JSON Schema of its input.
+    pub input_schema: Value,
+}
+
+/// A tool call the model made.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's call id.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// Its input object.
+    pub input: Value,
+}
+
+/// A tool call's result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The call it answers.
+    pub id: String,
+    /// The text given back to the model.
+    pub content: String,
+    /// Whether it is an error.
+    pub is_error: bool,
+}
+
+/// One message of the conversation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    /// The operator side: the prompt, a correction request.
+    User {
+        /// The text.
+        text: String,
+    },
+    /// A model answer.
+    Assistant {
+        /// Its text (may be empty).
+        text: String,
+        /// Its tool calls.
+        calls: Vec<ToolCall>,
+    },
+    /// The results of the previous answer's tool calls, in call order.
+    Tools {
+        /// The results.
+        results: Vec<ToolResult>,
+    },
+}
+
+/// The conversation so far.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Conversation {
+    /// The system prompt.
+    pub system: Option<String>,
+    /// The messages, oldest first.
+    pub messages: Vec<Message>,
+}
+
+/// Whether the model may call tools in this request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ToolChoice {
+    /// It may.
+    Auto,
+    /// Tools are withdrawn (`tool_max_steps` reached, or the schema repair): the tools stay
+    /// declared, because the history holds tool calls, but none may be called.
+    None,
+}
+
+/// A decoded answer.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Turn {
+    pub text: String,
+    pub calls: Vec<ToolCall>,
+    pub usage: Usage,
+}
+
+/// The request path under the base URL and the JSON body.
+pub(crate) fn encode(
+    provider: Provider,
+    model: &str,
+    conversation: &Conversation,
+    tools: &[ToolSpec],
+    choice: ToolChoice,
+) -> (&'static str, Value) {
+    if provider.is_messages_api() {
+        (
+            "/v1/messages",
+            anthropic_body(model, conversation, tools, choice),
+        )
+    } else {
+        (
+            "/chat/completions",
+            openai_body(model, conversation, tools, choice),
+        )
+    }
+}
+
+/// The headers carrying the key.
+pub(crate) fn auth_headers(provider: Provider, key: &str) -> Vec<(&'static str, String)> {
+    if provider.is_messages_api() {
+        vec![
+            ("x-api-key", key.to_owned()),
+            ("anthropic-version", "2023-06-01".to_owned()),
+        ]
+    } else {
+        vec![("authorization", format!("Bearer {key}"))]
+    }
+}
+
+fn anthropic_body(
+    model: &str,
+    conversation: &Conversation,
+    tools: &[ToolSpec],
+    choice: ToolChoice,
+) -> Value {
+    let messages: Vec<Value> = conversation
+        .messages
+        .iter()
+        .map(|m| match m {
+            Message::User { text } => json!({"role": "user", "content": text}),
+            Message::Assistant { text, calls } => {
+                let mut blocks = Vec::new();
+                if !text.is_empty() {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                for c in calls {
+                    blocks.push(
+                        json!({"type": "tool_use", "id": c.id, "name": c.name, "input": c.input}),
+                    );
+                }
+                json!({"role": "assistant", "content": blocks})
+            }
+            Message::Tools { results } => {
+                let blocks: Vec<Value> = results
+                    .iter()
+                    .map(|r| {
+                        json!({"type": "tool_result", "tool_use_id": r.id,
+                               "content": r.content, "is_error": r.is_error})
+                    })
+                    .collect();
+                json!({"role": "user", "content": blocks})
+            }
+        })
+        .collect();
+    let mut body = json!({
+        "model": model,
+        "max_tokens": MAX_OUTPUT_TOKENS,
+        "messages": messages,
+    });
+    if let Some(system) = &conversation.system {
+        body["system"] = json!(system);
+    }
+    if !tools.is_empty() {
+        body["tools"] = Value::Array(
+            tools
+                .iter()
+                .map(|t| {
+                    json!({"name": t.name, "description": t.description,
+                           "input_schema": t.input_schema})
+                })
+                .collect(),
+        );
+        if choice == ToolChoice::None {
+            body["tool_choice"] = json!({"type": "none"});
+        }
+    }
+    body
+}
+
+fn openai_body(
+    model: &str,
+    conversation: &Conversation,
+    tools: &[ToolSpec],
+    choice: ToolChoice,
+) -> Value {
+    let mut messages = Vec::new();
+    if let Some(system) = &conversation.system {
+        messages.push(json!({"role": "system", "content": system}));
+    }
+    for m in &conversation.messages {
+        match m {
+            Message::User { text } => messages.push(json!({"role": "user", "content": text})),
+            Message::Assistant { text, calls } => {
+                let mut msg = json!({"role": "assistant", "content": text});
+                if !calls.is_empty() {
+                    msg["tool_calls"] = Value::Array(
+                        calls
+                            .iter()
+                            .map(|c| {
+                                json!({"id": c.id, "type": "function", "function": {
+                                    "name": c.name,
+                                    "arguments": c.input.to_string(),
+                                }})
+                            })
+                            .collect(),
+                    );
+                }
+                messages.push(msg);
+            }
+            Message::Tools { results } => {
+                for r in results {
+                    messages
+                        .push(json!({"role": "tool", "tool_call_id": r.id, "content": r.content}));
+                }
+            }
+        }
+    }
+    let mut body = json!({"model": model, "messages": messages});
+    if !tools.is_empty() {
+        body["tools"] = Value::Array(
+            tools
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.input_schema,
+                    }})
+                })
+                .collect(),
+        );
+        body["tool_choice"] = json!(match choice {
+            ToolChoice::Auto => "auto",
+            ToolChoice::None => "none",
+        });
+    }
+    body
+}
+
+/// Decodes an answer body; `Err` says what was wrong with it.
+pub(crate) fn decode(provider: Provider, body: &[u8]) -> Result<Turn, String> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| format!("the answer is not JSON: {e}"))?;
+    if provider.is_messages_api() {
+        decode_anthropic(&value)
+    } else {
+        decode_openai(&value)
+    }
+}
+
+fn count(v: &Value, key: &str) -> u64 {
+    v.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn decode_anthropic(v: &Value) -> Result<Turn, String> {
+    let blocks = v
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or("the answer has no content array")?;
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for b in blocks {
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => text.push_str(b.get("text").and_then(Value::as_str).unwrap_or("")),
+            Some("tool_use") => calls.push(ToolCall {
+                id: b
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .ok_or("a tool_use block has no id")?
+                    .to_owned(),
+                name: b
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or("a tool_use block has no name")?
+                    .to_owned(),
+                input: b.get("input").cloned().unwrap_or_else(|| json!({})),
+            }),
+            _ => {}
+        }
+    }
+    let usage = v.get("usage").cloned().unwrap_or(Value::Null);
+    Ok(Turn {
+        text,
+        calls,
+        usage: Usage {
+            input_tokens: count(&usage, "input_tokens"),
+            output_tokens: count(&usage, "output_tokens"),
+        },
+    })
+}
+
+fn decode_openai(v: &Value) -> Result<Turn, String> {
+    let message = v
+        .get("choices")
+        .and_then(|c| c.get(0))
+        .and_then(|c| c.get("message"))
+        .ok_or("the answer has no choices[0].message")?;
+    let text = message
+        .get("content")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let mut calls = Vec::new();
+    for c in message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let function = c.get("function").ok_or("a tool call has no function")?;
+        let arguments = function
+            .get("arguments")
+            .and_then(Value::as_str)
+            .unwrap_or("{}");
+        calls.push(ToolCall {
+            id: c
+                .get("id")
+                .and_then(Value::as_str)
+                .ok_or("a tool call has no id")?
+                .to_owned(),
+            name: function
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or("a tool call has no name")?
+                .to_owned(),
+            // Arguments that are not JSON reach the tool as a string; it refuses them.
+            input: serde_json::from_str(arguments)
+                .unwrap_or_else(|_| Value::String(arguments.to_owned())),
+        });
+    }
+    let usage = v.get("usage").cloned().unwrap_or(Value::Null);
+    Ok(Turn {
+        text,
+        calls,
+        usage: Usage {
+            input_tokens: count(&usage, "prompt_tokens"),
+            output_tokens: count(&usage, "completion_tokens"),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn convo() -> Conversation {
+        Conversation {
+            system: Some("sys".into()),
+            messages: vec![
+                Message::User { text: "hi".into() },
+                Message::Assistant {
+                    text: String::new(),
+                    calls: vec![ToolCall {
+                        id: "c1".into(),
+                        name: "bash".into(),
+                        input: json!({"command": "ls"}),
+                    }],
+                },
+                Message::Tools {
+                    results: vec![ToolResult {
+                        id: "c1".into(),
+                        content: "a\n".into(),
+                        is_error: false,
+                    }],
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn anthropic_bodies_carry_tool_use_and_tool_result_blocks() {
+        let tools = [ToolSpec {
+            name: "bash".into(),
+            description: "d".into(),
+            input_schema: json!({"type": "object"}),
+        }];
+        let (path, body) = encode(Provider::Anthropic, "m", &convo(), &tools, ToolChoice::None);
+        assert_eq!(path, "/v1/messages");
+        assert_eq!(
+            body,
+            json!({
+                "model": "m", "max_tokens": MAX_OUTPUT_TOKENS, "system": "sys",
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": [
+                        {"type": "tool_use", "id": "c1", "name": "bash", "input": {"command": "ls"}}]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "c1", "content": "a\n", "is_error": false}]},
+                ],
+                "tools": [{"name": "bash", "description": "d", "input_schema": {"type": "object"}}],
+                "tool_choice": {"type": "none"},
+            })
+        );
+    }
+
+    #[test]
+    fn openai_bodies_use_function_calls_and_tool_messages() {
+        let (path, body) = encode(Provider::Openai, "m", &convo(), &[], ToolChoice::Auto);
+        assert_eq!(path, "/chat/completions");
+        assert_eq!(
+            body,
+            json!({"model": "m", "messages": [
+                {"role": "system", "content": "sys"},
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "a\n"},
+            ]})
+        );
+    }
+
+    #[test]
+    fn answers_decode_with_usage() {
+        let a = br#"{"content":[{"type":"text","text":"ok"},{"type":"tool_use","id":"t","name":"glob","input":{"pattern":"*"}}],"usage":{"input_tokens":3,"output_tokens":4}}"#;
+        let turn = decode(Provider::Anthropic, a).unwrap();
+        assert_eq!(
+            turn,
+            Turn {
+                text: "ok".into(),
+                calls: vec![ToolCall {
+                    id: "t".into(),
+                    name: "glob".into(),
+                    input: json!({"pattern": "*"})
+                }],
+                usage: Usage {
+                    input_tokens: 3,
+                    output_tokens: 4
+                },
+            }
+        );
+        let o = br#"{"choices":[{"message":{"content":null,"tool_calls":[{"id":"x","type":"function","function":{"name":"bash","arguments":"{\"command\":\"id\"}"}}]}}],"usage":{"prompt_tokens":5,"completion_tokens":6}}"#;
+        let turn = decode(Provider::Openai, o).unwrap();
+        assert_eq!(turn.calls[0].input, json!({"command": "id"}));
+        assert_eq!(turn.usage.output_tokens, 6);
+        assert!(decode(Provider::Openai, b"{}").is_err());
+    }
+}
