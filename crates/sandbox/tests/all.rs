@@ -3,3 +3,4 @@
 //! unless `ITERION_IT_DOCKER=1` (set by scripts/test.sh), which makes a missing engine a failure.
 
 mod suite;
+mod support;

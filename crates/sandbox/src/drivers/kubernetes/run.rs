@@ -128,8 +128,8 @@ impl RunShared {
         }
     }
 
-    /// Runs `argv` and pumps its streams. `stdin` (when given) is written whole and, unless
-    /// `keep_stdin_open`, closed after.
+    /// Runs `argv` and pumps its streams. `stdin` (when given) is written whole and held open
+    /// until the process exits.
     pub(crate) async fn exec_raw(
         &self,
         argv: Vec<String>,
@@ -155,23 +155,22 @@ impl RunShared {
             .exec(&self.pod, WORKLOAD_CONTAINER, argv, attach_stdin)
             .await
             .map_err(kube_error(format!("exec in pod {}", self.pod)))?;
+        // Stdin is never closed before the process exits: on the v4 protocol a close ends the
+        // whole exec (status lost), and nothing here depends on EOF (SANDBOX.md §5.11, §13):
+        // whatever reads stdin is told a length. `keep_stdin_open` is therefore always honoured.
         let feed = async move {
             let (Some(mut source), Some(mut sink)) = (stdin, session_stdin) else {
                 return Ok::<_, std::io::Error>(None);
             };
             tokio::io::copy(&mut source, &mut sink).await?;
-            if keep_stdin_open {
-                // Held open until the process exits (the caller decided so).
-                Ok(Some(sink))
-            } else {
-                sink.shutdown().await?;
-                Ok(None)
-            }
+            sink.flush().await?;
+            Ok(Some(sink))
         };
         let (fed, out, err, code) = tokio::join!(feed, pump(out, stdout), pump(err, stderr), exit);
         // A process that exits without reading all its stdin closes the pipe: not an error.
-        if let Err(error) = fed {
-            tracing::debug!(%error, "kubernetes exec: stdin not fully written");
+        match fed {
+            Ok(held) => drop(held),
+            Err(error) => tracing::debug!(%error, "kubernetes exec: stdin not fully written"),
         }
         let code = code.map_err(kube_error(format!("exec in pod {}", self.pod)))?;
         let (out, err) = (

@@ -1,0 +1,488 @@
+//! The kubernetes driver against a FAKE API server on loopback (`tests/support/fake_kube.rs`):
+//! the real kube-rs client, server-side apply, polling and the exec websocket; a fake cluster
+//! whose "pod" runs execs on the host (so workspace folders here are temp dirs).
+//!
+//! The live-cluster test at the end runs only with `ITERION_IT_K8S=1` and a kubeconfig: CI has no
+//! cluster (none can be installed on these machines), so there it is skipped, and says so.
+
+// Fixture helpers outside `#[test]` fns panic on a broken environment, which is their report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use iterion_sandbox::{
+    Driver, ExecOpts, KubeRsApi, KubernetesDriver, KubernetesSettings, Mode, NoProgress,
+    ProxyAttachment, RunInfo, SandboxRun, SecretBytes, SecretFileMount, Spec,
+};
+use pretty_assertions::assert_eq;
+
+use crate::support::fake_kube::{FakeKube, Kind, PodBehaviour, ScriptedExec};
+
+const RUN_ID: &str = "019300aa-bbbb-7ccc-8ddd-eeeeffff0001";
+const POD: &str = "iterion-run-019300aa-bbbb-7ccc-8ddd-eeeeffff0001";
+
+struct Setup {
+    fake: FakeKube,
+    driver: KubernetesDriver,
+    /// The host workspace (copied in).
+    host_ws: tempfile::TempDir,
+    /// The "pod's" workspace folder (execs run on the host).
+    pod_ws: tempfile::TempDir,
+}
+
+fn settings() -> KubernetesSettings {
+    KubernetesSettings {
+        pod_ready_timeout: Duration::from_secs(1),
+        poll_interval: Duration::from_millis(20),
+        apply_timeout: Duration::from_secs(5),
+        ..KubernetesSettings::default()
+    }
+}
+
+async fn setup(settings: KubernetesSettings) -> Setup {
+    let fake = FakeKube::start("iterion-test").await;
+    let api = KubeRsApi::new(fake.client(), fake.namespace());
+    let driver = KubernetesDriver::new(Arc::new(api), settings);
+    let host_ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir(host_ws.path().join("src")).unwrap();
+    std::fs::write(host_ws.path().join("src/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(host_ws.path().join("README.md"), "# repo\n").unwrap();
+    let pod_ws = tempfile::tempdir().unwrap();
+    Setup {
+        fake,
+        driver,
+        host_ws,
+        pod_ws,
+    }
+}
+
+fn spec(setup: &Setup) -> Spec {
+    Spec {
+        mode: Mode::Inline,
+        image: Some("ghcr.io/iterion/sandbox:1".to_owned()),
+        workspace_folder: Some(setup.pod_ws.path().to_str().unwrap().to_owned()),
+        ..Spec::default()
+    }
+}
+
+fn info(setup: &Setup) -> RunInfo {
+    RunInfo::new(
+        RUN_ID,
+        "store-1",
+        setup.host_ws.path(),
+        "/tmp/unused-run-dir",
+    )
+}
+
+async fn start(
+    setup: &Setup,
+    spec: Spec,
+    info: RunInfo,
+) -> iterion_sandbox::Result<Box<dyn SandboxRun>> {
+    let prepared = setup.driver.prepare(&spec, &NoProgress).await?;
+    setup.driver.start(prepared, info).await
+}
+
+fn stored(fake: &FakeKube) -> Vec<(Kind, Vec<String>)> {
+    [Kind::Pod, Kind::Secret, Kind::NetworkPolicy]
+        .into_iter()
+        .map(|kind| (kind, fake.names(kind)))
+        .collect()
+}
+
+fn nothing_stored() -> Vec<(Kind, Vec<String>)> {
+    vec![
+        (Kind::Pod, vec![]),
+        (Kind::Secret, vec![]),
+        (Kind::NetworkPolicy, vec![]),
+    ]
+}
+
+#[tokio::test]
+async fn kube_start_copies_the_workspace_execs_exports_and_cleans_up() {
+    let setup = setup(settings()).await;
+    let run = start(&setup, spec(&setup), info(&setup)).await.unwrap();
+    assert_eq!(run.id(), POD);
+
+    // The pod as applied: defaulted user, labels, security context.
+    let pod = setup.fake.object(Kind::Pod, POD).unwrap();
+    assert_eq!(
+        (
+            pod["metadata"]["labels"]["iterion.io/run-id"].as_str(),
+            pod["metadata"]["labels"]["iterion.io/component"].as_str(),
+            pod["spec"]["containers"][0]["securityContext"]["runAsUser"].as_i64(),
+            pod["spec"]["automountServiceAccountToken"].as_bool(),
+        ),
+        (Some(RUN_ID), Some("sandbox-run"), Some(1000), Some(false))
+    );
+
+    // Copy-in: the workspace arrived, top-level entries only.
+    assert_eq!(
+        std::fs::read_to_string(setup.pod_ws.path().join("src/main.rs")).unwrap(),
+        "fn main() {}\n"
+    );
+
+    // Exec: exit code from the status channel, both streams.
+    let argv = ["sh", "-c", "echo out; echo err >&2; exit 3"].map(str::to_owned);
+    let result = run.exec(&argv, ExecOpts::default()).await.unwrap();
+    assert_eq!(
+        (
+            result.exit_code,
+            result.stdout.as_deref(),
+            result.stderr.as_deref()
+        ),
+        (3, Some(&b"out\n"[..]), Some(&b"err\n"[..]))
+    );
+
+    // Env and workdir go through `env … sh -c 'cd "$1" …'`.
+    std::fs::create_dir(setup.pod_ws.path().join("sub")).unwrap();
+    let result = run
+        .exec(
+            &["sh", "-c", "echo \"$GREETING $(basename \"$PWD\")\""].map(str::to_owned),
+            ExecOpts {
+                env: vec![("GREETING".to_owned(), "hello".to_owned())],
+                workdir: Some(setup.pod_ws.path().join("sub").to_str().unwrap().to_owned()),
+                ..ExecOpts::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.stdout.as_deref(), Some(&b"hello sub\n"[..]));
+
+    // Stdin reaches the process.
+    let result = run
+        .exec(
+            &["sh", "-c", "head -c 5"].map(str::to_owned),
+            ExecOpts {
+                stdin: Some(Box::new(std::io::Cursor::new(b"abcdefgh".to_vec()))),
+                ..ExecOpts::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.stdout.as_deref(), Some(&b"abcde"[..]));
+
+    // Workspace refresh, then export back to a fresh host dir.
+    run.workspace_file_refresher()
+        .unwrap()
+        .refresh_workspace_file("notes/new.txt", b"written in the pod")
+        .await
+        .unwrap();
+    let export = tempfile::tempdir().unwrap();
+    run.workspace_exporter()
+        .unwrap()
+        .export_workspace(export.path())
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(export.path().join("notes/new.txt")).unwrap(),
+        "written in the pod"
+    );
+
+    // Cleanup deletes everything, is idempotent, and closes the run.
+    run.cleanup().await.unwrap();
+    run.cleanup().await.unwrap();
+    assert_eq!(stored(&setup.fake), nothing_stored());
+    let closed = run.exec(&argv, ExecOpts::default()).await.unwrap_err();
+    assert_eq!(closed.code(), "SANDBOX_SETUP_FAILED");
+    let deletes: Vec<String> = setup
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.starts_with("DELETE"))
+        .collect();
+    assert_eq!(
+        deletes,
+        vec![format!("DELETE pod/{POD}"), format!("DELETE pod/{POD}")],
+        "the stale-pod delete before the apply, then cleanup once"
+    );
+}
+
+#[tokio::test]
+async fn kube_exec_works_on_the_v4_protocol_without_stdin_close() {
+    let setup = setup(settings()).await;
+    setup.fake.force_v4();
+    // Copy-in feeds stdin and still completes: it reads a length, never waits for EOF.
+    let run = start(&setup, spec(&setup), info(&setup)).await.unwrap();
+    assert!(setup.pod_ws.path().join("README.md").is_file());
+    let result = run
+        .exec(
+            &["sh", "-c", "exit 0"].map(str::to_owned),
+            ExecOpts::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.exit_code, 0);
+    run.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn kube_unschedulable_pod_is_capacity_and_everything_is_deleted() {
+    let setup = setup(settings()).await;
+    setup.fake.set_pod_behaviour(PodBehaviour::Unschedulable);
+    let error = start(&setup, spec(&setup), info(&setup))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(
+        (error.code(), error.to_string()),
+        (
+            "SANDBOX_CAPACITY",
+            "sandbox not placed — the pod was never scheduled (Unschedulable: 0/3 nodes are available: 3 Insufficient cpu.)".to_owned()
+        )
+    );
+    assert_eq!(stored(&setup.fake), nothing_stored());
+}
+
+#[tokio::test]
+async fn kube_stalled_pod_is_a_setup_timeout() {
+    let setup = setup(settings()).await;
+    setup.fake.set_pod_behaviour(PodBehaviour::Stalled);
+    let error = start(&setup, spec(&setup), info(&setup))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(error.code(), "SANDBOX_SETUP_TIMEOUT");
+    assert!(
+        error
+            .to_string()
+            .starts_with("sandbox: pod ready phase timed out after"),
+        "{error}"
+    );
+    assert_eq!(stored(&setup.fake), nothing_stored());
+}
+
+#[tokio::test]
+async fn kube_failed_pod_is_a_setup_failure_naming_the_phase() {
+    let setup = setup(settings()).await;
+    setup.fake.set_pod_behaviour(PodBehaviour::Failed);
+    let error = start(&setup, spec(&setup), info(&setup))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(error.code(), "SANDBOX_SETUP_FAILED");
+    assert!(
+        error
+            .to_string()
+            .contains("pod ended in phase Failed: Evicted: node pressure"),
+        "{error}"
+    );
+    assert_eq!(stored(&setup.fake), nothing_stored());
+}
+
+#[tokio::test]
+async fn kube_failure_after_the_secret_apply_deletes_the_secret() {
+    let setup = setup(settings()).await;
+    let mut spec = spec(&setup);
+    spec.secret_files = vec![SecretFileMount {
+        name: "GH_TOKEN".to_owned(),
+        mount_path: "/run/iterion/secrets/GH_TOKEN".to_owned(),
+        env: Some("GH_TOKEN_FILE".to_owned()),
+        value: SecretBytes::from("ghp_value"),
+    }];
+    setup.fake.fail("apply", Kind::Pod, POD, 500);
+    let error = start(&setup, spec, info(&setup)).await.err().unwrap();
+    assert_eq!(error.code(), "SANDBOX_SETUP_FAILED");
+    let secret = format!("{POD}-secret-files");
+    let requests = setup.fake.requests();
+    let applied = requests
+        .iter()
+        .position(|r| *r == format!("APPLY secret/{secret}"));
+    let deleted = requests
+        .iter()
+        .position(|r| *r == format!("DELETE secret/{secret}"));
+    assert!(
+        matches!((applied, deleted), (Some(a), Some(d)) if a < d),
+        "the Secret is applied, then deleted: {requests:?}"
+    );
+    assert_eq!(stored(&setup.fake), nothing_stored());
+}
+
+fn proxied(setup: &Setup) -> RunInfo {
+    let mut info = info(setup);
+    info.proxy = Some(ProxyAttachment {
+        endpoint: "http://t:token@10.1.2.3:40111".to_owned(),
+        host_socket: None,
+        port: Some(40111),
+    });
+    info
+}
+
+#[tokio::test]
+async fn kube_egress_probe_that_connects_fails_the_run_closed() {
+    let setup = setup(KubernetesSettings {
+        pod_ip: Some("10.1.2.3".to_owned()),
+        ..settings()
+    })
+    .await;
+    setup.fake.script_exec(
+        "/usr/local/bin/iterion",
+        ScriptedExec {
+            exit_code: 0,
+            stdout: Vec::new(),
+        },
+    );
+    let error = start(&setup, spec(&setup), proxied(&setup))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(
+        (error.code(), error.to_string()),
+        (
+            "SANDBOX_SETUP_FAILED",
+            "sandbox: kubernetes: egress probe: egress not enforced: direct connection to 1.1.1.1:443 succeeded; the cluster CNI does not enforce NetworkPolicy".to_owned()
+        )
+    );
+    let probes: Vec<Vec<String>> = setup
+        .fake
+        .exec_argvs()
+        .into_iter()
+        .filter(|argv| argv.first().map(String::as_str) == Some("/usr/local/bin/iterion"))
+        .collect();
+    assert_eq!(
+        probes,
+        vec![
+            ["/usr/local/bin/iterion", "__egress-probe", "1.1.1.1:443"]
+                .map(str::to_owned)
+                .to_vec()
+        ]
+    );
+    assert_eq!(stored(&setup.fake), nothing_stored());
+}
+
+#[tokio::test]
+async fn kube_blocked_egress_probe_passes_and_the_policy_names_the_runner() {
+    let setup = setup(KubernetesSettings {
+        pod_ip: Some("10.1.2.3".to_owned()),
+        ..settings()
+    })
+    .await;
+    setup.fake.script_exec(
+        "/usr/local/bin/iterion",
+        ScriptedExec {
+            exit_code: 1,
+            stdout: Vec::new(),
+        },
+    );
+    let run = start(&setup, spec(&setup), proxied(&setup)).await.unwrap();
+    let policy = setup.fake.object(Kind::NetworkPolicy, POD).unwrap();
+    assert_eq!(
+        policy["spec"]["egress"],
+        serde_json::json!([{"to": [{"ipBlock": {"cidr": "10.1.2.3/32"}}]}])
+    );
+    run.cleanup().await.unwrap();
+    assert_eq!(stored(&setup.fake), nothing_stored());
+}
+
+#[tokio::test]
+async fn kube_a_proxy_without_the_runner_pod_ip_creates_nothing() {
+    let setup = setup(settings()).await;
+    let error = start(&setup, spec(&setup), proxied(&setup))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(error.code(), "SANDBOX_SETUP_FAILED");
+    assert_eq!(setup.fake.requests(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn kube_prepare_defaults_the_user_and_refuses_a_name() {
+    let setup = setup(settings()).await;
+    let prepared = setup
+        .driver
+        .prepare(&spec(&setup), &NoProgress)
+        .await
+        .unwrap();
+    assert_eq!(prepared.spec.user.as_deref(), Some("1000:1000"));
+    let mut named = spec(&setup);
+    named.user = Some("vscode".to_owned());
+    let error = setup.driver.prepare(&named, &NoProgress).await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "sandbox: kubernetes: user must be numeric (runAsNonRoot)"
+    );
+}
+
+#[tokio::test]
+async fn kube_lists_managed_objects_by_label() {
+    let setup = setup(settings()).await;
+    let labels = |run: &str, store: &str| {
+        BTreeMap::from([
+            ("iterion.io/managed".to_owned(), "true".to_owned()),
+            ("iterion.io/store".to_owned(), store.to_owned()),
+            ("iterion.io/run-id".to_owned(), run.to_owned()),
+        ])
+    };
+    setup.fake.insert(Kind::Pod, "a", labels("r1", "store-1"));
+    setup.fake.insert(Kind::Pod, "b", labels("r2", "store-2"));
+    setup
+        .fake
+        .insert(Kind::Secret, "c", labels("r1", "store-1"));
+    let api = setup.driver.api();
+    let pods = api
+        .list(
+            iterion_sandbox::ObjectKind::Pod,
+            "iterion.io/managed=true,iterion.io/store=store-1",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        pods.iter()
+            .map(|p| (p.name.clone(), p.labels.get("iterion.io/run-id").cloned()))
+            .collect::<Vec<_>>(),
+        vec![("a".to_owned(), Some("r1".to_owned()))]
+    );
+}
+
+/// Against a real cluster: needs `ITERION_IT_K8S=1`, a kubeconfig whose context can create pods,
+/// Secrets and NetworkPolicies in its namespace, and a cluster that can pull `busybox:1.36`.
+/// Skipped otherwise (CI has no cluster; see the module doc), printing why.
+#[tokio::test]
+async fn kube_real_cluster_runs_a_pod_and_cleans_it_up() {
+    if std::env::var("ITERION_IT_K8S").ok().as_deref() != Some("1") {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("skipped: ITERION_IT_K8S=1 is not set (no cluster)");
+        }
+        return;
+    }
+    let config = kube::Config::infer()
+        .await
+        .expect("a kubeconfig (ITERION_IT_K8S=1)");
+    let namespace = config.default_namespace.clone();
+    let client = kube::Client::try_from(config).expect("a client for the kubeconfig");
+    let driver = KubernetesDriver::new(
+        Arc::new(KubeRsApi::new(client, namespace)),
+        KubernetesSettings {
+            pod_ready_timeout: Duration::from_secs(180),
+            ..KubernetesSettings::default()
+        },
+    );
+    let host_ws = tempfile::tempdir().unwrap();
+    std::fs::write(host_ws.path().join("hello.txt"), "hi\n").unwrap();
+    let spec = Spec {
+        mode: Mode::Inline,
+        image: Some("busybox:1.36".to_owned()),
+        workspace_folder: Some("/tmp/ws".to_owned()),
+        ..Spec::default()
+    };
+    let run_id = format!("it-{}", std::process::id());
+    let prepared = driver.prepare(&spec, &NoProgress).await.unwrap();
+    let run = driver
+        .start(
+            prepared,
+            RunInfo::new(&run_id, "it-store", host_ws.path(), "/tmp/unused"),
+        )
+        .await
+        .unwrap();
+    let result = run
+        .exec(
+            &["cat", "/tmp/ws/hello.txt"].map(str::to_owned),
+            ExecOpts::default(),
+        )
+        .await;
+    run.cleanup().await.unwrap();
+    assert_eq!(result.unwrap().stdout.as_deref(), Some(&b"hi\n"[..]));
+}

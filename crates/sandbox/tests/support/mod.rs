@@ -1,0 +1,2 @@
+//! Fixtures of this test binary.
+pub mod fake_kube;
