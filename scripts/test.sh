@@ -239,6 +239,11 @@ cargo fmt --all -- --check
 section "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
+section "build the test binaries (cargo nextest run --no-run)"
+# Before the static build, so the static twin is not older than target/debug/iterion: a dynamic
+# iterion binds its twin only when the twin is at least as new (engine_binary.rs).
+cargo nextest run --workspace --profile "${NEXTEST_PROFILE:-ci}" --no-run
+
 section "static iterion (scripts/build-static.sh)"
 # The binary the container tests mount at /run/iterion/bin/iterion (SANDBOX.md §8.4): linked
 # statically so that it runs in any image, busybox included. Its own target dir (target/static/)

@@ -350,3 +350,241 @@ fn docker_a_bridge_that_cannot_start_fails_the_setup_and_leaves_nothing() {
         "{left:#?}"
     );
 }
+
+/// Attacks from inside the container, each through the real bridge and proxy (SANDBOX.md §6.4,
+/// §6.6, §6.9): no or a wrong proxy token → 407; the metadata address and an IP literal under an
+/// allowlist → 403; an allowed name whose address is private but not allowed by a CIDR rule
+/// (DNS rebinding) → 403; a Host header that differs from the CONNECT target inside an inspected
+/// tunnel → 421. An allowed host still answers, so the refusals are the policy, not a dead proxy.
+#[test]
+fn docker_attacks_from_inside_the_container_are_refused() {
+    if !docker_or_skip("cli::egress::docker_attacks_refused") {
+        return;
+    }
+    let Some(static_bin) = static_iterion_or_skip("cli::egress::docker_attacks_refused") else {
+        return;
+    };
+    let env = Env::new();
+    let port = upstream();
+    let xdg = runtime_dir(&env);
+    let script = format!(
+        "code() {{ curl -s -o /dev/null -w '%{{http_code}}' --max-time 10 \"$@\"; }}; \
+         noauth=$(code --proxy http://127.0.0.1:3128 http://allowed.test:{port}/); \
+         wrong=$(code --proxy http://t:not-the-token@127.0.0.1:3128 http://allowed.test:{port}/); \
+         meta=$(code http://169.254.169.254/latest/meta-data/); \
+         iplit=$(code http://10.9.8.7:{port}/); \
+         rebind=$(code http://rebind.test:{port}/); \
+         ok=$(code http://allowed.test:{port}/); \
+         mismatch=$(code -H 'Host: evil.test:{port}' https://allowed.test:{port}/); \
+         echo \"noauth=$noauth wrong=$wrong meta=$meta iplit=$iplit rebind=$rebind ok=$ok mismatch=$mismatch\""
+    );
+    env.write(
+        "attacks.iter",
+        &format!(
+            "tool probe:\n  command: `{script}`\n\nworkflow attacks:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"allowed.test\", \"rebind.test\", \"127.0.0.1/32\"]\n  probe -> done\n"
+        ),
+    );
+    let out = env
+        .cmd()
+        .args(["run", "attacks.iter"])
+        .env("ITERION_BIN", &static_bin)
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .env("ITERION_SANDBOX_TLS_INSPECT", "1")
+        .env(
+            "ITERION_SANDBOX_PROXY_HOSTS",
+            "allowed.test=127.0.0.1,rebind.test=127.0.0.2",
+        )
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    let logs = env.logs(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}\n{logs:#?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = logs
+        .iter()
+        .find(|(s, l)| s == "stdout" && l.contains("noauth="))
+        .map(|(_, l)| l.clone())
+        .unwrap_or_else(|| panic!("{logs:#?}"));
+    assert_eq!(
+        line.trim().trim_start_matches("[probe] "),
+        "noauth=407 wrong=407 meta=403 iplit=403 rebind=403 ok=200 mismatch=421",
+        "{events:#?}"
+    );
+    let blocked: Vec<(String, String)> = events
+        .iter()
+        .filter(|(k, _)| k == "network_blocked")
+        .map(|(_, d)| {
+            (
+                d["host"].as_str().unwrap_or_default().to_owned(),
+                d["reason"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    for expected in [
+        ("10.9.8.7", "policy denial"),
+        ("rebind.test", "resolved to a non-public address"),
+        (
+            "allowed.test",
+            "request host differs from the CONNECT target",
+        ),
+    ] {
+        assert!(
+            blocked
+                .iter()
+                .any(|(h, r)| (h.as_str(), r.as_str()) == expected),
+            "{expected:?} not in {blocked:#?}"
+        );
+    }
+    assert_eq!(env.containers(), Vec::<String>::new());
+}
+
+/// The real value of a secret is nowhere the container (or anyone reading its configuration) can
+/// see it (ARCHITECTURE decision 5): not in `docker inspect` taken while the container runs, not
+/// in `/proc/1/environ`, not in the tool's environment or argv (which carry the placeholder), not
+/// in events or logs. The file secret's bytes are only in its read-only file.
+#[test]
+fn docker_secret_values_stay_out_of_the_container_configuration() {
+    if !docker_or_skip("cli::egress::docker_secret_values_stay_out") {
+        return;
+    }
+    let Some(static_bin) = static_iterion_or_skip("cli::egress::docker_secret_values_stay_out")
+    else {
+        return;
+    };
+    const FILE_VALUE: &str = "file-secret-bytes-9876543210";
+    let env = Env::new();
+    let xdg = runtime_dir(&env);
+    let script = "touch started; \
+         i=0; while [ ! -e inspected ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; \
+         tr '\\0' '\\n' < /proc/1/environ > environ.txt; env > env.txt; \
+         echo '{{secrets.tok}}' > argv.txt; \
+         stat -c '%a %s' \"$KEY_FILE\" > keyfile.txt";
+    env.write(
+        "values.iter",
+        &format!(
+            "secrets:\n  tok:\n    value: \"${{ITERION_TEST_TOK}}\"\n    hosts: [\"scoped.test\"]\n  key:\n    value: \"${{ITERION_TEST_KEY}}\"\n    as: file\n    env: \"KEY_FILE\"\n\ntool probe:\n  command: `{script}`\n\nworkflow values:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"scoped.test\"]\n  probe -> done\n"
+        ),
+    );
+    let child = env
+        .std_cmd()
+        .args(["run", "values.iter"])
+        .env("ITERION_BIN", &static_bin)
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .env("ITERION_TEST_TOK", SECRET_VALUE)
+        .env("ITERION_TEST_KEY", FILE_VALUE)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !env.path("started").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the tool never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let ids = env.containers();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let inspect = StdCommand::new("docker")
+        .args(["inspect", &ids[0]])
+        .output()
+        .unwrap();
+    std::fs::write(env.path("inspected"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    let logs = env.logs(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}\n{logs:#?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let inspect = String::from_utf8_lossy(&inspect.stdout).into_owned();
+    assert!(
+        inspect.contains("KEY_FILE="),
+        "inspect shows the env: {inspect}"
+    );
+    let read = |name: &str| std::fs::read_to_string(env.path(name)).unwrap();
+    let (environ, tool_env, argv) = (read("environ.txt"), read("env.txt"), read("argv.txt"));
+    assert_eq!(argv.trim(), "__ITERION_SECRET_tok__");
+    // The image user is not a numeric uid the engine knows, so 0444 under the 0700 run dir (§8.7).
+    assert_eq!(
+        read("keyfile.txt").trim(),
+        format!("444 {}", FILE_VALUE.len())
+    );
+    let records = format!(
+        "{}{}{events:?}{logs:?}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (what, text) in [
+        ("docker inspect", &inspect),
+        ("/proc/1/environ", &environ),
+        ("the tool's env", &tool_env),
+        ("argv", &argv),
+        ("events, logs and output", &records),
+    ] {
+        for value in [SECRET_VALUE, FILE_VALUE] {
+            assert!(!text.contains(value), "{value} leaked into {what}");
+        }
+    }
+    assert_eq!(env.containers(), Vec::<String>::new());
+}
+
+/// With no `ITERION_BIN`, the dynamically linked test build of iterion binds its static twin
+/// (`scripts/build-static.sh` → `target/static/…`, SANDBOX.md §8.4 as `engine_binary.rs` extends
+/// it), so an allowlisted run works even in busybox, which has no libc at all.
+#[test]
+fn docker_without_iterion_bin_the_static_twin_runs_the_bridge_in_busybox() {
+    if !docker_or_skip("cli::egress::docker_static_twin") {
+        return;
+    }
+    let dynamic = assert_cmd::cargo::cargo_bin("iterion");
+    let chosen = iterion_engine::container_binary_for(&dynamic.canonicalize().unwrap());
+    if chosen.link != iterion_sandbox::LinkKind::Static {
+        assert!(
+            std::env::var_os("ITERION_IT_DOCKER").is_none(),
+            "no fresh static twin of {}: {} (scripts/test.sh builds it after the test binaries)",
+            dynamic.display(),
+            chosen.reason
+        );
+        return;
+    }
+    let env = Env::new();
+    let xdg = runtime_dir(&env);
+    env.write(
+        "twin.iter",
+        &format!(
+            "tool probe:\n  command: `true`\n\nworkflow twin:\n  entry: probe\n  sandbox:\n    image: \"{}\"\n    network:\n      mode: allowlist\n      rules: [\"allowed.test\"]\n  probe -> done\n",
+            iterion_test_support::BUSYBOX_IMAGE
+        ),
+    );
+    let out = env
+        .cmd()
+        .args(["run", "twin.iter"])
+        .env_remove("ITERION_BIN")
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    // The bridge ran (sandbox_started comes after its `ready`); busybox has no bash, so the tool
+    // node itself then fails with 126 — which is the tool's business, not the sandbox's.
+    let started = first(&events, "sandbox_started")
+        .unwrap_or_else(|| panic!("{}\n{events:#?}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(started["egress_enforced"], json!(true));
+    assert!(
+        !run.failure_code
+            .as_deref()
+            .is_some_and(|c| c.starts_with("SANDBOX_")),
+        "{events:#?}"
+    );
+    assert_eq!(env.containers(), Vec::<String>::new());
+}

@@ -83,15 +83,21 @@ impl Env {
         cmd
     }
 
-    /// The same, as a plain process (for tests that signal it).
-    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+    /// The same, as a plain `std::process::Command` (for tests that act while the run runs).
+    pub fn std_cmd(&self) -> StdCommand {
         let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("iterion"));
         for var in CLEARED {
             cmd.env_remove(var);
         }
         cmd.env("ITERION_HOME", self.home.path())
             .env("RUST_LOG", "error")
-            .current_dir(self.ws.path())
+            .current_dir(self.ws.path());
+        cmd
+    }
+
+    /// `args` spawned with piped output (for tests that signal it).
+    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        self.std_cmd()
             .args(args)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
