@@ -573,7 +573,7 @@ fn docker_host_state_auto_binds_caches_and_none_binds_nothing() {
     let home = std::fs::canonicalize(fake_home.path()).unwrap();
     std::fs::create_dir_all(home.join(".npm")).unwrap();
     std::fs::write(home.join(".gitconfig"), "[user]\n\tname = Host User\n").unwrap();
-    let probe = "tool probe:\n  command: `touch \"$HOME/.npm/from-container\" \"$HOME/written\" 2>/dev/null; jq -cn --arg w \"$(ls \"$HOME/written\" 2>/dev/null)\" --arg m \"$(awk '{print $5}' /proc/self/mountinfo)\" '{home: env.HOME, written: $w, mounts:($m|split(\"\\n\")), env: env}'`\n\nworkflow hs:\n  entry: probe\n  probe -> done\n";
+    let probe = "tool probe:\n  command: `touch \"$HOME/.npm/from-container\" \"$HOME/written\" 2>/dev/null; jq -cn --arg s \"$(touch \"$PROJECT_SCRATCH_DIR/s\" && echo \"$PROJECT_SCRATCH_DIR\")\" --arg w \"$(ls \"$HOME/written\" 2>/dev/null)\" --arg m \"$(awk '{print $5}' /proc/self/mountinfo)\" '{home: env.HOME, scratch: $s, written: $w, mounts:($m|split(\"\\n\")), env: env}'`\n\nworkflow hs:\n  entry: probe\n  probe -> done\n";
     let run = |state: &str| {
         let env = Env::new();
         env.write("hs.iter", probe);
@@ -585,14 +585,35 @@ fn docker_host_state_auto_binds_caches_and_none_binds_nothing() {
             .output()
             .unwrap();
         let summary: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        let events = env.events(&env.only_run());
+        let run = env.only_run();
+        let events = env.events(&run);
         assert_eq!(env.containers(), Vec::<String>::new());
-        (out.status.code(), summary, events)
+        // The scratch dir (§8.3) is keyed on the (root) run and writable in either state.
+        let scratch = format!("/tmp/iterion-scratch/{}", run.id.as_str());
+        assert_eq!(summary["output"]["scratch"], json!(scratch), "{summary:#}");
+        let on_host = env.home.path().join("scratch").join(run.id.as_str());
+        let host_file = on_host.join("s").exists();
+        (
+            out.status.code(),
+            summary,
+            events,
+            (scratch, on_host, host_file),
+        )
     };
     // auto: the cache is bound at its own path, HOME is the host's and writable, and a file the
     // container creates in the bound cache belongs to the host user.
-    let (code, summary, events) = run("auto");
+    let (code, summary, events, (scratch, on_host, host_file)) = run("auto");
     assert_eq!(code, Some(0), "{events:#?}");
+    // auto binds the scratch dir from ITERION_HOME/scratch/<run> and says so.
+    assert!(
+        host_file,
+        "the scratch file is not on the host: {summary:#}"
+    );
+    assert!(has_mount(&summary["output"], &scratch), "{summary:#}");
+    assert_eq!(
+        first(&events, "sandbox_host_state_mounted").unwrap()["scratch"],
+        json!(format!("{}:{scratch}", on_host.display()))
+    );
     let npm = home.join(".npm");
     assert!(
         has_mount(&summary["output"], &npm.to_string_lossy()),
@@ -620,8 +641,11 @@ fn docker_host_state_auto_binds_caches_and_none_binds_nothing() {
     std::fs::remove_file(npm.join("from-container")).unwrap();
 
     // none: nothing of the host's home is mounted; the git identity is passed as four variables.
-    let (code, summary, events) = run("none");
+    let (code, summary, events, (scratch, _, host_file)) = run("none");
     assert_eq!(code, Some(0), "{events:#?}");
+    // none: the scratch dir lives in the container only.
+    assert!(!host_file);
+    assert!(!has_mount(&summary["output"], &scratch), "{summary:#}");
     let out = &summary["output"];
     let home_shown = home.to_string_lossy().into_owned();
     assert!(

@@ -16,6 +16,7 @@
 //! shuts it down, and teardown does too (the socket goes with it).
 
 mod egress;
+mod finalize;
 pub(crate) mod mounts;
 pub(crate) mod resolve;
 mod rundir;
@@ -280,8 +281,17 @@ async fn start(
     // L8: the mount and env plan.
     let mut inputs = ctx.mount_inputs.clone();
     inputs.host_binds = driver.capabilities().supports_host_bind_mounts;
-    for event in mounts::plan_mounts(&mut spec, &inputs).await? {
+    let plan = mounts::plan_mounts(&mut spec, &inputs).await?;
+    for event in plan.events {
         ctx.events.emit(event).await;
+    }
+    // M12: what a driver without host binds cannot honour goes, with the promises it made.
+    if let Some(dropped) =
+        finalize::finalize_mounts_for_driver(&mut spec, inputs.host_binds, driver.name())
+    {
+        ctx.events
+            .emit(Event::SandboxHostBindsDropped(dropped))
+            .await;
     }
     let run_dir = rundir::create(ctx.run_id, ctx.store_id, closed_network).await?;
     // L10: the proxy, listening from here on; every later failure shuts it down.
@@ -314,6 +324,9 @@ async fn start(
     let result = start_in(ctx, spec, driver, &run_dir, proxy.as_ref()).await;
     match result {
         Ok(run) => {
+            if let Some(scratch) = &plan.scratch_in_container {
+                make_container_scratch(run.0.as_ref(), scratch, ctx.run_log.as_ref()).await;
+            }
             let started = SandboxStarted {
                 driver: driver.name().to_owned(),
                 mode: resolved.mode.as_str().to_owned(),
@@ -353,6 +366,28 @@ async fn start(
             Err(error)
         }
     }
+}
+
+/// §8.3: the container-local scratch dir, made after Start (world-writable and sticky, like
+/// the bound one). A failure is a warning: only the nodes that use the scratch dir need it.
+async fn make_container_scratch(run: &dyn SandboxRun, scratch: &str, run_log: &dyn RunLog) {
+    let argv: Vec<String> = ["mkdir", "-p", "-m", "1777", scratch]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    let failure = match run.exec(&argv, iterion_sandbox::ExecOpts::default()).await {
+        Ok(result) if result.exit_code == 0 => return,
+        Ok(result) => format!(
+            "exit {}: {}",
+            result.exit_code,
+            String::from_utf8_lossy(result.stderr.as_deref().unwrap_or_default()).trim()
+        ),
+        Err(error) => error.to_string(),
+    };
+    run_log.line(
+        iterion_sandbox::LogLevel::Warn,
+        &format!("sandbox: cannot create the scratch dir {scratch} in the container ({failure})"),
+    );
 }
 
 /// The started run, its image, and its egress bridge when a proxy is attached.

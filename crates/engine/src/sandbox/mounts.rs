@@ -1,11 +1,10 @@
 //! Step L8 (SANDBOX.md §8): the engine's mounts and env, configured on the spec before Prepare.
 //!
 //! Done here, in order: M2 run files, M3 locale, M5 host_state (§8.1 auto / §8.2 none), M8 the
-//! engine binary, M9 the worktree's `.git` (§8.5), M10 git `safe.directory`, M11 file secrets (on the spec, with their `env:`
-//! variables; the docker driver refuses a spec carrying them until it can deliver them, so such a
-//! run fails `SANDBOX_SETUP_FAILED` rather than run without its secret). Not yet (later issues, or
-//! nothing to mount yet): M1 attachments and M4 bundle (no producer of either exists), M6 scratch,
-//! M7 devbox, M12–M14 (every driver that reaches here binds host paths).
+//! engine binary, M9 the worktree's `.git` (§8.5), M10 git `safe.directory`, M11 file secrets (on
+//! the spec, with their `env:` variables). M12 (dropping what a driver without host binds cannot
+//! honour) is `finalize.rs`. Not here: M1 attachments and M4 bundle (no producer of either exists
+//! yet), M7 devbox (§15).
 //!
 //! The decisions are pure functions over what was found on the host ([`Candidate`] stats, the
 //! uid); only [`plan_mounts`] touches the filesystem and runs `git`.
@@ -27,8 +26,22 @@ use crate::sandbox_events::{
 
 /// Where the run files dir is bound in the sandbox (M2).
 pub const ARTIFACT_FILES_TARGET: &str = "/iterion/artifact-files";
+/// Where a driver without host binds expects the image to ship iterion (M8, §8.4: kubernetes).
+pub const IMAGE_ENGINE_BIN: &str = "/usr/local/bin/iterion";
 /// Where the engine binary is bound in the sandbox (M8, §8.4).
 pub const ENGINE_BIN_TARGET: &str = "/run/iterion/bin/iterion";
+/// The parent of every scratch dir in the sandbox (M6, §8.3).
+pub const SCRATCH_ROOT: &str = "/tmp/iterion-scratch";
+/// The variable naming the scratch dir in the sandbox.
+pub const SCRATCH_ENV: &str = "PROJECT_SCRATCH_DIR";
+
+/// What the plan decided besides the spec: the events to emit, and where the scratch dir lives
+/// when it is not a bind (the engine creates it after Start).
+#[derive(Debug, Default)]
+pub(crate) struct MountPlan {
+    pub events: Vec<Event>,
+    pub scratch_in_container: Option<String>,
+}
 
 /// What the plan needs to know about the run and the host.
 #[derive(Clone, Debug)]
@@ -48,6 +61,14 @@ pub(crate) struct MountInputs {
     pub file_secrets: Vec<SecretFileMount>,
     /// The git dir of a linked-worktree workspace (`<repo>/.git/worktrees/<name>`), for M9.
     pub worktree_git_dir: Option<PathBuf>,
+}
+
+impl MountInputs {
+    /// The root of the run tree, which keys the scratch dir (§8.3): the run itself, until subbot
+    /// children (SANDBOX.md §14) pass their root.
+    fn root_run_id(&self) -> &str {
+        &self.run_id
+    }
 }
 
 /// M9 (§8.5): the `<repo>/.git` a linked worktree's git dir lives in, or `None` when the git dir
@@ -166,13 +187,14 @@ fn host_ids() -> Option<(u32, u32)> {
 pub(crate) async fn plan_mounts(
     spec: &mut Spec,
     inputs: &MountInputs,
-) -> Result<Vec<Event>, SetupError> {
+) -> Result<MountPlan, SetupError> {
     let mut events = Vec::new();
     let ws = inputs.workspace.to_string_lossy().into_owned();
     let folder = spec.workspace_folder.clone().unwrap_or_else(|| ws.clone());
 
-    // M2: the run files dir.
-    if inputs.host_binds {
+    // M2: the run files dir (every driver; M12 drops it, and its variable, where binds are
+    // unsupported).
+    {
         let dir = inputs
             .iterion_home
             .join("runs")
@@ -207,8 +229,32 @@ pub(crate) async fn plan_mounts(
             scratch: None,
         }));
     }
-    // M8: the engine binary.
-    if inputs.host_binds {
+    // M6: scratch (§8.3), keyed on the root run so a parent and its children share it. Bound
+    // under host_state auto; otherwise container-local, made after Start.
+    let scratch = format!("{SCRATCH_ROOT}/{}", inputs.root_run_id());
+    spec.env.insert(SCRATCH_ENV.to_owned(), scratch.clone());
+    let mut scratch_in_container = None;
+    if host_state == HostState::Auto {
+        let dir = inputs
+            .iterion_home
+            .join("scratch")
+            .join(inputs.root_run_id());
+        make_dir_with_mode(&dir, 0o1777, "scratch dir").await?;
+        spec.engine_mounts
+            .push(bind(&dir, &scratch, false, "scratch"));
+        for event in &mut events {
+            if let Event::SandboxHostStateMounted(mounted) = event {
+                mounted.scratch = Some(format!("{}:{scratch}", dir.display()));
+            }
+        }
+    } else {
+        scratch_in_container = Some(scratch);
+    }
+    // M8: the engine binary: bound where host binds exist, else the image's own (§8.4).
+    if !inputs.host_binds {
+        spec.env
+            .insert("ITERION_ENGINE_BIN".to_owned(), IMAGE_ENGINE_BIN.to_owned());
+    } else {
         let Some(binary) = inputs.engine_binary.as_deref() else {
             return Err(SetupError::failed(
                 "engine binary unknown: set ITERION_BIN".to_owned(),
@@ -246,7 +292,10 @@ pub(crate) async fn plan_mounts(
         }
         spec.secret_files.push(secret.clone());
     }
-    Ok(events)
+    Ok(MountPlan {
+        events,
+        scratch_in_container,
+    })
 }
 
 /// §8.1 steps 1–8.
@@ -413,15 +462,17 @@ async fn git_config(workspace: &Path, key: &str) -> Option<String> {
 }
 
 async fn make_world_writable_dir(dir: &Path) -> Result<(), SetupError> {
+    make_dir_with_mode(dir, 0o777, "run files dir").await
+}
+
+/// Creates `dir` (and its parents) and sets `mode` on it; `what` names it in the error.
+async fn make_dir_with_mode(dir: &Path, mode: u32, what: &str) -> Result<(), SetupError> {
     use std::os::unix::fs::PermissionsExt;
     let fail = |e: std::io::Error| {
-        SetupError::failed(format!(
-            "cannot create run files dir {}: {e}",
-            dir.display()
-        ))
+        SetupError::failed(format!("cannot create {what} {}: {e}", dir.display()))
     };
     tokio::fs::create_dir_all(dir).await.map_err(fail)?;
-    tokio::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777))
+    tokio::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
         .await
         .map_err(fail)
 }
