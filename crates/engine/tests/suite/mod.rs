@@ -1,6 +1,8 @@
+mod bindless;
 mod budget;
 mod fanout;
 mod loops;
+mod reaper;
 mod routing;
 mod support;
 mod tools;
