@@ -4,6 +4,7 @@
 //! that prints its env, user, mounts and working directory as JSON. Hostile files are refused
 //! with `SANDBOX_SETUP_FAILED` and leave no container.
 use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
 
 use serde_json::{Value, json};
 
@@ -669,4 +670,79 @@ fn docker_host_state_auto_binds_caches_and_none_binds_nothing() {
         first(&events, "sandbox_host_state_mounted").unwrap(),
         &json!({"enabled": false, "source": "cli flag --sandbox-host-state"})
     );
+}
+
+/// host_state auto for a non-root operator (SANDBOX.md §8.1 steps 5 and 7), as a real non-root
+/// process: iterion runs under `setpriv` as uid/gid 4242 with only the docker socket's group. The
+/// container then runs as the host uid (`sandbox_user_remap`), HOME is a writable tmpfs owned by
+/// it with `.cache` writable below, and a file the container creates in a bound cache belongs to
+/// the host user.
+#[test]
+fn docker_host_state_auto_as_a_non_root_user_remaps_to_the_host_uid() {
+    if !docker_or_skip("cli::devcontainer::host_state_non_root") {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    const UID: u32 = 4242;
+    let socket_gid = std::fs::metadata("/var/run/docker.sock").unwrap().gid();
+    let env = Env::new();
+    let fake_home = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(fake_home.path()).unwrap();
+    std::fs::create_dir_all(home.join(".npm")).unwrap();
+    std::fs::create_dir_all(home.join(".cache/yarn")).unwrap();
+    for dir in [
+        &home,
+        &env.home.path().to_owned(),
+        &env.ws.path().to_owned(),
+    ] {
+        let status = StdCommand::new("chown")
+            .args(["-R", &format!("{UID}:{UID}")])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    env.write(
+        "nr.iter",
+        "tool probe:\n  command: `touch \"$HOME/.npm/from-container\" && touch \"$HOME/written\" && mkdir -p \"$HOME/.cache/mine\" && jq -cn --arg u \"$(id -u):$(id -g)\" --arg o \"$(stat -c %u \"$HOME\")\" '{id: $u, home_owner: $o}'`\n\nworkflow nr:\n  entry: probe\n  probe -> done\n",
+    );
+    let out = env
+        .std_cmd_via(&[
+            "setpriv",
+            &format!("--reuid={UID}"),
+            &format!("--regid={UID}"),
+            &format!("--groups={socket_gid}"),
+            "--",
+        ])
+        .env("HOME", &home)
+        .args(["run", "nr.iter", "--json", "--sandbox-default-image", IMAGE])
+        .args(["--sandbox-host-state", "auto"])
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}",
+        stderr_of(&out)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary["output"],
+        json!({"id": format!("{UID}:{UID}"), "home_owner": UID.to_string()})
+    );
+    assert_eq!(
+        first(&events, "sandbox_user_remap").unwrap(),
+        &json!({
+            "uid": UID,
+            "gid": UID,
+            "reason": "host_state auto binds host paths read-write; running as the host uid keeps ownership consistent",
+        })
+    );
+    let owner = std::fs::metadata(home.join(".npm/from-container"))
+        .unwrap()
+        .uid();
+    assert_eq!(owner, UID);
+    assert_eq!(env.containers(), Vec::<String>::new());
 }

@@ -85,7 +85,21 @@ impl Env {
 
     /// The same, as a plain `std::process::Command` (for tests that act while the run runs).
     pub fn std_cmd(&self) -> StdCommand {
-        let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("iterion"));
+        self.std_cmd_via(&[])
+    }
+
+    /// The same, run through `wrapper` (for example `setpriv --reuid=…`): the program is
+    /// `wrapper[0]`, and iterion's path follows the wrapper's other arguments.
+    pub fn std_cmd_via(&self, wrapper: &[&str]) -> StdCommand {
+        let iterion = assert_cmd::cargo::cargo_bin("iterion");
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = StdCommand::new(program);
+                cmd.args(args).arg(&iterion);
+                cmd
+            }
+            None => StdCommand::new(&iterion),
+        };
         for var in CLEARED {
             cmd.env_remove(var);
         }
