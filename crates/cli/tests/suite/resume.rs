@@ -141,3 +141,42 @@ fn resume_refuses_a_changed_workflow_unless_forced() {
         .assert()
         .code(0);
 }
+
+/// The operator overlay (`--sandbox-env`, SANDBOX.md §7.8) is part of the run's launch flags: a
+/// resumed run's new container gets it again, and a workflow-authored key still wins over it.
+#[test]
+fn docker_resume_reapplies_the_operator_overlay() {
+    if !docker_or_skip("cli::resume::docker_resume_reapplies_the_overlay") {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        "ov.iter",
+        &format!(
+            "tool probe:\n  command: `test -e marker && echo \"op=$OP_KEY wf=$WF_KEY\"`\n\nworkflow ov:\n  entry: probe\n  sandbox:\n    image: \"{}\"\n    env:\n      WF_KEY: \"workflow\"\n  probe -> done\n",
+            crate::suite::support::IMAGE
+        ),
+    );
+    env.cmd()
+        .args(["run", "ov.iter", "--sandbox-env", "OP_KEY=operator"])
+        .args(["--sandbox-env", "WF_KEY=operator"])
+        .assert()
+        .code(1);
+    let run = env.only_run();
+    assert_eq!(run.status.as_str(), "failed_resumable");
+    std::fs::write(env.path("marker"), "").unwrap();
+    let out = env
+        .cmd()
+        .args(["resume", run.id.as_str(), "--json"])
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let logs = env.logs(&run);
+    assert_eq!(out.status.code(), Some(0), "{logs:#?}");
+    assert!(
+        logs.iter()
+            .any(|(s, l)| s == "stdout" && l.ends_with("op=operator wf=workflow")),
+        "{logs:#?}"
+    );
+    assert_eq!(env.containers(), Vec::<String>::new());
+}
