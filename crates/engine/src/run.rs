@@ -417,6 +417,12 @@ impl Engine {
                     self.engine_binary.as_deref(),
                 ),
                 host_binds: true,
+                post_create: true,
+                bundle_dir: attempt
+                    .run
+                    .file_path
+                    .parent()
+                    .map(std::path::Path::to_path_buf),
                 file_secrets: file_secret_mounts(&attempt.workflow, &attempt.secrets),
                 worktree_git_dir: match attempt.workflow.worktree {
                     Worktree::Auto => {

@@ -1,5 +1,6 @@
 mod admission;
 mod agent;
+mod devbox;
 mod devcontainer;
 mod egress;
 mod egress_bridge;

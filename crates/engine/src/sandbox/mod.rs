@@ -15,6 +15,7 @@
 //! default network, no proxy and `egress_enforced: null`. Any failure after the proxy started
 //! shuts it down, and teardown does too (the socket goes with it).
 
+mod devbox;
 mod egress;
 mod finalize;
 pub(crate) mod mounts;
@@ -281,6 +282,7 @@ async fn start(
     // L8: the mount and env plan.
     let mut inputs = ctx.mount_inputs.clone();
     inputs.host_binds = driver.capabilities().supports_host_bind_mounts;
+    inputs.post_create = driver.capabilities().supports_post_create;
     let plan = mounts::plan_mounts(&mut spec, &inputs).await?;
     for event in plan.events {
         ctx.events.emit(event).await;
@@ -478,7 +480,15 @@ async fn start_in(
         }
         (None, _) => prepared,
     };
+    let mut prepared = prepared;
     let image = prepared.image.clone().unwrap_or_default();
+    if let Some(planted) =
+        devbox::plant_image_env(&mut prepared.spec, prepared.image_config.as_ref(), &image)
+    {
+        ctx.events
+            .emit(Event::SandboxImageEnvPlanted(planted))
+            .await;
+    }
     let run: Arc<dyn SandboxRun> = driver
         .start(prepared, info)
         .await

@@ -2,9 +2,9 @@
 //!
 //! Done here, in order: M2 run files, M3 locale, M5 host_state (§8.1 auto / §8.2 none), M8 the
 //! engine binary, M9 the worktree's `.git` (§8.5), M10 git `safe.directory`, M11 file secrets (on
-//! the spec, with their `env:` variables). M12 (dropping what a driver without host binds cannot
-//! honour) is `finalize.rs`. Not here: M1 attachments and M4 bundle (no producer of either exists
-//! yet), M7 devbox (§15).
+//! the spec, with their `env:` variables); M4 (bundle) and M7 (devbox) through `devbox.rs`. M12
+//! (dropping what a driver without host binds cannot honour) is `finalize.rs`. Not here: M1
+//! attachments (no producer exists yet).
 //!
 //! The decisions are pure functions over what was found on the host ([`Candidate`] stats, the
 //! uid); only [`plan_mounts`] touches the filesystem and runs `git`.
@@ -57,6 +57,10 @@ pub(crate) struct MountInputs {
     pub engine_binary: Option<PathBuf>,
     /// Whether the driver binds host paths.
     pub host_binds: bool,
+    /// Whether the driver runs `post_create` (devbox provisioning, M7).
+    pub post_create: bool,
+    /// The workflow file's directory (the bundle, M4; the bot devbox source, §15).
+    pub bundle_dir: Option<PathBuf>,
     /// The workflow's resolved `as: file` secrets (M11).
     pub file_secrets: Vec<SecretFileMount>,
     /// The git dir of a linked-worktree workspace (`<repo>/.git/worktrees/<name>`), for M9.
@@ -211,6 +215,13 @@ pub(crate) async fn plan_mounts(
     if !spec.env.contains_key("LANG") && !spec.env.contains_key("LC_ALL") {
         spec.env.insert("LANG".to_owned(), "C.UTF-8".to_owned());
     }
+    // M4: the bundle dir, read-only (host-bind drivers, screened, not the workspace root).
+    let bundle_mounted = crate::sandbox::devbox::add_bundle_mount(
+        spec,
+        inputs.bundle_dir.as_deref(),
+        &inputs.workspace,
+        inputs.host_binds,
+    );
     // M5: host_state.
     let host_state = match (spec.host_state, inputs.host_binds) {
         (HostState::Auto, true) | (HostState::Unset, true) => HostState::Auto,
@@ -249,6 +260,22 @@ pub(crate) async fn plan_mounts(
         }
     } else {
         scratch_in_container = Some(scratch);
+    }
+    // M7: devbox provisioning (§15), where the driver runs post_create.
+    if inputs.post_create
+        && let Some((event, warnings)) = crate::sandbox::devbox::provision_in_sandbox(
+            spec,
+            &crate::sandbox::devbox::DevboxHost {
+                workspace: &inputs.workspace,
+                bundle_dir: inputs.bundle_dir.as_deref(),
+                bundle_mounted,
+            },
+        )?
+    {
+        for warning in warnings {
+            tracing::warn!("sandbox: {warning}");
+        }
+        events.push(Event::SandboxDevboxProvisioned(event));
     }
     // M8: the engine binary: bound where host binds exist, else the image's own (§8.4).
     if !inputs.host_binds {

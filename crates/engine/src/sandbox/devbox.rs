@@ -1,0 +1,225 @@
+//! M4 (the bundle bind), M7 (devbox provisioning, SANDBOX.md §15) and `plant_image_env` (§8.10):
+//! the engine's side of what `iterion_sandbox::plan_devbox` plans purely.
+//!
+//! Provisioning is opted into by file presence only: `<workspace>/devbox.json` (repo) and
+//! `<bundle dir>/devbox.json` (bot, when the workflow's directory is not the workspace root). Under
+//! a driver that runs `post_create`, an install prologue goes before it and the profile bin dirs
+//! go before `PATH`; the install never fails the run. Because the spec's `PATH` base is a guess
+//! until the image is known, [`plant_image_env`] replaces it with the image's own after Prepare.
+
+use std::path::Path;
+
+use iterion_sandbox::{
+    DEVBOX_BASE_PATH, DEVBOX_BUNDLE_DIR, DevboxInputs, DevboxRead, DevboxSource, EngineMount,
+    EngineMountKind, ITERION_REPO_DEVBOX, ImageConfig, ScreenContext, Spec, apply_devbox_plan,
+    plan_devbox, read_devbox_config, resolve_repo_devbox,
+};
+
+use crate::sandbox::SetupError;
+use crate::sandbox_events::{DevboxTarget, SandboxDevboxProvisioned, SandboxImageEnvPlanted};
+
+/// The suffix every devbox profile bin dir ends with (§15).
+const PROFILE_BIN_SUFFIX: &str = "/.devbox/nix/profile/default/bin";
+
+/// M4: the bundle dir (the workflow file's directory) bound read-only at `/run/iterion/bundle`,
+/// on host-bind drivers only, when it passes the workspace screen (§5.3) and is not the workspace
+/// root. Returns whether it was bound. A refused or unresolvable bundle is logged, not fatal: it
+/// only serves the bot devbox config.
+pub(crate) fn add_bundle_mount(
+    spec: &mut Spec,
+    bundle_dir: Option<&Path>,
+    workspace: &Path,
+    host_binds: bool,
+) -> bool {
+    let Some(dir) = bundle_dir.filter(|_| host_binds) else {
+        return false;
+    };
+    let screened = ScreenContext::from_env(workspace).and_then(|ctx| ctx.validate_workspace(dir));
+    match screened {
+        Ok(canonical) if canonical != workspace => {
+            spec.engine_mounts.push(EngineMount {
+                kind: EngineMountKind::Bind,
+                source: canonical.to_string_lossy().into_owned(),
+                target: DEVBOX_BUNDLE_DIR.to_owned(),
+                read_only: true,
+                purpose: "bundle".to_owned(),
+            });
+            true
+        }
+        Ok(_) => false,
+        Err(error) => {
+            tracing::warn!("sandbox: the workflow's directory is not bound as the bundle: {error}");
+            false
+        }
+    }
+}
+
+/// What M7 needs besides the spec.
+pub(crate) struct DevboxHost<'a> {
+    /// The host workspace, canonical.
+    pub workspace: &'a Path,
+    /// The workflow file's directory, when it is not the workspace root.
+    pub bundle_dir: Option<&'a Path>,
+    /// Whether M4 bound the bundle dir.
+    pub bundle_mounted: bool,
+}
+
+/// M7 for the sandbox target (§15): plans from the files found, applies the plan to `spec`, and
+/// returns the `sandbox_devbox_provisioned` payload (none when there is nothing to install or to
+/// report) with the run-log warnings.
+///
+/// # Errors
+///
+/// `SANDBOX_SETUP_FAILED` when `ITERION_REPO_DEVBOX` is neither on nor off.
+pub(crate) fn provision_in_sandbox(
+    spec: &mut Spec,
+    host: &DevboxHost<'_>,
+) -> Result<Option<(SandboxDevboxProvisioned, Vec<String>)>, SetupError> {
+    let repo_devbox = resolve_repo_devbox(None, std::env::var(ITERION_REPO_DEVBOX).ok().as_deref())
+        .map_err(|e| SetupError::failed(format!("{ITERION_REPO_DEVBOX}: {e}")))?;
+    let repo = read_devbox_config(host.workspace);
+    let bot = host
+        .bundle_dir
+        .filter(|dir| *dir != host.workspace)
+        .map(read_devbox_config);
+    let ws_in_sandbox = spec
+        .workspace_folder
+        .clone()
+        .unwrap_or_else(|| host.workspace.to_string_lossy().into_owned());
+    let plan = plan_devbox(&DevboxInputs {
+        repo: &repo,
+        bot: bot.as_ref(),
+        repo_devbox,
+        workspace_in_sandbox: &ws_in_sandbox,
+        bundle_mounted: host.bundle_mounted,
+    });
+    if plan.is_empty() {
+        return Ok(None);
+    }
+    let path = apply_devbox_plan(spec, &plan)
+        .or_else(|| spec.env.get("PATH").cloned())
+        .unwrap_or_default();
+    let event = SandboxDevboxProvisioned {
+        target: DevboxTarget::Sandbox,
+        sources: plan.sources.iter().map(|s| s.as_str().to_owned()).collect(),
+        configs: plan
+            .configs
+            .iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .collect(),
+        bin_dirs: plan.bin_dirs.clone(),
+        path,
+        skipped_sources: plan
+            .skipped_sources
+            .iter()
+            .map(|s| s.as_str().to_owned())
+            .collect(),
+        skipped_reasons: plan.skipped_reasons.clone(),
+        errors: None,
+        // Whether the repository's own devbox.lock stays (one that install creates is removed).
+        lock_kept: plan
+            .sources
+            .contains(&DevboxSource::Repo)
+            .then(|| matches!(&repo, DevboxRead::Present(c) if c.lock.is_some())),
+    };
+    Ok(Some((event, plan.warnings)))
+}
+
+/// §8.10 `plant_image_env`: when the spec's `PATH` is devbox bin dirs on top of the guessed
+/// [`DEVBOX_BASE_PATH`], the guess is replaced by the image's own `PATH`. Nothing happens when the
+/// image was not inspected or has no `PATH`.
+pub(crate) fn plant_image_env(
+    spec: &mut Spec,
+    image_config: Option<&ImageConfig>,
+    image: &str,
+) -> Option<SandboxImageEnvPlanted> {
+    let image_path = image_config?
+        .env
+        .iter()
+        .find_map(|kv| kv.strip_prefix("PATH="))?
+        .to_owned();
+    let path = spec.env.get("PATH")?;
+    let prefix = path.strip_suffix(&format!(":{DEVBOX_BASE_PATH}"))?;
+    if prefix.is_empty() || !prefix.split(':').all(|d| d.ends_with(PROFILE_BIN_SUFFIX)) {
+        return None;
+    }
+    let planted = format!("{prefix}:{image_path}");
+    spec.env.insert("PATH".to_owned(), planted);
+    Some(SandboxImageEnvPlanted {
+        image: image.to_owned(),
+        keys: vec!["PATH".to_owned()],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn config(env: &[&str]) -> ImageConfig {
+        ImageConfig {
+            id: "sha256:x".to_owned(),
+            env: env.iter().map(|s| (*s).to_owned()).collect(),
+            architecture: "amd64".to_owned(),
+        }
+    }
+
+    fn spec_with_path(path: &str) -> Spec {
+        let mut spec = Spec::default();
+        spec.env.insert("PATH".to_owned(), path.to_owned());
+        spec
+    }
+
+    #[test]
+    fn the_guessed_base_under_a_devbox_prefix_becomes_the_images_path() {
+        let prefix = "/ws/.devbox/nix/profile/default/bin:/tmp/iterion-devbox/bot/.devbox/nix/profile/default/bin";
+        let mut spec = spec_with_path(&format!("{prefix}:{DEVBOX_BASE_PATH}"));
+        let image = config(&["LANG=C", "PATH=/opt/tool/bin:/usr/bin:/bin"]);
+        assert_eq!(
+            plant_image_env(&mut spec, Some(&image), "img:1"),
+            Some(SandboxImageEnvPlanted {
+                image: "img:1".to_owned(),
+                keys: vec!["PATH".to_owned()],
+            })
+        );
+        assert_eq!(
+            spec.env["PATH"],
+            format!("{prefix}:/opt/tool/bin:/usr/bin:/bin")
+        );
+    }
+
+    #[test]
+    fn nothing_is_planted_without_a_devbox_prefix_an_image_path_or_a_config() {
+        let image = config(&["PATH=/opt/tool/bin"]);
+        let rows = [
+            // The workflow's own PATH, no devbox.
+            (spec_with_path("/custom/bin"), Some(image.clone())),
+            // The base alone (no prefix).
+            (spec_with_path(DEVBOX_BASE_PATH), Some(image.clone())),
+            // A prefix that is not a devbox profile dir.
+            (
+                spec_with_path(&format!("/mine/bin:{DEVBOX_BASE_PATH}")),
+                Some(image.clone()),
+            ),
+            // The image has no PATH.
+            (
+                spec_with_path(&format!(
+                    "/ws/.devbox/nix/profile/default/bin:{DEVBOX_BASE_PATH}"
+                )),
+                Some(config(&["LANG=C"])),
+            ),
+            // Not inspected (kubernetes).
+            (
+                spec_with_path(&format!(
+                    "/ws/.devbox/nix/profile/default/bin:{DEVBOX_BASE_PATH}"
+                )),
+                None,
+            ),
+        ];
+        for (mut spec, image) in rows {
+            let before = spec.clone();
+            assert_eq!(plant_image_env(&mut spec, image.as_ref(), "img"), None);
+            assert_eq!(spec, before);
+        }
+    }
+}
