@@ -180,3 +180,60 @@ fn docker_resume_reapplies_the_operator_overlay() {
     );
     assert_eq!(env.containers(), Vec::<String>::new());
 }
+
+/// A container-local scratch dir (host_state none, SANDBOX.md §8.3) is banked at teardown and
+/// restored into the resumed run's new container.
+#[test]
+fn docker_a_container_local_scratch_is_banked_and_restored_on_resume() {
+    if !docker_or_skip("cli::resume::docker_scratch_bank") {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        "sc.iter",
+        &format!(
+            "tool probe:\n  command: `if [ -e marker ]; then echo \"restored=$(cat \"$PROJECT_SCRATCH_DIR/note\")\"; else echo kept > \"$PROJECT_SCRATCH_DIR/note\"; exit 1; fi`\n\nworkflow sc:\n  entry: probe\n  sandbox:\n    image: \"{}\"\n  probe -> done\n",
+            crate::suite::support::IMAGE
+        ),
+    );
+    env.cmd()
+        .args(["run", "sc.iter", "--sandbox-host-state", "none"])
+        .assert()
+        .code(1);
+    let run = env.only_run();
+    assert_eq!(run.status.as_str(), "failed_resumable");
+    let events = env.events(&run);
+    let banked = crate::suite::support::first(&events, "sandbox_scratch_banked")
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    assert_eq!(banked["banked"], serde_json::json!(true), "{banked}");
+    let bank = env
+        .home
+        .path()
+        .join("runs")
+        .join(run.id.as_str())
+        .join("scratch-bank.tar");
+    assert!(bank.exists());
+    std::fs::write(env.path("marker"), "").unwrap();
+    let out = env
+        .cmd()
+        .args(["resume", run.id.as_str()])
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    let logs = env.logs(&run);
+    assert_eq!(out.status.code(), Some(0), "{events:#?}\n{logs:#?}");
+    let restored: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|(k, _)| k == "sandbox_scratch_restored")
+        .map(|(_, d)| d)
+        .collect();
+    assert_eq!(restored.len(), 1, "{events:#?}");
+    assert_eq!(restored[0]["restored"], serde_json::json!(true));
+    assert!(
+        logs.iter()
+            .any(|(s, l)| s == "stdout" && l.ends_with("restored=kept")),
+        "{logs:#?}"
+    );
+    assert_eq!(env.containers(), Vec::<String>::new());
+}

@@ -21,6 +21,7 @@ mod finalize;
 pub(crate) mod mounts;
 pub(crate) mod resolve;
 mod rundir;
+mod scratch;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -143,9 +144,11 @@ pub(crate) struct StartCtx<'a> {
 pub(crate) struct ActiveSandbox {
     pub run: Arc<dyn SandboxRun>,
     run_dir: PathBuf,
-    proxy: Option<egress::EngineProxy>,
+    proxy: Option<Box<egress::EngineProxy>>,
     bridge: Option<egress::EgressBridge>,
     run_log: Arc<dyn RunLog>,
+    /// The container-local scratch dir to bank at teardown (§8.3), and where to say so.
+    scratch: Option<Box<(scratch::ScratchBank, Arc<dyn EventSink>)>>,
 }
 
 impl ActiveSandbox {
@@ -154,6 +157,12 @@ impl ActiveSandbox {
     pub(crate) async fn shutdown(self) {
         if let Some(bridge) = self.bridge {
             bridge.stop();
+        }
+        // L15: bank the container-local scratch before the container goes.
+        if let Some(pair) = self.scratch {
+            let (bank, events) = *pair;
+            let banked = scratch::bank(self.run.as_ref(), &bank).await;
+            events.emit(Event::SandboxScratchBanked(banked)).await;
         }
         match tokio::time::timeout(iterion_sandbox::CLEANUP_TIMEOUT, self.run.cleanup()).await {
             Ok(Ok(())) => {}
@@ -329,6 +338,13 @@ async fn start(
             if let Some(scratch) = &plan.scratch_in_container {
                 make_container_scratch(run.0.as_ref(), scratch, ctx.run_log.as_ref()).await;
             }
+            let scratch_bank = plan.scratch_in_container.clone().map(|scratch| {
+                scratch::ScratchBank::new(
+                    scratch,
+                    &ctx.mount_inputs.iterion_home,
+                    ctx.mount_inputs.root_run_id(),
+                )
+            });
             let started = SandboxStarted {
                 driver: driver.name().to_owned(),
                 mode: resolved.mode.as_str().to_owned(),
@@ -352,12 +368,21 @@ async fn start(
                 scheduling: None,
             };
             ctx.events.emit(Event::SandboxStarted(started)).await;
+            // L12: a bank left by an earlier attempt of this run (a resume) comes back.
+            if let Some(bank) = &scratch_bank
+                && let Some(restored) = scratch::restore(run.0.as_ref(), bank).await
+            {
+                ctx.events
+                    .emit(Event::SandboxScratchRestored(restored))
+                    .await;
+            }
             Ok(ActiveSandbox {
                 run: run.0,
                 run_dir,
-                proxy,
+                proxy: proxy.map(Box::new),
                 bridge: run.2,
                 run_log: Arc::clone(&ctx.run_log),
+                scratch: scratch_bank.map(|bank| Box::new((bank, Arc::clone(&ctx.event_sink)))),
             })
         }
         Err(error) => {

@@ -70,7 +70,7 @@ pub(crate) struct MountInputs {
 impl MountInputs {
     /// The root of the run tree, which keys the scratch dir (§8.3): the run itself, until subbot
     /// children (SANDBOX.md §14) pass their root.
-    fn root_run_id(&self) -> &str {
+    pub(crate) fn root_run_id(&self) -> &str {
         &self.run_id
     }
 }
