@@ -27,6 +27,7 @@ mod redact_stream;
 mod resolve;
 mod rewrite;
 mod tunnel;
+mod zerocopy;
 
 pub use auth::{ProxyToken, decode_proxy_authorization};
 pub use ca::{CA_COMMON_NAME, EphemeralCa};

@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use http::{Request, Response, StatusCode, Uri};
 use hyper::body::Incoming;
+use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::head::RequestTarget;
@@ -62,7 +63,7 @@ pub(crate) async fn connect(
     let host = target.host.clone();
     tokio::spawn(async move {
         match hyper::upgrade::on(req).await {
-            Ok(up) => splice(TokioIo::new(up), upstream, &cancel).await,
+            Ok(up) => relay_upgraded(up, upstream, &cancel).await,
             Err(e) => tracing::debug!(host, error = %e, "tunnel upgrade failed"),
         }
     });
@@ -77,6 +78,41 @@ pub(crate) fn established() -> Response<ProxyBody> {
             b"Connection Established",
         ));
     r
+}
+
+/// Relays an upgraded CONNECT: when hyper hands back the plain socket it served (TCP, or the
+/// Unix socket of the egress bridge), the bytes it had already read go first and then the kernel
+/// splices the rest ([`crate::zerocopy`]); any other connection takes the generic copy.
+async fn relay_upgraded(up: Upgraded, mut upstream: TcpStream, cancel: &CancellationToken) {
+    let up = match up.downcast::<TokioIo<TcpStream>>() {
+        Ok(parts) => {
+            if upstream.write_all(&parts.read_buf).await.is_ok() {
+                spliced(parts.io.into_inner(), upstream, cancel).await;
+            }
+            return;
+        }
+        Err(up) => up,
+    };
+    let up = match up.downcast::<TokioIo<UnixStream>>() {
+        Ok(parts) => {
+            if upstream.write_all(&parts.read_buf).await.is_ok() {
+                spliced(parts.io.into_inner(), upstream, cancel).await;
+            }
+            return;
+        }
+        Err(up) => up,
+    };
+    splice(TokioIo::new(up), upstream, cancel).await;
+}
+
+/// Both directions through `splice(2)`, with [`splice`]'s closing rules.
+async fn spliced<C>(client: C, upstream: TcpStream, cancel: &CancellationToken)
+where
+    C: crate::zerocopy::SpliceSocket,
+{
+    let up = crate::zerocopy::relay(&client, &upstream);
+    let down = crate::zerocopy::relay(&upstream, &client);
+    close_together(up, down, cancel).await;
 }
 
 /// Copies both ways; when one direction finishes, the other gets [`CLOSE_BACKSTOP`], then both
@@ -100,6 +136,16 @@ where
         let _ = cw.shutdown().await;
         r
     };
+    close_together(up, down, cancel).await;
+}
+
+/// Runs both directions; when one finishes, the other gets [`CLOSE_BACKSTOP`]. Cancellation ends
+/// both at once.
+async fn close_together<U, D, T, E>(up: U, down: D, cancel: &CancellationToken)
+where
+    U: Future<Output = Result<T, E>>,
+    D: Future<Output = Result<T, E>>,
+{
     tokio::pin!(up, down);
     tokio::select! {
         _ = cancel.cancelled() => {}
