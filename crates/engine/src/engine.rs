@@ -197,6 +197,14 @@ pub enum EngineError {
         /// Why, naming the knob.
         message: String,
     },
+    /// A resume was refused because the scratch dir of the last attempt lived in its container
+    /// and could not be banked (`SCRATCH_NOT_PORTABLE`, SANDBOX.md §8.3); `--force` resumes
+    /// without it.
+    #[error("{message}")]
+    ScratchNotPortable {
+        /// Why, naming the knob.
+        message: String,
+    },
     /// The admission decision could not be persisted.
     #[error(transparent)]
     Admission(#[from] AdmissionError),
@@ -211,6 +219,9 @@ impl EngineError {
         match self {
             EngineError::Launch(e) => e.code(),
             EngineError::ResumeRefused { .. } => crate::FailureCode::ResumeInvalid.as_str(),
+            EngineError::ScratchNotPortable { .. } => {
+                crate::FailureCode::ScratchNotPortable.as_str()
+            }
             EngineError::Admission(AdmissionError::Conflicted { .. }) => "ADMISSION_CONFLICTED",
             EngineError::Admission(AdmissionError::Store(e)) | EngineError::Store(e) => e.code(),
         }

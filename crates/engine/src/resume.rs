@@ -69,6 +69,15 @@ impl Engine {
                 run.file_path.display()
             )));
         }
+        if !request.force {
+            let events = self.store.events(&run.id, 0).await?;
+            if let Some(message) = crate::sandbox::scratch_not_portable(
+                run_id.as_str(),
+                events.iter().map(|e| (e.kind.as_str(), &e.data)),
+            ) {
+                return Err(EngineError::ScratchNotPortable { message });
+            }
+        }
         let compiled = iterion_dsl::compile(
             &bytes,
             &CompileOptions {

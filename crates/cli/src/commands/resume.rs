@@ -40,10 +40,12 @@ async fn resume(args: ResumeArgs) -> Result<Exit, Failure> {
     match result {
         Ok(summary) => Ok(finish(&summary, args.json)),
         Err(EngineError::Launch(e)) => Err(Failure::bad_input(e)),
-        Err(e @ EngineError::ResumeRefused { .. }) => Err(Failure::failed(anyhow::anyhow!(
-            "resume refused [{}]: {e}",
-            e.code()
-        ))),
+        Err(e @ (EngineError::ResumeRefused { .. } | EngineError::ScratchNotPortable { .. })) => {
+            Err(Failure::failed(anyhow::anyhow!(
+                "resume refused [{}]: {e}",
+                e.code()
+            )))
+        }
         Err(e) => Err(Failure::failed(e)),
     }
 }

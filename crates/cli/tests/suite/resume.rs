@@ -237,3 +237,75 @@ fn docker_a_container_local_scratch_is_banked_and_restored_on_resume() {
     );
     assert_eq!(env.containers(), Vec::<String>::new());
 }
+
+/// A container-local scratch dir that could not be banked (the container died under the run)
+/// makes a plain resume refuse with `SCRATCH_NOT_PORTABLE` (SANDBOX.md §8.3), the run left as it
+/// was; `--force` resumes without it.
+#[test]
+fn docker_an_unbanked_scratch_refuses_resume_unless_forced() {
+    if !docker_or_skip("cli::resume::docker_scratch_not_portable") {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        "np.iter",
+        &format!(
+            "tool probe:\n  command: `if [ -e marker ]; then echo forced-on; else echo x > \"$PROJECT_SCRATCH_DIR/f\"; touch started; sleep 60; fi`\n\nworkflow np:\n  entry: probe\n  sandbox:\n    image: \"{}\"\n  probe -> done\n",
+            crate::suite::support::IMAGE
+        ),
+    );
+    let child = env
+        .std_cmd()
+        .args(["run", "np.iter", "--sandbox-host-state", "none"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !env.path("started").exists() {
+        assert!(std::time::Instant::now() < deadline, "never started");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    for id in env.containers() {
+        let _ = std::process::Command::new("docker")
+            .args(["kill", &id])
+            .output();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    let run = env.only_run();
+    let events = env.events(&run);
+    let banked = crate::suite::support::first(&events, "sandbox_scratch_banked")
+        .unwrap_or_else(|| panic!("{events:#?}"));
+    assert_eq!(
+        (&banked["banked"], &banked["empty"]),
+        (&serde_json::json!(false), &serde_json::json!(false)),
+        "{banked}"
+    );
+    let status_before = run.status.clone();
+    std::fs::write(env.path("marker"), "").unwrap();
+    let refused = env
+        .cmd()
+        .args(["resume", run.id.as_str()])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("SCRATCH_NOT_PORTABLE") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(env.only_run().status, status_before);
+    let forced = env
+        .cmd()
+        .args(["resume", run.id.as_str(), "--force"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        forced.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&forced.stderr)
+    );
+    assert_eq!(env.containers(), Vec::<String>::new());
+}

@@ -23,6 +23,8 @@ pub(crate) mod resolve;
 mod rundir;
 mod scratch;
 
+pub(crate) use scratch::scratch_not_portable;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;

@@ -164,6 +164,28 @@ pub(crate) async fn bank(run: &dyn SandboxRun, bank: &ScratchBank) -> SandboxScr
     event
 }
 
+/// §8.3: why a resume must not go on without `--force` — the last attempt's scratch lived in its
+/// container and was not banked though it held something — given the run's events (`(type,
+/// data)` pairs), or `None`.
+pub(crate) fn scratch_not_portable<'a>(
+    run_id: &str,
+    events: impl DoubleEndedIterator<Item = (&'a str, &'a serde_json::Value)>,
+) -> Option<String> {
+    let (_, last) = events
+        .rev()
+        .find(|(kind, _)| *kind == "sandbox_scratch_banked")?;
+    let flag = |key: &str| last.get(key).and_then(serde_json::Value::as_bool);
+    (flag("banked") == Some(false) && flag("empty") == Some(false)).then(|| {
+        let reason = last
+            .get("reason")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("unknown");
+        format!(
+            "run {run_id} kept files in its container-local scratch dir that could not be banked ({reason}); a resume would start without them. Pass --force to resume anyway"
+        )
+    })
+}
+
 /// Restores a bank left by an earlier attempt of the run into the new container's scratch dir
 /// (L12). `None` when there is no bank.
 pub(crate) async fn restore(
@@ -201,4 +223,45 @@ pub(crate) async fn restore(
         stale: None,
         reason,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scratch_not_portable;
+    use serde_json::{Value, json};
+
+    fn verdict(events: &[(&str, Value)]) -> Option<String> {
+        scratch_not_portable("r1", events.iter().map(|(k, v)| (*k, v)))
+    }
+
+    #[test]
+    fn only_a_last_bank_that_failed_on_a_non_empty_scratch_refuses() {
+        let failed = json!({"banked": false, "empty": false, "reason": "over 256 MiB"});
+        let empty = json!({"banked": false, "empty": true});
+        let banked = json!({"banked": true, "empty": false, "bytes": 10});
+        assert_eq!(verdict(&[]), None);
+        assert_eq!(verdict(&[("sandbox_scratch_banked", empty.clone())]), None);
+        assert_eq!(verdict(&[("sandbox_scratch_banked", banked.clone())]), None);
+        let refused = verdict(&[("sandbox_scratch_banked", failed.clone())]).unwrap();
+        assert!(
+            refused.contains("over 256 MiB") && refused.contains("--force"),
+            "{refused}"
+        );
+        // The last bank decides: a later successful one clears an earlier failure.
+        assert_eq!(
+            verdict(&[
+                ("sandbox_scratch_banked", failed.clone()),
+                ("node_started", json!({})),
+                ("sandbox_scratch_banked", banked),
+            ]),
+            None
+        );
+        assert!(
+            verdict(&[
+                ("sandbox_scratch_banked", empty),
+                ("sandbox_scratch_banked", failed)
+            ])
+            .is_some()
+        );
+    }
 }
