@@ -69,7 +69,9 @@ fn splice_once(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Resu
         to,
         None,
         len,
-        SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_NONBLOCK | SpliceFFlags::SPLICE_F_MORE,
+        // No SPLICE_F_MORE: like MSG_MORE it corks the socket, and a request/response exchange
+        // then waits for the 200 ms cork timer.
+        SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_NONBLOCK,
     )
     .map_err(io::Error::from)
 }
