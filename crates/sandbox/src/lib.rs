@@ -73,13 +73,13 @@ pub use drivers::docker::{
     ApiError, ApiResult, ApiStream, BollardApi, BuildRequest, CA_TARGET, CONNECT_TIMEOUT,
     CONTAINER_HOST, ContainerApi, CreateInputs, CreatePlan, DOCKER_HOST, DockerConstructor,
     DockerDriver, DockerIgnore, DockerSettings, ENGINE_BINARY_PURPOSE, EndpointVars, EngineKind,
-    EngineVersion, ExecAttachment, ExecChunk, ExecInputs, ExecPlan, ExecRequest, ExecState,
-    ExecStdin, HOST_ALIAS, NET_DIR_TARGET, NO_PROXY_BASE, PODMAN_ULIMIT, PROXY_PORT,
+    EngineProbe, EngineVersion, ExecAttachment, ExecChunk, ExecInputs, ExecPlan, ExecRequest,
+    ExecState, ExecStdin, HOST_ALIAS, NET_DIR_TARGET, NO_PROXY_BASE, PODMAN_ULIMIT, PROXY_PORT,
     REMOVE_TIMEOUT, ResolvedBuild, SANDBOX_CMD, SANDBOX_ENTRYPOINT, SCRIPT_STDIN_THRESHOLD,
     SECRETS_TARGET, SecretFilePlan, SecretModes, SecretPlan, XDG_RUNTIME_DIR, build_paths,
-    build_request, ca_host_path, create_plan, elf_problem, endpoints_for, exec_plan,
-    nix_volume_labels, render as docker_render, resolve_build, secret_modes, secret_plan,
-    tar_context, workspace_folder,
+    build_request, ca_host_path, create_plan, elf_problem, endpoint_is_local, endpoints_for,
+    exec_plan, nix_volume_labels, probe_endpoints, render as docker_render, resolve_build,
+    secret_modes, secret_plan, tar_context, workspace_folder,
 };
 pub use drivers::kubernetes::scheduling::{
     HOSTNAME_TOPOLOGY_KEY, ITERION_SANDBOX_K8S_LIMITS_CPU, ITERION_SANDBOX_K8S_LIMITS_MEMORY,
@@ -101,8 +101,8 @@ pub use drivers::kubernetes::{
     RunnerOwner, SECRET_MODE, SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT_TOKEN,
     TERMINAL_WAITING_REASONS, WORKLOAD_CONTAINER, ca_secret_name, classify_not_ready,
     detect_in_cluster, exec_argv, exit_code_of, is_clean_relative, mount_volume_name,
-    parse_kube_mount, pod_labels, pod_name, pod_plan, pod_progress, secret_data_key,
-    secret_files_name, secret_files_secret, workspace_tar,
+    parse_kube_mount, pod_labels, pod_name, pod_plan, pod_progress, probe_api_version,
+    secret_data_key, secret_files_name, secret_files_secret, workspace_tar,
 };
 pub use drivers::noop::{NoopConstructor, NoopDriver, noop_file_secret_gate};
 pub use elf::{LinkKind, link_kind, link_kind_of};

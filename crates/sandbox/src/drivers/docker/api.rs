@@ -159,6 +159,8 @@ pub struct EngineVersion {
     pub version: String,
     /// The API version it speaks (`1.41`).
     pub api_version: String,
+    /// The server's architecture as it reports it (`amd64`, `arm64`); empty when unsaid.
+    pub arch: String,
 }
 
 /// One `docker build` of a context tar (SANDBOX.md §4.4).

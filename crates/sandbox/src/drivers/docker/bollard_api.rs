@@ -112,8 +112,26 @@ impl BollardApi {
             kind: EngineKind::from_version_components(names),
             version: version.version.unwrap_or_default(),
             api_version: version.api_version.unwrap_or_default(),
+            arch: version.arch.unwrap_or_default(),
         };
         Ok((BollardApi { docker }, version))
+    }
+
+    /// `GET /distribution/{image}/json`: whether the image's registry knows it, asked through the
+    /// engine (its credentials, its proxy, its mirrors) without pulling anything. For the
+    /// doctor's `image-resolvable` check (SANDBOX.md §11.3); the driver itself never calls it.
+    ///
+    /// # Errors
+    ///
+    /// The engine's answer, classified: [`ApiError::NotFound`] for an unknown manifest,
+    /// [`ApiError::Unauthorized`] for a refusal, [`ApiError::Status`] for anything else the
+    /// engine relays (an unreachable registry is usually a 500 naming the network error).
+    pub async fn inspect_registry_image(&self, image: &str) -> ApiResult<()> {
+        self.docker
+            .inspect_registry_image(image, None)
+            .await
+            .map(drop)
+            .map_err(classify)
     }
 }
 

@@ -41,6 +41,7 @@ mod bollard_api;
 mod context;
 mod engine_binary;
 mod plan;
+mod probe;
 pub mod render;
 mod run;
 mod secrets;
@@ -65,6 +66,7 @@ pub use plan::{
     NO_PROXY_BASE, PODMAN_ULIMIT, SANDBOX_CMD, SANDBOX_ENTRYPOINT, SCRIPT_STDIN_THRESHOLD,
     build_paths, build_request, create_plan, exec_plan, nix_volume_labels, workspace_folder,
 };
+pub use probe::{EngineProbe, endpoint_is_local, probe_endpoints};
 pub use secrets::{
     SECRETS_TARGET, SecretFilePlan, SecretModes, SecretPlan, secret_modes, secret_plan,
 };

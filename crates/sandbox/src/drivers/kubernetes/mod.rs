@@ -28,6 +28,7 @@ mod api;
 mod classify;
 mod manifest;
 mod mounts;
+mod probe;
 mod run;
 pub(crate) mod scheduling;
 pub(crate) mod validate;
@@ -52,6 +53,7 @@ pub use manifest::{
     secret_data_key, secret_files_name, secret_files_secret,
 };
 pub use mounts::{KubeMount, KubeMountKind, mount_volume_name, parse_kube_mount};
+pub use probe::probe_api_version;
 pub use run::{
     EXPORT_TIMEOUT, HEAD_CAPTURE_TIMEOUT, KubernetesRun, exec_argv, is_clean_relative,
     workspace_tar,
