@@ -39,7 +39,12 @@
 //!
 //! What it deliberately does not do (yet): devbox provisioning, the egress proxy (a non-open network policy gets no network at all: fail closed),
 //! file-secret delivery (the docker driver refuses a spec carrying them: the run fails closed),
-//! the scratch dir and its bank, the worktree git-dir mount, the pre-flight and the doctor.
+//! the scratch dir and its bank, the worktree git-dir mount.
+//!
+//! The strict battery of `iterion sandbox doctor --strict` and of the pre-flight
+//! (`ITERION_SANDBOX_PREFLIGHT`) is [`build_strict_report`]: the run's own resolution, read-only
+//! probes bounded by `ITERION_SANDBOX_DOCTOR_TIMEOUT`, one `{id, status, summary, remediation,
+//! duration_ms}` row per check (SANDBOX.md §11).
 //!
 //! Agent and judge nodes run the claw tool-use loop (`agent`): in this process on the host when
 //! the run is unsandboxed, and inside the container through `iterion __claw-runner` otherwise
@@ -63,6 +68,7 @@ mod input;
 mod launch;
 mod lease;
 mod outcome;
+mod preflight;
 mod reaper;
 mod record;
 mod resume;
@@ -109,6 +115,12 @@ pub use launch::{
 };
 pub use lease::{LEASE_RENEW, LEASE_TTL};
 pub use outcome::{RunOutcome, RunReport};
+pub use preflight::{
+    BasicReport, Check, CheckId, CheckStatus, Counts, DEFAULT_DOCTOR_TIMEOUT, HostClass,
+    ITERION_SANDBOX_DOCTOR_TIMEOUT, ITERION_SANDBOX_PREFLIGHT, PreflightError, PreflightRequest,
+    PreflightSetup, SCHEMA_VERSION, StrictReport, Target, build_basic_report, build_strict_report,
+    doctor_timeout_from_env, parse_doctor_timeout, preflight_sandbox, sandbox_preflight_enabled,
+};
 pub use reaper::{
     INTERRUPTED_MESSAGE, ReapReport, Verdict, reap_local, reapable, recover_interrupted,
 };

@@ -101,7 +101,7 @@ impl Engine {
         if launch.cwd.as_os_str().is_empty() {
             launch.cwd = std::env::current_dir().unwrap_or_default();
         }
-        let (settings, override_env) = settings_from_env(self, &launch)?;
+        let (settings, override_env) = settings_from_env(self.sandbox_default, &launch)?;
         let holder = crate::engine::holder_name();
         self.store
             .acquire_lease(&run.id, &holder, LEASE_TTL)

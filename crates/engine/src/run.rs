@@ -65,7 +65,7 @@ pub(crate) struct Attempt {
 /// [`crate::LaunchError::InvalidSetting`] naming `ITERION_SANDBOX_OVERRIDE` or
 /// `ITERION_SANDBOX_HOST_STATE` when it holds something other than `auto` or `none`.
 pub(crate) fn settings_from_env(
-    engine: &Engine,
+    global: Option<SandboxFlag>,
     launch: &LaunchOptions,
 ) -> Result<(SandboxSettings, Option<SandboxFlag>), crate::LaunchError> {
     let invalid = |e: iterion_sandbox::Error| crate::LaunchError::InvalidSetting {
@@ -76,7 +76,7 @@ pub(crate) fn settings_from_env(
     let settings = SandboxSettings {
         cli_flag: launch.sandbox,
         override_env,
-        global: engine.sandbox_default,
+        global,
         host_state_cli: launch.host_state.unwrap_or_default(),
         host_state_env,
         default_image: iterion_sandbox::default_image_from_env(launch.default_image.as_deref()),
@@ -98,7 +98,7 @@ impl Engine {
         control: RunControl,
         observer: Arc<dyn RunObserver>,
     ) -> Result<RunSummary, EngineError> {
-        let (settings, override_env) = settings_from_env(self, &request.options)?;
+        let (settings, override_env) = settings_from_env(self.sandbox_default, &request.options)?;
         if request.workflow.worktree == Worktree::Auto {
             crate::workspace::check_worktree_possible(&request.options.cwd)
                 .await
@@ -210,7 +210,7 @@ impl Engine {
             vars: attempt.launch.sandbox_env.clone(),
         };
         let resolved = resolve(
-            &attempt.workflow,
+            &attempt.workflow.sandbox,
             &attempt.settings,
             trust,
             repo_root.as_deref(),
@@ -297,7 +297,7 @@ impl Engine {
                 // its devcontainer is the one the run sees.
                 let in_worktree = match &worktree {
                     Some(_) => Some(resolve(
-                        &attempt.workflow,
+                        &attempt.workflow.sandbox,
                         &attempt.settings,
                         trust,
                         crate::workspace::repository_root_of(&workspace)

@@ -30,9 +30,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use iterion_sandbox::{
-    Driver, Error as SandboxError, Factory, Mode, NetworkMode, NetworkOrigin, Progress,
-    ProxyAttachment, RunInfo, RunLog, SandboxRun, Spec, Trust, resolve_network_policy,
-    select_sandbox_driver,
+    Driver, Error as SandboxError, Factory, Mode, NetworkMode, Progress, ProxyAttachment, RunInfo,
+    RunLog, SandboxRun, Spec, Trust, resolve_network_policy, select_sandbox_driver,
 };
 
 use crate::events::Event;
@@ -277,12 +276,7 @@ async fn start(
     driver: &dyn Driver,
 ) -> Result<ActiveSandbox, SetupError> {
     let resolved = ctx.resolved;
-    let origin = if resolved.repo_network_defaulted {
-        NetworkOrigin::DevcontainerDefault
-    } else {
-        NetworkOrigin::Workflow
-    };
-    let policy = resolve_network_policy(&spec, origin);
+    let policy = resolve_network_policy(&spec, resolved.network_origin());
     if let Some(warning) = policy.warning() {
         ctx.run_log.line(
             iterion_sandbox::LogLevel::Warn,

@@ -12,8 +12,8 @@ use std::path::Path;
 use iterion_dsl::ir;
 use iterion_sandbox::{
     AutoInputs, Build, DefaultImage, DevcontainerText, EnvOverlay, HostState, HostStateSource,
-    Mode, ModeInputs, Network, NetworkMode, SandboxFlag, ScreenContext, Spec, SpecResolution,
-    Trust, pick_host_state, read_from_repo, resolve_sandbox_spec_with_fallback,
+    Mode, ModeInputs, Network, NetworkMode, NetworkOrigin, SandboxFlag, ScreenContext, Spec,
+    SpecResolution, Trust, pick_host_state, read_from_repo, resolve_sandbox_spec_with_fallback,
 };
 
 /// The run-time knobs of the sandbox tiers, as the entry point read them.
@@ -122,6 +122,16 @@ impl Resolved {
         }
     }
 
+    /// Where the spec's network came from, for `resolve_network_policy` (SANDBOX.md §2.3): the
+    /// devcontainer default when L4 defaulted it, else the workflow.
+    pub fn network_origin(&self) -> NetworkOrigin {
+        if self.repo_network_defaulted {
+            NetworkOrigin::DevcontainerDefault
+        } else {
+            NetworkOrigin::Workflow
+        }
+    }
+
     /// The spec resolution, for `run_will_be_sandboxed` (only read for active modes).
     pub fn spec_resolution(&self) -> SpecResolution<'_> {
         match self.spec.as_ref().or(self.admission_spec.as_ref()) {
@@ -131,17 +141,18 @@ impl Resolved {
     }
 }
 
-/// L3–L4: picks the mode, labels its source and builds the spec of an active mode: auto reads
+/// L3–L4: picks the mode, labels its source and builds the spec of an active mode from the
+/// workflow's `sandbox:` block (the default block when it has none): auto reads
 /// the repository's devcontainer and fuses it with the block (SANDBOX.md §7.5), and the operator
 /// overlay applies on every path that yields a spec (§7.8).
 pub(crate) fn resolve(
-    wf: &ir::Workflow,
+    sandbox: &ir::Sandbox,
     settings: &SandboxSettings,
     trust: Trust,
     repo_root: Option<&Path>,
     overlay: &EnvOverlay,
 ) -> Resolved {
-    let block = block_spec(&wf.sandbox);
+    let block = block_spec(sandbox);
     let inputs = ModeInputs {
         workflow_block: block.as_ref(),
         cli_flag: settings.cli_flag,
@@ -150,7 +161,7 @@ pub(crate) fn resolve(
     };
     let (mode, source) = inputs.pick();
     let (host_state, host_state_source) = pick_host_state(
-        block_host_state(&wf.sandbox),
+        block_host_state(sandbox),
         settings.host_state_cli,
         settings.host_state_env,
         trust,
