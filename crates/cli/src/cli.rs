@@ -28,6 +28,8 @@ pub enum Command {
     Inspect(InspectArgs),
     /// Print a run's events.
     Events(EventsArgs),
+    /// Sandbox diagnostics: `iterion sandbox doctor [--strict] [--json] …`.
+    Sandbox(crate::commands::sandbox_doctor::SandboxArgs),
     /// In-container egress bridge (SANDBOX.md §4.6); the engine runs it, people don't.
     #[command(name = "__egress-bridge", hide = true)]
     EgressBridge(EgressBridgeArgs),

@@ -51,6 +51,7 @@ fn async_main(command: cli::Command) -> Exit {
             cli::Command::Resume(args) => commands::resume::run(args).await,
             cli::Command::Inspect(args) => commands::inspect::run(args).await,
             cli::Command::Events(args) => commands::events::run(args).await,
+            cli::Command::Sandbox(args) => commands::sandbox_doctor::run(args).await,
             cli::Command::EgressBridge(args) => commands::egress_bridge::run_async(args).await,
         }
     })

@@ -19,12 +19,14 @@ use iterion_sandbox::{
 
 use crate::cli::{AutoOrNone, RunArgs, TrustArg};
 use crate::commands::progress::Progress;
-use crate::commands::{Failure, finish, install_signals, open_store, product_engine};
+use crate::commands::{
+    Failure, finish, install_signals, open_store, product_engine, product_setup,
+};
 use crate::exit::Exit;
 
 /// The operator overlay (SANDBOX.md §7.8): `--sandbox-env K=V` over `ITERION_SANDBOX_ENV_FILE`,
 /// key by key. A malformed entry or an unreadable file is bad input (exit 2, no run).
-fn operator_overlay(pairs: &[String]) -> Result<EnvOverlay, Failure> {
+pub(crate) fn operator_overlay(pairs: &[String]) -> Result<EnvOverlay, Failure> {
     let from_file = match std::env::var_os(ITERION_SANDBOX_ENV_FILE).filter(|v| !v.is_empty()) {
         None => EnvOverlay::default(),
         Some(path) => {
@@ -49,16 +51,30 @@ pub async fn run(args: RunArgs) -> Exit {
     }
 }
 
-fn flag(value: Option<AutoOrNone>) -> Option<SandboxFlag> {
+/// `--sandbox`.
+pub(crate) fn sandbox_flag(value: Option<AutoOrNone>) -> Option<SandboxFlag> {
     value.map(|v| match v {
         AutoOrNone::Auto => SandboxFlag::Auto,
         AutoOrNone::None => SandboxFlag::None,
     })
 }
 
-async fn launch(args: RunArgs) -> Result<Exit, Failure> {
-    let shown = args.file.display().to_string();
-    let bytes = iterion_dsl::load(&args.file).map_err(Failure::bad_input)?;
+/// `--sandbox-host-state`.
+pub(crate) fn host_state_flag(value: Option<AutoOrNone>) -> Option<HostState> {
+    value.map(|v| match v {
+        AutoOrNone::Auto => HostState::Auto,
+        AutoOrNone::None => HostState::None,
+    })
+}
+
+/// Loads and compiles a workflow file; warnings go to stderr. A file that cannot be read or
+/// does not compile is bad input (the diagnostics are printed). Returns the workflow and the
+/// source bytes.
+pub(crate) fn compile_workflow(
+    file: &std::path::Path,
+) -> Result<(iterion_dsl::ir::Workflow, Vec<u8>), Failure> {
+    let shown = file.display().to_string();
+    let bytes = iterion_dsl::load(file).map_err(Failure::bad_input)?;
     let compiled = iterion_dsl::compile(
         &bytes,
         &CompileOptions {
@@ -82,26 +98,18 @@ async fn launch(args: RunArgs) -> Result<Exit, Failure> {
             )));
         }
     };
+    Ok((workflow, bytes))
+}
+
+async fn launch(args: RunArgs) -> Result<Exit, Failure> {
+    let shown = args.file.display().to_string();
+    let (workflow, bytes) = compile_workflow(&args.file)?;
     let vars = resolve_vars(&workflow, &args.vars).map_err(Failure::bad_input)?;
     let secrets =
         resolve_secrets(&workflow, |k| std::env::var(k).ok()).map_err(Failure::bad_input)?;
     let cwd = std::env::current_dir().map_err(Failure::bad_input)?;
-    let (home, store) = {
-        // ITERION_SANDBOX_DEFAULT is checked before the store is opened.
-        iterion_sandbox::global_sandbox_default_from_env().map_err(|e| {
-            Failure::bad_input(anyhow::anyhow!(
-                "{e} (ITERION_SANDBOX_DEFAULT sets whether workflows without a sandbox: block are sandboxed)"
-            ))
-        })?;
-        open_store().await?
-    };
-    let engine = Arc::new(product_engine(store, home)?);
-    let maintenance = {
-        let engine = Arc::clone(&engine);
-        tokio::spawn(async move { engine.boot_maintenance().await })
-    };
-    let control = RunControl::default();
-    install_signals(&control);
+    // ITERION_SANDBOX_DEFAULT is checked before the store is opened.
+    let setup = product_setup()?;
     let request = RunRequest {
         workflow,
         workflow_hash: workflow_hash(&bytes),
@@ -113,16 +121,28 @@ async fn launch(args: RunArgs) -> Result<Exit, Failure> {
             TrustArg::Untrusted => Trust::Untrusted,
         },
         options: LaunchOptions {
-            sandbox: flag(args.sandbox),
-            host_state: flag(args.sandbox_host_state).map(|f| match f {
-                SandboxFlag::Auto => HostState::Auto,
-                SandboxFlag::None => HostState::None,
-            }),
+            sandbox: sandbox_flag(args.sandbox),
+            host_state: host_state_flag(args.sandbox_host_state),
             default_image: args.sandbox_default_image.clone(),
             sandbox_env: operator_overlay(&args.sandbox_env)?.vars,
             cwd,
         },
     };
+    // The strict pre-flight (SANDBOX.md §11.4): a failing check refuses the launch (exit 2)
+    // before the store is even opened.
+    if iterion_engine::sandbox_preflight_enabled() {
+        iterion_engine::preflight_sandbox(&setup, &request, &shown)
+            .await
+            .map_err(Failure::bad_input)?;
+    }
+    let (home, store) = open_store().await?;
+    let engine = Arc::new(product_engine(store, home)?);
+    let maintenance = {
+        let engine = Arc::clone(&engine);
+        tokio::spawn(async move { engine.boot_maintenance().await })
+    };
+    let control = RunControl::default();
+    install_signals(&control);
     let progress = Arc::new(Progress::new(args.json));
     let result = engine.run(request, control, progress.clone()).await;
     progress.done();

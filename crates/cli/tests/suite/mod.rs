@@ -2,6 +2,7 @@ mod admission;
 mod agent;
 mod devbox;
 mod devcontainer;
+mod doctor;
 mod egress;
 mod egress_bridge;
 mod faults;

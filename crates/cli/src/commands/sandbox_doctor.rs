@@ -1,0 +1,312 @@
+//! `iterion sandbox doctor [--strict] [--json] [--target auto|local|cloud] [--sandbox auto|none]
+//! [--sandbox-host-state auto|none] [--sandbox-default-image REF] [FILE]` (SANDBOX.md §11).
+//!
+//! The report and the battery are the engine's ([`iterion_engine::build_basic_report`],
+//! [`iterion_engine::build_strict_report`]); this file parses, renders and maps the exit code:
+//! 1 when a strict check fails, 2 on bad input (an unreadable or non-compiling file, a bad flag
+//! or `ITERION_SANDBOX_*` value), 0 otherwise. Warnings never change the exit code.
+use std::fmt::Write as _;
+
+use clap::{Args, Subcommand, ValueEnum};
+use iterion_engine::{
+    BasicReport, CheckStatus, LaunchOptions, PreflightRequest, StrictReport, Target,
+    build_basic_report, build_strict_report, doctor_timeout_from_env,
+};
+use iterion_sandbox::Trust;
+
+use crate::cli::AutoOrNone;
+use crate::commands::run::{compile_workflow, host_state_flag, operator_overlay, sandbox_flag};
+use crate::commands::{Failure, product_setup};
+use crate::exit::Exit;
+
+/// `iterion sandbox …`.
+#[derive(Debug, Args)]
+pub struct SandboxArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: SandboxCommand,
+}
+
+/// The `sandbox` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Report what this host offers a sandbox; with --strict, check the exact spec a workflow
+    /// would run with (exit 1 when a check fails, 2 on bad input).
+    Doctor(DoctorArgs),
+}
+
+/// `--target`: which battery.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum TargetArg {
+    /// Follow the selected driver.
+    #[default]
+    Auto,
+    /// docker/podman.
+    #[value(alias = "docker", alias = "podman")]
+    Local,
+    /// kubernetes.
+    #[value(alias = "kubernetes", alias = "k8s")]
+    Cloud,
+}
+
+/// `iterion sandbox doctor …`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Run the check battery on the spec FILE (or a workflow without sandbox: block) resolves to.
+    #[arg(long)]
+    pub strict: bool,
+    /// Print one JSON document instead of the human form.
+    #[arg(long)]
+    pub json: bool,
+    /// The battery: auto follows the selected driver; local|docker|podman, cloud|kubernetes|k8s.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub target: TargetArg,
+    /// As `iterion run --sandbox`.
+    #[arg(long, value_enum)]
+    pub sandbox: Option<AutoOrNone>,
+    /// As `iterion run --sandbox-host-state`.
+    #[arg(long = "sandbox-host-state", value_enum)]
+    pub sandbox_host_state: Option<AutoOrNone>,
+    /// As `iterion run --sandbox-default-image`.
+    #[arg(long = "sandbox-default-image", value_name = "REF")]
+    pub sandbox_default_image: Option<String>,
+    /// The workflow; without it, the spec of a workflow with no sandbox: block in this
+    /// directory's repository.
+    pub file: Option<std::path::PathBuf>,
+}
+
+/// Runs the command.
+pub async fn run(args: SandboxArgs) -> Exit {
+    let SandboxCommand::Doctor(args) = args.command;
+    match doctor(args).await {
+        Ok(exit) => exit,
+        Err(failure) => failure.report(),
+    }
+}
+
+async fn doctor(args: DoctorArgs) -> Result<Exit, Failure> {
+    let setup = product_setup()?;
+    let timeout = doctor_timeout_from_env();
+    if !args.strict {
+        let report =
+            build_basic_report(&setup, args.sandbox_default_image.as_deref(), timeout).await;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report).unwrap_or_else(|_| "{}".to_owned())
+            );
+        } else {
+            print!("{}", render_basic(&report));
+        }
+        return Ok(Exit::Success);
+    }
+    let sandbox = match &args.file {
+        Some(file) => compile_workflow(file)?.0.sandbox,
+        None => iterion_dsl::ir::Sandbox::default(),
+    };
+    let options = LaunchOptions {
+        sandbox: sandbox_flag(args.sandbox),
+        host_state: host_state_flag(args.sandbox_host_state),
+        default_image: args.sandbox_default_image.clone(),
+        sandbox_env: operator_overlay(&[])?.vars,
+        cwd: std::env::current_dir().map_err(Failure::bad_input)?,
+    };
+    let report = build_strict_report(
+        &setup,
+        &PreflightRequest {
+            sandbox: &sandbox,
+            options: &options,
+            trust: Trust::Trusted,
+            target: match args.target {
+                TargetArg::Auto => Target::Auto,
+                TargetArg::Local => Target::Local,
+                TargetArg::Cloud => Target::Cloud,
+            },
+            timeout,
+        },
+    )
+    .await
+    .map_err(Failure::bad_input)?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_else(|_| "{}".to_owned())
+        );
+    } else {
+        print!("{}", render_strict(&report));
+    }
+    Ok(if report.has_failures() {
+        Exit::Failed
+    } else {
+        Exit::Success
+    })
+}
+
+/// The basic report as an aligned key/value list, then its notes.
+pub fn render_basic(report: &BasicReport) -> String {
+    let opt = |value: &Option<String>| value.clone().unwrap_or_else(|| "-".to_owned());
+    let caps = report.capabilities;
+    let capabilities: Vec<&str> = [
+        ("image", caps.supports_image),
+        ("build", caps.supports_build),
+        ("mounts", caps.supports_mounts),
+        ("host_bind_mounts", caps.supports_host_bind_mounts),
+        ("network_policy", caps.supports_network_policy),
+        ("post_create", caps.supports_post_create),
+        ("remote_user", caps.supports_remote_user),
+        ("tls_inspection", caps.supports_tls_inspection),
+    ]
+    .iter()
+    .filter(|(_, on)| *on)
+    .map(|(name, _)| *name)
+    .collect();
+    let mut rows: Vec<(&str, String)> = vec![
+        ("host", report.host.clone()),
+        ("os", report.os.clone()),
+        ("arch", report.arch.clone()),
+        ("container_runtime", report.container_runtime.clone()),
+        ("engine_version", opt(&report.engine_version)),
+        ("api_version", opt(&report.api_version)),
+        ("sandbox_default", report.sandbox_default.clone()),
+        (
+            "sandbox_default_source",
+            report.sandbox_default_source.clone(),
+        ),
+        ("selected_driver", report.selected_driver.clone()),
+        ("available_drivers", report.available_drivers.join(", ")),
+        (
+            "capabilities",
+            if capabilities.is_empty() {
+                "none".to_owned()
+            } else {
+                capabilities.join(", ")
+            },
+        ),
+    ];
+    if let Some(policy) = &report.scheduling_policy {
+        rows.push(("scheduling_policy", policy.clone()));
+    }
+    rows.extend([
+        ("engine_binary", opt(&report.engine_binary)),
+        ("engine_binary_link", report.engine_binary_link.clone()),
+        ("default_image", report.default_image.clone()),
+        (
+            "default_image_present",
+            match report.default_image_present {
+                Some(true) => "yes".to_owned(),
+                Some(false) => "no".to_owned(),
+                None => "unknown (no engine answered)".to_owned(),
+            },
+        ),
+    ]);
+    if let Some(error) = &report.driver_error {
+        rows.push(("driver_error", error.clone()));
+    }
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (key, value) in rows {
+        let _ = writeln!(out, "{key:<width$}  {value}");
+    }
+    for note in &report.notes {
+        let _ = writeln!(out, "\nnote: {note}");
+    }
+    out
+}
+
+/// The strict report as a table of `[pass]`/`[warn]`/`[FAIL]` rows, a `hint:` under each row that
+/// did not pass, and a count line.
+pub fn render_strict(report: &StrictReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "sandbox doctor --strict: host {}, target {}, driver {}, mode {}",
+        report.host,
+        report.target.as_str(),
+        report.driver,
+        report.mode
+    );
+    if !report.source.is_empty() {
+        let _ = writeln!(out, "  source: {}", report.source);
+    }
+    if let Some(image) = &report.image {
+        let _ = writeln!(out, "  image:  {image}");
+    }
+    out.push('\n');
+    let width = report
+        .checks
+        .iter()
+        .map(|c| c.id.as_str().len())
+        .max()
+        .unwrap_or(0);
+    for check in &report.checks {
+        let tag = match check.status {
+            CheckStatus::Pass => "[pass]",
+            CheckStatus::Warn => "[warn]",
+            CheckStatus::Fail => "[FAIL]",
+        };
+        let _ = writeln!(
+            out,
+            "{tag} {id:<width$}  {summary}",
+            id = check.id.as_str(),
+            summary = check.summary
+        );
+        if check.status != CheckStatus::Pass && !check.remediation.is_empty() {
+            let _ = writeln!(out, "       {:<width$}  hint: {}", "", check.remediation);
+        }
+    }
+    let counts = report.counts;
+    let _ = writeln!(
+        out,
+        "\nchecks: {} pass, {} warn, {} fail",
+        counts.pass, counts.warn, counts.fail
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iterion_engine::{Check, CheckId, Counts, HostClass, SCHEMA_VERSION};
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_strict_table_has_a_hint_under_each_row_that_did_not_pass_and_a_count_line() {
+        let checks = vec![
+            Check::pass(
+                CheckId::SpecResolution,
+                "mode auto, source cli flag --sandbox",
+            ),
+            Check::warn(
+                CheckId::EngineBinary,
+                "/x/iterion: dynamically linked",
+                "use a static build",
+            ),
+            Check::fail(CheckId::DockerDaemon, "no engine answered", "start Docker"),
+        ];
+        let report = StrictReport {
+            schema_version: SCHEMA_VERSION,
+            host: "local".to_owned(),
+            target: HostClass::Local,
+            driver: "docker".to_owned(),
+            mode: "auto".to_owned(),
+            source: "cli flag --sandbox".to_owned(),
+            image: Some("busybox:1".to_owned()),
+            counts: Counts::of(&checks),
+            checks,
+        };
+        assert_eq!(
+            render_strict(&report),
+            "sandbox doctor --strict: host local, target local, driver docker, mode auto\n\
+             \x20 source: cli flag --sandbox\n\
+             \x20 image:  busybox:1\n\
+             \n\
+             [pass] spec-resolution  mode auto, source cli flag --sandbox\n\
+             [warn] engine-binary    /x/iterion: dynamically linked\n\
+             \x20                       hint: use a static build\n\
+             [FAIL] docker-daemon    no engine answered\n\
+             \x20                       hint: start Docker\n\
+             \n\
+             checks: 1 pass, 1 warn, 1 fail\n"
+        );
+    }
+}
