@@ -2,7 +2,6 @@ mod bindless;
 mod budget;
 mod fanout;
 mod loops;
-mod reaper;
 mod routing;
 mod support;
 mod tools;
