@@ -132,6 +132,19 @@ mod tests {
         (a.unwrap(), b.unwrap().0)
     }
 
+    /// Sends `bytes` then half-closes, while reading everything the other side sends.
+    async fn send_and_receive(stream: &mut TcpStream, bytes: &[u8]) -> Vec<u8> {
+        let (mut r, mut w) = stream.split();
+        let send = async {
+            w.write_all(bytes).await.unwrap();
+            w.shutdown().await.unwrap();
+        };
+        let mut got = Vec::new();
+        let (_, n) = tokio::join!(send, r.read_to_end(&mut got));
+        n.unwrap();
+        got
+    }
+
     /// Every byte of a large, patterned stream arrives in order through the spliced relay, in
     /// both directions at once, and EOF propagates as a half-close.
     #[tokio::test]
@@ -142,30 +155,8 @@ mod tests {
         let up: Vec<u8> = (0..3_000_000u32).map(|i| (i % 241) as u8).collect();
         let relays =
             async { tokio::join!(relay(&proxy_in, &proxy_out), relay(&proxy_out, &proxy_in)) };
-        let upstream_side = async {
-            let (mut r, mut w) = upstream.split();
-            let send = async {
-                w.write_all(&down).await.unwrap();
-                w.shutdown().await.unwrap();
-            };
-            let mut got = Vec::new();
-            let recv = r.read_to_end(&mut got);
-            let (_, n) = tokio::join!(send, recv);
-            n.unwrap();
-            got
-        };
-        let client_side = async {
-            let (mut r, mut w) = client.split();
-            let send = async {
-                w.write_all(&up).await.unwrap();
-                w.shutdown().await.unwrap();
-            };
-            let mut got = Vec::new();
-            let recv = r.read_to_end(&mut got);
-            let (_, n) = tokio::join!(send, recv);
-            n.unwrap();
-            got
-        };
+        let upstream_side = send_and_receive(&mut upstream, &down);
+        let client_side = send_and_receive(&mut client, &up);
         let ((a, b), at_upstream, at_client) = tokio::join!(relays, upstream_side, client_side);
         assert_eq!(a.unwrap(), up.len() as u64);
         assert_eq!(b.unwrap(), down.len() as u64);
