@@ -2,8 +2,6 @@
 //! as values, a [`Check`] comes out. Nothing here probes, so every status of every check is
 //! unit-tested without an engine; [`super::strict`] does the probing and calls these.
 
-use std::path::Path;
-
 use iterion_netproxy::{compile, preset_rules};
 use iterion_sandbox::{
     ApiError, Capabilities, EngineVersion, Error as SandboxError, LinkKind, NetworkPolicy, Spec,
@@ -533,11 +531,6 @@ pub(crate) fn binary_arch<'a>(
                 .filter(|a| !a.is_empty())
                 .map(|a| (a, "the engine's architecture"))
         })
-}
-
-/// The path as shown in a summary.
-pub(crate) fn shown(path: &Path) -> String {
-    path.display().to_string()
 }
 
 #[cfg(test)]

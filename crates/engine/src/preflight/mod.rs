@@ -310,32 +310,4 @@ mod tests {
             ]
         );
     }
-
-    #[test]
-    fn targets_accept_the_driver_aliases() {
-        let words = [
-            "auto",
-            "local",
-            "docker",
-            "PODMAN",
-            "cloud",
-            "kubernetes",
-            "k8s",
-            "nope",
-        ];
-        let got: Vec<Option<Target>> = words.iter().map(|w| Target::parse(w)).collect();
-        assert_eq!(
-            got,
-            vec![
-                Some(Target::Auto),
-                Some(Target::Local),
-                Some(Target::Local),
-                Some(Target::Local),
-                Some(Target::Cloud),
-                Some(Target::Cloud),
-                Some(Target::Cloud),
-                None,
-            ]
-        );
-    }
 }

@@ -9,7 +9,8 @@ use serde::Serialize;
 /// The strict report's `schema_version`.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// What `--target` asks the battery about (SANDBOX.md §11.1).
+/// What `--target` asks the battery about (SANDBOX.md §11.1). The words (`local`, `docker`,
+/// `podman`; `cloud`, `kubernetes`, `k8s`) are the CLI's to parse.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Target {
     /// Follow the selected driver (the host's class when none is selected).
@@ -19,19 +20,6 @@ pub enum Target {
     Local,
     /// kubernetes (`cloud`, `kubernetes`, `k8s`): the kubernetes battery.
     Cloud,
-}
-
-impl Target {
-    /// Parses a `--target` word: `auto`, `local`/`docker`/`podman`, `cloud`/`kubernetes`/`k8s`
-    /// (trimmed, any case).
-    pub fn parse(word: &str) -> Option<Target> {
-        match word.trim().to_ascii_lowercase().as_str() {
-            "auto" => Some(Target::Auto),
-            "local" | "docker" | "podman" => Some(Target::Local),
-            "cloud" | "kubernetes" | "k8s" => Some(Target::Cloud),
-            _ => None,
-        }
-    }
 }
 
 /// Which battery runs: the host class a target names.
