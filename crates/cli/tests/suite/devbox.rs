@@ -11,7 +11,7 @@ use std::process::Command as StdCommand;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::suite::support::{Env, IMAGE, docker_or_skip, first};
+use crate::suite::support::{Ended, Env, IMAGE, docker_or_skip, first};
 
 const STANDIN_IMAGE: &str = "iterion-test/devbox-standin:1";
 
@@ -87,15 +87,7 @@ fn run(env: &Env, extra: &[(&str, &str)]) -> Ran {
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
-    let run = env.only_run();
-    let events = env.events(&run);
-    let logs = env.logs(&run);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{events:#?}\n{logs:#?}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let Ended { events, logs, .. } = env.only_run_ended(&out, 0);
     assert_eq!(env.containers(), Vec::<String>::new());
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     (summary["output"].clone(), events, logs)

@@ -18,7 +18,7 @@ use iterion_test_support::static_iterion_or_skip;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::suite::support::{Env, IMAGE, docker_or_skip, first, kinds};
+use crate::suite::support::{Ended, Env, IMAGE, docker_or_skip, first, kinds};
 
 /// The value of the secret the inspection test declares.
 const SECRET_VALUE: &str = "s3cr3t-value-0123456789";
@@ -396,15 +396,8 @@ fn docker_attacks_from_inside_the_container_are_refused() {
         )
         .output()
         .unwrap();
-    let run = env.only_run();
-    let events = env.events(&run);
-    let logs = env.logs(&run);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{events:#?}\n{logs:#?}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let Ended { run, events, logs } = env.only_run_ended(&out, 0);
+    assert_eq!(run.status.as_str(), "finished");
     let line = logs
         .iter()
         .find(|(s, l)| s == "stdout" && l.contains("noauth="))
@@ -497,15 +490,7 @@ fn docker_secret_values_stay_out_of_the_container_configuration() {
         .unwrap();
     std::fs::write(env.path("inspected"), "").unwrap();
     let out = child.wait_with_output().unwrap();
-    let run = env.only_run();
-    let events = env.events(&run);
-    let logs = env.logs(&run);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}\n{events:#?}\n{logs:#?}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let Ended { events, logs, .. } = env.only_run_ended(&out, 0);
     let inspect = String::from_utf8_lossy(&inspect.stdout).into_owned();
     assert!(
         inspect.contains("KEY_FILE="),

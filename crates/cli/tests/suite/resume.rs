@@ -282,7 +282,7 @@ fn docker_an_unbanked_scratch_refuses_resume_unless_forced() {
         (&serde_json::json!(false), &serde_json::json!(false)),
         "{banked}"
     );
-    let status_before = run.status.clone();
+    let status_before = run.status;
     std::fs::write(env.path("marker"), "").unwrap();
     let refused = env
         .cmd()

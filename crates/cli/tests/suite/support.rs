@@ -31,6 +31,13 @@ const CLEARED: [&str; 11] = [
     "CONTAINER_HOST",
 ];
 
+/// A run that ended, as [`Env::only_run_ended`] read it.
+pub struct Ended {
+    pub run: Run,
+    pub events: Vec<(String, Value)>,
+    pub logs: Vec<(String, String)>,
+}
+
 pub struct Env {
     pub home: tempfile::TempDir,
     pub ws: tempfile::TempDir,
@@ -174,6 +181,21 @@ impl Env {
                 .map(|e| (e.kind, e.data))
                 .collect()
         })
+    }
+
+    /// The only run after `out`, with its events and run-log lines; panics with stderr, events
+    /// and logs when `out` did not exit with `code`.
+    pub fn only_run_ended(&self, out: &std::process::Output, code: i32) -> Ended {
+        let run = self.only_run();
+        let events = self.events(&run);
+        let logs = self.logs(&run);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{}\n{events:#?}\n{logs:#?}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ended { run, events, logs }
     }
 
     /// A run's run-log lines as `(stream, line)`.
