@@ -172,19 +172,13 @@ pub fn sandbox_preflight_enabled() -> bool {
     std::env::var(ITERION_SANDBOX_PREFLIGHT).is_ok_and(|v| iterion_sandbox::is_truthy(&v))
 }
 
-/// Parses a doctor timeout: a Go-style duration (`1s`, `500ms`, `1m30s`) or a plain number of
-/// seconds (`5`, `0.5`). `None` for anything else, zero or negative.
+/// Parses a doctor timeout as every duration knob is parsed (SANDBOX.md §16.1, §17): a Go-style
+/// duration (`1s`, `500ms`, `1m30s`). `None` for anything else, zero, or a bare number (`5`
+/// names no unit).
 pub fn parse_doctor_timeout(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    let duration = match parse_go_duration(text) {
-        Ok(duration) => duration,
-        Err(_) => text
-            .parse::<f64>()
-            .ok()
-            .filter(|secs| secs.is_finite() && *secs > 0.0 && *secs < 1e9)
-            .map(Duration::from_secs_f64)?,
-    };
-    (!duration.is_zero()).then_some(duration)
+    parse_go_duration(text.trim())
+        .ok()
+        .filter(|duration| !duration.is_zero())
 }
 
 /// [`ITERION_SANDBOX_DOCTOR_TIMEOUT`], else [`DEFAULT_DOCTOR_TIMEOUT`]. A value that does not
@@ -200,7 +194,7 @@ pub fn doctor_timeout_from_env() -> Duration {
         static WARNED: Once = Once::new();
         WARNED.call_once(|| {
             tracing::warn!(
-                "{ITERION_SANDBOX_DOCTOR_TIMEOUT}={value:?} is not a duration (1s, 500ms, or seconds); using {}",
+                "{ITERION_SANDBOX_DOCTOR_TIMEOUT}={value:?} is not a duration (for example 1s, 500ms, 1m30s); using {}",
                 iterion_sandbox::format_duration(DEFAULT_DOCTOR_TIMEOUT)
             );
         });
@@ -288,9 +282,9 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     #[test]
-    fn doctor_timeouts_take_go_durations_and_plain_seconds() {
+    fn doctor_timeouts_take_go_durations_only() {
         let words = [
-            "1s", "500ms", "1m30s", "5", "0.25", " 2 ", "0", "-1s", "abc", "0s", "",
+            "1s", "500ms", "1m30s", " 2s ", "5", "0.25", "0", "-1s", "abc", "0s", "",
         ];
         let got: Vec<Option<Duration>> = words.iter().map(|w| parse_doctor_timeout(w)).collect();
         assert_eq!(
@@ -299,9 +293,9 @@ mod tests {
                 Some(Duration::from_secs(1)),
                 Some(Duration::from_millis(500)),
                 Some(Duration::from_secs(90)),
-                Some(Duration::from_secs(5)),
-                Some(Duration::from_millis(250)),
                 Some(Duration::from_secs(2)),
+                None,
+                None,
                 None,
                 None,
                 None,
