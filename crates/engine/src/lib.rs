@@ -62,6 +62,7 @@ mod events;
 mod executor;
 mod failure;
 mod fanout;
+mod fleet;
 mod graph;
 mod host;
 mod input;
@@ -109,6 +110,10 @@ pub use events::{
 };
 pub use executor::{EVENT_OUTPUT_MAX_BYTES, Execution, ExecutionError};
 pub use failure::{Disposition, FailureCode, MAX_DELIVERIES, OutcomeStatus};
+pub use fleet::{
+    Delivery, WorkerOptions, WorkerReport, redeliver, redeliver_interrupted, run_worker,
+    settle_delivery,
+};
 pub use host::host_sandbox;
 pub use launch::{
     LaunchError, resolve_secrets, resolve_vars, workflow_has_file_secrets, workflow_hash,
@@ -122,7 +127,9 @@ pub use preflight::{
     doctor_timeout_from_env, parse_doctor_timeout, preflight_sandbox, sandbox_preflight_enabled,
 };
 pub use reaper::{
-    INTERRUPTED_MESSAGE, ReapReport, Verdict, reap_local, reapable, recover_interrupted,
+    DEFAULT_REAP_INTERVAL, INTERRUPTED_MESSAGE, ITERION_SANDBOX_REAP_INTERVAL, LivenessSource,
+    ReapReport, Verdict, reap_cloud, reap_interval, reap_local, reapable, recover_interrupted,
+    run_sandbox_reaper, sandbox_resource_reapable,
 };
 pub use record::{NoObserver, RunObserver};
 pub use run::PHASE_ADMISSION;

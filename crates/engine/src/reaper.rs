@@ -9,18 +9,28 @@
 //!    `iterion.io/store`, on the local engine runs are created on (docker, else podman), are removed
 //!    when [`reapable`] says so; so are this store's per-run host dirs under the runtime root.
 //!
-//! The predicate is liveness-first and fails safe: a held lease, a lease check that errored or
-//! a transient store error all keep the resource; only no lease plus a terminal status, or a run
-//! the store provably does not have, reaps it. Built images are not collected yet.
+//! 3. [`reap_cloud`] (the runner on kubernetes): this store's pods, Secrets and NetworkPolicies,
+//!    by label, in the runner's namespace; [`run_sandbox_reaper`] runs it at boot and on a
+//!    ticker (`ITERION_SANDBOX_REAP_INTERVAL`).
+//!
+//! One predicate decides for every kind of resource, local or cloud:
+//! [`sandbox_resource_reapable`] (pure core: [`reapable`]). It is liveness-first and fails safe:
+//! a held lease, a lease check that errored or a transient store error all keep the resource;
+//! only no lease plus a terminal status, or a run the store provably does not have, reaps it.
+//! Built images are not collected yet.
 //! The whole reaper is off under `ITERION_SANDBOX_OVERRIDE=none` (SANDBOX.md §12.2).
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
+use async_trait::async_trait;
 use iterion_sandbox::{
-    DockerDriver, DockerSettings, DriverKind, EndpointVars, EngineKind, endpoints_for,
+    DockerDriver, DockerSettings, DriverKind, EndpointVars, EngineKind, KubeApi, KubeReapError,
+    KubeReapReport, endpoints_for, parse_go_duration, reap_kubernetes_objects,
 };
 use iterion_store::{Liveness, NewEvent, RunId, RunQuery, RunStatus, Store};
+use tokio_util::sync::CancellationToken;
 
 use crate::events::{Event, PHASE_EXECUTION, RunFailed};
 use crate::failure::FailureCode;
@@ -55,13 +65,126 @@ pub fn reapable(
     }
 }
 
-async fn judge(store: &dyn Store, run_id: &str) -> Verdict {
+/// Where the predicate reads a run's liveness: every [`Store`] is one. A seam of its own so the
+/// predicate's table test can force a lease-check or load error on a real store.
+#[async_trait]
+pub trait LivenessSource: Send + Sync {
+    /// The run's lease and status (the store contract's `liveness`).
+    async fn liveness(&self, run_id: &RunId) -> Result<Liveness, iterion_store::Error>;
+}
+
+#[async_trait]
+impl<S: Store + ?Sized> LivenessSource for S {
+    async fn liveness(&self, run_id: &RunId) -> Result<Liveness, iterion_store::Error> {
+        Store::liveness(self, run_id).await
+    }
+}
+
+/// The one reaper predicate (SANDBOX.md §12.1), for local containers, per-run dirs, pods,
+/// Secrets and NetworkPolicies alike. `run_id` is the resource's `iterion.io/run-id` label
+/// (`""` when absent):
+///
+/// | condition | verdict |
+/// |---|---|
+/// | empty or missing label, or a label no run id could be | reap |
+/// | lease held | keep |
+/// | lease check or load errored (transient) | keep |
+/// | no lease, run provably absent | reap |
+/// | no lease, status terminal | reap |
+/// | no lease, `running`, `paused`, `queued` | keep |
+pub async fn sandbox_resource_reapable<S: LivenessSource + ?Sized>(
+    source: &S,
+    run_id: &str,
+) -> Verdict {
     if run_id.is_empty() {
         return Verdict::Reap;
     }
     match RunId::parse(run_id) {
         Err(_) => reapable(run_id, None),
-        Ok(id) => reapable(run_id, Some(&store.liveness(&id).await)),
+        Ok(id) => reapable(run_id, Some(&source.liveness(&id).await)),
+    }
+}
+
+/// One cloud reaper pass (SANDBOX.md §12.2): this store's pods, Secrets and NetworkPolicies in
+/// `api`'s namespace, each judged by [`sandbox_resource_reapable`] (once per run id per pass).
+///
+/// # Errors
+///
+/// The first list or delete failure (the others are logged), with what was done anyway.
+pub async fn reap_cloud(
+    store: &dyn Store,
+    api: &dyn KubeApi,
+) -> Result<KubeReapReport, KubeReapError> {
+    reap_kubernetes_objects(api, store.store_id(), |run_id| async move {
+        sandbox_resource_reapable(store, &run_id).await == Verdict::Reap
+    })
+    .await
+}
+
+/// `ITERION_SANDBOX_REAP_INTERVAL`: the runner's reaper tick (SANDBOX.md §12.2).
+pub const ITERION_SANDBOX_REAP_INTERVAL: &str = "ITERION_SANDBOX_REAP_INTERVAL";
+
+/// The tick when the variable is unset or unusable.
+pub const DEFAULT_REAP_INTERVAL: Duration = Duration::from_secs(60);
+
+/// The reaper tick from the variable's value: a Go-style duration; unset, empty or unparsable
+/// gives [`DEFAULT_REAP_INTERVAL`] (a bad value is also warned about); `0s` gives `None`, the
+/// boot pass only.
+pub fn reap_interval(value: Option<&str>) -> Option<Duration> {
+    let Some(value) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Some(DEFAULT_REAP_INTERVAL);
+    };
+    match parse_go_duration(value) {
+        Ok(interval) if interval.is_zero() => None,
+        Ok(interval) => Some(interval),
+        Err(error) => {
+            tracing::warn!(
+                "{ITERION_SANDBOX_REAP_INTERVAL}={value:?} ({error}); using {}s",
+                DEFAULT_REAP_INTERVAL.as_secs()
+            );
+            Some(DEFAULT_REAP_INTERVAL)
+        }
+    }
+}
+
+/// The runner's reaper (SANDBOX.md §12.2): a boot pass, then one every `interval` (`None`: boot
+/// only), until `shutdown`. Each pass reaps the cloud objects when `cloud` is given (the runner
+/// on kubernetes), else the local containers and run dirs. Errors are logged. The caller does
+/// not start it under `ITERION_SANDBOX_OVERRIDE=none`.
+pub async fn run_sandbox_reaper(
+    store: Arc<dyn Store>,
+    cloud: Option<Arc<dyn KubeApi>>,
+    interval: Option<Duration>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        match &cloud {
+            Some(api) => match reap_cloud(store.as_ref(), api.as_ref()).await {
+                Ok(report) if !report.deleted.is_empty() => {
+                    tracing::info!(
+                        "reaper: deleted {} orphaned object(s)",
+                        report.deleted.len()
+                    );
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!("{error}"),
+            },
+            None => {
+                let report = reap_local(Arc::clone(&store)).await;
+                if !report.containers.is_empty() || !report.run_dirs.is_empty() {
+                    tracing::info!(
+                        "reaper: removed {} container(s), {} run dir(s)",
+                        report.containers.len(),
+                        report.run_dirs.len()
+                    );
+                }
+            }
+        }
+        let Some(interval) = interval else { return };
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(interval) => {}
+        }
     }
 }
 
@@ -160,7 +283,7 @@ pub async fn reap_local(store: Arc<dyn Store>) -> ReapReport {
             }
         };
         for resource in listed {
-            if judge(store.as_ref(), &resource.run_id).await == Verdict::Reap {
+            if sandbox_resource_reapable(store.as_ref(), &resource.run_id).await == Verdict::Reap {
                 match engine.remove(&resource.id).await {
                     Ok(()) => report.containers.push(resource.id),
                     Err(error) => tracing::warn!("reaper: remove {}: {error}", resource.name),
@@ -187,7 +310,7 @@ async fn reap_run_dirs(store: &dyn Store, root: &Path) -> Vec<String> {
         if owner.trim() != store.store_id() {
             continue;
         }
-        if judge(store, &name).await == Verdict::Reap
+        if sandbox_resource_reapable(store, &name).await == Verdict::Reap
             && tokio::fs::remove_dir_all(entry.path()).await.is_ok()
         {
             removed.push(name);

@@ -96,13 +96,14 @@ pub use drivers::kubernetes::{
     ExecSession, FIELD_MANAGER, HEAD_CAPTURE_TIMEOUT, ITERION_POD_IP, ITERION_RUNNER_POD_NAME,
     ITERION_RUNNER_POD_UID, ITERION_SANDBOX_EGRESS_PROBE, InClusterSignals, KUBE_CA_DIR,
     KUBE_CA_PATH, KUBE_ENGINE_BIN, KUBE_SECRETS_DIR, KubeApi, KubeError, KubeMount, KubeMountKind,
-    KubeObject, KubeResult, KubeRsApi, KubernetesConstructor, KubernetesDriver, KubernetesRun,
-    KubernetesSettings, LABEL_COMPONENT, NotReady, ObjectKind, PodInputs, PodPlan, PodProgress,
-    RunnerOwner, SECRET_MODE, SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT_TOKEN,
-    TERMINAL_WAITING_REASONS, WORKLOAD_CONTAINER, ca_secret_name, classify_not_ready,
-    detect_in_cluster, exec_argv, exit_code_of, is_clean_relative, mount_volume_name,
-    parse_kube_mount, pod_labels, pod_name, pod_plan, pod_progress, probe_api_version,
-    secret_data_key, secret_files_name, secret_files_secret, workspace_tar,
+    KubeObject, KubeReapError, KubeReapReport, KubeResult, KubeRsApi, KubernetesConstructor,
+    KubernetesDriver, KubernetesRun, KubernetesSettings, LABEL_COMPONENT, NotReady, ObjectKind,
+    PodInputs, PodPlan, PodProgress, RunnerOwner, SECRET_MODE, SERVICE_ACCOUNT_NAMESPACE,
+    SERVICE_ACCOUNT_TOKEN, TERMINAL_WAITING_REASONS, WORKLOAD_CONTAINER, ca_secret_name,
+    classify_not_ready, detect_in_cluster, exec_argv, exit_code_of, is_clean_relative,
+    mount_volume_name, parse_kube_mount, pod_labels, pod_name, pod_plan, pod_progress,
+    probe_api_version, reap_kubernetes_objects, secret_data_key, secret_files_name,
+    secret_files_secret, workspace_tar,
 };
 pub use drivers::noop::{NoopConstructor, NoopDriver, noop_file_secret_gate};
 pub use elf::{LinkKind, link_kind, link_kind_of};

@@ -1,7 +1,9 @@
 mod bindless;
 mod budget;
 mod fanout;
+mod fleet;
 mod loops;
+mod reaper;
 mod routing;
 mod support;
 mod tools;

@@ -29,6 +29,7 @@ mod classify;
 mod manifest;
 mod mounts;
 mod probe;
+mod reap;
 mod run;
 pub(crate) mod scheduling;
 pub(crate) mod validate;
@@ -54,6 +55,7 @@ pub use manifest::{
 };
 pub use mounts::{KubeMount, KubeMountKind, mount_volume_name, parse_kube_mount};
 pub use probe::probe_api_version;
+pub use reap::{KubeReapError, KubeReapReport, reap_kubernetes_objects};
 pub use run::{
     EXPORT_TIMEOUT, HEAD_CAPTURE_TIMEOUT, KubernetesRun, exec_argv, is_clean_relative,
     workspace_tar,
