@@ -30,9 +30,17 @@ pub enum Command {
     Events(EventsArgs),
     /// Sandbox diagnostics: `iterion sandbox doctor [--strict] [--json] …`.
     Sandbox(crate::commands::sandbox_doctor::SandboxArgs),
+    /// Cloud worker: takes queued runs (`run --submit`) from the store's queue, executes them
+    /// under a lease, redelivers infrastructure failures, reaps orphaned sandboxes. Runs until
+    /// SIGTERM.
+    Runner,
     /// In-container egress bridge (SANDBOX.md §4.6); the engine runs it, people don't.
     #[command(name = "__egress-bridge", hide = true)]
     EgressBridge(EgressBridgeArgs),
+    /// In-container agent runner (SANDBOX.md §13): NDJSON envelopes on stdin/stdout; the engine
+    /// runs it, people don't.
+    #[command(name = "__claw-runner", hide = true)]
+    ClawRunner,
 }
 
 /// `iterion validate FILE [--json]`.
@@ -93,6 +101,10 @@ pub struct RunArgs {
     /// Print one JSON document `{run_id, status, failure_code?, message?, output?}` on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Queue the run for `iterion runner` instead of running it here: prints the run id and
+    /// exits 0 once the run is `queued`.
+    #[arg(long)]
+    pub submit: bool,
 }
 
 /// `iterion resume RUN_ID [--force]`.

@@ -133,6 +133,11 @@ pub use reaper::{
 };
 pub use record::{NoObserver, RunObserver};
 pub use run::PHASE_ADMISSION;
+pub use runner::envelope::{
+    ChannelError, Envelope, EnvelopeReader, EnvelopeWriter, MAX_LINE, decode_line, encode_line,
+};
+pub use runner::placement::{PermissionPolicy, Placement, sandbox_placement_of};
+pub use runner::side::{TaskData, claw_runner_main, serve as serve_claw_runner};
 pub use sandbox::mounts::{ARTIFACT_FILES_TARGET, ENGINE_BIN_TARGET};
 pub use sandbox::{PHASE_SANDBOX_SETUP, STORE_MARKER, SandboxSettings, runtime_root};
 pub use sandbox_events::{

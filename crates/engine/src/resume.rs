@@ -81,7 +81,8 @@ impl Engine {
         let compiled = iterion_dsl::compile(
             &bytes,
             &CompileOptions {
-                ask_user_in_sandbox: false,
+                // ask_user works inside a sandbox through the runner channel (SANDBOX.md §13.3).
+                ask_user_in_sandbox: true,
             },
         );
         let clean = compiled.error_count() == 0;

@@ -164,6 +164,10 @@ impl Engine {
             attempt.holder.clone(),
             lost.clone(),
         );
+        let mut attempt = attempt;
+        attempt
+            .secrets
+            .extend(crate::agent::gateway::redacted_keys(&attempt.routes));
         let redactor = Arc::new(Redactor::new(&attempt.secrets));
         let events = StoreEvents::new(Arc::clone(&store), run_id.clone(), Arc::clone(&observer));
         let (run_log, writer) =
@@ -209,13 +213,14 @@ impl Engine {
         let overlay = EnvOverlay {
             vars: attempt.launch.sandbox_env.clone(),
         };
-        let resolved = resolve(
+        let mut resolved = resolve(
             &attempt.workflow.sandbox,
             &attempt.settings,
             trust,
             repo_root.as_deref(),
             &overlay,
         );
+        crate::agent::gateway::allow_model_hosts(&mut resolved, &attempt.routes);
         let factory = Factory::new(
             self.registry.clone(),
             self.factory_options,
@@ -296,15 +301,19 @@ impl Engine {
                 // A worktree run's repository root is the worktree itself (SANDBOX.md §7.1):
                 // its devcontainer is the one the run sees.
                 let in_worktree = match &worktree {
-                    Some(_) => Some(resolve(
-                        &attempt.workflow.sandbox,
-                        &attempt.settings,
-                        trust,
-                        crate::workspace::repository_root_of(&workspace)
-                            .await
-                            .as_deref(),
-                        &overlay,
-                    )),
+                    Some(_) => {
+                        let mut again = resolve(
+                            &attempt.workflow.sandbox,
+                            &attempt.settings,
+                            trust,
+                            crate::workspace::repository_root_of(&workspace)
+                                .await
+                                .as_deref(),
+                            &overlay,
+                        );
+                        crate::agent::gateway::allow_model_hosts(&mut again, &attempt.routes);
+                        Some(again)
+                    }
                     None => None,
                 };
                 let scope = Scope {
@@ -437,7 +446,11 @@ impl Engine {
             file_secrets: crate::launch::workflow_has_file_secrets(&attempt.workflow),
             events,
             event_sink: Arc::new(events.clone()),
-            egress_secrets: egress_secrets(&attempt.workflow, &attempt.secrets),
+            egress_secrets: {
+                let mut secrets = egress_secrets(&attempt.workflow, &attempt.secrets);
+                secrets.extend(crate::agent::gateway::egress_secrets(&attempt.routes));
+                secrets
+            },
             run_log: Arc::new(run_log.clone()),
             progress: &progress,
         };
@@ -465,15 +478,9 @@ impl Engine {
             Some(SandboxOutcome::Unsandboxed) => None,
             Some(SandboxOutcome::Started(active)) => Some(active),
         };
-        if active.is_some() && attempt.workflow.has_ask_interaction() {
-            ending.fail(
-                FailureCode::CapabilityUnsupported,
-                "interaction: ask needs the ask-user channel inside the sandbox, which this build does not have; run with --sandbox none to ask on the host".to_owned(),
-                PHASE_SANDBOX_SETUP,
-            );
-        } else {
-            self.execute(scope, active.as_ref(), ending).await;
-        }
+        // ask_user works inside a sandbox through the runner channel (SANDBOX.md §13.3), so an
+        // `interaction: ask` node is no longer refused here (DSL.md §6.2, C136).
+        self.execute(scope, active.as_ref(), ending).await;
         if let Some(active) = active {
             active.shutdown().await;
         }
@@ -516,9 +523,13 @@ impl Engine {
         };
         let sink: Arc<dyn EventSink> = Arc::new(events.clone());
         let place = match active {
-            Some(active) => crate::agent::AgentPlace::Runner(Arc::new(
-                crate::runner::Launcher::new(active, Arc::new(run_log.clone())),
-            )),
+            Some(active) => {
+                crate::agent::AgentPlace::Runner(Arc::new(crate::runner::Launcher::new(
+                    Arc::clone(&active.run),
+                    Arc::new(run_log.clone()),
+                    crate::agent::gateway::placeholders(&attempt.routes),
+                )))
+            }
             None => crate::agent::AgentPlace::InProcess {
                 workspace: workspace.to_owned(),
             },

@@ -1,4 +1,5 @@
 //! One module per command, and what they share.
+pub mod claw_runner;
 pub mod egress_bridge;
 pub mod events;
 pub mod inspect;
@@ -6,6 +7,7 @@ pub mod operator;
 pub mod progress;
 pub mod resume;
 pub mod run;
+pub mod runner;
 pub mod sandbox_doctor;
 pub mod validate;
 

@@ -4,9 +4,10 @@ use serde_json::json;
 
 use crate::{cli::ValidateArgs, exit::Exit};
 
-/// The engine's ask-user capability as the validator sees it (DSL.md §8.3): `false` until the
-/// ask-user relay inside a sandbox exists.
-pub const ASK_USER_IN_SANDBOX: bool = false;
+/// The engine's ask-user capability as the validator sees it (DSL.md §8.3): `true` since
+/// `ask_user` reaches the host from inside a sandbox over the runner channel (SANDBOX.md §13.3),
+/// so C136 no longer fires.
+pub const ASK_USER_IN_SANDBOX: bool = true;
 
 /// Runs the command.
 pub fn run(args: &ValidateArgs) -> Exit {

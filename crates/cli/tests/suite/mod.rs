@@ -1,5 +1,6 @@
 mod admission;
 mod agent;
+mod agent_docker;
 mod devbox;
 mod devcontainer;
 mod doctor;

@@ -121,7 +121,6 @@ pub(crate) enum Route {
     /// Dial the target (the engine process, no sandbox).
     Direct,
     /// Through `HTTPS_PROXY`/`HTTP_PROXY` when set (the runner).
-    #[allow(dead_code, reason = "the in-container runner dials through the proxy")]
     EnvProxy,
 }
 

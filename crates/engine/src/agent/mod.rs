@@ -11,6 +11,7 @@
 //! (`crate::runner`). Either way the node gets the same tools, the same output rules and the
 //! same events.
 
+pub(crate) mod gateway;
 pub(crate) mod glob;
 pub(crate) mod http;
 pub mod provider;

@@ -53,6 +53,8 @@ pub(crate) enum ToolOutcome {
     Error(String),
     /// `ask_user` without an answer at hand: the loop pauses.
     Ask(Question),
+    /// The host can run no more tools (the runner channel broke): the loop fails.
+    Fatal(String),
 }
 
 /// Runs tool calls for the loop.
@@ -167,6 +169,7 @@ pub(crate) async fn run_loop(
                 let (content, is_error) = match outcome {
                     ToolOutcome::Output(text) => (text, false),
                     ToolOutcome::Error(text) => (text, true),
+                    ToolOutcome::Fatal(reason) => return Err(LoopError::Model(reason)),
                     ToolOutcome::Ask(question) => {
                         return Ok(LoopEnd::Paused {
                             question,

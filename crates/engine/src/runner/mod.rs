@@ -1,46 +1,19 @@
-//! The in-container runner (SANDBOX.md §13): the launcher side that execs
-//! `iterion __claw-runner` in the run's container, and the runner side it speaks to.
+//! The in-container runner (SANDBOX.md §13; ARCHITECTURE.md §2 step 20).
+//!
+//! Under an active sandbox an agent node's loop runs *inside* the run's container: the launcher
+//! ([`launcher::Launcher`]) execs `[/run/iterion/bin/iterion, "__claw-runner"]` there — the
+//! engine's own static binary, bind-mounted read-only (§8.4) — and speaks NDJSON envelopes over
+//! the exec's stdin and stdout ([`envelope`]). The runner ([`side`]) executes the workspace tools
+//! where they must act (in the container), proxies the launcher-held ones (`ask_user`) back over
+//! `tool_call`, and reaches the model through the run's egress proxy with a gateway-credential
+//! placeholder instead of the key (§13.1b): the key never enters the container.
+//!
+//! [`placement::sandbox_placement_of`] decides where each tool runs; an unclassified or refused
+//! tool fails the node before the runner starts (`PlacementRefused`).
 
-use iterion_dsl::ir::AgentNode;
+pub mod envelope;
+pub(crate) mod launcher;
+pub mod placement;
+pub mod side;
 
-use crate::agent::session::{LoopSpec, Snapshot};
-use crate::agent::{AgentEnv, AgentResult};
-use crate::executor::Ctx;
-use crate::failure::FailureCode;
-use crate::outcome::Failure;
-
-/// Runs agent nodes inside the run's container.
-#[allow(dead_code, reason = "the runner channel uses them")]
-pub(crate) struct Launcher {
-    run: std::sync::Arc<dyn iterion_sandbox::SandboxRun>,
-    logs: std::sync::Arc<dyn crate::sink::RunLogSink>,
-}
-
-impl Launcher {
-    /// A launcher for the agent nodes of the run in `active`.
-    pub(crate) fn new(
-        active: &crate::sandbox::ActiveSandbox,
-        logs: std::sync::Arc<dyn crate::sink::RunLogSink>,
-    ) -> Launcher {
-        Launcher {
-            run: std::sync::Arc::clone(&active.run),
-            logs,
-        }
-    }
-
-    /// Runs one node through the runner.
-    pub(crate) async fn run_node(
-        &self,
-        _ctx: &Ctx<'_>,
-        _env: &AgentEnv,
-        id: &str,
-        _agent: &AgentNode,
-        _spec: &LoopSpec,
-        _resume: Option<(Snapshot, String)>,
-    ) -> Result<AgentResult, Failure> {
-        Err(Failure::new(
-            FailureCode::CapabilityUnsupported,
-            format!("agent node \"{id}\" cannot run in the sandbox yet"),
-        ))
-    }
-}
+pub(crate) use launcher::Launcher;

@@ -1,0 +1,431 @@
+//! The runner side of the channel: `iterion __claw-runner` inside the container (SANDBOX.md
+//! §13.1–§13.2).
+//!
+//! Bootstrap reads envelopes until `task` — storing a `session_replay`, recording the
+//! `gateway_v1` marker, decoding the `permission_policy` — and refuses anything else. Every
+//! bootstrap failure is fatal before any model call: a `result` carrying `error`, the error on
+//! stderr, a non-zero exit. Then the loop runs with the session id `sandbox-runner`: workspace
+//! tools locally (the runner *is* the sandbox), launcher-placed tools over `tool_call`, model
+//! traffic through the run's proxy (`HTTPS_PROXY`/`HTTP_PROXY`), progress as `event`s, and one
+//! `result` at the end.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use iterion_dsl::ir::Tool;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncWrite};
+use tokio::sync::{Mutex, mpsc};
+
+use super::envelope::{
+    ChannelError, Envelope, EnvelopeReader, EnvelopeWriter, RELAY_JSON_MAX, RELAY_TEXT_MAX,
+    SNAPSHOT_MAX, clamp_json, clamp_text,
+};
+use super::placement::{PermissionPolicy, Placement, sandbox_placement_of};
+use crate::agent::http::{HttpClient, Route};
+use crate::agent::provider::{Endpoint, Provider};
+use crate::agent::session::{
+    self, LoopEnd, LoopError, LoopObserver, LoopSpec, Question, Snapshot, ToolHost, ToolOutcome,
+};
+use crate::agent::tools::LocalTools;
+use crate::agent::wire::{ToolCall, ToolSpec};
+
+/// The session id of the runner's loop (§13.2).
+pub const RUNNER_SESSION_ID: &str = "sandbox-runner";
+/// The exit code of a fatal bootstrap or channel error.
+pub const FATAL_EXIT: i32 = 2;
+
+/// The `task` envelope's data (§13.1; the fields after `interaction` are defined here).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskData {
+    /// The node.
+    pub node_id: String,
+    /// `provider/model`.
+    pub model: String,
+    /// The system prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// The user prompt, rendered.
+    pub prompt: String,
+    /// The advertised tools.
+    pub tools: Vec<ToolSpec>,
+    /// `tool_max_steps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// The workspace folder in the container.
+    pub workdir: String,
+    /// `none` or `ask`.
+    pub interaction: String,
+    /// The provider's base URL.
+    pub base_url: String,
+    /// The gateway-credential placeholder standing for the key (never the key).
+    pub api_key: String,
+    /// The output schema, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<(String, iterion_dsl::ir::Schema)>,
+    /// The run (for `ITERION_RUN_ID` in `bash`).
+    #[serde(default)]
+    pub run_id: String,
+}
+
+/// The `session_replay` data the launcher sends to resume a paused loop (defined here).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Replay {
+    /// Where the loop stood.
+    pub snapshot: Snapshot,
+    /// The operator's answer to its pending `ask_user`.
+    pub answer: String,
+}
+
+/// Runs the runner over the process's stdin/stdout; returns the exit code.
+pub async fn claw_runner_main() -> i32 {
+    serve(
+        tokio::io::BufReader::new(tokio::io::stdin()),
+        tokio::io::stdout(),
+    )
+    .await
+}
+
+/// The outgoing half: a task that writes queued envelopes in order.
+struct Outbox {
+    tx: mpsc::UnboundedSender<Envelope>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Outbox {
+    fn start<W: AsyncWrite + Unpin + Send + 'static>(output: W) -> Outbox {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Envelope>();
+        let task = tokio::spawn(async move {
+            let mut writer = EnvelopeWriter::new(output);
+            while let Some(envelope) = rx.recv().await {
+                if let Err(error) = writer.send(&envelope).await {
+                    tracing::error!("claw runner: cannot write {}: {error}", envelope.kind);
+                    if matches!(error, ChannelError::Io { .. }) {
+                        return;
+                    }
+                }
+            }
+        });
+        Outbox { tx, task }
+    }
+
+    fn send(&self, envelope: Envelope) {
+        let _ = self.tx.send(envelope);
+    }
+
+    async fn close(self) {
+        drop(self.tx);
+        let _ = self.task.await;
+    }
+}
+
+/// The runner over any byte streams (tests drive it in process).
+pub async fn serve<R, W>(input: R, output: W) -> i32
+where
+    R: AsyncBufRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let outbox = Outbox::start(output);
+    let mut reader = EnvelopeReader::new(input);
+    let (task, replay, policy) = match bootstrap(&mut reader).await {
+        Ok(parts) => parts,
+        Err(error) => return fatal(outbox, &error).await,
+    };
+    let code = match run_task(task, replay, policy, reader, &outbox).await {
+        Ok(()) => 0,
+        Err(error) => return fatal(outbox, &error).await,
+    };
+    outbox.close().await;
+    code
+}
+
+async fn fatal(outbox: Outbox, error: &str) -> i32 {
+    tracing::error!("claw runner: {error}");
+    outbox.send(Envelope::new(
+        "result",
+        json!({"output": null, "error": clamp_text(error, RELAY_TEXT_MAX)}),
+    ));
+    outbox.close().await;
+    FATAL_EXIT
+}
+
+type Boot = (TaskData, Option<Replay>, Option<PermissionPolicy>);
+
+/// §13.2 steps 1–2: envelopes until `task`.
+async fn bootstrap<R: AsyncBufRead + Unpin>(
+    reader: &mut EnvelopeReader<R>,
+) -> Result<Boot, String> {
+    let mut replay = None;
+    let mut gateway = false;
+    let mut policy = None;
+    let data = loop {
+        let envelope = reader
+            .next()
+            .await
+            .map_err(|e| format!("{e} [{}] before task", e.code()))?;
+        match envelope.kind.as_str() {
+            "session_replay" => {
+                let data = envelope.data.unwrap_or(Value::Null);
+                replay = Some(
+                    serde_json::from_value::<Replay>(data)
+                        .map_err(|e| format!("session_replay does not decode: {e}"))?,
+                );
+            }
+            "gateway_v1" => gateway = true,
+            "permission_policy" => {
+                let raw = envelope.data.unwrap_or(Value::Null);
+                policy = Some(PermissionPolicy::parse(&raw).map_err(|e| e.to_string())?);
+            }
+            "task" => break envelope.data,
+            other => return Err(format!("unexpected envelope {other:?} before task")),
+        }
+    };
+    let data = data
+        .filter(|d| !d.is_null() && d.as_object().is_none_or(|o| !o.is_empty()))
+        .ok_or("empty task")?;
+    let task: TaskData =
+        serde_json::from_value(data).map_err(|e| format!("task does not decode: {e}"))?;
+    // Step 3: every route's key is a gateway credential under a sandbox.
+    let provider = task
+        .model
+        .split_once('/')
+        .and_then(|(p, _)| Provider::parse(p))
+        .ok_or_else(|| format!("task model {:?} names no known provider", task.model))?;
+    if provider.is_gateway_route() && !gateway {
+        return Err(
+            "gateway task without the gateway capability marker (launcher/runner version skew)"
+                .to_owned(),
+        );
+    }
+    // A sandbox-placed tool must be registered here.
+    for spec in &task.tools {
+        if sandbox_placement_of(&spec.name) == Placement::Sandbox
+            && Tool::from_name(&spec.name).is_none()
+        {
+            return Err(format!(
+                "tool {:?} executes in the sandbox but the runner has no registration for it",
+                spec.name
+            ));
+        }
+    }
+    Ok((task, replay, policy))
+}
+
+async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
+    task: TaskData,
+    replay: Option<Replay>,
+    policy: Option<PermissionPolicy>,
+    reader: EnvelopeReader<R>,
+    outbox: &Outbox,
+) -> Result<(), String> {
+    let provider = task
+        .model
+        .split_once('/')
+        .and_then(|(p, _)| Provider::parse(p))
+        .ok_or("no provider")?;
+    let model = task
+        .model
+        .split_once('/')
+        .map(|(_, m)| m.to_owned())
+        .unwrap_or_default();
+    let policy = policy
+        .unwrap_or_else(|| PermissionPolicy::allowing(task.tools.iter().map(|t| t.name.as_str())));
+    // An empty workdir is the exec's own: the container's workspace folder.
+    let workdir = if task.workdir.is_empty() {
+        std::env::current_dir().map_err(|e| format!("the runner has no working directory: {e}"))?
+    } else {
+        PathBuf::from(&task.workdir)
+    };
+    let shell: Arc<dyn iterion_sandbox::SandboxRun> = Arc::from(
+        crate::host_sandbox(RUNNER_SESSION_ID, &workdir)
+            .await
+            .map_err(|e| format!("the runner's shell could not be set up: {e}"))?,
+    );
+    let host = RunnerTools {
+        local: LocalTools::new(
+            &workdir,
+            shell,
+            vec![
+                ("ITERION_RUN_ID".to_owned(), task.run_id.clone()),
+                ("ITERION_NODE_ID".to_owned(), task.node_id.clone()),
+            ],
+        ),
+        advertised: task.tools.iter().map(|t| t.name.clone()).collect(),
+        policy,
+        reader: Mutex::new(reader),
+        outbox: outbox.tx.clone(),
+        next_id: AtomicU64::new(1),
+    };
+    let spec = LoopSpec {
+        endpoint: Endpoint {
+            provider,
+            base_url: task.base_url.trim_end_matches('/').to_owned(),
+            api_key: task.api_key.clone(),
+        },
+        model,
+        system: task.system.clone(),
+        prompt: task.prompt.clone(),
+        tools: task.tools.clone(),
+        max_turns: task
+            .max_turns
+            .unwrap_or(iterion_dsl::ir::DEFAULT_TOOL_MAX_STEPS),
+        output: task.output.clone(),
+    };
+    let client =
+        HttpClient::new(Route::EnvProxy, crate::agent::MODEL_TIMEOUT).map_err(|e| e.to_string())?;
+    let observer = EventObserver {
+        outbox: outbox.tx.clone(),
+    };
+    let resume = replay.map(|r| (r.snapshot, r.answer));
+    let result = match session::run_loop(&spec, &client, &host, &observer, resume).await {
+        Ok(LoopEnd::Done { output, usage }) => json!({
+            "output": clamp_json(output, RELAY_JSON_MAX),
+            "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+        }),
+        Ok(LoopEnd::Paused { question, snapshot }) => {
+            let snapshot = serde_json::to_value(&*snapshot).unwrap_or(Value::Null);
+            let size = serde_json::to_vec(&snapshot).map_or(0, |v| v.len());
+            if size > SNAPSHOT_MAX {
+                tracing::warn!(
+                    "claw runner: session snapshot of {size} bytes is over {SNAPSHOT_MAX}; dropped"
+                );
+            } else {
+                outbox.send(Envelope::new("session_capture", snapshot));
+            }
+            json!({"output": null, "paused": question})
+        }
+        Err(LoopError::Model(m)) => {
+            json!({"output": null, "error": clamp_text(&m, RELAY_TEXT_MAX), "error_kind": "model"})
+        }
+        Err(LoopError::Schema(m)) => {
+            json!({"output": null, "error": clamp_text(&m, RELAY_TEXT_MAX), "error_kind": "schema"})
+        }
+    };
+    outbox.send(Envelope::new("result", result));
+    Ok(())
+}
+
+struct EventObserver {
+    outbox: mpsc::UnboundedSender<Envelope>,
+}
+
+impl LoopObserver for EventObserver {
+    fn note(&self, kind: &'static str, payload: Value) {
+        let _ = self.outbox.send(Envelope::new(
+            "event",
+            json!({"type": kind, "payload": clamp_json(payload, RELAY_JSON_MAX)}),
+        ));
+    }
+}
+
+struct RunnerTools<R> {
+    local: LocalTools,
+    advertised: BTreeSet<String>,
+    policy: PermissionPolicy,
+    reader: Mutex<EnvelopeReader<R>>,
+    outbox: mpsc::UnboundedSender<Envelope>,
+    next_id: AtomicU64,
+}
+
+#[async_trait]
+impl<R: AsyncBufRead + Unpin + Send> ToolHost for RunnerTools<R> {
+    async fn call(&self, call: &ToolCall) -> ToolOutcome {
+        if !self.advertised.contains(&call.name) || !self.policy.allows(&call.name) {
+            return ToolOutcome::Error(format!(
+                "tool {:?} is not available to this node",
+                call.name
+            ));
+        }
+        match sandbox_placement_of(&call.name) {
+            Placement::Sandbox => match self.local.call(&call.name, &call.input).await {
+                Ok(text) => ToolOutcome::Output(text),
+                Err(text) => ToolOutcome::Error(text),
+            },
+            Placement::Launcher => self.forward(call).await,
+            Placement::Refused => {
+                ToolOutcome::Error(format!("tool {:?} is refused in the sandbox", call.name))
+            }
+        }
+    }
+}
+
+impl<R: AsyncBufRead + Unpin + Send> RunnerTools<R> {
+    /// `tool_call` to the launcher, then its `tool_result` (other envelopes are logged).
+    async fn forward(&self, call: &ToolCall) -> ToolOutcome {
+        let id = format!("call-{}", self.next_id.fetch_add(1, Ordering::SeqCst));
+        let sent = self.outbox.send(
+            Envelope::new(
+                "tool_call",
+                json!({"name": call.name, "input": clamp_json(call.input.clone(), RELAY_JSON_MAX)}),
+            )
+            .with_id(id.clone()),
+        );
+        if sent.is_err() {
+            return ToolOutcome::Fatal("the runner channel closed".to_owned());
+        }
+        let mut reader = self.reader.lock().await;
+        loop {
+            let envelope = match reader.next().await {
+                Ok(e) => e,
+                Err(e) => {
+                    return ToolOutcome::Fatal(format!(
+                        "runner channel: {e} [{}] while waiting for tool_result {id}",
+                        e.code()
+                    ));
+                }
+            };
+            if envelope.kind != "tool_result" || envelope.id.as_deref() != Some(id.as_str()) {
+                tracing::warn!(
+                    "claw runner: ignoring envelope {:?} (id {:?}) while waiting for {id}",
+                    envelope.kind,
+                    envelope.id
+                );
+                continue;
+            }
+            let data = envelope.data.unwrap_or(Value::Null);
+            if let Some(text) = data.get("output") {
+                return ToolOutcome::Output(text_of(text));
+            }
+            if let Some(text) = data.get("error") {
+                return ToolOutcome::Error(text_of(text));
+            }
+            if let Some(ask) = data.get("ask_user") {
+                let question = Question {
+                    question: ask
+                        .get("question")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    options: ask
+                        .get("options")
+                        .and_then(Value::as_array)
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|v| v.as_str().map(str::to_owned))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                };
+                return ToolOutcome::Ask(question);
+            }
+            return ToolOutcome::Error(format!(
+                "tool_result {id} holds no output, error or ask_user"
+            ));
+        }
+    }
+}
+
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+#[path = "side_tests.rs"]
+mod tests;
