@@ -100,9 +100,9 @@ pub use drivers::kubernetes::{
     KubernetesDriver, KubernetesRun, KubernetesSettings, LABEL_COMPONENT, NotReady, ObjectKind,
     PodInputs, PodPlan, PodProgress, RunnerOwner, SECRET_MODE, SERVICE_ACCOUNT_NAMESPACE,
     SERVICE_ACCOUNT_TOKEN, TERMINAL_WAITING_REASONS, WORKLOAD_CONTAINER, ca_secret_name,
-    classify_not_ready, detect_in_cluster, exec_argv, exit_code_of, is_clean_relative,
-    mount_volume_name, parse_kube_mount, pod_labels, pod_name, pod_plan, pod_progress,
-    probe_api_version, reap_kubernetes_objects, secret_data_key, secret_files_name,
+    classify_not_ready, detect_in_cluster, exec_argv, exit_code_of, in_cluster_api,
+    is_clean_relative, mount_volume_name, parse_kube_mount, pod_labels, pod_name, pod_plan,
+    pod_progress, probe_api_version, reap_kubernetes_objects, secret_data_key, secret_files_name,
     secret_files_secret, workspace_tar,
 };
 pub use drivers::noop::{NoopConstructor, NoopDriver, noop_file_secret_gate};

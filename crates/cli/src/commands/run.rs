@@ -1,5 +1,6 @@
 //! `iterion run FILE [--var K=V]… [--sandbox auto|none] [--sandbox-host-state auto|none]
-//! [--sandbox-default-image REF] [--sandbox-env K=V]… [--trust trusted|untrusted] [--json]` (ARCHITECTURE.md §4).
+//! [--sandbox-default-image REF] [--sandbox-env K=V]… [--trust trusted|untrusted] [--submit]
+//! [--json]` (ARCHITECTURE.md §4). `--submit` queues the run for `iterion runner` instead.
 //!
 //! Everything that can refuse the launch is checked before the store is touched: the file, the
 //! workflow's diagnostics, the vars, the secrets and `ITERION_SANDBOX_DEFAULT` (exit 2, no run).
@@ -137,6 +138,22 @@ async fn launch(args: RunArgs) -> Result<Exit, Failure> {
     }
     let (home, store) = open_store().await?;
     let engine = Arc::new(product_engine(store, home)?);
+    if args.submit {
+        // `--submit` (ARCHITECTURE.md §4): queue for `iterion runner`, print the id, exit 0.
+        let run = engine.submit(request).await.map_err(|e| match e {
+            EngineError::Launch(e) => Failure::bad_input(e),
+            other => Failure::failed(other),
+        })?;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({"run_id": run.id.as_str(), "status": run.status.as_str()})
+            );
+        } else {
+            println!("{}", run.id.as_str());
+        }
+        return Ok(Exit::Success);
+    }
     let maintenance = {
         let engine = Arc::clone(&engine);
         tokio::spawn(async move { engine.boot_maintenance().await })

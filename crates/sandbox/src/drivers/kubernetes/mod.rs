@@ -610,6 +610,20 @@ fn unavailable(reason: impl Into<String>) -> Error {
     }
 }
 
+/// The API of this pod's namespace, for the runner's cloud reaper (SANDBOX.md §12.2): the same
+/// detection as the driver's constructor.
+///
+/// # Errors
+///
+/// [`Error::Unavailable`] when not in a pod with a service account.
+pub fn in_cluster_api() -> Result<Arc<dyn KubeApi>> {
+    let namespace = detect_in_cluster(&InClusterSignals::from_env()).map_err(unavailable)?;
+    let config =
+        kube::Config::incluster().map_err(|e| unavailable(format!("in-cluster config: {e}")))?;
+    let client = kube::Client::try_from(config).map_err(|e| unavailable(format!("client: {e}")))?;
+    Ok(Arc::new(KubeRsApi::new(client, namespace)))
+}
+
 #[async_trait]
 impl DriverConstructor for KubernetesConstructor {
     async fn construct(&self) -> Result<Arc<dyn Driver>> {
