@@ -14,8 +14,8 @@
 use std::sync::Arc;
 
 use iterion_engine::{
-    ITERION_SANDBOX_REAP_INTERVAL, NoObserver, WorkerOptions, reap_interval,
-    redeliver_interrupted, run_sandbox_reaper, run_worker,
+    ITERION_SANDBOX_REAP_INTERVAL, NoObserver, WorkerOptions, reap_interval, redeliver_interrupted,
+    run_sandbox_reaper, run_worker,
 };
 use iterion_sandbox::{
     HostKind, HostSignals, ITERION_RUNNER_POD_NAME, SandboxFlag, detect_host, in_cluster_api,
@@ -49,15 +49,14 @@ async fn serve() -> Result<Exit, Failure> {
     {
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            let mut term = match tokio::signal::unix::signal(
-                tokio::signal::unix::SignalKind::terminate(),
-            ) {
-                Ok(term) => term,
-                Err(error) => {
-                    eprintln!("runner: cannot listen for SIGTERM: {error}");
-                    return;
-                }
-            };
+            let mut term =
+                match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                    Ok(term) => term,
+                    Err(error) => {
+                        eprintln!("runner: cannot listen for SIGTERM: {error}");
+                        return;
+                    }
+                };
             tokio::select! {
                 _ = term.recv() => {}
                 _ = tokio::signal::ctrl_c() => {}
