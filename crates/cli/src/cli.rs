@@ -37,6 +37,13 @@ pub enum Command {
     /// In-container egress bridge (SANDBOX.md §4.6); the engine runs it, people don't.
     #[command(name = "__egress-bridge", hide = true)]
     EgressBridge(EgressBridgeArgs),
+    /// In-pod egress enforcement probe (SANDBOX.md §5.7): exit 0 if a direct TCP connection to
+    /// HOST:PORT succeeds (egress NOT enforced), 1 if it is blocked; the driver runs it.
+    #[command(name = "__egress-probe", hide = true)]
+    EgressProbe {
+        /// `host:port` to dial directly (e.g. `1.1.1.1:443`).
+        target: String,
+    },
     /// In-container agent runner (SANDBOX.md §13): NDJSON envelopes on stdin/stdout; the engine
     /// runs it, people don't.
     #[command(name = "__claw-runner", hide = true)]

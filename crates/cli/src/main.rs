@@ -17,6 +17,7 @@ fn main() -> std::process::ExitCode {
         cli::Command::Validate(args) => commands::validate::run(&args),
         // Its own small runtime, no tracing subscriber: it reads no env (SANDBOX.md §4.6).
         cli::Command::EgressBridge(args) => commands::egress_bridge::run(args),
+        cli::Command::EgressProbe { target } => commands::egress_probe::run(&target),
         // stdout carries NDJSON only; logs go to stderr (SANDBOX.md §13.1).
         cli::Command::ClawRunner => commands::claw_runner::run(),
         command => async_main(command),
@@ -56,6 +57,7 @@ fn async_main(command: cli::Command) -> Exit {
             cli::Command::Sandbox(args) => commands::sandbox_doctor::run(args).await,
             cli::Command::Runner => commands::runner::run().await,
             cli::Command::EgressBridge(args) => commands::egress_bridge::run_async(args).await,
+            cli::Command::EgressProbe { target } => commands::egress_probe::run(&target),
             cli::Command::ClawRunner => commands::claw_runner::run(),
         }
     })
