@@ -213,14 +213,13 @@ impl Engine {
         let overlay = EnvOverlay {
             vars: attempt.launch.sandbox_env.clone(),
         };
-        let mut resolved = resolve(
+        let resolved = resolve(
             &attempt.workflow.sandbox,
             &attempt.settings,
             trust,
             repo_root.as_deref(),
             &overlay,
         );
-        crate::agent::gateway::allow_model_hosts(&mut resolved, &attempt.routes);
         let factory = Factory::new(
             self.registry.clone(),
             self.factory_options,
@@ -301,19 +300,15 @@ impl Engine {
                 // A worktree run's repository root is the worktree itself (SANDBOX.md §7.1):
                 // its devcontainer is the one the run sees.
                 let in_worktree = match &worktree {
-                    Some(_) => {
-                        let mut again = resolve(
-                            &attempt.workflow.sandbox,
-                            &attempt.settings,
-                            trust,
-                            crate::workspace::repository_root_of(&workspace)
-                                .await
-                                .as_deref(),
-                            &overlay,
-                        );
-                        crate::agent::gateway::allow_model_hosts(&mut again, &attempt.routes);
-                        Some(again)
-                    }
+                    Some(_) => Some(resolve(
+                        &attempt.workflow.sandbox,
+                        &attempt.settings,
+                        trust,
+                        crate::workspace::repository_root_of(&workspace)
+                            .await
+                            .as_deref(),
+                        &overlay,
+                    )),
                     None => None,
                 };
                 let scope = Scope {
@@ -451,6 +446,7 @@ impl Engine {
                 secrets.extend(crate::agent::gateway::egress_secrets(&attempt.routes));
                 secrets
             },
+            model_hosts: crate::agent::gateway::model_hosts(&attempt.routes),
             run_log: Arc::new(run_log.clone()),
             progress: &progress,
         };

@@ -109,6 +109,12 @@ fn docker_an_agent_runs_in_the_container_asks_through_the_launcher_and_never_see
         (started["proxy"].clone(), started["tls_inspection"].clone()),
         (json!(true), json!(true))
     );
+    // The allowlist did not name the provider's host: it was added as the last rule, and said so.
+    let source = started["network_source"].as_str().unwrap_or_default();
+    assert!(
+        source.ends_with(" + model provider hosts (127.0.0.1)"),
+        "{source}"
+    );
 
     // Resume with the answer: a new container, the loop continues where it stopped.
     let out = run_cmd(&["resume", run.id.as_str(), "--answer", "yes"]);

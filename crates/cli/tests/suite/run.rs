@@ -237,7 +237,8 @@ fn a_refused_resume_and_an_unknown_run_exit_one() {
         .clone();
     assert!(
         stderr_of(&out).contains("resume refused [RESUME_INVALID]: run ")
-            && stderr_of(&out).contains(" is finished; only a failed_resumable run can be resumed"),
+            && stderr_of(&out)
+                .contains(" is finished; only a failed_resumable or paused run can be resumed"),
         "{}",
         stderr_of(&out)
     );

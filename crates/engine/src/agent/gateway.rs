@@ -7,10 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use iterion_sandbox::NetworkMode;
-
 use super::provider::{Provider, Routes};
-use crate::sandbox::{EgressSecret, Resolved};
+use crate::sandbox::EgressSecret;
 use crate::secrets::ResolvedSecret;
 
 /// One provider's credential.
@@ -69,24 +67,13 @@ pub(crate) fn placeholders(routes: &Routes) -> BTreeMap<Provider, String> {
         .collect()
 }
 
-/// Adds each provider host as the last rule of an allowlist, so the runner reaches its model
-/// whatever the allowlist says. An open network (no block) and a denylist are left as they are.
-pub(crate) fn allow_model_hosts(resolved: &mut Resolved, routes: &Routes) {
-    let Some(network) = resolved
-        .spec
-        .as_mut()
-        .and_then(|spec| spec.network.as_mut())
-    else {
-        return;
-    };
-    if network.mode.unwrap_or(NetworkMode::Allowlist) != NetworkMode::Allowlist {
-        return;
-    }
-    for host in credentials(routes).into_iter().filter_map(|c| c.host) {
-        if !network.rules.contains(&host) {
-            network.rules.push(host);
-        }
-    }
+/// The providers' hosts, which an allowlist implicitly allows (added as its last rules by
+/// `resolve_and_start_sandbox`, and named in `sandbox_started.network_source`).
+pub(crate) fn model_hosts(routes: &Routes) -> Vec<String> {
+    credentials(routes)
+        .into_iter()
+        .filter_map(|c| c.host)
+        .collect()
 }
 
 #[cfg(test)]

@@ -137,6 +137,8 @@ pub(crate) struct StartCtx<'a> {
     pub event_sink: Arc<dyn EventSink>,
     /// The resolved secrets with their hosts, for the proxy's rewriter (§6.10).
     pub egress_secrets: Vec<EgressSecret>,
+    /// The agent nodes' model provider hosts, implicitly allowed under an allowlist (§13.1b).
+    pub model_hosts: Vec<String>,
     pub run_log: Arc<dyn RunLog>,
     pub progress: &'a dyn Progress,
 }
@@ -276,7 +278,25 @@ async fn start(
     driver: &dyn Driver,
 ) -> Result<ActiveSandbox, SetupError> {
     let resolved = ctx.resolved;
-    let policy = resolve_network_policy(&spec, resolved.network_origin());
+    let mut policy = resolve_network_policy(&spec, resolved.network_origin());
+    // §13.1b: the model providers' hosts are the last rules of an allowlist, so the runner
+    // reaches its model whatever the list names; `network_source` says so.
+    let mut network_source = policy.source.label().to_owned();
+    if policy.mode == NetworkMode::Allowlist {
+        let added: Vec<&String> = ctx
+            .model_hosts
+            .iter()
+            .filter(|h| !policy.rules.contains(h))
+            .collect();
+        if !added.is_empty() {
+            let names: Vec<&str> = added.iter().map(|h| h.as_str()).collect();
+            network_source = format!(
+                "{network_source} + model provider hosts ({})",
+                names.join(", ")
+            );
+            policy.rules.extend(added.into_iter().cloned());
+        }
+    }
     if let Some(warning) = policy.warning() {
         ctx.run_log.line(
             iterion_sandbox::LogLevel::Warn,
@@ -353,7 +373,7 @@ async fn start(
                     .and_then(|s| s.post_create.as_deref())
                     .is_some_and(|s| !s.trim().is_empty()),
                 network_mode: policy.mode.as_str().to_owned(),
-                network_source: policy.source.label().to_owned(),
+                network_source,
                 proxy: proxy.is_some(),
                 tls_inspection: proxy
                     .as_ref()
