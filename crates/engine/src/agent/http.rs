@@ -115,13 +115,16 @@ impl ProxyUrl {
     }
 }
 
-/// Whether requests go direct or through the environment's proxy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Whether requests go direct or through a proxy.
+#[derive(Clone, Debug)]
 pub(crate) enum Route {
     /// Dial the target (the engine process, no sandbox).
     Direct,
     /// Through `HTTPS_PROXY`/`HTTP_PROXY` when set (the runner).
     EnvProxy,
+    /// Through this proxy.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Proxy(ProxyUrl),
 }
 
 /// The client.
@@ -144,16 +147,26 @@ trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 impl HttpClient {
-    /// A client with the webpki roots and the PEM certificates of `SSL_CERT_FILE`, when set.
+    /// A client with the webpki roots and the PEM certificates of `SSL_CERT_FILE`, when set
+    /// (the proxy's ephemeral CA under TLS inspection, SANDBOX.md §6.11).
     pub(crate) fn new(route: Route, timeout: Duration) -> Result<HttpClient, HttpError> {
+        let extra = std::env::var_os("SSL_CERT_FILE")
+            .filter(|p| !p.is_empty())
+            .and_then(|path| std::fs::read(path).ok())
+            .unwrap_or_default();
+        HttpClient::with_roots(route, timeout, &extra)
+    }
+
+    /// A client with the webpki roots and the certificates of the PEM text `extra_pem`.
+    pub(crate) fn with_roots(
+        route: Route,
+        timeout: Duration,
+        extra_pem: &[u8],
+    ) -> Result<HttpClient, HttpError> {
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        if let Some(path) = std::env::var_os("SSL_CERT_FILE").filter(|p| !p.is_empty())
-            && let Ok(text) = std::fs::read(&path)
-        {
-            for der in pem_certificates(&text) {
-                let _ = roots.add(rustls::pki_types::CertificateDer::from(der));
-            }
+        for der in pem_certificates(extra_pem) {
+            let _ = roots.add(rustls::pki_types::CertificateDer::from(der));
         }
         let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
@@ -206,9 +219,10 @@ impl HttpClient {
         } else {
             format!("{host}:{port}")
         };
-        let proxy = match self.route {
+        let proxy = match &self.route {
             Route::Direct => None,
             Route::EnvProxy => ProxyUrl::from_env(https),
+            Route::Proxy(p) => Some(p.clone()),
         };
         let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
         let transport = |what: &'static str| {
@@ -393,6 +407,10 @@ fn pem_certificates(text: &[u8]) -> Vec<Vec<u8>> {
     }
     out
 }
+
+#[cfg(test)]
+#[path = "http_tests.rs"]
+mod through_the_proxy;
 
 #[cfg(test)]
 mod tests {
