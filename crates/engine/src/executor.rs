@@ -599,6 +599,13 @@ impl Ctx<'_> {
         if let Some(next) = &mut checkpoint.next {
             next.input = redactor.redact_json(&next.input);
         }
+        // The paused loop's conversation is recorded too: a tool may have printed a secret.
+        if let Some(paused) = &mut checkpoint.paused
+            && let Ok(value) = serde_json::to_value(&paused.snapshot)
+            && let Ok(redacted) = serde_json::from_value(redactor.redact_json(&value))
+        {
+            paused.snapshot = redacted;
+        }
         let paused = checkpoint
             .paused
             .as_ref()

@@ -86,8 +86,29 @@ fn an_agent_writes_a_file_with_its_tool_and_finishes_with_its_text_and_usage() {
         requests[1].body["messages"][2]["content"][0]["content"],
         json!("wrote 10 bytes to out/hello.txt")
     );
-    // The key is in no event.
+    // The loop's notes are in the run log, not in events (SANDBOX.md §9.1 lists none).
+    let notes: Vec<String> = env
+        .logs(&run)
+        .into_iter()
+        .filter_map(|(_, line)| {
+            line.strip_prefix("[writer] claw: ")
+                .map(|l| l.split(' ').next().unwrap_or_default().to_owned())
+        })
+        .collect();
+    assert_eq!(
+        notes,
+        vec![
+            "llm_request",
+            "llm_step_finished",
+            "tool_started",
+            "tool_called",
+            "llm_request",
+            "llm_step_finished"
+        ]
+    );
+    // The key is in no event and no log line.
     assert!(!serde_json::to_string(&events).unwrap().contains(KEY));
+    assert!(!format!("{:?}", env.logs(&run)).contains(KEY));
 }
 
 #[test]

@@ -247,6 +247,7 @@ async fn run_in_process(
     let observer = RunLogObserver {
         ctx_log: ctx.logs.clone(),
         node: id.to_owned(),
+        redactor: Arc::clone(&ctx.redactor),
     };
     let _ = agent;
     match session::run_loop(spec, &client, &host, &observer, resume).await {
@@ -333,6 +334,7 @@ impl ToolHost for InProcessTools {
 pub(crate) struct RunLogObserver {
     pub ctx_log: Arc<dyn crate::sink::RunLogSink>,
     pub node: String,
+    pub redactor: Arc<crate::secrets::Redactor>,
 }
 
 impl LoopObserver for RunLogObserver {
@@ -340,7 +342,9 @@ impl LoopObserver for RunLogObserver {
         self.ctx_log.line(LogLine {
             node: self.node.clone(),
             stream: LogStream::System,
-            text: format!("claw: {kind} {}", json!(payload)),
+            text: self
+                .redactor
+                .redact(&format!("claw: {kind} {}", json!(payload))),
         });
     }
 }

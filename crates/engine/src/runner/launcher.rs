@@ -94,11 +94,11 @@ impl Launcher {
         }
     }
 
-    fn log(&self, node: &str, text: String) {
+    fn log(&self, sc: &ServeCtx<'_>, text: String) {
         self.logs.line(LogLine {
-            node: node.to_owned(),
+            node: sc.id.to_owned(),
             stream: LogStream::System,
-            text,
+            text: sc.redactor.redact(&text),
         });
     }
 
@@ -170,6 +170,7 @@ impl Launcher {
                 channel,
                 bootstrap,
                 ServeCtx {
+                    redactor: &ctx.redactor,
                     env,
                     id,
                     spec,
@@ -210,7 +211,7 @@ impl Launcher {
                     let data = envelope.data.unwrap_or(Value::Null);
                     let kind = data.get("type").and_then(Value::as_str).unwrap_or("?");
                     self.log(
-                        sc.id,
+                        &sc,
                         format!(
                             "claw: {kind} {}",
                             data.get("payload").cloned().unwrap_or(Value::Null)
@@ -220,10 +221,7 @@ impl Launcher {
                 "session_capture" => {
                     let data = envelope.data.unwrap_or(Value::Null);
                     if serde_json::to_vec(&data).map_or(0, |v| v.len()) > SNAPSHOT_MAX {
-                        self.log(
-                            sc.id,
-                            "claw: session snapshot over 2 MiB dropped".to_owned(),
-                        );
+                        self.log(&sc, "claw: session snapshot over 2 MiB dropped".to_owned());
                     } else {
                         snapshot = serde_json::from_value(data).ok().or(snapshot);
                     }
@@ -252,7 +250,7 @@ impl Launcher {
                 "tool_call {name:?} refused: advertised={advertised}, launcher-placed={placed}, permitted={}",
                 sc.policy.allows(name)
             );
-            self.log(sc.id, format!("claw: {why}"));
+            self.log(sc, format!("claw: {why}"));
             return json!({"error": why});
         }
         if name != ASK_USER {
@@ -273,6 +271,7 @@ impl Launcher {
 }
 
 struct ServeCtx<'a> {
+    redactor: &'a crate::secrets::Redactor,
     env: &'a AgentEnv,
     id: &'a str,
     spec: &'a LoopSpec,

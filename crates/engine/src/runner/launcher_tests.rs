@@ -178,6 +178,7 @@ async fn serve_with(
             channel,
             bootstrap(spec),
             ServeCtx {
+                redactor: &crate::secrets::Redactor::new(&[]),
                 env,
                 id: "n",
                 spec,
