@@ -321,3 +321,41 @@ fn ask_user_pauses_the_run_and_resume_answers_it() {
     assert_eq!(answer["content"], json!("hi"));
     assert_eq!(env.only_run().status.as_str(), "finished");
 }
+
+/// The hidden runner itself: a 5 MiB line, a malformed envelope and an unknown envelope before
+/// `task` each end it with a typed `result` and exit 2, never a hang (SANDBOX.md §13.1–§13.2).
+#[test]
+fn the_claw_runner_ends_with_a_typed_error_on_bad_input_without_hanging() {
+    let mut big = b"{\"type\":\"task\",\"data\":\"".to_vec();
+    big.resize(5 * 1024 * 1024, b'x');
+    big.extend_from_slice(b"\"}\n");
+    let cases: [(Vec<u8>, &str); 3] = [
+        (
+            big,
+            "envelope line over 4194304 bytes [RUNNER_LINE_TOO_LONG] before task",
+        ),
+        (
+            b"{\"type\": \"task\", \"data\": {\n".to_vec(),
+            "malformed envelope: EOF while parsing an object at line 1 column 26 [RUNNER_ENVELOPE_MALFORMED] before task",
+        ),
+        (
+            b"{\"type\":\"result\"}\n".to_vec(),
+            "unexpected envelope \"result\" before task",
+        ),
+    ];
+    for (input, expected) in cases {
+        let out = assert_cmd::Command::cargo_bin("iterion")
+            .unwrap()
+            .arg("__claw-runner")
+            .write_stdin(input)
+            .timeout(std::time::Duration::from_secs(30))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+        let line: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            line,
+            json!({"type": "result", "data": {"output": null, "error": expected}})
+        );
+    }
+}

@@ -156,3 +156,47 @@ fn docker_an_agent_runs_in_the_container_asks_through_the_launcher_and_never_see
     }
     assert_eq!(env.containers(), Vec::<String>::new());
 }
+
+/// The static runner runs in a busybox image (no libc, no bash) and refuses an oversized line
+/// there too: a typed `result`, exit 2, no hang.
+#[test]
+fn docker_the_static_runner_refuses_a_five_mib_line_in_a_busybox_container() {
+    if !docker_or_skip("cli::agent_docker::runner_in_busybox") {
+        return;
+    }
+    let Some(static_bin) = static_iterion_or_skip("cli::agent_docker::runner_in_busybox") else {
+        return;
+    };
+    let mut big = b"{\"type\":\"task\",\"data\":\"".to_vec();
+    big.resize(5 * 1024 * 1024, b'x');
+    big.extend_from_slice(b"\"}\n");
+    let name = format!("iterion-test-runner-{}", std::process::id());
+    let out = assert_cmd::Command::new("docker")
+        .args([
+            "run",
+            "-i",
+            "--rm",
+            "--name",
+            &name,
+            "--label",
+            "iterion.io/test-id=cli::agent_docker::runner_in_busybox",
+            "--network",
+            "none",
+            "-v",
+            &format!("{}:/run/iterion/bin/iterion:ro", static_bin.display()),
+            iterion_test_support::BUSYBOX_IMAGE,
+            "/run/iterion/bin/iterion",
+            "__claw-runner",
+        ])
+        .write_stdin(big)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let _ = StdCommand::new("docker").args(["rm", "-f", &name]).output();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        line,
+        json!({"type": "result", "data": {"output": null, "error": "envelope line over 4194304 bytes [RUNNER_LINE_TOO_LONG] before task"}})
+    );
+}
