@@ -522,6 +522,7 @@ impl Engine {
             Some(active) => {
                 crate::agent::AgentPlace::Runner(Arc::new(crate::runner::Launcher::new(
                     Arc::clone(&active.run),
+                    active.engine_bin,
                     Arc::new(run_log.clone()),
                     crate::agent::gateway::placeholders(&attempt.routes),
                 )))

@@ -33,13 +33,12 @@ use crate::events::{Event, Usage};
 use crate::executor::Ctx;
 use crate::failure::FailureCode;
 use crate::outcome::{Failure, TAIL_BYTES};
-use crate::sandbox::mounts::ENGINE_BIN_TARGET;
 use crate::sandbox_events::SandboxClawRoutedViaRunner;
 use crate::sink::{LogLine, LogStream, RunLogSink};
 
-/// The runner's argv in the container.
-pub(crate) fn runner_argv() -> Vec<String> {
-    vec![ENGINE_BIN_TARGET.to_owned(), "__claw-runner".to_owned()]
+/// The runner's argv in the container: `[$ITERION_ENGINE_BIN, "__claw-runner"]`.
+pub(crate) fn runner_argv(engine_bin: &str) -> Vec<String> {
+    vec![engine_bin.to_owned(), "__claw-runner".to_owned()]
 }
 
 /// How long to wait for the runner's exit status once its stdout ended.
@@ -72,6 +71,7 @@ pub(crate) fn check_placement(
 /// Runs agent nodes inside the run's container.
 pub(crate) struct Launcher {
     run: Arc<dyn SandboxRun>,
+    engine_bin: &'static str,
     logs: Arc<dyn RunLogSink>,
     routed: AtomicBool,
     /// Provider → the placeholder standing for its key.
@@ -83,11 +83,13 @@ impl Launcher {
     /// placeholder.
     pub(crate) fn new(
         run: Arc<dyn SandboxRun>,
+        engine_bin: &'static str,
         logs: Arc<dyn RunLogSink>,
         placeholders: BTreeMap<Provider, String>,
     ) -> Launcher {
         Launcher {
             run,
+            engine_bin,
             logs,
             routed: AtomicBool::new(false),
             placeholders,
@@ -164,7 +166,7 @@ impl Launcher {
             "task",
             serde_json::to_value(&task).unwrap_or(Value::Null),
         ));
-        let channel = Channel::open(Arc::clone(&self.run), &ctx.run_id, id);
+        let channel = Channel::open(Arc::clone(&self.run), self.engine_bin, &ctx.run_id, id);
         let served = self
             .serve(
                 channel,
@@ -334,7 +336,7 @@ struct Channel {
 }
 
 impl Channel {
-    fn open(run: Arc<dyn SandboxRun>, run_id: &str, node: &str) -> Channel {
+    fn open(run: Arc<dyn SandboxRun>, engine_bin: &str, run_id: &str, node: &str) -> Channel {
         let (stdin_ours, stdin_theirs) = tokio::io::duplex(64 * 1024);
         let (stdout_theirs, stdout_ours) = tokio::io::duplex(64 * 1024);
         let stderr = BoundedSink::new(16 * 1024);
@@ -350,7 +352,8 @@ impl Channel {
             keep_stdin_open: true,
             user: None,
         };
-        let exec = tokio::spawn(async move { run.exec(&runner_argv(), opts).await });
+        let argv = runner_argv(engine_bin);
+        let exec = tokio::spawn(async move { run.exec(&argv, opts).await });
         Channel {
             reader: EnvelopeReader::new(tokio::io::BufReader::new(stdout_ours)),
             writer: EnvelopeWriter::new(stdin_ours),

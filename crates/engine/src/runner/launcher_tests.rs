@@ -58,6 +58,8 @@ fn results_become_outputs_pauses_or_typed_failures() {
     );
 }
 
+const ENGINE_BIN: &str = crate::sandbox::mounts::ENGINE_BIN_TARGET;
+
 type Pipe = tokio::io::BufReader<iterion_sandbox::ExecInput>;
 
 /// A sandbox whose exec runs a scripted runner on the exec's pipes.
@@ -82,7 +84,7 @@ where
         argv: &[String],
         opts: ExecOpts,
     ) -> Result<iterion_sandbox::ExecResult, iterion_sandbox::Error> {
-        assert_eq!(argv, runner_argv().as_slice());
+        assert_eq!(argv, runner_argv(ENGINE_BIN).as_slice());
         assert!(opts.keep_stdin_open);
         let (Some(stdin), Some(stdout)) = (opts.stdin, opts.stdout) else {
             panic!("the runner exec has both pipes");
@@ -167,11 +169,12 @@ async fn serve_with(
 ) -> Result<AgentResult, Failure> {
     let launcher = Launcher::new(
         Arc::clone(&run),
+        ENGINE_BIN,
         Arc::new(crate::sink::NullRunLog),
         BTreeMap::new(),
     );
     let policy = PermissionPolicy::allowing(spec.tools.iter().map(|t| t.name.as_str()));
-    let channel = Channel::open(run, "r", "n");
+    let channel = Channel::open(run, ENGINE_BIN, "r", "n");
     tokio::time::timeout(
         Duration::from_secs(20),
         launcher.serve(

@@ -146,6 +146,9 @@ pub(crate) struct StartCtx<'a> {
 /// A running sandbox and what tears it down.
 pub(crate) struct ActiveSandbox {
     pub run: Arc<dyn SandboxRun>,
+    /// `$ITERION_ENGINE_BIN` in the container (§8.4): the bound binary, or the image's own on
+    /// drivers without host binds. The claw runner is exec'd from it (§13.1).
+    pub engine_bin: &'static str,
     run_dir: PathBuf,
     proxy: Option<Box<egress::EngineProxy>>,
     bridge: Option<egress::EgressBridge>,
@@ -394,6 +397,11 @@ async fn start(
             }
             Ok(ActiveSandbox {
                 run: run.0,
+                engine_bin: if inputs.host_binds {
+                    mounts::ENGINE_BIN_TARGET
+                } else {
+                    mounts::IMAGE_ENGINE_BIN
+                },
                 run_dir,
                 proxy: proxy.map(Box::new),
                 bridge: run.2,
