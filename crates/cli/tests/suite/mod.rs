@@ -7,6 +7,7 @@ mod doctor;
 mod egress;
 mod egress_bridge;
 mod faults;
+mod fleet;
 mod matrix;
 mod resume;
 mod run;
