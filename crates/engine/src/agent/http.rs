@@ -5,8 +5,9 @@
 //! name resolution through NSS is unavailable (scripts/build-static.sh), and its only route out
 //! is the run's proxy at an IP literal (SANDBOX.md §6.11). This client dials exactly what it is
 //! given, trusts the webpki roots plus the PEM file named by `SSL_CERT_FILE` (the proxy's
-//! ephemeral CA under TLS inspection), and never consults `NO_PROXY`: model traffic from the
-//! runner always leaves through the proxy (§13.1).
+//! ephemeral CA under TLS inspection). In the runner it never consults `NO_PROXY` (which lists
+//! 127.0.0.1): model traffic from the runner always leaves through the proxy (§13.1). In the
+//! engine process (no sandbox) it honours `HTTPS_PROXY`/`HTTP_PROXY` and `NO_PROXY` as usual.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -118,8 +119,9 @@ impl ProxyUrl {
 /// Whether requests go direct or through a proxy.
 #[derive(Clone, Debug)]
 pub(crate) enum Route {
-    /// Dial the target (the engine process, no sandbox).
-    Direct,
+    /// The engine process (no sandbox): the environment's proxy, unless `NO_PROXY` names the
+    /// target host.
+    HostEnv,
     /// Through `HTTPS_PROXY`/`HTTP_PROXY` when set (the runner).
     EnvProxy,
     /// Through this proxy.
@@ -220,8 +222,13 @@ impl HttpClient {
             format!("{host}:{port}")
         };
         let proxy = match &self.route {
-            Route::Direct => None,
             Route::EnvProxy => ProxyUrl::from_env(https),
+            Route::HostEnv => {
+                let no_proxy = std::env::var("NO_PROXY")
+                    .or_else(|_| std::env::var("no_proxy"))
+                    .unwrap_or_default();
+                ProxyUrl::from_env(https).filter(|_| !no_proxy_matches(&no_proxy, &host))
+            }
             Route::Proxy(p) => Some(p.clone()),
         };
         let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
@@ -335,6 +342,31 @@ impl HttpClient {
     }
 }
 
+/// Whether a `NO_PROXY` list (comma-separated host names, domain suffixes with or without a
+/// leading `.`, IP literals, `*` for all; ports ignored) names `host`.
+pub(crate) fn no_proxy_matches(list: &str, host: &str) -> bool {
+    let host = host.trim_matches(['[', ']']).to_ascii_lowercase();
+    list.split(',')
+        .map(|e| e.trim().to_ascii_lowercase())
+        .filter(|e| !e.is_empty())
+        .any(|entry| {
+            if entry == "*" {
+                return true;
+            }
+            let entry = entry.trim_start_matches("*.").trim_start_matches('.');
+            let entry = match entry.rsplit_once(':') {
+                Some((name, port))
+                    if port.chars().all(|c| c.is_ascii_digit()) && !name.contains(':') =>
+                {
+                    name
+                }
+                _ => entry,
+            };
+            let entry = entry.trim_matches(['[', ']']);
+            host == entry || host.ends_with(&format!(".{entry}"))
+        })
+}
+
 /// `CONNECT authority` through an open proxy connection; `Ok` once the proxy answered 2xx.
 async fn connect_tunnel(
     mut tcp: TcpStream,
@@ -428,6 +460,24 @@ mod tests {
             "proxy:80"
         );
         assert!(ProxyUrl::parse("socks5://x:1").is_none());
+    }
+
+    #[test]
+    fn no_proxy_lists_match_hosts_suffixes_ips_and_star() {
+        let list = "localhost, .internal.example,10.0.0.7:8080,[::1]";
+        for (host, expected) in [
+            ("localhost", true),
+            ("api.internal.example", true),
+            ("internal.example", true),
+            ("notinternal.example", false),
+            ("10.0.0.7", true),
+            ("::1", true),
+            ("api.anthropic.com", false),
+        ] {
+            assert_eq!(no_proxy_matches(list, host), expected, "{host}");
+        }
+        assert!(no_proxy_matches("*", "anything"));
+        assert!(!no_proxy_matches("", "anything"));
     }
 
     #[test]

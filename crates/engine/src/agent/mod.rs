@@ -219,7 +219,7 @@ async fn run_in_process(
     spec: &LoopSpec,
     resume: Option<(Snapshot, String)>,
 ) -> Result<AgentResult, Failure> {
-    let client = HttpClient::new(Route::Direct, MODEL_TIMEOUT)
+    let client = HttpClient::new(Route::HostEnv, MODEL_TIMEOUT)
         .map_err(|e| Failure::new(FailureCode::ExecutionFailed, e.to_string()))?;
     let shell: Arc<dyn iterion_sandbox::SandboxRun> = Arc::from(
         crate::host_sandbox(&ctx.run_id, workspace)
