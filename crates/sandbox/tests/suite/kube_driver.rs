@@ -486,3 +486,109 @@ async fn kube_real_cluster_runs_a_pod_and_cleans_it_up() {
     run.cleanup().await.unwrap();
     assert_eq!(result.unwrap().stdout.as_deref(), Some(&b"hi\n"[..]));
 }
+
+#[tokio::test]
+async fn kube_a_cancelled_start_deletes_what_it_created() {
+    let setup = setup(KubernetesSettings {
+        pod_ready_timeout: Duration::from_secs(60),
+        ..settings()
+    })
+    .await;
+    setup.fake.set_pod_behaviour(PodBehaviour::Stalled);
+    let mut spec = spec(&setup);
+    spec.secret_files = vec![SecretFileMount {
+        name: "TOKEN".to_owned(),
+        mount_path: "/run/iterion/secrets/TOKEN".to_owned(),
+        env: None,
+        value: SecretBytes::from("v"),
+    }];
+    let prepared = setup.driver.prepare(&spec, &NoProgress).await.unwrap();
+    // The caller gives up while the pod is (forever) not ready: the start future is dropped.
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(300),
+        setup.driver.start(prepared, info(&setup)),
+    )
+    .await;
+    assert!(
+        cancelled.is_err(),
+        "the start was still waiting for readiness"
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while stored(&setup.fake) != nothing_stored() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            stored(&setup.fake)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn kube_cleanup_goes_on_past_a_failed_delete() {
+    let setup = setup(KubernetesSettings {
+        pod_ip: Some("10.1.2.3".to_owned()),
+        egress_probe: None,
+        ..settings()
+    })
+    .await;
+    let run = start(&setup, spec(&setup), proxied(&setup)).await.unwrap();
+    setup.fake.fail("delete", Kind::Pod, POD, 500);
+    run.cleanup().await.unwrap();
+    // The pod's delete failed (the reaper collects it: it carries the run's labels); the
+    // NetworkPolicy after it was still deleted.
+    assert_eq!(
+        stored(&setup.fake),
+        vec![
+            (Kind::Pod, vec![POD.to_owned()]),
+            (Kind::Secret, vec![]),
+            (Kind::NetworkPolicy, vec![])
+        ]
+    );
+}
+
+#[tokio::test]
+async fn kube_a_refreshed_file_secret_is_re_applied_whole() {
+    let setup = setup(settings()).await;
+    let mut spec = spec(&setup);
+    spec.secret_files = vec![
+        SecretFileMount {
+            name: "A".to_owned(),
+            mount_path: "/run/iterion/secrets/A".to_owned(),
+            env: None,
+            value: SecretBytes::from("old-a"),
+        },
+        SecretFileMount {
+            name: "B".to_owned(),
+            mount_path: "/etc/b".to_owned(),
+            env: None,
+            value: SecretBytes::from("b"),
+        },
+    ];
+    let run = start(&setup, spec, info(&setup)).await.unwrap();
+    run.secret_file_refresher()
+        .unwrap()
+        .refresh_secret_file("A", &SecretBytes::from("new-a"))
+        .await
+        .unwrap();
+    let secret = setup
+        .fake
+        .object(Kind::Secret, &format!("{POD}-secret-files"))
+        .unwrap();
+    // base64("new-a"), base64("b"): the whole snapshot, the other secret unchanged.
+    assert_eq!(
+        (
+            secret["data"]["secret-0-A"].as_str(),
+            secret["data"]["secret-1-B"].as_str()
+        ),
+        (Some("bmV3LWE="), Some("Yg=="))
+    );
+    let unknown = run
+        .secret_file_refresher()
+        .unwrap()
+        .refresh_secret_file("C", &SecretBytes::from("x"))
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), "SANDBOX_SETUP_FAILED");
+    run.cleanup().await.unwrap();
+}
