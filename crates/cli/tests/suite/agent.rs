@@ -359,3 +359,75 @@ fn the_claw_runner_ends_with_a_typed_error_on_bad_input_without_hanging() {
         );
     }
 }
+
+/// On an interactive terminal `ask_user` asks there and the run goes on (DSL.md §6.2). The
+/// terminal is a pty from util-linux `script`.
+#[test]
+fn on_an_interactive_terminal_ask_user_asks_there_and_the_run_goes_on() {
+    use std::io::{Read as _, Write as _};
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        "prompt task:\n  Ask.\n\nagent asker:\n  model: \"anthropic/claude-test\"\n  user: task\n  interaction: ask\n\nworkflow w:\n  entry: asker\n  asker -> done\n",
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::tool("ask_user", json!({"question": "Which colour?"})),
+            Reply::text("painted"),
+        ],
+    );
+    let bin = assert_cmd::cargo::cargo_bin("iterion");
+    let mut child = std::process::Command::new("script")
+        .args([
+            "-qec",
+            &format!("{} run w.iter --sandbox none", bin.display()),
+            "/dev/null",
+        ])
+        .env("ITERION_HOME", env.home.path())
+        .env("RUST_LOG", "error")
+        .env("ANTHROPIC_API_KEY", KEY)
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .env_remove("ITERION_SANDBOX_DEFAULT")
+        .current_dir(env.ws.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("util-linux script (a pty for the test)");
+    let mut stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !String::from_utf8_lossy(&seen).contains("Which colour?") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(chunk) => seen.extend(chunk),
+            Err(_) => panic!(
+                "no question on the terminal: {}",
+                String::from_utf8_lossy(&seen)
+            ),
+        }
+    }
+    child.stdin.as_mut().unwrap().write_all(b"green\n").unwrap();
+    let status = child.wait().unwrap();
+    while let Ok(chunk) = rx.recv_timeout(std::time::Duration::from_secs(2)) {
+        seen.extend(chunk);
+    }
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    assert_eq!(status.code(), Some(0), "{text}");
+    assert!(text.contains("[asker] Which colour?"), "{text}");
+    assert_eq!(env.only_run().status.as_str(), "finished");
+    let requests = fake.requests();
+    assert_eq!(
+        requests[1].body["messages"][2]["content"][0]["content"],
+        json!("green")
+    );
+}
