@@ -18,8 +18,8 @@ use iterion_engine::{
     run_sandbox_reaper, run_worker,
 };
 use iterion_sandbox::{
-    HostKind, HostSignals, ITERION_RUNNER_POD_NAME, SandboxFlag, detect_host, in_cluster_api,
-    sandbox_override_from_env,
+    HostKind, HostSignals, ITERION_RUNNER_POD_NAME, SandboxFlag, SchedulingPolicy, detect_host,
+    in_cluster_api, sandbox_override_from_env,
 };
 
 use crate::commands::{Failure, open_store, product_engine};
@@ -42,6 +42,13 @@ fn holder() -> String {
 
 async fn serve() -> Result<Exit, Failure> {
     let override_env = sandbox_override_from_env().map_err(Failure::bad_input)?;
+    let cloud_host = detect_host(&HostSignals::from_env()) == HostKind::Cloud;
+    // A malformed scheduling policy stops a cloud runner before it takes any run (SANDBOX.md
+    // §16.2): every sandbox start would fail on it anyway.
+    if cloud_host && override_env != Some(SandboxFlag::None) {
+        let policy = SchedulingPolicy::from_env().map_err(Failure::bad_input)?;
+        eprintln!("runner: sandbox scheduling policy: {}", policy.summary());
+    }
     let (home, store) = open_store().await?;
     let engine = Arc::new(product_engine(Arc::clone(&store), home)?);
     // A fresh cancellation token (the engine's type; the CLI does not name tokio-util).
@@ -72,15 +79,16 @@ async fn serve() -> Result<Exit, Failure> {
         eprintln!("runner: ITERION_SANDBOX_OVERRIDE=none: no sandbox, no reaper");
         None
     } else {
-        let cloud = match detect_host(&HostSignals::from_env()) {
-            HostKind::Cloud => match in_cluster_api() {
+        let cloud = if cloud_host {
+            match in_cluster_api() {
                 Ok(api) => Some(api),
                 Err(error) => {
                     eprintln!("runner: cloud reaper off: {error}");
                     None
                 }
-            },
-            HostKind::Local | HostKind::Desktop => None,
+            }
+        } else {
+            None
         };
         let interval = reap_interval(std::env::var(ITERION_SANDBOX_REAP_INTERVAL).ok().as_deref());
         Some(tokio::spawn(run_sandbox_reaper(

@@ -76,3 +76,18 @@ fn submitted_runs_are_queued_then_a_runner_finishes_them_and_stops_on_sigterm() 
     assert!(err.contains("no sandbox, no reaper"), "{err}");
     assert!(err.contains("stopped after 2 run(s)"), "{err}");
 }
+
+#[test]
+fn a_cloud_runner_with_a_malformed_scheduling_policy_does_not_start() {
+    let env = Env::new();
+    let out = env
+        .cmd()
+        .env("ITERION_MODE", "cloud")
+        .env("ITERION_SANDBOX_K8S_SPREAD", "zone")
+        .arg("runner")
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("ITERION_SANDBOX_K8S_SPREAD=\"zone\""), "{err}");
+}
