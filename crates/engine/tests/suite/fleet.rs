@@ -216,3 +216,76 @@ async fn fleet_lease_expiry_redelivers_to_a_healthy_runner_on_postgres() {
         lease_expiry_redelivers(store).await;
     }
 }
+
+const SLOW: &str =
+    "tool wait:\n  command: `sleep 30`\n\nworkflow slow:\n  entry: wait\n  wait -> done\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_shutdown_interrupts_the_run_in_hand_and_redelivers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let engine = Arc::new(engine(&store, home.path()));
+    let file = ws.path().join("slow.iter");
+    std::fs::write(&file, SLOW).unwrap();
+    let compiled = compile(SLOW.as_bytes(), &CompileOptions::default());
+    let run = engine
+        .submit(RunRequest {
+            workflow: compiled.workflow.unwrap(),
+            workflow_hash: workflow_hash(SLOW.as_bytes()),
+            file_path: file,
+            vars: serde_json::Map::new(),
+            secrets: Vec::new(),
+            trust: Trust::Trusted,
+            options: LaunchOptions {
+                sandbox: Some(SandboxFlag::None),
+                cwd: ws.path().to_owned(),
+                ..LaunchOptions::default()
+            },
+        })
+        .await
+        .unwrap();
+    let shutdown = CancellationToken::new();
+    let worker = {
+        let (engine, shutdown) = (Arc::clone(&engine), shutdown.clone());
+        let mut options = WorkerOptions::new("runner-a");
+        options.poll_interval = Duration::from_millis(20);
+        tokio::spawn(
+            async move { run_worker(&engine, &options, shutdown, Arc::new(NoObserver)).await },
+        )
+    };
+    // Wait until the tool node runs, then shut the runner down (SIGTERM in `iterion runner`).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let events = store.events(&run.id, 0).await.unwrap();
+        if events.iter().any(|e| e.kind == "node_started") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the node never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    shutdown.cancel();
+    let report = tokio::time::timeout(Duration::from_secs(20), worker)
+        .await
+        .expect("the worker stops promptly")
+        .unwrap();
+    assert_eq!((report.taken.len(), report.redelivered), (1, 1));
+    let after = store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(
+        (after.status, after.deliveries, after.failure_code),
+        (RunStatus::Queued, 1, None)
+    );
+    let failed: Vec<serde_json::Value> = store
+        .events(&run.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "run_failed")
+        .map(|e| e.data["code"].clone())
+        .collect();
+    assert_eq!(failed, vec![serde_json::json!("INTERRUPTED")]);
+}
