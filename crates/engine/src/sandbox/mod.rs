@@ -155,6 +155,9 @@ pub(crate) struct ActiveSandbox {
     run_log: Arc<dyn RunLog>,
     /// The container-local scratch dir to bank at teardown (§8.3), and where to say so.
     scratch: Option<Box<(scratch::ScratchBank, Arc<dyn EventSink>)>>,
+    /// A copy-based sandbox (kubernetes, §5.11): the host workspace its workspace is exported
+    /// back into at teardown, and where to report a failed export.
+    export: Option<Box<(PathBuf, Arc<dyn EventSink>)>>,
 }
 
 impl ActiveSandbox {
@@ -170,6 +173,18 @@ impl ActiveSandbox {
             let banked = scratch::bank(self.run.as_ref(), &bank).await;
             events.emit(Event::SandboxScratchBanked(banked)).await;
         }
+        // A copy-based sandbox: log its HEAD, then export its workspace back (§5.11), before the
+        // pod goes. Each is bounded by the driver (30 s, 5 min); a failure is reported, not fatal.
+        if let Some(pair) = self.export {
+            let (workspace, events) = *pair;
+            export_copy_based(
+                self.run.as_ref(),
+                &workspace,
+                self.run_log.as_ref(),
+                events.as_ref(),
+            )
+            .await;
+        }
         match tokio::time::timeout(iterion_sandbox::CLEANUP_TIMEOUT, self.run.cleanup()).await {
             Ok(Ok(())) => {}
             Ok(Err(error)) => tracing::warn!("sandbox cleanup: {error}"),
@@ -182,6 +197,47 @@ impl ActiveSandbox {
             proxy.shutdown(self.run_log.as_ref()).await;
         }
         rundir::remove(&self.run_dir).await;
+    }
+}
+
+/// The teardown of a copy-based sandbox (SANDBOX.md §5.11): the workspace's HEAD to the run log,
+/// then the workspace exported into the host `workspace`; a failed export is logged and emitted
+/// as `sandbox_workspace_export_failed`.
+async fn export_copy_based(
+    run: &dyn SandboxRun,
+    workspace: &std::path::Path,
+    run_log: &dyn RunLog,
+    events: &dyn EventSink,
+) {
+    if let Some(capturer) = run.workspace_head_capturer() {
+        match capturer.capture_workspace_head().await {
+            Ok(Some(head)) => run_log.line(
+                iterion_sandbox::LogLevel::Info,
+                &format!("sandbox: workspace HEAD {head}"),
+            ),
+            Ok(None) => {}
+            Err(error) => run_log.line(
+                iterion_sandbox::LogLevel::Warn,
+                &format!("sandbox: capturing the workspace HEAD: {error}"),
+            ),
+        }
+    }
+    let Some(exporter) = run.workspace_exporter() else {
+        return;
+    };
+    if let Err(error) = exporter.export_workspace(workspace).await {
+        run_log.line(
+            iterion_sandbox::LogLevel::Warn,
+            &format!("sandbox: exporting the workspace: {error}"),
+        );
+        events
+            .emit(Event::SandboxWorkspaceExportFailed(
+                crate::sandbox_events::SandboxWorkspaceExportFailed {
+                    driver: run.driver().to_owned(),
+                    error: error.to_string(),
+                },
+            ))
+            .await;
     }
 }
 
@@ -395,6 +451,7 @@ async fn start(
                     .emit(Event::SandboxScratchRestored(restored))
                     .await;
             }
+            let copy_based = run.0.workspace_exporter().is_some();
             Ok(ActiveSandbox {
                 run: run.0,
                 engine_bin: if inputs.host_binds {
@@ -407,6 +464,12 @@ async fn start(
                 bridge: run.2,
                 run_log: Arc::clone(&ctx.run_log),
                 scratch: scratch_bank.map(|bank| Box::new((bank, Arc::clone(&ctx.event_sink)))),
+                export: copy_based.then(|| {
+                    Box::new((
+                        ctx.mount_inputs.workspace.clone(),
+                        Arc::clone(&ctx.event_sink),
+                    ))
+                }),
             })
         }
         Err(error) => {

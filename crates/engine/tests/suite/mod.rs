@@ -1,5 +1,6 @@
 mod bindless;
 mod budget;
+mod copy_based;
 mod fanout;
 mod fleet;
 mod loops;
