@@ -337,6 +337,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_reap_interval_parses_go_durations_and_zero_means_boot_only() {
+        let got: Vec<(Option<&str>, Option<Duration>)> = [
+            None,
+            Some(""),
+            Some("90s"),
+            Some(" 1m30s "),
+            Some("0s"),
+            Some("abc"),
+            Some("5"),
+            Some("-1s"),
+        ]
+        .into_iter()
+        .map(|value| (value, reap_interval(value)))
+        .collect();
+        let default = Some(DEFAULT_REAP_INTERVAL);
+        assert_eq!(
+            got,
+            vec![
+                (None, default),
+                (Some(""), default),
+                (Some("90s"), Some(Duration::from_secs(90))),
+                (Some(" 1m30s "), Some(Duration::from_secs(90))),
+                (Some("0s"), None),
+                (Some("abc"), default),
+                (Some("5"), default),
+                (Some("-1s"), default),
+            ]
+        );
+    }
+
+    #[test]
     fn only_an_absent_or_terminal_unleased_run_is_reaped() {
         let id = "0190b4c6-1d2e-7f00-8000-000000000001";
         let lease = Liveness::Leased(Lease {
