@@ -283,17 +283,35 @@ pub async fn redeliver(
 
 /// Crash recovery for the fleet: runs left `running` by a runner whose lease lapsed become
 /// `failed_resumable` / `INTERRUPTED` ([`crate::recover_interrupted`]) and go straight back to
-/// the queue, to be taken by a healthy runner. Returns the runs redelivered.
+/// the queue, to be taken by a healthy runner. A queue run (one delivered at least once) that is
+/// `failed_resumable` with an infrastructure code and deliveries left is requeued too: another
+/// process's boot recovery may have moved it, or its runner died between the end of the run and
+/// settling it. Runs never delivered (a local `iterion run`) are left to `iterion resume`.
+/// Returns the runs redelivered.
 pub async fn redeliver_interrupted(store: &dyn iterion_store::Store) -> Vec<String> {
+    let recovered = crate::reaper::recover_interrupted(store).await;
+    if !recovered.is_empty() {
+        tracing::info!(
+            "runner: {} run(s) interrupted (lease lapsed)",
+            recovered.len()
+        );
+    }
+    let candidates = match store
+        .list_runs(&iterion_store::RunQuery::newest(1_000).status(RunStatus::FailedResumable))
+        .await
+    {
+        Ok(runs) => runs,
+        Err(error) => {
+            tracing::warn!("runner: listing failed_resumable runs: {error}");
+            return Vec::new();
+        }
+    };
     let mut redelivered = Vec::new();
-    for run_id in crate::reaper::recover_interrupted(store).await {
-        let Ok(Some(run)) = store.get_run(&run_id).await else {
-            continue;
-        };
+    for run in candidates.into_iter().filter(|run| run.deliveries > 0) {
         match redeliver(store, &run).await {
-            Ok(Delivery::Redelivered { .. }) => redelivered.push(run_id.as_str().to_owned()),
+            Ok(Delivery::Redelivered { .. }) => redelivered.push(run.id.as_str().to_owned()),
             Ok(_) => {}
-            Err(error) => tracing::warn!("runner: redelivering run {run_id}: {error}"),
+            Err(error) => tracing::warn!("runner: redelivering run {}: {error}", run.id),
         }
     }
     redelivered

@@ -289,3 +289,47 @@ async fn fleet_shutdown_interrupts_the_run_in_hand_and_redelivers_it() {
         .collect();
     assert_eq!(failed, vec![serde_json::json!("INTERRUPTED")]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_requeues_an_interrupted_queue_run_but_never_a_local_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let engine = engine(&store, home.path());
+    submit(&engine, ws.path(), 1).await;
+    // A queue run another process's boot recovery already moved (delivered once).
+    let claim = store
+        .claim_next_queued("runner-dead", Duration::from_secs(30))
+        .await
+        .unwrap()
+        .unwrap();
+    // A local `iterion run` that was interrupted (never delivered).
+    let local = store
+        .create_run(
+            iterion_store::NewRun::new("local", "sha256:00", "local.iter")
+                .lease("laptop", Duration::from_secs(30)),
+        )
+        .await
+        .unwrap();
+    for (run, holder) in [(&claim.run, "runner-dead"), (&local, "laptop")] {
+        let mut next = run.clone();
+        next.status = RunStatus::FailedResumable;
+        next.failure_code = Some("INTERRUPTED".to_owned());
+        store.save_run(&next, run.version).await.unwrap();
+        store.release_lease(&run.id, holder).await.unwrap();
+    }
+    let redelivered = redeliver_interrupted(store.as_ref()).await;
+    assert_eq!(redelivered, vec![claim.run.id.as_str().to_owned()]);
+    let status = |id| {
+        let store = Arc::clone(&store);
+        async move { store.get_run(&id).await.unwrap().unwrap().status }
+    };
+    assert_eq!(
+        (
+            status(claim.run.id.clone()).await,
+            status(local.id.clone()).await
+        ),
+        (RunStatus::Queued, RunStatus::FailedResumable)
+    );
+}
