@@ -592,3 +592,52 @@ async fn kube_a_refreshed_file_secret_is_re_applied_whole() {
     assert_eq!(unknown.code(), "SANDBOX_SETUP_FAILED");
     run.cleanup().await.unwrap();
 }
+
+#[tokio::test]
+async fn kube_a_large_workspace_streams_in_and_out_without_deadlock() {
+    let setup = setup(settings()).await;
+    // 4 MiB of incompressible-looking bytes: far past every websocket and pipe buffer.
+    let blob: Vec<u8> = (0..4 * 1024 * 1024u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(setup.host_ws.path().join("blob.bin"), &blob).unwrap();
+    let run = start(&setup, spec(&setup), info(&setup)).await.unwrap();
+    assert_eq!(
+        std::fs::read(setup.pod_ws.path().join("blob.bin")).unwrap(),
+        blob
+    );
+    // A big stdout while stdin is still being fed. (The fake runs execs on the host, where the
+    // pod's workingDir does not apply: the path is absolute.)
+    let script = format!(
+        "head -c 4194304 | wc -c; cat {}",
+        setup.pod_ws.path().join("blob.bin").display()
+    );
+    let result = run
+        .exec(
+            &["sh".to_owned(), "-c".to_owned(), script],
+            ExecOpts {
+                stdin: Some(Box::new(std::io::Cursor::new(blob.clone()))),
+                ..ExecOpts::default()
+            },
+        )
+        .await
+        .unwrap();
+    let out = result.stdout.unwrap();
+    let (count, rest) = out.split_at(out.len() - blob.len());
+    assert_eq!(
+        (
+            result.exit_code,
+            String::from_utf8_lossy(count).trim().to_owned(),
+            rest == &blob[..]
+        ),
+        (0, "4194304".to_owned(), true)
+    );
+    let export = tempfile::tempdir().unwrap();
+    run.workspace_exporter()
+        .unwrap()
+        .export_workspace(export.path())
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(export.path().join("blob.bin")).unwrap(), blob);
+    run.cleanup().await.unwrap();
+}
