@@ -21,9 +21,15 @@
 //!   engine classifies it `SANDBOX_SETUP_TIMEOUT`) and its `scheduling: …` detail goes to the run
 //!   log at warn, rather than into the error text;
 //! - a linked worktree's common git dir is not copied in (the gitfile does not resolve in the
-//!   pod); the egress probe's "inconclusive" outcome is logged but not yet reported as
-//!   `sandbox_started.egress_enforced = null`.
-
+//!   pod), and the run-files drain (`/iterion/artifact-files`) is not implemented; the egress
+//!   probe's "inconclusive" outcome is logged but not yet reported as
+//!   `sandbox_started.egress_enforced = null`;
+//! - an exec's stdin is never closed before the process exits (closing it ends the whole exec on
+//!   the v4 protocol); every command the driver feeds reads a length (`head -c <n>`);
+//! - the workspace tar (copy-in) and the export tar are held in memory, not streamed.
+//!
+//! The hidden `iterion __egress-probe HOST:PORT` (crates/cli) is the probe's other half; the
+//! engine exports a copy-based workspace back at teardown (crates/engine `sandbox/mod.rs`).
 mod api;
 mod classify;
 mod manifest;
