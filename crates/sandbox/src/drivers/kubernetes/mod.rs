@@ -30,6 +30,7 @@
 //!
 //! The hidden `iterion __egress-probe HOST:PORT` (crates/cli) is the probe's other half; the
 //! engine exports a copy-based workspace back at teardown (crates/engine `sandbox/mod.rs`).
+
 mod api;
 mod classify;
 mod manifest;
