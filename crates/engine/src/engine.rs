@@ -142,6 +142,19 @@ pub struct RunRequest {
     pub options: LaunchOptions,
 }
 
+impl RunRequest {
+    /// The run record this request creates (`iterion run` adds its lease, `--submit` queues it).
+    pub(crate) fn new_run(&self) -> iterion_store::NewRun {
+        iterion_store::NewRun::new(
+            self.workflow.name.clone(),
+            self.workflow_hash.clone(),
+            self.file_path.clone(),
+        )
+        .trust(crate::run::store_trust(self.trust))
+        .vars(self.vars.clone())
+    }
+}
+
 /// One `iterion resume`.
 #[derive(Clone, Debug)]
 pub struct ResumeRequest {

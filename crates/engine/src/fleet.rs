@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use iterion_dsl::CompileOptions;
-use iterion_store::{Claim, InitialStatus, NewRun, Run, RunStatus, Timestamp};
+use iterion_store::{Claim, InitialStatus, Run, RunStatus, Timestamp};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Engine, EngineError, RunControl, RunEnvelope, RunRequest, RunSummary};
@@ -25,7 +25,7 @@ use crate::failure::{Disposition, FailureCode, MAX_DELIVERIES};
 use crate::launch::{resolve_secrets, workflow_hash};
 use crate::lease::LEASE_TTL;
 use crate::record::RunObserver;
-use crate::run::{Attempt, settings_from_env, store_trust};
+use crate::run::{Attempt, settings_from_env};
 
 /// How a worker runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,16 +85,7 @@ impl Engine {
         settings_from_env(self.sandbox_default, &request.options)?;
         let run = self
             .store
-            .create_run(
-                NewRun::new(
-                    request.workflow.name.clone(),
-                    request.workflow_hash.clone(),
-                    request.file_path.clone(),
-                )
-                .status(InitialStatus::Queued)
-                .trust(store_trust(request.trust))
-                .vars(request.vars.clone()),
-            )
+            .create_run(request.new_run().status(InitialStatus::Queued))
             .await?;
         // The launch options ride on the checkpoint envelope, as for `iterion resume`. A runner
         // that claims the run before this save sees the default launch (no flags).

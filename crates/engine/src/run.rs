@@ -12,7 +12,7 @@ use iterion_sandbox::{
     EnvOverlay, Factory, HostSignals, Progress, PullProgress, SandboxFlag, SandboxRun, Trust,
     run_will_be_sandboxed, sandbox_override_from_env,
 };
-use iterion_store::{AdmissionDecision, NewRun, Run, RunId, RunStatus, Store, Timestamp};
+use iterion_store::{AdmissionDecision, Run, RunId, RunStatus, Store, Timestamp};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -114,16 +114,7 @@ impl Engine {
         let holder = holder_name();
         let run = self
             .store
-            .create_run(
-                NewRun::new(
-                    request.workflow.name.clone(),
-                    request.workflow_hash.clone(),
-                    request.file_path.clone(),
-                )
-                .trust(store_trust(request.trust))
-                .vars(request.vars.clone())
-                .lease(holder.clone(), LEASE_TTL),
-            )
+            .create_run(request.new_run().lease(holder.clone(), LEASE_TTL))
             .await?;
         self.attempt(
             Attempt {
