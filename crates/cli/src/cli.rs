@@ -78,14 +78,10 @@ pub enum TrustArg {
     Untrusted,
 }
 
-/// `iterion run FILE …`.
+/// The sandbox flags `iterion run` and `iterion sandbox doctor` share (SANDBOX.md §11.1: the
+/// doctor's mirror the run's, so that it resolves the same spec).
 #[derive(Debug, Args)]
-pub struct RunArgs {
-    /// The `.iter` file.
-    pub file: PathBuf,
-    /// A workflow var, typed as declared (repeatable): `--var name=ada`.
-    #[arg(long = "var", value_name = "K=V")]
-    pub vars: Vec<String>,
+pub struct SandboxFlags {
     /// Override the sandbox mode: `none` runs on the host whatever the workflow says; `auto`
     /// sandboxes unless the workflow names its own image or build.
     #[arg(long, value_enum)]
@@ -97,6 +93,19 @@ pub struct RunArgs {
     /// default).
     #[arg(long = "sandbox-default-image", value_name = "REF")]
     pub sandbox_default_image: Option<String>,
+}
+
+/// `iterion run FILE …`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The `.iter` file.
+    pub file: PathBuf,
+    /// A workflow var, typed as declared (repeatable): `--var name=ada`.
+    #[arg(long = "var", value_name = "K=V")]
+    pub vars: Vec<String>,
+    /// The sandbox flags (`iterion sandbox doctor` takes the same).
+    #[command(flatten)]
+    pub sandbox: SandboxFlags,
     /// An operator variable for the sandbox (repeatable): `--sandbox-env K=V`. It overrides the
     /// file named by ITERION_SANDBOX_ENV_FILE key by key, fills gaps and overrides what the
     /// repository's devcontainer set, but never a key the workflow wrote.

@@ -18,7 +18,7 @@ use iterion_sandbox::{
     parse_env_pairs,
 };
 
-use crate::cli::{AutoOrNone, RunArgs, TrustArg};
+use crate::cli::{AutoOrNone, RunArgs, SandboxFlags, TrustArg};
 use crate::commands::progress::Progress;
 use crate::commands::{
     Failure, finish, install_signals, open_store, product_engine, product_setup,
@@ -57,6 +57,23 @@ pub(crate) fn sandbox_flag(value: Option<AutoOrNone>) -> Option<SandboxFlag> {
     value.map(|v| match v {
         AutoOrNone::Auto => SandboxFlag::Auto,
         AutoOrNone::None => SandboxFlag::None,
+    })
+}
+
+/// The launch options the sandbox flags, the operator overlay (`--sandbox-env` pairs over
+/// `ITERION_SANDBOX_ENV_FILE`) and the working directory make: one translation for `run` and
+/// `sandbox doctor`.
+pub(crate) fn launch_options(
+    flags: &SandboxFlags,
+    sandbox_env: &[String],
+    cwd: std::path::PathBuf,
+) -> Result<LaunchOptions, Failure> {
+    Ok(LaunchOptions {
+        sandbox: sandbox_flag(flags.sandbox),
+        host_state: host_state_flag(flags.sandbox_host_state),
+        default_image: flags.sandbox_default_image.clone(),
+        sandbox_env: operator_overlay(sandbox_env)?.vars,
+        cwd,
     })
 }
 
@@ -121,13 +138,7 @@ async fn launch(args: RunArgs) -> Result<Exit, Failure> {
             TrustArg::Trusted => Trust::Trusted,
             TrustArg::Untrusted => Trust::Untrusted,
         },
-        options: LaunchOptions {
-            sandbox: sandbox_flag(args.sandbox),
-            host_state: host_state_flag(args.sandbox_host_state),
-            default_image: args.sandbox_default_image.clone(),
-            sandbox_env: operator_overlay(&args.sandbox_env)?.vars,
-            cwd,
-        },
+        options: launch_options(&args.sandbox, &args.sandbox_env, cwd)?,
     };
     // The strict pre-flight (SANDBOX.md §11.4): a failing check refuses the launch (exit 2)
     // before the store is even opened.

@@ -9,13 +9,13 @@ use std::fmt::Write as _;
 
 use clap::{Args, Subcommand, ValueEnum};
 use iterion_engine::{
-    BasicReport, CheckStatus, LaunchOptions, PreflightRequest, StrictReport, Target,
-    build_basic_report, build_strict_report, doctor_timeout_from_env,
+    BasicReport, CheckStatus, PreflightRequest, StrictReport, Target, build_basic_report,
+    build_strict_report, doctor_timeout_from_env,
 };
 use iterion_sandbox::Trust;
 
-use crate::cli::AutoOrNone;
-use crate::commands::run::{compile_workflow, host_state_flag, operator_overlay, sandbox_flag};
+use crate::cli::SandboxFlags;
+use crate::commands::run::{compile_workflow, launch_options};
 use crate::commands::{Failure, product_setup};
 use crate::exit::Exit;
 
@@ -61,15 +61,9 @@ pub struct DoctorArgs {
     /// The battery: auto follows the selected driver; local|docker|podman, cloud|kubernetes|k8s.
     #[arg(long, value_enum, default_value = "auto")]
     pub target: TargetArg,
-    /// As `iterion run --sandbox`.
-    #[arg(long, value_enum)]
-    pub sandbox: Option<AutoOrNone>,
-    /// As `iterion run --sandbox-host-state`.
-    #[arg(long = "sandbox-host-state", value_enum)]
-    pub sandbox_host_state: Option<AutoOrNone>,
-    /// As `iterion run --sandbox-default-image`.
-    #[arg(long = "sandbox-default-image", value_name = "REF")]
-    pub sandbox_default_image: Option<String>,
+    /// As `iterion run`'s.
+    #[command(flatten)]
+    pub flags: SandboxFlags,
     /// The workflow; without it, the spec of a workflow with no sandbox: block in this
     /// directory's repository.
     pub file: Option<std::path::PathBuf>,
@@ -89,7 +83,7 @@ async fn doctor(args: DoctorArgs) -> Result<Exit, Failure> {
     let timeout = doctor_timeout_from_env();
     if !args.strict {
         let report =
-            build_basic_report(&setup, args.sandbox_default_image.as_deref(), timeout).await;
+            build_basic_report(&setup, args.flags.sandbox_default_image.as_deref(), timeout).await;
         if args.json {
             println!(
                 "{}",
@@ -104,13 +98,11 @@ async fn doctor(args: DoctorArgs) -> Result<Exit, Failure> {
         Some(file) => compile_workflow(file)?.0.sandbox,
         None => iterion_dsl::ir::Sandbox::default(),
     };
-    let options = LaunchOptions {
-        sandbox: sandbox_flag(args.sandbox),
-        host_state: host_state_flag(args.sandbox_host_state),
-        default_image: args.sandbox_default_image.clone(),
-        sandbox_env: operator_overlay(&[])?.vars,
-        cwd: std::env::current_dir().map_err(Failure::bad_input)?,
-    };
+    let options = launch_options(
+        &args.flags,
+        &[],
+        std::env::current_dir().map_err(Failure::bad_input)?,
+    )?;
     let report = build_strict_report(
         &setup,
         &PreflightRequest {
