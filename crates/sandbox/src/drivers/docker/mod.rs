@@ -38,6 +38,8 @@
 
 mod api;
 mod bollard_api;
+mod build;
+mod connect;
 mod context;
 mod engine_binary;
 mod plan;
@@ -49,7 +51,7 @@ mod secrets;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
@@ -59,6 +61,9 @@ pub use api::{
     ExecAttachment, ExecChunk, ExecRequest, ExecState, ExecStdin,
 };
 pub use bollard_api::BollardApi;
+pub use connect::{
+    CONTAINER_HOST, DOCKER_HOST, DockerConstructor, EndpointVars, XDG_RUNTIME_DIR, endpoints_for,
+};
 pub use context::{DockerIgnore, ResolvedBuild, resolve_build, tar_context};
 pub use engine_binary::{ENGINE_BINARY_PURPOSE, elf_problem};
 pub use plan::{
@@ -79,7 +84,6 @@ use crate::driver::{
 };
 use crate::env::{self as envvars, ITERION_SANDBOX_PERSIST_NIX, is_falsy};
 use crate::error::{Error, Result};
-use crate::factory::DriverConstructor;
 use crate::host::DriverKind;
 use crate::labels::{
     LABEL_RUN_ID, ManagedResource, build_image_tag, filter_managed, managed_filters,
@@ -90,75 +94,12 @@ use crate::phase::{CLEANUP_TIMEOUT, Phase, phase_timeout_from_env, run_with_phas
 use crate::post_create::run_post_create;
 use crate::spec::Spec;
 
-/// Read by the docker constructor: when set, the only endpoint it tries (SANDBOX.md §4.2).
-pub const DOCKER_HOST: &str = "DOCKER_HOST";
-/// Read by the podman constructor: when set, the only endpoint it tries (SANDBOX.md §4.2).
-pub const CONTAINER_HOST: &str = "CONTAINER_HOST";
-/// Where rootless sockets live.
-pub const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
 /// How long connecting, negotiating and pinging one endpoint may take (SANDBOX.md §4.2).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// The bound of each remove call in cleanup (SANDBOX.md §4.8).
 pub const REMOVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The fixed in-sandbox port of the egress proxy (SANDBOX.md §4.6).
 pub const PROXY_PORT: u16 = 3128;
-
-/// The endpoints a constructor tries, in order (SANDBOX.md §4.2). Pure: the variables come in
-/// as values.
-///
-/// - docker: `unix:///var/run/docker.sock`, then `unix://$XDG_RUNTIME_DIR/docker.sock`;
-/// - podman: `unix://$XDG_RUNTIME_DIR/podman/podman.sock`, then `unix:///run/podman/podman.sock`;
-/// - when `DOCKER_HOST` or `CONTAINER_HOST` is set, only the set ones are tried — `DOCKER_HOST`
-///   by docker, `CONTAINER_HOST` by podman — and no default socket is probed, so a dead
-///   `DOCKER_HOST` means "no engine", as for the CLIs.
-pub fn endpoints_for(kind: EngineKind, vars: &EndpointVars) -> Vec<String> {
-    let set = |value: &Option<String>| {
-        value
-            .as_deref()
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-    };
-    let (docker_host, container_host) = (set(&vars.docker_host), set(&vars.container_host));
-    if docker_host.is_some() || container_host.is_some() {
-        return match kind {
-            EngineKind::Docker => docker_host.into_iter().collect(),
-            EngineKind::Podman => container_host.into_iter().collect(),
-        };
-    }
-    let runtime = set(&vars.xdg_runtime_dir).filter(|dir| dir.starts_with('/'));
-    match kind {
-        EngineKind::Docker => std::iter::once("unix:///var/run/docker.sock".to_owned())
-            .chain(runtime.map(|dir| format!("unix://{dir}/docker.sock")))
-            .collect(),
-        EngineKind::Podman => runtime
-            .map(|dir| format!("unix://{dir}/podman/podman.sock"))
-            .into_iter()
-            .chain(std::iter::once("unix:///run/podman/podman.sock".to_owned()))
-            .collect(),
-    }
-}
-
-/// The variables [`endpoints_for`] reads.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EndpointVars {
-    /// `DOCKER_HOST`.
-    pub docker_host: Option<String>,
-    /// `CONTAINER_HOST`.
-    pub container_host: Option<String>,
-    /// `XDG_RUNTIME_DIR`.
-    pub xdg_runtime_dir: Option<String>,
-}
-
-impl EndpointVars {
-    /// Reads the three variables.
-    pub fn from_env() -> EndpointVars {
-        EndpointVars {
-            docker_host: envvars::var(DOCKER_HOST),
-            container_host: envvars::var(CONTAINER_HOST),
-            xdg_runtime_dir: envvars::var(XDG_RUNTIME_DIR),
-        }
-    }
-}
 
 /// The driver's knobs. Built with setters; [`DockerSettings::from_env`] reads the phase budgets
 /// and `ITERION_SANDBOX_PERSIST_NIX` the way the engine does.
@@ -755,85 +696,6 @@ impl Driver for DockerDriver {
     }
 }
 
-#[async_trait]
-impl Builder for DockerDriver {
-    /// SANDBOX.md §4.4: resolve and contain the Dockerfile and context (before any API call),
-    /// tar the context, build it with the classic builder under `image build`, tag it
-    /// `iterion-sandbox-build:<run id>`, then inspect it like a pulled image.
-    async fn build(&self, prepared: PreparedSpec, info: &RunInfo) -> Result<PreparedSpec> {
-        let Some(build) = prepared.spec.build.clone() else {
-            return Ok(prepared);
-        };
-        let shared = &self.shared;
-        prepared.check_driver(shared.engine.as_str())?;
-        let workspace = info.workspace_path.clone();
-        let (resolved, context_tar) = {
-            let build = build.clone();
-            tokio::task::spawn_blocking(move || {
-                let resolved = resolve_build(&workspace, &build)?;
-                let tar = tar_context(&resolved.context, &resolved.dockerfile_in_context)?;
-                Ok::<_, Error>((resolved, tar))
-            })
-            .await
-            .map_err(|join| Error::Io {
-                operation: "pack build context in",
-                path: info.workspace_path.clone(),
-                source: std::io::Error::other(join.to_string()),
-            })??
-        };
-        let tag = build_image_tag(&info.run_id);
-        let request = build_request(
-            &build,
-            &resolved.dockerfile_in_context,
-            info,
-            &tag,
-            &shared.settings.extra_labels,
-        );
-        shared.log(
-            LogLevel::Info,
-            &render::render_build(shared.engine, &request, &resolved.context_written),
-        );
-        let started = Instant::now();
-        run_with_phase_timeout(Phase::ImageBuild, shared.settings.build_timeout, async {
-            let mut output = shared.api.build_image(request, context_tar.into());
-            let mut tail = Tail::default();
-            while let Some(item) = output.next().await {
-                match item {
-                    Ok(text) => tail.push(&text),
-                    Err(error) => {
-                        tail.push(&error.to_string());
-                        return Err(Error::BuildFailed { tail: tail.text() });
-                    }
-                }
-            }
-            Ok(())
-        })
-        .await?;
-        tracing::debug!(
-            "sandbox: built {tag} in {} ms",
-            started.elapsed().as_millis()
-        );
-        let config = shared
-            .api
-            .inspect_image(&tag)
-            .await
-            .map_err(shared.engine_error(format!("inspect image {tag}")))?
-            .ok_or_else(|| Error::BuildFailed {
-                tail: format!("the engine does not list {tag} after building it"),
-            })?;
-        engine_binary::check_engine_binary(&prepared.spec, &config.architecture).await?;
-        let mut spec = prepared.spec;
-        spec.build = None;
-        spec.image = Some(tag.clone());
-        Ok(PreparedSpec {
-            spec,
-            image: Some(tag),
-            image_config: Some(config),
-            ..prepared
-        })
-    }
-}
-
 impl ProxyConfigurer for DockerDriver {
     /// The proxy listens on `<run dir>/net/proxy.sock`; the sandbox dials `127.0.0.1:3128`,
     /// which the egress bridge splices to that socket (SANDBOX.md §4.6).
@@ -843,79 +705,6 @@ impl ProxyConfigurer for DockerDriver {
             advertise_host: "127.0.0.1".to_owned(),
             advertise_port: AdvertisedPort::Fixed(PROXY_PORT),
         })
-    }
-}
-
-/// The last [`OUTPUT_TAIL_BYTES`](crate::OUTPUT_TAIL_BYTES) of a build's output.
-#[derive(Default)]
-struct Tail(Vec<u8>);
-
-impl Tail {
-    fn push(&mut self, text: &str) {
-        self.0.extend_from_slice(text.as_bytes());
-        let excess = self.0.len().saturating_sub(crate::OUTPUT_TAIL_BYTES);
-        self.0.drain(..excess);
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0).trim().to_owned()
-    }
-}
-
-/// Constructs the docker or podman driver for the factory: tries the endpoints of
-/// [`endpoints_for`] (read from the environment when the constructor is made).
-#[derive(Clone, Debug)]
-pub struct DockerConstructor {
-    kind: DriverKind,
-    endpoints: Vec<String>,
-    settings: DockerSettings,
-}
-
-impl DockerConstructor {
-    /// The `docker` registry entry, endpoints from `DOCKER_HOST`/`CONTAINER_HOST`/
-    /// `XDG_RUNTIME_DIR`, settings from the `ITERION_SANDBOX_*` knobs.
-    pub fn docker_from_env() -> DockerConstructor {
-        DockerConstructor::with_endpoints(
-            DriverKind::Docker,
-            endpoints_for(EngineKind::Docker, &EndpointVars::from_env()),
-            DockerSettings::from_env(),
-        )
-    }
-
-    /// The `podman` registry entry, as [`DockerConstructor::docker_from_env`].
-    pub fn podman_from_env() -> DockerConstructor {
-        DockerConstructor::with_endpoints(
-            DriverKind::Podman,
-            endpoints_for(EngineKind::Podman, &EndpointVars::from_env()),
-            DockerSettings::from_env(),
-        )
-    }
-
-    /// A constructor for registry entry `kind` trying exactly `endpoints`.
-    pub fn with_endpoints(
-        kind: DriverKind,
-        endpoints: Vec<String>,
-        settings: DockerSettings,
-    ) -> DockerConstructor {
-        DockerConstructor {
-            kind,
-            endpoints,
-            settings,
-        }
-    }
-
-    /// The endpoints it tries, in order.
-    pub fn endpoints(&self) -> &[String] {
-        &self.endpoints
-    }
-}
-
-#[async_trait]
-impl DriverConstructor for DockerConstructor {
-    async fn construct(&self) -> Result<Arc<dyn Driver>> {
-        let driver =
-            DockerDriver::connect(self.kind, &self.endpoints, self.settings.clone()).await?;
-        Ok(Arc::new(driver))
     }
 }
 
