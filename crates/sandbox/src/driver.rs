@@ -343,6 +343,14 @@ pub trait SandboxRun: Send + Sync {
     /// The container id or pod name.
     fn id(&self) -> &str;
 
+    /// What the driver verified itself about egress enforcement (`sandbox_started
+    /// .egress_enforced`, SANDBOX.md §5.7): `Some(true)` when a probe proved a direct connection
+    /// fails, `None` when it could not tell. Default: `None` (the engine knows the bridged shape
+    /// of docker/podman on its own).
+    fn egress_enforced(&self) -> Option<bool> {
+        None
+    }
+
     /// Runs `argv` in the sandbox and waits for it. A non-zero exit is not an error.
     ///
     /// # Errors

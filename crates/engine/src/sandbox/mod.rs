@@ -439,7 +439,11 @@ async fn start(
                     .is_some_and(egress::EngineProxy::tls_inspection),
                 // Enforced when the container's only route is the bridge (`--network none`); a
                 // driver that cannot take that shape reports null.
-                egress_enforced: proxy.as_ref().is_some_and(|p| p.bridged).then_some(true),
+                egress_enforced: match &proxy {
+                    Some(p) if p.bridged => Some(true),
+                    Some(_) => run.0.egress_enforced(),
+                    None => None,
+                },
                 scheduling: None,
             };
             ctx.events.emit(Event::SandboxStarted(started)).await;

@@ -367,11 +367,34 @@ async fn kube_blocked_egress_probe_passes_and_the_policy_names_the_runner() {
         },
     );
     let run = start(&setup, spec(&setup), proxied(&setup)).await.unwrap();
+    // The probe saw the direct connection blocked: enforcement is reported as verified.
+    assert_eq!(run.egress_enforced(), Some(true));
     let policy = setup.fake.object(Kind::NetworkPolicy, POD).unwrap();
     assert_eq!(
         policy["spec"]["egress"],
         serde_json::json!([{"to": [{"ipBlock": {"cidr": "10.1.2.3/32"}}]}])
     );
+    run.cleanup().await.unwrap();
+    assert_eq!(stored(&setup.fake), nothing_stored());
+}
+
+#[tokio::test]
+async fn kube_an_inconclusive_egress_probe_reports_enforcement_unknown() {
+    let setup = setup(KubernetesSettings {
+        pod_ip: Some("10.1.2.3".to_owned()),
+        ..settings()
+    })
+    .await;
+    // Exit 2: the probe could not even try (a bad address, §5.7) — neither blocked nor through.
+    setup.fake.script_exec(
+        "/usr/local/bin/iterion",
+        ScriptedExec {
+            exit_code: 2,
+            stdout: Vec::new(),
+        },
+    );
+    let run = start(&setup, spec(&setup), proxied(&setup)).await.unwrap();
+    assert_eq!(run.egress_enforced(), None);
     run.cleanup().await.unwrap();
     assert_eq!(stored(&setup.fake), nothing_stored());
 }

@@ -21,9 +21,7 @@
 //!   engine classifies it `SANDBOX_SETUP_TIMEOUT`) and its `scheduling: …` detail goes to the run
 //!   log at warn, rather than into the error text;
 //! - a linked worktree's common git dir is not copied in (the gitfile does not resolve in the
-//!   pod), and the run-files drain (`/iterion/artifact-files`) is not implemented; the egress
-//!   probe's "inconclusive" outcome is logged but not yet reported as
-//!   `sandbox_started.egress_enforced = null`;
+//!   pod), and the run-files drain (`/iterion/artifact-files`) is not implemented;
 //! - an exec's stdin is never closed before the process exits (closing it ends the whole exec on
 //!   the v4 protocol); every command the driver feeds reads a length (`head -c <n>`);
 //! - the workspace tar (copy-in) and the export tar are held in memory, not streamed.
@@ -380,8 +378,10 @@ impl KubernetesDriver {
         .await
     }
 
-    /// The egress probe (SANDBOX.md §5.7 step 9): a direct connect that must fail.
-    async fn egress_probe(&self, shared: &RunShared, target: &str) -> Result<()> {
+    /// The egress probe (SANDBOX.md §5.7 step 9): a direct connect that must fail. A connect
+    /// that succeeds fails the run; a blocked one is `Some(true)` (enforced); anything else is
+    /// `None` (inconclusive: logged, and `sandbox_started.egress_enforced` is null).
+    async fn egress_probe(&self, shared: &RunShared, target: &str) -> Result<Option<bool>> {
         let argv = [KUBE_ENGINE_BIN, "__egress-probe", target]
             .map(str::to_owned)
             .to_vec();
@@ -402,19 +402,19 @@ impl KubernetesDriver {
                     LogLevel::Info,
                     &format!("sandbox: egress probe: direct connection to {target} blocked"),
                 );
-                Ok(())
+                Ok(Some(true))
             }
             Ok(Ok(result)) => {
                 self.log(LogLevel::Warn, &format!("sandbox: egress probe to {target} inconclusive (exit code {}); enforcement unknown", result.exit_code));
-                Ok(())
+                Ok(None)
             }
             Ok(Err(error)) => {
                 self.log(LogLevel::Warn, &format!("sandbox: egress probe to {target} inconclusive ({error}); enforcement unknown"));
-                Ok(())
+                Ok(None)
             }
             Err(_) => {
                 self.log(LogLevel::Warn, &format!("sandbox: egress probe to {target} inconclusive (no answer in 30s); enforcement unknown"));
-                Ok(())
+                Ok(None)
             }
         }
     }
@@ -489,11 +489,15 @@ impl KubernetesDriver {
         }
         self.await_ready(&plan.pod_name).await?;
         self.copy_in(&shared, &info.workspace_path).await?;
-        if let (Some(_), Some(target)) = (&plan.network_policy, &self.settings.egress_probe) {
-            self.egress_probe(&shared, target).await?;
-        }
+        let egress_enforced =
+            if let (Some(_), Some(target)) = (&plan.network_policy, &self.settings.egress_probe) {
+                self.egress_probe(&shared, target).await?
+            } else {
+                None
+            };
         let run = KubernetesRun {
             shared: Arc::clone(&shared),
+            egress_enforced,
         };
         if let Some(snippet) = spec.post_create.as_deref().filter(|s| !s.trim().is_empty()) {
             run_post_create(

@@ -269,6 +269,8 @@ pub fn exec_argv(
 /// A running pod. The caller must call [`SandboxRun::cleanup`].
 pub struct KubernetesRun {
     pub(crate) shared: Arc<RunShared>,
+    /// The egress probe's verdict: `Some(true)` when it saw the direct connection blocked.
+    pub(crate) egress_enforced: Option<bool>,
 }
 
 impl std::fmt::Debug for KubernetesRun {
@@ -283,6 +285,10 @@ impl std::fmt::Debug for KubernetesRun {
 impl SandboxRun for KubernetesRun {
     fn driver(&self) -> &str {
         DRIVER
+    }
+
+    fn egress_enforced(&self) -> Option<bool> {
+        self.egress_enforced
     }
 
     fn id(&self) -> &str {
