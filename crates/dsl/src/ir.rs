@@ -80,7 +80,7 @@ impl Workflow {
     pub fn has_ask_interaction(&self) -> bool {
         self.nodes.iter().any(|n| match &n.body {
             NodeBody::Agent(a) => a.interaction == Interaction::Ask,
-            NodeBody::Tool(_) | NodeBody::Router(_) => false,
+            NodeBody::Tool(_) | NodeBody::Router(_) | NodeBody::Subbot(_) => false,
         })
     }
 }
@@ -244,6 +244,8 @@ pub enum NodeKind {
     Tool,
     /// `router`.
     Router,
+    /// `subbot` (DSL.md §3.9).
+    Subbot,
 }
 
 impl NodeKind {
@@ -254,6 +256,7 @@ impl NodeKind {
             NodeKind::Judge => "judge",
             NodeKind::Tool => "tool",
             NodeKind::Router => "router",
+            NodeKind::Subbot => "subbot",
         }
     }
 }
@@ -265,6 +268,7 @@ impl From<ast::NodeKind> for NodeKind {
             ast::NodeKind::Judge => NodeKind::Judge,
             ast::NodeKind::Tool => NodeKind::Tool,
             ast::NodeKind::Router => NodeKind::Router,
+            ast::NodeKind::Subbot => NodeKind::Subbot,
         }
     }
 }
@@ -293,6 +297,8 @@ pub enum NodeBody {
     Tool(ToolNode),
     /// A router (DSL.md §3.7).
     Router(RouterNode),
+    /// A child workflow run (DSL.md §3.9).
+    Subbot(SubbotNode),
 }
 
 /// An agent or judge node (DSL.md §3.5, §6.2).
@@ -332,6 +338,18 @@ pub struct ToolNode {
 pub struct RouterNode {
     /// How it picks outgoing edges.
     pub mode: RouterMode,
+}
+
+/// A subbot node (DSL.md §3.9): runs the compiled child workflow as a child run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubbotNode {
+    /// `source` as written: the child file, relative to the parent file's directory.
+    pub source: String,
+    /// The output schema's name: the child's result must conform.
+    pub output: Option<String>,
+    /// The compiled child, loaded with the parent (its own children included). `None` only in a
+    /// workflow lowered from a tree that did not pass the checks (C910 when it cannot be loaded).
+    pub child: Option<Box<Workflow>>,
 }
 
 /// The tools an agent may be given (DSL.md §6.2).
@@ -674,7 +692,9 @@ impl NetworkInherit {
 }
 
 mod lower;
-pub(crate) use lower::{default_json, lower, secret_is_file};
+#[cfg(test)]
+pub(crate) use lower::lower;
+pub(crate) use lower::{default_json, lower_with, secret_is_file};
 
 #[cfg(test)]
 #[path = "ir_tests.rs"]

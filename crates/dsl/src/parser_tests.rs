@@ -492,7 +492,7 @@ fn fragment_e001_unsupported_declaration_kind() {
         "presets",
         "attachments",
         "fail",
-        "subbot",
+        "include",
     ] {
         let src = format!("{kind} x:\n  a: 1\n\n{}", workflow_with(""));
         assert_eq!(
