@@ -24,6 +24,10 @@ use crate::ast;
 /// The default of `tool_max_steps` (DSL.md §3.5, decision D15).
 pub const DEFAULT_TOOL_MAX_STEPS: u32 = 50;
 
+/// The deepest nesting of subbot children: a run's child has depth 1 (DSL.md §3.9). Deeper is
+/// C910 at compile time and `SUBBOT_DEPTH_EXCEEDED` at run time.
+pub const MAX_SUBBOT_DEPTH: u32 = 8;
+
 /// The directory file secrets are mounted under by default (SANDBOX.md §8.7).
 pub const SECRETS_DIR: &str = "/run/iterion/secrets";
 

@@ -68,8 +68,7 @@ const UPSTREAM_KINDS: &[&str] = &[
 
 /// Declaration keywords, for the E001 hint.
 const DECL_KEYWORDS: &[&str] = &[
-    "vars", "secrets", "prompt", "schema", "agent", "judge", "tool", "router", "subbot",
-    "workflow",
+    "vars", "secrets", "prompt", "schema", "agent", "judge", "tool", "router", "subbot", "workflow",
 ];
 
 /// Upstream properties outside the subset: E012 "not supported yet" in any block where they are
