@@ -32,6 +32,7 @@ use crate::outcome::{Failure, RunOutcome, RunReport};
 use crate::secrets::{Redactor, ResolvedSecret};
 use crate::select::{self, WalkInput};
 use crate::sink::{EventSink, NullRunLog, RunLogSink};
+use crate::subbot::{ChildRuns, InlineChildRuns};
 use crate::tool;
 
 /// The largest `node_finished.output` recorded whole: 64 KiB of compact JSON.
@@ -84,6 +85,15 @@ pub struct Execution<'a> {
     resume: Option<Checkpoint>,
     budget: Option<RunBudget>,
     agents: Option<Arc<AgentEnv>>,
+    nested: Option<Nested>,
+}
+
+/// What a child run inherits from its parent (DSL.md §3.9).
+struct Nested {
+    depth: u32,
+    redactor: Arc<Redactor>,
+    children: Arc<dyn ChildRuns>,
+    scratch_in_container: bool,
 }
 
 impl<'a> Execution<'a> {
@@ -108,6 +118,7 @@ impl<'a> Execution<'a> {
             resume: None,
             budget: None,
             agents: None,
+            nested: None,
         }
     }
 
@@ -167,6 +178,31 @@ impl<'a> Execution<'a> {
         self
     }
 
+    /// The agent environment, shared with the parent run (a subbot's child run).
+    pub(crate) fn shared_agents(mut self, env: Arc<AgentEnv>) -> Self {
+        self.agents = Some(env);
+        self
+    }
+
+    /// Makes this a child run at nesting `depth` (DSL.md §3.9): it redacts with the parent's
+    /// redactor, opens its own children through `children`, and knows where the parent's scratch
+    /// lives (SANDBOX.md §14 rule 2).
+    pub(crate) fn nested(
+        mut self,
+        depth: u32,
+        redactor: Arc<Redactor>,
+        children: Arc<dyn ChildRuns>,
+        scratch_in_container: bool,
+    ) -> Self {
+        self.nested = Some(Nested {
+            depth,
+            redactor,
+            children,
+            scratch_in_container,
+        });
+        self
+    }
+
     /// Runs the graph to an outcome. Never fails once started: every failure is an outcome.
     ///
     /// # Errors
@@ -202,12 +238,21 @@ impl<'a> Execution<'a> {
                 (state, start)
             }
         };
+        let nested = self.nested.unwrap_or_else(|| Nested {
+            depth: 0,
+            redactor: Arc::new(Redactor::new(&self.secrets)),
+            children: Arc::new(InlineChildRuns::new(self.events.clone())),
+            scratch_in_container: false,
+        });
         let ctx = Ctx {
             wf,
             graph,
             run_id: self.run_id,
             vars,
-            redactor: Arc::new(Redactor::new(&self.secrets)),
+            redactor: nested.redactor,
+            depth: nested.depth,
+            children: nested.children,
+            scratch_in_container: nested.scratch_in_container,
             sandbox: self.sandbox,
             workdir: self.workdir,
             events: self.events,
@@ -251,6 +296,12 @@ pub(crate) struct Ctx<'a> {
     pub run_id: String,
     pub vars: Value,
     pub redactor: Arc<Redactor>,
+    /// Subbot nesting: 0 for a top-level run (DSL.md §3.9).
+    pub depth: u32,
+    /// Where child runs are recorded.
+    pub children: Arc<dyn ChildRuns>,
+    /// The parent's scratch lives in the container (SANDBOX.md §14 rule 2).
+    pub scratch_in_container: bool,
     pub sandbox: &'a dyn SandboxRun,
     pub workdir: Option<String>,
     pub events: Arc<dyn EventSink>,
@@ -514,6 +565,9 @@ impl Ctx<'_> {
         let result = match &node.body {
             NodeBody::Router(_) => Ok(input.clone()),
             NodeBody::Tool(t) => tool::run(self, id, t, input, token).await,
+            NodeBody::Subbot(b) => {
+                Box::pin(crate::subbot::run(self, id, b, input, token)).await
+            }
             NodeBody::Agent(a) => {
                 let outcome = tokio::select! {
                     biased;

@@ -184,8 +184,9 @@ impl Engine {
                 "runner: the workflow file {path} changed since the run was submitted"
             ));
         }
-        let compiled = iterion_dsl::compile(
+        let compiled = iterion_dsl::compile_at(
             &bytes,
+            &run.file_path,
             &CompileOptions {
                 ask_user_in_sandbox: true,
             },

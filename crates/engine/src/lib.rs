@@ -78,6 +78,7 @@ mod runner;
 mod sandbox;
 mod sandbox_events;
 mod schema;
+mod subbot;
 mod secrets;
 mod select;
 mod sink;

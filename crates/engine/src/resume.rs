@@ -78,8 +78,9 @@ impl Engine {
                 return Err(EngineError::ScratchNotPortable { message });
             }
         }
-        let compiled = iterion_dsl::compile(
+        let compiled = iterion_dsl::compile_at(
             &bytes,
+            &run.file_path,
             &CompileOptions {
                 // ask_user works inside a sandbox through the runner channel (SANDBOX.md §13.3).
                 ask_user_in_sandbox: true,
