@@ -1,0 +1,242 @@
+//! Subbot nodes (DSL.md §3.9) through the executor on the host (noop driver): the child runs in
+//! the parent's sandbox, its output comes back, its failure fails the node, nesting works, and
+//! the adoption refusals of SANDBOX.md §14 hold against a run flagged copy-based.
+//!
+//! `CopyFlaggedRun` is a TEST SANDBOX RUN, not a product one: the noop host run that also offers a
+//! workspace file refresher, which is what makes a parent copy-based (SANDBOX.md §14).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use iterion_engine::dsl::{CompileOptions, compile_file, ir::Workflow};
+use iterion_engine::{Event, Execution, FailureCode, MemoryEventSink, OutcomeStatus, RunReport};
+use iterion_sandbox::{ExecOpts, ExecResult, SandboxRun, WorkspaceFileRefresher};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::support::{Host, RUN_ID, default_vars};
+
+/// Writes `files` into `dir` and compiles the first one from its path.
+fn compile_tree(dir: &Path, files: &[(&str, &str)]) -> Workflow {
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let compiled = compile_file(&dir.join(files[0].0), &CompileOptions::default()).unwrap();
+    match compiled.workflow {
+        Some(wf) => wf,
+        None => panic!("does not compile: {:#?}", compiled.diagnostics),
+    }
+}
+
+async fn execute(wf: &Workflow, sandbox: &dyn SandboxRun, workdir: &Path) -> (RunReport, Vec<Event>) {
+    let events = MemoryEventSink::new();
+    let exec = Execution::new(wf, RUN_ID, sandbox, Arc::new(events.clone()))
+        .vars(default_vars(wf))
+        .workdir(workdir.display().to_string());
+    let report = tokio::time::timeout(Duration::from_secs(60), exec.run())
+        .await
+        .expect("the run ends within 60 s")
+        .expect("the run starts");
+    (report, events.events())
+}
+
+const PARENT: &str = "\
+schema result:
+  wrote: string
+
+tool start:
+  command: `echo '{\"name\": \"alpha\"}'`
+
+subbot sub:
+  source: \"child.iter\"
+  output: result
+
+tool after:
+  command: `cat child-was-here.txt`
+
+workflow parent:
+  entry: start
+  start -> sub with { who: \"{{outputs.start.name}}\" }
+  sub -> after
+  after -> done
+";
+
+const CHILD: &str = "\
+vars:
+  who: string
+
+schema result:
+  wrote: string
+
+tool write:
+  command: `echo hello {{vars.who}} from $ITERION_RUN_ID > child-was-here.txt && echo '{\"wrote\": \"child-was-here.txt\"}'`
+  output: result
+
+workflow child:
+  entry: write
+  write -> done
+";
+
+#[tokio::test]
+async fn a_child_runs_in_the_parents_sandbox_and_its_output_comes_back() {
+    let host = Host::new().await;
+    let wf = compile_tree(host.path(), &[("parent.iter", PARENT), ("child.iter", CHILD)]);
+    let (report, events) = execute(&wf, host.sandbox.as_ref(), host.path()).await;
+    assert_eq!(report.outcome.status, OutcomeStatus::Finished, "{:?}", report.outcome.message);
+    assert_eq!(
+        report.outcome.outputs["sub"],
+        json!({"wrote": "child-was-here.txt"})
+    );
+    // The child wrote into the shared workspace, under its own run id.
+    let written = std::fs::read_to_string(host.file("child-was-here.txt")).unwrap();
+    assert_eq!(written.trim(), format!("hello alpha from {RUN_ID}.sub.1"));
+    // One sandbox_shared {adopted: true} naming the parent, and the child's own node events.
+    let shared: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SandboxShared(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(shared.len(), 1, "{events:#?}");
+    assert!(shared[0].adopted);
+    assert_eq!(shared[0].parent_run, RUN_ID);
+    assert_eq!(shared[0].driver.as_deref(), Some("noop"));
+    assert_eq!(shared[0].copy_based, Some(false));
+    let child_started = events
+        .iter()
+        .any(|e| matches!(e, Event::NodeStarted(s) if s.node == "write"));
+    assert!(child_started, "the child's node events are recorded");
+}
+
+#[tokio::test]
+async fn a_failing_child_fails_the_node_with_its_code_and_the_sandbox_survives() {
+    let host = Host::new().await;
+    let failing = CHILD.replace("echo hello", "exit 3; echo hello");
+    let wf = compile_tree(host.path(), &[("parent.iter", PARENT), ("child.iter", &failing)]);
+    let (report, _) = execute(&wf, host.sandbox.as_ref(), host.path()).await;
+    assert_eq!(report.outcome.status, OutcomeStatus::FailedResumable);
+    assert_eq!(report.outcome.failure_code, Some(FailureCode::ExecutionFailed));
+    let message = report.outcome.message.unwrap_or_default();
+    assert!(message.contains("node \"sub\""), "{message}");
+    // The parent's sandbox is still usable: the child never tears it down.
+    let after = host
+        .sandbox
+        .exec(&["true".to_owned()], ExecOpts::default())
+        .await
+        .expect("the parent's sandbox still runs commands");
+    assert_eq!(after.exit_code, 0);
+}
+
+#[tokio::test]
+async fn children_nest_three_deep() {
+    let host = Host::new().await;
+    let level = |name: &str, next: &str| {
+        format!(
+            "tool start:\n  command: `echo {name} >> trail.txt`\n\nsubbot sub:\n  source: \"{next}\"\n\nworkflow {name}:\n  entry: start\n  start -> sub\n  sub -> done\n"
+        )
+    };
+    let leaf = "tool start:\n  command: `echo leaf >> trail.txt && echo '{\"depth\": 3}'`\n\nworkflow leaf:\n  entry: start\n  start -> done\n";
+    let (l0, l1, l2) = (level("l0", "l1.iter"), level("l1", "l2.iter"), level("l2", "l3.iter"));
+    let wf = compile_tree(
+        host.path(),
+        &[("l0.iter", &l0), ("l1.iter", &l1), ("l2.iter", &l2), ("l3.iter", leaf)],
+    );
+    let (report, _) = execute(&wf, host.sandbox.as_ref(), host.path()).await;
+    assert_eq!(report.outcome.status, OutcomeStatus::Finished, "{:?}", report.outcome.message);
+    assert_eq!(report.outcome.outputs["sub"], json!({"depth": 3}));
+    let trail = std::fs::read_to_string(host.file("trail.txt")).unwrap();
+    assert_eq!(trail, "l0\nl1\nl2\nleaf\n");
+}
+
+/// The host run, flagged copy-based.
+struct CopyFlaggedRun {
+    inner: Box<dyn SandboxRun>,
+}
+
+#[async_trait]
+impl SandboxRun for CopyFlaggedRun {
+    fn driver(&self) -> &str {
+        "copy-flagged-test"
+    }
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+    async fn exec(&self, argv: &[String], opts: ExecOpts) -> iterion_sandbox::Result<ExecResult> {
+        self.inner.exec(argv, opts).await
+    }
+    async fn cleanup(&self) -> iterion_sandbox::Result<()> {
+        self.inner.cleanup().await
+    }
+    fn workspace_file_refresher(&self) -> Option<&dyn WorkspaceFileRefresher> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl WorkspaceFileRefresher for CopyFlaggedRun {
+    async fn refresh_workspace_file(&self, _rel: &str, _value: &[u8]) -> iterion_sandbox::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn under_a_copy_based_parent_a_declaring_child_is_refused_naming_fields_and_driver() {
+    let host = Host::new().await;
+    let declaring = CHILD.replace(
+        "workflow child:\n",
+        "workflow child:\n  sandbox:\n    image: \"alpine:3\"\n",
+    );
+    let wf = compile_tree(host.path(), &[("parent.iter", PARENT), ("child.iter", &declaring)]);
+    let flagged = CopyFlaggedRun {
+        inner: iterion_engine::host_sandbox(RUN_ID, host.path()).await.unwrap(),
+    };
+    let (report, events) = execute(&wf, &flagged, host.path()).await;
+    assert_eq!(
+        report.outcome.failure_code,
+        Some(FailureCode::SandboxAdoptionRefused)
+    );
+    let message = report.outcome.message.unwrap_or_default();
+    assert!(
+        message.contains(
+            "subbot sub declares sandbox fields [mode=inline, image] but its parent's copy-flagged-test sandbox is copy-based"
+        ),
+        "{message}"
+    );
+    assert!(!events.iter().any(|e| matches!(e, Event::SandboxShared(_))));
+}
+
+#[tokio::test]
+async fn under_a_copy_based_parent_a_pausing_child_is_refused_naming_the_node() {
+    let host = Host::new().await;
+    let pausing = "\
+vars:
+  who: string
+
+schema result:
+  wrote: string
+
+agent asker:
+  model: \"anthropic/claude-x\"
+  user: \"ask {{vars.who}}\"
+  output: result
+  interaction: ask
+
+workflow child:
+  entry: asker
+  asker -> done
+";
+    let wf = compile_tree(host.path(), &[("parent.iter", PARENT), ("child.iter", pausing)]);
+    let flagged = CopyFlaggedRun {
+        inner: iterion_engine::host_sandbox(RUN_ID, host.path()).await.unwrap(),
+    };
+    let (report, _) = execute(&wf, &flagged, host.path()).await;
+    assert_eq!(
+        report.outcome.failure_code,
+        Some(FailureCode::SandboxAdoptionRefused)
+    );
+    let message = report.outcome.message.unwrap_or_default();
+    assert!(message.contains("can pause at node \"asker\""), "{message}");
+}
