@@ -139,8 +139,14 @@ pub fn compile(bytes: &[u8], opts: &CompileOptions) -> Compiled {
 /// that cannot be read is C910.
 pub fn compile_file(path: &std::path::Path, opts: &CompileOptions) -> Result<Compiled, LoadError> {
     let bytes = load(path)?;
+    Ok(compile_at(&bytes, path, opts))
+}
+
+/// Compiles `bytes` that were read from `path` (callers that keep the bytes, to hash or show
+/// them): subbot children are loaded relative to `path`'s directory (DSL.md §3.9).
+pub fn compile_at(bytes: &[u8], path: &std::path::Path, opts: &CompileOptions) -> Compiled {
     let origin = check::Origin::root(path);
-    Ok(compile_in(&bytes, opts, Some(&origin)).0)
+    compile_in(bytes, opts, Some(&origin)).0
 }
 
 /// The pipeline, with where the text came from (`None`: bytes without a file).

@@ -565,9 +565,7 @@ impl Ctx<'_> {
         let result = match &node.body {
             NodeBody::Router(_) => Ok(input.clone()),
             NodeBody::Tool(t) => tool::run(self, id, t, input, token).await,
-            NodeBody::Subbot(b) => {
-                Box::pin(crate::subbot::run(self, id, b, input, token)).await
-            }
+            NodeBody::Subbot(b) => Box::pin(crate::subbot::run(self, id, b, input, token)).await,
             NodeBody::Agent(a) => {
                 let outcome = tokio::select! {
                     biased;

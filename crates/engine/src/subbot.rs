@@ -21,10 +21,10 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::events::Event;
-use crate::sandbox_events::{Adoption, SandboxShared};
 use crate::executor::{Ctx, Execution};
 use crate::failure::{FailureCode, OutcomeStatus};
 use crate::outcome::{Failure, RunOutcome};
+use crate::sandbox_events::{Adoption, SandboxShared};
 use crate::schema;
 use crate::sink::EventSink;
 
@@ -298,11 +298,21 @@ pub(crate) async fn run(
             ask_user_inherited: ctx.agents.is_some(),
         })))
         .await;
-    let mut execution = Execution::new(child, opened.run_id.clone(), ctx.sandbox, opened.events.clone())
-        .vars(vars)
-        .run_log(ctx.logs.clone())
-        .cancel_token(token.clone())
-        .nested(depth, ctx.redactor.clone(), ctx.children.clone(), ctx.scratch_in_container);
+    let mut execution = Execution::new(
+        child,
+        opened.run_id.clone(),
+        ctx.sandbox,
+        opened.events.clone(),
+    )
+    .vars(vars)
+    .run_log(ctx.logs.clone())
+    .cancel_token(token.clone())
+    .nested(
+        depth,
+        ctx.redactor.clone(),
+        ctx.children.clone(),
+        ctx.scratch_in_container,
+    );
     if let Some(workdir) = &ctx.workdir {
         execution = execution.workdir(workdir.clone());
     }
@@ -319,9 +329,10 @@ pub(crate) async fn run(
     let outcome = report.outcome;
     opened
         .events
-        .emit(outcome.terminal_event(
-            u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        ))
+        .emit(
+            outcome
+                .terminal_event(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)),
+        )
         .await;
     ctx.children.close(&opened, &outcome).await;
     if outcome.status != OutcomeStatus::Finished {
@@ -336,7 +347,9 @@ pub(crate) async fn run(
             ),
         ));
     }
-    let output = outcome.final_output.unwrap_or_else(|| Value::Object(Map::new()));
+    let output = outcome
+        .final_output
+        .unwrap_or_else(|| Value::Object(Map::new()));
     let Some(name) = &subbot.output else {
         return Ok(output);
     };

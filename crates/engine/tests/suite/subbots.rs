@@ -30,7 +30,11 @@ fn compile_tree(dir: &Path, files: &[(&str, &str)]) -> Workflow {
     }
 }
 
-async fn execute(wf: &Workflow, sandbox: &dyn SandboxRun, workdir: &Path) -> (RunReport, Vec<Event>) {
+async fn execute(
+    wf: &Workflow,
+    sandbox: &dyn SandboxRun,
+    workdir: &Path,
+) -> (RunReport, Vec<Event>) {
     let events = MemoryEventSink::new();
     let exec = Execution::new(wf, RUN_ID, sandbox, Arc::new(events.clone()))
         .vars(default_vars(wf))
@@ -82,9 +86,17 @@ workflow child:
 #[tokio::test]
 async fn a_child_runs_in_the_parents_sandbox_and_its_output_comes_back() {
     let host = Host::new().await;
-    let wf = compile_tree(host.path(), &[("parent.iter", PARENT), ("child.iter", CHILD)]);
+    let wf = compile_tree(
+        host.path(),
+        &[("parent.iter", PARENT), ("child.iter", CHILD)],
+    );
     let (report, events) = execute(&wf, host.sandbox.as_ref(), host.path()).await;
-    assert_eq!(report.outcome.status, OutcomeStatus::Finished, "{:?}", report.outcome.message);
+    assert_eq!(
+        report.outcome.status,
+        OutcomeStatus::Finished,
+        "{:?}",
+        report.outcome.message
+    );
     assert_eq!(
         report.outcome.outputs["sub"],
         json!({"wrote": "child-was-here.txt"})
@@ -115,10 +127,16 @@ async fn a_child_runs_in_the_parents_sandbox_and_its_output_comes_back() {
 async fn a_failing_child_fails_the_node_with_its_code_and_the_sandbox_survives() {
     let host = Host::new().await;
     let failing = CHILD.replace("echo hello", "exit 3; echo hello");
-    let wf = compile_tree(host.path(), &[("parent.iter", PARENT), ("child.iter", &failing)]);
+    let wf = compile_tree(
+        host.path(),
+        &[("parent.iter", PARENT), ("child.iter", &failing)],
+    );
     let (report, _) = execute(&wf, host.sandbox.as_ref(), host.path()).await;
     assert_eq!(report.outcome.status, OutcomeStatus::FailedResumable);
-    assert_eq!(report.outcome.failure_code, Some(FailureCode::ExecutionFailed));
+    assert_eq!(
+        report.outcome.failure_code,
+        Some(FailureCode::ExecutionFailed)
+    );
     let message = report.outcome.message.unwrap_or_default();
     assert!(message.contains("node \"sub\""), "{message}");
     // The parent's sandbox is still usable: the child never tears it down.
@@ -139,13 +157,27 @@ async fn children_nest_three_deep() {
         )
     };
     let leaf = "tool start:\n  command: `echo leaf >> trail.txt && echo '{\"depth\": 3}'`\n\nworkflow leaf:\n  entry: start\n  start -> done\n";
-    let (l0, l1, l2) = (level("l0", "l1.iter"), level("l1", "l2.iter"), level("l2", "l3.iter"));
+    let (l0, l1, l2) = (
+        level("l0", "l1.iter"),
+        level("l1", "l2.iter"),
+        level("l2", "l3.iter"),
+    );
     let wf = compile_tree(
         host.path(),
-        &[("l0.iter", &l0), ("l1.iter", &l1), ("l2.iter", &l2), ("l3.iter", leaf)],
+        &[
+            ("l0.iter", &l0),
+            ("l1.iter", &l1),
+            ("l2.iter", &l2),
+            ("l3.iter", leaf),
+        ],
     );
     let (report, _) = execute(&wf, host.sandbox.as_ref(), host.path()).await;
-    assert_eq!(report.outcome.status, OutcomeStatus::Finished, "{:?}", report.outcome.message);
+    assert_eq!(
+        report.outcome.status,
+        OutcomeStatus::Finished,
+        "{:?}",
+        report.outcome.message
+    );
     assert_eq!(report.outcome.outputs["sub"], json!({"depth": 3}));
     let trail = std::fs::read_to_string(host.file("trail.txt")).unwrap();
     assert_eq!(trail, "l0\nl1\nl2\nleaf\n");
@@ -177,7 +209,11 @@ impl SandboxRun for CopyFlaggedRun {
 
 #[async_trait]
 impl WorkspaceFileRefresher for CopyFlaggedRun {
-    async fn refresh_workspace_file(&self, _rel: &str, _value: &[u8]) -> iterion_sandbox::Result<()> {
+    async fn refresh_workspace_file(
+        &self,
+        _rel: &str,
+        _value: &[u8],
+    ) -> iterion_sandbox::Result<()> {
         Ok(())
     }
 }
@@ -189,9 +225,14 @@ async fn under_a_copy_based_parent_a_declaring_child_is_refused_naming_fields_an
         "workflow child:\n",
         "workflow child:\n  sandbox:\n    image: \"alpine:3\"\n",
     );
-    let wf = compile_tree(host.path(), &[("parent.iter", PARENT), ("child.iter", &declaring)]);
+    let wf = compile_tree(
+        host.path(),
+        &[("parent.iter", PARENT), ("child.iter", &declaring)],
+    );
     let flagged = CopyFlaggedRun {
-        inner: iterion_engine::host_sandbox(RUN_ID, host.path()).await.unwrap(),
+        inner: iterion_engine::host_sandbox(RUN_ID, host.path())
+            .await
+            .unwrap(),
     };
     let (report, events) = execute(&wf, &flagged, host.path()).await;
     assert_eq!(
@@ -228,9 +269,14 @@ workflow child:
   entry: asker
   asker -> done
 ";
-    let wf = compile_tree(host.path(), &[("parent.iter", PARENT), ("child.iter", pausing)]);
+    let wf = compile_tree(
+        host.path(),
+        &[("parent.iter", PARENT), ("child.iter", pausing)],
+    );
     let flagged = CopyFlaggedRun {
-        inner: iterion_engine::host_sandbox(RUN_ID, host.path()).await.unwrap(),
+        inner: iterion_engine::host_sandbox(RUN_ID, host.path())
+            .await
+            .unwrap(),
     };
     let (report, _) = execute(&wf, &flagged, host.path()).await;
     assert_eq!(
