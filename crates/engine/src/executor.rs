@@ -85,14 +85,9 @@ pub struct Execution<'a> {
     resume: Option<Checkpoint>,
     budget: Option<RunBudget>,
     agents: Option<Arc<AgentEnv>>,
-    nested: Option<Nested>,
-}
-
-/// What a child run inherits from its parent (DSL.md §3.9).
-struct Nested {
     depth: u32,
-    redactor: Arc<Redactor>,
-    children: Arc<dyn ChildRuns>,
+    redactor: Option<Arc<Redactor>>,
+    children: Option<Arc<dyn ChildRuns>>,
     scratch_in_container: bool,
 }
 
@@ -118,7 +113,10 @@ impl<'a> Execution<'a> {
             resume: None,
             budget: None,
             agents: None,
-            nested: None,
+            depth: 0,
+            redactor: None,
+            children: None,
+            scratch_in_container: false,
         }
     }
 
@@ -184,22 +182,24 @@ impl<'a> Execution<'a> {
         self
     }
 
-    /// Makes this a child run at nesting `depth` (DSL.md §3.9): it redacts with the parent's
-    /// redactor, opens its own children through `children`, and knows where the parent's scratch
-    /// lives (SANDBOX.md §14 rule 2).
-    pub(crate) fn nested(
+    /// Where subbot child runs are recorded, and whether this run's scratch lives in the
+    /// container (SANDBOX.md §14 rule 2). Default: [`InlineChildRuns`] over this run's events,
+    /// scratch on the host.
+    pub(crate) fn child_runs(
         mut self,
-        depth: u32,
-        redactor: Arc<Redactor>,
         children: Arc<dyn ChildRuns>,
         scratch_in_container: bool,
     ) -> Self {
-        self.nested = Some(Nested {
-            depth,
-            redactor,
-            children,
-            scratch_in_container,
-        });
+        self.children = Some(children);
+        self.scratch_in_container = scratch_in_container;
+        self
+    }
+
+    /// Makes this a child run at nesting `depth` (DSL.md §3.9), redacting with the parent's
+    /// redactor.
+    pub(crate) fn nested(mut self, depth: u32, redactor: Arc<Redactor>) -> Self {
+        self.depth = depth;
+        self.redactor = Some(redactor);
         self
     }
 
@@ -238,21 +238,21 @@ impl<'a> Execution<'a> {
                 (state, start)
             }
         };
-        let nested = self.nested.unwrap_or_else(|| Nested {
-            depth: 0,
-            redactor: Arc::new(Redactor::new(&self.secrets)),
-            children: Arc::new(InlineChildRuns::new(self.events.clone())),
-            scratch_in_container: false,
-        });
+        let redactor = self
+            .redactor
+            .unwrap_or_else(|| Arc::new(Redactor::new(&self.secrets)));
+        let children = self
+            .children
+            .unwrap_or_else(|| Arc::new(InlineChildRuns::new(self.events.clone())));
         let ctx = Ctx {
             wf,
             graph,
             run_id: self.run_id,
             vars,
-            redactor: nested.redactor,
-            depth: nested.depth,
-            children: nested.children,
-            scratch_in_container: nested.scratch_in_container,
+            redactor,
+            depth: self.depth,
+            children,
+            scratch_in_container: self.scratch_in_container,
             sandbox: self.sandbox,
             workdir: self.workdir,
             events: self.events,

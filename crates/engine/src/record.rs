@@ -74,6 +74,146 @@ impl EventSink for StoreEvents {
     }
 }
 
+/// Child runs of subbot nodes as records of their own (DSL.md §3.9): each is created `running`
+/// as a child of the parent record (parent id, root id, the parent's trust), holds its own lease
+/// while it runs, gets its own events, and is saved with its outcome when it ends.
+pub(crate) struct StoreChildRuns {
+    store: Arc<dyn Store>,
+    parent: iterion_store::Run,
+    holder: String,
+    observer: Arc<dyn RunObserver>,
+    /// Cancelled when a child's lease is lost.
+    on_lost: tokio_util::sync::CancellationToken,
+    /// The lease keepers of the open children, by child run id.
+    keepers: std::sync::Mutex<Vec<(String, crate::lease::LeaseKeeper)>>,
+}
+
+impl StoreChildRuns {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        parent: iterion_store::Run,
+        holder: String,
+        observer: Arc<dyn RunObserver>,
+        on_lost: tokio_util::sync::CancellationToken,
+    ) -> StoreChildRuns {
+        StoreChildRuns {
+            store,
+            parent,
+            holder,
+            observer,
+            on_lost,
+            keepers: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn keepers(&self) -> std::sync::MutexGuard<'_, Vec<(String, crate::lease::LeaseKeeper)>> {
+        self.keepers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl crate::subbot::ChildRuns for StoreChildRuns {
+    fn open<'a>(
+        &'a self,
+        _parent_run: &'a str,
+        node: &'a str,
+        subbot: &'a iterion_dsl::ir::SubbotNode,
+        child: &'a iterion_dsl::ir::Workflow,
+    ) -> futures_util::future::BoxFuture<'a, Result<crate::subbot::ChildRun, crate::outcome::Failure>>
+    {
+        Box::pin(async move {
+            let ir = serde_json::to_vec(child).unwrap_or_default();
+            let file = self
+                .parent
+                .file_path
+                .parent()
+                .map_or_else(|| subbot.source.clone().into(), |d| d.join(&subbot.source));
+            let new = iterion_store::NewRun::new(
+                child.name.clone(),
+                crate::launch::workflow_hash(&ir),
+                file,
+            )
+            .child_of(&self.parent)
+            .lease(self.holder.clone(), crate::lease::LEASE_TTL);
+            let run = self.store.create_run(new).await.map_err(|e| {
+                crate::outcome::Failure::new(
+                    crate::failure::FailureCode::ExecutionFailed,
+                    format!("subbot {node}: cannot create the child run record: {e}"),
+                )
+            })?;
+            self.observer.run_created(run.id.as_str());
+            let keeper = crate::lease::LeaseKeeper::start(
+                Arc::clone(&self.store),
+                run.id.clone(),
+                self.holder.clone(),
+                self.on_lost.clone(),
+            );
+            self.keepers().push((run.id.to_string(), keeper));
+            let events = StoreEvents::new(
+                Arc::clone(&self.store),
+                run.id.clone(),
+                Arc::clone(&self.observer),
+            );
+            Ok(crate::subbot::ChildRun {
+                run_id: run.id.to_string(),
+                events: Arc::new(events),
+            })
+        })
+    }
+
+    fn close<'a>(
+        &'a self,
+        child: &'a crate::subbot::ChildRun,
+        outcome: &'a crate::outcome::RunOutcome,
+    ) -> futures_util::future::BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let keeper = {
+                let mut keepers = self.keepers();
+                keepers
+                    .iter()
+                    .position(|(id, _)| *id == child.run_id)
+                    .map(|at| keepers.swap_remove(at).1)
+            };
+            if let Err(error) = save_child(self.store.as_ref(), &child.run_id, outcome).await {
+                tracing::warn!(
+                    "child run {}: could not save its outcome: {error}",
+                    child.run_id
+                );
+            }
+            if let Some(keeper) = keeper {
+                keeper.release().await;
+            }
+        })
+    }
+}
+
+/// Saves a child run's status, failure and last node (three tries on a version conflict).
+async fn save_child(
+    store: &dyn Store,
+    run_id: &str,
+    outcome: &crate::outcome::RunOutcome,
+) -> iterion_store::Result<()> {
+    let Ok(id) = run_id.parse::<RunId>() else {
+        return Ok(());
+    };
+    for attempt in 1..=3 {
+        let Some(current) = store.get_run(&id).await? else {
+            return Ok(());
+        };
+        let mut next = current.clone();
+        next.status = crate::run::store_status(outcome.status);
+        next.failure_code = outcome.failure_code.map(|c| c.as_str().to_owned());
+        next.failure_message = outcome.message.clone();
+        next.last_completed_node = outcome.last_completed_node.clone();
+        match store.save_run(&next, current.version).await {
+            Err(iterion_store::Error::Conflict { .. }) if attempt < 3 => {}
+            other => return other.map(|_| ()),
+        }
+    }
+    Ok(())
+}
+
 /// The run log: tool output and driver operations, batched into the store.
 #[derive(Clone)]
 pub(crate) struct StoreRunLog {

@@ -485,6 +485,7 @@ impl Engine {
             workspace,
             events,
             run_log,
+            observer,
             stop,
             stop_code,
             ..
@@ -536,6 +537,17 @@ impl Engine {
         if let Some(checkpoint) = attempt.checkpoint.clone() {
             execution = execution.resume_from(checkpoint);
         }
+        let children = crate::record::StoreChildRuns::new(
+            Arc::clone(&self.store),
+            run.clone(),
+            attempt.holder.clone(),
+            Arc::clone(observer),
+            stop.clone(),
+        );
+        execution = execution.child_runs(
+            Arc::new(children),
+            active.is_some_and(ActiveSandbox::scratch_in_container),
+        );
         match execution.run().await {
             Ok(report) => {
                 let mut outcome = report.outcome;

@@ -35,6 +35,7 @@ pub(crate) trait ChildRuns: Send + Sync {
         &'a self,
         parent_run: &'a str,
         node: &'a str,
+        subbot: &'a SubbotNode,
         child: &'a Workflow,
     ) -> BoxFuture<'a, Result<ChildRun, Failure>>;
 
@@ -72,6 +73,7 @@ impl ChildRuns for InlineChildRuns {
         &'a self,
         parent_run: &'a str,
         node: &'a str,
+        _subbot: &'a SubbotNode,
         _child: &'a Workflow,
     ) -> BoxFuture<'a, Result<ChildRun, Failure>> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
@@ -283,7 +285,7 @@ pub(crate) async fn run(
         AdoptionDecision::Adopt => {}
     }
     let vars = child_vars(child, input)?;
-    let opened = ctx.children.open(&ctx.run_id, node, child).await?;
+    let opened = ctx.children.open(&ctx.run_id, node, subbot, child).await?;
     let workspace = ctx.workdir.clone().unwrap_or_default();
     opened
         .events
@@ -307,12 +309,8 @@ pub(crate) async fn run(
     .vars(vars)
     .run_log(ctx.logs.clone())
     .cancel_token(token.clone())
-    .nested(
-        depth,
-        ctx.redactor.clone(),
-        ctx.children.clone(),
-        ctx.scratch_in_container,
-    );
+    .nested(depth, ctx.redactor.clone())
+    .child_runs(ctx.children.clone(), ctx.scratch_in_container);
     if let Some(workdir) = &ctx.workdir {
         execution = execution.workdir(workdir.clone());
     }

@@ -177,12 +177,8 @@ async fn a_child_beyond_the_depth_limit_fails_subbot_depth_exceeded() {
     // A run that is itself a child at the deepest allowed level.
     let report = Execution::new(&wf, "run-1", sandbox.as_ref(), sink.clone())
         .workdir(dir.path().display().to_string())
-        .nested(
-            ir::MAX_SUBBOT_DEPTH,
-            Arc::new(Redactor::new(&[])),
-            Arc::new(InlineChildRuns::new(sink)),
-            false,
-        )
+        .nested(ir::MAX_SUBBOT_DEPTH, Arc::new(Redactor::new(&[])))
+        .child_runs(Arc::new(InlineChildRuns::new(sink)), false)
         .run()
         .await
         .unwrap();

@@ -286,3 +286,85 @@ workflow child:
     let message = report.outcome.message.unwrap_or_default();
     assert!(message.contains("can pause at node \"asker\""), "{message}");
 }
+
+/// Through `Engine::run` on the host: the child has a run record of its own (parent, root and
+/// trust from the parent), its own events, and its final status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launched_child_has_its_own_record_and_events() {
+    use iterion_engine::{Engine, LaunchOptions, NoObserver, RunControl, RunRequest};
+    use iterion_sandbox::{Registry, Trust};
+    use iterion_store::{RunQuery, RunStatus, SqliteOptions, SqliteStore, Store};
+
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(home.path().join("iterion.db"), SqliteOptions::default())
+            .await
+            .unwrap(),
+    );
+    let engine = Engine::new(Arc::clone(&store), home.path()).with_registry(Registry::with_noop());
+    let parent = PARENT.replace("  entry: start\n", "  entry: start\n  sandbox: none\n");
+    let wf = compile_tree(
+        ws.path(),
+        &[("parent.iter", &parent), ("child.iter", CHILD)],
+    );
+    let request = RunRequest {
+        vars: default_vars(&wf),
+        workflow: wf,
+        workflow_hash: "sha256:test".to_owned(),
+        file_path: ws.path().join("parent.iter"),
+        secrets: Vec::new(),
+        trust: Trust::Trusted,
+        options: LaunchOptions {
+            cwd: ws.path().to_owned(),
+            ..LaunchOptions::default()
+        },
+    };
+    let summary = engine
+        .run(request, RunControl::default(), Arc::new(NoObserver))
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Finished, "{:?}", summary.message);
+    let runs = store.list_runs(&RunQuery::default()).await.unwrap();
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    let parent_id = iterion_store::RunId::parse(&summary.run_id).unwrap();
+    let child = runs
+        .iter()
+        .find(|r| r.id != parent_id)
+        .expect("a child run record");
+    assert_eq!(child.parent_run_id.as_ref(), Some(&parent_id));
+    assert_eq!(child.root_run_id, parent_id);
+    assert_eq!(child.workflow, "child");
+    assert_eq!(child.status, RunStatus::Finished);
+    assert_eq!(child.file_path, ws.path().join("child.iter"));
+    let kinds: Vec<String> = store
+        .events(&child.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "sandbox_shared",
+            "node_started",
+            "node_finished",
+            "edge_selected",
+            "run_finished"
+        ]
+    );
+    let parent_kinds: Vec<String> = store
+        .events(&parent_id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert!(
+        !parent_kinds.iter().any(|k| k == "sandbox_shared"),
+        "the child's events are its own: {parent_kinds:?}"
+    );
+    let written = std::fs::read_to_string(ws.path().join("child-was-here.txt")).unwrap();
+    assert_eq!(written.trim(), format!("hello alpha from {}", child.id));
+}
