@@ -1,0 +1,106 @@
+//! Subbot children through `iterion run` (DSL.md §3.9, SANDBOX.md §14): a child adopts its
+//! parent's container — one container for both, the child sees the parent's container and writes
+//! into the shared workspace — and nothing is left after the run.
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+
+use crate::suite::support::{Env, IMAGE, docker_or_skip, first, kinds};
+
+const PARENT: &str = "\
+tool start:
+  command: `hostname > parent-host.txt`
+
+subbot sub:
+  source: \"child.iter\"
+
+workflow parent:
+  entry: start
+  start -> sub
+  sub -> done
+";
+
+/// Records its hostname (docker's short container id), signals, then lingers so the test can
+/// count containers while it runs.
+const CHILD: &str = "\
+tool adopt:
+  command: `hostname > child-host.txt && touch child-running && sleep 3`
+
+workflow child:
+  entry: adopt
+  adopt -> done
+";
+
+#[test]
+fn docker_an_adopting_child_runs_in_the_parents_container_and_none_is_left() {
+    if !docker_or_skip("cli::subbots::docker_an_adopting_child") {
+        return;
+    }
+    let env = Env::new();
+    env.write("parent.iter", PARENT);
+    env.write("child.iter", CHILD);
+    let mut child = env.spawn(&["run", "parent.iter", "--sandbox-default-image", IMAGE]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !env.path("child-running").exists() {
+        assert!(Instant::now() < deadline, "the child never ran");
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the run ended before the child ran: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        env.containers().len(),
+        1,
+        "one container for the parent and its adopting child"
+    );
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let runs = env.runs();
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    let parent = runs
+        .iter()
+        .find(|r| r.parent_run_id.is_none())
+        .expect("the parent run");
+    let sub = runs
+        .iter()
+        .find(|r| r.parent_run_id.as_ref() == Some(&parent.id))
+        .expect("the child run");
+    assert_eq!(sub.root_run_id, parent.id);
+    let parent_events = env.events(parent);
+    let container =
+        first(&parent_events, "sandbox_started").expect("the parent's sandbox")["sandbox_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let child_events = env.events(sub);
+    assert!(
+        !kinds(&child_events).contains(&"sandbox_started"),
+        "the child starts no sandbox: {child_events:#?}"
+    );
+    let shared = first(&child_events, "sandbox_shared").expect("sandbox_shared");
+    assert_eq!(shared["adopted"], true);
+    assert_eq!(shared["driver"], "docker");
+    assert_eq!(shared["parent_run"], parent.id.as_str());
+    let read = |name: &str| {
+        std::fs::read_to_string(env.path(name))
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+    let (parent_host, child_host) = (read("parent-host.txt"), read("child-host.txt"));
+    assert_eq!(
+        child_host, parent_host,
+        "the child ran in the parent's container"
+    );
+    assert!(
+        container.starts_with(&child_host),
+        "{container} is not {child_host}"
+    );
+    assert_eq!(env.containers(), Vec::<String>::new(), "nothing is left");
+}
