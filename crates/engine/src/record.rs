@@ -129,13 +129,15 @@ impl crate::subbot::ChildRuns for StoreChildRuns {
                 .file_path
                 .parent()
                 .map_or_else(|| subbot.source.clone().into(), |d| d.join(&subbot.source));
-            let new = iterion_store::NewRun::new(
-                child.name.clone(),
-                crate::launch::workflow_hash(&ir),
-                file,
-            )
-            .child_of(&self.parent)
-            .lease(self.holder.clone(), crate::lease::LEASE_TTL);
+            // The hash of the child's source as resume computes it; the compiled child's when
+            // the file is gone.
+            let hash = iterion_dsl::load(&file).map_or_else(
+                |_| crate::launch::workflow_hash(&ir),
+                |bytes| crate::launch::workflow_hash(&bytes),
+            );
+            let new = iterion_store::NewRun::new(child.name.clone(), hash, file)
+                .child_of(&self.parent)
+                .lease(self.holder.clone(), crate::lease::LEASE_TTL);
             let run = self.store.create_run(new).await.map_err(|e| {
                 crate::outcome::Failure::new(
                     crate::failure::FailureCode::ExecutionFailed,

@@ -187,6 +187,20 @@ pub(crate) fn should_adopt(
     AdoptionDecision::Adopt
 }
 
+/// The parent run of a child whose last `sandbox_shared` says it adopted a copy-based parent's
+/// sandbox (SANDBOX.md §14, resume): such a child cannot be resumed where it ran.
+pub(crate) fn adopted_in_copy_based_parent<'a>(
+    events: impl DoubleEndedIterator<Item = (&'a str, &'a Value)>,
+) -> Option<String> {
+    let (_, last) = events.rev().find(|(kind, _)| *kind == "sandbox_shared")?;
+    let flag = |key: &str| last.get(key).and_then(Value::as_bool);
+    if flag("adopted") == Some(true) && flag("copy_based") == Some(true) {
+        let parent = last.get("parent_run").and_then(Value::as_str).unwrap_or("");
+        return Some(parent.to_owned());
+    }
+    None
+}
+
 /// The child's vars: its defaults, then every input key naming a child var, typed as the child
 /// declares it (DSL.md §3.9). A required var left unset, or a value of the wrong type, fails the
 /// node (`TEMPLATE_UNRESOLVED` is not it: `SCHEMA_VALIDATION` names the bad input).

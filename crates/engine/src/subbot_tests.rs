@@ -189,3 +189,26 @@ async fn a_child_beyond_the_depth_limit_fails_subbot_depth_exceeded() {
     assert_eq!(report.outcome.status, OutcomeStatus::Failed);
     assert!(!dir.path().join("ran.txt").exists(), "the child never ran");
 }
+
+#[test]
+fn only_a_child_that_adopted_a_copy_based_sandbox_is_pinned_to_it() {
+    let ev = |adopted: bool, copy: bool| {
+        (
+            "sandbox_shared",
+            json!({"adopted": adopted, "copy_based": copy, "parent_run": "p-1"}),
+        )
+    };
+    let check = |events: Vec<(&str, serde_json::Value)>| {
+        adopted_in_copy_based_parent(events.iter().map(|(k, v)| (*k, v)))
+    };
+    assert_eq!(check(vec![ev(true, true)]), Some("p-1".to_owned()));
+    assert_eq!(check(vec![ev(true, false)]), None);
+    assert_eq!(check(vec![ev(false, true)]), None);
+    assert_eq!(check(vec![]), None);
+    // The last one counts: a forced resume gave it a sandbox of its own.
+    let forced = (
+        "sandbox_shared",
+        json!({"adopted": false, "forced": true, "parent_run": "p-1"}),
+    );
+    assert_eq!(check(vec![ev(true, true), forced]), None);
+}

@@ -368,3 +368,90 @@ async fn a_launched_child_has_its_own_record_and_events() {
     let written = std::fs::read_to_string(ws.path().join("child-was-here.txt")).unwrap();
     assert_eq!(written.trim(), format!("hello alpha from {}", child.id));
 }
+
+/// Resume of a child that adopted a copy-based parent's sandbox (SANDBOX.md §14): refused
+/// without `--force` (`RESUME_INVALID`); with it, the child runs in a sandbox of its own and
+/// records `sandbox_shared {adopted: false, forced: true}`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_of_a_copy_based_parent_resumes_only_with_force() {
+    use iterion_engine::{Engine, EngineError, NoObserver, ResumeRequest, RunControl};
+    use iterion_sandbox::Registry;
+    use iterion_store::{NewEvent, NewRun, RunStatus, SqliteOptions, SqliteStore, Store};
+
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(home.path().join("iterion.db"), SqliteOptions::default())
+            .await
+            .unwrap(),
+    );
+    let engine = Engine::new(Arc::clone(&store), home.path()).with_registry(Registry::with_noop());
+    let source = "tool t:\n  command: `echo resumed > resumed.txt`\n\nworkflow child:\n  entry: t\n  sandbox: none\n  t -> done\n";
+    let file = ws.path().join("child.iter");
+    std::fs::write(&file, source).unwrap();
+    let parent = store
+        .create_run(NewRun::new(
+            "parent",
+            "sha256:p",
+            ws.path().join("parent.iter"),
+        ))
+        .await
+        .unwrap();
+    let child = store
+        .create_run(
+            NewRun::new(
+                "child",
+                iterion_engine::workflow_hash(source.as_bytes()),
+                &file,
+            )
+            .child_of(&parent),
+        )
+        .await
+        .unwrap();
+    let mut failed = child.clone();
+    failed.status = RunStatus::FailedResumable;
+    failed.failure_code = Some("EXECUTION_FAILED".to_owned());
+    store.save_run(&failed, child.version).await.unwrap();
+    let adopted = json!({
+        "adopted": true, "driver": "kubernetes", "workspace": "/workspace",
+        "parent_run": parent.id.as_str(), "copy_based": true,
+    });
+    store
+        .append_event(&child.id, NewEvent::new("sandbox_shared", adopted))
+        .await
+        .unwrap();
+    let resume = |force: bool| ResumeRequest {
+        run_id: child.id.to_string(),
+        force,
+        answer: None,
+    };
+
+    let refused = engine
+        .resume(resume(false), RunControl::default(), Arc::new(NoObserver))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), "RESUME_INVALID");
+    assert!(
+        matches!(&refused, EngineError::ResumeRefused { message } if message.contains("--force")),
+        "{refused}"
+    );
+    assert!(!ws.path().join("resumed.txt").exists());
+
+    let summary = engine
+        .resume(resume(true), RunControl::default(), Arc::new(NoObserver))
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Finished, "{:?}", summary.message);
+    let shared: Vec<serde_json::Value> = store
+        .events(&child.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "sandbox_shared")
+        .map(|e| e.data)
+        .collect();
+    assert_eq!(shared.len(), 2, "{shared:#?}");
+    assert_eq!(shared[1]["adopted"], false);
+    assert_eq!(shared[1]["forced"], true);
+    assert_eq!(shared[1]["parent_run"], parent.id.as_str());
+}
