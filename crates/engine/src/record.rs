@@ -157,9 +157,18 @@ impl crate::subbot::ChildRuns for StoreChildRuns {
                 run.id.clone(),
                 Arc::clone(&self.observer),
             );
+            let started = crate::events::RunStarted {
+                workflow: run.workflow.clone(),
+                workflow_hash: run.workflow_hash.clone(),
+                trust: crate::run::sandbox_trust(run.trust).as_str().to_owned(),
+                resumed: false,
+                parent_run: run.parent_run_id.as_ref().map(ToString::to_string),
+                root_run: Some(run.root_run_id.to_string()),
+            };
             Ok(crate::subbot::ChildRun {
                 run_id: run.id.to_string(),
                 events: Arc::new(events),
+                started,
             })
         })
     }

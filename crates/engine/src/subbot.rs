@@ -20,7 +20,7 @@ use iterion_dsl::ir::{
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::events::Event;
+use crate::events::{Event, RunStarted};
 use crate::executor::{Ctx, Execution};
 use crate::failure::{FailureCode, OutcomeStatus};
 use crate::outcome::{Failure, RunOutcome};
@@ -49,6 +49,8 @@ pub(crate) struct ChildRun {
     pub run_id: String,
     /// Where its events go.
     pub events: Arc<dyn EventSink>,
+    /// Its `run_started`: the child's first event, naming the parent and the root run.
+    pub started: RunStarted,
 }
 
 /// The executor's default [`ChildRuns`] when no store is wired: child ids are
@@ -74,12 +76,20 @@ impl ChildRuns for InlineChildRuns {
         parent_run: &'a str,
         node: &'a str,
         _subbot: &'a SubbotNode,
-        _child: &'a Workflow,
+        child: &'a Workflow,
     ) -> BoxFuture<'a, Result<ChildRun, Failure>> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let run = ChildRun {
             run_id: format!("{parent_run}.{node}.{n}"),
             events: self.events.clone(),
+            started: RunStarted {
+                workflow: child.name.clone(),
+                workflow_hash: String::new(),
+                trust: "trusted".to_owned(),
+                resumed: false,
+                parent_run: Some(parent_run.to_owned()),
+                root_run: Some(parent_run.to_owned()),
+            },
         };
         Box::pin(async move { Ok(run) })
     }
@@ -301,6 +311,10 @@ pub(crate) async fn run(
     let vars = child_vars(child, input)?;
     let opened = ctx.children.open(&ctx.run_id, node, subbot, child).await?;
     let workspace = ctx.workdir.clone().unwrap_or_default();
+    opened
+        .events
+        .emit(Event::RunStarted(opened.started.clone()))
+        .await;
     opened
         .events
         .emit(Event::SandboxShared(SandboxShared::adopted(Adoption {

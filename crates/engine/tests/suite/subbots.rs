@@ -347,6 +347,7 @@ async fn a_launched_child_has_its_own_record_and_events() {
     assert_eq!(
         kinds,
         [
+            "run_started",
             "sandbox_shared",
             "node_started",
             "node_finished",
@@ -354,6 +355,11 @@ async fn a_launched_child_has_its_own_record_and_events() {
             "run_finished"
         ]
     );
+    let child_started = &store.events(&child.id, 0).await.unwrap()[0].data;
+    assert_eq!(child_started["parent_run"], parent_id.as_str());
+    assert_eq!(child_started["root_run"], parent_id.as_str());
+    assert_eq!(child_started["trust"], "trusted");
+    assert_eq!(child_started["workflow"], "child");
     let parent_kinds: Vec<String> = store
         .events(&parent_id, 0)
         .await
