@@ -87,7 +87,7 @@ pub struct Execution<'a> {
     agents: Option<Arc<AgentEnv>>,
     depth: u32,
     redactor: Option<Arc<Redactor>>,
-    children: Option<Arc<dyn ChildRuns>>,
+    children: Option<Arc<dyn ChildRuns + 'a>>,
     scratch_in_container: bool,
 }
 
@@ -187,7 +187,7 @@ impl<'a> Execution<'a> {
     /// scratch on the host.
     pub(crate) fn child_runs(
         mut self,
-        children: Arc<dyn ChildRuns>,
+        children: Arc<dyn ChildRuns + 'a>,
         scratch_in_container: bool,
     ) -> Self {
         self.children = Some(children);
@@ -299,7 +299,7 @@ pub(crate) struct Ctx<'a> {
     /// Subbot nesting: 0 for a top-level run (DSL.md §3.9).
     pub depth: u32,
     /// Where child runs are recorded.
-    pub children: Arc<dyn ChildRuns>,
+    pub children: Arc<dyn ChildRuns + 'a>,
     /// The parent's scratch lives in the container (SANDBOX.md §14 rule 2).
     pub scratch_in_container: bool,
     pub sandbox: &'a dyn SandboxRun,

@@ -77,7 +77,12 @@ impl EventSink for StoreEvents {
 /// Child runs of subbot nodes as records of their own (DSL.md §3.9): each is created `running`
 /// as a child of the parent record (parent id, root id, the parent's trust), holds its own lease
 /// while it runs, gets its own events, and is saved with its outcome when it ends.
-pub(crate) struct StoreChildRuns {
+///
+/// A child that declares a sandbox of its own under a bind-mount parent is a whole launch of its
+/// own ([`crate::Engine`]'s attempt: admission, sandbox, execution, teardown) with the parent's
+/// sandbox settings and launch options (SANDBOX.md §14 rule 1).
+pub(crate) struct StoreChildRuns<'e> {
+    engine: &'e crate::Engine,
     store: Arc<dyn Store>,
     parent: iterion_store::Run,
     holder: String,
@@ -86,23 +91,31 @@ pub(crate) struct StoreChildRuns {
     on_lost: tokio_util::sync::CancellationToken,
     /// The lease keepers of the open children, by child run id.
     keepers: std::sync::Mutex<Vec<(String, crate::lease::LeaseKeeper)>>,
+    /// The parent's sandbox settings, override and launch options, for a child's own launch.
+    settings: crate::sandbox::SandboxSettings,
+    override_env: Option<iterion_sandbox::SandboxFlag>,
+    launch: crate::LaunchOptions,
 }
 
-impl StoreChildRuns {
+impl<'e> StoreChildRuns<'e> {
     pub(crate) fn new(
-        store: Arc<dyn Store>,
+        engine: &'e crate::Engine,
+        attempt: &crate::run::Attempt,
         parent: iterion_store::Run,
-        holder: String,
         observer: Arc<dyn RunObserver>,
         on_lost: tokio_util::sync::CancellationToken,
-    ) -> StoreChildRuns {
+    ) -> StoreChildRuns<'e> {
         StoreChildRuns {
-            store,
+            engine,
+            store: Arc::clone(&engine.store),
             parent,
-            holder,
+            holder: attempt.holder.clone(),
             observer,
             on_lost,
             keepers: std::sync::Mutex::new(Vec::new()),
+            settings: attempt.settings.clone(),
+            override_env: attempt.override_env,
+            launch: attempt.launch.clone(),
         }
     }
 
@@ -113,7 +126,7 @@ impl StoreChildRuns {
     }
 }
 
-impl crate::subbot::ChildRuns for StoreChildRuns {
+impl crate::subbot::ChildRuns for StoreChildRuns<'_> {
     fn open<'a>(
         &'a self,
         _parent_run: &'a str,
@@ -173,6 +186,14 @@ impl crate::subbot::ChildRuns for StoreChildRuns {
         })
     }
 
+    fn run_own<'a>(
+        &'a self,
+        own: crate::subbot::OwnRun<'a>,
+    ) -> futures_util::future::BoxFuture<'a, Result<serde_json::Value, crate::outcome::Failure>>
+    {
+        Box::pin(self.launch_own(own))
+    }
+
     fn close<'a>(
         &'a self,
         child: &'a crate::subbot::ChildRun,
@@ -196,6 +217,112 @@ impl crate::subbot::ChildRuns for StoreChildRuns {
                 keeper.release().await;
             }
         })
+    }
+}
+
+impl StoreChildRuns<'_> {
+    /// [`crate::subbot::ChildRuns::run_own`]: the child record, `sandbox_shared {adopted:
+    /// false, declared}` in its events, then a whole attempt.
+    async fn launch_own(
+        &self,
+        own: crate::subbot::OwnRun<'_>,
+    ) -> Result<serde_json::Value, crate::outcome::Failure> {
+        use crate::failure::FailureCode;
+        use crate::outcome::Failure;
+        let fail = |code: FailureCode, message: String| Failure::new(code, message);
+        let node = own.node;
+        let file = self.parent.file_path.parent().map_or_else(
+            || own.subbot.source.clone().into(),
+            |d| d.join(&own.subbot.source),
+        );
+        let hash = iterion_dsl::load(&file).map_or_else(
+            |_| crate::launch::workflow_hash(&serde_json::to_vec(own.child).unwrap_or_default()),
+            |bytes| crate::launch::workflow_hash(&bytes),
+        );
+        let secrets = crate::launch::resolve_secrets(own.child, |k| std::env::var(k).ok())
+            .map_err(|e| fail(FailureCode::LaunchFailed, format!("subbot {node}: {e}")))?;
+        let routes =
+            crate::agent::provider::resolve_routes(own.child, &own.vars, |k| std::env::var(k).ok())
+                .map_err(|e| fail(FailureCode::LaunchFailed, format!("subbot {node}: {e}")))?;
+        let new = iterion_store::NewRun::new(own.child.name.clone(), hash, file)
+            .child_of(&self.parent)
+            .vars(own.vars.clone())
+            .lease(self.holder.clone(), crate::lease::LEASE_TTL);
+        let run = self.store.create_run(new).await.map_err(|e| {
+            fail(
+                FailureCode::ExecutionFailed,
+                format!("subbot {node}: cannot create the child run record: {e}"),
+            )
+        })?;
+        let reason = format!(
+            "subbot {node} declares sandbox fields [{}]; the parent's {} sandbox is bind-mounted, \
+             so the child gets a sandbox of its own",
+            own.fields.join(", "),
+            own.driver
+        );
+        tracing::warn!("{reason}");
+        let declined =
+            crate::events::Event::SandboxShared(crate::sandbox_events::SandboxShared::declined(
+                &own.driver,
+                self.parent.id.as_str(),
+                own.fields.clone(),
+                &reason,
+            ));
+        StoreEvents::new(
+            Arc::clone(&self.store),
+            run.id.clone(),
+            Arc::clone(&self.observer),
+        )
+        .emit(declined)
+        .await;
+        let attempt = crate::run::Attempt {
+            vars: own.vars,
+            run,
+            holder: self.holder.clone(),
+            workflow: own.child.clone(),
+            secrets,
+            settings: self.settings.clone(),
+            override_env: self.override_env,
+            launch: self.launch.clone(),
+            checkpoint: None,
+            resumed: false,
+            routes,
+            answer: None,
+        };
+        let control = crate::RunControl {
+            cancel: own.cancel,
+            interrupt: tokio_util::sync::CancellationToken::new(),
+        };
+        let launched: futures_util::future::BoxFuture<'_, _> = Box::pin(self.engine.attempt(
+            attempt,
+            control,
+            Arc::clone(&self.observer),
+        ));
+        let summary = launched.await.map_err(|e| {
+            fail(
+                FailureCode::ExecutionFailed,
+                format!("subbot {node}: the child run could not run: {e}"),
+            )
+        })?;
+        if summary.status != iterion_store::RunStatus::Finished {
+            let code = summary
+                .failure_code
+                .as_deref()
+                .and_then(FailureCode::from_str_exact)
+                .unwrap_or(FailureCode::ExecutionFailed);
+            return Err(fail(
+                code,
+                format!(
+                    "child run {} ended {}: {}",
+                    summary.run_id,
+                    summary.status,
+                    summary.message.unwrap_or_default()
+                ),
+            ));
+        }
+        Ok(summary
+            .output
+            .unwrap_or_else(|| serde_json::Value::Object(serde_json::Map::new())))
     }
 }
 

@@ -538,9 +538,9 @@ impl Engine {
             execution = execution.resume_from(checkpoint);
         }
         let children = crate::record::StoreChildRuns::new(
-            Arc::clone(&self.store),
+            self,
+            attempt,
             run.clone(),
-            attempt.holder.clone(),
             Arc::clone(observer),
             stop.clone(),
         );

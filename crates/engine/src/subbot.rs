@@ -41,6 +41,28 @@ pub(crate) trait ChildRuns: Send + Sync {
 
     /// Records how the child run ended.
     fn close<'a>(&'a self, child: &'a ChildRun, outcome: &'a RunOutcome) -> BoxFuture<'a, ()>;
+
+    /// Runs the child as a run with a sandbox of its own: a declaring child honoured under a
+    /// bind-mount parent (SANDBOX.md §14 rule 1). Returns the child's final output.
+    fn run_own<'a>(&'a self, own: OwnRun<'a>) -> BoxFuture<'a, Result<Value, Failure>>;
+}
+
+/// What [`ChildRuns::run_own`] needs.
+pub(crate) struct OwnRun<'a> {
+    /// The subbot node.
+    pub node: &'a str,
+    /// Its declaration.
+    pub subbot: &'a SubbotNode,
+    /// The compiled child.
+    pub child: &'a Workflow,
+    /// The child's vars, typed.
+    pub vars: Map<String, Value>,
+    /// The sandbox fields it declares.
+    pub fields: Vec<String>,
+    /// The parent's driver.
+    pub driver: String,
+    /// Cancelling it stops the child.
+    pub cancel: CancellationToken,
 }
 
 /// An open child run.
@@ -96,6 +118,19 @@ impl ChildRuns for InlineChildRuns {
 
     fn close<'a>(&'a self, _child: &'a ChildRun, _outcome: &'a RunOutcome) -> BoxFuture<'a, ()> {
         Box::pin(async {})
+    }
+
+    fn run_own<'a>(&'a self, own: OwnRun<'a>) -> BoxFuture<'a, Result<Value, Failure>> {
+        let failure = Failure::new(
+            FailureCode::CapabilityUnsupported,
+            format!(
+                "subbot {} declares sandbox fields [{}]; a sandbox of its own needs the launcher \
+                 (Engine::run)",
+                own.node,
+                own.fields.join(", ")
+            ),
+        );
+        Box::pin(async move { Err(failure) })
     }
 }
 
@@ -296,15 +331,20 @@ pub(crate) async fn run(
             return Err(Failure::new(FailureCode::SandboxAdoptionRefused, message));
         }
         AdoptionDecision::Declined { fields } => {
-            // TODO(subbots): resolve and start the child's own sandbox through the launcher.
-            return Err(Failure::new(
-                FailureCode::CapabilityUnsupported,
-                format!(
-                    "subbot {node} declares sandbox fields [{}]; a child sandbox of its own is \
-                     not supported yet",
-                    fields.join(", ")
-                ),
-            ));
+            let vars = child_vars(child, input)?;
+            let output = ctx
+                .children
+                .run_own(OwnRun {
+                    node,
+                    subbot,
+                    child,
+                    vars,
+                    fields,
+                    driver,
+                    cancel: token.child_token(),
+                })
+                .await?;
+            return conform_output(ctx, subbot, output);
         }
         AdoptionDecision::Adopt => {}
     }
@@ -376,6 +416,11 @@ pub(crate) async fn run(
     let output = outcome
         .final_output
         .unwrap_or_else(|| Value::Object(Map::new()));
+    conform_output(ctx, subbot, output)
+}
+
+/// The child's result checked against the node's `output` schema (DSL.md §3.9).
+fn conform_output(ctx: &Ctx<'_>, subbot: &SubbotNode, output: Value) -> Result<Value, Failure> {
     let Some(name) = &subbot.output else {
         return Ok(output);
     };

@@ -104,3 +104,85 @@ fn docker_an_adopting_child_runs_in_the_parents_container_and_none_is_left() {
     );
     assert_eq!(env.containers(), Vec::<String>::new(), "nothing is left");
 }
+
+/// Waits for `marker` in the workspace while `run` is alive.
+fn wait_for(env: &Env, run: &mut std::process::Child, marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while !env.path(marker).exists() {
+        assert!(Instant::now() < deadline, "{marker} never appeared");
+        if let Ok(Some(status)) = run.try_wait() {
+            panic!("the run ended before {marker}: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn docker_a_parent_with_an_adopting_and_a_declaring_child_uses_two_containers_then_none() {
+    if !docker_or_skip("cli::subbots::docker_two_children") {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        "parent.iter",
+        "tool start:\n  command: `hostname > parent-host.txt`\n\nsubbot adopter:\n  source: \"adopter.iter\"\n\nsubbot declarer:\n  source: \"declarer.iter\"\n\nworkflow parent:\n  entry: start\n  start -> adopter\n  adopter -> declarer\n  declarer -> done\n",
+    );
+    env.write(
+        "adopter.iter",
+        "tool a:\n  command: `hostname > adopter-host.txt && touch adopter-running && sleep 2`\n\nworkflow adopter:\n  entry: a\n  a -> done\n",
+    );
+    env.write(
+        "declarer.iter",
+        &format!(
+            "tool d:\n  command: `hostname > declarer-host.txt && touch declarer-running && sleep 3`\n\nworkflow declarer:\n  entry: d\n  sandbox:\n    image: \"{IMAGE}\"\n  d -> done\n"
+        ),
+    );
+    let mut run = env.spawn(&["run", "parent.iter", "--sandbox-default-image", IMAGE]);
+    wait_for(&env, &mut run, "adopter-running");
+    assert_eq!(
+        env.containers().len(),
+        1,
+        "the adopter shares the parent's container"
+    );
+    wait_for(&env, &mut run, "declarer-running");
+    assert_eq!(
+        env.containers().len(),
+        2,
+        "the declarer has a container of its own"
+    );
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(env.containers(), Vec::<String>::new(), "nothing is left");
+
+    let read = |name: &str| {
+        std::fs::read_to_string(env.path(name))
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(read("adopter-host.txt"), read("parent-host.txt"));
+    assert_ne!(read("declarer-host.txt"), read("parent-host.txt"));
+    let runs = env.runs();
+    assert_eq!(runs.len(), 3, "{runs:#?}");
+    let declarer = runs
+        .iter()
+        .find(|r| r.workflow == "declarer")
+        .expect("the declarer's run");
+    let events = env.events(declarer);
+    let shared = first(&events, "sandbox_shared").expect("sandbox_shared");
+    assert_eq!(shared["adopted"], false);
+    assert_eq!(
+        shared["declared"],
+        serde_json::json!(["mode=inline", "image"])
+    );
+    assert!(
+        kinds(&events).contains(&"sandbox_started"),
+        "the declarer started its own sandbox: {events:#?}"
+    );
+    assert_eq!(declarer.status.as_str(), "finished");
+}
