@@ -186,3 +186,37 @@ fn docker_a_parent_with_an_adopting_and_a_declaring_child_uses_two_containers_th
     );
     assert_eq!(declarer.status.as_str(), "finished");
 }
+
+#[test]
+fn docker_a_failing_child_fails_the_run_and_leaves_no_container() {
+    if !docker_or_skip("cli::subbots::docker_a_failing_child") {
+        return;
+    }
+    let env = Env::new();
+    env.write("parent.iter", PARENT);
+    env.write(
+        "child.iter",
+        "tool adopt:\n  command: `echo broken >&2; exit 7`\n\nworkflow child:\n  entry: adopt\n  adopt -> done\n",
+    );
+    let out = env
+        .std_cmd()
+        .args(["run", "parent.iter", "--sandbox-default-image", IMAGE])
+        .output()
+        .unwrap();
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "the child's failure fails the run"
+    );
+    let runs = env.runs();
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    let parent = runs.iter().find(|r| r.parent_run_id.is_none()).unwrap();
+    let sub = runs.iter().find(|r| r.parent_run_id.is_some()).unwrap();
+    assert_eq!(sub.failure_code.as_deref(), Some("EXECUTION_FAILED"));
+    assert_eq!(parent.failure_code.as_deref(), Some("EXECUTION_FAILED"));
+    assert!(
+        kinds(&env.events(parent)).contains(&"sandbox_started"),
+        "the parent had a container"
+    );
+    assert_eq!(env.containers(), Vec::<String>::new(), "nothing is left");
+}

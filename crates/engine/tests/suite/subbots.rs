@@ -392,7 +392,13 @@ async fn a_child_of_a_copy_based_parent_resumes_only_with_force() {
             .unwrap(),
     );
     let engine = Engine::new(Arc::clone(&store), home.path()).with_registry(Registry::with_noop());
-    let source = "tool t:\n  command: `echo resumed > resumed.txt`\n\nworkflow child:\n  entry: t\n  sandbox: none\n  t -> done\n";
+    // An absolute path: a forced child resumes with the process's cwd (no launch envelope).
+    let marker = ws.path().join("resumed.txt");
+    let source = format!(
+        "tool t:\n  command: `echo resumed > {}`\n\nworkflow child:\n  entry: t\n  sandbox: none\n  t -> done\n",
+        marker.display()
+    );
+    let source = source.as_str();
     let file = ws.path().join("child.iter");
     std::fs::write(&file, source).unwrap();
     let parent = store
@@ -441,13 +447,14 @@ async fn a_child_of_a_copy_based_parent_resumes_only_with_force() {
         matches!(&refused, EngineError::ResumeRefused { message } if message.contains("--force")),
         "{refused}"
     );
-    assert!(!ws.path().join("resumed.txt").exists());
+    assert!(!marker.exists());
 
     let summary = engine
         .resume(resume(true), RunControl::default(), Arc::new(NoObserver))
         .await
         .unwrap();
     assert_eq!(summary.status, RunStatus::Finished, "{:?}", summary.message);
+    assert!(marker.exists(), "the forced resume ran the child");
     let shared: Vec<serde_json::Value> = store
         .events(&child.id, 0)
         .await
