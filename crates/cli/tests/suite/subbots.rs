@@ -220,3 +220,65 @@ fn docker_a_failing_child_fails_the_run_and_leaves_no_container() {
     );
     assert_eq!(env.containers(), Vec::<String>::new(), "nothing is left");
 }
+
+/// Trust propagates (SANDBOX.md §10, §14): an untrusted parent's children are untrusted, and a
+/// child that opts out of the sandbox (`mode: none`, honoured under a bind-mount parent) meets
+/// the same admission gate as a top-level run and is refused.
+#[test]
+fn docker_an_untrusted_parents_children_are_untrusted_and_pass_the_same_gate() {
+    if !docker_or_skip("cli::subbots::docker_untrusted_children") {
+        return;
+    }
+    let env = Env::new();
+    env.write("parent.iter", PARENT);
+    env.write(
+        "child.iter",
+        "tool adopt:\n  command: `true`\n\nworkflow child:\n  entry: adopt\n  adopt -> done\n",
+    );
+    let args = [
+        "run",
+        "parent.iter",
+        "--sandbox-default-image",
+        IMAGE,
+        "--trust",
+        "untrusted",
+    ];
+    let out = env.std_cmd().args(args).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs = env.runs();
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    assert!(
+        runs.iter().all(|r| r.trust.as_str() == "untrusted"),
+        "{runs:#?}"
+    );
+
+    let env = Env::new();
+    env.write("parent.iter", PARENT);
+    env.write(
+        "child.iter",
+        "tool host:\n  command: `touch on-the-host`\n\nworkflow child:\n  entry: host\n  sandbox: none\n  host -> done\n",
+    );
+    let out = env.std_cmd().args(args).output().unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        !env.path("on-the-host").exists(),
+        "the refused child ran nothing"
+    );
+    let runs = env.runs();
+    let sub = runs
+        .iter()
+        .find(|r| r.parent_run_id.is_some())
+        .expect("the child's run");
+    assert_eq!(sub.trust.as_str(), "untrusted");
+    assert_eq!(
+        sub.failure_code.as_deref(),
+        Some("LAUNCH_FAILED"),
+        "{sub:#?}"
+    );
+    assert_eq!(env.containers(), Vec::<String>::new(), "nothing is left");
+}
