@@ -170,8 +170,13 @@ impl Engine {
                 workflow_hash: attempt.run.workflow_hash.clone(),
                 trust: trust.as_str().to_owned(),
                 resumed: attempt.resumed,
-                parent_run: None,
-                root_run: None,
+                // A subbot child launched with a sandbox of its own (SANDBOX.md §14).
+                parent_run: attempt.run.parent_run_id.as_ref().map(ToString::to_string),
+                root_run: attempt
+                    .run
+                    .parent_run_id
+                    .is_some()
+                    .then(|| attempt.run.root_run_id.to_string()),
             }))
             .await;
 

@@ -185,6 +185,17 @@ fn docker_a_parent_with_an_adopting_and_a_declaring_child_uses_two_containers_th
         "the declarer started its own sandbox: {events:#?}"
     );
     assert_eq!(declarer.status.as_str(), "finished");
+    let started = first(&events, "run_started").expect("run_started");
+    assert_eq!(started["parent_run"], parent_of(&runs, declarer));
+    assert_eq!(started["root_run"], parent_of(&runs, declarer));
+}
+
+fn parent_of(runs: &[iterion_store::Run], child: &iterion_store::Run) -> String {
+    let parent = runs
+        .iter()
+        .find(|r| Some(&r.id) == child.parent_run_id.as_ref())
+        .expect("the parent run");
+    parent.id.to_string()
 }
 
 #[test]
