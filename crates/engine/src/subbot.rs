@@ -5,10 +5,11 @@
 //! and the parent's sandbox when it adopts. Its output is the child's `final_output`, checked
 //! against the node's `output` schema; a child that fails fails the node with the child's code.
 //!
-//! What is decided here, purely: [`declared_sandbox_fields`] and [`should_adopt`] (the three rules
-//! of §14, in order). What is not here yet (see `SUBBOTS-WIP.md`): a declaring child honoured
-//! under a bind-mount parent still runs in the parent's sandbox (its own sandbox needs the
-//! launcher's resolve-and-start), resume of adopted children, the store-backed [`ChildRuns`].
+//! What is decided here, purely: [`declared_sandbox_fields`], [`should_adopt`] (the three rules
+//! of §14, in order) and [`adopted_in_copy_based_parent`] (resume). A child that declares a
+//! sandbox of its own under a bind-mount parent is not run here: [`ChildRuns::run_own`] hands it
+//! to the launcher (`record::StoreChildRuns`), which gives it a whole attempt of its own.
+//! Open points are listed in `SUBBOTS-WIP.md` at the repository root.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -468,3 +468,71 @@ async fn a_child_of_a_copy_based_parent_resumes_only_with_force() {
     assert_eq!(shared[1]["forced"], true);
     assert_eq!(shared[1]["parent_run"], parent.id.as_str());
 }
+
+/// Through `Engine::run` on the host: a child declaring sandbox fields under a bind-mount (here
+/// host) parent is honoured — a launch of its own, recorded as `sandbox_shared {adopted: false,
+/// declared}` — and its output comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declaring_child_is_launched_on_its_own() {
+    use iterion_engine::{Engine, LaunchOptions, NoObserver, RunControl, RunRequest};
+    use iterion_sandbox::{Registry, Trust};
+    use iterion_store::{RunQuery, RunStatus, SqliteOptions, SqliteStore, Store};
+
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open(home.path().join("iterion.db"), SqliteOptions::default())
+            .await
+            .unwrap(),
+    );
+    let engine = Engine::new(Arc::clone(&store), home.path()).with_registry(Registry::with_noop());
+    let parent = PARENT.replace("  entry: start\n", "  entry: start\n  sandbox: none\n");
+    let declaring = CHILD.replace(
+        "workflow child:\n",
+        "workflow child:\n  sandbox:\n    mode: auto\n    env:\n      A: \"1\"\n",
+    );
+    let wf = compile_tree(
+        ws.path(),
+        &[("parent.iter", &parent), ("child.iter", &declaring)],
+    );
+    let request = RunRequest {
+        vars: default_vars(&wf),
+        workflow: wf,
+        workflow_hash: "sha256:test".to_owned(),
+        file_path: ws.path().join("parent.iter"),
+        secrets: Vec::new(),
+        trust: Trust::Trusted,
+        options: LaunchOptions {
+            cwd: ws.path().to_owned(),
+            ..LaunchOptions::default()
+        },
+    };
+    let summary = engine
+        .run(request, RunControl::default(), Arc::new(NoObserver))
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Finished, "{:?}", summary.message);
+    let runs = store.list_runs(&RunQuery::default()).await.unwrap();
+    let parent_id = iterion_store::RunId::parse(&summary.run_id).unwrap();
+    let child = runs
+        .iter()
+        .find(|r| r.id != parent_id)
+        .expect("a child run record");
+    assert_eq!(child.parent_run_id.as_ref(), Some(&parent_id));
+    assert_eq!(child.status, RunStatus::Finished);
+    let events = store.events(&child.id, 0).await.unwrap();
+    let shared = events
+        .iter()
+        .find(|e| e.kind == "sandbox_shared")
+        .expect("sandbox_shared");
+    assert_eq!(shared.data["adopted"], false);
+    assert_eq!(shared.data["declared"], json!(["env"]));
+    assert_eq!(shared.data["parent_run"], parent_id.as_str());
+    let started = events
+        .iter()
+        .find(|e| e.kind == "run_started")
+        .expect("run_started");
+    assert_eq!(started.data["parent_run"], parent_id.as_str());
+    let written = std::fs::read_to_string(ws.path().join("child-was-here.txt")).unwrap();
+    assert_eq!(written.trim(), format!("hello alpha from {}", child.id));
+}
