@@ -155,6 +155,7 @@ impl Engine {
                 resumed,
                 routes,
                 answer: None,
+                shared: None,
             },
             control,
             observer,

@@ -221,8 +221,8 @@ impl crate::subbot::ChildRuns for StoreChildRuns<'_> {
 }
 
 impl StoreChildRuns<'_> {
-    /// [`crate::subbot::ChildRuns::run_own`]: the child record, `sandbox_shared {adopted:
-    /// false, declared}` in its events, then a whole attempt.
+    /// [`crate::subbot::ChildRuns::run_own`]: the child record, then a whole attempt whose
+    /// events start `run_started`, `sandbox_shared {adopted: false, declared}`.
     async fn launch_own(
         &self,
         own: crate::subbot::OwnRun<'_>,
@@ -261,20 +261,12 @@ impl StoreChildRuns<'_> {
             own.driver
         );
         tracing::warn!("{reason}");
-        let declined =
-            crate::events::Event::SandboxShared(crate::sandbox_events::SandboxShared::declined(
-                &own.driver,
-                self.parent.id.as_str(),
-                own.fields.clone(),
-                &reason,
-            ));
-        StoreEvents::new(
-            Arc::clone(&self.store),
-            run.id.clone(),
-            Arc::clone(&self.observer),
-        )
-        .emit(declined)
-        .await;
+        let declined = crate::sandbox_events::SandboxShared::declined(
+            &own.driver,
+            self.parent.id.as_str(),
+            own.fields.clone(),
+            &reason,
+        );
         let attempt = crate::run::Attempt {
             vars: own.vars,
             run,
@@ -288,6 +280,7 @@ impl StoreChildRuns<'_> {
             resumed: false,
             routes,
             answer: None,
+            shared: Some(declined),
         };
         let control = crate::RunControl {
             cancel: own.cancel,

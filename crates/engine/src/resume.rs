@@ -134,17 +134,11 @@ impl Engine {
                 return Err(error);
             }
         };
-        if let Some(parent) = forced_parent {
+        let shared = forced_parent.map(|parent| {
             let reason = "resumed with --force without its parent's copy-based sandbox";
             tracing::warn!("run {run_id}: {reason}; it gets a sandbox of its own");
-            let event = crate::events::Event::SandboxShared(
-                crate::sandbox_events::SandboxShared::forced(&parent, reason),
-            );
-            let record = iterion_store::NewEvent::new(event.kind(), event.data());
-            if let Err(error) = self.store.append_event(&run.id, record).await {
-                tracing::warn!("run {run_id}: could not record sandbox_shared: {error}");
-            }
-        }
+            crate::sandbox_events::SandboxShared::forced(&parent, reason)
+        });
         self.attempt(
             Attempt {
                 vars: run.vars.clone(),
@@ -159,6 +153,7 @@ impl Engine {
                 resumed: true,
                 routes,
                 answer: request.answer.clone(),
+                shared,
             },
             control,
             observer,

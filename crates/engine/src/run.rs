@@ -56,6 +56,9 @@ pub(crate) struct Attempt {
     pub routes: crate::agent::provider::Routes,
     /// `iterion resume --answer`.
     pub answer: Option<String>,
+    /// Recorded right after `run_started`: how a subbot child stands towards its parent's
+    /// sandbox (SANDBOX.md §14: declined, or a forced resume).
+    pub shared: Option<crate::sandbox_events::SandboxShared>,
 }
 
 /// The sandbox settings of a launch: the flags, the variables, the installed default.
@@ -130,6 +133,7 @@ impl Engine {
                 resumed: false,
                 routes,
                 answer: None,
+                shared: None,
             },
             control,
             observer,
@@ -179,6 +183,9 @@ impl Engine {
                     .then(|| attempt.run.root_run_id.to_string()),
             }))
             .await;
+        if let Some(shared) = attempt.shared.take() {
+            events.emit(Event::SandboxShared(shared)).await;
+        }
 
         let stop = CancellationToken::new();
         let interrupted = {

@@ -521,10 +521,9 @@ async fn a_declaring_child_is_launched_on_its_own() {
     assert_eq!(child.parent_run_id.as_ref(), Some(&parent_id));
     assert_eq!(child.status, RunStatus::Finished);
     let events = store.events(&child.id, 0).await.unwrap();
-    let shared = events
-        .iter()
-        .find(|e| e.kind == "sandbox_shared")
-        .expect("sandbox_shared");
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds[..2], ["run_started", "sandbox_shared"], "{kinds:?}");
+    let shared = &events[1];
     assert_eq!(shared.data["adopted"], false);
     assert_eq!(shared.data["declared"], json!(["env"]));
     assert_eq!(shared.data["parent_run"], parent_id.as_str());
