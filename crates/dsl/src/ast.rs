@@ -356,6 +356,8 @@ pub enum NodeKind {
     Tool,
     /// `router`.
     Router,
+    /// `subbot` (DSL.md §3.9).
+    Subbot,
 }
 
 impl NodeKind {
@@ -366,6 +368,7 @@ impl NodeKind {
             NodeKind::Judge => "judge",
             NodeKind::Tool => "tool",
             NodeKind::Router => "router",
+            NodeKind::Subbot => "subbot",
         }
     }
 }
@@ -396,6 +399,8 @@ pub enum NodeBody {
     Tool(ToolProps),
     /// `router`.
     Router(RouterProps),
+    /// `subbot`.
+    Subbot(SubbotProps),
 }
 
 /// A prompt property: a declared prompt's name, or inline text.
@@ -480,6 +485,17 @@ pub struct ToolProps {
 pub struct RouterProps {
     /// `mode`; `fan_out_all` when absent.
     pub mode: RouterMode,
+}
+
+/// `subbot` properties (DSL.md §3.9).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubbotProps {
+    /// `source` (required): the child `.iter` file, relative to the parent file's directory.
+    pub source: StrLit,
+    /// `output` schema name.
+    pub output: Option<Ident>,
+    /// `await`, with the value's span.
+    pub await_: Option<(AwaitMode, Span)>,
 }
 
 /// A `sandbox:` property, short or block (DSL.md §7.1).

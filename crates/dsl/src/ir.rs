@@ -24,6 +24,10 @@ use crate::ast;
 /// The default of `tool_max_steps` (DSL.md §3.5, decision D15).
 pub const DEFAULT_TOOL_MAX_STEPS: u32 = 50;
 
+/// The deepest nesting of subbot children: a run's child has depth 1 (DSL.md §3.9). Deeper is
+/// C910 at compile time and `SUBBOT_DEPTH_EXCEEDED` at run time.
+pub const MAX_SUBBOT_DEPTH: u32 = 8;
+
 /// The directory file secrets are mounted under by default (SANDBOX.md §8.7).
 pub const SECRETS_DIR: &str = "/run/iterion/secrets";
 
@@ -80,7 +84,7 @@ impl Workflow {
     pub fn has_ask_interaction(&self) -> bool {
         self.nodes.iter().any(|n| match &n.body {
             NodeBody::Agent(a) => a.interaction == Interaction::Ask,
-            NodeBody::Tool(_) | NodeBody::Router(_) => false,
+            NodeBody::Tool(_) | NodeBody::Router(_) | NodeBody::Subbot(_) => false,
         })
     }
 }
@@ -244,6 +248,8 @@ pub enum NodeKind {
     Tool,
     /// `router`.
     Router,
+    /// `subbot` (DSL.md §3.9).
+    Subbot,
 }
 
 impl NodeKind {
@@ -254,6 +260,7 @@ impl NodeKind {
             NodeKind::Judge => "judge",
             NodeKind::Tool => "tool",
             NodeKind::Router => "router",
+            NodeKind::Subbot => "subbot",
         }
     }
 }
@@ -265,6 +272,7 @@ impl From<ast::NodeKind> for NodeKind {
             ast::NodeKind::Judge => NodeKind::Judge,
             ast::NodeKind::Tool => NodeKind::Tool,
             ast::NodeKind::Router => NodeKind::Router,
+            ast::NodeKind::Subbot => NodeKind::Subbot,
         }
     }
 }
@@ -293,6 +301,8 @@ pub enum NodeBody {
     Tool(ToolNode),
     /// A router (DSL.md §3.7).
     Router(RouterNode),
+    /// A child workflow run (DSL.md §3.9).
+    Subbot(SubbotNode),
 }
 
 /// An agent or judge node (DSL.md §3.5, §6.2).
@@ -332,6 +342,18 @@ pub struct ToolNode {
 pub struct RouterNode {
     /// How it picks outgoing edges.
     pub mode: RouterMode,
+}
+
+/// A subbot node (DSL.md §3.9): runs the compiled child workflow as a child run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubbotNode {
+    /// `source` as written: the child file, relative to the parent file's directory.
+    pub source: String,
+    /// The output schema's name: the child's result must conform.
+    pub output: Option<String>,
+    /// The compiled child, loaded with the parent (its own children included). `None` only in a
+    /// workflow lowered from a tree that did not pass the checks (C910 when it cannot be loaded).
+    pub child: Option<Box<Workflow>>,
 }
 
 /// The tools an agent may be given (DSL.md §6.2).
@@ -674,7 +696,9 @@ impl NetworkInherit {
 }
 
 mod lower;
-pub(crate) use lower::{default_json, lower, secret_is_file};
+#[cfg(test)]
+pub(crate) use lower::lower;
+pub(crate) use lower::{default_json, lower_with, secret_is_file};
 
 #[cfg(test)]
 #[path = "ir_tests.rs"]

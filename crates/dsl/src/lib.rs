@@ -126,31 +126,64 @@ pub fn load(path: &std::path::Path) -> Result<Vec<u8>, LoadError> {
 }
 
 /// Compiles one source text (DSL.md, whole pipeline).
+///
+/// Without a file there is no directory to resolve a subbot's `source` against: every subbot
+/// node is then C910 ("cannot load a child without the parent's file path"). Use
+/// [`compile_file`] for workflows with children.
 pub fn compile(bytes: &[u8], opts: &CompileOptions) -> Compiled {
+    compile_in(bytes, opts, None).0
+}
+
+/// Reads and compiles a workflow file; subbot children are loaded relative to its directory and
+/// compiled with it (DSL.md §3.9). A root file that cannot be read is a [`LoadError`]; a child
+/// that cannot be read is C910.
+pub fn compile_file(path: &std::path::Path, opts: &CompileOptions) -> Result<Compiled, LoadError> {
+    let bytes = load(path)?;
+    Ok(compile_at(&bytes, path, opts))
+}
+
+/// Compiles `bytes` that were read from `path` (callers that keep the bytes, to hash or show
+/// them): subbot children are loaded relative to `path`'s directory (DSL.md §3.9).
+pub fn compile_at(bytes: &[u8], path: &std::path::Path, opts: &CompileOptions) -> Compiled {
+    let origin = check::Origin::root(path);
+    compile_in(bytes, opts, Some(&origin)).0
+}
+
+/// The pipeline, with where the text came from (`None`: bytes without a file).
+pub(crate) fn compile_in(
+    bytes: &[u8],
+    opts: &CompileOptions,
+    origin: Option<&check::Origin>,
+) -> (Compiled, check::Children) {
     let mut diagnostics = Vec::new();
     let text = match source::normalise(bytes) {
         Ok(text) => text,
         Err(d) => {
-            return Compiled {
+            let compiled = Compiled {
                 diagnostics: vec![d],
                 workflow: None,
             };
+            return (compiled, check::Children::default());
         }
     };
     let (file, parse_diags) = parser::parse(&text);
     diagnostics.extend(parse_diags);
     let mut workflow = None;
+    let mut children = check::Children::default();
     if diagnostics.is_empty() {
-        diagnostics.extend(check::run(&file, opts));
+        let (diags, found) = check::run(&file, opts, origin);
+        diagnostics.extend(diags);
+        children = found;
         if !diagnostics.iter().any(Diagnostic::is_error) {
-            workflow = ir::lower(&file);
+            workflow = ir::lower_with(&file, &children.compiled);
         }
     }
     diag::sort(&mut diagnostics);
-    Compiled {
+    let compiled = Compiled {
         diagnostics,
         workflow,
-    }
+    };
+    (compiled, children)
 }
 
 /// Parses only (stage 2), for tools and tests: the tree and the parse-stage diagnostics.

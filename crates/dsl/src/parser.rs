@@ -64,12 +64,11 @@ const UPSTREAM_KINDS: &[&str] = &[
     "contract",
     "import",
     "include",
-    "subbot",
 ];
 
 /// Declaration keywords, for the E001 hint.
 const DECL_KEYWORDS: &[&str] = &[
-    "vars", "secrets", "prompt", "schema", "agent", "judge", "tool", "router", "workflow",
+    "vars", "secrets", "prompt", "schema", "agent", "judge", "tool", "router", "subbot", "workflow",
 ];
 
 /// Upstream properties outside the subset: E012 "not supported yet" in any block where they are
@@ -514,6 +513,7 @@ impl<'a> Parser<'a> {
             "judge" => ast::Decl::Node(self.node(ast::NodeKind::Judge)?),
             "tool" => ast::Decl::Node(self.node(ast::NodeKind::Tool)?),
             "router" => ast::Decl::Node(self.node(ast::NodeKind::Router)?),
+            "subbot" => ast::Decl::Node(self.node(ast::NodeKind::Subbot)?),
             "workflow" => ast::Decl::Workflow(self.workflow()?),
             w if UPSTREAM_KINDS.contains(&w) => {
                 return Err(diag(

@@ -492,7 +492,7 @@ fn fragment_e001_unsupported_declaration_kind() {
         "presets",
         "attachments",
         "fail",
-        "subbot",
+        "include",
     ] {
         let src = format!("{kind} x:\n  a: 1\n\n{}", workflow_with(""));
         assert_eq!(
@@ -1125,4 +1125,61 @@ fn strict_escape_is_recorded_and_strings_are_decoded() {
         workflow_with("  sandbox:\n    image: \"a\\\"b\"\n")
     ));
     assert_eq!((diags, file.backslash_quote_strings), (vec![], vec![]));
+}
+
+// ----- subbot (§3.9) -------------------------------------------------------------------------
+
+#[test]
+fn a_subbot_parses_source_output_and_await() {
+    let src = format!(
+        "subbot review:\n  source: \"children/review.iter\"\n  output: verdict\n  await: best_effort\n\n{}",
+        workflow_with("")
+    );
+    let (file, diags) = parse(&src);
+    assert_eq!(diags, vec![]);
+    let node = file
+        .decls
+        .iter()
+        .find_map(|d| match d {
+            Decl::Node(n) => Some(n),
+            _ => None,
+        })
+        .expect("the subbot");
+    assert_eq!(node.kind, NodeKind::Subbot);
+    assert_eq!(node.name.name, "review");
+    let NodeBody::Subbot(b) = &node.body else {
+        panic!("not a subbot body: {:?}", node.body);
+    };
+    assert_eq!(b.source.value, "children/review.iter");
+    assert_eq!(b.output.as_ref().map(|o| o.name.as_str()), Some("verdict"));
+    assert_eq!(b.await_.map(|(m, _)| m), Some(AwaitMode::BestEffort));
+}
+
+#[test]
+fn subbot_property_errors() {
+    let cases = [
+        (
+            "subbot s:\n  output: r\n",
+            d(Code::E013, 1, 8, 1, "subbot \"s\" needs \"source\""),
+        ),
+        (
+            "subbot s:\n  source: \"c.iter\"\n  sorce: \"x\"\n",
+            d(Code::E012, 3, 3, 5, "unknown property \"sorce\" in subbot")
+                .with_hint("did you mean \"source\"?"),
+        ),
+        (
+            "subbot s:\n  source: \"c.iter\"\n  source: \"d.iter\"\n",
+            d(
+                Code::E010,
+                3,
+                3,
+                6,
+                "property \"source\" already declared at line 2",
+            ),
+        ),
+    ];
+    for (decl, want) in cases {
+        let src = format!("{decl}\n{}", workflow_with(""));
+        assert_eq!(only(&src), want, "{decl}");
+    }
 }

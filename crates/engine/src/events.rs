@@ -170,6 +170,7 @@ impl From<iterion_dsl::ir::NodeKind> for NodeKindLabel {
             NodeKind::Agent => NodeKindLabel::Agent,
             NodeKind::Judge => NodeKindLabel::Judge,
             NodeKind::Router => NodeKindLabel::Router,
+            NodeKind::Subbot => NodeKindLabel::Subbot,
         }
     }
 }

@@ -32,6 +32,7 @@ use crate::outcome::{Failure, RunOutcome, RunReport};
 use crate::secrets::{Redactor, ResolvedSecret};
 use crate::select::{self, WalkInput};
 use crate::sink::{EventSink, NullRunLog, RunLogSink};
+use crate::subbot::{ChildRuns, InlineChildRuns};
 use crate::tool;
 
 /// The largest `node_finished.output` recorded whole: 64 KiB of compact JSON.
@@ -84,6 +85,10 @@ pub struct Execution<'a> {
     resume: Option<Checkpoint>,
     budget: Option<RunBudget>,
     agents: Option<Arc<AgentEnv>>,
+    depth: u32,
+    redactor: Option<Arc<Redactor>>,
+    children: Option<Arc<dyn ChildRuns + 'a>>,
+    scratch_in_container: bool,
 }
 
 impl<'a> Execution<'a> {
@@ -108,6 +113,10 @@ impl<'a> Execution<'a> {
             resume: None,
             budget: None,
             agents: None,
+            depth: 0,
+            redactor: None,
+            children: None,
+            scratch_in_container: false,
         }
     }
 
@@ -167,6 +176,33 @@ impl<'a> Execution<'a> {
         self
     }
 
+    /// The agent environment, shared with the parent run (a subbot's child run).
+    pub(crate) fn shared_agents(mut self, env: Arc<AgentEnv>) -> Self {
+        self.agents = Some(env);
+        self
+    }
+
+    /// Where subbot child runs are recorded, and whether this run's scratch lives in the
+    /// container (SANDBOX.md §14 rule 2). Default: [`InlineChildRuns`] over this run's events,
+    /// scratch on the host.
+    pub(crate) fn child_runs(
+        mut self,
+        children: Arc<dyn ChildRuns + 'a>,
+        scratch_in_container: bool,
+    ) -> Self {
+        self.children = Some(children);
+        self.scratch_in_container = scratch_in_container;
+        self
+    }
+
+    /// Makes this a child run at nesting `depth` (DSL.md §3.9), redacting with the parent's
+    /// redactor.
+    pub(crate) fn nested(mut self, depth: u32, redactor: Arc<Redactor>) -> Self {
+        self.depth = depth;
+        self.redactor = Some(redactor);
+        self
+    }
+
     /// Runs the graph to an outcome. Never fails once started: every failure is an outcome.
     ///
     /// # Errors
@@ -202,12 +238,21 @@ impl<'a> Execution<'a> {
                 (state, start)
             }
         };
+        let redactor = self
+            .redactor
+            .unwrap_or_else(|| Arc::new(Redactor::new(&self.secrets)));
+        let children = self
+            .children
+            .unwrap_or_else(|| Arc::new(InlineChildRuns::new(self.events.clone())));
         let ctx = Ctx {
             wf,
             graph,
             run_id: self.run_id,
             vars,
-            redactor: Arc::new(Redactor::new(&self.secrets)),
+            redactor,
+            depth: self.depth,
+            children,
+            scratch_in_container: self.scratch_in_container,
             sandbox: self.sandbox,
             workdir: self.workdir,
             events: self.events,
@@ -251,6 +296,12 @@ pub(crate) struct Ctx<'a> {
     pub run_id: String,
     pub vars: Value,
     pub redactor: Arc<Redactor>,
+    /// Subbot nesting: 0 for a top-level run (DSL.md §3.9).
+    pub depth: u32,
+    /// Where child runs are recorded.
+    pub children: Arc<dyn ChildRuns + 'a>,
+    /// The parent's scratch lives in the container (SANDBOX.md §14 rule 2).
+    pub scratch_in_container: bool,
     pub sandbox: &'a dyn SandboxRun,
     pub workdir: Option<String>,
     pub events: Arc<dyn EventSink>,
@@ -514,6 +565,7 @@ impl Ctx<'_> {
         let result = match &node.body {
             NodeBody::Router(_) => Ok(input.clone()),
             NodeBody::Tool(t) => tool::run(self, id, t, input, token).await,
+            NodeBody::Subbot(b) => Box::pin(crate::subbot::run(self, id, b, input, token)).await,
             NodeBody::Agent(a) => {
                 let outcome = tokio::select! {
                     biased;

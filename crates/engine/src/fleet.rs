@@ -155,6 +155,7 @@ impl Engine {
                 resumed,
                 routes,
                 answer: None,
+                shared: None,
             },
             control,
             observer,
@@ -184,8 +185,9 @@ impl Engine {
                 "runner: the workflow file {path} changed since the run was submitted"
             ));
         }
-        let compiled = iterion_dsl::compile(
+        let compiled = iterion_dsl::compile_at(
             &bytes,
+            &run.file_path,
             &CompileOptions {
                 ask_user_in_sandbox: true,
             },

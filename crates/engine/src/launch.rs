@@ -184,7 +184,7 @@ pub fn resolve_vars(wf: &Workflow, args: &[String]) -> Result<Map<String, Value>
 }
 
 /// Parses one `--var` value as `ty` (DSL.md §3.1's last column).
-fn parse_var(ty: ValueType, raw: &str) -> Result<Value, &'static str> {
+pub(crate) fn parse_var(ty: ValueType, raw: &str) -> Result<Value, &'static str> {
     match ty {
         ValueType::String => Ok(Value::String(raw.to_owned())),
         ValueType::Bool => match raw {

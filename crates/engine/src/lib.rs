@@ -81,6 +81,7 @@ mod schema;
 mod secrets;
 mod select;
 mod sink;
+mod subbot;
 mod text;
 mod tool;
 mod workspace;

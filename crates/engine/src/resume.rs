@@ -4,7 +4,8 @@
 //!
 //! Refusals (`RESUME_INVALID`, the run left as it was): a run in any other status, one another
 //! process holds the lease of, a workflow file that no longer compiles, and — unless `--force` —
-//! a workflow file whose source changed since the run started.
+//! a workflow file whose source changed since the run started, or a subbot child that ran in a
+//! copy-based parent's sandbox (SANDBOX.md §14; `--force` gives it a sandbox of its own).
 
 use std::sync::Arc;
 
@@ -69,17 +70,30 @@ impl Engine {
                 run.file_path.display()
             )));
         }
-        if !request.force {
-            let events = self.store.events(&run.id, 0).await?;
-            if let Some(message) = crate::sandbox::scratch_not_portable(
+        let events = self.store.events(&run.id, 0).await?;
+        if !request.force
+            && let Some(message) = crate::sandbox::scratch_not_portable(
                 run_id.as_str(),
                 events.iter().map(|e| (e.kind.as_str(), &e.data)),
-            ) {
-                return Err(EngineError::ScratchNotPortable { message });
-            }
+            )
+        {
+            return Err(EngineError::ScratchNotPortable { message });
         }
-        let compiled = iterion_dsl::compile(
+        // A child that ran in a copy-based parent's sandbox has no sandbox to go back to
+        // (SANDBOX.md §14): refused, or with --force, a sandbox of its own.
+        let forced_parent = crate::subbot::adopted_in_copy_based_parent(
+            events.iter().map(|e| (e.kind.as_str(), &e.data)),
+        );
+        if let Some(parent) = &forced_parent
+            && !request.force
+        {
+            return Err(refused(format!(
+                "run {run_id} is a subbot child that ran in its parent {parent}'s copy-based sandbox; without the parent's sandbox it cannot continue there. Pass --force to resume it in a sandbox of its own"
+            )));
+        }
+        let compiled = iterion_dsl::compile_at(
             &bytes,
+            &run.file_path,
             &CompileOptions {
                 // ask_user works inside a sandbox through the runner channel (SANDBOX.md §13.3).
                 ask_user_in_sandbox: true,
@@ -120,6 +134,11 @@ impl Engine {
                 return Err(error);
             }
         };
+        let shared = forced_parent.map(|parent| {
+            let reason = "resumed with --force without its parent's copy-based sandbox";
+            tracing::warn!("run {run_id}: {reason}; it gets a sandbox of its own");
+            crate::sandbox_events::SandboxShared::forced(&parent, reason)
+        });
         self.attempt(
             Attempt {
                 vars: run.vars.clone(),
@@ -134,6 +153,7 @@ impl Engine {
                 resumed: true,
                 routes,
                 answer: request.answer.clone(),
+                shared,
             },
             control,
             observer,

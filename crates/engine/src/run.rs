@@ -56,6 +56,9 @@ pub(crate) struct Attempt {
     pub routes: crate::agent::provider::Routes,
     /// `iterion resume --answer`.
     pub answer: Option<String>,
+    /// Recorded right after `run_started`: how a subbot child stands towards its parent's
+    /// sandbox (SANDBOX.md §14: declined, or a forced resume).
+    pub shared: Option<crate::sandbox_events::SandboxShared>,
 }
 
 /// The sandbox settings of a launch: the flags, the variables, the installed default.
@@ -130,6 +133,7 @@ impl Engine {
                 resumed: false,
                 routes,
                 answer: None,
+                shared: None,
             },
             control,
             observer,
@@ -170,10 +174,18 @@ impl Engine {
                 workflow_hash: attempt.run.workflow_hash.clone(),
                 trust: trust.as_str().to_owned(),
                 resumed: attempt.resumed,
-                parent_run: None,
-                root_run: None,
+                // A subbot child launched with a sandbox of its own (SANDBOX.md §14).
+                parent_run: attempt.run.parent_run_id.as_ref().map(ToString::to_string),
+                root_run: attempt
+                    .run
+                    .parent_run_id
+                    .is_some()
+                    .then(|| attempt.run.root_run_id.to_string()),
             }))
             .await;
+        if let Some(shared) = attempt.shared.take() {
+            events.emit(Event::SandboxShared(shared)).await;
+        }
 
         let stop = CancellationToken::new();
         let interrupted = {
@@ -485,6 +497,7 @@ impl Engine {
             workspace,
             events,
             run_log,
+            observer,
             stop,
             stop_code,
             ..
@@ -536,6 +549,17 @@ impl Engine {
         if let Some(checkpoint) = attempt.checkpoint.clone() {
             execution = execution.resume_from(checkpoint);
         }
+        let children = crate::record::StoreChildRuns::new(
+            self,
+            attempt,
+            run.clone(),
+            Arc::clone(observer),
+            stop.clone(),
+        );
+        execution = execution.child_runs(
+            Arc::new(children),
+            active.is_some_and(ActiveSandbox::scratch_in_container),
+        );
         match execution.run().await {
             Ok(report) => {
                 let mut outcome = report.outcome;

@@ -93,8 +93,9 @@ pub(crate) fn compile_workflow(
 ) -> Result<(iterion_dsl::ir::Workflow, Vec<u8>), Failure> {
     let shown = file.display().to_string();
     let bytes = iterion_dsl::load(file).map_err(Failure::bad_input)?;
-    let compiled = iterion_dsl::compile(
+    let compiled = iterion_dsl::compile_at(
         &bytes,
+        file,
         &CompileOptions {
             ask_user_in_sandbox: crate::commands::validate::ASK_USER_IN_SANDBOX,
         },

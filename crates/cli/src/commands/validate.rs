@@ -28,7 +28,7 @@ pub fn run(args: &ValidateArgs) -> Exit {
     let opts = CompileOptions {
         ask_user_in_sandbox: ASK_USER_IN_SANDBOX,
     };
-    let compiled = iterion_dsl::compile(&bytes, &opts);
+    let compiled = iterion_dsl::compile_at(&bytes, &args.file, &opts);
     if args.json {
         println!("{}", render::json(&shown, &compiled.diagnostics));
     } else {

@@ -11,5 +11,6 @@ mod fleet;
 mod matrix;
 mod resume;
 mod run;
+mod subbots;
 pub mod support;
 mod validate;

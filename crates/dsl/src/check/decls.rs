@@ -131,6 +131,7 @@ fn check_nodes(
         let (input, output, sandbox) = match &n.body {
             NodeBody::Agent(a) => (&a.input, &a.output, &a.sandbox),
             NodeBody::Tool(t) => (&t.input, &t.output, &t.sandbox),
+            NodeBody::Subbot(b) => (&None, &b.output, &None),
             NodeBody::Router(_) => (&None, &None, &None),
         };
         for schema in [input, output].into_iter().flatten() {
@@ -267,6 +268,10 @@ fn node_strings(n: &ast::Node, f: &mut dyn FnMut(&ast::StrLit)) {
         NodeBody::Tool(t) => {
             f(&t.command);
             &t.sandbox
+        }
+        NodeBody::Subbot(b) => {
+            f(&b.source);
+            &None
         }
         NodeBody::Router(_) => &None,
     };

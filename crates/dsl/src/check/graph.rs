@@ -115,6 +115,7 @@ pub(super) fn output_schema<'a>(syms: &Symbols<'a>, node: &str) -> OutputSchema<
     let name = match &n.body {
         ast::NodeBody::Agent(a) => a.output.as_ref(),
         ast::NodeBody::Tool(t) => t.output.as_ref(),
+        ast::NodeBody::Subbot(b) => b.output.as_ref(),
         ast::NodeBody::Router(_) => None,
     };
     match name {
@@ -147,6 +148,7 @@ pub(super) fn await_span(syms: &Symbols<'_>, node: &str) -> Option<Span> {
     match &syms.nodes.get(node)?.body {
         ast::NodeBody::Agent(a) => a.await_.map(|(_, s)| s),
         ast::NodeBody::Tool(t) => t.await_.map(|(_, s)| s),
+        ast::NodeBody::Subbot(b) => b.await_.map(|(_, s)| s),
         ast::NodeBody::Router(_) => None,
     }
 }

@@ -7,8 +7,18 @@ use crate::ast;
 /// Lowers a tree that passed every check. `None` only when the file declares no workflow.
 ///
 /// Defensive on trees that did not pass the checks (it never panics): the first declaration of a
-/// name wins, unknown names and words are skipped or take their default.
+/// name wins, unknown names and words are skipped or take their default. Subbot nodes get no
+/// child; see [`lower_with`].
+#[cfg(test)]
 pub(crate) fn lower(file: &ast::File) -> Option<Workflow> {
+    lower_with(file, &HashMap::new())
+}
+
+/// [`lower`], with the compiled child of each subbot node by node name (DSL.md §3.9).
+pub(crate) fn lower_with(
+    file: &ast::File,
+    children: &HashMap<String, Workflow>,
+) -> Option<Workflow> {
     let wf = file.decls.iter().find_map(|d| match d {
         ast::Decl::Workflow(w) => Some(w),
         _ => None,
@@ -69,7 +79,10 @@ pub(crate) fn lower(file: &ast::File) -> Option<Workflow> {
             }
         }
     }
-    let nodes = nodes.into_iter().map(|n| lower_node(n, &prompts)).collect();
+    let nodes = nodes
+        .into_iter()
+        .map(|n| lower_node(n, &prompts, children))
+        .collect();
     let edges: Vec<Edge> = wf.edges.iter().map(lower_edge).collect();
     let mut loops = BTreeMap::new();
     for e in &edges {
@@ -205,7 +218,11 @@ fn lower_await(a: Option<&(ast::AwaitMode, ast::Span)>) -> Option<AwaitMode> {
     })
 }
 
-fn lower_node(n: &ast::Node, prompts: &HashMap<&str, &str>) -> Node {
+fn lower_node(
+    n: &ast::Node,
+    prompts: &HashMap<&str, &str>,
+    children: &HashMap<String, Workflow>,
+) -> Node {
     let ident = |i: &Option<ast::Ident>| i.as_ref().map(|i| i.name.clone());
     let (await_mode, body) = match &n.body {
         ast::NodeBody::Agent(a) => {
@@ -250,6 +267,14 @@ fn lower_node(n: &ast::Node, prompts: &HashMap<&str, &str>) -> Node {
                     ast::RouterMode::Condition => RouterMode::Condition,
                     ast::RouterMode::FanOutAll => RouterMode::FanOutAll,
                 },
+            }),
+        ),
+        ast::NodeBody::Subbot(b) => (
+            lower_await(b.await_.as_ref()),
+            NodeBody::Subbot(SubbotNode {
+                source: b.source.value.clone(),
+                output: ident(&b.output),
+                child: children.get(&n.name.name).cloned().map(Box::new),
             }),
         ),
     };

@@ -1,4 +1,4 @@
-//! Declarations (DSL.md §3.1–§3.7) and sandbox blocks (§7.2–§7.3).
+//! Declarations (DSL.md §3.1–§3.7, §3.9) and sandbox blocks (§7.2–§7.3).
 
 use std::collections::HashMap;
 
@@ -36,6 +36,9 @@ const AGENT_PROPS: &[&str] = &[
 
 /// `tool` (§3.6).
 const TOOL_PROPS: &[&str] = &["command", "input", "output", "await", "sandbox"];
+
+/// `subbot` (§3.9).
+const SUBBOT_PROPS: &[&str] = &["source", "output", "await"];
 
 /// `router` (§3.7).
 const ROUTER_PROPS: &[&str] = &["mode"];
@@ -287,6 +290,7 @@ impl Parser<'_> {
             }
             ast::NodeKind::Tool => ast::NodeBody::Tool(self.tool_props(&name)?),
             ast::NodeKind::Router => ast::NodeBody::Router(self.router_props()?),
+            ast::NodeKind::Subbot => ast::NodeBody::Subbot(self.subbot_props(&name)?),
         };
         Ok(ast::Node {
             kind,
@@ -398,6 +402,26 @@ impl Parser<'_> {
             output,
             await_,
             sandbox,
+        })
+    }
+
+    fn subbot_props(&mut self, name: &ast::Ident) -> PResult<ast::SubbotProps> {
+        let (mut source, mut output, mut await_) = (None, None, None);
+        self.props("subbot", SUBBOT_PROPS, |p, key| {
+            match key.name.as_str() {
+                "source" => source = Some(p.str_prop(&key)?),
+                "output" => output = Some(p.ref_prop(&key, "a schema name")?),
+                _ => await_ = Some(p.enum_prop(&key, AWAIT_MODES)?),
+            }
+            Ok(())
+        })?;
+        let Some(source) = source else {
+            return Err(missing("subbot", name, "source"));
+        };
+        Ok(ast::SubbotProps {
+            source,
+            output,
+            await_,
         })
     }
 

@@ -161,6 +161,11 @@ pub(crate) struct ActiveSandbox {
 }
 
 impl ActiveSandbox {
+    /// Whether the run's scratch lives in the container (SANDBOX.md §14 rule 2).
+    pub(crate) fn scratch_in_container(&self) -> bool {
+        self.scratch.is_some()
+    }
+
     /// L16: removes the container (bounded by the cleanup budget) and the per-run host dir.
     /// Errors are logged: teardown is best-effort, and the reaper collects what it leaves.
     pub(crate) async fn shutdown(self) {

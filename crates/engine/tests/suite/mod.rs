@@ -6,6 +6,7 @@ mod fleet;
 mod loops;
 mod reaper;
 mod routing;
+mod subbots;
 mod support;
 mod tools;
 mod worktree;

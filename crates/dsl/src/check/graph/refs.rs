@@ -119,7 +119,7 @@ pub(super) fn check<'a>(
                     Kind::Command,
                 );
             }
-            NodeBody::Router(_) => {}
+            NodeBody::Router(_) | NodeBody::Subbot(_) => {}
         }
     }
     for decl in &file.decls {
@@ -536,7 +536,7 @@ fn input_schema<'a>(syms: &Symbols<'a>, node: &str) -> Option<&'a ast::Schema> {
     let id = match &syms.nodes.get(node)?.body {
         NodeBody::Agent(a) => a.input.as_ref()?,
         NodeBody::Tool(t) => t.input.as_ref()?,
-        NodeBody::Router(_) => return None,
+        NodeBody::Router(_) | NodeBody::Subbot(_) => return None,
     };
     syms.schemas.get(id.name.as_str()).copied()
 }

@@ -1,0 +1,237 @@
+//! Subbot children (DSL.md §3.9): each `source` is loaded relative to the parent file's directory
+//! and compiled with the same validator input.
+//!
+//! Codes: C910 (a child that cannot be loaded or does not compile, or no parent file to load it
+//! from), C911 (a required child var that no input key sets), C912 (an input key naming no child
+//! var), C913 (a cycle of sources).
+//!
+//! A child is compiled once per subbot node; the compiled children are handed to the lowering so
+//! the IR carries them (`ir::SubbotNode::child`).
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use super::symbols::Symbols;
+use crate::{
+    Code, CompileOptions,
+    ast::{self, NodeBody},
+    diag::Diagnostic,
+    ir,
+};
+
+/// Where a source came from: what loading its children needs (DSL.md §3.9).
+#[derive(Clone, Debug)]
+pub(crate) struct Origin {
+    /// The directory `source` values are relative to.
+    pub dir: PathBuf,
+    /// The files from the root down to this one: canonical path and the name shown in C913.
+    pub chain: Vec<(PathBuf, String)>,
+}
+
+impl Origin {
+    /// The origin of a root file read from `path`.
+    pub(crate) fn root(path: &Path) -> Self {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let shown = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        Origin {
+            dir,
+            chain: vec![(canonical(path), shown)],
+        }
+    }
+
+    /// The origin of the child at `path`, shown as `source`.
+    fn child(&self, path: &Path, source: &str) -> Self {
+        let mut chain = self.chain.clone();
+        chain.push((canonical(path), source.to_owned()));
+        Origin {
+            dir: path
+                .parent()
+                .map_or_else(|| self.dir.clone(), Path::to_path_buf),
+            chain,
+        }
+    }
+}
+
+/// The path itself when it cannot be canonicalised (the load then reports why).
+fn canonical(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// What the subbot check hands back to the pipeline.
+#[derive(Debug, Default)]
+pub(crate) struct Children {
+    /// The compiled child of each subbot node that compiled, by node name.
+    pub compiled: HashMap<String, ir::Workflow>,
+    /// The chain text of the first cycle found in this file or below it (`a -> b -> a`), so each
+    /// ancestor reports C913 too rather than a bare C910.
+    pub cycle: Option<String>,
+}
+
+pub(super) fn check(
+    syms: &Symbols<'_>,
+    opts: &CompileOptions,
+    origin: Option<&Origin>,
+    out: &mut Vec<Diagnostic>,
+) -> Children {
+    let mut children = Children::default();
+    for n in &syms.node_list {
+        let NodeBody::Subbot(b) = &n.body else {
+            continue;
+        };
+        let first = syms
+            .nodes
+            .get(n.name.name.as_str())
+            .is_some_and(|f| std::ptr::eq(*f, *n));
+        if !first {
+            continue;
+        }
+        let name = n.name.name.as_str();
+        let c910 = |why: String| {
+            Diagnostic::new(
+                Code::C910,
+                b.source.span,
+                format!("subbot \"{name}\": {why}"),
+            )
+            .with_node(name)
+        };
+        let Some(origin) = origin else {
+            out.push(
+                c910("cannot load a child without the parent's file path".to_owned()).with_hint(
+                    "compile the workflow from its file (iterion validate FILE) so `source` \
+                     can be resolved",
+                ),
+            );
+            continue;
+        };
+        let path = origin.dir.join(&b.source.value);
+        let canon = canonical(&path);
+        if let Some(at) = origin.chain.iter().position(|(p, _)| *p == canon) {
+            let mut names: Vec<&str> = origin.chain[at..].iter().map(|(_, s)| s.as_str()).collect();
+            names.push(b.source.value.as_str());
+            let chain = names.join(" -> ");
+            out.push(
+                Diagnostic::new(
+                    Code::C913,
+                    b.source.span,
+                    format!("subbot \"{name}\": {chain} includes itself"),
+                )
+                .with_node(name),
+            );
+            children.cycle.get_or_insert(chain);
+            continue;
+        }
+        if origin.chain.len() > ir::MAX_SUBBOT_DEPTH as usize {
+            out.push(c910(format!(
+                "children nest deeper than {}",
+                ir::MAX_SUBBOT_DEPTH
+            )));
+            continue;
+        }
+        let bytes = match crate::load(&path) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                out.push(c910(e.to_string()));
+                continue;
+            }
+        };
+        let child_origin = origin.child(&path, &b.source.value);
+        let (compiled, grand) = crate::compile_in(&bytes, opts, Some(&child_origin));
+        if let Some(chain) = grand.cycle {
+            out.push(
+                Diagnostic::new(
+                    Code::C913,
+                    b.source.span,
+                    format!("subbot \"{name}\": {chain} includes itself"),
+                )
+                .with_node(name),
+            );
+            children.cycle.get_or_insert(chain);
+            continue;
+        }
+        let first_error = compiled.diagnostics.iter().find(|d| d.is_error());
+        let workflow = match (first_error, compiled.workflow) {
+            (None, Some(w)) => w,
+            (Some(d), _) => {
+                out.push(c910(format!(
+                    "{}:{}:{}: {} {}",
+                    b.source.value, d.span.line, d.span.col, d.code, d.message
+                )));
+                continue;
+            }
+            (None, None) => {
+                out.push(c910(format!("{} declares no workflow", b.source.value)));
+                continue;
+            }
+        };
+        check_inputs(syms, n, &workflow, out);
+        children.compiled.insert(name.to_owned(), workflow);
+    }
+    children
+}
+
+/// C911 and C912: the input keys of the node (§5.3) against the child's vars.
+fn check_inputs(
+    syms: &Symbols<'_>,
+    n: &ast::Node,
+    child: &ir::Workflow,
+    out: &mut Vec<Diagnostic>,
+) {
+    let name = n.name.name.as_str();
+    let mut keys: BTreeSet<&str> = BTreeSet::new();
+    let mut key_order: Vec<&str> = Vec::new();
+    let wf = syms.workflow();
+    for e in wf.iter().flat_map(|w| &w.edges) {
+        if e.to.name != name {
+            continue;
+        }
+        for (k, _) in e.with.iter().flat_map(|m| &m.entries) {
+            if keys.insert(k.name.as_str()) {
+                key_order.push(k.name.as_str());
+            }
+        }
+    }
+    // The entry node without mapped keys gets the map of all vars (§5.3 step 3); those keys are
+    // not the author's, so C912 does not judge them.
+    let is_entry = wf
+        .and_then(|w| w.entry.as_ref())
+        .is_some_and(|e| e.text == name);
+    if keys.is_empty() && is_entry {
+        keys.extend(syms.vars.keys().copied());
+    } else {
+        for k in key_order {
+            if child.var(k).is_none() {
+                out.push(
+                    Diagnostic::new(
+                        Code::C912,
+                        n.name.span,
+                        format!("subbot \"{name}\": child has no var \"{k}\""),
+                    )
+                    .with_node(name),
+                );
+            }
+        }
+    }
+    for v in child.vars.iter().filter(|v| v.is_required()) {
+        if !keys.contains(v.name.as_str()) {
+            out.push(
+                Diagnostic::new(
+                    Code::C911,
+                    n.name.span,
+                    format!(
+                        "subbot \"{name}\": child var \"{}\" has no default and no input",
+                        v.name
+                    ),
+                )
+                .with_node(name),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

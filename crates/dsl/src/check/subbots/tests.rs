@@ -1,0 +1,316 @@
+//! Tests of the subbot checks (C910–C913) through [`crate::compile_file`], on files written to a
+//! temporary directory: the checks read the child files, so they cannot run on trees alone.
+use pretty_assertions::assert_eq;
+
+use crate::{Code, CompileOptions, Compiled, compile, compile_file, ir};
+
+/// A child with one required var `goal` and one with a default, ending in a tool.
+const CHILD: &str = "\
+vars:
+  goal: string
+  depth: int = 1
+
+tool work:
+  command: `echo {{vars.goal}}`
+
+workflow child:
+  entry: work
+  work -> done
+";
+
+/// A parent whose entry tool feeds subbot `sub` (source `src`) with the `with` map `with`.
+fn parent(src: &str, with: &str) -> String {
+    format!(
+        "\
+tool start:
+  command: `echo hi`
+
+subbot sub:
+  source: \"{src}\"
+
+workflow parent:
+  entry: start
+  start -> sub{with}
+  sub -> done
+"
+    )
+}
+
+/// Writes `files` (name, text) into a fresh directory and compiles the first one.
+fn compile_in_dir(files: &[(&str, &str)]) -> Compiled {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (name, text) in files {
+        let path = dir.path().join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&path, text).expect("write");
+    }
+    compile_file(&dir.path().join(files[0].0), &CompileOptions::default()).expect("root loads")
+}
+
+/// (code, line, col, message) of every diagnostic.
+fn diags(c: &Compiled) -> Vec<(Code, u32, u32, String)> {
+    c.diagnostics
+        .iter()
+        .map(|d| (d.code, d.span.line, d.span.col, d.message.clone()))
+        .collect()
+}
+
+fn subbot_child(c: &Compiled) -> Option<&ir::Workflow> {
+    let wf = c.workflow.as_ref()?;
+    match &wf.node("sub")?.body {
+        ir::NodeBody::Subbot(s) => s.child.as_deref(),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_clean_child_compiles_into_the_ir() {
+    let p = parent("child.iter", " with { goal: \"x\" }");
+    let c = compile_in_dir(&[("parent.iter", &p), ("child.iter", CHILD)]);
+    assert_eq!(diags(&c), vec![]);
+    let child = subbot_child(&c).expect("the child is lowered with the parent");
+    assert_eq!(child.name, "child");
+    assert_eq!(child.entry, "work");
+    let wf = c.workflow.as_ref().expect("workflow");
+    assert_eq!(wf.node("sub").map(|n| n.kind), Some(ir::NodeKind::Subbot));
+}
+
+#[test]
+fn source_is_relative_to_the_parent_files_directory() {
+    let p = parent("sub/child.iter", " with { goal: \"x\" }");
+    // The grandchild path is relative to `sub/`, not to the root.
+    let child = CHILD.replace(
+        "workflow child:\n  entry: work\n  work -> done\n",
+        "subbot inner:\n  source: \"leaf.iter\"\n\nworkflow child:\n  entry: work\n  work -> inner with { goal: \"y\" }\n  inner -> done\n",
+    );
+    let c = compile_in_dir(&[
+        ("parent.iter", &p),
+        ("sub/child.iter", &child),
+        ("sub/leaf.iter", CHILD),
+    ]);
+    assert_eq!(diags(&c), vec![]);
+    let grandchild = subbot_child(&c)
+        .and_then(|w| w.node("inner"))
+        .and_then(|n| match &n.body {
+            ir::NodeBody::Subbot(s) => s.child.as_deref(),
+            _ => None,
+        });
+    assert_eq!(grandchild.map(|w| w.name.as_str()), Some("child"));
+}
+
+#[test]
+fn table_of_subbot_diagnostics() {
+    struct Case {
+        name: &'static str,
+        files: Vec<(&'static str, String)>,
+        want: Vec<(Code, u32, u32, String)>,
+    }
+    let broken_child =
+        "tool work:\n  command: `echo`\n\nworkflow child:\n  entry: nowhere\n  work -> done\n";
+    let with_goal = " with { goal: \"x\" }";
+    let cases = vec![
+        Case {
+            name: "missing source is C910 at the source value",
+            files: vec![("p.iter", parent("absent.iter", with_goal))],
+            want: vec![(
+                Code::C910,
+                5,
+                11,
+                "subbot \"sub\": cannot read PATH: No such file or directory (os error 2)"
+                    .to_owned(),
+            )],
+        },
+        Case {
+            name: "a child that does not compile is C910 with its first error",
+            files: vec![
+                ("p.iter", parent("c.iter", with_goal)),
+                ("c.iter", broken_child.to_owned()),
+            ],
+            want: vec![(
+                Code::C910,
+                5,
+                11,
+                "subbot \"sub\": c.iter:5:10: C008 entry \"nowhere\" is not a declared node"
+                    .to_owned(),
+            )],
+        },
+        Case {
+            name: "a required child var without an input key is C911 at the name",
+            files: vec![
+                ("p.iter", parent("c.iter", "")),
+                ("c.iter", CHILD.to_owned()),
+            ],
+            want: vec![(
+                Code::C911,
+                4,
+                8,
+                "subbot \"sub\": child var \"goal\" has no default and no input".to_owned(),
+            )],
+        },
+        Case {
+            name: "an input key naming no child var is C912, a warning",
+            files: vec![
+                (
+                    "p.iter",
+                    parent("c.iter", " with { goal: \"x\", colour: \"red\" }"),
+                ),
+                ("c.iter", CHILD.to_owned()),
+            ],
+            want: vec![(
+                Code::C912,
+                4,
+                8,
+                "subbot \"sub\": child has no var \"colour\"".to_owned(),
+            )],
+        },
+        Case {
+            name: "a file naming itself is C913",
+            files: vec![("p.iter", parent("p.iter", with_goal))],
+            want: vec![(
+                Code::C913,
+                5,
+                11,
+                "subbot \"sub\": p.iter -> p.iter includes itself".to_owned(),
+            )],
+        },
+        Case {
+            name: "a cycle through a child is C913 at the root too",
+            files: vec![
+                ("p.iter", parent("c.iter", with_goal)),
+                (
+                    "c.iter",
+                    parent("p.iter", "").replace("workflow parent", "workflow c"),
+                ),
+            ],
+            want: vec![(
+                Code::C913,
+                5,
+                11,
+                "subbot \"sub\": p.iter -> c.iter -> p.iter includes itself".to_owned(),
+            )],
+        },
+    ];
+    for case in cases {
+        let files: Vec<(&str, &str)> = case.files.iter().map(|(n, t)| (*n, t.as_str())).collect();
+        let got: Vec<_> = diags(&compile_in_dir(&files))
+            .into_iter()
+            .map(|(code, line, col, msg)| (code, line, col, redact_path(&msg)))
+            .collect();
+        assert_eq!(got, case.want, "{}", case.name);
+    }
+}
+
+/// `cannot read /tmp/xyz/absent.iter: …` → `cannot read PATH: …` (the temp dir varies).
+fn redact_path(msg: &str) -> String {
+    match (msg.find("cannot read "), msg.rfind(".iter: ")) {
+        (Some(a), Some(b)) if b > a => {
+            format!("{}cannot read PATH{}", &msg[..a], &msg[b + ".iter".len()..])
+        }
+        _ => msg.to_owned(),
+    }
+}
+
+#[test]
+fn c910_and_c911_are_errors_and_block_the_ir_but_c912_does_not() {
+    let warn = compile_in_dir(&[
+        (
+            "p.iter",
+            &parent("c.iter", " with { goal: \"x\", extra: \"y\" }"),
+        ),
+        ("c.iter", CHILD),
+    ]);
+    assert_eq!((warn.error_count(), warn.warning_count()), (0, 1));
+    assert!(warn.workflow.is_some());
+    let err = compile_in_dir(&[("p.iter", &parent("c.iter", "")), ("c.iter", CHILD)]);
+    assert_eq!(err.error_count(), 1);
+    assert!(err.workflow.is_none());
+}
+
+#[test]
+fn an_entry_subbot_without_keys_takes_the_parents_vars() {
+    let p = "\
+vars:
+  goal: string = \"g\"
+
+subbot sub:
+  source: \"c.iter\"
+
+workflow parent:
+  entry: sub
+  sub -> done
+";
+    let c = compile_in_dir(&[("p.iter", p), ("c.iter", CHILD)]);
+    assert_eq!(diags(&c), vec![]);
+}
+
+#[test]
+fn without_a_file_path_a_subbot_is_c910() {
+    let c = compile(parent("c.iter", "").as_bytes(), &CompileOptions::default());
+    assert_eq!(
+        diags(&c),
+        vec![(
+            Code::C910,
+            5,
+            11,
+            "subbot \"sub\": cannot load a child without the parent's file path".to_owned()
+        )]
+    );
+}
+
+#[test]
+fn children_deeper_than_the_limit_are_c910() {
+    // level0.iter -> level1.iter -> … ; each level's subbot names the next file.
+    let level = |next: usize| {
+        format!(
+            "tool start:\n  command: `echo`\n\nsubbot sub:\n  source: \"level{next}.iter\"\n\nworkflow w:\n  entry: start\n  start -> sub\n  sub -> done\n"
+        )
+    };
+    let leaf = "tool start:\n  command: `echo`\n\nworkflow w:\n  entry: start\n  start -> done\n";
+    let depth = ir::MAX_SUBBOT_DEPTH as usize;
+    let mut texts: Vec<(String, String)> = (0..depth)
+        .map(|i| (format!("level{i}.iter"), level(i + 1)))
+        .collect();
+    texts.push((format!("level{depth}.iter"), leaf.to_owned()));
+    let files: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    assert_eq!(
+        diags(&compile_in_dir(&files)),
+        vec![],
+        "depth {depth} is allowed"
+    );
+
+    texts.pop();
+    texts.push((format!("level{depth}.iter"), level(depth + 1)));
+    texts.push((format!("level{}.iter", depth + 1), leaf.to_owned()));
+    let files: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    let got = diags(&compile_in_dir(&files));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].0, Code::C910);
+    assert!(
+        got[0].3.contains("children nest deeper than 8"),
+        "the innermost reason reaches the root: {}",
+        got[0].3
+    );
+}
+
+#[test]
+fn a_subbot_needs_a_source() {
+    let src = "subbot sub:\n  output: s\n\nworkflow w:\n  entry: sub\n  sub -> done\n";
+    let c = compile(src.as_bytes(), &CompileOptions::default());
+    assert_eq!(
+        diags(&c),
+        vec![(
+            Code::E013,
+            1,
+            8,
+            "subbot \"sub\" needs \"source\"".to_owned()
+        )]
+    );
+}
