@@ -10,17 +10,16 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use iterion_engine::{Engine, LaunchOptions, NoObserver, RunControl, RunRequest};
+use iterion_engine::Engine;
 use iterion_sandbox::{
     Builder, Capabilities, Driver, DriverConstructor, DriverKind, PreparedSpec, Progress,
-    ProxyConfigurer, Registry, RunInfo, SandboxRun, Spec, Trust,
+    ProxyConfigurer, Registry, RunInfo, SandboxRun, Spec,
 };
-use iterion_store::{SqliteOptions, SqliteStore, Store};
 use iterion_test_support::{DEBIAN_IMAGE, docker_or_skip};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::suite::support::{default_vars, workflow};
+use crate::suite::support::{events_of, run_request, run_to_end, sqlite_store, workflow};
 
 /// The docker driver, claiming it cannot bind host paths (see the module docs).
 struct BindlessDockerTestDriver(Arc<dyn Driver>);
@@ -86,11 +85,7 @@ async fn docker_a_driver_without_host_binds_gets_no_host_bind_and_no_promise_of_
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(home.path().join("iterion.db"), SqliteOptions::default())
-            .await
-            .unwrap(),
-    );
+    let store = sqlite_store(home.path()).await;
     let engine = Engine::new(Arc::clone(&store), home.path())
         .with_registry(Registry::with_noop().register(DriverKind::Docker, BindlessConstructor));
     let src = format!(
@@ -98,30 +93,8 @@ async fn docker_a_driver_without_host_binds_gets_no_host_bind_and_no_promise_of_
         cache.path().display()
     );
     let wf = workflow(&src);
-    let request = RunRequest {
-        vars: default_vars(&wf),
-        workflow: wf,
-        workflow_hash: "sha256:test".to_owned(),
-        file_path: ws.path().join("bindless.iter"),
-        secrets: Vec::new(),
-        trust: Trust::Trusted,
-        options: LaunchOptions {
-            cwd: ws.path().to_owned(),
-            ..LaunchOptions::default()
-        },
-    };
-    let summary = engine
-        .run(request, RunControl::default(), Arc::new(NoObserver))
-        .await
-        .unwrap();
-    let run_id = iterion_store::RunId::parse(&summary.run_id).unwrap();
-    let events: Vec<(String, Value)> = store
-        .events(&run_id, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.kind, e.data))
-        .collect();
+    let summary = run_to_end(&engine, run_request(wf, ws.path(), "bindless.iter")).await;
+    let events = events_of(store.as_ref(), &summary.run_id).await;
     assert_eq!(
         summary.failure_code, None,
         "{:?}\n{events:#?}",

@@ -10,17 +10,16 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use iterion_engine::{Engine, LaunchOptions, NoObserver, RunControl, RunRequest};
+use iterion_engine::Engine;
 use iterion_sandbox::{
     Capabilities, Driver, DriverConstructor, DriverKind, ExecOpts, ExecResult, NoopDriver,
-    PreparedSpec, Progress, Registry, RunInfo, SandboxRun, Spec, Trust, WorkspaceExporter,
+    PreparedSpec, Progress, Registry, RunInfo, SandboxRun, Spec, WorkspaceExporter,
     WorkspaceHeadCapturer,
 };
-use iterion_store::{SqliteOptions, SqliteStore, Store};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use crate::suite::support::{default_vars, workflow};
+use crate::suite::support::{events_of, run_request, run_to_end, sqlite_store, workflow};
 
 const NAME: &str = "copy-test";
 
@@ -133,48 +132,22 @@ impl DriverConstructor for CopyConstructor {
 async fn run(fail_export: bool) -> (tempfile::TempDir, Vec<(String, Value)>, Vec<String>) {
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(home.path().join("iterion.db"), SqliteOptions::default())
-            .await
-            .unwrap(),
-    );
+    let store = sqlite_store(home.path()).await;
     let engine = Engine::new(Arc::clone(&store), home.path()).with_registry(
         Registry::with_noop().register(DriverKind::Docker, CopyConstructor { fail_export }),
     );
     let wf = workflow(
         "tool hello:\n  command: `echo hi`\n\nworkflow copy:\n  entry: hello\n  sandbox:\n    image: \"any:1\"\n  hello -> done\n",
     );
-    let request = RunRequest {
-        vars: default_vars(&wf),
-        workflow: wf,
-        workflow_hash: "sha256:test".to_owned(),
-        file_path: ws.path().join("copy.iter"),
-        secrets: Vec::new(),
-        trust: Trust::Trusted,
-        options: LaunchOptions {
-            cwd: ws.path().to_owned(),
-            ..LaunchOptions::default()
-        },
-    };
-    let summary = engine
-        .run(request, RunControl::default(), Arc::new(NoObserver))
-        .await
-        .unwrap();
-    let run_id = iterion_store::RunId::parse(&summary.run_id).unwrap();
-    let events: Vec<(String, Value)> = store
-        .events(&run_id, 0)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.kind, e.data))
-        .collect();
+    let summary = run_to_end(&engine, run_request(wf, ws.path(), "copy.iter")).await;
+    let events = events_of(store.as_ref(), &summary.run_id).await;
     assert_eq!(
         summary.failure_code, None,
         "{:?}\n{events:#?}",
         summary.message
     );
     let logs = store
-        .logs(&run_id, 0)
+        .logs(&iterion_store::RunId::parse(&summary.run_id).unwrap(), 0)
         .await
         .unwrap()
         .into_iter()

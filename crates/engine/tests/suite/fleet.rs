@@ -9,15 +9,14 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::suite::support::sqlite_store;
 use iterion_engine::dsl::{CompileOptions, compile};
 use iterion_engine::{
     Engine, LaunchOptions, NoObserver, RunRequest, WorkerOptions, redeliver_interrupted,
     run_worker, workflow_hash,
 };
 use iterion_sandbox::{Registry, SandboxFlag, Trust};
-use iterion_store::{
-    PgOptions, PgStore, RunId, RunQuery, RunStatus, SqliteOptions, SqliteStore, Store,
-};
+use iterion_store::{PgOptions, PgStore, RunId, RunQuery, RunStatus, Store};
 use pretty_assertions::assert_eq;
 use tokio_util::sync::CancellationToken;
 
@@ -42,14 +41,6 @@ async fn postgres() -> Option<Arc<dyn Store>> {
     Some(Arc::new(
         PgStore::connect_with(&url, options).await.unwrap(),
     ))
-}
-
-async fn sqlite(dir: &std::path::Path) -> Arc<dyn Store> {
-    Arc::new(
-        SqliteStore::open(dir.join("iterion.db"), SqliteOptions::default())
-            .await
-            .unwrap(),
-    )
 }
 
 fn engine(store: &Arc<dyn Store>, home: &std::path::Path) -> Engine {
@@ -139,9 +130,9 @@ async fn two_workers_take_distinct_runs(store: Arc<dyn Store>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fleet_two_workers_take_distinct_runs_on_sqlite() {
+async fn fleet_two_workers_take_distinct_runs_on_sqlite_store() {
     let dir = tempfile::tempdir().unwrap();
-    two_workers_take_distinct_runs(sqlite(dir.path()).await).await;
+    two_workers_take_distinct_runs(sqlite_store(dir.path()).await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -205,9 +196,9 @@ async fn lease_expiry_redelivers(store: Arc<dyn Store>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fleet_lease_expiry_redelivers_to_a_healthy_runner_on_sqlite() {
+async fn fleet_lease_expiry_redelivers_to_a_healthy_runner_on_sqlite_store() {
     let dir = tempfile::tempdir().unwrap();
-    lease_expiry_redelivers(sqlite(dir.path()).await).await;
+    lease_expiry_redelivers(sqlite_store(dir.path()).await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -223,7 +214,7 @@ const SLOW: &str =
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fleet_shutdown_interrupts_the_run_in_hand_and_redelivers_it() {
     let dir = tempfile::tempdir().unwrap();
-    let store = sqlite(dir.path()).await;
+    let store = sqlite_store(dir.path()).await;
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     let engine = Arc::new(engine(&store, home.path()));
@@ -293,7 +284,7 @@ async fn fleet_shutdown_interrupts_the_run_in_hand_and_redelivers_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fleet_requeues_an_interrupted_queue_run_but_never_a_local_one() {
     let dir = tempfile::tempdir().unwrap();
-    let store = sqlite(dir.path()).await;
+    let store = sqlite_store(dir.path()).await;
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     let engine = engine(&store, home.path());

@@ -16,7 +16,7 @@ use iterion_sandbox::{ExecOpts, ExecResult, SandboxRun, WorkspaceFileRefresher};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use super::support::{Host, RUN_ID, default_vars};
+use super::support::{Host, RUN_ID, default_vars, run_request, run_to_end, sqlite_store};
 
 /// Writes `files` into `dir` and compiles the first one from its path.
 fn compile_tree(dir: &Path, files: &[(&str, &str)]) -> Workflow {
@@ -291,39 +291,20 @@ workflow child:
 /// trust from the parent), its own events, and its final status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_launched_child_has_its_own_record_and_events() {
-    use iterion_engine::{Engine, LaunchOptions, NoObserver, RunControl, RunRequest};
-    use iterion_sandbox::{Registry, Trust};
-    use iterion_store::{RunQuery, RunStatus, SqliteOptions, SqliteStore, Store};
+    use iterion_engine::Engine;
+    use iterion_sandbox::Registry;
+    use iterion_store::{RunQuery, RunStatus};
 
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(home.path().join("iterion.db"), SqliteOptions::default())
-            .await
-            .unwrap(),
-    );
+    let store = sqlite_store(home.path()).await;
     let engine = Engine::new(Arc::clone(&store), home.path()).with_registry(Registry::with_noop());
     let parent = PARENT.replace("  entry: start\n", "  entry: start\n  sandbox: none\n");
     let wf = compile_tree(
         ws.path(),
         &[("parent.iter", &parent), ("child.iter", CHILD)],
     );
-    let request = RunRequest {
-        vars: default_vars(&wf),
-        workflow: wf,
-        workflow_hash: "sha256:test".to_owned(),
-        file_path: ws.path().join("parent.iter"),
-        secrets: Vec::new(),
-        trust: Trust::Trusted,
-        options: LaunchOptions {
-            cwd: ws.path().to_owned(),
-            ..LaunchOptions::default()
-        },
-    };
-    let summary = engine
-        .run(request, RunControl::default(), Arc::new(NoObserver))
-        .await
-        .unwrap();
+    let summary = run_to_end(&engine, run_request(wf, ws.path(), "parent.iter")).await;
     assert_eq!(summary.status, RunStatus::Finished, "{:?}", summary.message);
     let runs = store.list_runs(&RunQuery::default()).await.unwrap();
     assert_eq!(runs.len(), 2, "{runs:#?}");
@@ -382,15 +363,11 @@ async fn a_launched_child_has_its_own_record_and_events() {
 async fn a_child_of_a_copy_based_parent_resumes_only_with_force() {
     use iterion_engine::{Engine, EngineError, NoObserver, ResumeRequest, RunControl};
     use iterion_sandbox::Registry;
-    use iterion_store::{NewEvent, NewRun, RunStatus, SqliteOptions, SqliteStore, Store};
+    use iterion_store::{NewEvent, NewRun, RunStatus};
 
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(home.path().join("iterion.db"), SqliteOptions::default())
-            .await
-            .unwrap(),
-    );
+    let store = sqlite_store(home.path()).await;
     let engine = Engine::new(Arc::clone(&store), home.path()).with_registry(Registry::with_noop());
     // An absolute path: a forced child resumes with the process's cwd (no launch envelope).
     let marker = ws.path().join("resumed.txt");
@@ -474,17 +451,13 @@ async fn a_child_of_a_copy_based_parent_resumes_only_with_force() {
 /// declared}` — and its output comes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_declaring_child_is_launched_on_its_own() {
-    use iterion_engine::{Engine, LaunchOptions, NoObserver, RunControl, RunRequest};
-    use iterion_sandbox::{Registry, Trust};
-    use iterion_store::{RunQuery, RunStatus, SqliteOptions, SqliteStore, Store};
+    use iterion_engine::Engine;
+    use iterion_sandbox::Registry;
+    use iterion_store::{RunQuery, RunStatus};
 
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(home.path().join("iterion.db"), SqliteOptions::default())
-            .await
-            .unwrap(),
-    );
+    let store = sqlite_store(home.path()).await;
     let engine = Engine::new(Arc::clone(&store), home.path()).with_registry(Registry::with_noop());
     let parent = PARENT.replace("  entry: start\n", "  entry: start\n  sandbox: none\n");
     let declaring = CHILD.replace(
@@ -495,22 +468,7 @@ async fn a_declaring_child_is_launched_on_its_own() {
         ws.path(),
         &[("parent.iter", &parent), ("child.iter", &declaring)],
     );
-    let request = RunRequest {
-        vars: default_vars(&wf),
-        workflow: wf,
-        workflow_hash: "sha256:test".to_owned(),
-        file_path: ws.path().join("parent.iter"),
-        secrets: Vec::new(),
-        trust: Trust::Trusted,
-        options: LaunchOptions {
-            cwd: ws.path().to_owned(),
-            ..LaunchOptions::default()
-        },
-    };
-    let summary = engine
-        .run(request, RunControl::default(), Arc::new(NoObserver))
-        .await
-        .unwrap();
+    let summary = run_to_end(&engine, run_request(wf, ws.path(), "parent.iter")).await;
     assert_eq!(summary.status, RunStatus::Finished, "{:?}", summary.message);
     let runs = store.list_runs(&RunQuery::default()).await.unwrap();
     let parent_id = iterion_store::RunId::parse(&summary.run_id).unwrap();

@@ -232,3 +232,59 @@ pub async fn process_gone(pid: u32) -> bool {
     }
     false
 }
+
+/// A SQLite store in `dir` (`iterion.db`), as the CLI opens one.
+pub async fn sqlite_store(dir: &Path) -> Arc<dyn iterion_store::Store> {
+    Arc::new(
+        iterion_store::SqliteStore::open(
+            dir.join("iterion.db"),
+            iterion_store::SqliteOptions::default(),
+        )
+        .await
+        .unwrap(),
+    )
+}
+
+/// A trusted launch of `wf` from the workspace `ws`, its file named `file` there, with the vars
+/// at their defaults and no sandbox flags.
+pub fn run_request(wf: Workflow, ws: &Path, file: &str) -> iterion_engine::RunRequest {
+    iterion_engine::RunRequest {
+        vars: default_vars(&wf),
+        workflow: wf,
+        workflow_hash: "sha256:test".to_owned(),
+        file_path: ws.join(file),
+        secrets: Vec::new(),
+        trust: iterion_sandbox::Trust::Trusted,
+        options: iterion_engine::LaunchOptions {
+            cwd: ws.to_owned(),
+            ..iterion_engine::LaunchOptions::default()
+        },
+    }
+}
+
+/// Runs `request` on `engine` to its end, with no observer and no stop.
+pub async fn run_to_end(
+    engine: &iterion_engine::Engine,
+    request: iterion_engine::RunRequest,
+) -> iterion_engine::RunSummary {
+    engine
+        .run(
+            request,
+            iterion_engine::RunControl::default(),
+            Arc::new(iterion_engine::NoObserver),
+        )
+        .await
+        .unwrap()
+}
+
+/// The events of run `run_id` as `(type, data)`.
+pub async fn events_of(store: &dyn iterion_store::Store, run_id: &str) -> Vec<(String, Value)> {
+    let id = iterion_store::RunId::parse(run_id).unwrap();
+    store
+        .events(&id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.kind, e.data))
+        .collect()
+}
