@@ -92,6 +92,19 @@ fn runtime_dir(env: &Env) -> std::path::PathBuf {
     dir
 }
 
+/// Teardown left nothing: no container of this store, nothing of the run under the runtime dir,
+/// no socket.
+fn assert_torn_down(env: &Env, xdg: &Path, run: &iterion_store::Run) {
+    assert_eq!(env.containers(), Vec::<String>::new());
+    let left = files_under(xdg);
+    assert!(
+        !left
+            .iter()
+            .any(|p| p.contains(run.id.as_str()) || p.ends_with(".sock")),
+        "{left:#?}"
+    );
+}
+
 fn files_under(dir: &Path) -> Vec<String> {
     let mut found = Vec::new();
     if let Ok(entries) = std::fs::read_dir(dir) {
@@ -215,15 +228,7 @@ fn docker_egress_goes_through_the_proxy_only_and_the_policy_holds() {
         "{logs:#?}"
     );
 
-    // Teardown: no container, no run dir, no socket.
-    assert_eq!(env.containers(), Vec::<String>::new());
-    let left = files_under(&xdg);
-    assert!(
-        !left
-            .iter()
-            .any(|p| p.contains(run.id.as_str()) || p.ends_with(".sock")),
-        "{left:#?}"
-    );
+    assert_torn_down(&env, &xdg, &run);
 }
 
 #[test]
@@ -335,20 +340,13 @@ fn docker_a_bridge_that_cannot_start_fails_the_setup_and_leaves_nothing() {
         Some("SANDBOX_SETUP_FAILED"),
         "{events:#?}"
     );
-    let message = run.failure_message.unwrap_or_default();
+    let message = run.failure_message.clone().unwrap_or_default();
     assert!(
         message.contains("egress bridge exited before ready"),
         "{message}"
     );
     assert!(first(&events, "sandbox_started").is_none(), "{events:#?}");
-    assert_eq!(env.containers(), Vec::<String>::new());
-    let left = files_under(&xdg);
-    assert!(
-        !left
-            .iter()
-            .any(|p| p.contains(run.id.as_str()) || p.ends_with(".sock")),
-        "{left:#?}"
-    );
+    assert_torn_down(&env, &xdg, &run);
 }
 
 /// Attacks from inside the container, each through the real bridge and proxy (SANDBOX.md §6.4,
