@@ -39,11 +39,13 @@ impl std::fmt::Display for LinkKind {
 }
 
 const PT_INTERP: u32 = 3;
-/// Program headers beyond this many bytes into the file are not looked for.
-const MAX_READ: u64 = 1 << 20;
+/// The 64-bit ELF header's size (the 32-bit one is smaller): enough to find the program headers.
+const HEADER_BYTES: usize = 64;
+/// A program-header table larger than this is not read.
+const MAX_TABLE_BYTES: u64 = 64 * 1024;
 
 /// The link kind of an ELF image whose first bytes are `bytes` (enough to cover the program
-/// header table; [`link_kind_of`] reads up to 1 MiB).
+/// header table; [`link_kind_of`] reads exactly that much).
 pub fn link_kind(bytes: &[u8]) -> LinkKind {
     program_headers_have_interp(bytes).map_or(LinkKind::Unknown, |interp| {
         if interp {
@@ -54,66 +56,88 @@ pub fn link_kind(bytes: &[u8]) -> LinkKind {
     })
 }
 
-/// The link kind of the file at `path` (blocking read of at most 1 MiB).
+/// The link kind of the file at `path` (blocking): reads the ELF header, then the program-header
+/// table it points at — a few hundred bytes, not the binary. The CLI asks this at start-up.
 pub fn link_kind_of(path: &Path) -> LinkKind {
-    let mut bytes = Vec::new();
-    match std::fs::File::open(path).and_then(|f| f.take(MAX_READ).read_to_end(&mut bytes)) {
-        Ok(_) => link_kind(&bytes),
-        Err(_) => LinkKind::Unknown,
+    read_headers(path).map_or(LinkKind::Unknown, |bytes| link_kind(&bytes))
+}
+
+/// The file's first bytes through the end of its program-header table.
+fn read_headers(path: &Path) -> Option<Vec<u8>> {
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut bytes = Vec::with_capacity(HEADER_BYTES);
+    (&mut file)
+        .take(HEADER_BYTES as u64)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    let end = table_end(&bytes)?;
+    let more = end.saturating_sub(bytes.len() as u64);
+    if more > MAX_TABLE_BYTES {
+        return None;
+    }
+    file.take(more).read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// Where the program-header table ends, per the ELF header in `b`.
+fn table_end(b: &[u8]) -> Option<u64> {
+    let layout = Layout::of(b)?;
+    let bytes = layout.entsize.checked_mul(layout.phnum)?;
+    u64::try_from(layout.phoff.checked_add(bytes)?).ok()
+}
+
+/// What the ELF header says about the program-header table.
+struct Layout {
+    little: bool,
+    phoff: usize,
+    entsize: usize,
+    phnum: usize,
+}
+
+/// The unsigned `n`-byte integer at `at`, in the file's byte order; `None` past the end.
+fn uint_at(b: &[u8], little: bool, at: usize, n: usize) -> Option<u64> {
+    let raw = b.get(at..at.checked_add(n)?)?;
+    let fold = |v: u64, byte: &u8| (v << 8) | u64::from(*byte);
+    Some(if little {
+        raw.iter().rev().fold(0, fold)
+    } else {
+        raw.iter().fold(0, fold)
+    })
+}
+
+impl Layout {
+    fn of(b: &[u8]) -> Option<Layout> {
+        if b.get(..4)? != [0x7f, b'E', b'L', b'F'] {
+            return None;
+        }
+        let little = match b.get(5)? {
+            1 => true,
+            2 => false,
+            _ => return None,
+        };
+        let at = |offset, n| uint_at(b, little, offset, n);
+        let (phoff, entsize, phnum) = match b.get(4)? {
+            2 => (at(0x20, 8)?, at(0x36, 2)?, at(0x38, 2)?),
+            1 => (at(0x1C, 4)?, at(0x2A, 2)?, at(0x2C, 2)?),
+            _ => return None,
+        };
+        Some(Layout {
+            little,
+            phoff: usize::try_from(phoff).ok()?,
+            entsize: usize::try_from(entsize).ok()?,
+            phnum: usize::try_from(phnum).ok()?,
+        })
     }
 }
 
 fn program_headers_have_interp(b: &[u8]) -> Option<bool> {
-    if b.get(..4)? != [0x7f, b'E', b'L', b'F'] {
+    let layout = Layout::of(b)?;
+    if layout.entsize < 4 {
         return None;
     }
-    let wide = match b.get(4)? {
-        1 => false,
-        2 => true,
-        _ => return None,
-    };
-    let little = match b.get(5)? {
-        1 => true,
-        2 => false,
-        _ => return None,
-    };
-    let u16_at = |at: usize| -> Option<u16> {
-        let s: [u8; 2] = b.get(at..at.checked_add(2)?)?.try_into().ok()?;
-        Some(if little {
-            u16::from_le_bytes(s)
-        } else {
-            u16::from_be_bytes(s)
-        })
-    };
-    let u32_at = |at: usize| -> Option<u32> {
-        let s: [u8; 4] = b.get(at..at.checked_add(4)?)?.try_into().ok()?;
-        Some(if little {
-            u32::from_le_bytes(s)
-        } else {
-            u32::from_be_bytes(s)
-        })
-    };
-    let u64_at = |at: usize| -> Option<u64> {
-        let s: [u8; 8] = b.get(at..at.checked_add(8)?)?.try_into().ok()?;
-        Some(if little {
-            u64::from_le_bytes(s)
-        } else {
-            u64::from_be_bytes(s)
-        })
-    };
-    let (phoff, phentsize, phnum) = if wide {
-        (u64_at(0x20)?, u16_at(0x36)?, u16_at(0x38)?)
-    } else {
-        (u64::from(u32_at(0x1C)?), u16_at(0x2A)?, u16_at(0x2C)?)
-    };
-    let phoff = usize::try_from(phoff).ok()?;
-    let entsize = usize::from(phentsize);
-    if entsize < 4 {
-        return None;
-    }
-    for i in 0..usize::from(phnum) {
-        let at = phoff.checked_add(i.checked_mul(entsize)?)?;
-        if u32_at(at)? == PT_INTERP {
+    for i in 0..layout.phnum {
+        let at = layout.phoff.checked_add(i.checked_mul(layout.entsize)?)?;
+        if uint_at(b, layout.little, at, 4)? == u64::from(PT_INTERP) {
             return Some(true);
         }
     }
