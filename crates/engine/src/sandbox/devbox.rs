@@ -71,17 +71,26 @@ pub(crate) struct DevboxHost<'a> {
 /// # Errors
 ///
 /// `SANDBOX_SETUP_FAILED` when `ITERION_REPO_DEVBOX` is neither on nor off.
-pub(crate) fn provision_in_sandbox(
+pub(crate) async fn provision_in_sandbox(
     spec: &mut Spec,
     host: &DevboxHost<'_>,
 ) -> Result<Option<(SandboxDevboxProvisioned, Vec<String>)>, SetupError> {
     let repo_devbox = resolve_repo_devbox(None, std::env::var(ITERION_REPO_DEVBOX).ok().as_deref())
         .map_err(|e| SetupError::failed(format!("{ITERION_REPO_DEVBOX}: {e}")))?;
-    let repo = read_devbox_config(host.workspace);
-    let bot = host
+    // The config files are read off the runtime threads (ARCHITECTURE §6).
+    let workspace = host.workspace.to_owned();
+    let bundle = host
         .bundle_dir
         .filter(|dir| *dir != host.workspace)
-        .map(read_devbox_config);
+        .map(Path::to_owned);
+    let (repo, bot) = tokio::task::spawn_blocking(move || {
+        (
+            read_devbox_config(&workspace),
+            bundle.as_deref().map(read_devbox_config),
+        )
+    })
+    .await
+    .map_err(|e| SetupError::failed(format!("devbox: reading devbox.json: {e}")))?;
     let ws_in_sandbox = spec
         .workspace_folder
         .clone()

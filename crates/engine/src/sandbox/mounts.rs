@@ -270,7 +270,8 @@ pub(crate) async fn plan_mounts(
                 bundle_dir: inputs.bundle_dir.as_deref(),
                 bundle_mounted,
             },
-        )?
+        )
+        .await?
     {
         for warning in warnings {
             tracing::warn!("sandbox: {warning}");
