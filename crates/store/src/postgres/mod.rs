@@ -376,7 +376,8 @@ impl Store for PgStore {
     }
 
     async fn claim_next_queued(&self, holder: &str, ttl: Duration) -> Result<Option<Claim>> {
-        ops::claim_next(&mut **self.client().await?, &self.inner.ctx, holder, ttl).await
+        let client = self.client().await?;
+        ops::claim_next(&client, &self.inner.ctx, holder, ttl).await
     }
 
     async fn append_event(&self, run_id: &RunId, event: NewEvent) -> Result<Event> {

@@ -2,6 +2,7 @@
 //! lines (gap-free per run), and leases. Each write is one transaction.
 
 use std::ops::Range;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
@@ -16,7 +17,9 @@ use crate::model::{
 };
 use crate::save_rules::{StoredRun, check_save, encode_for_save};
 use crate::sqlite::leases::expiry;
-use crate::sqlite::rows::{RUN_COLUMNS, RawRun, json_text, path_text, to_i64, to_u64};
+use crate::sqlite::rows::{
+    RUN_COLUMN_COUNT, RUN_COLUMNS, RawRun, json_text, path_text, to_i64, to_u64,
+};
 use crate::store::RunQuery;
 use crate::time::Timestamp;
 
@@ -326,7 +329,7 @@ pub(crate) async fn save(
 }
 
 pub(crate) async fn claim_next(
-    client: &mut Client,
+    client: &deadpool_postgres::ClientWrapper,
     ctx: &Ctx,
     holder: &str,
     ttl: Duration,
@@ -334,55 +337,65 @@ pub(crate) async fn claim_next(
     let now = ctx.clock.now();
     let expires_at = expiry(now, ttl)?;
     let op = "claiming a queued run";
-    // A run whose lease someone takes between our SELECT and our lease write is given up and the
-    // next one tried; each lost race is another runner's progress, so a few tries suffice.
+    // One statement, so one round trip and one commit per claim (the queue's rate is bound by
+    // them, BENCHMARKS.md "Run queue"):
+    // - `next`: SKIP LOCKED passes over a run another claimer is taking right now instead of
+    //   waiting for it. NO KEY UPDATE (FOR UPDATE's weaker form) still excludes other claimers
+    //   and savers, but not the key-share lock a concurrent lease insert takes on the run row
+    //   for its foreign key, so a claim and an acquire_lease on the same run cannot deadlock.
+    // - `lease`: taken only if still free (take_lease's rule); an acquire_lease that committed
+    //   since the snapshot wins, `claimed` is then empty, and the next run is tried.
+    // - `claimed`: the run row as it is after the claim.
+    static SQL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "WITH next AS (\
+             SELECT id FROM runs AS r WHERE status = $2 \
+             AND (available_at_ms IS NULL OR available_at_ms <= $1) \
+             AND NOT EXISTS (SELECT 1 FROM leases AS l \
+                             WHERE l.run_id = r.id AND l.expires_at_ms > $1) \
+             ORDER BY created_at_ms, id LIMIT 1 FOR NO KEY UPDATE OF r SKIP LOCKED), \
+         lease AS (\
+             INSERT INTO leases (run_id, holder, expires_at_ms) SELECT id, $3, $4 FROM next \
+             ON CONFLICT (run_id) DO UPDATE SET holder = EXCLUDED.holder, \
+             expires_at_ms = EXCLUDED.expires_at_ms \
+             WHERE leases.holder = EXCLUDED.holder OR leases.expires_at_ms <= $1 \
+             RETURNING run_id), \
+         claimed AS (\
+             UPDATE runs SET status = $5, deliveries = deliveries + 1, available_at_ms = NULL, \
+             updated_at_ms = $1, finished_at_ms = NULL, version = version + 1 \
+             FROM lease WHERE runs.id = lease.run_id RETURNING {RUN_COLUMNS}) \
+         SELECT claimed.*, next.id FROM next LEFT JOIN claimed ON claimed.id = next.id"
+        )
+    });
+    // Prepared once per pooled connection: an unprepared query costs a second round trip.
+    let statement = client.prepare_cached(&SQL).await.map_err(ctx.sql(op))?;
+    // The last column is the run `next` picked; the others are NULL when its lease was lost.
+    let picked = RUN_COLUMN_COUNT;
     for _ in 0..CLAIM_ATTEMPTS {
-        let tx = client.transaction().await.map_err(ctx.sql(op))?;
-        // SKIP LOCKED: a run another claimer is taking right now is passed over, not waited
-        // for. NO KEY UPDATE (FOR UPDATE's weaker form) still excludes other claimers and
-        // savers, but not the key-share lock a concurrent lease insert takes on the run row for
-        // its foreign key, so a claim and an acquire_lease on the same run cannot deadlock.
-        let next = tx
+        let row = client
             .query_opt(
-                "SELECT id FROM runs AS r WHERE status = $2 \
-                 AND (available_at_ms IS NULL OR available_at_ms <= $1) \
-                 AND NOT EXISTS (SELECT 1 FROM leases AS l \
-                                 WHERE l.run_id = r.id AND l.expires_at_ms > $1) \
-                 ORDER BY created_at_ms, id LIMIT 1 FOR NO KEY UPDATE OF r SKIP LOCKED",
-                &[&now.as_millis(), &RunStatus::Queued.as_str()],
+                &statement,
+                &[
+                    &now.as_millis(),
+                    &RunStatus::Queued.as_str(),
+                    &holder,
+                    &expires_at.as_millis(),
+                    &RunStatus::Running.as_str(),
+                ],
             )
             .await
             .map_err(ctx.sql(op))?;
-        let Some(row) = next else {
+        let Some(row) = row else {
             return Ok(None);
         };
-        let raw_id: String = row.try_get(0).map_err(ctx.sql(op))?;
-        let run_id = RunId::parse(&raw_id).map_err(|e| bad_id(ctx, "runs.id", &raw_id, &e))?;
-        // The lease first, and only if still free: an acquire_lease that committed since our
-        // SELECT wins, and this transaction rolls back (on drop) and tries the next run.
-        let taken = take_lease(&tx, run_id.as_str(), holder, expires_at, now)
-            .await
-            .map_err(ctx.sql(op))?;
-        if taken == 0 {
+        let claimed: Option<String> = row.try_get(0).map_err(ctx.sql(op))?;
+        if claimed.is_none() {
+            let lost: String = row.try_get(picked).map_err(ctx.sql(op))?;
+            tracing::debug!(run_id = %lost, "lease taken since the claim's snapshot; trying the next run");
             continue;
         }
-        tx.execute(
-            "UPDATE runs SET status = $3, deliveries = deliveries + 1, available_at_ms = NULL, \
-             updated_at_ms = $2, finished_at_ms = NULL, version = version + 1 WHERE id = $1",
-            &[
-                &run_id.as_str(),
-                &now.as_millis(),
-                &RunStatus::Running.as_str(),
-            ],
-        )
-        .await
-        .map_err(ctx.sql(op))?;
-        let run = get(&tx, ctx, &run_id)
-            .await?
-            .ok_or_else(|| Error::RunNotFound {
-                run_id: run_id.clone(),
-            })?;
-        tx.commit().await.map_err(ctx.sql(op))?;
+        let run = raw_run(&row).map_err(ctx.sql(op))?.decode(&ctx.db)?;
+        let run_id = run.id.clone();
         return Ok(Some(Claim {
             run,
             lease: Lease {

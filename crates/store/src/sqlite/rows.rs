@@ -18,6 +18,9 @@ pub(crate) const RUN_COLUMNS: &str = "id, workflow, workflow_hash, file_path, st
      last_completed_node, checkpoint, deliveries, available_at_ms, created_at_ms, updated_at_ms, \
      finished_at_ms, version";
 
+/// How many columns [`RUN_COLUMNS`] names (a query may select more after them).
+pub(crate) const RUN_COLUMN_COUNT: usize = 21;
+
 /// A run row as SQLite values, read inside a query closure (which can only fail with SQLite's
 /// error) and decoded afterwards.
 pub(crate) struct RawRun {
@@ -185,4 +188,15 @@ pub(crate) fn to_u64(value: i64) -> u64 {
 /// A sequence number or version for storage (SQLite integers are signed).
 pub(crate) fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn run_column_count_matches_the_column_list() {
+        assert_eq!(
+            super::RUN_COLUMNS.split(',').count(),
+            super::RUN_COLUMN_COUNT
+        );
+    }
 }
