@@ -56,6 +56,12 @@ pub struct Workflow {
     pub budget: Budget,
     /// The workflow's sandbox request; [`SandboxMode::Inherit`] when absent (DSL.md §7.1).
     pub sandbox: Sandbox,
+    /// The sandbox fields this workflow declares, as written, in SANDBOX.md §14's form: the
+    /// workflow block's (`mode=none`, `image`, …) then each agent or judge node's
+    /// (`<node>.<field>`). Empty when it declares none (`sandbox: auto` alone is not a
+    /// declaration). Read when the workflow runs as a subbot child.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declared_sandbox_fields: Vec<String>,
 }
 
 impl Workflow {

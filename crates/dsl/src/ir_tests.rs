@@ -69,8 +69,86 @@ fn a_minimal_workflow_takes_every_default() {
                 mode: SandboxMode::Inherit,
                 ..Sandbox::default()
             },
+            declared_sandbox_fields: vec![],
         })
     );
+}
+
+/// The declared fields of a workflow whose `sandbox:` (workflow block) is `wf_sandbox` and whose
+/// agent `a` has `node_sandbox` (each a block of lines, indented by the caller, or empty).
+fn declared(wf_sandbox: &str, node_sandbox: &str) -> Vec<String> {
+    let src = format!(
+        "agent a:\n  model: \"openai/gpt-4o\"\n  user: \"hi\"\n{node_sandbox}\n\
+         workflow w:\n  entry: a\n{wf_sandbox}\n  a -> done\n"
+    );
+    let compiled = crate::compile(src.as_bytes(), &crate::CompileOptions::default());
+    let Some(workflow) = compiled.workflow else {
+        panic!("{src}\ndoes not compile: {:?}", compiled.diagnostics)
+    };
+    workflow.declared_sandbox_fields
+}
+
+#[test]
+fn declared_sandbox_fields_are_read_as_written() {
+    let none: [&str; 0] = [];
+    let table: &[(&str, &str, &[&str])] = &[
+        ("", "", &none),
+        ("  sandbox: auto", "", &none),
+        ("  sandbox:\n    mode: auto", "", &none),
+        ("  sandbox: none", "", &["mode=none"]),
+        // `image:` alone is not `mode=inline` (the IR's default for a block).
+        ("  sandbox:\n    image: \"alpine\"", "", &["image"]),
+        (
+            "  sandbox:\n    mode: inline\n    image: \"alpine\"\n    user: \"1000\"",
+            "",
+            &["mode=inline", "image", "user"],
+        ),
+        (
+            "  sandbox:\n    mode: auto\n    env:\n      A: \"1\"",
+            "",
+            &["env"],
+        ),
+        (
+            "  sandbox:\n    mode: auto\n    host_state: auto",
+            "",
+            &none,
+        ),
+        (
+            "  sandbox:\n    mode: auto\n    host_state: none",
+            "",
+            &["host_state"],
+        ),
+        (
+            "  sandbox:\n    mode: auto\n    post_create: \"true\"",
+            "",
+            &["post_create"],
+        ),
+        (
+            "  sandbox:\n    mode: auto\n    workspace_folder: \"/w\"",
+            "",
+            &["workspace_folder"],
+        ),
+        (
+            "  sandbox:\n    mode: auto\n    mounts: [\"type=volume,source=v,target=/v\"]",
+            "",
+            &["mounts"],
+        ),
+        (
+            "  sandbox:\n    mode: auto\n    network:\n      mode: allowlist\n      rules: [\"example.com\"]",
+            "",
+            &["network"],
+        ),
+        // An agent's own block is reported under its name, after the workflow's fields.
+        (
+            "  sandbox: none",
+            "  sandbox:\n    image: \"alpine\"",
+            &["mode=none", "a.image"],
+        ),
+        ("", "  sandbox: auto", &none),
+    ];
+    for (wf, node, want) in table {
+        assert_eq!(declared(wf, node), *want, "workflow {wf:?}, node {node:?}");
+    }
 }
 
 #[test]

@@ -5,19 +5,18 @@
 //! and the parent's sandbox when it adopts. Its output is the child's `final_output`, checked
 //! against the node's `output` schema; a child that fails fails the node with the child's code.
 //!
-//! What is decided here, purely: [`declared_sandbox_fields`], [`should_adopt`] (the three rules
+//! What is decided here, purely: [`should_adopt`] (the three rules
 //! of §14, in order) and [`adopted_in_copy_based_parent`] (resume). A child that declares a
 //! sandbox of its own under a bind-mount parent is not run here: [`ChildRuns::run_own`] hands it
 //! to the launcher (`record::StoreChildRuns`), which gives it a whole attempt of its own.
-//! Open points are listed in `SUBBOTS-WIP.md` at the repository root.
+//! The declared fields are read from the compiled child (`Workflow::declared_sandbox_fields`,
+//! computed from what was written). Open points: `docs/subbots-status.md`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::future::BoxFuture;
-use iterion_dsl::ir::{
-    self, HostState, Interaction, NodeBody, SandboxMode, SubbotNode, ValueType, Workflow,
-};
+use iterion_dsl::ir::{self, Interaction, NodeBody, SubbotNode, ValueType, Workflow};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -152,42 +151,6 @@ pub(crate) enum AdoptionDecision {
     },
 }
 
-/// The sandbox fields a child declares of its own (SANDBOX.md §14 rule 1): `mode=none|inline`,
-/// `image`, `build`, `mounts`, `env`, `user`, `post_create`, `workspace_folder`, `host_state`
-/// (set and not auto), `network` (with content). `sandbox: auto` alone is not a declaration.
-///
-/// Only the workflow block is read: node-level `sandbox:` blocks are not lowered into the IR
-/// (DSL.md §7.4, never honoured), so `<node>.<field>` entries cannot arise yet.
-pub(crate) fn declared_sandbox_fields(child: &Workflow) -> Vec<String> {
-    let s = &child.sandbox;
-    let mut fields = Vec::new();
-    match s.mode {
-        SandboxMode::None => fields.push("mode=none".to_owned()),
-        SandboxMode::Inline => fields.push("mode=inline".to_owned()),
-        SandboxMode::Auto | SandboxMode::Inherit => {}
-    }
-    let mut push = |set: bool, name: &str| {
-        if set {
-            fields.push(name.to_owned());
-        }
-    };
-    push(s.image.is_some(), "image");
-    push(s.build.is_some(), "build");
-    push(!s.mounts.is_empty(), "mounts");
-    push(!s.env.is_empty(), "env");
-    push(s.user.is_some(), "user");
-    push(s.post_create.is_some(), "post_create");
-    push(s.workspace_folder.is_some(), "workspace_folder");
-    push(s.host_state == HostState::None, "host_state");
-    push(
-        s.network
-            .as_ref()
-            .is_some_and(|n| !n.mode_defaulted || n.preset.is_some() || !n.rules.is_empty()),
-        "network",
-    );
-    fields
-}
-
 /// The first node of `child` that can pause: an agent or judge whose `interaction` is not
 /// `none` (this subset has no human nodes).
 pub(crate) fn pausing_node(child: &Workflow) -> Option<&str> {
@@ -205,7 +168,7 @@ pub(crate) fn should_adopt(
     copy_based: bool,
     scratch_in_container: bool,
 ) -> AdoptionDecision {
-    let fields = declared_sandbox_fields(child);
+    let fields = child.declared_sandbox_fields.clone();
     if !fields.is_empty() {
         if copy_based {
             return AdoptionDecision::Refused {

@@ -44,7 +44,7 @@ fn the_adoption_rules_apply_in_order() {
         message: m.to_owned(),
     };
     // (case, child, copy_based, scratch_in_container, decision)
-    let cases: Vec<(&str, Workflow, bool, bool, AdoptionDecision)> = vec![
+    let mut cases: Vec<(&str, Workflow, bool, bool, AdoptionDecision)> = vec![
         (
             "plain child adopts",
             child("", None),
@@ -81,8 +81,8 @@ fn the_adoption_rules_apply_in_order() {
             true,
             false,
             refused(
-                "subbot sub declares sandbox fields [mode=inline, image] but its parent's \
-                 kubernetes sandbox is copy-based",
+                "subbot sub declares sandbox fields [image] but its parent's kubernetes sandbox \
+                 is copy-based",
             ),
         ),
         (
@@ -130,6 +130,26 @@ fn the_adoption_rules_apply_in_order() {
             AdoptionDecision::Adopt,
         ),
     ];
+    // A node's own block counts, named `<node>.<field>` (it is never honoured, but it says the
+    // child expects a sandbox of its own).
+    let node_level = {
+        let src = "agent ask:\n  model: \"anthropic/claude-x\"\n  user: \"hi\"\n  \
+                   interaction: none\n  sandbox:\n    image: \"alpine:3\"\n\n\
+                   workflow c:\n  entry: ask\n  ask -> done\n";
+        compile(src.as_bytes(), &CompileOptions::default())
+            .workflow
+            .expect("compiles")
+    };
+    cases.push((
+        "a node-level declaration is refused under copy-based",
+        node_level,
+        true,
+        false,
+        refused(
+            "subbot sub declares sandbox fields [ask.image] but its parent's kubernetes sandbox \
+             is copy-based",
+        ),
+    ));
     for (name, wf, copy, scratch, want) in cases {
         assert_eq!(
             should_adopt("sub", &wf, "kubernetes", copy, scratch),

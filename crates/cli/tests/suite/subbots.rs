@@ -176,10 +176,7 @@ fn docker_a_parent_with_an_adopting_and_a_declaring_child_uses_two_containers_th
     let events = env.events(declarer);
     let shared = first(&events, "sandbox_shared").expect("sandbox_shared");
     assert_eq!(shared["adopted"], false);
-    assert_eq!(
-        shared["declared"],
-        serde_json::json!(["mode=inline", "image"])
-    );
+    assert_eq!(shared["declared"], serde_json::json!(["image"]));
     assert!(
         kinds(&events).contains(&"sandbox_started"),
         "the declarer started its own sandbox: {events:#?}"

@@ -79,6 +79,7 @@ pub(crate) fn lower_with(
             }
         }
     }
+    let declared_sandbox_fields = declared_sandbox_fields(wf, &nodes);
     let nodes = nodes
         .into_iter()
         .map(|n| lower_node(n, &prompts, children))
@@ -117,7 +118,69 @@ pub(crate) fn lower_with(
             .sandbox
             .as_ref()
             .map_or_else(Sandbox::default, lower_sandbox),
+        declared_sandbox_fields,
     })
+}
+
+/// SANDBOX.md §14's `declared_sandbox_fields`: the workflow block's fields, then each agent or
+/// judge node's as `<node>.<field>`. Read from the tree, so `image:` alone is `image` (the IR
+/// would also say `mode=inline`, its default for a block).
+fn declared_sandbox_fields(wf: &ast::Workflow, nodes: &[&ast::Node]) -> Vec<String> {
+    let mut fields: Vec<String> = wf
+        .sandbox
+        .as_ref()
+        .map(fields_declared_by)
+        .unwrap_or_default()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    for node in nodes {
+        if let ast::NodeBody::Agent(props) = &node.body
+            && let Some(decl) = &props.sandbox
+        {
+            let name = &node.name.name;
+            fields.extend(
+                fields_declared_by(decl)
+                    .into_iter()
+                    .map(|f| format!("{name}.{f}")),
+            );
+        }
+    }
+    fields
+}
+
+/// The fields one `sandbox:` declares (SANDBOX.md §14 rule 1): `mode=none|inline`, `image`,
+/// `build`, `mounts`, `env`, `user`, `post_create`, `workspace_folder`, `host_state` when set
+/// and not `auto`, `network` when it has any content.
+fn fields_declared_by(decl: &ast::SandboxDecl) -> Vec<&'static str> {
+    let mode = |word: &str| match SandboxMode::from_word(word) {
+        Some(SandboxMode::None) => Some("mode=none"),
+        Some(SandboxMode::Inline) => Some("mode=inline"),
+        Some(SandboxMode::Auto | SandboxMode::Inherit) | None => None,
+    };
+    let b = match decl {
+        ast::SandboxDecl::Short(w) => return mode(&w.text).into_iter().collect(),
+        ast::SandboxDecl::Block(b) => b,
+    };
+    let network_content = b.network.as_ref().is_some_and(|n| {
+        n.mode.is_some() || n.preset.is_some() || n.rules.is_some() || n.inherit.is_some()
+    });
+    let host_state = b.host_state.as_ref().is_some_and(|w| w.text != "auto");
+    [
+        (b.mode.as_ref().and_then(|w| mode(&w.text)), true),
+        (Some("image"), b.image.is_some()),
+        (Some("build"), b.build.is_some()),
+        (Some("mounts"), b.mounts.is_some()),
+        (Some("env"), b.env.is_some()),
+        (Some("user"), b.user.is_some()),
+        (Some("post_create"), b.post_create.is_some()),
+        (Some("workspace_folder"), b.workspace_folder.is_some()),
+        (Some("host_state"), host_state),
+        (Some("network"), network_content),
+    ]
+    .into_iter()
+    .filter_map(|(field, written)| field.filter(|_| written))
+    .collect()
 }
 
 /// A var default converted to its type; see [`default_json`].

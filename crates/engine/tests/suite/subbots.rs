@@ -242,7 +242,7 @@ async fn under_a_copy_based_parent_a_declaring_child_is_refused_naming_fields_an
     let message = report.outcome.message.unwrap_or_default();
     assert!(
         message.contains(
-            "subbot sub declares sandbox fields [mode=inline, image] but its parent's copy-flagged-test sandbox is copy-based"
+            "subbot sub declares sandbox fields [image] but its parent's copy-flagged-test sandbox is copy-based"
         ),
         "{message}"
     );
