@@ -267,7 +267,7 @@ async fn the_run_files_are_drained_into_the_host_run_files_dir() {
         "sandbox: drained 1 run files (10 bytes) from /iterion/artifact-files into {}",
         files.display()
     );
-    assert!(ran.logs.iter().any(|l| *l == line), "{:#?}", ran.logs);
+    assert!(ran.logs.contains(&line), "{:#?}", ran.logs);
     assert!(
         !ran.events
             .iter()
