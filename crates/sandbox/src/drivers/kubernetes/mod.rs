@@ -30,9 +30,9 @@
 //! - the run-files drain (§5.11) streams the tar through a screening unpacker (`runfiles.rs`);
 //!   it declines any name *containing* `..` (the spec's words, so `a..b` too), and a file that
 //!   would pass the 256 MiB total, while smaller files after it may still be drained.
-//!   `ITERION_ARTIFACT_FILES_DIR` stays withdrawn (§8.8, §17) and nothing creates
-//!   `/iterion/artifact-files` in the pod: the drain serves a workflow that writes there anyway
-//!   (an image or a `pvc` mount providing the dir);
+//!   `ITERION_ARTIFACT_FILES_DIR` stays withdrawn unless a kept mount serves it (§8.8, §17), and
+//!   nothing creates `/iterion/artifact-files` in the pod: the drain serves a `pvc` mounted there,
+//!   or an image that ships the dir;
 //! - an exec's stdin is never closed before the process exits (closing it ends the whole exec on
 //!   the v4 protocol); every command the driver feeds reads a length (`head -c <n>`);
 //! - the workspace tar (copy-in, the git dir too) and the export tar are held in memory, not
