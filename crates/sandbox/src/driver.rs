@@ -382,6 +382,11 @@ pub trait SandboxRun: Send + Sync {
     fn workspace_head_capturer(&self) -> Option<&dyn WorkspaceHeadCapturer> {
         None
     }
+
+    /// Drains the run files out of a sandbox whose run-files bind was dropped (kubernetes).
+    fn run_files_drainer(&self) -> Option<&dyn RunFilesDrainer> {
+        None
+    }
 }
 
 /// Builds a `build:` spec into an image (SANDBOX.md §4.4).
@@ -470,6 +475,16 @@ pub trait WorkspaceFileRefresher: Send + Sync {
 pub trait WorkspaceExporter: Send + Sync {
     /// Streams the sandbox workspace into the host workspace `dest`.
     async fn export_workspace(&self, dest: &Path) -> Result<()>;
+}
+
+/// Drains the run files out of a sandbox without host binds, at teardown (SANDBOX.md §5.11).
+#[async_trait]
+pub trait RunFilesDrainer: Send + Sync {
+    /// Copies the sandbox directory `from` (when it exists) into the host directory `dest`
+    /// (created when missing), writing only what [`screen_member`](crate::screen_member)
+    /// accepts. Bounded by [`RUN_FILES_DRAIN_TIMEOUT`](crate::RUN_FILES_DRAIN_TIMEOUT). Never
+    /// fails: what went wrong, and every member not written, is in the report.
+    async fn drain_run_files(&self, from: &str, dest: &Path) -> crate::DrainReport;
 }
 
 /// Reads the sandbox workspace's git HEAD (SANDBOX.md §5.11).

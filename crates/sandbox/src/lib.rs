@@ -45,6 +45,7 @@ mod mounts;
 mod phase;
 mod post_create;
 mod precedence;
+mod runfiles;
 mod spec;
 mod text;
 
@@ -65,9 +66,9 @@ pub use devcontainer::{
 pub use driver::{
     AdvertisedPort, Builder, Driver, ExecInput, ExecOpts, ExecOutput, ExecResult, ImageConfig,
     LogLevel, NoProgress, NullRunLog, PreparedSpec, Progress, ProxyAddresses, ProxyAttachment,
-    ProxyBind, ProxyConfigurer, PullProgress, RunInfo, RunLog, SandboxRun, SecretFileRefresher,
-    WorkspaceExporter, WorkspaceFileRefresher, WorkspaceHeadCapturer, proxy_addresses_for_driver,
-    redact_proxy_url,
+    ProxyBind, ProxyConfigurer, PullProgress, RunFilesDrainer, RunInfo, RunLog, SandboxRun,
+    SecretFileRefresher, WorkspaceExporter, WorkspaceFileRefresher, WorkspaceHeadCapturer,
+    proxy_addresses_for_driver, redact_proxy_url,
 };
 pub use drivers::docker::{
     ApiError, ApiResult, ApiStream, BollardApi, BuildRequest, CA_TARGET, CONNECT_TIMEOUT,
@@ -93,17 +94,19 @@ pub use drivers::kubernetes::validate::{
 };
 pub use drivers::kubernetes::{
     CA_KEY, COMPONENT_SANDBOX_RUN, DEADLINE_MARGIN_SECONDS, DEFAULT_EGRESS_PROBE, EXPORT_TIMEOUT,
-    ExecSession, FIELD_MANAGER, HEAD_CAPTURE_TIMEOUT, ITERION_POD_IP, ITERION_RUNNER_POD_NAME,
-    ITERION_RUNNER_POD_UID, ITERION_SANDBOX_EGRESS_PROBE, InClusterSignals, KUBE_CA_DIR,
-    KUBE_CA_PATH, KUBE_ENGINE_BIN, KUBE_SECRETS_DIR, KubeApi, KubeError, KubeMount, KubeMountKind,
-    KubeObject, KubeReapError, KubeReapReport, KubeResult, KubeRsApi, KubernetesConstructor,
-    KubernetesDriver, KubernetesRun, KubernetesSettings, LABEL_COMPONENT, NotReady, ObjectKind,
-    PodInputs, PodPlan, PodProgress, RunnerOwner, SECRET_MODE, SERVICE_ACCOUNT_NAMESPACE,
-    SERVICE_ACCOUNT_TOKEN, TERMINAL_WAITING_REASONS, WORKLOAD_CONTAINER, ca_secret_name,
-    classify_not_ready, detect_in_cluster, exec_argv, exit_code_of, in_cluster_api,
-    is_clean_relative, mount_volume_name, parse_kube_mount, pod_labels, pod_name, pod_plan,
-    pod_progress, probe_api_version, reap_kubernetes_objects, secret_data_key, secret_files_name,
-    secret_files_secret, workspace_tar,
+    ExecSession, FIELD_MANAGER, GitDirCopy, HEAD_CAPTURE_TIMEOUT, ITERION_POD_IP,
+    ITERION_RUNNER_POD_NAME, ITERION_RUNNER_POD_UID, ITERION_SANDBOX_EGRESS_PROBE,
+    InClusterSignals, KUBE_CA_DIR, KUBE_CA_PATH, KUBE_ENGINE_BIN, KUBE_SECRETS_DIR, KubeApi,
+    KubeError, KubeMount, KubeMountKind, KubeObject, KubeReapError, KubeReapReport, KubeResult,
+    KubeRsApi, KubernetesConstructor, KubernetesDriver, KubernetesRun, KubernetesSettings,
+    LABEL_COMPONENT, NotReady, ObjectKind, PodInputs, PodPlan, PodProgress, RunnerOwner,
+    SECRET_MODE, SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT_TOKEN, TERMINAL_WAITING_REASONS,
+    WORKLOAD_CONTAINER, WORKTREE_GIT_VOLUME, ca_secret_name, classify_not_ready, detect_in_cluster,
+    exec_argv, exit_code_of, export_argv, git_dir_copy, git_dir_target_problem, in_cluster_api,
+    is_clean_relative, lexical_clean, mount_volume_name, parse_gitfile, parse_kube_mount,
+    pod_labels, pod_name, pod_plan, pod_progress, probe_api_version, read_git_dir_copy,
+    reap_kubernetes_objects, secret_data_key, secret_files_name, secret_files_secret,
+    workspace_tar,
 };
 pub use drivers::noop::{NoopConstructor, NoopDriver, noop_file_secret_gate};
 pub use elf::{LinkKind, link_kind, link_kind_of};
@@ -151,6 +154,11 @@ pub use precedence::{
     resolve_default_sandbox_image_with_fallback, resolve_global_sandbox_default,
     resolve_host_state_setting, resolve_network_policy, resolve_sandbox_override,
     verdict_before_driver, workflow_sandbox_active,
+};
+pub use runfiles::{
+    Decline, DeclinedMember, DrainError, DrainReason, DrainReport, MemberKind,
+    RUN_FILES_DRAIN_CAP_BYTES, RUN_FILES_DRAIN_TIMEOUT, Screened, member_display_name,
+    screen_member, unpack_screened,
 };
 pub use spec::{
     Build, DEFAULT_PRESET, EngineMount, EngineMountKind, KNOWN_PRESETS, Network, SecretBytes,

@@ -155,9 +155,18 @@ pub(crate) struct ActiveSandbox {
     run_log: Arc<dyn RunLog>,
     /// The container-local scratch dir to bank at teardown (§8.3), and where to say so.
     scratch: Option<Box<(scratch::ScratchBank, Arc<dyn EventSink>)>>,
-    /// A copy-based sandbox (kubernetes, §5.11): the host workspace its workspace is exported
-    /// back into at teardown, and where to report a failed export.
-    export: Option<Box<(PathBuf, Arc<dyn EventSink>)>>,
+    /// A sandbox without host binds (kubernetes, §5.11): what is copied back at teardown.
+    copy_back: Option<Box<CopyBack>>,
+}
+
+/// Where a sandbox without host binds is copied back to at teardown (SANDBOX.md §5.11), and
+/// where a failure is reported.
+struct CopyBack {
+    /// The host workspace: the export's destination.
+    workspace: PathBuf,
+    /// The host run-files dir: the drain's destination.
+    run_files: PathBuf,
+    events: Arc<dyn EventSink>,
 }
 
 impl ActiveSandbox {
@@ -178,15 +187,22 @@ impl ActiveSandbox {
             let banked = scratch::bank(self.run.as_ref(), &bank).await;
             events.emit(Event::SandboxScratchBanked(banked)).await;
         }
-        // A copy-based sandbox: log its HEAD, then export its workspace back (§5.11), before the
-        // pod goes. Each is bounded by the driver (30 s, 5 min); a failure is reported, not fatal.
-        if let Some(pair) = self.export {
-            let (workspace, events) = *pair;
+        // A copy-based sandbox: log its HEAD, export its workspace back, then drain its run
+        // files (§5.11), before the pod goes. Each is bounded by the driver (30 s, 5 min, 2 min);
+        // a failure is reported, not fatal.
+        if let Some(copy_back) = self.copy_back {
             export_copy_based(
                 self.run.as_ref(),
-                &workspace,
+                &copy_back.workspace,
                 self.run_log.as_ref(),
-                events.as_ref(),
+                copy_back.events.as_ref(),
+            )
+            .await;
+            drain_run_files(
+                self.run.as_ref(),
+                &copy_back.run_files,
+                self.run_log.as_ref(),
+                copy_back.events.as_ref(),
             )
             .await;
         }
@@ -243,6 +259,78 @@ async fn export_copy_based(
                 },
             ))
             .await;
+    }
+}
+
+/// The run-files drain of a sandbox without host binds (SANDBOX.md §5.11): the sandbox's
+/// [`mounts::ARTIFACT_FILES_TARGET`] into the host run-files dir, screened member by member by the
+/// driver. What was drained goes to the run log; a declined member or a failure is
+/// `sandbox_runfiles_drain_failed`, naming the declined members and whether the host dir kept an
+/// earlier attempt's files (`stale`).
+async fn drain_run_files(
+    run: &dyn SandboxRun,
+    run_files: &std::path::Path,
+    run_log: &dyn RunLog,
+    events: &dyn EventSink,
+) {
+    let Some(drainer) = run.run_files_drainer() else {
+        return;
+    };
+    let report = drainer
+        .drain_run_files(mounts::ARTIFACT_FILES_TARGET, run_files)
+        .await;
+    if report.found {
+        run_log.line(
+            iterion_sandbox::LogLevel::Info,
+            &format!(
+                "sandbox: drained {} run files ({} bytes) from {} into {}",
+                report.files,
+                report.bytes,
+                mounts::ARTIFACT_FILES_TARGET,
+                run_files.display()
+            ),
+        );
+    }
+    let Some(reason) = report.reason() else {
+        return;
+    };
+    for member in &report.declined {
+        run_log.line(
+            iterion_sandbox::LogLevel::Warn,
+            &format!(
+                "sandbox: run file {:?} not drained ({})",
+                member.name,
+                member.why.as_str()
+            ),
+        );
+    }
+    if let Some(error) = &report.error {
+        run_log.line(
+            iterion_sandbox::LogLevel::Warn,
+            &format!("sandbox: draining the run files: {}", error.message),
+        );
+    }
+    events
+        .emit(Event::SandboxRunfilesDrainFailed(
+            crate::sandbox_events::SandboxRunfilesDrainFailed {
+                reason: drain_failure(reason),
+                declined: report.declined.iter().map(|m| m.name.clone()).collect(),
+                stale: report.stale,
+                error: report.error.map(|e| e.message),
+            },
+        ))
+        .await;
+}
+
+/// The event's reason for a drain's.
+fn drain_failure(reason: iterion_sandbox::DrainReason) -> crate::sandbox_events::DrainFailure {
+    use crate::sandbox_events::DrainFailure;
+    use iterion_sandbox::DrainReason;
+    match reason {
+        DrainReason::UnsafeMembers => DrainFailure::UnsafeMembers,
+        DrainReason::ArchiveTooLarge => DrainFailure::ArchiveTooLarge,
+        DrainReason::WriteFailed => DrainFailure::WriteFailed,
+        DrainReason::ExecFailed => DrainFailure::ExecFailed,
     }
 }
 
@@ -460,7 +548,8 @@ async fn start(
                     .emit(Event::SandboxScratchRestored(restored))
                     .await;
             }
-            let copy_based = run.0.workspace_exporter().is_some();
+            let copy_back =
+                run.0.workspace_exporter().is_some() || run.0.run_files_drainer().is_some();
             Ok(ActiveSandbox {
                 run: run.0,
                 engine_bin: if inputs.host_binds {
@@ -473,11 +562,15 @@ async fn start(
                 bridge: run.2,
                 run_log: Arc::clone(&ctx.run_log),
                 scratch: scratch_bank.map(|bank| Box::new((bank, Arc::clone(&ctx.event_sink)))),
-                export: copy_based.then(|| {
-                    Box::new((
-                        ctx.mount_inputs.workspace.clone(),
-                        Arc::clone(&ctx.event_sink),
-                    ))
+                copy_back: copy_back.then(|| {
+                    Box::new(CopyBack {
+                        workspace: ctx.mount_inputs.workspace.clone(),
+                        run_files: mounts::run_files_dir(
+                            &ctx.mount_inputs.iterion_home,
+                            &ctx.mount_inputs.run_id,
+                        ),
+                        events: Arc::clone(&ctx.event_sink),
+                    })
                 }),
             })
         }

@@ -35,6 +35,13 @@ pub const SCRATCH_ROOT: &str = "/tmp/iterion-scratch";
 /// The variable naming the scratch dir in the sandbox.
 pub const SCRATCH_ENV: &str = "PROJECT_SCRATCH_DIR";
 
+/// The host run-files dir of `run_id` (M2): `<ITERION_HOME>/runs/<run id>/files`. Bound at
+/// [`ARTIFACT_FILES_TARGET`] where the driver binds host paths, drained into at teardown where it
+/// does not (SANDBOX.md §5.11).
+pub(crate) fn run_files_dir(iterion_home: &Path, run_id: &str) -> PathBuf {
+    iterion_home.join("runs").join(run_id).join("files")
+}
+
 /// What the plan decided besides the spec: the events to emit, and where the scratch dir lives
 /// when it is not a bind (the engine creates it after Start).
 #[derive(Debug, Default)]
@@ -199,11 +206,7 @@ pub(crate) async fn plan_mounts(
     // M2: the run files dir (every driver; M12 drops it, and its variable, where binds are
     // unsupported).
     {
-        let dir = inputs
-            .iterion_home
-            .join("runs")
-            .join(&inputs.run_id)
-            .join("files");
+        let dir = run_files_dir(&inputs.iterion_home, &inputs.run_id);
         make_world_writable_dir(&dir).await?;
         spec.engine_mounts
             .push(bind(&dir, ARTIFACT_FILES_TARGET, false, "run-files"));

@@ -1,21 +1,25 @@
 //! Teardown of a copy-based sandbox (SANDBOX.md §5.11) in a whole `Engine::run`: the workspace's
 //! HEAD goes to the run log, the workspace is exported back into the host workspace, and a failed
-//! export is reported as `sandbox_workspace_export_failed` without failing the run.
+//! export is reported as `sandbox_workspace_export_failed` without failing the run; then the run
+//! files are drained from `/iterion/artifact-files` into `<ITERION_HOME>/runs/<run id>/files`,
+//! and a drain that declined members is `sandbox_runfiles_drain_failed`.
 //!
 //! `CopyTestDriver` is a TEST DRIVER, not a product one: the noop driver's host execution behind
-//! the capabilities of kubernetes (no host binds) and a run that offers a workspace exporter and a
-//! HEAD capturer, which is what makes a run copy-based. It needs no engine and no cluster.
+//! the capabilities of kubernetes (no host binds) and a run that offers a workspace exporter, a
+//! HEAD capturer and a run-files drainer (answering a scripted report), which is what makes a run
+//! copy-based. It needs no engine and no cluster.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use iterion_engine::Engine;
 use iterion_sandbox::{
     Capabilities, Driver, DriverConstructor, DriverKind, ExecOpts, ExecResult, NoopDriver,
-    PreparedSpec, Progress, Registry, RunInfo, SandboxRun, Spec, WorkspaceExporter,
-    WorkspaceHeadCapturer,
+    PreparedSpec, Progress, Registry, RunFilesDrainer, RunInfo, SandboxRun, Spec,
+    WorkspaceExporter, WorkspaceHeadCapturer,
 };
+use iterion_sandbox::{Decline, DeclinedMember, DrainReport};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -23,8 +27,18 @@ use crate::suite::support::{events_of, run_request, run_to_end, sqlite_store, wo
 
 const NAME: &str = "copy-test";
 
-struct CopyTestDriver {
+/// What the test driver does at teardown.
+#[derive(Clone, Default)]
+struct Script {
     fail_export: bool,
+    /// The drain's answer; it also writes `drained.txt` into the destination.
+    drain: DrainReport,
+    /// The `(from, dest)` the engine asked the drainer for.
+    drained: Arc<Mutex<Vec<(String, PathBuf)>>>,
+}
+
+struct CopyTestDriver {
+    script: Script,
 }
 
 #[async_trait]
@@ -57,14 +71,14 @@ impl Driver for CopyTestDriver {
         let inner = NoopDriver.start(prepared, info).await?;
         Ok(Box::new(CopyRun {
             inner,
-            fail_export: self.fail_export,
+            script: self.script.clone(),
         }))
     }
 }
 
 struct CopyRun {
     inner: Box<dyn SandboxRun>,
-    fail_export: bool,
+    script: Script,
 }
 
 #[async_trait]
@@ -92,12 +106,29 @@ impl SandboxRun for CopyRun {
     fn workspace_head_capturer(&self) -> Option<&dyn WorkspaceHeadCapturer> {
         Some(self)
     }
+
+    fn run_files_drainer(&self) -> Option<&dyn RunFilesDrainer> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl RunFilesDrainer for CopyRun {
+    async fn drain_run_files(&self, from: &str, dest: &Path) -> DrainReport {
+        self.script
+            .drained
+            .lock()
+            .unwrap()
+            .push((from.to_owned(), dest.to_owned()));
+        std::fs::write(dest.join("drained.txt"), "a run file").unwrap();
+        self.script.drain.clone()
+    }
 }
 
 #[async_trait]
 impl WorkspaceExporter for CopyRun {
     async fn export_workspace(&self, dest: &Path) -> iterion_sandbox::Result<()> {
-        if self.fail_export {
+        if self.script.fail_export {
             return Err(iterion_sandbox::Error::ExitCodeUnavailable {
                 sandbox_id: "pod-x".to_owned(),
             });
@@ -115,26 +146,34 @@ impl WorkspaceHeadCapturer for CopyRun {
 }
 
 struct CopyConstructor {
-    fail_export: bool,
+    script: Script,
 }
 
 #[async_trait]
 impl DriverConstructor for CopyConstructor {
     async fn construct(&self) -> iterion_sandbox::Result<Arc<dyn Driver>> {
         Ok(Arc::new(CopyTestDriver {
-            fail_export: self.fail_export,
+            script: self.script.clone(),
         }))
     }
 }
 
-/// Runs a one-tool workflow in an inline sandbox on the test driver; returns the host
-/// workspace, the run's events and its run log.
-async fn run(fail_export: bool) -> (tempfile::TempDir, Vec<(String, Value)>, Vec<String>) {
+/// What one run left behind.
+struct Ran {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+    run_id: String,
+    events: Vec<(String, Value)>,
+    logs: Vec<String>,
+}
+
+/// Runs a one-tool workflow in an inline sandbox on the test driver.
+async fn run(script: Script) -> Ran {
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     let store = sqlite_store(home.path()).await;
     let engine = Engine::new(Arc::clone(&store), home.path()).with_registry(
-        Registry::with_noop().register(DriverKind::Docker, CopyConstructor { fail_export }),
+        Registry::with_noop().register(DriverKind::Docker, CopyConstructor { script }),
     );
     let wf = workflow(
         "tool hello:\n  command: `echo hi`\n\nworkflow copy:\n  entry: hello\n  sandbox:\n    image: \"any:1\"\n  hello -> done\n",
@@ -153,12 +192,20 @@ async fn run(fail_export: bool) -> (tempfile::TempDir, Vec<(String, Value)>, Vec
         .into_iter()
         .map(|l| l.line)
         .collect();
-    (ws, events, logs)
+    Ran {
+        home,
+        ws,
+        run_id: summary.run_id,
+        events,
+        logs,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_based_sandbox_is_exported_back_at_teardown() {
-    let (ws, events, logs) = run(false).await;
+    let Ran {
+        ws, events, logs, ..
+    } = run(Script::default()).await;
     assert_eq!(
         std::fs::read_to_string(ws.path().join("exported.txt")).unwrap(),
         "from the sandbox"
@@ -177,7 +224,11 @@ async fn a_copy_based_sandbox_is_exported_back_at_teardown() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_export_is_reported_and_the_run_still_finishes() {
-    let (ws, events, _logs) = run(true).await;
+    let Ran { ws, events, .. } = run(Script {
+        fail_export: true,
+        ..Script::default()
+    })
+    .await;
     assert!(!ws.path().join("exported.txt").exists());
     let failed: Vec<&Value> = events
         .iter()
@@ -187,5 +238,91 @@ async fn a_failed_export_is_reported_and_the_run_still_finishes() {
     assert_eq!(
         failed,
         vec![&json!({"driver": "copy-test", "error": "exit code unavailable"})]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_run_files_are_drained_into_the_host_run_files_dir() {
+    let script = Script {
+        drain: DrainReport {
+            found: true,
+            files: 1,
+            bytes: 10,
+            ..DrainReport::default()
+        },
+        ..Script::default()
+    };
+    let drained = Arc::clone(&script.drained);
+    let ran = run(script).await;
+    let files = ran.home.path().join("runs").join(&ran.run_id).join("files");
+    assert_eq!(
+        drained.lock().unwrap().clone(),
+        vec![("/iterion/artifact-files".to_owned(), files.clone())]
+    );
+    assert_eq!(
+        std::fs::read_to_string(files.join("drained.txt")).unwrap(),
+        "a run file"
+    );
+    let line = format!(
+        "sandbox: drained 1 run files (10 bytes) from /iterion/artifact-files into {}",
+        files.display()
+    );
+    assert!(ran.logs.contains(&line), "{:#?}", ran.logs);
+    assert!(
+        !ran.events
+            .iter()
+            .any(|(k, _)| k == "sandbox_runfiles_drain_failed"),
+        "{:#?}",
+        ran.events
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declined_run_files_are_named_in_the_drain_event_after_the_export() {
+    let declined = |name: &str, why| DeclinedMember {
+        name: name.to_owned(),
+        why,
+    };
+    let ran = run(Script {
+        fail_export: true,
+        drain: DrainReport {
+            found: true,
+            files: 1,
+            bytes: 4,
+            declined: vec![
+                declined("link", Decline::Link),
+                declined("big.bin", Decline::OverCap),
+            ],
+            stale: true,
+            error: None,
+        },
+        ..Script::default()
+    })
+    .await;
+    let teardown: Vec<(&str, &Value)> = ran
+        .events
+        .iter()
+        .filter(|(k, _)| k.starts_with("sandbox_workspace") || k.starts_with("sandbox_runfiles"))
+        .map(|(k, d)| (k.as_str(), d))
+        .collect();
+    assert_eq!(
+        teardown,
+        vec![
+            (
+                "sandbox_workspace_export_failed",
+                &json!({"driver": "copy-test", "error": "exit code unavailable"})
+            ),
+            (
+                "sandbox_runfiles_drain_failed",
+                &json!({"reason": "archive_too_large", "declined": ["link", "big.bin"], "stale": true})
+            ),
+        ]
+    );
+    assert!(
+        ran.logs
+            .iter()
+            .any(|l| l == "warning: sandbox: run file \"link\" not drained (link)"),
+        "{:#?}",
+        ran.logs
     );
 }

@@ -13,8 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use iterion_sandbox::{
-    Driver, ExecOpts, KubeRsApi, KubernetesDriver, KubernetesSettings, Mode, NoProgress,
-    ProxyAttachment, RunInfo, SandboxRun, SecretBytes, SecretFileMount, Spec,
+    Decline, DeclinedMember, DrainReason, DrainReport, Driver, ExecOpts, KubeRsApi,
+    KubernetesDriver, KubernetesSettings, Mode, NoProgress, ProxyAttachment, RunInfo, SandboxRun,
+    SecretBytes, SecretFileMount, Spec,
 };
 use pretty_assertions::assert_eq;
 
@@ -662,5 +663,321 @@ async fn kube_a_large_workspace_streams_in_and_out_without_deadlock() {
         .await
         .unwrap();
     assert_eq!(std::fs::read(export.path().join("blob.bin")).unwrap(), blob);
+    run.cleanup().await.unwrap();
+}
+
+/// The pod's `/iterion/artifact-files`, for the drain: execs run on the host, so a temp dir.
+fn pod_files(setup: &Setup) -> String {
+    let dir = setup.pod_ws.path().join(".pod-artifact-files");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.to_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn kube_run_files_written_in_the_pod_are_drained_into_the_host_dir() {
+    let setup = setup(settings()).await;
+    let run = start(&setup, spec(&setup), info(&setup)).await.unwrap();
+    let from = pod_files(&setup);
+    let written = run
+        .exec(
+            &[
+                "sh",
+                "-c",
+                "mkdir -p \"$1/out\" && echo hi > \"$1/report.md\" && printf data > \"$1/out/x.json\" && ln -s /etc/passwd \"$1/link\"",
+                "sh",
+                &from,
+            ]
+            .map(str::to_owned),
+            ExecOpts::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(written.exit_code, 0);
+    let host = tempfile::tempdir().unwrap();
+    let dest = host.path().join("runs/r/files");
+    let report = run
+        .run_files_drainer()
+        .unwrap()
+        .drain_run_files(&from, &dest)
+        .await;
+    assert_eq!(
+        report,
+        DrainReport {
+            found: true,
+            files: 2,
+            bytes: 7,
+            declined: vec![DeclinedMember {
+                name: "link".to_owned(),
+                why: Decline::Link,
+            }],
+            stale: false,
+            error: None,
+        }
+    );
+    assert_eq!(report.reason(), Some(DrainReason::UnsafeMembers));
+    assert_eq!(
+        (
+            std::fs::read_to_string(dest.join("report.md")).unwrap(),
+            std::fs::read_to_string(dest.join("out/x.json")).unwrap(),
+            dest.join("link").symlink_metadata().is_err(),
+        ),
+        ("hi\n".to_owned(), "data".to_owned(), true)
+    );
+    let drain_argv = setup.fake.exec_argvs().pop().unwrap();
+    assert_eq!(
+        drain_argv,
+        [
+            "sh",
+            "-c",
+            "[ -d \"$1\" ] || exit 4; exec tar -C \"$1\" -cf - .",
+            "sh",
+            &from
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    );
+
+    // A second drain over the same host dir: it held files, so they may be stale.
+    let again = run
+        .run_files_drainer()
+        .unwrap()
+        .drain_run_files(&from, &dest)
+        .await;
+    assert_eq!((again.files, again.stale), (2, true));
+
+    // No such dir in the pod: nothing read, nothing to report.
+    let absent = run
+        .run_files_drainer()
+        .unwrap()
+        .drain_run_files(&format!("{from}/missing"), &host.path().join("other"))
+        .await;
+    assert_eq!(absent, DrainReport::default());
+    assert_eq!(absent.reason(), None);
+    run.cleanup().await.unwrap();
+}
+
+/// A tar member written header-first, so names `tar::Builder` refuses can be made.
+fn raw_member(out: &mut Vec<u8>, name: &[u8], kind: tar::EntryType, link: &[u8], data: &[u8]) {
+    let mut header = tar::Header::new_gnu();
+    header.as_old_mut().name[..name.len()].copy_from_slice(name);
+    header.as_old_mut().linkname[..link.len()].copy_from_slice(link);
+    header.set_entry_type(kind);
+    header.set_mode(0o644);
+    header.set_size(data.len() as u64);
+    header.set_cksum();
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(data);
+    out.resize(out.len().div_ceil(512) * 512, 0);
+}
+
+#[tokio::test]
+async fn kube_a_hostile_run_files_archive_is_declined_member_by_member() {
+    let setup = setup(settings()).await;
+    let run = start(&setup, spec(&setup), info(&setup)).await.unwrap();
+    // The pod answers the drain with a crafted archive (its `tar` is not to be trusted).
+    let mut archive = Vec::new();
+    raw_member(&mut archive, b"./", tar::EntryType::Directory, b"", b"");
+    raw_member(
+        &mut archive,
+        b"./good.txt",
+        tar::EntryType::Regular,
+        b"",
+        b"good",
+    );
+    raw_member(
+        &mut archive,
+        b"./sym",
+        tar::EntryType::Symlink,
+        b"/etc/shadow",
+        b"",
+    );
+    raw_member(
+        &mut archive,
+        b"./hard",
+        tar::EntryType::Link,
+        b"/etc/shadow",
+        b"",
+    );
+    raw_member(
+        &mut archive,
+        b"../x",
+        tar::EntryType::Regular,
+        b"",
+        b"escaped",
+    );
+    raw_member(
+        &mut archive,
+        b"/abs",
+        tar::EntryType::Regular,
+        b"",
+        b"absolute",
+    );
+    raw_member(&mut archive, b"./tty", tar::EntryType::Char, b"", b"");
+    archive.extend_from_slice(&[0; 1024]);
+    setup.fake.script_exec(
+        "sh",
+        ScriptedExec {
+            exit_code: 0,
+            stdout: archive,
+        },
+    );
+    let host = tempfile::tempdir().unwrap();
+    let dest = host.path().join("files");
+    std::fs::create_dir(&dest).unwrap();
+    std::fs::write(dest.join("earlier.txt"), "from an earlier attempt").unwrap();
+    let report = run
+        .run_files_drainer()
+        .unwrap()
+        .drain_run_files("/iterion/artifact-files", &dest)
+        .await;
+    let named = |name: &str, why| DeclinedMember {
+        name: name.to_owned(),
+        why,
+    };
+    assert_eq!(
+        report,
+        DrainReport {
+            found: true,
+            files: 1,
+            bytes: 4,
+            declined: vec![
+                named("sym", Decline::Link),
+                named("hard", Decline::Link),
+                named("../x", Decline::ParentName),
+                named("/abs", Decline::AbsoluteName),
+                named("tty", Decline::Device),
+            ],
+            stale: true,
+            error: None,
+        }
+    );
+    let mut host_entries: Vec<String> = std::fs::read_dir(host.path())
+        .unwrap()
+        .chain(std::fs::read_dir(&dest).unwrap())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    host_entries.sort();
+    assert_eq!(host_entries, vec!["earlier.txt", "files", "good.txt"]);
+    assert!(!std::path::Path::new("/abs").exists());
+    run.cleanup().await.unwrap();
+}
+
+/// Runs `git` on the host, asserting it succeeded; returns its trimmed stdout.
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[tokio::test]
+async fn kube_a_linked_worktree_gets_its_git_dir_and_keeps_its_gitfile() {
+    let setup = setup(settings()).await;
+    // The host: a repository and a linked worktree of it, whose gitfile names its git dir
+    // relative to the worktree (so that, with execs running on the host, the copy in the "pod"
+    // lands somewhere else than the host's own git dir, and git there can only use the copy).
+    let host = tempfile::tempdir().unwrap();
+    let repo = host.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    std::fs::write(repo.join("README.md"), "# repo\n").unwrap();
+    git(&repo, &["add", "README.md"]);
+    git(&repo, &["commit", "-q", "-m", "first"]);
+    let head = git(&repo, &["rev-parse", "HEAD"]);
+    let wt = host.path().join("wt");
+    git(
+        &repo,
+        &["worktree", "add", "-q", "--detach", wt.to_str().unwrap()],
+    );
+    let gitfile = "gitdir: ../repo/.git/worktrees/wt\n";
+    std::fs::write(wt.join(".git"), gitfile).unwrap();
+    assert_eq!(git(&wt, &["rev-parse", "HEAD"]), head);
+    // The "pod": its workspace folder, and the mount point the kubelet makes for the emptyDir.
+    let pod = tempfile::tempdir().unwrap();
+    let pod_ws = pod.path().join("ws");
+    let pod_git = pod.path().join("repo/.git");
+    std::fs::create_dir_all(&pod_ws).unwrap();
+    std::fs::create_dir_all(&pod_git).unwrap();
+    let spec = Spec {
+        workspace_folder: Some(pod_ws.to_str().unwrap().to_owned()),
+        ..spec(&setup)
+    };
+    let info = RunInfo::new(RUN_ID, "store-1", &wt, "/tmp/unused-run-dir");
+    let run = start(&setup, spec, info).await.unwrap();
+
+    let applied = setup.fake.object(Kind::Pod, POD).unwrap();
+    let mounts = &applied["spec"]["containers"][0]["volumeMounts"];
+    assert_eq!(
+        (applied["spec"]["volumes"][1].clone(), mounts[1].clone()),
+        (
+            serde_json::json!({"name": "worktree-git", "emptyDir": {}}),
+            serde_json::json!({"name": "worktree-git", "mountPath": pod_git.to_str().unwrap()}),
+        )
+    );
+    // git works in the pod's workspace, through the unchanged gitfile and the copied git dir.
+    assert_eq!(
+        std::fs::read_to_string(pod_ws.join(".git")).unwrap(),
+        gitfile
+    );
+    let in_pod = |args: &[&str]| {
+        let mut argv = vec![
+            "git".to_owned(),
+            "-C".to_owned(),
+            pod_ws.display().to_string(),
+        ];
+        argv.extend(args.iter().map(|a| (*a).to_owned()));
+        let run = &run;
+        async move { run.exec(&argv, ExecOpts::default()).await.unwrap() }
+    };
+    let rev = in_pod(&[
+        "rev-parse",
+        "HEAD",
+        "--path-format=absolute",
+        "--git-common-dir",
+    ])
+    .await;
+    assert_eq!(
+        (
+            rev.exit_code,
+            String::from_utf8_lossy(rev.stdout.as_deref().unwrap()).into_owned()
+        ),
+        (0, format!("{head}\n{}\n", pod_git.display()))
+    );
+    let status = in_pod(&["status", "--porcelain"]).await;
+    assert_eq!(
+        (status.exit_code, status.stdout.as_deref()),
+        (0, Some(&b""[..]))
+    );
+
+    // Whatever the pod does to its `.git`, the export leaves the host's gitfile alone (and does
+    // not trip over it), while the working tree comes back.
+    std::fs::write(pod_ws.join("new.txt"), "made in the pod").unwrap();
+    std::fs::write(pod_ws.join(".git"), "gitdir: /nowhere\n").unwrap();
+    run.workspace_exporter()
+        .unwrap()
+        .export_workspace(&wt)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            std::fs::read_to_string(wt.join(".git")).unwrap(),
+            std::fs::read_to_string(wt.join("new.txt")).unwrap(),
+        ),
+        (gitfile.to_owned(), "made in the pod".to_owned())
+    );
+    assert_eq!(git(&wt, &["status", "--porcelain"]), "?? new.txt");
+    assert_eq!(
+        setup.fake.exec_argvs().last().unwrap(),
+        &iterion_sandbox::export_argv(pod_ws.to_str().unwrap(), true)
+    );
     run.cleanup().await.unwrap();
 }

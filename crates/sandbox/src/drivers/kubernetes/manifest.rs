@@ -21,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use super::mounts::{KubeMount, KubeMountKind, mount_volume_name};
 use super::scheduling::{ResourceQuantities, SchedulingPolicy};
 use super::validate::parse_numeric_user;
+use super::worktree::WORKTREE_GIT_VOLUME;
 use crate::driver::RunInfo;
 use crate::error::{Error, Result};
 use crate::labels::{LABEL_RUN_ID, managed_labels};
@@ -87,6 +88,9 @@ pub struct PodInputs<'a> {
     pub scheduling: &'a SchedulingPolicy,
     /// The parsed author mounts.
     pub mounts: &'a [KubeMount],
+    /// Where a gitfile workspace's git dir is copied in the pod (SANDBOX.md §5.7 step 8): an
+    /// `emptyDir` ([`WORKTREE_GIT_VOLUME`]) is mounted there. `None` for any other workspace.
+    pub git_dir: Option<&'a str>,
 }
 
 /// Everything `start` applies, in apply order: Secrets, Pod, NetworkPolicy.
@@ -305,6 +309,7 @@ pub fn pod_plan(inputs: &PodInputs<'_>) -> Result<PodPlan> {
         pod_ip,
         scheduling,
         mounts,
+        git_dir,
     } = *inputs;
     let name = pod_name(&info.run_id);
     let labels = pod_labels(info);
@@ -338,6 +343,18 @@ pub fn pod_plan(inputs: &PodInputs<'_>) -> Result<PodPlan> {
         mount_path: workspace.clone(),
         ..VolumeMount::default()
     }];
+    if let Some(git_dir) = git_dir {
+        volumes.push(Volume {
+            name: WORKTREE_GIT_VOLUME.to_owned(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        });
+        volume_mounts.push(VolumeMount {
+            name: WORKTREE_GIT_VOLUME.to_owned(),
+            mount_path: git_dir.to_owned(),
+            ..VolumeMount::default()
+        });
+    }
     for (index, mount) in mounts.iter().enumerate() {
         let volume_name = mount_volume_name(index, &mount.source);
         let items = mount.key.as_ref().map(|key| {

@@ -50,6 +50,7 @@ fn plan(spec: &Spec, info: &RunInfo, pod_ip: Option<&str>, mounts: &[KubeMount])
         pod_ip,
         scheduling: &scheduling,
         mounts,
+        git_dir: None,
     })
     .unwrap()
 }
@@ -181,6 +182,7 @@ fn a_proxy_without_the_runner_pod_ip_fails_closed() {
         pod_ip: None,
         scheduling: &SchedulingPolicy::default(),
         mounts: &[],
+        git_dir: None,
     })
     .unwrap_err();
     assert_eq!(
@@ -205,6 +207,7 @@ fn a_malformed_git_config_count_is_a_hard_error() {
         pod_ip: None,
         scheduling: &SchedulingPolicy::default(),
         mounts: &[],
+        git_dir: None,
     })
     .unwrap_err();
     assert_eq!(
@@ -226,5 +229,32 @@ fn pod_names_are_lowercase_dns_labels() {
             format!("iterion-run-{}", "a".repeat(51)),
             format!("iterion-run-{}", "a".repeat(50)),
         ]
+    );
+}
+
+#[test]
+fn a_gitfile_workspace_gets_an_empty_dir_at_its_git_dir() {
+    let spec = spec();
+    let plan = pod_plan(&PodInputs {
+        spec: &spec,
+        image: "alpine:3",
+        info: &info(),
+        owner: None,
+        pod_ip: None,
+        scheduling: &SchedulingPolicy::default(),
+        mounts: &[],
+        git_dir: Some("/home/u/repo/.git"),
+    })
+    .unwrap();
+    let pod = json(&plan.pod);
+    assert_eq!(
+        (
+            pod["spec"]["volumes"][1].clone(),
+            pod["spec"]["containers"][0]["volumeMounts"][1].clone(),
+        ),
+        (
+            serde_json::json!({"name": "worktree-git", "emptyDir": {}}),
+            serde_json::json!({"name": "worktree-git", "mountPath": "/home/u/repo/.git"}),
+        )
     );
 }

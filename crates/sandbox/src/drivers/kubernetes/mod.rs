@@ -20,14 +20,27 @@
 //! - a terminal pod seen after the `pod ready` timeout keeps the `PhaseTimeout` error (so the
 //!   engine classifies it `SANDBOX_SETUP_TIMEOUT`) and its `scheduling: …` detail goes to the run
 //!   log at warn, rather than into the error text;
-//! - a linked worktree's common git dir is not copied in (the gitfile does not resolve in the
-//!   pod), and the run-files drain (`/iterion/artifact-files`) is not implemented;
+//! - a gitfile workspace (a linked worktree) gets its git dir copied in at the path where its
+//!   unchanged gitfile resolves (§5.7 step 8), into an `emptyDir` (`worktree-git`) mounted there,
+//!   so that a non-root pod user can have it at `/home/…`; a relative gitfile resolves against the
+//!   pod's workspace folder, and a gitfile without `commondir` (a submodule) gets its own git dir.
+//!   The export leaves the host's gitfile and the shared git dir alone (`--exclude=./.git`, no
+//!   loose-ref deletion): commits made in the pod stay there, their content comes back as
+//!   working-tree changes (`worktree.rs`);
+//! - the run-files drain (§5.11) streams the tar through a screening unpacker (`runfiles.rs`);
+//!   it declines any name *containing* `..` (the spec's words, so `a..b` too), and a file that
+//!   would pass the 256 MiB total, while smaller files after it may still be drained.
+//!   `ITERION_ARTIFACT_FILES_DIR` stays withdrawn unless a kept mount serves it (§8.8, §17), and
+//!   nothing creates `/iterion/artifact-files` in the pod: the drain serves a `pvc` mounted there,
+//!   or an image that ships the dir;
 //! - an exec's stdin is never closed before the process exits (closing it ends the whole exec on
 //!   the v4 protocol); every command the driver feeds reads a length (`head -c <n>`);
-//! - the workspace tar (copy-in) and the export tar are held in memory, not streamed.
+//! - the workspace tar (copy-in, the git dir too) and the export tar are held in memory, not
+//!   streamed (the run-files drain is streamed).
 //!
 //! The hidden `iterion __egress-probe HOST:PORT` (crates/cli) is the probe's other half; the
-//! engine exports a copy-based workspace back at teardown (crates/engine `sandbox/mod.rs`).
+//! engine exports a copy-based workspace back and drains its run files at teardown (crates/engine
+//! `sandbox/mod.rs`).
 
 mod api;
 mod classify;
@@ -38,6 +51,7 @@ mod reap;
 mod run;
 pub(crate) mod scheduling;
 pub(crate) mod validate;
+mod worktree;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -62,10 +76,14 @@ pub use mounts::{KubeMount, KubeMountKind, mount_volume_name, parse_kube_mount};
 pub use probe::probe_api_version;
 pub use reap::{KubeReapError, KubeReapReport, reap_kubernetes_objects};
 pub use run::{
-    EXPORT_TIMEOUT, HEAD_CAPTURE_TIMEOUT, KubernetesRun, exec_argv, is_clean_relative,
+    EXPORT_TIMEOUT, HEAD_CAPTURE_TIMEOUT, KubernetesRun, exec_argv, export_argv, is_clean_relative,
     workspace_tar,
 };
 pub use scheduling::{SchedulingInputs, SchedulingPolicy};
+pub use worktree::{
+    GitDirCopy, WORKTREE_GIT_VOLUME, git_dir_copy, git_dir_target_problem, lexical_clean,
+    parse_gitfile, read_git_dir_copy,
+};
 
 use self::run::{CleanupOnDrop, RunShared, engine_error, kube_error};
 use crate::capabilities::Capabilities;
@@ -342,20 +360,52 @@ impl KubernetesDriver {
         }
     }
 
-    async fn copy_in(&self, shared: &RunShared, workspace: &Path) -> Result<()> {
-        if !workspace.is_dir() {
-            return Ok(());
-        }
-        let workspace = workspace.to_owned();
-        let archive = tokio::task::spawn_blocking(move || workspace_tar(&workspace))
+    /// Copy-in (SANDBOX.md §5.7 step 8): the workspace, then a gitfile workspace's git dir, in
+    /// one `workspace copy` bound.
+    async fn copy_in(
+        &self,
+        shared: &RunShared,
+        workspace: &Path,
+        git_dir: Option<&GitDirCopy>,
+    ) -> Result<()> {
+        run_with_phase_timeout(Phase::WorkspaceCopy, self.settings.copy_timeout, async {
+            if workspace.is_dir() {
+                self.copy_dir_in(
+                    shared,
+                    workspace,
+                    &shared.workspace_folder,
+                    "copy workspace",
+                )
+                .await?;
+            }
+            if let Some(copy) = git_dir {
+                self.copy_dir_in(shared, &copy.host, &copy.pod, "copy the git dir")
+                    .await?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Streams a tar of `from` (top-level entries listed, never `.`) into the existing pod
+    /// directory `to`.
+    async fn copy_dir_in(
+        &self,
+        shared: &RunShared,
+        from: &Path,
+        to: &str,
+        operation: &str,
+    ) -> Result<()> {
+        let source = from.to_owned();
+        let archive = tokio::task::spawn_blocking(move || workspace_tar(&source))
             .await
-            .map_err(|e| engine_error("archive workspace", e.to_string()))??;
+            .map_err(|e| engine_error(operation, e.to_string()))??;
         self.log(
             LogLevel::Info,
             &format!(
-                "kubectl exec -i {} -c {WORKLOAD_CONTAINER} -- tar -C {} --no-overwrite-dir -xf -  # {} bytes",
+                "kubectl exec -i {} -c {WORKLOAD_CONTAINER} -- tar -C {to} --no-overwrite-dir -xf -  # {}: {} bytes",
                 shared.pod,
-                shared.workspace_folder,
+                from.display(),
                 archive.len()
             ),
         );
@@ -365,17 +415,44 @@ impl KubernetesDriver {
             "head -c \"$1\" | tar -C \"$2\" --no-overwrite-dir -xf -",
             "sh",
             &archive.len().to_string(),
-            &shared.workspace_folder,
+            to,
         ]
         .map(str::to_owned)
         .to_vec();
-        run_with_phase_timeout(Phase::WorkspaceCopy, self.settings.copy_timeout, async {
-            shared
-                .exec_checked("copy workspace into the pod", argv, Some(archive))
-                .await
-                .map(drop)
-        })
-        .await
+        shared
+            .exec_checked(&format!("{operation} into the pod"), argv, Some(archive))
+            .await
+            .map(drop)
+    }
+
+    /// A gitfile workspace's git dir to copy in (SANDBOX.md §5.7 step 8), unless its target in
+    /// the pod is refused (warned: git will not work in the pod, the run goes on).
+    async fn git_dir_copy(&self, spec: &Spec, info: &RunInfo) -> Option<GitDirCopy> {
+        let folder = match spec.workspace_folder.as_deref() {
+            Some(folder) => folder.to_owned(),
+            None => info.workspace_path.to_str()?.to_owned(),
+        };
+        let copy = read_git_dir_copy(&info.workspace_path, &folder).await?;
+        if let Some(why) = git_dir_target_problem(&copy.pod, &folder) {
+            self.log(
+                LogLevel::Warn,
+                &format!(
+                    "sandbox: kubernetes: the workspace's .git is a gitfile, but its git dir {} cannot go to {} in the pod ({why}); git will not work there",
+                    copy.host.display(),
+                    copy.pod
+                ),
+            );
+            return None;
+        }
+        self.log(
+            LogLevel::Info,
+            &format!(
+                "sandbox: kubernetes: the workspace's .git is a gitfile; its git dir {} is copied to {} in the pod",
+                copy.host.display(),
+                copy.pod
+            ),
+        );
+        Some(copy)
     }
 
     /// The egress probe (SANDBOX.md §5.7 step 9): a direct connect that must fail. A connect
@@ -450,6 +527,7 @@ impl KubernetesDriver {
                 ),
             );
         }
+        let git_dir = self.git_dir_copy(&spec, &info).await;
         let plan = pod_plan(&PodInputs {
             spec: &spec,
             image: &image,
@@ -458,6 +536,7 @@ impl KubernetesDriver {
             pod_ip: self.settings.pod_ip.as_deref(),
             scheduling: &scheduling,
             mounts: &mounts,
+            git_dir: git_dir.as_ref().map(|copy| copy.pod.as_str()),
         })?;
         for key in &plan.skipped_env {
             self.log(
@@ -488,7 +567,8 @@ impl KubernetesDriver {
                 .await?;
         }
         self.await_ready(&plan.pod_name).await?;
-        self.copy_in(&shared, &info.workspace_path).await?;
+        self.copy_in(&shared, &info.workspace_path, git_dir.as_ref())
+            .await?;
         let egress_enforced =
             if let (Some(_), Some(target)) = (&plan.network_policy, &self.settings.egress_probe) {
                 self.egress_probe(&shared, target).await?

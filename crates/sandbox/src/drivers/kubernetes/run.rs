@@ -17,11 +17,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use super::api::{ExecSession, KubeApi, KubeError, KubeObject, ObjectKind};
 use super::manifest::{PodPlan, RunnerOwner, WORKLOAD_CONTAINER, secret_files_secret};
 use crate::driver::{
-    ExecOpts, ExecResult, LogLevel, RunInfo, RunLog, SandboxRun, SecretFileRefresher,
-    WorkspaceExporter, WorkspaceFileRefresher, WorkspaceHeadCapturer,
+    ExecOpts, ExecResult, LogLevel, RunFilesDrainer, RunInfo, RunLog, SandboxRun,
+    SecretFileRefresher, WorkspaceExporter, WorkspaceFileRefresher, WorkspaceHeadCapturer,
 };
 use crate::error::{EngineError, Error, Result};
 use crate::phase::CLEANUP_TIMEOUT;
+use crate::runfiles::{DrainReason, DrainReport, RUN_FILES_DRAIN_TIMEOUT, unpack_screened};
 use crate::spec::{SecretBytes, SecretFileMount};
 
 /// The driver's name.
@@ -348,6 +349,10 @@ impl SandboxRun for KubernetesRun {
     fn workspace_head_capturer(&self) -> Option<&dyn WorkspaceHeadCapturer> {
         Some(self)
     }
+
+    fn run_files_drainer(&self) -> Option<&dyn RunFilesDrainer> {
+        Some(self)
+    }
 }
 
 #[async_trait]
@@ -427,20 +432,19 @@ impl WorkspaceFileRefresher for KubernetesRun {
 
 #[async_trait]
 impl WorkspaceExporter for KubernetesRun {
+    /// SANDBOX.md §5.11. When the host workspace's `.git` is a gitfile (a linked worktree), the
+    /// refs live in the repository's shared git dir, which the export never touches: no loose
+    /// ref is deleted, and `./.git` is excluded so the host's gitfile stays whatever the pod made
+    /// of its copy (SANDBOX.md §5.7 step 8, `worktree.rs`).
     async fn export_workspace(&self, dest: &Path) -> Result<()> {
         let work = async {
-            remove_loose_refs(dest).await?;
-            let argv = [
-                "tar",
-                "-C",
-                &self.shared.workspace_folder,
-                "--exclude=./.git/config",
-                "-cf",
-                "-",
-                ".",
-            ]
-            .map(str::to_owned)
-            .to_vec();
+            let gitfile = tokio::fs::symlink_metadata(dest.join(".git"))
+                .await
+                .is_ok_and(|m| m.is_file());
+            if !gitfile {
+                remove_loose_refs(dest).await?;
+            }
+            let argv = export_argv(&self.shared.workspace_folder, gitfile);
             let archive = self
                 .shared
                 .exec_checked("export workspace", argv, None)
@@ -454,6 +458,22 @@ impl WorkspaceExporter for KubernetesRun {
             .await
             .map_err(|_| engine_error("export workspace", "deadline (5m) exceeded"))?
     }
+}
+
+/// The export's argv (SANDBOX.md §5.11): the workspace without `.git/config`, and without `.git`
+/// at all when the host's `.git` is a gitfile.
+pub fn export_argv(workspace_folder: &str, gitfile: bool) -> Vec<String> {
+    let mut argv = vec![
+        "tar".to_owned(),
+        "-C".to_owned(),
+        workspace_folder.to_owned(),
+        "--exclude=./.git/config".to_owned(),
+    ];
+    if gitfile {
+        argv.push("--exclude=./.git".to_owned());
+    }
+    argv.extend(["-cf", "-", "."].map(str::to_owned));
+    argv
 }
 
 async fn remove_loose_refs(dest: &Path) -> Result<()> {
@@ -516,6 +536,94 @@ pub fn workspace_tar(workspace: &Path) -> Result<Vec<u8>> {
     builder
         .into_inner()
         .map_err(io("archive", workspace.to_owned()))
+}
+
+/// The drain script's exit code when the directory does not exist in the pod.
+const DRAIN_ABSENT_EXIT: i64 = 4;
+
+#[async_trait]
+impl RunFilesDrainer for KubernetesRun {
+    /// SANDBOX.md §5.11: `tar -C <from> -cf - .` in the pod, streamed (never held whole) through
+    /// [`unpack_screened`] into `dest`. The exec and the unpacking share the 2 min bound: when it
+    /// fires, the exec is dropped, the unpacker sees the stream end, and what it wrote stays.
+    async fn drain_run_files(&self, from: &str, dest: &Path) -> DrainReport {
+        let mut report = DrainReport::default();
+        if let Err(error) = tokio::fs::create_dir_all(dest).await {
+            report.fail(
+                DrainReason::WriteFailed,
+                format!("create {}: {error}", dest.display()),
+            );
+            return report;
+        }
+        report.stale = match tokio::fs::read_dir(dest).await {
+            Ok(mut entries) => entries.next_entry().await.ok().flatten().is_some(),
+            Err(_) => false,
+        };
+        self.shared.log(
+            LogLevel::Info,
+            &format!(
+                "kubectl exec {} -c {WORKLOAD_CONTAINER} -- tar -C {from} -cf - .  # into {}",
+                self.shared.pod,
+                dest.display()
+            ),
+        );
+        let stale = report.stale;
+        let (writer, reader) = tokio::io::duplex(256 * 1024);
+        let reader = tokio_util::io::SyncIoBridge::new(reader);
+        let unpack_dest = dest.to_owned();
+        let unpacking = tokio::task::spawn_blocking(move || {
+            unpack_screened(reader, &unpack_dest, &mut report);
+            report
+        });
+        let script =
+            format!("[ -d \"$1\" ] || exit {DRAIN_ABSENT_EXIT}; exec tar -C \"$1\" -cf - .");
+        let argv = ["sh", "-c", &script, "sh", from]
+            .map(str::to_owned)
+            .to_vec();
+        let exec = tokio::time::timeout(
+            RUN_FILES_DRAIN_TIMEOUT,
+            self.shared
+                .exec_raw(argv, None, false, Some(Box::new(writer)), None),
+        )
+        .await;
+        // The exec (finished or dropped by the deadline) has dropped the writer: the unpacker
+        // reaches the end of its stream.
+        let mut report = match unpacking.await {
+            Ok(report) => report,
+            Err(error) => {
+                let mut report = DrainReport {
+                    stale,
+                    ..DrainReport::default()
+                };
+                report.fail(DrainReason::WriteFailed, format!("unpacking: {error}"));
+                report
+            }
+        };
+        match exec {
+            Err(_) => report.fail(
+                DrainReason::ExecFailed,
+                format!(
+                    "deadline ({}) exceeded",
+                    crate::phase::format_duration(RUN_FILES_DRAIN_TIMEOUT)
+                ),
+            ),
+            Ok(Err(error)) => report.fail(DrainReason::ExecFailed, error.to_string()),
+            Ok(Ok(result)) if result.exit_code == DRAIN_ABSENT_EXIT => report.found = false,
+            Ok(Ok(result)) if result.exit_code != 0 => {
+                report.found = true;
+                let stderr = result.stderr.unwrap_or_default();
+                let tail = String::from_utf8_lossy(&stderr[stderr.len().saturating_sub(4096)..])
+                    .trim()
+                    .to_owned();
+                report.fail(
+                    DrainReason::ExecFailed,
+                    format!("tar exited {}: {tail}", result.exit_code),
+                );
+            }
+            Ok(Ok(_)) => report.found = true,
+        }
+        report
+    }
 }
 
 #[async_trait]

@@ -1,0 +1,212 @@
+//! A workspace whose `.git` is a gitfile (a linked worktree, or a submodule) on a copy-based
+//! sandbox (SANDBOX.md §5.7 step 8).
+//!
+//! The gitfile says `gitdir: <path>`, and `<path>` is on the host: copied into the pod as is, it
+//! names nothing there and every `git` command fails. The repository's git dir is therefore copied
+//! in too, to the path at which the gitfile resolves in the pod: the same absolute path when the
+//! gitfile names an absolute one (git's default), or the same path relative to the pod's
+//! workspace folder when it names a relative one (`git worktree add --relative-paths`). The
+//! gitfile itself is left untouched, so nothing has to be rewritten and nothing rewritten can leak
+//! back to the host.
+//!
+//! Which dir: for a linked worktree, the gitfile names `<repo>/.git/worktrees/<name>`, whose
+//! `commondir` names the repository's common git dir (`../..`); that whole dir goes (it holds the
+//! objects, the refs and `worktrees/<name>`). Without `commondir` (a submodule, a
+//! `--separate-git-dir` checkout), the named git dir itself goes.
+//!
+//! The destination is an `emptyDir` volume (`worktree-git`) mounted at that path: a non-root pod
+//! user can create nothing at `/home/…` or `/var/…`, and the kubelet creates the mount point.
+//!
+//! What does not come back: the export (§5.11) brings back the working tree, never the git dir
+//! (it is shared with the user's checkout and with other runs' worktrees; overwriting it from one
+//! pod would clobber their refs). Commits made in the pod therefore stay in the pod; their
+//! content comes back as working-tree changes (which `worktree: auto` commits on the host at
+//! `done`). The host's gitfile is excluded from the export.
+
+use std::path::{Component, Path, PathBuf};
+
+/// The `emptyDir` volume holding the copied git dir.
+pub const WORKTREE_GIT_VOLUME: &str = "worktree-git";
+
+/// The git dir a gitfile workspace needs in the pod: where it is on the host, and where the
+/// gitfile resolves in the pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GitDirCopy {
+    /// The dir to copy, on the host.
+    pub host: PathBuf,
+    /// Where it goes in the pod.
+    pub pod: String,
+}
+
+/// `<path>` of a gitfile's `gitdir: <path>` line, or `None` when the content is not a gitfile.
+pub fn parse_gitfile(content: &str) -> Option<&str> {
+    let path = content.lines().next()?.strip_prefix("gitdir:")?.trim();
+    (!path.is_empty()).then_some(path)
+}
+
+/// `path` with `.` and `..` components folded away, lexically (no symlink is resolved: the
+/// path must keep naming what the gitfile names). `None` when `..` climbs past the root or past
+/// the start of a relative path.
+pub fn lexical_clean(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    let mut depth = 0usize;
+    for component in path.components() {
+        match component {
+            Component::RootDir | Component::Prefix(_) => out.push(component.as_os_str()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if depth == 0 {
+                    return None;
+                }
+                out.pop();
+                depth -= 1;
+            }
+            Component::Normal(part) => {
+                out.push(part);
+                depth += 1;
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Where the git dir of a gitfile workspace is on the host and in the pod (pure).
+///
+/// `gitfile` is the content of `<host_workspace>/.git`; `commondir` the content of
+/// `<git dir>/commondir` when that file exists. `None` when the gitfile does not parse or a path
+/// does not clean (a `..` past the root).
+pub fn git_dir_copy(
+    host_workspace: &Path,
+    pod_workspace: &str,
+    gitfile: &str,
+    commondir: Option<&str>,
+) -> Option<GitDirCopy> {
+    let named = Path::new(parse_gitfile(gitfile)?);
+    let (host_git_dir, pod_git_dir) = if named.is_absolute() {
+        (named.to_owned(), named.to_owned())
+    } else {
+        (
+            host_workspace.join(named),
+            Path::new(pod_workspace).join(named),
+        )
+    };
+    let (host, pod) = match commondir.map(str::trim).filter(|c| !c.is_empty()) {
+        None => (host_git_dir, pod_git_dir),
+        Some(common) if Path::new(common).is_absolute() => (common.into(), common.into()),
+        Some(common) => (host_git_dir.join(common), pod_git_dir.join(common)),
+    };
+    let pod = lexical_clean(&pod)?;
+    Some(GitDirCopy {
+        host: lexical_clean(&host)?,
+        pod: pod.to_str()?.to_owned(),
+    })
+}
+
+/// Why a git dir copy is not mounted where it should be (the run goes on without it, warned).
+pub fn git_dir_target_problem(pod_dir: &str, pod_workspace: &str) -> Option<&'static str> {
+    let dir = Path::new(pod_dir);
+    let workspace = Path::new(pod_workspace);
+    if !dir.is_absolute() || dir.parent().is_none() {
+        Some("it is not an absolute path below /")
+    } else if dir.starts_with("/run/iterion") {
+        Some("it lies under /run/iterion (engine-reserved)")
+    } else if dir.starts_with(workspace) || workspace.starts_with(dir) {
+        Some("it overlaps the workspace folder")
+    } else {
+        None
+    }
+}
+
+/// Reads the workspace's gitfile and the git dir's `commondir` on the host. `None` when `.git`
+/// is absent, a directory, or unreadable, and when the git dir it names is not a directory.
+pub async fn read_git_dir_copy(host_workspace: &Path, pod_workspace: &str) -> Option<GitDirCopy> {
+    let dot_git = host_workspace.join(".git");
+    if !tokio::fs::symlink_metadata(&dot_git)
+        .await
+        .is_ok_and(|m| m.is_file())
+    {
+        return None;
+    }
+    let gitfile = tokio::fs::read_to_string(&dot_git).await.ok()?;
+    let named = host_workspace.join(parse_gitfile(&gitfile)?);
+    let commondir = tokio::fs::read_to_string(named.join("commondir"))
+        .await
+        .ok();
+    let copy = git_dir_copy(
+        host_workspace,
+        pod_workspace,
+        &gitfile,
+        commondir.as_deref(),
+    )?;
+    tokio::fs::metadata(&copy.host)
+        .await
+        .is_ok_and(|m| m.is_dir())
+        .then_some(copy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_git_dir_is_copied_where_the_gitfile_resolves_in_the_pod() {
+        let host = Path::new("/home/u/wt");
+        let copy = |gitfile: &str, commondir: Option<&str>| {
+            git_dir_copy(host, "/workspace", gitfile, commondir)
+                .map(|c| (c.host.display().to_string(), c.pod))
+        };
+        let pair = |h: &str, p: &str| Some((h.to_owned(), p.to_owned()));
+        assert_eq!(
+            [
+                // A linked worktree, absolute (git's default): the common dir, same path.
+                copy("gitdir: /home/u/repo/.git/worktrees/wt\n", Some("../..\n")),
+                // Relative (`--relative-paths`): relative to each side's workspace.
+                copy("gitdir: ../repo/.git/worktrees/wt", Some("../..")),
+                // A submodule: no commondir, the named git dir itself.
+                copy("gitdir: ../.git/modules/lib\n", None),
+                // An absolute commondir wins over the git dir's location.
+                copy("gitdir: /g/worktrees/wt", Some("/srv/repo.git")),
+                // Not a gitfile; a path that climbs past the root.
+                copy("ref: refs/heads/main", None),
+                copy("gitdir: ../../../../x", None),
+            ],
+            [
+                pair("/home/u/repo/.git", "/home/u/repo/.git"),
+                pair("/home/u/repo/.git", "/repo/.git"),
+                pair("/home/u/.git/modules/lib", "/.git/modules/lib"),
+                pair("/srv/repo.git", "/srv/repo.git"),
+                None,
+                None,
+            ]
+        );
+    }
+
+    #[test]
+    fn a_git_dir_target_may_not_overlap_the_workspace_or_the_engine_paths() {
+        let got = [
+            "/home/u/repo/.git",
+            "/",
+            "relative/.git",
+            "/run/iterion/x",
+            "/workspace/.git",
+            "/",
+        ]
+        .map(|dir| git_dir_target_problem(dir, "/workspace"));
+        assert_eq!(
+            got,
+            [
+                None,
+                Some("it is not an absolute path below /"),
+                Some("it is not an absolute path below /"),
+                Some("it lies under /run/iterion (engine-reserved)"),
+                Some("it overlaps the workspace folder"),
+                Some("it is not an absolute path below /"),
+            ]
+        );
+        assert_eq!(
+            git_dir_target_problem("/srv", "/srv/ws"),
+            Some("it overlaps the workspace folder")
+        );
+    }
+}
