@@ -32,7 +32,7 @@ use crate::outcome::{Failure, RunOutcome, RunReport};
 use crate::secrets::{Redactor, ResolvedSecret};
 use crate::select::{self, WalkInput};
 use crate::sink::{EventSink, NullRunLog, RunLogSink};
-use crate::subbot::{ChildRuns, InlineChildRuns};
+use crate::subbot::{ChildRuns, InlineChildRuns, SharedSandbox};
 use crate::tool;
 
 /// The largest `node_finished.output` recorded whole: 64 KiB of compact JSON.
@@ -88,7 +88,7 @@ pub struct Execution<'a> {
     depth: u32,
     redactor: Option<Arc<Redactor>>,
     children: Option<Arc<dyn ChildRuns + 'a>>,
-    scratch_in_container: bool,
+    shared: SharedSandbox,
 }
 
 impl<'a> Execution<'a> {
@@ -116,7 +116,7 @@ impl<'a> Execution<'a> {
             depth: 0,
             redactor: None,
             children: None,
-            scratch_in_container: false,
+            shared: SharedSandbox::default(),
         }
     }
 
@@ -182,16 +182,16 @@ impl<'a> Execution<'a> {
         self
     }
 
-    /// Where subbot child runs are recorded, and whether this run's scratch lives in the
-    /// container (SANDBOX.md §14 rule 2). Default: [`InlineChildRuns`] over this run's events,
-    /// scratch on the host.
+    /// Where subbot child runs are recorded, and what this run's sandbox hands the children
+    /// that adopt it (SANDBOX.md §14). Default: [`InlineChildRuns`] over this run's events, no
+    /// container workspace, scratch on the host.
     pub(crate) fn child_runs(
         mut self,
         children: Arc<dyn ChildRuns + 'a>,
-        scratch_in_container: bool,
+        shared: SharedSandbox,
     ) -> Self {
         self.children = Some(children);
-        self.scratch_in_container = scratch_in_container;
+        self.shared = shared;
         self
     }
 
@@ -252,7 +252,7 @@ impl<'a> Execution<'a> {
             redactor,
             depth: self.depth,
             children,
-            scratch_in_container: self.scratch_in_container,
+            shared: self.shared,
             sandbox: self.sandbox,
             workdir: self.workdir,
             events: self.events,
@@ -300,8 +300,8 @@ pub(crate) struct Ctx<'a> {
     pub depth: u32,
     /// Where child runs are recorded.
     pub children: Arc<dyn ChildRuns + 'a>,
-    /// The parent's scratch lives in the container (SANDBOX.md §14 rule 2).
-    pub scratch_in_container: bool,
+    /// What this run's sandbox hands adopting children (SANDBOX.md §14).
+    pub shared: SharedSandbox,
     pub sandbox: &'a dyn SandboxRun,
     pub workdir: Option<String>,
     pub events: Arc<dyn EventSink>,

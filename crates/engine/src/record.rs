@@ -89,6 +89,10 @@ pub(crate) struct StoreChildRuns<'e> {
     observer: Arc<dyn RunObserver>,
     /// Cancelled when a child's lease is lost.
     on_lost: tokio_util::sync::CancellationToken,
+    /// Cancelled when the parent is interrupted: children end INTERRUPTED with it.
+    interrupt: tokio_util::sync::CancellationToken,
+    /// The parent's host workspace (where SANDBOX.md §15's bot source is told apart).
+    workspace: std::path::PathBuf,
     /// The lease keepers of the open children, by child run id.
     keepers: std::sync::Mutex<Vec<(String, crate::lease::LeaseKeeper)>>,
     /// The parent's sandbox settings, override and launch options, for a child's own launch.
@@ -97,26 +101,57 @@ pub(crate) struct StoreChildRuns<'e> {
     launch: crate::LaunchOptions,
 }
 
+/// What [`StoreChildRuns`] takes from the parent's attempt besides the attempt itself.
+pub(crate) struct ChildContext {
+    /// Told of every child record and event.
+    pub observer: Arc<dyn RunObserver>,
+    /// Cancelled when a child's lease is lost (it stops the parent).
+    pub on_lost: tokio_util::sync::CancellationToken,
+    /// Cancelled when the parent is interrupted.
+    pub interrupt: tokio_util::sync::CancellationToken,
+    /// The parent's host workspace.
+    pub workspace: std::path::PathBuf,
+}
+
 impl<'e> StoreChildRuns<'e> {
     pub(crate) fn new(
         engine: &'e crate::Engine,
         attempt: &crate::run::Attempt,
         parent: iterion_store::Run,
-        observer: Arc<dyn RunObserver>,
-        on_lost: tokio_util::sync::CancellationToken,
+        context: ChildContext,
     ) -> StoreChildRuns<'e> {
         StoreChildRuns {
             engine,
             store: Arc::clone(&engine.store),
             parent,
             holder: attempt.holder.clone(),
-            observer,
-            on_lost,
+            observer: context.observer,
+            on_lost: context.on_lost,
+            interrupt: context.interrupt,
+            workspace: context.workspace,
             keepers: std::sync::Mutex::new(Vec::new()),
             settings: attempt.settings.clone(),
             override_env: attempt.override_env,
             launch: attempt.launch.clone(),
         }
+    }
+
+    /// The child's `.iter` file: `source` relative to the parent's file (DSL.md §3.9).
+    fn child_file(&self, subbot: &iterion_dsl::ir::SubbotNode) -> std::path::PathBuf {
+        self.parent
+            .file_path
+            .parent()
+            .map_or_else(|| subbot.source.clone().into(), |d| d.join(&subbot.source))
+    }
+
+    /// The envelope a child record keeps: the parent's launch options, so that a resume of the
+    /// child (a forced one, SANDBOX.md §14) works from the parent's directory, not the caller's.
+    fn child_envelope(&self) -> Option<serde_json::Value> {
+        crate::engine::RunEnvelope {
+            launch: self.launch.clone(),
+            executor: None,
+        }
+        .to_value()
     }
 
     fn keepers(&self) -> std::sync::MutexGuard<'_, Vec<(String, crate::lease::LeaseKeeper)>> {
@@ -133,30 +168,41 @@ impl crate::subbot::ChildRuns for StoreChildRuns<'_> {
         node: &'a str,
         subbot: &'a iterion_dsl::ir::SubbotNode,
         child: &'a iterion_dsl::ir::Workflow,
+        vars: &'a serde_json::Map<String, serde_json::Value>,
     ) -> futures_util::future::BoxFuture<'a, Result<crate::subbot::ChildRun, crate::outcome::Failure>>
     {
         Box::pin(async move {
             let ir = serde_json::to_vec(child).unwrap_or_default();
-            let file = self
-                .parent
-                .file_path
-                .parent()
-                .map_or_else(|| subbot.source.clone().into(), |d| d.join(&subbot.source));
+            let file = self.child_file(subbot);
             // The hash of the child's source as resume computes it; the compiled child's when
             // the file is gone.
             let hash = iterion_dsl::load(&file).map_or_else(
                 |_| crate::launch::workflow_hash(&ir),
                 |bytes| crate::launch::workflow_hash(&bytes),
             );
+            let bundle_devbox = crate::sandbox::devbox::bot_config(
+                file.parent().unwrap_or(std::path::Path::new(".")),
+                &self.workspace,
+            )
+            .await;
             let new = iterion_store::NewRun::new(child.name.clone(), hash, file)
                 .child_of(&self.parent)
+                .vars(vars.clone())
                 .lease(self.holder.clone(), crate::lease::LEASE_TTL);
-            let run = self.store.create_run(new).await.map_err(|e| {
+            let mut run = self.store.create_run(new).await.map_err(|e| {
                 crate::outcome::Failure::new(
                     crate::failure::FailureCode::ExecutionFailed,
                     format!("subbot {node}: cannot create the child run record: {e}"),
                 )
             })?;
+            run.checkpoint = self.child_envelope();
+            match self.store.save_run(&run, run.version).await {
+                Ok(version) => run.version = version,
+                Err(error) => tracing::warn!(
+                    "child run {}: could not record its launch options: {error}",
+                    run.id
+                ),
+            }
             self.observer.run_created(run.id.as_str());
             let keeper = crate::lease::LeaseKeeper::start(
                 Arc::clone(&self.store),
@@ -182,6 +228,7 @@ impl crate::subbot::ChildRuns for StoreChildRuns<'_> {
                 run_id: run.id.to_string(),
                 events: Arc::new(events),
                 started,
+                bundle_devbox,
             })
         })
     }
@@ -192,6 +239,10 @@ impl crate::subbot::ChildRuns for StoreChildRuns<'_> {
     ) -> futures_util::future::BoxFuture<'a, Result<serde_json::Value, crate::outcome::Failure>>
     {
         Box::pin(self.launch_own(own))
+    }
+
+    fn parent_interrupted(&self) -> bool {
+        self.interrupt.is_cancelled()
     }
 
     fn close<'a>(
@@ -231,10 +282,7 @@ impl StoreChildRuns<'_> {
         use crate::outcome::Failure;
         let fail = |code: FailureCode, message: String| Failure::new(code, message);
         let node = own.node;
-        let file = self.parent.file_path.parent().map_or_else(
-            || own.subbot.source.clone().into(),
-            |d| d.join(&own.subbot.source),
-        );
+        let file = self.child_file(own.subbot);
         let hash = iterion_dsl::load(&file).map_or_else(
             |_| crate::launch::workflow_hash(&serde_json::to_vec(own.child).unwrap_or_default()),
             |bytes| crate::launch::workflow_hash(&bytes),
@@ -284,7 +332,7 @@ impl StoreChildRuns<'_> {
         };
         let control = crate::RunControl {
             cancel: own.cancel,
-            interrupt: tokio_util::sync::CancellationToken::new(),
+            interrupt: self.interrupt.child_token(),
         };
         let launched: futures_util::future::BoxFuture<'_, _> = Box::pin(self.engine.attempt(
             attempt,

@@ -188,8 +188,12 @@ impl Engine {
         }
 
         let stop = CancellationToken::new();
+        // Fired before `stop` when this run is interrupted (or loses its lease), so the subbot
+        // children it launched end INTERRUPTED with it, not CANCELLED.
+        let interrupt_children = CancellationToken::new();
         let interrupted = {
             let (stop, control, lost) = (stop.clone(), control.clone(), lost.clone());
+            let children = interrupt_children.clone();
             let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
             let flag = Arc::clone(&interrupted);
             tokio::spawn(async move {
@@ -199,12 +203,17 @@ impl Engine {
                     () = lost.cancelled() => flag.store(true, std::sync::atomic::Ordering::SeqCst),
                     () = stop.cancelled() => return,
                 }
+                if flag.load(std::sync::atomic::Ordering::SeqCst) {
+                    children.cancel();
+                }
                 stop.cancel();
             });
             interrupted
         };
         let stop_code = || {
-            if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+            if interrupted.load(std::sync::atomic::Ordering::SeqCst)
+                || control.interrupt.is_cancelled()
+            {
                 FailureCode::Interrupted
             } else {
                 FailureCode::Cancelled
@@ -324,6 +333,7 @@ impl Engine {
                     run_log: &run_log,
                     observer: &observer,
                     stop: &stop,
+                    interrupt_children: &interrupt_children,
                     stop_code: &stop_code,
                 };
                 self.sandbox_and_execute(&scope, &mut ending).await;
@@ -389,6 +399,7 @@ impl Engine {
             observer,
             stop,
             stop_code,
+            ..
         } = *scope;
         let run_id = run.id.as_str();
         let budget =
@@ -553,12 +564,16 @@ impl Engine {
             self,
             attempt,
             run.clone(),
-            Arc::clone(observer),
-            stop.clone(),
+            crate::record::ChildContext {
+                observer: Arc::clone(observer),
+                on_lost: stop.clone(),
+                interrupt: scope.interrupt_children.clone(),
+                workspace: workspace.to_owned(),
+            },
         );
         execution = execution.child_runs(
             Arc::new(children),
-            active.is_some_and(ActiveSandbox::scratch_in_container),
+            active.map(ActiveSandbox::shared).unwrap_or_default(),
         );
         match execution.run().await {
             Ok(report) => {
@@ -669,6 +684,8 @@ struct Scope<'a> {
     run_log: &'a StoreRunLog,
     observer: &'a Arc<dyn RunObserver>,
     stop: &'a CancellationToken,
+    /// Cancelled before `stop` when the run is interrupted (see `attempt`).
+    interrupt_children: &'a CancellationToken,
     stop_code: &'a (dyn Fn() -> FailureCode + Sync),
 }
 

@@ -30,13 +30,15 @@ use crate::sink::EventSink;
 
 /// Where a child run's record and events go.
 pub(crate) trait ChildRuns: Send + Sync {
-    /// Opens the child run of subbot `node` in `parent_run`: its id and its event sink.
+    /// Opens the child run of subbot `node` in `parent_run`, with the child's typed `vars`: its
+    /// id and its event sink.
     fn open<'a>(
         &'a self,
         parent_run: &'a str,
         node: &'a str,
         subbot: &'a SubbotNode,
         child: &'a Workflow,
+        vars: &'a Map<String, Value>,
     ) -> BoxFuture<'a, Result<ChildRun, Failure>>;
 
     /// Records how the child run ended.
@@ -45,6 +47,12 @@ pub(crate) trait ChildRuns: Send + Sync {
     /// Runs the child as a run with a sandbox of its own: a declaring child honoured under a
     /// bind-mount parent (SANDBOX.md §14 rule 1). Returns the child's final output.
     fn run_own<'a>(&'a self, own: OwnRun<'a>) -> BoxFuture<'a, Result<Value, Failure>>;
+
+    /// Whether the parent was interrupted (not cancelled): a child it stopped then ends
+    /// `INTERRUPTED`, as resumable as its parent.
+    fn parent_interrupted(&self) -> bool {
+        false
+    }
 }
 
 /// What [`ChildRuns::run_own`] needs.
@@ -73,6 +81,19 @@ pub(crate) struct ChildRun {
     pub events: Arc<dyn EventSink>,
     /// Its `run_started`: the child's first event, naming the parent and the root run.
     pub started: RunStarted,
+    /// The child bundle's `devbox.json` (its file's directory, when that is not the workspace
+    /// root: SANDBOX.md §15's bot source), which adoption does not provision.
+    pub bundle_devbox: Option<std::path::PathBuf>,
+}
+
+/// What a run hands the children that adopt its sandbox besides the run itself (SANDBOX.md
+/// §14's `SharedSandbox`; the run, its driver and the parent id travel in the executor).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SharedSandbox {
+    /// The container's workspace folder; `None` without a container.
+    pub workspace_folder: Option<String>,
+    /// The parent's scratch lives in the container (§14 rule 2).
+    pub scratch_in_container: bool,
 }
 
 /// The executor's default [`ChildRuns`] when no store is wired: child ids are
@@ -99,6 +120,7 @@ impl ChildRuns for InlineChildRuns {
         node: &'a str,
         _subbot: &'a SubbotNode,
         child: &'a Workflow,
+        _vars: &'a Map<String, Value>,
     ) -> BoxFuture<'a, Result<ChildRun, Failure>> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let run = ChildRun {
@@ -112,6 +134,7 @@ impl ChildRuns for InlineChildRuns {
                 parent_run: Some(parent_run.to_owned()),
                 root_run: Some(parent_run.to_owned()),
             },
+            bundle_devbox: None,
         };
         Box::pin(async move { Ok(run) })
     }
@@ -290,7 +313,14 @@ pub(crate) async fn run(
     }
     let driver = ctx.sandbox.driver().to_owned();
     let copy_based = ctx.sandbox.workspace_file_refresher().is_some();
-    match should_adopt(node, child, &driver, copy_based, ctx.scratch_in_container) {
+    let shared = &ctx.shared;
+    match should_adopt(
+        node,
+        child,
+        &driver,
+        copy_based,
+        shared.scratch_in_container,
+    ) {
         AdoptionDecision::Refused { message } => {
             return Err(Failure::new(FailureCode::SandboxAdoptionRefused, message));
         }
@@ -313,24 +343,48 @@ pub(crate) async fn run(
         AdoptionDecision::Adopt => {}
     }
     let vars = child_vars(child, input)?;
-    let opened = ctx.children.open(&ctx.run_id, node, subbot, child).await?;
-    let workspace = ctx.workdir.clone().unwrap_or_default();
+    let opened = ctx
+        .children
+        .open(&ctx.run_id, node, subbot, child, &vars)
+        .await?;
     opened
         .events
         .emit(Event::RunStarted(opened.started.clone()))
         .await;
+    let adoption = Adoption {
+        driver,
+        // The container's workspace is the parent's (§14); on the host, the executor's.
+        workspace: shared
+            .workspace_folder
+            .clone()
+            .or_else(|| ctx.workdir.clone())
+            .unwrap_or_default(),
+        parent_run: ctx.run_id.clone(),
+        copy_based,
+        // No file is prepared on the host for a child before it runs (no attachments, no prompt
+        // files in this subset), so there is nothing to write through to a copy-based sandbox.
+        files_written_through: false,
+        file_secrets_declared: crate::launch::workflow_has_file_secrets(child),
+        devbox_declared: opened.bundle_devbox.is_some(),
+        ask_user_inherited: ctx.agents.is_some(),
+    };
+    for warning in adoption_warnings(
+        node,
+        ctx.wf,
+        child,
+        &adoption,
+        opened.bundle_devbox.as_deref(),
+    ) {
+        tracing::warn!("{warning}");
+        ctx.logs.line(crate::sink::LogLine {
+            node: node.to_owned(),
+            stream: crate::sink::LogStream::System,
+            text: format!("warning: {warning}"),
+        });
+    }
     opened
         .events
-        .emit(Event::SandboxShared(SandboxShared::adopted(Adoption {
-            driver,
-            workspace,
-            parent_run: ctx.run_id.clone(),
-            copy_based,
-            files_written_through: false,
-            file_secrets_declared: crate::launch::workflow_has_file_secrets(child),
-            devbox_declared: false,
-            ask_user_inherited: ctx.agents.is_some(),
-        })))
+        .emit(Event::SandboxShared(SandboxShared::adopted(adoption)))
         .await;
     let mut execution = Execution::new(
         child,
@@ -342,7 +396,7 @@ pub(crate) async fn run(
     .run_log(ctx.logs.clone())
     .cancel_token(token.clone())
     .nested(depth, ctx.redactor.clone())
-    .child_runs(ctx.children.clone(), ctx.scratch_in_container);
+    .child_runs(ctx.children.clone(), ctx.shared.clone());
     if let Some(workdir) = &ctx.workdir {
         execution = execution.workdir(workdir.clone());
     }
@@ -356,7 +410,11 @@ pub(crate) async fn run(
             format!("the child run could not start: {e}"),
         )
     })?;
-    let outcome = report.outcome;
+    let mut outcome = report.outcome;
+    if outcome.failure_code == Some(FailureCode::Cancelled) && ctx.children.parent_interrupted() {
+        outcome.failure_code = Some(FailureCode::Interrupted);
+        outcome.status = FailureCode::Interrupted.status().unwrap_or(outcome.status);
+    }
     opened
         .events
         .emit(
@@ -381,6 +439,65 @@ pub(crate) async fn run(
         .final_output
         .unwrap_or_else(|| Value::Object(Map::new()));
     conform_output(ctx, subbot, output)
+}
+
+/// What adoption does not give the child, said before it runs (SANDBOX.md §14): its file
+/// secrets (not materialised at adoption), its value secrets the parent's proxy does not deliver,
+/// an ask-user path for a child that can pause, and its bundle's `devbox.json`.
+pub(crate) fn adoption_warnings(
+    node: &str,
+    parent: &Workflow,
+    child: &Workflow,
+    adoption: &Adoption,
+    bundle_devbox: Option<&std::path::Path>,
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let named = |file: bool| -> Vec<&str> {
+        child
+            .secrets
+            .iter()
+            .filter(|s| matches!(s.delivery, ir::Delivery::File { .. }) == file)
+            .filter(|s| {
+                !parent
+                    .secrets
+                    .iter()
+                    .any(|p| p.name == s.name && p.delivery == s.delivery)
+            })
+            .map(|s| s.name.as_str())
+            .collect()
+    };
+    let files = named(true);
+    if !files.is_empty() {
+        warnings.push(format!(
+            "subbot {node}: file secrets [{}] are not materialised in the adopted sandbox (only \
+             the parent's own are); declare them in the parent",
+            files.join(", ")
+        ));
+    }
+    let values = named(false);
+    if !values.is_empty() {
+        warnings.push(format!(
+            "subbot {node}: secrets [{}] are not the parent's, so the parent's proxy does not \
+             deliver them; their placeholders stay as they are",
+            values.join(", ")
+        ));
+    }
+    if !adoption.ask_user_inherited
+        && let Some(asker) = pausing_node(child)
+    {
+        warnings.push(format!(
+            "subbot {node}: node \"{asker}\" can ask the operator, but the parent's sandbox has \
+             no ask-user listener to inherit"
+        ));
+    }
+    if let Some(config) = bundle_devbox {
+        warnings.push(format!(
+            "subbot {node}: {} is not provisioned in the adopted sandbox (the parent's sandbox was \
+             provisioned before the child ran)",
+            config.display()
+        ));
+    }
+    warnings
 }
 
 /// The child's result checked against the node's `output` schema (DSL.md §3.9).

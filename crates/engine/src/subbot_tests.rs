@@ -198,7 +198,10 @@ async fn a_child_beyond_the_depth_limit_fails_subbot_depth_exceeded() {
     let report = Execution::new(&wf, "run-1", sandbox.as_ref(), sink.clone())
         .workdir(dir.path().display().to_string())
         .nested(ir::MAX_SUBBOT_DEPTH, Arc::new(Redactor::new(&[])))
-        .child_runs(Arc::new(InlineChildRuns::new(sink)), false)
+        .child_runs(
+            Arc::new(InlineChildRuns::new(sink)),
+            SharedSandbox::default(),
+        )
         .run()
         .await
         .unwrap();
@@ -231,4 +234,53 @@ fn only_a_child_that_adopted_a_copy_based_sandbox_is_pinned_to_it() {
         json!({"adopted": false, "forced": true, "parent_run": "p-1"}),
     );
     assert_eq!(check(vec![ev(true, true), forced]), None);
+}
+
+#[test]
+fn adoption_warns_about_what_the_child_does_not_get() {
+    let compiled = |src: &str| {
+        compile(src.as_bytes(), &CompileOptions::default())
+            .workflow
+            .unwrap_or_else(|| panic!("does not compile:\n{src}"))
+    };
+    let secrets = "secrets:\n  cert:\n    value: \"pem\"\n    as: file\n  tok:\n    value: \"t\"\n    hosts: [\"api.example.com\"]\n\n";
+    let asker =
+        "agent ask:\n  model: \"anthropic/claude-x\"\n  user: \"hi\"\n  interaction: ask\n\n";
+    let child = compiled(&format!(
+        "{secrets}{asker}workflow c:\n  entry: ask\n  ask -> done\n"
+    ));
+    let bare_parent =
+        compiled("tool t:\n  command: `true`\n\nworkflow p:\n  entry: t\n  t -> done\n");
+    let same_parent = compiled(&format!(
+        "{secrets}tool t:\n  command: `true`\n\nworkflow p:\n  entry: t\n  t -> done\n"
+    ));
+    let adoption = |ask_user_inherited: bool| Adoption {
+        driver: "docker".into(),
+        workspace: "/workspace".into(),
+        parent_run: "p".into(),
+        copy_based: false,
+        files_written_through: false,
+        file_secrets_declared: true,
+        devbox_declared: false,
+        ask_user_inherited,
+    };
+    let devbox = std::path::Path::new("/w/bots/devbox.json");
+    assert_eq!(
+        adoption_warnings("sub", &bare_parent, &child, &adoption(false), Some(devbox)),
+        [
+            "subbot sub: file secrets [cert] are not materialised in the adopted sandbox (only \
+             the parent's own are); declare them in the parent",
+            "subbot sub: secrets [tok] are not the parent's, so the parent's proxy does not \
+             deliver them; their placeholders stay as they are",
+            "subbot sub: node \"ask\" can ask the operator, but the parent's sandbox has no \
+             ask-user listener to inherit",
+            "subbot sub: /w/bots/devbox.json is not provisioned in the adopted sandbox (the \
+             parent's sandbox was provisioned before the child ran)",
+        ]
+    );
+    // The parent declares the same secrets and has an ask-user path: nothing to say.
+    assert_eq!(
+        adoption_warnings("sub", &same_parent, &child, &adoption(true), None),
+        Vec::<String>::new()
+    );
 }

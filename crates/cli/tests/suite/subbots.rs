@@ -24,7 +24,7 @@ workflow parent:
 /// count containers while it runs.
 const CHILD: &str = "\
 tool adopt:
-  command: `hostname > child-host.txt && touch child-running && sleep 3`
+  command: `hostname > child-host.txt && pwd > child-pwd.txt && touch child-running && sleep 3`
 
 workflow child:
   entry: adopt
@@ -93,6 +93,11 @@ fn docker_an_adopting_child_runs_in_the_parents_container_and_none_is_left() {
             .trim()
             .to_owned()
     };
+    assert_eq!(
+        shared["workspace"],
+        read("child-pwd.txt"),
+        "the adopted workspace is the parent's container workspace folder"
+    );
     let (parent_host, child_host) = (read("parent-host.txt"), read("child-host.txt"));
     assert_eq!(
         child_host, parent_host,

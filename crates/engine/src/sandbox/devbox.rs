@@ -7,7 +7,7 @@
 //! go before `PATH`; the install never fails the run. Because the spec's `PATH` base is a guess
 //! until the image is known, [`plant_image_env`] replaces it with the image's own after Prepare.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use iterion_sandbox::{
     DEVBOX_BASE_PATH, DEVBOX_BUNDLE_DIR, DevboxInputs, DevboxRead, DevboxSource, EngineMount,
@@ -54,6 +54,28 @@ pub(crate) fn add_bundle_mount(
     }
 }
 
+/// Whether `bundle_dir` is §15's bot source: a workflow directory that is not the workspace root
+/// (the workspace's own `devbox.json` is the repo source).
+fn is_bot_bundle(bundle_dir: &Path, workspace: &Path) -> bool {
+    bundle_dir != workspace
+}
+
+/// The bot source's `devbox.json` of a workflow whose file is in `bundle_dir`, when there is one
+/// (SANDBOX.md §15): what a subbot child that adopts its parent's sandbox does not get
+/// provisioned (§14). Paths are compared canonical.
+pub(crate) async fn bot_config(bundle_dir: &Path, workspace: &Path) -> Option<PathBuf> {
+    let (bundle_dir, workspace) = (bundle_dir.to_owned(), workspace.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let bundle = bundle_dir.canonicalize().ok()?;
+        let workspace = workspace.canonicalize().unwrap_or(workspace);
+        let config = bundle.join("devbox.json");
+        (is_bot_bundle(&bundle, &workspace) && config.is_file()).then_some(config)
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
 /// What M7 needs besides the spec.
 pub(crate) struct DevboxHost<'a> {
     /// The host workspace, canonical.
@@ -81,7 +103,7 @@ pub(crate) async fn provision_in_sandbox(
     let workspace = host.workspace.to_owned();
     let bundle = host
         .bundle_dir
-        .filter(|dir| *dir != host.workspace)
+        .filter(|dir| is_bot_bundle(dir, host.workspace))
         .map(Path::to_owned);
     let (repo, bot) = tokio::task::spawn_blocking(move || {
         (

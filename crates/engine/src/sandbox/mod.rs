@@ -15,7 +15,7 @@
 //! default network, no proxy and `egress_enforced: null`. Any failure after the proxy started
 //! shuts it down, and teardown does too (the socket goes with it).
 
-mod devbox;
+pub(crate) mod devbox;
 mod egress;
 mod finalize;
 pub(crate) mod mounts;
@@ -157,6 +157,8 @@ pub(crate) struct ActiveSandbox {
     scratch: Option<Box<(scratch::ScratchBank, Arc<dyn EventSink>)>>,
     /// A sandbox without host binds (kubernetes, §5.11): what is copied back at teardown.
     copy_back: Option<Box<CopyBack>>,
+    /// The container's workspace folder (the spec's, after the mount plan).
+    workspace_folder: Option<String>,
 }
 
 /// Where a sandbox without host binds is copied back to at teardown (SANDBOX.md §5.11), and
@@ -170,9 +172,13 @@ struct CopyBack {
 }
 
 impl ActiveSandbox {
-    /// Whether the run's scratch lives in the container (SANDBOX.md §14 rule 2).
-    pub(crate) fn scratch_in_container(&self) -> bool {
-        self.scratch.is_some()
+    /// What this sandbox hands the subbot children that adopt it (SANDBOX.md §14).
+    pub(crate) fn shared(&self) -> crate::subbot::SharedSandbox {
+        crate::subbot::SharedSandbox {
+            workspace_folder: self.workspace_folder.clone(),
+            // §14 rule 2: the run's scratch lives in the container.
+            scratch_in_container: self.scratch.is_some(),
+        }
     }
 
     /// L16: removes the container (bounded by the cleanup budget) and the per-run host dir.
@@ -500,6 +506,7 @@ async fn start(
             return Err(error);
         }
     };
+    let workspace_folder = spec.workspace_folder.clone();
     let result = start_in(ctx, spec, driver, &run_dir, proxy.as_ref()).await;
     match result {
         Ok(run) => {
@@ -572,6 +579,7 @@ async fn start(
                         events: Arc::clone(&ctx.event_sink),
                     })
                 }),
+                workspace_folder,
             })
         }
         Err(error) => {

@@ -318,6 +318,18 @@ async fn a_launched_child_has_its_own_record_and_events() {
     assert_eq!(child.workflow, "child");
     assert_eq!(child.status, RunStatus::Finished);
     assert_eq!(child.file_path, ws.path().join("child.iter"));
+    // The record keeps what a resume of the child needs: its inputs and the parent's launch
+    // options (its cwd), not the resuming process's.
+    assert_eq!(child.vars.get("who"), Some(&json!("alpha")));
+    let envelope = child
+        .checkpoint
+        .as_ref()
+        .expect("the child's launch envelope");
+    assert_eq!(
+        envelope["launch"]["cwd"],
+        json!(ws.path().display().to_string()),
+        "{envelope:#}"
+    );
     let kinds: Vec<String> = store
         .events(&child.id, 0)
         .await
@@ -492,4 +504,144 @@ async fn a_declaring_child_is_launched_on_its_own() {
     assert_eq!(started.data["parent_run"], parent_id.as_str());
     let written = std::fs::read_to_string(ws.path().join("child-was-here.txt")).unwrap();
     assert_eq!(written.trim(), format!("hello alpha from {}", child.id));
+}
+
+/// The adopted child is told what adoption does not give it (SANDBOX.md §14): its bundle's
+/// `devbox.json` (a child file in a directory other than the workspace root, §15's bot source)
+/// is not provisioned, and its own file secrets are not materialised — as `sandbox_shared`
+/// fields and as warnings in the run log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adopted_child_is_warned_about_its_devbox_and_its_file_secrets() {
+    use iterion_engine::Engine;
+    use iterion_sandbox::Registry;
+    use iterion_store::{RunQuery, RunStatus};
+
+    let home = tempfile::tempdir().unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    let store = sqlite_store(home.path()).await;
+    let engine = Engine::new(Arc::clone(&store), home.path()).with_registry(Registry::with_noop());
+    std::fs::create_dir(ws.path().join("bots")).unwrap();
+    std::fs::write(ws.path().join("bots/devbox.json"), r#"{"packages": []}"#).unwrap();
+    let parent = PARENT
+        .replace("  entry: start\n", "  entry: start\n  sandbox: none\n")
+        .replace("source: \"child.iter\"", "source: \"bots/child.iter\"");
+    let child_src = format!(
+        "secrets:\n  cert:\n    value: \"pem\"\n    as: file\n\n{}",
+        CHILD
+    );
+    let wf = compile_tree(
+        ws.path(),
+        &[("parent.iter", &parent), ("bots/child.iter", &child_src)],
+    );
+    let summary = run_to_end(&engine, run_request(wf, ws.path(), "parent.iter")).await;
+    assert_eq!(summary.status, RunStatus::Finished, "{:?}", summary.message);
+    let parent_id = iterion_store::RunId::parse(&summary.run_id).unwrap();
+    let runs = store.list_runs(&RunQuery::default()).await.unwrap();
+    let child = runs.iter().find(|r| r.id != parent_id).expect("the child");
+    let shared = store
+        .events(&child.id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.kind == "sandbox_shared")
+        .expect("sandbox_shared")
+        .data;
+    assert_eq!(shared["adopted"], true);
+    assert_eq!(shared["devbox_declared"], true, "{shared:#}");
+    assert_eq!(shared["file_secrets_declared"], true, "{shared:#}");
+    let logs: Vec<String> = store
+        .logs(&parent_id, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.line)
+        .collect();
+    let devbox = ws.path().canonicalize().unwrap().join("bots/devbox.json");
+    let warned = |needle: &str| {
+        logs.iter()
+            .any(|l| l.contains("warning: subbot sub:") && l.contains(needle))
+    };
+    assert!(
+        warned(&format!("{} is not provisioned", devbox.display())),
+        "{logs:#?}"
+    );
+    assert!(
+        warned("file secrets [cert] are not materialised"),
+        "{logs:#?}"
+    );
+}
+
+/// An interrupt of the parent (SIGTERM of `iterion run`, a runner's shutdown) reaches its
+/// children: a child running in the parent's sandbox and a child launched on its own both end
+/// INTERRUPTED (resumable) with the parent, not CANCELLED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parents_interrupt_ends_its_children_interrupted() {
+    use iterion_engine::{Engine, NoObserver, RunControl};
+    use iterion_sandbox::Registry;
+    use iterion_store::{RunQuery, RunStatus};
+
+    let sleeper = "tool nap:\n  command: `touch started-$ITERION_RUN_ID && sleep 30`\n\n";
+    let cases = [
+        ("adopting", String::new()),
+        (
+            "launched on its own",
+            "  sandbox:\n    mode: auto\n    env:\n      A: \"1\"\n".to_owned(),
+        ),
+    ];
+    for (case, declaration) in cases {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let store = sqlite_store(home.path()).await;
+        let engine = Arc::new(
+            Engine::new(Arc::clone(&store), home.path()).with_registry(Registry::with_noop()),
+        );
+        let parent = "subbot sub:\n  source: \"child.iter\"\n\n\
+                      workflow parent:\n  entry: sub\n  sandbox: none\n  sub -> done\n";
+        let child = format!("{sleeper}workflow child:\n  entry: nap\n{declaration}  nap -> done\n");
+        let wf = compile_tree(
+            ws.path(),
+            &[("parent.iter", parent), ("child.iter", &child)],
+        );
+        let control = RunControl::default();
+        let run = {
+            let (engine, control) = (Arc::clone(&engine), control.clone());
+            let request = run_request(wf, ws.path(), "parent.iter");
+            tokio::spawn(async move { engine.run(request, control, Arc::new(NoObserver)).await })
+        };
+        // The child's tool has started: the interrupt lands while the child runs.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !std::fs::read_dir(ws.path()).unwrap().any(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("started-")
+        }) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{case}: the child never started"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        control.interrupt.cancel();
+        let summary = tokio::time::timeout(Duration::from_secs(20), run)
+            .await
+            .expect("the run ends soon after the interrupt")
+            .unwrap()
+            .unwrap();
+        assert_eq!(summary.status, RunStatus::FailedResumable, "{case}");
+        assert_eq!(
+            summary.failure_code.as_deref(),
+            Some("INTERRUPTED"),
+            "{case}"
+        );
+        let parent_id = iterion_store::RunId::parse(&summary.run_id).unwrap();
+        let runs = store.list_runs(&RunQuery::default()).await.unwrap();
+        let child = runs.iter().find(|r| r.id != parent_id).expect("the child");
+        assert_eq!(
+            child.status,
+            RunStatus::FailedResumable,
+            "{case}: {child:#?}"
+        );
+        assert_eq!(child.failure_code.as_deref(), Some("INTERRUPTED"), "{case}");
+    }
 }
