@@ -105,7 +105,8 @@ pub(crate) struct StoreChildRuns<'e> {
 pub(crate) struct ChildContext {
     /// Told of every child record and event.
     pub observer: Arc<dyn RunObserver>,
-    /// Cancelled when a child's lease is lost (it stops the parent).
+    /// Cancelled when a child's lease is lost: the parent's own lease-lost token, so the
+    /// parent stops INTERRUPTED (resumable) as when it loses its own.
     pub on_lost: tokio_util::sync::CancellationToken,
     /// Cancelled when the parent is interrupted.
     pub interrupt: tokio_util::sync::CancellationToken,

@@ -333,6 +333,7 @@ impl Engine {
                     run_log: &run_log,
                     observer: &observer,
                     stop: &stop,
+                    lost: &lost,
                     interrupt_children: &interrupt_children,
                     stop_code: &stop_code,
                 };
@@ -566,7 +567,8 @@ impl Engine {
             run.clone(),
             crate::record::ChildContext {
                 observer: Arc::clone(observer),
-                on_lost: stop.clone(),
+                // A child's lost lease is the parent's: the whole tree stops, resumable.
+                on_lost: scope.lost.clone(),
                 interrupt: scope.interrupt_children.clone(),
                 workspace: workspace.to_owned(),
             },
@@ -684,6 +686,8 @@ struct Scope<'a> {
     run_log: &'a StoreRunLog,
     observer: &'a Arc<dyn RunObserver>,
     stop: &'a CancellationToken,
+    /// The run's lease was lost: it stops as interrupted (see `attempt`).
+    lost: &'a CancellationToken,
     /// Cancelled before `stop` when the run is interrupted (see `attempt`).
     interrupt_children: &'a CancellationToken,
     stop_code: &'a (dyn Fn() -> FailureCode + Sync),
