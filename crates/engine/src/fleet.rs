@@ -279,7 +279,8 @@ pub async fn redeliver(
 /// the queue, to be taken by a healthy runner. A queue run (one delivered at least once) that is
 /// `failed_resumable` with an infrastructure code and deliveries left is requeued too: another
 /// process's boot recovery may have moved it, or its runner died between the end of the run and
-/// settling it. Runs never delivered (a local `iterion run`) are left to `iterion resume`.
+/// settling it. Runs never delivered (a local `iterion run`) are left to `iterion resume`, and
+/// so are subbot children: their parent's redelivery runs the subbot node again.
 /// Returns the runs redelivered.
 pub async fn redeliver_interrupted(store: &dyn iterion_store::Store) -> Vec<String> {
     let recovered = crate::reaper::recover_interrupted(store).await;
@@ -300,7 +301,10 @@ pub async fn redeliver_interrupted(store: &dyn iterion_store::Store) -> Vec<Stri
         }
     };
     let mut redelivered = Vec::new();
-    for run in candidates.into_iter().filter(|run| run.deliveries > 0) {
+    for run in candidates
+        .into_iter()
+        .filter(|run| run.deliveries > 0 && run.parent_run_id.is_none())
+    {
         match redeliver(store, &run).await {
             Ok(Delivery::Redelivered { .. }) => redelivered.push(run.id.as_str().to_owned()),
             Ok(_) => {}

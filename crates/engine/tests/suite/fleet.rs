@@ -282,7 +282,7 @@ async fn fleet_shutdown_interrupts_the_run_in_hand_and_redelivers_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fleet_requeues_an_interrupted_queue_run_but_never_a_local_one() {
+async fn fleet_requeues_an_interrupted_queue_run_but_never_a_local_one_or_a_child() {
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite_store(dir.path()).await;
     let home = tempfile::tempdir().unwrap();
@@ -303,7 +303,21 @@ async fn fleet_requeues_an_interrupted_queue_run_but_never_a_local_one() {
         )
         .await
         .unwrap();
-    for (run, holder) in [(&claim.run, "runner-dead"), (&local, "laptop")] {
+    // A subbot child of the queue run, interrupted with it: its parent's redelivery runs the
+    // subbot node again, so the child itself is never requeued.
+    let child = store
+        .create_run(
+            iterion_store::NewRun::new("child", "sha256:01", "child.iter")
+                .child_of(&claim.run)
+                .lease("runner-dead", Duration::from_secs(30)),
+        )
+        .await
+        .unwrap();
+    for (run, holder) in [
+        (&claim.run, "runner-dead"),
+        (&local, "laptop"),
+        (&child, "runner-dead"),
+    ] {
         let mut next = run.clone();
         next.status = RunStatus::FailedResumable;
         next.failure_code = Some("INTERRUPTED".to_owned());
@@ -319,8 +333,13 @@ async fn fleet_requeues_an_interrupted_queue_run_but_never_a_local_one() {
     assert_eq!(
         (
             status(claim.run.id.clone()).await,
-            status(local.id.clone()).await
+            status(local.id.clone()).await,
+            status(child.id.clone()).await
         ),
-        (RunStatus::Queued, RunStatus::FailedResumable)
+        (
+            RunStatus::Queued,
+            RunStatus::FailedResumable,
+            RunStatus::FailedResumable
+        )
     );
 }
