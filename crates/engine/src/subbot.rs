@@ -10,7 +10,7 @@
 //! sandbox of its own under a bind-mount parent is not run here: [`ChildRuns::run_own`] hands it
 //! to the launcher (`record::StoreChildRuns`), which gives it a whole attempt of its own.
 //! The declared fields are read from the compiled child (`Workflow::declared_sandbox_fields`,
-//! computed from what was written). Open points: `docs/subbots-status.md`.
+//! computed from what was written). How it all fits: `docs/subbots.md`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
