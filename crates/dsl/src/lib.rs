@@ -95,31 +95,66 @@ impl LoadError {
 
 /// Reads a workflow file, refusing one over [`MAX_SOURCE_BYTES`] before reading it whole.
 pub fn load(path: &std::path::Path) -> Result<Vec<u8>, LoadError> {
+    read_bounded(path).map_err(|failure| failure.into_error(path))
+}
+
+/// Why a read failed, without the path: the subbot loader reads each file once (by canonical
+/// path) and reports a failure under the spelling of each `source` that names it.
+#[derive(Debug)]
+pub(crate) enum ReadFailure {
+    /// The file could not be opened or read.
+    Io(std::io::Error),
+    /// The file is over [`MAX_SOURCE_BYTES`]; `size` is what was seen.
+    TooLarge {
+        /// Its size in bytes.
+        size: u64,
+    },
+}
+
+impl ReadFailure {
+    /// The [`LoadError`] for this failure when the file was named `path`.
+    pub(crate) fn into_error(self, path: &std::path::Path) -> LoadError {
+        let path = path.display().to_string();
+        match self {
+            ReadFailure::Io(source) => LoadError::Io { path, source },
+            ReadFailure::TooLarge { size } => LoadError::TooLarge {
+                path,
+                size,
+                limit: MAX_SOURCE_BYTES,
+            },
+        }
+    }
+
+    /// [`Self::into_error`] for a failure kept to be reported again: the copy of the I/O error
+    /// has the same kind and the same text.
+    pub(crate) fn error_at(&self, path: &std::path::Path) -> LoadError {
+        let copy = match self {
+            ReadFailure::Io(e) => ReadFailure::Io(e.raw_os_error().map_or_else(
+                || std::io::Error::new(e.kind(), e.to_string()),
+                std::io::Error::from_raw_os_error,
+            )),
+            ReadFailure::TooLarge { size } => ReadFailure::TooLarge { size: *size },
+        };
+        copy.into_error(path)
+    }
+}
+
+/// [`load`] without the path in the error.
+pub(crate) fn read_bounded(path: &std::path::Path) -> Result<Vec<u8>, ReadFailure> {
     use std::io::Read;
-    let shown = path.display().to_string();
-    let io = |source| LoadError::Io {
-        path: shown.clone(),
-        source,
-    };
-    let file = std::fs::File::open(path).map_err(io)?;
-    let size = file.metadata().map_err(io)?.len();
+    let file = std::fs::File::open(path).map_err(ReadFailure::Io)?;
+    let size = file.metadata().map_err(ReadFailure::Io)?.len();
     if size > MAX_SOURCE_BYTES {
-        return Err(LoadError::TooLarge {
-            path: shown,
-            size,
-            limit: MAX_SOURCE_BYTES,
-        });
+        return Err(ReadFailure::TooLarge { size });
     }
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     // Read one byte past the limit so a file that grew after `metadata` is still refused.
     file.take(MAX_SOURCE_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(io)?;
+        .map_err(ReadFailure::Io)?;
     if bytes.len() as u64 > MAX_SOURCE_BYTES {
-        return Err(LoadError::TooLarge {
-            path: shown,
+        return Err(ReadFailure::TooLarge {
             size: bytes.len() as u64,
-            limit: MAX_SOURCE_BYTES,
         });
     }
     Ok(bytes)
@@ -144,6 +179,11 @@ pub fn compile_file(path: &std::path::Path, opts: &CompileOptions) -> Result<Com
 
 /// Compiles `bytes` that were read from `path` (callers that keep the bytes, to hash or show
 /// them): subbot children are loaded relative to `path`'s directory (DSL.md §3.9).
+///
+/// Each child file is read at most once per call. A child reached again at the same depth from
+/// the same directory, with no cycle through it, is compiled once (`check/subbots/session.rs`
+/// says why that is exact), so a file named by many subbot nodes costs one compile, not one per
+/// path to it.
 pub fn compile_at(bytes: &[u8], path: &std::path::Path, opts: &CompileOptions) -> Compiled {
     let origin = check::Origin::root(path);
     compile_in(bytes, opts, Some(&origin)).0

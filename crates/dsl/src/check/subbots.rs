@@ -5,10 +5,15 @@
 //! from), C911 (a required child var that no input key sets), C912 (an input key naming no child
 //! var), C913 (a cycle of sources).
 //!
-//! A child is compiled once per subbot node; the compiled children are handed to the lowering so
-//! the IR carries them (`ir::SubbotNode::child`).
+//! The compiled children are handed to the lowering so the IR carries them
+//! (`ir::SubbotNode::child`). Files are read and children compiled through the [`Session`] of the
+//! top-level compile, which reuses what it can prove gives the same result (`session.rs`).
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+mod session;
+use session::{Outcome, Session};
 
 use super::symbols::Symbols;
 use crate::{
@@ -25,11 +30,20 @@ pub(crate) struct Origin {
     pub dir: PathBuf,
     /// The files from the root down to this one: canonical path and the name shown in C913.
     pub chain: Vec<(PathBuf, String)>,
+    /// The loader of this top-level compile, shared by every origin below the root.
+    session: Rc<Session>,
 }
 
 impl Origin {
-    /// The origin of a root file read from `path`.
+    /// The origin of a root file read from `path`, with a new session: children are read and
+    /// compiled once per top-level compile.
     pub(crate) fn root(path: &Path) -> Self {
+        Self::root_with(path, session::Reuse::Cached)
+    }
+
+    /// [`Self::root`] with the given reuse (tests compare against `Reuse::Fresh`).
+    pub(crate) fn root_with(path: &Path, reuse: session::Reuse) -> Self {
+        let session = Rc::new(Session::new(reuse));
         let dir = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -40,26 +54,29 @@ impl Origin {
         );
         Origin {
             dir,
-            chain: vec![(canonical(path), shown)],
+            chain: vec![(session.canonical(path), shown)],
+            session,
         }
     }
 
-    /// The origin of the child at `path`, shown as `source`.
-    fn child(&self, path: &Path, source: &str) -> Self {
+    /// The origin of the child at `path` (canonical path `canon`), shown as `source`.
+    fn child(&self, path: &Path, canon: &Path, source: &str) -> Self {
         let mut chain = self.chain.clone();
-        chain.push((canonical(path), source.to_owned()));
+        chain.push((canon.to_path_buf(), source.to_owned()));
         Origin {
             dir: path
                 .parent()
                 .map_or_else(|| self.dir.clone(), Path::to_path_buf),
             chain,
+            session: Rc::clone(&self.session),
         }
     }
-}
 
-/// The path itself when it cannot be canonicalised (the load then reports why).
-fn canonical(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+    /// What this origin's session has read and compiled so far (tests).
+    #[cfg(test)]
+    fn session_stats(&self) -> session::Stats {
+        self.session.stats.borrow().clone()
+    }
 }
 
 /// What the subbot check hands back to the pipeline.
@@ -70,6 +87,9 @@ pub(crate) struct Children {
     /// The chain text of the first cycle found in this file or below it (`a -> b -> a`), so each
     /// ancestor reports C913 too rather than a bare C910.
     pub cycle: Option<String>,
+    /// Every canonical path tested against the chain of ancestors (C913), in this file or below
+    /// it: what a compile without a cycle depends on of the chain (`session.rs`).
+    pub footprint: BTreeSet<PathBuf>,
 }
 
 pub(super) fn check(
@@ -83,6 +103,15 @@ pub(super) fn check(
         let NodeBody::Subbot(b) = &n.body else {
             continue;
         };
+        // A child's parent reads only its first cycle once there is one (and drops the rest of
+        // its diagnostics), so a child stops there; the root reports every node.
+        if let Some(o) = origin
+            && children.cycle.is_some()
+            && o.chain.len() > 1
+            && o.session.stops_children_at_a_cycle()
+        {
+            break;
+        }
         let first = syms
             .nodes
             .get(n.name.name.as_str())
@@ -109,7 +138,8 @@ pub(super) fn check(
             continue;
         };
         let path = origin.dir.join(&b.source.value);
-        let canon = canonical(&path);
+        let canon = origin.session.canonical(&path);
+        children.footprint.insert(canon.clone());
         if let Some(at) = origin.chain.iter().position(|(p, _)| *p == canon) {
             let mut names: Vec<&str> = origin.chain[at..].iter().map(|(_, s)| s.as_str()).collect();
             names.push(b.source.value.as_str());
@@ -132,44 +162,47 @@ pub(super) fn check(
             )));
             continue;
         }
-        let bytes = match crate::load(&path) {
-            Ok(bytes) => bytes,
+        let visit = match origin
+            .session
+            .visit(origin, &path, &canon, &b.source.value, opts)
+        {
+            Ok(visit) => visit,
             Err(e) => {
                 out.push(c910(e.to_string()));
                 continue;
             }
         };
-        let child_origin = origin.child(&path, &b.source.value);
-        let (compiled, grand) = crate::compile_in(&bytes, opts, Some(&child_origin));
-        if let Some(chain) = grand.cycle {
-            out.push(
-                Diagnostic::new(
-                    Code::C913,
-                    b.source.span,
-                    format!("subbot \"{name}\": {chain} includes itself"),
-                )
-                .with_node(name),
-            );
-            children.cycle.get_or_insert(chain);
-            continue;
-        }
-        let first_error = compiled.diagnostics.iter().find(|d| d.is_error());
-        let workflow = match (first_error, compiled.workflow) {
-            (None, Some(w)) => w,
-            (Some(d), _) => {
+        children.footprint.extend(visit.footprint.iter().cloned());
+        let workflow = match &visit.outcome {
+            Outcome::Cycle(chain) => {
+                out.push(
+                    Diagnostic::new(
+                        Code::C913,
+                        b.source.span,
+                        format!("subbot \"{name}\": {chain} includes itself"),
+                    )
+                    .with_node(name),
+                );
+                children.cycle.get_or_insert_with(|| chain.clone());
+                continue;
+            }
+            Outcome::Broken(d) => {
                 out.push(c910(format!(
                     "{}:{}:{}: {} {}",
                     b.source.value, d.span.line, d.span.col, d.code, d.message
                 )));
                 continue;
             }
-            (None, None) => {
+            Outcome::NoWorkflow => {
                 out.push(c910(format!("{} declares no workflow", b.source.value)));
                 continue;
             }
+            Outcome::Compiled(workflow) => workflow,
         };
-        check_inputs(syms, n, &workflow, out);
-        children.compiled.insert(name.to_owned(), workflow);
+        check_inputs(syms, n, workflow, out);
+        children
+            .compiled
+            .insert(name.to_owned(), ir::Workflow::clone(workflow));
     }
     children
 }
