@@ -780,9 +780,7 @@ async fn exec_refuses_an_empty_argv_and_any_exec_after_cleanup() {
 async fn a_cleanup_that_failed_is_retried_by_the_next_call() {
     let (run, fake, _ws) = started(vec![
         Reply::RemoveContainer(Err(status(500))),
-        Reply::RemoveContainer(Err(ApiError::Conflict {
-            message: "removal already in progress".to_owned(),
-        })),
+        Reply::RemoveContainer(Ok(())),
     ])
     .await;
     let first = run.cleanup().await.map_err(|e| e.to_string());
@@ -794,6 +792,42 @@ async fn a_cleanup_that_failed_is_retried_by_the_next_call() {
             Err("sandbox: docker: remove container c1: engine answered 500: boom".to_owned()),
             Ok(()),
             Ok(()),
+            0
+        )
+    );
+}
+
+/// A removal the engine already has in progress (AutoRemove after a kill from outside) answers
+/// 409 until it is done: cleanup asks again until the container is gone (404), so it never
+/// returns while the container is still listed; a 409 that never clears is an error.
+#[tokio::test(start_paused = true)]
+async fn a_removal_in_progress_is_asked_again_until_the_container_is_gone() {
+    let conflict = || {
+        Reply::RemoveContainer(Err(ApiError::Conflict {
+            message: "removal of container c1 is already in progress".to_owned(),
+        }))
+    };
+    let (run, fake, _ws) = started(vec![
+        conflict(),
+        conflict(),
+        Reply::RemoveContainer(Err(ApiError::NotFound {
+            message: "no such container".to_owned(),
+        })),
+    ])
+    .await;
+    assert_eq!(run.cleanup().await.map_err(|e| e.to_string()), Ok(()));
+    assert_eq!(fake.unused(), 0, "asked three times");
+
+    let (run, fake, _ws) = started((0..6).map(|_| conflict()).collect()).await;
+    let stuck = run.cleanup().await.map_err(|e| e.to_string());
+    assert_eq!(
+        (stuck, fake.unused()),
+        (
+            Err(
+                "sandbox: docker: remove container c1: conflict: removal of container c1 is \
+                 already in progress"
+                    .to_owned()
+            ),
             0
         )
     );

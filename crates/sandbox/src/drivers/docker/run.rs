@@ -26,22 +26,39 @@ use crate::text::escape_controls;
 /// ended (engines can lag a few milliseconds behind the stream's end).
 const EXIT_CODE_WAIT: Duration = Duration::from_secs(3);
 
-/// Force-removes `id`; already gone, or a removal already in progress (the `AutoRemove` race),
-/// is a success. Bounded by [`REMOVE_TIMEOUT`].
+/// Force-removes `id`; already gone is a success. A removal already in progress (the
+/// `AutoRemove` race after a kill from outside) is asked again until the container is gone.
+/// Each ask is bounded by [`REMOVE_TIMEOUT`].
 pub(crate) async fn remove_container(shared: &Shared, id: &str) -> Result<()> {
     shared.log(LogLevel::Info, &render_rm(shared.engine, id));
-    let outcome = tokio::time::timeout(REMOVE_TIMEOUT, shared.api.remove_container(id))
-        .await
-        .unwrap_or_else(|_| {
-            Err(ApiError::Transport {
-                message: format!("no answer within {REMOVE_TIMEOUT:?}"),
-            })
-        });
-    match outcome {
-        Ok(()) | Err(ApiError::NotFound { .. } | ApiError::Conflict { .. }) => Ok(()),
-        Err(error) => Err(shared.engine_error(format!("remove container {id}"))(error)),
+    let mut conflicts = 0;
+    loop {
+        let outcome = tokio::time::timeout(REMOVE_TIMEOUT, shared.api.remove_container(id))
+            .await
+            .unwrap_or_else(|_| {
+                Err(ApiError::Transport {
+                    message: format!("no answer within {REMOVE_TIMEOUT:?}"),
+                })
+            });
+        match outcome {
+            Ok(()) | Err(ApiError::NotFound { .. }) => return Ok(()),
+            // 409: the engine is busy with the container (a removal already in progress, or a
+            // kill from outside still being processed). Asked again until it is gone, so a
+            // container killed from outside is not left behind; a removal someone else finishes
+            // answers 404.
+            Err(ApiError::Conflict { .. }) if conflicts < REMOVE_CONFLICT_RETRIES => {
+                conflicts += 1;
+                tokio::time::sleep(REMOVE_CONFLICT_PAUSE * conflicts).await;
+            }
+            Err(error) => return Err(shared.engine_error(format!("remove container {id}"))(error)),
+        }
     }
 }
+
+/// How many times a removal answered 409 is asked again, and the pause that grows between them
+/// (0.2 s, 0.4 s, … : 3 s in all).
+const REMOVE_CONFLICT_RETRIES: u32 = 5;
+const REMOVE_CONFLICT_PAUSE: Duration = Duration::from_millis(200);
 
 /// Removes the container `start` created if `start` does not finish: on its own error path
 /// the driver takes the id back ([`RemoveOnDrop::take`]) and removes it itself; if the caller
