@@ -101,12 +101,12 @@ pub use drivers::kubernetes::{
     KubeRsApi, KubernetesConstructor, KubernetesDriver, KubernetesRun, KubernetesSettings,
     LABEL_COMPONENT, NotReady, ObjectKind, PodInputs, PodPlan, PodProgress, RunnerOwner,
     SECRET_MODE, SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT_TOKEN, TERMINAL_WAITING_REASONS,
-    WORKLOAD_CONTAINER, WORKTREE_GIT_VOLUME, ca_secret_name, classify_not_ready, detect_in_cluster,
-    exec_argv, exit_code_of, export_argv, git_dir_copy, git_dir_target_problem, in_cluster_api,
-    is_clean_relative, lexical_clean, mount_volume_name, parse_gitfile, parse_kube_mount,
-    pod_labels, pod_name, pod_plan, pod_progress, probe_api_version, read_git_dir_copy,
-    reap_kubernetes_objects, secret_data_key, secret_files_name, secret_files_secret,
-    workspace_tar,
+    TarWritten, WORKLOAD_CONTAINER, WORKTREE_GIT_VOLUME, WorkspaceTarPlan, ca_secret_name,
+    classify_not_ready, detect_in_cluster, exec_argv, exit_code_of, export_argv, git_dir_copy,
+    git_dir_target_problem, in_cluster_api, is_clean_relative, lexical_clean, mount_volume_name,
+    parse_gitfile, parse_kube_mount, pod_labels, pod_name, pod_plan, pod_progress,
+    probe_api_version, read_git_dir_copy, reap_kubernetes_objects, secret_data_key,
+    secret_files_name, secret_files_secret,
 };
 pub use drivers::noop::{NoopConstructor, NoopDriver, noop_file_secret_gate};
 pub use elf::{LinkKind, link_kind, link_kind_of};

@@ -666,6 +666,214 @@ async fn kube_a_large_workspace_streams_in_and_out_without_deadlock() {
     run.cleanup().await.unwrap();
 }
 
+/// `len` pseudo-random bytes (xorshift64*, seeded): incompressible, and reproducible.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        out.extend_from_slice(&state.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Every regular file under `root` (relative name → content), `.git` aside.
+fn tree(root: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let name = path.strip_prefix(root).unwrap().display().to_string();
+                files.insert(name, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// The largest stdin frame the copy-in may send: kube-rs feeds the websocket from a 1 KiB pipe;
+/// 64 KiB leaves room for a different client buffer, and is still 1/512 of the workspace.
+const FRAME_BOUND: usize = 64 * 1024;
+
+#[tokio::test]
+async fn kube_a_32_mib_workspace_streams_in_and_out_byte_identical_in_bounded_frames() {
+    let setup = setup(settings()).await;
+    // v4: stdin is never closed, so the copy-in must end on its announced length alone.
+    setup.fake.force_v4();
+    let host = setup.host_ws.path();
+    std::fs::create_dir_all(host.join("data/deep")).unwrap();
+    for (index, name) in ["data/a.bin", "data/deep/b.bin", "c.bin"]
+        .iter()
+        .enumerate()
+    {
+        std::fs::write(
+            host.join(name),
+            noise(index as u64 + 7, 10 * 1024 * 1024 + index),
+        )
+        .unwrap();
+    }
+    std::fs::write(host.join("data/odd.bin"), noise(3, 2 * 1024 * 1024 + 511)).unwrap();
+    let sent = tree(host);
+    assert_eq!(
+        sent.values().map(Vec::len).sum::<usize>() > 32 * 1024 * 1024,
+        true
+    );
+
+    let run = start(&setup, spec(&setup), info(&setup)).await.unwrap();
+    assert_eq!(
+        tree(setup.pod_ws.path()) == sent,
+        true,
+        "copied in byte-identical"
+    );
+
+    // The copy-in exec: `head -c <n>` was told the exact length, received exactly that, in
+    // frames no larger than the bound (the archive never went over the wire in one piece).
+    let (argv, stdin) = setup
+        .fake
+        .exec_argvs()
+        .into_iter()
+        .zip(setup.fake.exec_stdin())
+        .find(|(argv, _)| argv.iter().any(|a| a.contains("head -c")))
+        .unwrap();
+    let announced: u64 = argv[4].parse().unwrap();
+    assert_eq!(
+        (
+            stdin.bytes,
+            stdin.largest_frame <= FRAME_BOUND,
+            stdin.frames as u64 >= announced / FRAME_BOUND as u64
+        ),
+        (announced, true, true),
+        "{stdin:?}"
+    );
+
+    // Changed in the pod, exported into a fresh host dir: the pod's tree comes back whole.
+    std::fs::write(
+        setup.pod_ws.path().join("data/new.bin"),
+        noise(99, 3 * 1024 * 1024),
+    )
+    .unwrap();
+    let export = tempfile::tempdir().unwrap();
+    run.workspace_exporter()
+        .unwrap()
+        .export_workspace(export.path())
+        .await
+        .unwrap();
+    let mut expected = sent;
+    expected.insert("data/new.bin".to_owned(), noise(99, 3 * 1024 * 1024));
+    assert_eq!(
+        tree(export.path()) == expected,
+        true,
+        "exported byte-identical"
+    );
+    run.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn kube_a_copy_in_refused_in_the_pod_fails_with_its_error_not_the_phase_bound() {
+    let setup = setup(KubernetesSettings {
+        copy_timeout: Duration::from_secs(60),
+        ..settings()
+    })
+    .await;
+    // Far more than every pipe holds: the pod's tar quits before reading it.
+    std::fs::write(
+        setup.host_ws.path().join("big.bin"),
+        noise(1, 8 * 1024 * 1024),
+    )
+    .unwrap();
+    let missing = setup.pod_ws.path().join("missing");
+    let spec = Spec {
+        workspace_folder: Some(missing.to_str().unwrap().to_owned()),
+        ..spec(&setup)
+    };
+    let error = start(&setup, spec, info(&setup)).await.err().unwrap();
+    let text = error.to_string();
+    assert_eq!(
+        (
+            error.code(),
+            text.contains("copy workspace into the pod"),
+            text.contains("exit code 2")
+        ),
+        ("SANDBOX_SETUP_FAILED", true, true),
+        "{text}"
+    );
+    assert_eq!(stored(&setup.fake), nothing_stored());
+}
+
+#[tokio::test]
+async fn kube_an_export_the_host_cannot_unpack_fails_at_once_naming_the_unpack() {
+    let setup = setup(settings()).await;
+    std::fs::write(
+        setup.host_ws.path().join("big.bin"),
+        noise(2, 8 * 1024 * 1024),
+    )
+    .unwrap();
+    let run = start(&setup, spec(&setup), info(&setup)).await.unwrap();
+    // A directory where the archive has a file: the unpacker stops, the exec is ended.
+    let export = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(export.path().join("big.bin/inside")).unwrap();
+    let error = run
+        .workspace_exporter()
+        .unwrap()
+        .export_workspace(export.path())
+        .await
+        .unwrap_err();
+    let text = error.to_string();
+    assert_eq!(
+        (
+            error.code(),
+            text.contains("unpack exported workspace into")
+        ),
+        ("SANDBOX_SETUP_FAILED", true),
+        "{text}"
+    );
+    // The run is still usable: the failed export left no exec behind that blocks the next.
+    let result = run
+        .exec(
+            &["sh", "-c", "echo ok"].map(str::to_owned),
+            ExecOpts::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.stdout.as_deref(), Some(&b"ok\n"[..]));
+    run.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn kube_an_export_whose_pod_tar_fails_carries_its_stderr() {
+    let setup = setup(settings()).await;
+    let run = start(&setup, spec(&setup), info(&setup)).await.unwrap();
+    let moved = setup.pod_ws.path().with_extension("moved");
+    std::fs::rename(setup.pod_ws.path(), &moved).unwrap();
+    let export = tempfile::tempdir().unwrap();
+    let error = run
+        .workspace_exporter()
+        .unwrap()
+        .export_workspace(export.path())
+        .await
+        .unwrap_err();
+    std::fs::rename(&moved, setup.pod_ws.path()).unwrap();
+    let text = error.to_string();
+    assert_eq!(
+        (
+            error.code(),
+            text.contains("export workspace"),
+            text.contains("exit code 2"),
+            text.contains("tar")
+        ),
+        ("SANDBOX_SETUP_FAILED", true, true, true),
+        "{text}"
+    );
+    run.cleanup().await.unwrap();
+}
+
 /// The pod's `/iterion/artifact-files`, for the drain: execs run on the host, so a temp dir.
 fn pod_files(setup: &Setup) -> String {
     let dir = setup.pod_ws.path().join(".pod-artifact-files");

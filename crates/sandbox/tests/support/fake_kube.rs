@@ -101,6 +101,17 @@ pub struct ScriptedExec {
     pub stdout: Vec<u8>,
 }
 
+/// What an exec received on stdin (channel 0), frame by frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StdinStats {
+    /// Stdin frames received.
+    pub frames: usize,
+    /// Their payload bytes in total.
+    pub bytes: u64,
+    /// The largest frame's payload: how much the client ever sent at once.
+    pub largest_frame: usize,
+}
+
 #[derive(Default)]
 struct State {
     objects: BTreeMap<(Kind, String), Value>,
@@ -111,6 +122,8 @@ struct State {
     /// argv[0] → answer.
     scripted: BTreeMap<String, ScriptedExec>,
     exec_argv: Vec<Vec<String>>,
+    /// Per exec, in the order of `exec_argv`.
+    exec_stdin: Vec<StdinStats>,
     force_v4: bool,
 }
 
@@ -213,6 +226,11 @@ impl FakeKube {
     /// The argv of every exec, in order.
     pub fn exec_argvs(&self) -> Vec<Vec<String>> {
         self.state.lock().unwrap().exec_argv.clone()
+    }
+
+    /// What every exec received on stdin, in the order of [`FakeKube::exec_argvs`].
+    pub fn exec_stdin(&self) -> Vec<StdinStats> {
+        self.state.lock().unwrap().exec_stdin.clone()
     }
 
     /// The stored object, as JSON.
@@ -472,16 +490,19 @@ fn exec(
             header("sec-websocket-key"),
         )
     };
-    let (scripted, force_v4) = {
+    let (scripted, force_v4, index) = {
         let mut guard = state.lock().unwrap();
         guard.requests.push(format!("EXEC pod/{pod}"));
         guard.exec_argv.push(argv.clone());
+        guard.exec_stdin.push(StdinStats::default());
+        let index = guard.exec_stdin.len() - 1;
         if !guard.objects.contains_key(&(Kind::Pod, pod.to_owned())) {
             return status(404, "NotFound", &format!("pod \"{pod}\" not found"));
         }
         (
             argv.first().and_then(|p| guard.scripted.get(p)).cloned(),
             guard.force_v4,
+            index,
         )
     };
     let v5 = offered.contains("v5.channel.k8s.io") && !force_v4;
@@ -494,7 +515,7 @@ fn exec(
     tokio::spawn(async move {
         let Ok(upgraded) = upgrade.await else { return };
         let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, None).await;
-        run_exec(ws, argv, stdin, scripted).await;
+        run_exec(ws, argv, stdin, scripted, state, index).await;
     });
     Response::builder()
         .status(StatusCode::SWITCHING_PROTOCOLS)
@@ -530,6 +551,8 @@ async fn run_exec<S>(
     argv: Vec<String>,
     stdin: bool,
     scripted: Option<ScriptedExec>,
+    state: Arc<Mutex<State>>,
+    index: usize,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -596,6 +619,11 @@ async fn run_exec<S>(
             };
             match data.first() {
                 Some(0) => {
+                    if let Some(stats) = state.lock().unwrap().exec_stdin.get_mut(index) {
+                        stats.frames += 1;
+                        stats.bytes += (data.len() - 1) as u64;
+                        stats.largest_frame = stats.largest_frame.max(data.len() - 1);
+                    }
                     if let Some(stdin) = child_stdin.as_mut()
                         && stdin.write_all(&data[1..]).await.is_err()
                     {

@@ -35,8 +35,14 @@
 //!   or an image that ships the dir;
 //! - an exec's stdin is never closed before the process exits (closing it ends the whole exec on
 //!   the v4 protocol); every command the driver feeds reads a length (`head -c <n>`);
-//! - the workspace tar (copy-in, the git dir too) and the export tar are held in memory, not
-//!   streamed (the run-files drain is streamed).
+//! - the copy-in (the workspace, the git dir too) and the export stream through bounded pipes;
+//!   neither archive is held in memory (`tar_stream.rs`). Because stdin is never closed and
+//!   `tar -x` reads a pipe to its EOF, the copy-in scans the tree first (stat only) to announce
+//!   the archive's exact length to `head -c`; a file whose size changes between the scan and
+//!   the read is copied at its scanned size (cut or zero-padded, warned), a member that vanishes
+//!   fails the copy, and sockets are left out (warned) where the tar crate refused them. The
+//!   archive is built by our own walk (name order, symlinks kept, no sparse-file encoding)
+//!   rather than `tar::Builder::append_dir_all`.
 //!
 //! The hidden `iterion __egress-probe HOST:PORT` (crates/cli) is the probe's other half; the
 //! engine exports a copy-based workspace back and drains its run files at teardown (crates/engine
@@ -50,6 +56,7 @@ mod probe;
 mod reap;
 mod run;
 pub(crate) mod scheduling;
+mod tar_stream;
 pub(crate) mod validate;
 mod worktree;
 
@@ -77,9 +84,9 @@ pub use probe::probe_api_version;
 pub use reap::{KubeReapError, KubeReapReport, reap_kubernetes_objects};
 pub use run::{
     EXPORT_TIMEOUT, HEAD_CAPTURE_TIMEOUT, KubernetesRun, exec_argv, export_argv, is_clean_relative,
-    workspace_tar,
 };
 pub use scheduling::{SchedulingInputs, SchedulingPolicy};
+pub use tar_stream::{TarWritten, WorkspaceTarPlan};
 pub use worktree::{
     GitDirCopy, WORKTREE_GIT_VOLUME, git_dir_copy, git_dir_target_problem, lexical_clean,
     parse_gitfile, read_git_dir_copy,
@@ -370,59 +377,18 @@ impl KubernetesDriver {
     ) -> Result<()> {
         run_with_phase_timeout(Phase::WorkspaceCopy, self.settings.copy_timeout, async {
             if workspace.is_dir() {
-                self.copy_dir_in(
-                    shared,
-                    workspace,
-                    &shared.workspace_folder,
-                    "copy workspace",
-                )
-                .await?;
+                shared
+                    .copy_dir_in(workspace, &shared.workspace_folder, "copy workspace")
+                    .await?;
             }
             if let Some(copy) = git_dir {
-                self.copy_dir_in(shared, &copy.host, &copy.pod, "copy the git dir")
+                shared
+                    .copy_dir_in(&copy.host, &copy.pod, "copy the git dir")
                     .await?;
             }
             Ok(())
         })
         .await
-    }
-
-    /// Streams a tar of `from` (top-level entries listed, never `.`) into the existing pod
-    /// directory `to`.
-    async fn copy_dir_in(
-        &self,
-        shared: &RunShared,
-        from: &Path,
-        to: &str,
-        operation: &str,
-    ) -> Result<()> {
-        let source = from.to_owned();
-        let archive = tokio::task::spawn_blocking(move || workspace_tar(&source))
-            .await
-            .map_err(|e| engine_error(operation, e.to_string()))??;
-        self.log(
-            LogLevel::Info,
-            &format!(
-                "kubectl exec -i {} -c {WORKLOAD_CONTAINER} -- tar -C {to} --no-overwrite-dir -xf -  # {}: {} bytes",
-                shared.pod,
-                from.display(),
-                archive.len()
-            ),
-        );
-        let argv = [
-            "sh",
-            "-c",
-            "head -c \"$1\" | tar -C \"$2\" --no-overwrite-dir -xf -",
-            "sh",
-            &archive.len().to_string(),
-            to,
-        ]
-        .map(str::to_owned)
-        .to_vec();
-        shared
-            .exec_checked(&format!("{operation} into the pod"), argv, Some(archive))
-            .await
-            .map(drop)
     }
 
     /// A gitfile workspace's git dir to copy in (SANDBOX.md §5.7 step 8), unless its target in

@@ -5,7 +5,7 @@
 //! Nothing here depends on stdin EOF (§13): the v4 exec protocol cannot signal it, so every
 //! command fed through stdin reads a length it is told (`head -c <n>`) rather than to the end.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -129,8 +129,10 @@ impl RunShared {
         }
     }
 
-    /// Runs `argv` and pumps its streams. `stdin` (when given) is written whole and held open
-    /// until the process exits.
+    /// Runs `argv` and pumps its streams. `stdin` (when given) is any byte source, copied as it
+    /// yields (a buffer, or a pipe a producer fills: the copy-in's tar) and held open until the
+    /// process exits; a process that exits without reading it all ends the feed. A `stdout` or
+    /// `stderr` sink that fails ends the exec with that error (the session is dropped).
     pub(crate) async fn exec_raw(
         &self,
         argv: Vec<String>,
@@ -167,17 +169,63 @@ impl RunShared {
             sink.flush().await?;
             Ok(Some(sink))
         };
-        let (fed, out, err, code) = tokio::join!(feed, pump(out, stdout), pump(err, stderr), exit);
-        // A process that exits without reading all its stdin closes the pipe: not an error.
-        match fed {
-            Ok(held) => drop(held),
-            Err(error) => tracing::debug!(%error, "kubernetes exec: stdin not fully written"),
-        }
-        let code = code.map_err(kube_error(format!("exec in pod {}", self.pod)))?;
-        let (out, err) = (
-            out.map_err(|e| engine_error("read exec stdout", e))?,
-            err.map_err(|e| engine_error("read exec stderr", e))?,
-        );
+        // A failed pump (its sink gone) ends the exec at once, and so does a failed exit (the
+        // stream died): kube-rs may then leave a stream neither fed nor closed, so waiting for
+        // the rest would wait forever. Dropping the session ends the exec.
+        let outputs = async {
+            let pumps = async {
+                tokio::try_join!(
+                    async {
+                        pump(out, stdout)
+                            .await
+                            .map_err(|e| engine_error("read exec stdout", e))
+                    },
+                    async {
+                        pump(err, stderr)
+                            .await
+                            .map_err(|e| engine_error("read exec stderr", e))
+                    },
+                )
+            };
+            let exit = async {
+                exit.await
+                    .map_err(kube_error(format!("exec in pod {}", self.pod)))
+            };
+            tokio::pin!(pumps, exit);
+            tokio::select! {
+                pumped = &mut pumps => {
+                    let (out, err) = pumped?;
+                    Ok::<_, Error>((out, err, exit.await?))
+                }
+                code = &mut exit => {
+                    // A clean exit comes after kube-rs closed both streams: the pumps end.
+                    let code = code?;
+                    let (out, err) = pumps.await?;
+                    Ok((out, err, code))
+                }
+            }
+        };
+        tokio::pin!(feed, outputs);
+        // The process may exit without reading all its stdin: the feed is then abandoned (kube-rs
+        // drops its end of the stdin pipe without waking a blocked writer), not awaited.
+        let mut held = None;
+        let mut feeding = true;
+        let outcome = loop {
+            tokio::select! {
+                fed = &mut feed, if feeding => {
+                    feeding = false;
+                    match fed {
+                        Ok(sink) => held = sink,
+                        Err(error) => {
+                            tracing::debug!(%error, "kubernetes exec: stdin not fully written");
+                        }
+                    }
+                }
+                outcome = &mut outputs => break outcome,
+            }
+        };
+        drop(held);
+        let (out, err, code) = outcome?;
         Ok(ExecResult {
             exit_code: code,
             stdout: out,
@@ -197,18 +245,23 @@ impl RunShared {
         });
         let result = self.exec_raw(argv, input, false, None, None).await?;
         if result.exit_code != 0 {
-            let tail = result
-                .stderr
-                .as_ref()
-                .map(|b| String::from_utf8_lossy(&b[b.len().saturating_sub(4096)..]).into_owned())
-                .unwrap_or_default();
-            return Err(engine_error(
-                operation.to_owned(),
-                format!("exit code {}: {}", result.exit_code, tail.trim()),
-            ));
+            return Err(exit_error(operation, &result));
         }
         Ok(result.stdout.unwrap_or_default())
     }
+}
+
+/// A non-zero exit as an error naming `operation`, with the tail of stderr.
+pub(crate) fn exit_error(operation: &str, result: &ExecResult) -> Error {
+    let tail = result
+        .stderr
+        .as_ref()
+        .map(|b| String::from_utf8_lossy(&b[b.len().saturating_sub(4096)..]).into_owned())
+        .unwrap_or_default();
+    engine_error(
+        operation.to_owned(),
+        format!("exit code {}: {}", result.exit_code, tail.trim()),
+    )
 }
 
 async fn pump(
@@ -445,14 +498,16 @@ impl WorkspaceExporter for KubernetesRun {
                 remove_loose_refs(dest).await?;
             }
             let argv = export_argv(&self.shared.workspace_folder, gitfile);
-            let archive = self
-                .shared
-                .exec_checked("export workspace", argv, None)
-                .await?;
-            let dest = dest.to_owned();
-            tokio::task::spawn_blocking(move || unpack(&archive, &dest))
-                .await
-                .map_err(|e| engine_error("export workspace", e.to_string()))?
+            self.shared.log(
+                LogLevel::Info,
+                &format!(
+                    "kubectl exec {} -c {WORKLOAD_CONTAINER} -- {}  # into {}",
+                    self.shared.pod,
+                    argv.join(" "),
+                    dest.display()
+                ),
+            );
+            self.shared.export_into(argv, dest).await
         };
         tokio::time::timeout(EXPORT_TIMEOUT, work)
             .await
@@ -487,55 +542,6 @@ async fn remove_loose_refs(dest: &Path) -> Result<()> {
             source,
         }),
     }
-}
-
-/// Unpacks a tar into `dest`. The tar crate refuses members that would escape `dest`.
-fn unpack(archive: &[u8], dest: &Path) -> Result<()> {
-    let mut archive = tar::Archive::new(archive);
-    archive.set_overwrite(true);
-    archive.unpack(dest).map_err(|source| Error::Io {
-        operation: "unpack exported workspace into",
-        path: dest.to_owned(),
-        source,
-    })
-}
-
-/// A tar of `workspace` whose top-level entries are listed one by one (never `.`, so extracting
-/// it does not touch the target directory's own mode or owner). Blocking.
-pub fn workspace_tar(workspace: &Path) -> Result<Vec<u8>> {
-    let io = |operation: &'static str, path: PathBuf| {
-        move |source| Error::Io {
-            operation,
-            path,
-            source,
-        }
-    };
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(workspace)
-        .map_err(io("read workspace", workspace.to_owned()))?
-        .map(|entry| entry.map(|e| e.path()))
-        .collect::<std::io::Result<_>>()
-        .map_err(io("read workspace", workspace.to_owned()))?;
-    entries.sort();
-    let mut builder = tar::Builder::new(Vec::new());
-    builder.follow_symlinks(false);
-    for path in entries {
-        let Some(name) = path.file_name() else {
-            continue;
-        };
-        let metadata = std::fs::symlink_metadata(&path).map_err(io("stat", path.clone()))?;
-        if metadata.is_dir() {
-            builder
-                .append_dir_all(name, &path)
-                .map_err(io("archive", path.clone()))?;
-        } else {
-            builder
-                .append_path_with_name(&path, name)
-                .map_err(io("archive", path.clone()))?;
-        }
-    }
-    builder
-        .into_inner()
-        .map_err(io("archive", workspace.to_owned()))
 }
 
 /// The drain script's exit code when the directory does not exist in the pod.
@@ -761,21 +767,5 @@ mod tests {
                 ("a\nb", false),
             ]
         );
-    }
-
-    #[test]
-    fn the_workspace_tar_lists_top_level_entries_never_dot() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("src")).unwrap();
-        std::fs::write(dir.path().join("src/lib.rs"), "fn main() {}").unwrap();
-        std::fs::write(dir.path().join("README"), "hi").unwrap();
-        let bytes = workspace_tar(dir.path()).unwrap();
-        let mut archive = tar::Archive::new(&bytes[..]);
-        let names: Vec<String> = archive
-            .entries()
-            .unwrap()
-            .map(|e| e.unwrap().path().unwrap().display().to_string())
-            .collect();
-        assert_eq!(names, vec!["README", "src/", "src/lib.rs"]);
     }
 }
