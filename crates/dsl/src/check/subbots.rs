@@ -128,6 +128,14 @@ pub(super) fn check(
             )
             .with_node(name)
         };
+        let c913 = |chain: &str| {
+            Diagnostic::new(
+                Code::C913,
+                b.source.span,
+                format!("subbot \"{name}\": {chain} includes itself"),
+            )
+            .with_node(name)
+        };
         let Some(origin) = origin else {
             out.push(
                 c910("cannot load a child without the parent's file path".to_owned()).with_hint(
@@ -144,14 +152,7 @@ pub(super) fn check(
             let mut names: Vec<&str> = origin.chain[at..].iter().map(|(_, s)| s.as_str()).collect();
             names.push(b.source.value.as_str());
             let chain = names.join(" -> ");
-            out.push(
-                Diagnostic::new(
-                    Code::C913,
-                    b.source.span,
-                    format!("subbot \"{name}\": {chain} includes itself"),
-                )
-                .with_node(name),
-            );
+            out.push(c913(&chain));
             children.cycle.get_or_insert(chain);
             continue;
         }
@@ -175,14 +176,7 @@ pub(super) fn check(
         children.footprint.extend(visit.footprint.iter().cloned());
         let workflow = match &visit.outcome {
             Outcome::Cycle(chain) => {
-                out.push(
-                    Diagnostic::new(
-                        Code::C913,
-                        b.source.span,
-                        format!("subbot \"{name}\": {chain} includes itself"),
-                    )
-                    .with_node(name),
-                );
+                out.push(c913(chain));
                 children.cycle.get_or_insert_with(|| chain.clone());
                 continue;
             }
