@@ -648,7 +648,16 @@ async fn run_exec<S>(
         .await
         .map(|s| s.code().unwrap_or(137))
         .unwrap_or(137);
-    feed.abort();
+    // The status goes out while stdin is still being read and dropped: a client still writing
+    // (a process that exited without reading all its input) must not be blocked on a full
+    // socket while the status waits behind it. Then the feed gets a moment to see the close.
     let _ = sink.send(channel(3, &exit_status(code))).await;
     let _ = sink.close().await;
+    let stop_feed = feed.abort_handle();
+    if tokio::time::timeout(std::time::Duration::from_secs(5), feed)
+        .await
+        .is_err()
+    {
+        stop_feed.abort();
+    }
 }
