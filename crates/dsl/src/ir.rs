@@ -28,6 +28,12 @@ pub const DEFAULT_TOOL_MAX_STEPS: u32 = 50;
 /// C910 at compile time and `SUBBOT_DEPTH_EXCEEDED` at run time.
 pub const MAX_SUBBOT_DEPTH: u32 = 8;
 
+/// The most child runs one workflow's subbot tree may expand to, all levels counted (a node
+/// naming a child that has two subbots is three runs). Past it, C910: the compiled tree nests a
+/// copy of each child per node that names it, so without a bound a hostile workflow of a few
+/// lines (ten subbots per file, eight levels deep) would expand to 10^8 copies.
+pub const MAX_SUBBOT_RUNS: u64 = 1_000;
+
 /// The directory file secrets are mounted under by default (SANDBOX.md §8.7).
 pub const SECRETS_DIR: &str = "/run/iterion/secrets";
 
@@ -62,6 +68,14 @@ pub struct Workflow {
     /// declaration). Read when the workflow runs as a subbot child.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub declared_sandbox_fields: Vec<String>,
+    /// How many child runs this workflow's subbot tree expands to, all levels counted (at most
+    /// [`MAX_SUBBOT_RUNS`]); 0 without subbots.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub subbot_runs: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Workflow {

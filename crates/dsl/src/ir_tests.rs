@@ -70,6 +70,7 @@ fn a_minimal_workflow_takes_every_default() {
                 ..Sandbox::default()
             },
             declared_sandbox_fields: vec![],
+            subbot_runs: 0,
         })
     );
 }

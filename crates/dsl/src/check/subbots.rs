@@ -99,6 +99,8 @@ pub(super) fn check(
     out: &mut Vec<Diagnostic>,
 ) -> Children {
     let mut children = Children::default();
+    // The child runs the nodes checked so far expand to (`ir::MAX_SUBBOT_RUNS`).
+    let mut runs: u64 = 0;
     for n in &syms.node_list {
         let NodeBody::Subbot(b) = &n.body else {
             continue;
@@ -194,6 +196,16 @@ pub(super) fn check(
             Outcome::Compiled(workflow) => workflow,
         };
         check_inputs(syms, n, workflow, out);
+        // Bounded before the child is copied in: what is nested never grows past the limit.
+        let adds = 1 + workflow.subbot_runs;
+        if runs + adds > ir::MAX_SUBBOT_RUNS {
+            out.push(c910(format!(
+                "the subbot tree expands to more than {} child runs (this node adds {adds})",
+                ir::MAX_SUBBOT_RUNS
+            )));
+            continue;
+        }
+        runs += adds;
         children
             .compiled
             .insert(name.to_owned(), ir::Workflow::clone(workflow));

@@ -80,10 +80,19 @@ pub(crate) fn lower_with(
         }
     }
     let declared_sandbox_fields = declared_sandbox_fields(wf, &nodes);
-    let nodes = nodes
+    let nodes: Vec<Node> = nodes
         .into_iter()
         .map(|n| lower_node(n, &prompts, children))
         .collect();
+    let subbot_runs = nodes
+        .iter()
+        .filter_map(|n| match &n.body {
+            NodeBody::Subbot(SubbotNode {
+                child: Some(child), ..
+            }) => Some(1 + child.subbot_runs),
+            _ => None,
+        })
+        .sum();
     let edges: Vec<Edge> = wf.edges.iter().map(lower_edge).collect();
     let mut loops = BTreeMap::new();
     for e in &edges {
@@ -119,6 +128,7 @@ pub(crate) fn lower_with(
             .as_ref()
             .map_or_else(Sandbox::default, lower_sandbox),
         declared_sandbox_fields,
+        subbot_runs,
     })
 }
 

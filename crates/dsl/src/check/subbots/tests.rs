@@ -314,3 +314,67 @@ fn a_subbot_needs_a_source() {
         )]
     );
 }
+
+/// A file `level{k}.iter` whose workflow runs `width` subbots in a chain, each naming
+/// `level{k+1}.iter`.
+fn wide_level(k: usize, width: usize) -> String {
+    let mut text = String::new();
+    for i in 0..width {
+        text.push_str(&format!(
+            "subbot s{i}:\n  source: \"level{}.iter\"\n\n",
+            k + 1
+        ));
+    }
+    text.push_str(&format!("workflow w{k}:\n  entry: s0\n"));
+    for i in 0..width {
+        let next = if i + 1 < width {
+            format!("s{}", i + 1)
+        } else {
+            "done".to_owned()
+        };
+        text.push_str(&format!("  s{i} -> {next}\n"));
+    }
+    text
+}
+
+/// The expanded tree is bounded (`ir::MAX_SUBBOT_RUNS`): a few lines naming the same child ten
+/// times per level, six levels deep (10^6 child runs), are C910 at once, not an exponential
+/// compile; a tree within the bound compiles and counts its runs.
+#[test]
+fn a_subbot_tree_past_the_run_bound_is_c910() {
+    let leaf = "tool t:\n  command: `true`\n\nworkflow leaf:\n  entry: t\n  t -> done\n";
+    let tree = |width: usize, depth: usize| -> Vec<(String, String)> {
+        let mut files: Vec<(String, String)> = (0..depth)
+            .map(|k| (format!("level{k}.iter"), wide_level(k, width)))
+            .collect();
+        files.push((format!("level{depth}.iter"), leaf.to_owned()));
+        files
+    };
+    let compiled = |files: &[(String, String)]| {
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.as_str()))
+            .collect();
+        compile_in_dir(&refs)
+    };
+
+    // 3 + 9 + 27 + 81 + 243 = 363 child runs: within the bound.
+    let within = compiled(&tree(3, 5));
+    assert_eq!(within.error_count(), 0, "{:?}", diags(&within));
+    assert_eq!(within.workflow.as_ref().map(|w| w.subbot_runs), Some(363));
+
+    let hostile = compiled(&tree(10, 6));
+    let found: Vec<String> = hostile
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == Code::C910)
+        .map(|d| d.message.clone())
+        .collect();
+    assert!(hostile.workflow.is_none());
+    assert!(
+        found
+            .iter()
+            .any(|m| m.contains("the subbot tree expands to more than 1000 child runs")),
+        "{found:#?}"
+    );
+}
