@@ -149,6 +149,21 @@ pub(super) fn check(
         };
         let path = origin.dir.join(&b.source.value);
         let canon = origin.session.canonical(&path);
+        // Only workflow files are read: a broken child's first error is quoted in C910, so a
+        // `source` naming any other file (`/etc/passwd`, a key file, a `.iter` symlink to one)
+        // would echo its first token into the output of a run someone else wrote.
+        if canon.extension().is_none_or(|e| e != "iter") {
+            let resolved = if canon == path {
+                String::new()
+            } else {
+                format!(" (it resolves to {})", canon.display())
+            };
+            out.push(c910(format!(
+                "{} is not a .iter file{resolved}; a subbot runs a workflow file",
+                b.source.value
+            )));
+            continue;
+        }
         children.footprint.insert(canon.clone());
         if let Some(at) = origin.chain.iter().position(|(p, _)| *p == canon) {
             let mut names: Vec<&str> = origin.chain[at..].iter().map(|(_, s)| s.as_str()).collect();

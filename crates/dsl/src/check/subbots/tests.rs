@@ -378,3 +378,34 @@ fn a_subbot_tree_past_the_run_bound_is_c910() {
         "{found:#?}"
     );
 }
+
+/// ATTACK: a `source` naming a file that is not a workflow (directly, or through a `.iter`
+/// symlink a pull request can carry) is refused before it is read, so no line of it reaches the
+/// diagnostics.
+#[test]
+fn a_source_that_is_not_a_workflow_file_is_never_read() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let secret = dir.path().join("token.txt");
+    std::fs::write(&secret, "sk-live-SECRETVALUE\n").expect("write");
+    std::os::unix::fs::symlink(&secret, dir.path().join("child.iter")).expect("symlink");
+    for source in [secret.to_str().expect("utf-8"), "token.txt", "child.iter"] {
+        std::fs::write(dir.path().join("p.iter"), parent(source, "")).expect("write");
+        let compiled =
+            compile_file(&dir.path().join("p.iter"), &CompileOptions::default()).expect("loads");
+        let messages: Vec<String> = compiled
+            .diagnostics
+            .iter()
+            .map(|d| d.message.clone())
+            .collect();
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.contains("is not a .iter file") && m.starts_with("subbot \"sub\"")),
+            "{source}: {messages:#?}"
+        );
+        assert!(
+            !messages.iter().any(|m| m.contains("SECRETVALUE")),
+            "{source}: the file's content leaked: {messages:#?}"
+        );
+    }
+}
