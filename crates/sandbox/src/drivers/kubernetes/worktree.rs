@@ -14,6 +14,11 @@
 //! objects, the refs and `worktrees/<name>`). Without `commondir` (a submodule, a
 //! `--separate-git-dir` checkout), the named git dir itself goes.
 //!
+//! Only a git dir that names the workspace back is copied (a linked worktree's `gitdir` file, a
+//! submodule's `core.worktree`): the gitfile is workspace content, and a `gitdir:` naming any
+//! other directory (a key dir, another repository) must not land in a sandbox running untrusted
+//! code. A `--separate-git-dir` checkout has no back-link, so its git dir is not copied.
+//!
 //! The destination is an `emptyDir` volume (`worktree-git`) mounted at that path: a non-root pod
 //! user can create nothing at `/home/…` or `/var/…`, and the kubelet creates the mount point.
 //!
@@ -117,6 +122,48 @@ pub fn git_dir_target_problem(pod_dir: &str, pod_workspace: &str) -> Option<&'st
     }
 }
 
+/// Whether the git dir a gitfile names is this workspace's: a linked worktree's git dir names
+/// the gitfile back in its `gitdir` file (git writes it), a submodule's names the workspace as
+/// `core.worktree` in its `config`. The gitfile is content of the workspace; without the
+/// back-link a `gitdir: /home/me/.ssh` (or another repository's git dir) would be copied into
+/// a sandbox that runs untrusted code.
+async fn links_back(git_dir: &Path, dot_git: &Path) -> bool {
+    let canonical = |p: PathBuf| async move { tokio::fs::canonicalize(&p).await.ok() };
+    let Some(dot_git) = canonical(dot_git.to_owned()).await else {
+        return false;
+    };
+    if let Ok(back) = tokio::fs::read_to_string(git_dir.join("gitdir")).await {
+        let back = git_dir.join(back.trim());
+        return canonical(back).await.is_some_and(|b| b == dot_git);
+    }
+    let Ok(config) = tokio::fs::read_to_string(git_dir.join("config")).await else {
+        return false;
+    };
+    let Some(worktree) = core_worktree(&config) else {
+        return false;
+    };
+    let workspace = dot_git.parent().map(Path::to_owned);
+    canonical(git_dir.join(worktree))
+        .await
+        .is_some_and(|w| Some(w) == workspace)
+}
+
+/// `core.worktree` of a git config's text (the `[core]` section's `worktree = …`).
+fn core_worktree(config: &str) -> Option<&str> {
+    let mut in_core = false;
+    for line in config.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_core = line.eq_ignore_ascii_case("[core]");
+        } else if in_core
+            && let Some((key, value)) = line.split_once('=')
+            && key.trim().eq_ignore_ascii_case("worktree")
+        {
+            return Some(value.trim());
+        }
+    }
+    None
+}
+
 /// Reads the workspace's gitfile and the git dir's `commondir` on the host. `None` when `.git`
 /// is absent, a directory, or unreadable, and when the git dir it names is not a directory.
 pub async fn read_git_dir_copy(host_workspace: &Path, pod_workspace: &str) -> Option<GitDirCopy> {
@@ -129,6 +176,15 @@ pub async fn read_git_dir_copy(host_workspace: &Path, pod_workspace: &str) -> Op
     }
     let gitfile = tokio::fs::read_to_string(&dot_git).await.ok()?;
     let named = host_workspace.join(parse_gitfile(&gitfile)?);
+    if !links_back(&named, &dot_git).await {
+        tracing::warn!(
+            "sandbox: {} names {} as its git dir, which does not name this workspace back; \
+             the git dir is not copied into the pod",
+            dot_git.display(),
+            named.display()
+        );
+        return None;
+    }
     let commondir = tokio::fs::read_to_string(named.join("commondir"))
         .await
         .ok();
@@ -208,5 +264,58 @@ mod tests {
             git_dir_target_problem("/srv", "/srv/ws"),
             Some("it overlaps the workspace folder")
         );
+    }
+
+    /// ATTACK: the gitfile is workspace content. A `gitdir:` naming a directory that does not
+    /// name this workspace back (a key dir, another repository's git dir) is not copied in; a
+    /// real linked worktree's and a submodule's are.
+    #[tokio::test]
+    async fn a_git_dir_that_does_not_name_the_workspace_back_is_not_copied() {
+        let root = tempfile::tempdir().unwrap();
+        let ws = root.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let secrets = root.path().join("secrets");
+        std::fs::create_dir(&secrets).unwrap();
+        std::fs::write(secrets.join("id_rsa"), "PRIVATE KEY").unwrap();
+        let gitfile = |target: &Path| {
+            std::fs::write(ws.join(".git"), format!("gitdir: {}\n", target.display())).unwrap();
+        };
+
+        gitfile(&secrets);
+        assert_eq!(read_git_dir_copy(&ws, "/workspace").await, None);
+
+        // Another repository's worktree git dir, naming its own worktree back.
+        let other = root.path().join("other/.git/worktrees/x");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("gitdir"), "/elsewhere/x/.git\n").unwrap();
+        std::fs::write(other.join("commondir"), "../..\n").unwrap();
+        gitfile(&other);
+        assert_eq!(read_git_dir_copy(&ws, "/workspace").await, None);
+
+        // The same layout naming this workspace back: copied (the common dir).
+        std::fs::write(
+            other.join("gitdir"),
+            format!("{}\n", ws.join(".git").display()),
+        )
+        .unwrap();
+        let copy = read_git_dir_copy(&ws, "/workspace")
+            .await
+            .expect("a linked worktree");
+        assert_eq!(copy.host, root.path().join("other/.git"));
+
+        // A submodule's git dir names the workspace as core.worktree.
+        let module = root.path().join("super/.git/modules/ws");
+        std::fs::create_dir_all(&module).unwrap();
+        let up = "../../../../ws";
+        std::fs::write(
+            module.join("config"),
+            format!("[core]\n\tworktree = {up}\n"),
+        )
+        .unwrap();
+        gitfile(&module);
+        let copy = read_git_dir_copy(&ws, "/workspace")
+            .await
+            .expect("a submodule");
+        assert_eq!(copy.host, module);
     }
 }
