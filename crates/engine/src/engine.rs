@@ -29,7 +29,13 @@ pub struct Engine {
     pub(crate) sandbox_default: Option<SandboxFlag>,
     pub(crate) engine_binary: Option<PathBuf>,
     pub(crate) operator: Option<Arc<dyn crate::agent::Operator>>,
+    pub(crate) host_env: HostEnv,
 }
+
+/// Reads one variable of the host environment (`PATH`, `ITERION_REPO_DEVBOX`) for what a host
+/// run does itself (SANDBOX.md §15, host devbox). The default reads the process environment; a
+/// test injects its own instead of mutating the process env.
+pub type HostEnv = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -53,6 +59,7 @@ impl Engine {
             sandbox_default: None,
             engine_binary: None,
             operator: None,
+            host_env: Arc::new(|name| std::env::var(name).ok()),
         }
     }
 
@@ -68,6 +75,14 @@ impl Engine {
     #[must_use]
     pub fn with_engine_binary(mut self, path: impl Into<PathBuf>) -> Engine {
         self.engine_binary = Some(path.into());
+        self
+    }
+
+    /// Where a host run reads `PATH` and `ITERION_REPO_DEVBOX` for its devbox provisioning
+    /// (SANDBOX.md §15). Default: the process environment.
+    #[must_use]
+    pub fn with_host_env(mut self, host_env: HostEnv) -> Engine {
+        self.host_env = host_env;
         self
     }
 

@@ -3,7 +3,10 @@
 
 use std::path::Path;
 
-use iterion_sandbox::{Driver, NoProgress, NoopDriver, RunInfo, SandboxRun, Spec};
+use async_trait::async_trait;
+use iterion_sandbox::{
+    Driver, ExecOpts, ExecResult, NoProgress, NoopDriver, RunInfo, SandboxRun, Spec,
+};
 
 /// A noop-driver run whose execs start in `workspace` with the iterion process's environment
 /// (plus `ITERION_RUN_ID` / `ITERION_NODE_ID`, which the executor adds). It isolates nothing:
@@ -16,8 +19,127 @@ pub async fn host_sandbox(
     run_id: &str,
     workspace: &Path,
 ) -> Result<Box<dyn SandboxRun>, iterion_sandbox::Error> {
+    host_sandbox_with_path(run_id, workspace, None).await
+}
+
+/// The devbox `PATH` of a host run (SANDBOX.md §15, "No sandbox"): the profile bin dirs go
+/// before the `PATH` of every command the host run spawns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct HostPath {
+    /// The bin dirs joined with `:`, repo first.
+    pub prefix: String,
+    /// `prefix:<host PATH>`, for a command that sets no `PATH` of its own.
+    pub path: String,
+}
+
+impl HostPath {
+    /// The `PATH` of a command whose own env has `own` (the last `PATH` it sets, if any).
+    fn for_exec(&self, own: Option<&str>) -> String {
+        match own.filter(|p| !p.is_empty()) {
+            Some(own) => format!("{}:{own}", self.prefix),
+            None => self.path.clone(),
+        }
+    }
+}
+
+/// [`host_sandbox`] whose execs get `path` before their `PATH`, when there is one.
+pub(crate) async fn host_sandbox_with_path(
+    run_id: &str,
+    workspace: &Path,
+    path: Option<&HostPath>,
+) -> Result<Box<dyn SandboxRun>, iterion_sandbox::Error> {
     let prepared = NoopDriver.prepare(&Spec::default(), &NoProgress).await?;
-    NoopDriver
+    let run = NoopDriver
         .start(prepared, RunInfo::new(run_id, "", workspace, workspace))
-        .await
+        .await?;
+    Ok(match path {
+        Some(path) => Box::new(DevboxPathRun {
+            inner: run,
+            path: path.clone(),
+        }),
+        None => run,
+    })
+}
+
+/// A host run that threads the devbox `PATH` into every exec.
+struct DevboxPathRun {
+    inner: Box<dyn SandboxRun>,
+    path: HostPath,
+}
+
+#[async_trait]
+impl SandboxRun for DevboxPathRun {
+    fn driver(&self) -> &str {
+        self.inner.driver()
+    }
+
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn egress_enforced(&self) -> Option<bool> {
+        self.inner.egress_enforced()
+    }
+
+    async fn exec(
+        &self,
+        argv: &[String],
+        mut opts: ExecOpts,
+    ) -> Result<ExecResult, iterion_sandbox::Error> {
+        let own = opts
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone());
+        let path = self.path.for_exec(own.as_deref());
+        opts.env.retain(|(k, _)| k != "PATH");
+        opts.env.push(("PATH".to_owned(), path));
+        self.inner.exec(argv, opts).await
+    }
+
+    async fn cleanup(&self) -> Result<(), iterion_sandbox::Error> {
+        self.inner.cleanup().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[tokio::test]
+    async fn the_devbox_path_leads_the_host_path_and_a_commands_own_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = HostPath {
+            prefix: "/ws/.devbox/nix/profile/default/bin".to_owned(),
+            path: "/ws/.devbox/nix/profile/default/bin:/usr/bin:/bin".to_owned(),
+        };
+        let run = host_sandbox_with_path("r", dir.path(), Some(&path))
+            .await
+            .unwrap();
+        let argv = [
+            "/bin/sh".to_owned(),
+            "-c".to_owned(),
+            "printf %s \"$PATH\"".to_owned(),
+        ];
+        let plain = run.exec(&argv, ExecOpts::default()).await.unwrap();
+        let own = run
+            .exec(
+                &argv,
+                ExecOpts {
+                    env: vec![("PATH".to_owned(), "/mine/bin:/bin".to_owned())],
+                    ..ExecOpts::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            (plain.stdout.as_deref(), own.stdout.as_deref()),
+            (
+                Some(path.path.as_bytes()),
+                Some("/ws/.devbox/nix/profile/default/bin:/mine/bin:/bin".as_bytes())
+            )
+        );
+    }
 }

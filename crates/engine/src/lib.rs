@@ -99,7 +99,7 @@ pub use budget::{BudgetError, RunBudget, parse_budget_duration};
 pub use capture::{LOG_CAP, STDOUT_CAP};
 pub use checkpoint::{CHECKPOINT_VERSION, Checkpoint, LoopCounter, NextNode, ResumeError};
 pub use engine::{
-    Engine, EngineError, LaunchOptions, ResumeRequest, RunControl, RunRequest, RunSummary,
+    Engine, EngineError, HostEnv, LaunchOptions, ResumeRequest, RunControl, RunRequest, RunSummary,
 };
 pub use engine_binary::{
     ContainerBinary, ITERION_BIN, container_binary_for, engine_binary_for_run,

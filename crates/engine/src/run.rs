@@ -509,6 +509,70 @@ impl Engine {
             workspace,
             events,
             run_log,
+            ..
+        } = *scope;
+        let run_id = run.id.as_str();
+        // §15 "No sandbox": devbox provisioned on the host, once, before the first node.
+        let devbox = match active {
+            Some(_) => None,
+            None => {
+                let stage_root = std::env::temp_dir().join(format!("iterion-devbox-{run_id}"));
+                match crate::sandbox::devbox::provision_host_devbox(
+                    workspace,
+                    attempt.run.file_path.parent(),
+                    &stage_root,
+                    self.host_env.as_ref(),
+                )
+                .await
+                {
+                    Ok(devbox) => Some(devbox),
+                    Err(SetupError {
+                        code,
+                        message,
+                        phase,
+                    }) => {
+                        ending.fail(code, message, &phase);
+                        return;
+                    }
+                }
+            }
+        };
+        if let Some(devbox) = &devbox {
+            for line in &devbox.log {
+                tracing::warn!("devbox: {line}");
+                crate::sink::RunLogSink::line(
+                    run_log,
+                    crate::sink::LogLine {
+                        node: String::new(),
+                        stream: crate::sink::LogStream::System,
+                        text: line.clone(),
+                    },
+                );
+            }
+            if let Some(event) = devbox.event.clone() {
+                events.emit(Event::SandboxDevboxProvisioned(event)).await;
+            }
+        }
+        let host_path = devbox.as_ref().and_then(|d| d.path.clone());
+        self.execute_on(scope, active, host_path, ending).await;
+        if let Some(devbox) = &devbox {
+            devbox.cleanup().await;
+        }
+    }
+
+    async fn execute_on(
+        &self,
+        scope: &Scope<'_>,
+        active: Option<&ActiveSandbox>,
+        host_path: Option<crate::host::HostPath>,
+        ending: &mut Ending,
+    ) {
+        let Scope {
+            attempt,
+            run,
+            workspace,
+            events,
+            run_log,
             observer,
             stop,
             stop_code,
@@ -518,20 +582,24 @@ impl Engine {
         let host;
         let sandbox: &dyn SandboxRun = match active {
             Some(active) => active.run.as_ref(),
-            None => match crate::host_sandbox(run_id, workspace).await {
-                Ok(run) => {
-                    host = run;
-                    host.as_ref()
+            None => {
+                match crate::host::host_sandbox_with_path(run_id, workspace, host_path.as_ref())
+                    .await
+                {
+                    Ok(run) => {
+                        host = run;
+                        host.as_ref()
+                    }
+                    Err(error) => {
+                        ending.fail(
+                            FailureCode::SandboxSetupFailed,
+                            error.to_string(),
+                            PHASE_SANDBOX_SETUP,
+                        );
+                        return;
+                    }
                 }
-                Err(error) => {
-                    ending.fail(
-                        FailureCode::SandboxSetupFailed,
-                        error.to_string(),
-                        PHASE_SANDBOX_SETUP,
-                    );
-                    return;
-                }
-            },
+            }
         };
         let sink: Arc<dyn EventSink> = Arc::new(events.clone());
         let place = match active {
@@ -545,6 +613,7 @@ impl Engine {
             }
             None => crate::agent::AgentPlace::InProcess {
                 workspace: workspace.to_owned(),
+                path: host_path.clone(),
             },
         };
         let mut execution = Execution::new(&attempt.workflow, run_id, sandbox, sink)

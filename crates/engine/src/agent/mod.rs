@@ -57,8 +57,12 @@ pub trait Operator: Send + Sync {
 /// Where agent nodes run.
 #[derive(Clone)]
 pub(crate) enum AgentPlace {
-    /// In this process; the file tools work in `workspace` on the host.
-    InProcess { workspace: PathBuf },
+    /// In this process; the file tools work in `workspace` on the host, and its commands get
+    /// the host devbox `PATH` (SANDBOX.md §15), when there is one.
+    InProcess {
+        workspace: PathBuf,
+        path: Option<crate::host::HostPath>,
+    },
     /// In the run's container, through the runner.
     Runner(Arc<crate::runner::Launcher>),
 }
@@ -187,8 +191,17 @@ pub(crate) async fn run(
     let spec = loop_spec(ctx, &env, id, agent, input)?;
     let resume = take_resume(ctx, &env, id);
     match &env.place {
-        AgentPlace::InProcess { workspace } => {
-            run_in_process(ctx, &env, workspace, id, agent, &spec, resume).await
+        AgentPlace::InProcess { workspace, path } => {
+            run_in_process(
+                ctx,
+                &env,
+                (workspace, path.as_ref()),
+                id,
+                agent,
+                &spec,
+                resume,
+            )
+            .await
         }
         AgentPlace::Runner(launcher) => {
             launcher.run_node(ctx, &env, id, agent, &spec, resume).await
@@ -213,7 +226,7 @@ fn take_resume(ctx: &Ctx<'_>, env: &AgentEnv, id: &str) -> Option<(Snapshot, Str
 async fn run_in_process(
     ctx: &Ctx<'_>,
     env: &AgentEnv,
-    workspace: &std::path::Path,
+    (workspace, path): (&std::path::Path, Option<&crate::host::HostPath>),
     id: &str,
     agent: &AgentNode,
     spec: &LoopSpec,
@@ -222,7 +235,7 @@ async fn run_in_process(
     let client = HttpClient::new(Route::HostEnv, MODEL_TIMEOUT)
         .map_err(|e| Failure::new(FailureCode::ExecutionFailed, e.to_string()))?;
     let shell: Arc<dyn iterion_sandbox::SandboxRun> = Arc::from(
-        crate::host_sandbox(&ctx.run_id, workspace)
+        crate::host::host_sandbox_with_path(&ctx.run_id, workspace, path)
             .await
             .map_err(|e| {
                 Failure::new(

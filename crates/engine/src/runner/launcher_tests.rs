@@ -114,6 +114,7 @@ fn env_with(operator: Option<Arc<dyn crate::agent::Operator>>) -> AgentEnv {
         routes: Default::default(),
         place: crate::agent::AgentPlace::InProcess {
             workspace: std::env::temp_dir(),
+            path: None,
         },
         operator,
         answer: None,

@@ -8,13 +8,16 @@
 //! until the image is known, [`plant_image_env`] replaces it with the image's own after Prepare.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use iterion_sandbox::{
-    DEVBOX_BASE_PATH, DEVBOX_BUNDLE_DIR, DevboxInputs, DevboxRead, DevboxSource, EngineMount,
-    EngineMountKind, ITERION_REPO_DEVBOX, ImageConfig, ScreenContext, Spec, apply_devbox_plan,
-    plan_devbox, read_devbox_config, resolve_repo_devbox,
+    DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR, DevboxConfig, DevboxInputs,
+    DevboxPlan, DevboxRead, DevboxSource, EngineMount, EngineMountKind, ITERION_REPO_DEVBOX,
+    ImageConfig, ScreenContext, Spec, apply_devbox_plan, plan_devbox, read_devbox_config,
+    resolve_repo_devbox,
 };
 
+use crate::host::HostPath;
 use crate::sandbox::SetupError;
 use crate::sandbox_events::{DevboxTarget, SandboxDevboxProvisioned, SandboxImageEnvPlanted};
 
@@ -123,6 +126,7 @@ pub(crate) async fn provision_in_sandbox(
         repo_devbox,
         workspace_in_sandbox: &ws_in_sandbox,
         bundle_mounted: host.bundle_mounted,
+        bot_stage_dir: DEVBOX_BOT_STAGE_DIR,
     });
     if plan.is_empty() {
         return Ok(None);
@@ -130,8 +134,20 @@ pub(crate) async fn provision_in_sandbox(
     let path = apply_devbox_plan(spec, &plan)
         .or_else(|| spec.env.get("PATH").cloned())
         .unwrap_or_default();
-    let event = SandboxDevboxProvisioned {
-        target: DevboxTarget::Sandbox,
+    let event = provisioned_event(DevboxTarget::Sandbox, &plan, &repo, path, None);
+    Ok(Some((event, plan.warnings)))
+}
+
+/// The `sandbox_devbox_provisioned` payload of a plan (§9.1), for either target.
+fn provisioned_event(
+    target: DevboxTarget,
+    plan: &DevboxPlan,
+    repo: &DevboxRead,
+    path: String,
+    errors: Option<Vec<String>>,
+) -> SandboxDevboxProvisioned {
+    SandboxDevboxProvisioned {
+        target,
         sources: plan.sources.iter().map(|s| s.as_str().to_owned()).collect(),
         configs: plan
             .configs
@@ -146,14 +162,219 @@ pub(crate) async fn provision_in_sandbox(
             .map(|s| s.as_str().to_owned())
             .collect(),
         skipped_reasons: plan.skipped_reasons.clone(),
-        errors: None,
+        errors,
         // Whether the repository's own devbox.lock stays (one that install creates is removed).
         lock_kept: plan
             .sources
             .contains(&DevboxSource::Repo)
-            .then(|| matches!(&repo, DevboxRead::Present(c) if c.lock.is_some())),
+            .then(|| matches!(repo, DevboxRead::Present(c) if c.lock.is_some())),
+    }
+}
+
+/// How long one host `devbox install` may take before it is killed and reported (§15 names no
+/// knob).
+const HOST_INSTALL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The line logged when no `devbox` is found, as the sandbox prologue prints it (§15).
+pub(crate) const DEVBOX_NOT_ON_PATH: &str =
+    "iterion: devbox is not on PATH; devbox.json not installed";
+
+/// What [`provision_host_devbox`] did.
+pub(crate) struct HostDevbox {
+    /// The payload, `target: "host"`; none when there is nothing to install or report.
+    pub event: Option<SandboxDevboxProvisioned>,
+    /// The `PATH` to thread into every command spawned on the host; none without bin dirs.
+    pub path: Option<HostPath>,
+    /// Run-log lines (warnings, install failures, the not-on-PATH line).
+    pub log: Vec<String>,
+    /// The per-run dir the bot config was staged in; remove it with [`HostDevbox::cleanup`].
+    pub stage: Option<PathBuf>,
+}
+
+impl HostDevbox {
+    /// Removes the per-run stage dir (the bot's install lives in it).
+    pub(crate) async fn cleanup(&self) {
+        if let Some(stage) = &self.stage {
+            let _ = tokio::fs::remove_dir_all(stage).await;
+        }
+    }
+}
+
+/// §15 "No sandbox": the same plan as [`provision_in_sandbox`] ([`plan_devbox`] with the host
+/// paths, the bot config staged in `stage_root/bot`), executed on the host — `devbox install
+/// -c <dir>` for each source with `DEVBOX_NO_PROMPT=1`, each bounded by
+/// [`HOST_INSTALL_TIMEOUT`]. Failures never fail the run: they go to the event's `errors` and
+/// to the run log. `host_env` supplies `PATH` (where `devbox` is looked up, and the base of the
+/// threaded `PATH`) and `ITERION_REPO_DEVBOX`.
+///
+/// # Errors
+///
+/// `SANDBOX_SETUP_FAILED` when `ITERION_REPO_DEVBOX` is neither on nor off.
+pub(crate) async fn provision_host_devbox(
+    workspace: &Path,
+    bundle_dir: Option<&Path>,
+    stage_root: &Path,
+    host_env: &(dyn Fn(&str) -> Option<String> + Send + Sync),
+) -> Result<HostDevbox, SetupError> {
+    let repo_devbox = resolve_repo_devbox(None, host_env(ITERION_REPO_DEVBOX).as_deref())
+        .map_err(|e| SetupError::failed(format!("{ITERION_REPO_DEVBOX}: {e}")))?;
+    let (workspace, bundle) = (workspace.to_owned(), bundle_dir.map(Path::to_owned));
+    let (workspace, repo, bot) = tokio::task::spawn_blocking(move || {
+        let workspace = workspace.canonicalize().unwrap_or(workspace);
+        let bundle = bundle
+            .map(|dir| dir.canonicalize().unwrap_or(dir))
+            .filter(|dir| is_bot_bundle(dir, &workspace));
+        let repo = read_devbox_config(&workspace);
+        let bot = bundle.as_deref().map(read_devbox_config);
+        (workspace, repo, bot)
+    })
+    .await
+    .map_err(|e| SetupError::failed(format!("devbox: reading devbox.json: {e}")))?;
+    let stage = stage_root.join("bot");
+    let ws = workspace.to_string_lossy().into_owned();
+    let stage_str = stage.to_string_lossy().into_owned();
+    let plan = plan_devbox(&DevboxInputs {
+        repo: &repo,
+        bot: bot.as_ref(),
+        repo_devbox,
+        workspace_in_sandbox: &ws,
+        bundle_mounted: false,
+        bot_stage_dir: &stage_str,
+    });
+    let mut done = HostDevbox {
+        event: None,
+        path: None,
+        log: plan.warnings.clone(),
+        stage: None,
     };
-    Ok(Some((event, plan.warnings)))
+    if plan.is_empty() {
+        return Ok(done);
+    }
+    let host_path = host_env("PATH").filter(|p| !p.is_empty());
+    let mut errors = Vec::new();
+    match find_on_path("devbox", host_path.as_deref()) {
+        None if !plan.sources.is_empty() => done.log.push(DEVBOX_NOT_ON_PATH.to_owned()),
+        None => {}
+        Some(devbox) => {
+            for source in &plan.sources {
+                let result = match source {
+                    DevboxSource::Repo => {
+                        let had_lock = matches!(&repo, DevboxRead::Present(c) if c.lock.is_some());
+                        let result = install(&devbox, &workspace, host_path.as_deref()).await;
+                        if !had_lock {
+                            // The repository had no lock: remove the one install created.
+                            let _ = tokio::fs::remove_file(workspace.join("devbox.lock")).await;
+                        }
+                        result
+                    }
+                    DevboxSource::Bot => {
+                        done.stage = Some(stage_root.to_owned());
+                        match &bot {
+                            Some(DevboxRead::Present(config)) => {
+                                match stage_bot(&stage, config).await {
+                                    Ok(()) => install(&devbox, &stage, host_path.as_deref()).await,
+                                    Err(e) => Err(format!("staging the bot config: {e}")),
+                                }
+                            }
+                            _ => Ok(()),
+                        }
+                    }
+                };
+                if let Err(why) = result {
+                    let config = match source {
+                        DevboxSource::Repo => workspace.join("devbox.json"),
+                        DevboxSource::Bot => stage.join("devbox.json"),
+                    };
+                    errors.push(format!(
+                        "iterion: devbox install failed for {}: {why}",
+                        config.display()
+                    ));
+                }
+            }
+        }
+    }
+    done.log.extend(errors.iter().cloned());
+    let base = host_path.unwrap_or_else(|| DEVBOX_BASE_PATH.to_owned());
+    let path = if plan.bin_dirs.is_empty() {
+        base
+    } else {
+        let prefix = plan.bin_dirs.join(":");
+        let path = format!("{prefix}:{base}");
+        done.path = Some(HostPath {
+            prefix,
+            path: path.clone(),
+        });
+        path
+    };
+    done.event = Some(provisioned_event(
+        DevboxTarget::Host,
+        &plan,
+        &repo,
+        path,
+        Some(errors),
+    ));
+    Ok(done)
+}
+
+/// Copies the bot's config (and lock) into its stage dir, from what was read under the size
+/// limit.
+async fn stage_bot(stage: &Path, config: &DevboxConfig) -> std::io::Result<()> {
+    tokio::fs::create_dir_all(stage).await?;
+    tokio::fs::write(stage.join("devbox.json"), &config.content).await?;
+    if let Some(lock) = &config.lock {
+        tokio::fs::write(stage.join("devbox.lock"), lock).await?;
+    }
+    Ok(())
+}
+
+/// `devbox install -c <dir>` on the host, bounded; the reason when it did not succeed.
+async fn install(devbox: &Path, dir: &Path, host_path: Option<&str>) -> Result<(), String> {
+    let mut command = tokio::process::Command::new(devbox);
+    command
+        .args(["install", "-c"])
+        .arg(dir)
+        .current_dir(dir)
+        .env("DEVBOX_NO_PROMPT", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(path) = host_path {
+        command.env("PATH", path);
+    }
+    let output = match tokio::time::timeout(HOST_INSTALL_TIMEOUT, command.output()).await {
+        Err(_) => {
+            return Err(format!(
+                "timed out after {}s",
+                HOST_INSTALL_TIMEOUT.as_secs()
+            ));
+        }
+        Ok(Err(error)) => return Err(error.to_string()),
+        Ok(Ok(output)) => output,
+    };
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let tail: String = stderr.trim().lines().last().unwrap_or_default().to_owned();
+    Err(match output.status.code() {
+        Some(code) if tail.is_empty() => format!("exit status {code}"),
+        Some(code) => format!("exit status {code}: {tail}"),
+        None => "killed by a signal".to_owned(),
+    })
+}
+
+/// The first executable `name` in `path`'s directories (relative ones are ignored).
+fn find_on_path(name: &str, path: Option<&str>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    path?
+        .split(':')
+        .filter(|dir| dir.starts_with('/'))
+        .map(|dir| Path::new(dir).join(name))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
 }
 
 /// §8.10 `plant_image_env`: when the spec's `PATH` is devbox bin dirs on top of the guessed

@@ -1,6 +1,7 @@
 mod bindless;
 mod budget;
 mod copy_based;
+mod devbox_host;
 mod fanout;
 mod fleet;
 mod loops;

@@ -176,6 +176,9 @@ pub struct DevboxInputs<'a> {
     /// Whether the bundle dir is mounted at [`DEVBOX_BUNDLE_DIR`]; false on kubernetes, where
     /// the bot config is written inline.
     pub bundle_mounted: bool,
+    /// Where the bot config is staged and installed: [`DEVBOX_BOT_STAGE_DIR`] in the sandbox, a
+    /// per-run temp dir on the host.
+    pub bot_stage_dir: &'a str,
 }
 
 /// The provisioning plan, and the `sandbox_devbox_provisioned {target: "sandbox"}` facts.
@@ -185,7 +188,7 @@ pub struct DevboxPlan {
     pub sources: Vec<DevboxSource>,
     /// Host paths of their configs.
     pub configs: Vec<PathBuf>,
-    /// Profile bin dirs, in `PATH` order (repo first).
+    /// Profile bin dirs, in `PATH` order (repo first); the bot's is under the stage dir.
     pub bin_dirs: Vec<String>,
     /// The script prepended to `post_create`; `None` when nothing is installed.
     pub prologue: Option<String>,
@@ -204,7 +207,9 @@ impl DevboxPlan {
     }
 }
 
-/// Plans provisioning for the sandbox target (SANDBOX.md §15). Pure.
+/// Plans provisioning (SANDBOX.md §15). Pure. The sandbox target runs the `prologue`; the host
+/// target (no sandbox) runs the same installs itself from `sources`, `configs` and
+/// [`DevboxInputs::bot_stage_dir`], and ignores the prologue.
 pub fn plan_devbox(inputs: &DevboxInputs<'_>) -> DevboxPlan {
     let mut plan = DevboxPlan::default();
     let mut installs = Vec::new();
@@ -241,11 +246,15 @@ pub fn plan_devbox(inputs: &DevboxInputs<'_>) -> DevboxPlan {
         None | Some(DevboxRead::Absent) => {}
         Some(DevboxRead::Declined { reason, .. }) => plan.skip(DevboxSource::Bot, reason.clone()),
         Some(DevboxRead::Present(config)) => {
-            installs.push(bot_install(config, inputs.bundle_mounted));
+            installs.push(bot_install(
+                config,
+                inputs.bundle_mounted,
+                inputs.bot_stage_dir,
+            ));
             plan.add(
                 DevboxSource::Bot,
                 config,
-                &join(DEVBOX_BOT_STAGE_DIR, PROFILE_BIN),
+                &join(inputs.bot_stage_dir, PROFILE_BIN),
             );
         }
     }
@@ -278,8 +287,7 @@ impl DevboxPlan {
     }
 }
 
-fn bot_install(config: &DevboxConfig, bundle_mounted: bool) -> String {
-    let stage = DEVBOX_BOT_STAGE_DIR;
+fn bot_install(config: &DevboxConfig, bundle_mounted: bool, stage: &str) -> String {
     let mut steps = vec![format!("mkdir -p {stage}")];
     if bundle_mounted {
         steps.push(format!(

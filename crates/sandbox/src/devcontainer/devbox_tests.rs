@@ -30,6 +30,7 @@ fn repo_then_bot_install_in_order_and_path_starts_with_the_repo_bin_dir() {
         repo_devbox: RepoDevbox::On,
         workspace_in_sandbox: "/workspaces/app",
         bundle_mounted: true,
+        bot_stage_dir: DEVBOX_BOT_STAGE_DIR,
     });
     let prologue = format!(
         "if command -v devbox >/dev/null 2>&1; then\nexport DEVBOX_NO_PROMPT=1\n\
@@ -90,6 +91,7 @@ fn without_a_bundle_mount_the_bot_config_is_written_inline_and_quoted() {
         repo_devbox: RepoDevbox::On,
         workspace_in_sandbox: "/w",
         bundle_mounted: false,
+        bot_stage_dir: DEVBOX_BOT_STAGE_DIR,
     });
     assert_eq!(
         plan.prologue,
@@ -116,6 +118,7 @@ fn a_source_turned_off_or_declined_is_reported_with_its_reason() {
         repo_devbox: off,
         workspace_in_sandbox: "/w",
         bundle_mounted: true,
+        bot_stage_dir: DEVBOX_BOT_STAGE_DIR,
     });
     assert_eq!(
         plan,
@@ -138,6 +141,7 @@ fn a_source_turned_off_or_declined_is_reported_with_its_reason() {
         repo_devbox: RepoDevbox::On,
         workspace_in_sandbox: "/w",
         bundle_mounted: true,
+        bot_stage_dir: DEVBOX_BOT_STAGE_DIR,
     });
     assert!(absent.is_empty());
 }
@@ -151,6 +155,7 @@ fn the_default_base_path_and_a_bin_dir_with_a_colon_is_skipped_with_a_warning() 
         repo_devbox: RepoDevbox::On,
         workspace_in_sandbox: "/odd:dir",
         bundle_mounted: true,
+        bot_stage_dir: DEVBOX_BOT_STAGE_DIR,
     });
     assert_eq!(
         (plan.bin_dirs.clone(), plan.warnings.clone()),
@@ -167,6 +172,7 @@ fn the_default_base_path_and_a_bin_dir_with_a_colon_is_skipped_with_a_warning() 
             repo_devbox: RepoDevbox::On,
             workspace_in_sandbox: "",
             bundle_mounted: true,
+            bot_stage_dir: DEVBOX_BOT_STAGE_DIR,
         }
     });
     let mut spec = Spec::default();
