@@ -82,16 +82,28 @@ impl Fixture {
     /// Runs `src` as `bot/flow.iter`, the host env being [`Fixture::host_path`] and
     /// `ITERION_REPO_DEVBOX=repo_devbox`.
     async fn run_src(&self, src: &str, repo_devbox: Option<&'static str>) -> Ran {
+        self.run_with(src, repo_devbox, None).await
+    }
+
+    /// [`Fixture::run_src`] with the engine's driver registry set (its default otherwise).
+    async fn run_with(
+        &self,
+        src: &str,
+        repo_devbox: Option<&'static str>,
+        registry: Option<iterion_sandbox::Registry>,
+    ) -> Ran {
         std::fs::write(self.ws.path().join("bot/flow.iter"), src).unwrap();
         let path = self.host_path();
         let store = sqlite_store(self.home.path()).await;
-        let engine = Engine::new(Arc::clone(&store), self.home.path()).with_host_env(Arc::new(
-            move |name| match name {
-                "PATH" => Some(path.clone()),
-                "ITERION_REPO_DEVBOX" => repo_devbox.map(str::to_owned),
-                _ => None,
-            },
-        ));
+        let mut engine = Engine::new(Arc::clone(&store), self.home.path());
+        if let Some(registry) = registry {
+            engine = engine.with_registry(registry);
+        }
+        let engine = engine.with_host_env(Arc::new(move |name| match name {
+            "PATH" => Some(path.clone()),
+            "ITERION_REPO_DEVBOX" => repo_devbox.map(str::to_owned),
+            _ => None,
+        }));
         let request = run_request(workflow(src), &self.ws(), "bot/flow.iter");
         let summary = run_to_end(&engine, request).await;
         let events = events_of(store.as_ref(), &summary.run_id).await;
@@ -249,4 +261,30 @@ async fn devbox_host_without_devbox_on_path_logs_the_line_and_the_run_finishes()
     );
     assert!(!fx.calls().exists());
     assert_eq!(provisioned(&events)[0]["errors"], json!([]));
+}
+
+/// A degraded `auto` (no container runtime: only the noop driver) runs on the host, and is
+/// provisioned there like an opted-out run (§15 "No sandbox (degraded or opted out)").
+#[tokio::test]
+async fn devbox_host_a_degraded_auto_run_is_provisioned_on_the_host() {
+    let fixture = Fixture::new(Some(0));
+    let src = SRC.replace("sandbox: none", "sandbox: auto");
+    let (summary, events, _) = fixture
+        .run_with(&src, None, Some(iterion_sandbox::Registry::with_noop()))
+        .await;
+    assert_eq!(
+        summary.status,
+        iterion_store::RunStatus::Finished,
+        "{:?}",
+        summary.message
+    );
+    assert!(
+        events.iter().any(|(kind, _)| kind == "sandbox_skipped"),
+        "the run degraded: {events:#?}"
+    );
+    let provisioned = provisioned(&events);
+    assert_eq!(provisioned.len(), 1, "{events:#?}");
+    assert_eq!(provisioned[0]["target"], "host");
+    let hello = std::fs::read_to_string(fixture.ws().join("hello.txt")).unwrap();
+    assert_eq!(hello.trim(), "hello from devbox");
 }
