@@ -3,8 +3,37 @@
 //! as an integer (`3.0` becomes `3`).
 
 use iterion_dsl::expr::type_name;
-use iterion_dsl::ir::{Schema, ValueType};
+use iterion_dsl::ir::{Schema, ValueType, Workflow};
 use serde_json::{Number, Value};
+
+use crate::failure::FailureCode;
+use crate::outcome::Failure;
+
+/// The output schema `name` of `wf`; `SCHEMA_VALIDATION` when it is not declared.
+pub(crate) fn declared<'w>(wf: &'w Workflow, name: &str) -> Result<&'w Schema, Failure> {
+    wf.schemas.get(name).ok_or_else(|| {
+        Failure::new(
+            FailureCode::SchemaValidation,
+            format!("output schema \"{name}\" is not declared"),
+        )
+    })
+}
+
+/// A node's result checked against its output schema `name` ([`conform`]); a violation is
+/// `SCHEMA_VALIDATION`: "`subject` does not conform to schema …".
+pub(crate) fn conform_output(
+    wf: &Workflow,
+    name: &str,
+    value: Value,
+    subject: &str,
+) -> Result<Value, Failure> {
+    conform(declared(wf, name)?, value).map_err(|violation| {
+        Failure::new(
+            FailureCode::SchemaValidation,
+            format!("{subject} does not conform to schema \"{name}\": {violation}"),
+        )
+    })
+}
 
 /// Why a value does not conform; the message names the field.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

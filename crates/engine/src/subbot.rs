@@ -502,21 +502,10 @@ pub(crate) fn adoption_warnings(
 
 /// The child's result checked against the node's `output` schema (DSL.md §3.9).
 fn conform_output(ctx: &Ctx<'_>, subbot: &SubbotNode, output: Value) -> Result<Value, Failure> {
-    let Some(name) = &subbot.output else {
-        return Ok(output);
-    };
-    let Some(schema) = ctx.wf.schemas.get(name) else {
-        return Err(Failure::new(
-            FailureCode::SchemaValidation,
-            format!("output schema \"{name}\" is not declared"),
-        ));
-    };
-    schema::conform(schema, output).map_err(|violation| {
-        Failure::new(
-            FailureCode::SchemaValidation,
-            format!("the child's result does not conform to schema \"{name}\": {violation}"),
-        )
-    })
+    match &subbot.output {
+        Some(name) => schema::conform_output(ctx.wf, name, output, "the child's result"),
+        None => Ok(output),
+    }
 }
 
 #[cfg(test)]

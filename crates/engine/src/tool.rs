@@ -121,21 +121,10 @@ pub(crate) async fn run(
         Ok(Value::Object(map)) => Value::Object(map),
         Ok(_) | Err(_) => json!({ "result": trimmed }),
     };
-    let Some(name) = &tool.output else {
-        return Ok(output);
-    };
-    let Some(schema) = ctx.wf.schemas.get(name) else {
-        return Err(Failure::new(
-            FailureCode::SchemaValidation,
-            format!("output schema \"{name}\" is not declared"),
-        ));
-    };
-    schema::conform(schema, output).map_err(|violation| {
-        Failure::new(
-            FailureCode::SchemaValidation,
-            format!("the output does not conform to schema \"{name}\": {violation}"),
-        )
-    })
+    match &tool.output {
+        Some(name) => schema::conform_output(ctx.wf, name, output, "the output"),
+        None => Ok(output),
+    }
 }
 
 fn non_empty(s: &str) -> Option<String> {

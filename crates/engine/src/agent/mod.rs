@@ -143,15 +143,7 @@ pub(crate) fn loop_spec(
         ));
     };
     let output = match &agent.output {
-        Some(name) => match ctx.wf.schemas.get(name) {
-            Some(schema) => Some((name.clone(), schema.clone())),
-            None => {
-                return Err(Failure::new(
-                    FailureCode::SchemaValidation,
-                    format!("output schema \"{name}\" is not declared"),
-                ));
-            }
-        },
+        Some(name) => Some((name.clone(), crate::schema::declared(ctx.wf, name)?.clone())),
         None => None,
     };
     let (system, prompt) = render_prompts(ctx, agent, input);
