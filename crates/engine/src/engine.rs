@@ -275,6 +275,33 @@ impl RunEnvelope {
     pub(crate) fn to_value(&self) -> Option<Value> {
         serde_json::to_value(self).ok()
     }
+
+    /// The recorded launch options, run from the current directory when none was recorded.
+    pub(crate) fn launch_or_cwd(&self) -> LaunchOptions {
+        let mut launch = self.launch.clone();
+        if launch.cwd.as_os_str().is_empty() {
+            launch.cwd = std::env::current_dir().unwrap_or_default();
+        }
+        launch
+    }
+}
+
+/// The workflow a recorded run's file (`bytes`, read from `run.file_path`) compiles to now, for
+/// `resume` and the runner; `None` when it has errors. `ask_user` is allowed in a sandbox: it
+/// works there through the runner channel (SANDBOX.md §13.3).
+pub(crate) fn compile_recorded(
+    run: &iterion_store::Run,
+    bytes: &[u8],
+) -> Option<iterion_dsl::ir::Workflow> {
+    let compiled = iterion_dsl::compile_at(
+        bytes,
+        &run.file_path,
+        &iterion_dsl::CompileOptions {
+            ask_user_in_sandbox: true,
+        },
+    );
+    let clean = compiled.error_count() == 0;
+    compiled.workflow.filter(|_| clean)
 }
 
 /// A fresh lease holder name for this process.

@@ -16,7 +16,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use iterion_dsl::CompileOptions;
 use iterion_store::{Claim, InitialStatus, Run, RunStatus, Timestamp};
 use tokio_util::sync::CancellationToken;
 
@@ -185,17 +184,7 @@ impl Engine {
                 "runner: the workflow file {path} changed since the run was submitted"
             ));
         }
-        let compiled = iterion_dsl::compile_at(
-            &bytes,
-            &run.file_path,
-            &CompileOptions {
-                ask_user_in_sandbox: true,
-            },
-        );
-        let clean = compiled.error_count() == 0;
-        let workflow = compiled
-            .workflow
-            .filter(|_| clean)
+        let workflow = crate::engine::compile_recorded(run, &bytes)
             .ok_or_else(|| format!("runner: the workflow file {path} no longer compiles"))?;
         let secrets =
             resolve_secrets(&workflow, |k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
@@ -203,11 +192,13 @@ impl Engine {
             crate::agent::provider::resolve_routes(&workflow, &run.vars, |k| std::env::var(k).ok())
                 .map_err(|e| e.to_string())?;
         let envelope = RunEnvelope::from_value(run.checkpoint.as_ref());
-        let mut launch = envelope.launch.clone();
-        if launch.cwd.as_os_str().is_empty() {
-            launch.cwd = std::env::current_dir().unwrap_or_default();
-        }
-        Ok((workflow, secrets, routes, launch, envelope.executor))
+        Ok((
+            workflow,
+            secrets,
+            routes,
+            envelope.launch_or_cwd(),
+            envelope.executor,
+        ))
     }
 }
 
@@ -301,10 +292,9 @@ pub async fn redeliver_interrupted(store: &dyn iterion_store::Store) -> Vec<Stri
         }
     };
     let mut redelivered = Vec::new();
-    for run in candidates
-        .into_iter()
-        .filter(|run| run.deliveries > 0 && run.parent_run_id.is_none())
-    {
+    // A subbot child is never delivered (its record is created by its parent's attempt, with
+    // `deliveries` 0), so this also leaves children to their parent's redelivery.
+    for run in candidates.into_iter().filter(|run| run.deliveries > 0) {
         match redeliver(store, &run).await {
             Ok(Delivery::Redelivered { .. }) => redelivered.push(run.id.as_str().to_owned()),
             Ok(_) => {}

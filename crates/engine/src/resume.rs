@@ -9,7 +9,6 @@
 
 use std::sync::Arc;
 
-use iterion_dsl::CompileOptions;
 use iterion_store::{Run, RunStatus};
 
 use crate::engine::{Engine, EngineError, ResumeRequest, RunControl, RunEnvelope, RunSummary};
@@ -91,16 +90,7 @@ impl Engine {
                 "run {run_id} is a subbot child that ran in its parent {parent}'s copy-based sandbox; without the parent's sandbox it cannot continue there. Pass --force to resume it in a sandbox of its own"
             )));
         }
-        let compiled = iterion_dsl::compile_at(
-            &bytes,
-            &run.file_path,
-            &CompileOptions {
-                // ask_user works inside a sandbox through the runner channel (SANDBOX.md §13.3).
-                ask_user_in_sandbox: true,
-            },
-        );
-        let clean = compiled.error_count() == 0;
-        let Some(workflow) = compiled.workflow.filter(|_| clean) else {
+        let Some(workflow) = crate::engine::compile_recorded(&run, &bytes) else {
             return Err(refused(format!(
                 "the workflow file {} no longer compiles; `iterion validate {}` shows why",
                 run.file_path.display(),
@@ -112,10 +102,7 @@ impl Engine {
             crate::agent::provider::resolve_routes(&workflow, &run.vars, |k| std::env::var(k).ok())
                 .map_err(crate::LaunchError::from)?;
         let envelope = RunEnvelope::from_value(run.checkpoint.as_ref());
-        let mut launch = envelope.launch.clone();
-        if launch.cwd.as_os_str().is_empty() {
-            launch.cwd = std::env::current_dir().unwrap_or_default();
-        }
+        let launch = envelope.launch_or_cwd();
         let (settings, override_env) = settings_from_env(self.sandbox_default, &launch)?;
         let holder = crate::engine::holder_name();
         self.store
