@@ -18,6 +18,31 @@ use serde_json::json;
 
 use super::support::{Host, RUN_ID, default_vars, run_request, run_to_end, sqlite_store};
 
+/// An `Engine::run` launcher on the host (the noop driver only): its home (the store's dir),
+/// a workspace, the store and the engine.
+struct Launcher {
+    home: tempfile::TempDir,
+    ws: tempfile::TempDir,
+    store: Arc<dyn iterion_store::Store>,
+    engine: iterion_engine::Engine,
+}
+
+impl Launcher {
+    async fn on_the_host() -> Launcher {
+        let home = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let store = sqlite_store(home.path()).await;
+        let engine = iterion_engine::Engine::new(Arc::clone(&store), home.path())
+            .with_registry(iterion_sandbox::Registry::with_noop());
+        Launcher {
+            home,
+            ws,
+            store,
+            engine,
+        }
+    }
+}
+
 /// Writes `files` into `dir` and compiles the first one from its path.
 fn compile_tree(dir: &Path, files: &[(&str, &str)]) -> Workflow {
     for (name, text) in files {
@@ -291,14 +316,14 @@ workflow child:
 /// trust from the parent), its own events, and its final status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_launched_child_has_its_own_record_and_events() {
-    use iterion_engine::Engine;
-    use iterion_sandbox::Registry;
     use iterion_store::{RunQuery, RunStatus};
 
-    let home = tempfile::tempdir().unwrap();
-    let ws = tempfile::tempdir().unwrap();
-    let store = sqlite_store(home.path()).await;
-    let engine = Engine::new(Arc::clone(&store), home.path()).with_registry(Registry::with_noop());
+    let Launcher {
+        home: _home,
+        ws,
+        store,
+        engine,
+    } = Launcher::on_the_host().await;
     let parent = PARENT.replace("  entry: start\n", "  entry: start\n  sandbox: none\n");
     let wf = compile_tree(
         ws.path(),
@@ -373,14 +398,15 @@ async fn a_launched_child_has_its_own_record_and_events() {
 /// records `sandbox_shared {adopted: false, forced: true}`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_of_a_copy_based_parent_resumes_only_with_force() {
-    use iterion_engine::{Engine, EngineError, NoObserver, ResumeRequest, RunControl};
-    use iterion_sandbox::Registry;
+    use iterion_engine::{EngineError, NoObserver, ResumeRequest, RunControl};
     use iterion_store::{NewEvent, NewRun, RunStatus};
 
-    let home = tempfile::tempdir().unwrap();
-    let ws = tempfile::tempdir().unwrap();
-    let store = sqlite_store(home.path()).await;
-    let engine = Engine::new(Arc::clone(&store), home.path()).with_registry(Registry::with_noop());
+    let Launcher {
+        home: _home,
+        ws,
+        store,
+        engine,
+    } = Launcher::on_the_host().await;
     // An absolute path: a forced child resumes with the process's cwd (no launch envelope).
     let marker = ws.path().join("resumed.txt");
     let source = format!(
@@ -463,14 +489,14 @@ async fn a_child_of_a_copy_based_parent_resumes_only_with_force() {
 /// declared}` — and its output comes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_declaring_child_is_launched_on_its_own() {
-    use iterion_engine::Engine;
-    use iterion_sandbox::Registry;
     use iterion_store::{RunQuery, RunStatus};
 
-    let home = tempfile::tempdir().unwrap();
-    let ws = tempfile::tempdir().unwrap();
-    let store = sqlite_store(home.path()).await;
-    let engine = Engine::new(Arc::clone(&store), home.path()).with_registry(Registry::with_noop());
+    let Launcher {
+        home: _home,
+        ws,
+        store,
+        engine,
+    } = Launcher::on_the_host().await;
     let parent = PARENT.replace("  entry: start\n", "  entry: start\n  sandbox: none\n");
     let declaring = CHILD.replace(
         "workflow child:\n",
@@ -512,14 +538,14 @@ async fn a_declaring_child_is_launched_on_its_own() {
 /// fields and as warnings in the run log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_adopted_child_is_warned_about_its_devbox_and_its_file_secrets() {
-    use iterion_engine::Engine;
-    use iterion_sandbox::Registry;
     use iterion_store::{RunQuery, RunStatus};
 
-    let home = tempfile::tempdir().unwrap();
-    let ws = tempfile::tempdir().unwrap();
-    let store = sqlite_store(home.path()).await;
-    let engine = Engine::new(Arc::clone(&store), home.path()).with_registry(Registry::with_noop());
+    let Launcher {
+        home: _home,
+        ws,
+        store,
+        engine,
+    } = Launcher::on_the_host().await;
     std::fs::create_dir(ws.path().join("bots")).unwrap();
     std::fs::write(ws.path().join("bots/devbox.json"), r#"{"packages": []}"#).unwrap();
     let parent = PARENT
@@ -576,8 +602,7 @@ async fn an_adopted_child_is_warned_about_its_devbox_and_its_file_secrets() {
 /// INTERRUPTED (resumable) with the parent, not CANCELLED.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parents_interrupt_ends_its_children_interrupted() {
-    use iterion_engine::{Engine, NoObserver, RunControl};
-    use iterion_sandbox::Registry;
+    use iterion_engine::{NoObserver, RunControl};
     use iterion_store::{RunQuery, RunStatus};
 
     let sleeper = "tool nap:\n  command: `touch started-$ITERION_RUN_ID && sleep 30`\n\n";
@@ -589,12 +614,13 @@ async fn a_parents_interrupt_ends_its_children_interrupted() {
         ),
     ];
     for (case, declaration) in cases {
-        let home = tempfile::tempdir().unwrap();
-        let ws = tempfile::tempdir().unwrap();
-        let store = sqlite_store(home.path()).await;
-        let engine = Arc::new(
-            Engine::new(Arc::clone(&store), home.path()).with_registry(Registry::with_noop()),
-        );
+        let Launcher {
+            home: _home,
+            ws,
+            store,
+            engine,
+        } = Launcher::on_the_host().await;
+        let engine = Arc::new(engine);
         let parent = "subbot sub:\n  source: \"child.iter\"\n\n\
                       workflow parent:\n  entry: sub\n  sandbox: none\n  sub -> done\n";
         let child = format!("{sleeper}workflow child:\n  entry: nap\n{declaration}  nap -> done\n");
