@@ -40,14 +40,7 @@ fn docker_an_adopting_child_runs_in_the_parents_container_and_none_is_left() {
     env.write("parent.iter", PARENT);
     env.write("child.iter", CHILD);
     let mut child = env.spawn(&["run", "parent.iter", "--sandbox-default-image", IMAGE]);
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !env.path("child-running").exists() {
-        assert!(Instant::now() < deadline, "the child never ran");
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("the run ended before the child ran: {status}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for(&env, &mut child, "child-running");
     assert_eq!(
         env.containers().len(),
         1,
