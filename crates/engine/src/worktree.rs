@@ -7,16 +7,15 @@
 //! - On `done`, [`RunWorktree::finish_done`] commits every change, untracked non-ignored files
 //!   included, as `iterion run <run-id>` on a new branch `iterion/<workflow>/<run-id>`, then
 //!   removes the worktree. The user's branch is not touched. Nothing changed: no commit, no branch.
-//!   The commit skips hooks (`--no-verify`) and signing, and falls back to the identity
-//!   `iterion <iterion@localhost>` only when the repository has no `user.email`.
+//!   The commit is `git fast-import` of a walk of the worktree ([`crate::landing`]): no `git add`,
+//!   no hook, fsmonitor, filter or signing; the identity is the repository's `user.*`, else
+//!   `iterion <iterion@localhost>`.
 //! - On failure the worktree is kept: [`RunWorktree::keep`] returns its path for the run record.
 //!
-//! `git` runs as a child process through tokio (never blocking a runtime thread), without a
-//! terminal prompt, and is killed if the future is dropped.
+//! Every `git` here runs through [`crate::git::HostGit`] (no hooks, no system/global config, no
+//! drivers), as a child process through tokio, killed if the future is dropped.
 
 use std::path::{Path, PathBuf};
-
-use tokio::process::Command;
 
 /// Why a worktree could not be made or landed.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +53,9 @@ pub enum WorktreeError {
         /// Its stderr, trimmed.
         stderr: String,
     },
+    /// Landing the worktree's tree as a commit failed.
+    #[error("landing the worktree: {0}")]
+    Landing(#[from] crate::landing::LandingError),
     /// Creating `<ITERION_HOME>/worktrees` failed.
     #[error("cannot create {path}: {source}")]
     Io {
@@ -71,34 +73,44 @@ impl WorktreeError {
         match self {
             WorktreeError::NoRepository { .. } => "WORKTREE_NO_REPOSITORY",
             WorktreeError::NoCommit { .. } => "WORKTREE_NO_COMMIT",
-            WorktreeError::Spawn { .. } | WorktreeError::Git { .. } | WorktreeError::Io { .. } => {
-                "WORKTREE_GIT_FAILED"
-            }
+            WorktreeError::Spawn { .. }
+            | WorktreeError::Git { .. }
+            | WorktreeError::Io { .. }
+            | WorktreeError::Landing(_) => "WORKTREE_GIT_FAILED",
         }
     }
 }
 
-/// Runs `git -C dir args…`; its trimmed stdout, or the failure.
+/// Runs `git -C dir args…` through the hardened host runner ([`crate::git::HostGit`]); its
+/// trimmed stdout, or the failure.
 pub(crate) async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output()
+    crate::git::HostGit::open(dir)
         .await
-        .map_err(|source| WorktreeError::Spawn { source })?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    } else {
-        Err(WorktreeError::Git {
-            command: args.join(" "),
-            status: out.status.code().unwrap_or(-1),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        })
+        .run(args)
+        .await
+        .map_err(WorktreeError::from)
+}
+
+impl From<crate::git::GitError> for WorktreeError {
+    fn from(error: crate::git::GitError) -> Self {
+        use crate::git::GitError;
+        match error {
+            GitError::Spawn { source } => WorktreeError::Spawn { source },
+            GitError::Failed {
+                command,
+                status,
+                stderr,
+            } => WorktreeError::Git {
+                command,
+                status,
+                stderr,
+            },
+            GitError::Timeout { command, seconds } => WorktreeError::Git {
+                command,
+                status: -1,
+                stderr: format!("did not finish within {seconds} s"),
+            },
+        }
     }
 }
 
@@ -234,6 +246,31 @@ impl RunWorktree {
         self.path
     }
 
+    /// The worktree's tree as a commit on `iterion/<workflow>/<run_id>` (none when nothing
+    /// changed), made by [`crate::landing`]: `git fast-import` of a walk of the directory, so no
+    /// hook, fsmonitor, filter or attribute of the worktree runs (issue 15 item 2).
+    async fn land(&self, workflow: &str, run_id: &str) -> Result<WorktreeLanding, WorktreeError> {
+        use crate::landing::{Identity, commit_dir, same_tree};
+        let git = crate::git::HostGit::open(&self.repo).await;
+        let identity = Identity::of(&git).await;
+        let message = format!("iterion run {run_id}");
+        let commit = commit_dir(
+            &git,
+            &self.path,
+            Some(&self.base_commit),
+            &message,
+            &identity,
+        )
+        .await?;
+        if same_tree(&git, Some(&self.base_commit), Some(&commit)).await? {
+            return Ok(WorktreeLanding::Unchanged);
+        }
+        let name = worktree_branch(workflow, run_id);
+        git.run(&["update-ref", &format!("refs/heads/{name}"), &commit, ""])
+            .await?;
+        Ok(WorktreeLanding::Branch { name, commit })
+    }
+
     /// On `done`: commits every change on `iterion/<workflow>/<run_id>` (none when nothing
     /// changed) and removes the worktree.
     ///
@@ -245,36 +282,7 @@ impl RunWorktree {
         workflow: &str,
         run_id: &str,
     ) -> Result<WorktreeLanding, WorktreeError> {
-        let wt = self.path.as_path();
-        git(wt, &["add", "-A"]).await?;
-        let changed = match git(wt, &["diff", "--cached", "--quiet"]).await {
-            Ok(_) => false,
-            Err(WorktreeError::Git { status: 1, .. }) => true,
-            Err(e) => return Err(e),
-        };
-        let landing = if changed {
-            let message = format!("iterion run {run_id}");
-            let has_identity = git(wt, &["config", "user.email"])
-                .await
-                .is_ok_and(|email| !email.is_empty());
-            let mut args = vec!["-c", "commit.gpgsign=false"];
-            if !has_identity {
-                args.extend([
-                    "-c",
-                    "user.name=iterion",
-                    "-c",
-                    "user.email=iterion@localhost",
-                ]);
-            }
-            args.extend(["commit", "--no-verify", "-q", "-m", &message]);
-            git(wt, &args).await?;
-            let commit = git(wt, &["rev-parse", "HEAD"]).await?;
-            let name = worktree_branch(workflow, run_id);
-            git(wt, &["branch", &name, &commit]).await?;
-            WorktreeLanding::Branch { name, commit }
-        } else {
-            WorktreeLanding::Unchanged
-        };
+        let landing = self.land(workflow, run_id).await?;
         let shown = self.path.to_string_lossy().into_owned();
         git(&self.repo, &["worktree", "remove", "--force", &shown]).await?;
         Ok(landing)

@@ -476,20 +476,12 @@ async fn seed_git_identity_env(spec: &mut Spec, workspace: &Path) {
 }
 
 async fn git_config(workspace: &Path, key: &str) -> Option<String> {
-    let run = tokio::process::Command::new("git")
-        .arg("-C")
-        .arg(workspace)
-        .args(["config", "--get", key])
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(Duration::from_secs(5), run)
+    let git = crate::git::HostGit::open(workspace);
+    let read = async { git.await.config(key).await };
+    tokio::time::timeout(Duration::from_secs(5), read)
         .await
-        .ok()?
-        .ok()?;
-    let value = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    (out.status.success() && !value.is_empty()).then_some(value)
+        .ok()
+        .flatten()
 }
 
 async fn make_world_writable_dir(dir: &Path) -> Result<(), SetupError> {

@@ -161,3 +161,113 @@ async fn the_unsandboxed_workspace_is_the_repository_root_or_the_directory() {
         (repo.path().canonicalize().unwrap(), plain.path().to_owned())
     );
 }
+
+/// A script that records that it ran (in `marker`) and exits 0 (a filter passes its input on).
+fn marker_script(dir: &Path, name: &str, marker: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\necho {name} >> '{}'\ncat 2>/dev/null\nexit 0\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// Plants in `repo`'s `.git` (what a trusted `worktree: auto` sandbox can write: the bind is
+/// read-write) every way git has to run a command: hooks, fsmonitor, pager, editor, a clean,
+/// smudge and process filter, a diff driver and textconv, an ssh command, and an include that
+/// sets them again. Returns the marker file every one of them appends to.
+fn plant_everything(repo: &Path, scripts: &Path) -> std::path::PathBuf {
+    let marker = scripts.join("ran");
+    let hooks = repo.join(".git/hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    for hook in [
+        "pre-commit",
+        "post-commit",
+        "commit-msg",
+        "post-checkout",
+        "reference-transaction",
+        "post-index-change",
+        "pre-auto-gc",
+    ] {
+        marker_script(&hooks, hook, &marker);
+    }
+    let evil = marker_script(scripts, "evil", &marker);
+    let evil = evil.display();
+    for (key, value) in [
+        ("core.fsmonitor", evil.to_string()),
+        ("core.pager", evil.to_string()),
+        ("core.editor", evil.to_string()),
+        ("core.sshCommand", evil.to_string()),
+        ("filter.evil.clean", evil.to_string()),
+        ("filter.evil.smudge", evil.to_string()),
+        ("filter.evil.process", evil.to_string()),
+        ("filter.evil.required", "true".to_owned()),
+        ("diff.evil.textconv", evil.to_string()),
+        ("diff.evil.command", evil.to_string()),
+        ("gc.auto", "1".to_owned()),
+    ] {
+        git(repo, &["config", key, &value]);
+    }
+    let include = scripts.join("included.cfg");
+    std::fs::write(
+        &include,
+        format!("[core]\n\tfsmonitor = {evil}\n[filter \"other\"]\n\tclean = {evil}\n"),
+    )
+    .unwrap();
+    git(
+        repo,
+        &["config", "include.path", &include.display().to_string()],
+    );
+    marker
+}
+
+#[tokio::test]
+async fn attack_planted_hooks_filters_fsmonitor_and_pager_never_run_on_the_host() {
+    let repo = repo();
+    let scripts = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // The attributes are committed, so the checkout of the worktree would smudge through them.
+    std::fs::write(
+        repo.path().join(".gitattributes"),
+        "* filter=evil diff=evil\n*.txt filter=other\n",
+    )
+    .unwrap();
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-q", "-m", "attributes"]);
+    let marker = plant_everything(repo.path(), scripts.path());
+
+    let wt = create_worktree(home.path(), "r9", repo.path())
+        .await
+        .unwrap();
+    std::fs::write(wt.path().join("a.txt"), "changed by the run\n").unwrap();
+    std::fs::write(wt.path().join("b.txt"), "new\n").unwrap();
+    let landing = wt.finish_done("w", "r9").await.unwrap();
+    let WorktreeLanding::Branch { name, .. } = landing else {
+        panic!("expected a branch, got {landing:?}");
+    };
+    assert!(
+        !marker.exists(),
+        "a planted command ran on the host: {}",
+        std::fs::read_to_string(&marker).unwrap_or_default()
+    );
+    // The content is the bytes the run wrote: no clean filter touched it.
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo.path())
+        .args(["cat-file", "blob", &format!("{name}:a.txt")])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "changed by the run\n");
+    assert!(
+        !marker.exists(),
+        "reading the branch back ran nothing either"
+    );
+}

@@ -1,0 +1,19 @@
+use super::*;
+
+#[test]
+fn paths_are_quoted_so_no_name_can_end_a_command() {
+    assert_eq!(quote_path(b"a b/c"), b"\"a b/c\"".to_vec());
+    assert_eq!(
+        quote_path(b"x\"\ny\\z\x01"),
+        b"\"x\\\"\\ny\\\\z\\001\"".to_vec()
+    );
+}
+
+#[test]
+fn ls_tree_records_parse_with_any_path_bytes() {
+    let out = b"100644 blob aaaa\ta b\0160000 commit bbbb\tsub\0120000 blob cccc\tl\nk\0";
+    let map = parse_ls_tree(out);
+    assert_eq!(map.len(), 3);
+    assert_eq!(map[&b"sub".to_vec()].mode, "160000");
+    assert_eq!(map[&b"l\nk".to_vec()].object, "cccc");
+}
