@@ -19,7 +19,8 @@ use crate::sandbox_events::{
     SandboxHostBindsDropped, SandboxHostStateMounted, SandboxImageEnvPlanted,
     SandboxNetworkDefaulted, SandboxRunfilesDrainFailed, SandboxScratchBanked,
     SandboxScratchRestored, SandboxShared, SandboxSkipped, SandboxStarted,
-    SandboxUidMismatchWarning, SandboxUserRemap, SandboxWorkspaceExportFailed,
+    SandboxUidMismatchWarning, SandboxUserRemap, SandboxWorkspaceCopied,
+    SandboxWorkspaceExportFailed, SandboxWorkspaceLanded,
 };
 
 /// One event. `type` is the variant in snake case, `data` its payload.
@@ -86,6 +87,10 @@ pub enum Event {
     SandboxScratchBanked(SandboxScratchBanked),
     /// The scratch was restored on resume.
     SandboxScratchRestored(SandboxScratchRestored),
+    /// An untrusted run's workspace was copied.
+    SandboxWorkspaceCopied(SandboxWorkspaceCopied),
+    /// An untrusted run's copy was landed (or could not be).
+    SandboxWorkspaceLanded(SandboxWorkspaceLanded),
     /// A copy-based workspace could not be exported.
     SandboxWorkspaceExportFailed(SandboxWorkspaceExportFailed),
     /// The run files could not be drained.
@@ -128,6 +133,8 @@ impl Event {
             Event::SandboxBuildFailed(_) => "sandbox_build_failed",
             Event::SandboxScratchBanked(_) => "sandbox_scratch_banked",
             Event::SandboxScratchRestored(_) => "sandbox_scratch_restored",
+            Event::SandboxWorkspaceCopied(_) => "sandbox_workspace_copied",
+            Event::SandboxWorkspaceLanded(_) => "sandbox_workspace_landed",
             Event::SandboxWorkspaceExportFailed(_) => "sandbox_workspace_export_failed",
             Event::SandboxRunfilesDrainFailed(_) => "sandbox_runfiles_drain_failed",
             Event::NetworkBlocked(_) => "network_blocked",

@@ -117,11 +117,6 @@ impl HostGit {
         git
     }
 
-    /// The directory the commands run in.
-    pub(crate) fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// `filter.X.clean=` and the like for every driver the repository's config names.
     async fn read_driver_overrides(&self) -> Vec<String> {
         let Ok(names) = self
@@ -222,16 +217,6 @@ impl HostGit {
     /// Runs `git args…`; its trimmed stdout.
     pub(crate) async fn run(&self, args: &[&str]) -> Result<String, GitError> {
         let out = self.run_raw(args, None).await?;
-        Ok(String::from_utf8_lossy(&out).trim().to_owned())
-    }
-
-    /// Runs `git args…` with `input` on stdin; its trimmed stdout.
-    pub(crate) async fn run_with_input(
-        &self,
-        args: &[&str],
-        input: &[u8],
-    ) -> Result<String, GitError> {
-        let out = self.run_raw(args, Some(input)).await?;
         Ok(String::from_utf8_lossy(&out).trim().to_owned())
     }
 

@@ -150,7 +150,8 @@ pub use sandbox_events::{
     SandboxHostBindsDropped, SandboxHostStateMounted, SandboxImageEnvPlanted,
     SandboxNetworkDefaulted, SandboxRunfilesDrainFailed, SandboxScratchBanked,
     SandboxScratchRestored, SandboxShared, SandboxSkipped, SandboxStarted,
-    SandboxUidMismatchWarning, SandboxUserRemap, SandboxWorkspaceExportFailed, SkippedMount,
+    SandboxUidMismatchWarning, SandboxUserRemap, SandboxWorkspaceCopied,
+    SandboxWorkspaceExportFailed, SandboxWorkspaceLanded, SkippedMount,
 };
 pub use secrets::{Redactor, ResolvedSecret, secret_placeholder};
 pub use sink::{

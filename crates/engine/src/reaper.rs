@@ -292,6 +292,14 @@ pub async fn reap_local(store: Arc<dyn Store>) -> ReapReport {
         }
     }
     report.run_dirs = reap_run_dirs(store.as_ref(), &runtime_root()).await;
+    // Untrusted runs' workspace copies (issue 15) are keyed the same way.
+    report.run_dirs.extend(
+        reap_run_dirs(
+            store.as_ref(),
+            &runtime_root().join(crate::sandbox::COPIES_DIR),
+        )
+        .await,
+    );
     report
 }
 

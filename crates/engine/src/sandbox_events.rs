@@ -495,6 +495,37 @@ pub struct SandboxScratchRestored {
     pub reason: Option<String>,
 }
 
+/// `sandbox_workspace_copied`: an untrusted run works on a copy of the workspace (issue 15).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxWorkspaceCopied {
+    /// The host workspace that was copied (never bound).
+    pub source: String,
+    /// Regular files copied.
+    pub files: u64,
+    /// Bytes copied.
+    pub bytes: u64,
+    /// Special files (fifos, sockets, devices) left out.
+    pub skipped: u64,
+}
+
+/// `sandbox_workspace_landed`: what an untrusted run's copy came back as — a branch in the host
+/// repository and a patch file, made without running anything of the copy's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxWorkspaceLanded {
+    /// Whether the run changed anything.
+    pub changed: bool,
+    /// The branch created (none without a repository, or when nothing changed).
+    pub branch: Option<String>,
+    /// The result's commit.
+    pub commit: Option<String>,
+    /// The commit the patch is against.
+    pub base: Option<String>,
+    /// The patch file.
+    pub patch: Option<String>,
+    /// Why the landing failed (the result is then lost; the run's status is unchanged).
+    pub error: Option<String>,
+}
+
 /// `sandbox_workspace_export_failed`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxWorkspaceExportFailed {

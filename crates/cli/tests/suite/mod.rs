@@ -13,4 +13,5 @@ mod resume;
 mod run;
 mod subbots;
 pub mod support;
+mod trust;
 mod validate;

@@ -15,12 +15,13 @@
 //! default network, no proxy and `egress_enforced: null`. Any failure after the proxy started
 //! shuts it down, and teardown does too (the socket goes with it).
 
+pub(crate) mod copy;
 pub(crate) mod devbox;
 mod egress;
 mod finalize;
 pub(crate) mod mounts;
 pub(crate) mod resolve;
-mod rundir;
+pub(crate) mod rundir;
 mod scratch;
 
 pub(crate) use scratch::scratch_not_portable;
@@ -45,7 +46,7 @@ use crate::sink::EventSink;
 pub(crate) use egress::EgressSecret;
 pub use resolve::SandboxSettings;
 pub(crate) use resolve::{Resolved, resolve};
-pub use rundir::{STORE_MARKER, runtime_root};
+pub use rundir::{COPIES_DIR, STORE_MARKER, runtime_root};
 
 /// The `phase` of a setup failure that is not one of §16.1's bounded phases.
 pub const PHASE_SANDBOX_SETUP: &str = "sandbox setup";
@@ -159,6 +160,8 @@ pub(crate) struct ActiveSandbox {
     copy_back: Option<Box<CopyBack>>,
     /// The container's workspace folder (the spec's, after the mount plan).
     workspace_folder: Option<String>,
+    /// An untrusted run's copy, landed back as a branch and a patch at teardown (issue 15).
+    landing: Option<Box<copy::UntrustedLanding>>,
 }
 
 /// Where a sandbox without host binds is copied back to at teardown (SANDBOX.md §5.11), and
@@ -222,6 +225,10 @@ impl ActiveSandbox {
         }
         if let Some(proxy) = self.proxy {
             proxy.shutdown(self.run_log.as_ref()).await;
+        }
+        // The container is gone: nothing writes the copy any more while it is read.
+        if let Some(landing) = self.landing {
+            landing.land(self.run_log.as_ref()).await;
         }
         rundir::remove(&self.run_dir).await;
     }
@@ -462,10 +469,15 @@ async fn start(
         );
     }
     let closed_network = policy.mode != NetworkMode::Open;
-    // L8: the mount and env plan.
+    // L8: the mount and env plan. An untrusted sandbox runs as a non-root uid (issue 15 item 4),
+    // which owns its copy of the workspace.
     let mut inputs = ctx.mount_inputs.clone();
     inputs.host_binds = driver.capabilities().supports_host_bind_mounts;
     inputs.post_create = driver.capabilities().supports_post_create;
+    let copy_owner = match ctx.trust {
+        Trust::Untrusted => copy::untrusted_user(&mut spec),
+        Trust::Trusted => None,
+    };
     let plan = mounts::plan_mounts(&mut spec, &inputs).await?;
     for event in plan.events {
         ctx.events.emit(event).await;
@@ -479,6 +491,24 @@ async fn start(
             .await;
     }
     let run_dir = rundir::create(ctx.run_id, ctx.store_id, closed_network).await?;
+    // Issue 15 item 2: an untrusted run never sees the host checkout, only a copy under its
+    // root-only run dir (a driver without host binds copies it in itself and exports into it).
+    let landing = match ctx.trust {
+        Trust::Untrusted => {
+            match copy::prepare(ctx, &mut spec, inputs.host_binds, copy_owner).await {
+                Ok(landing) => Some(Box::new(landing)),
+                Err(error) => {
+                    rundir::remove(&run_dir).await;
+                    return Err(error);
+                }
+            }
+        }
+        Trust::Trusted => None,
+    };
+    let workspace_path = match &landing {
+        Some(landing) if inputs.host_binds => landing.result.clone(),
+        _ => ctx.mount_inputs.workspace.clone(),
+    };
     // L10: the proxy, listening from here on; every later failure shuts it down.
     let proxy = match egress::start_network_proxy(
         &egress::ProxyRequest {
@@ -503,11 +533,14 @@ async fn start(
         Ok(proxy) => proxy,
         Err(error) => {
             rundir::remove(&run_dir).await;
+            if let Some(landing) = landing {
+                landing.discard().await;
+            }
             return Err(error);
         }
     };
     let workspace_folder = spec.workspace_folder.clone();
-    let result = start_in(ctx, spec, driver, &run_dir, proxy.as_ref()).await;
+    let result = start_in(ctx, spec, driver, &run_dir, &workspace_path, proxy.as_ref()).await;
     match result {
         Ok(run) => {
             if let Some(scratch) = &plan.scratch_in_container {
@@ -571,7 +604,11 @@ async fn start(
                 scratch: scratch_bank.map(|bank| Box::new((bank, Arc::clone(&ctx.event_sink)))),
                 copy_back: copy_back.then(|| {
                     Box::new(CopyBack {
-                        workspace: ctx.mount_inputs.workspace.clone(),
+                        // An untrusted export goes into the copy, never into the checkout.
+                        workspace: landing.as_ref().map_or_else(
+                            || ctx.mount_inputs.workspace.clone(),
+                            |l| l.result.clone(),
+                        ),
                         run_files: mounts::run_files_dir(
                             &ctx.mount_inputs.iterion_home,
                             &ctx.mount_inputs.run_id,
@@ -580,6 +617,7 @@ async fn start(
                     })
                 }),
                 workspace_folder,
+                landing,
             })
         }
         Err(error) => {
@@ -587,6 +625,9 @@ async fn start(
                 proxy.shutdown(ctx.run_log.as_ref()).await;
             }
             rundir::remove(&run_dir).await;
+            if let Some(landing) = landing {
+                landing.discard().await;
+            }
             Err(error)
         }
     }
@@ -624,14 +665,10 @@ async fn start_in(
     spec: Spec,
     driver: &dyn Driver,
     run_dir: &std::path::Path,
+    workspace_path: &std::path::Path,
     proxy: Option<&egress::EngineProxy>,
 ) -> Result<Started, SetupError> {
-    let mut info = RunInfo::new(
-        ctx.run_id,
-        ctx.store_id,
-        ctx.mount_inputs.workspace.clone(),
-        run_dir,
-    );
+    let mut info = RunInfo::new(ctx.run_id, ctx.store_id, workspace_path, run_dir);
     info.friendly_name = ctx.workflow.to_owned();
     info.trust = ctx.trust;
     info.max_duration_seconds = ctx.max_duration_seconds;

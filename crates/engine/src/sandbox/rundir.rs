@@ -30,6 +30,19 @@ pub fn runtime_root() -> PathBuf {
     std::env::temp_dir().join(format!("iterion-{uid}"))
 }
 
+/// The parent of the untrusted runs' workspace copies (issue 15): `<root>/copies`, 0700. A copy
+/// outlives the container (the driver's cleanup removes the run dir), so it is landed after.
+pub const COPIES_DIR: &str = "copies";
+
+/// Creates `<root>/copies/<run id>` (0700) with its store marker, for an untrusted run's copy.
+pub(crate) async fn create_copy_dir(run_id: &str, store_id: &str) -> Result<PathBuf, SetupError> {
+    let root = runtime_root();
+    private_root(&root).await?;
+    let copies = root.join(COPIES_DIR);
+    private_root(&copies).await?;
+    make_run_dir(&copies, run_id, store_id).await
+}
+
 /// Creates `<root>/<run id>` (0700) with its store marker, and `net/` (0755) when asked.
 pub(crate) async fn create(
     run_id: &str,
@@ -37,37 +50,8 @@ pub(crate) async fn create(
     with_net: bool,
 ) -> Result<PathBuf, SetupError> {
     let root = runtime_root();
-    let fail = |what: &str, path: &Path, e: std::io::Error| {
-        SetupError::failed(format!("cannot {what} {}: {e}", path.display()))
-    };
-    match tokio::fs::metadata(&root).await {
-        Ok(meta) => {
-            if meta.uid() != uid() || meta.mode() & 0o077 != 0 {
-                return Err(SetupError::failed(format!(
-                    "runtime root {} is not private",
-                    root.display()
-                )));
-            }
-        }
-        Err(_) => {
-            tokio::fs::create_dir_all(&root)
-                .await
-                .map_err(|e| fail("create", &root, e))?;
-            tokio::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o700))
-                .await
-                .map_err(|e| fail("chmod", &root, e))?;
-        }
-    }
-    let dir = root.join(run_id);
-    tokio::fs::create_dir_all(&dir)
-        .await
-        .map_err(|e| fail("create", &dir, e))?;
-    tokio::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-        .await
-        .map_err(|e| fail("chmod", &dir, e))?;
-    tokio::fs::write(dir.join(STORE_MARKER), store_id)
-        .await
-        .map_err(|e| fail("write", &dir, e))?;
+    private_root(&root).await?;
+    let dir = make_run_dir(&root, run_id, store_id).await?;
     if with_net {
         let net = dir.join("net");
         tokio::fs::create_dir_all(&net)
@@ -77,6 +61,48 @@ pub(crate) async fn create(
             .await
             .map_err(|e| fail("chmod", &net, e))?;
     }
+    Ok(dir)
+}
+
+fn fail(what: &str, path: &Path, e: std::io::Error) -> SetupError {
+    SetupError::failed(format!("cannot {what} {}: {e}", path.display()))
+}
+
+/// `root` exists, is ours and is private (made 0700 when missing).
+async fn private_root(root: &Path) -> Result<(), SetupError> {
+    match tokio::fs::metadata(root).await {
+        Ok(meta) => {
+            if meta.uid() != uid() || meta.mode() & 0o077 != 0 {
+                return Err(SetupError::failed(format!(
+                    "runtime root {} is not private",
+                    root.display()
+                )));
+            }
+        }
+        Err(_) => {
+            tokio::fs::create_dir_all(root)
+                .await
+                .map_err(|e| fail("create", root, e))?;
+            tokio::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))
+                .await
+                .map_err(|e| fail("chmod", root, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// `<parent>/<run id>`, 0700, with its store marker.
+async fn make_run_dir(parent: &Path, run_id: &str, store_id: &str) -> Result<PathBuf, SetupError> {
+    let dir = parent.join(run_id);
+    tokio::fs::create_dir_all(&dir)
+        .await
+        .map_err(|e| fail("create", &dir, e))?;
+    tokio::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        .await
+        .map_err(|e| fail("chmod", &dir, e))?;
+    tokio::fs::write(dir.join(STORE_MARKER), store_id)
+        .await
+        .map_err(|e| fail("write", &dir, e))?;
     Ok(dir)
 }
 

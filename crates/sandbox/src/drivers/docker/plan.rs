@@ -109,6 +109,12 @@ fn utf8(field: &str, path: &Path) -> Result<String> {
         })
 }
 
+/// The capabilities an untrusted container drops: all of them, so its minimal set is empty
+/// (docs/security.md).
+pub const UNTRUSTED_CAP_DROP: &[&str] = &["ALL"];
+/// The security options of an untrusted container.
+pub const UNTRUSTED_SECURITY_OPT: &[&str] = &["no-new-privileges"];
+
 /// The create body of a run's one long-lived container (SANDBOX.md §4.5). Pure.
 ///
 /// In order: the workspace bind (first mount), the author mounts (their canonical sources), the
@@ -134,6 +140,7 @@ pub fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
     } = *inputs;
     let workspace = workspace_folder(spec, info)?;
     let proxied = info.proxy.is_some();
+    let untrusted = info.trust == Trust::Untrusted;
 
     let mut mounts = vec![bind(
         utf8("workspace_path", &info.workspace_path)?,
@@ -215,6 +222,16 @@ pub fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
                 .collect()
         }),
         privileged: Some(false),
+        // Issue 15 item 4: an untrusted sandbox keeps no capability and cannot gain privilege
+        // (a setuid binary it plants or finds does not elevate); its user is non-root (the
+        // engine's plan sets it).
+        cap_drop: untrusted.then(|| UNTRUSTED_CAP_DROP.iter().map(|c| (*c).to_owned()).collect()),
+        security_opt: untrusted.then(|| {
+            UNTRUSTED_SECURITY_OPT
+                .iter()
+                .map(|c| (*c).to_owned())
+                .collect()
+        }),
         ..HostConfig::default()
     };
 

@@ -1,0 +1,106 @@
+//! Issue 15 ("Trust"), end to end on the real engine: an untrusted run works on a copy, as a
+//! non-root uid with no capabilities and no way to gain privilege, and what it did comes back
+//! only as a branch and a patch — the host checkout and its `.git` are never written.
+use std::process::Command as StdCommand;
+
+use pretty_assertions::assert_eq;
+
+use crate::suite::support::{Env, IMAGE, docker_or_skip, first, stderr_of};
+
+fn git(env: &Env, args: &[&str]) -> String {
+    let out = StdCommand::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(env.ws.path())
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", stderr_of(&out));
+    String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+}
+
+/// Everything a hostile run would do to reach the host through its workspace: plant a hook and
+/// an fsmonitor in `.git`, leave a setuid shell, rewrite a tracked file, and report who it is.
+const ATTACK: &str = r#"tool attack:
+  command: `id -u > uid.txt; grep CapEff /proc/self/status > caps.txt; grep NoNewPrivs /proc/self/status > nnp.txt; echo changed > a.txt; cp /bin/sh ./tool; chmod 4755 ./tool; mkdir -p .git/hooks; printf '#!/bin/sh\ntouch /tmp/iterion-pwned\n' > .git/hooks/post-commit; chmod +x .git/hooks/post-commit; printf '[core]\n\tfsmonitor = /tmp/evil\n' >> .git/config; rm -f gone.txt; echo ok`
+
+workflow a:
+  entry: attack
+  attack -> done
+"#;
+
+#[test]
+fn docker_attack_an_untrusted_run_never_writes_the_checkout_and_lands_a_branch() {
+    if !docker_or_skip("cli::trust::docker_attack_an_untrusted_run_never_writes") {
+        return;
+    }
+    let env = Env::new();
+    env.write("a.txt", "orig\n");
+    env.write("gone.txt", "tracked, deleted by the run\n");
+    env.write("a.iter", ATTACK);
+    git(&env, &["add", "-A"]);
+    git(&env, &["commit", "-q", "-m", "init"]);
+    let config_before = std::fs::read_to_string(env.path(".git/config")).unwrap();
+    let hooks_before: Vec<_> = std::fs::read_dir(env.path(".git/hooks"))
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+
+    let out = env
+        .cmd()
+        .args(["run", "a.iter", "--sandbox-default-image", IMAGE])
+        .args(["--trust", "untrusted"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let run = env.only_run();
+    let events = env.events(&run);
+
+    // The host checkout is exactly as it was.
+    assert_eq!(
+        std::fs::read_to_string(env.path("a.txt")).unwrap(),
+        "orig\n"
+    );
+    assert!(env.path("gone.txt").exists());
+    for planted in ["tool", "uid.txt", "caps.txt"] {
+        assert!(
+            !env.path(planted).exists(),
+            "{planted} landed in the checkout"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(env.path(".git/config")).unwrap(),
+        config_before
+    );
+    let hooks_after: Vec<_> = std::fs::read_dir(env.path(".git/hooks"))
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert_eq!(hooks_after, hooks_before);
+    assert!(!std::path::Path::new("/tmp/iterion-pwned").exists());
+
+    // The result is a branch and a patch.
+    let landed = first(&events, "sandbox_workspace_landed").expect("sandbox_workspace_landed");
+    assert_eq!(landed["changed"], true, "{landed}");
+    let branch = format!("iterion/a/{}", run.id);
+    assert_eq!(landed["branch"], branch.as_str());
+    assert_eq!(git(&env, &["show", &format!("{branch}:a.txt")]), "changed");
+    let uid = git(&env, &["show", &format!("{branch}:uid.txt")]);
+    assert_ne!(uid, "0", "an untrusted sandbox ran as root");
+    assert_eq!(
+        git(&env, &["show", &format!("{branch}:caps.txt")]),
+        "CapEff:\t0000000000000000"
+    );
+    assert_eq!(
+        git(&env, &["show", &format!("{branch}:nnp.txt")]),
+        "NoNewPrivs:\t1"
+    );
+    let tool = git(&env, &["ls-tree", &branch, "tool"]);
+    assert!(tool.starts_with("100755 "), "{tool}");
+    assert_eq!(git(&env, &["ls-tree", &branch, "gone.txt"]), "");
+    let patch = landed["patch"].as_str().unwrap();
+    let patch = std::fs::read_to_string(patch).unwrap();
+    assert!(patch.contains("+changed"), "{patch}");
+    assert!(!patch.contains(".git/"), "{patch}");
+    // The user's branch did not move.
+    assert_eq!(git(&env, &["log", "-1", "--format=%s"]), "init");
+}
