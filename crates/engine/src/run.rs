@@ -452,6 +452,7 @@ impl Engine {
                     }
                     Worktree::None => None,
                 },
+                untrusted_copy: None,
             },
             file_secrets: crate::launch::workflow_has_file_secrets(&attempt.workflow),
             events,

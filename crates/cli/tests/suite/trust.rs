@@ -23,7 +23,7 @@ fn git(env: &Env, args: &[&str]) -> String {
 /// Everything a hostile run would do to reach the host through its workspace: plant a hook and
 /// an fsmonitor in `.git`, leave a setuid shell, rewrite a tracked file, and report who it is.
 const ATTACK: &str = r#"tool attack:
-  command: `id -u > uid.txt; grep CapEff /proc/self/status > caps.txt; grep NoNewPrivs /proc/self/status > nnp.txt; echo changed > a.txt; cp /bin/sh ./tool; chmod 4755 ./tool; mkdir -p .git/hooks; printf '#!/bin/sh\ntouch /tmp/iterion-pwned\n' > .git/hooks/post-commit; chmod +x .git/hooks/post-commit; printf '[core]\n\tfsmonitor = /tmp/evil\n' >> .git/config; rm -f gone.txt; echo ok`
+  command: `id -u > uid.txt; grep CapEff /proc/self/status > caps.txt; grep NoNewPrivs /proc/self/status > nnp.txt; echo changed > a.txt; cp /bin/sh ./tool; chmod 4755 ./tool; mkdir -p .git/hooks; printf '#!/bin/sh\ntouch /tmp/iterion-pwned\n' > .git/hooks/post-commit; chmod +x .git/hooks/post-commit; printf '[core]\n\tfsmonitor = /tmp/evil\n' >> .git/config; rm -f gone.txt; echo art > $ITERION_ARTIFACT_FILES_DIR/out.txt; ln -s /etc/shadow $ITERION_ARTIFACT_FILES_DIR/shadow; echo ok`
 
 workflow a:
   entry: attack
@@ -101,6 +101,18 @@ fn docker_attack_an_untrusted_run_never_writes_the_checkout_and_lands_a_branch()
     let patch = std::fs::read_to_string(patch).unwrap();
     assert!(patch.contains("+changed"), "{patch}");
     assert!(!patch.contains(".git/"), "{patch}");
+    // The run files come back screened: content yes, a symlink no.
+    let files = env
+        .home
+        .path()
+        .join("runs")
+        .join(run.id.to_string())
+        .join("files");
+    assert_eq!(
+        std::fs::read_to_string(files.join("out.txt")).unwrap(),
+        "art\n"
+    );
+    assert!(std::fs::symlink_metadata(files.join("shadow")).is_err());
     // The user's branch did not move.
     assert_eq!(git(&env, &["log", "-1", "--format=%s"]), "init");
 }

@@ -158,8 +158,10 @@ pub(crate) async fn prepare(
 }
 
 impl UntrustedLanding {
-    /// Lands the copy (the container is gone) and says what came of it.
+    /// Lands the copy (the container is gone) and says what came of it; then the run files
+    /// the sandbox wrote are drained into the store, screened.
     pub(crate) async fn land(self, run_log: &dyn RunLog) {
+        self.drain_files(run_log).await;
         let plan = crate::landing::LandingPlan {
             repo: self.repo.as_deref(),
             scratch_repo: &self.scratch_repo,
@@ -219,6 +221,42 @@ impl UntrustedLanding {
         };
         self.events.emit(Event::SandboxWorkspaceLanded(event)).await;
         crate::sandbox::rundir::remove(&self.dir).await;
+    }
+
+    /// `<copy dir>/files` into `<ITERION_HOME>/runs/<run id>/files`: directories and regular
+    /// files only (read without following a symlink), bounded like the kubernetes drain;
+    /// anything else is named in the run log and left behind.
+    async fn drain_files(&self, run_log: &dyn RunLog) {
+        let from = self.dir.join(crate::sandbox::mounts::UNTRUSTED_FILES);
+        let Some(to) = self.patch.parent().map(|p| p.join("files")) else {
+            return;
+        };
+        let outcome = tokio::task::spawn_blocking(move || {
+            let mut drain = Drain::default();
+            let result = drain.dir(&from, &to);
+            (drain, result)
+        })
+        .await;
+        match outcome {
+            Ok((drain, result)) => {
+                for name in &drain.declined {
+                    run_log.line(
+                        LogLevel::Warn,
+                        &format!("sandbox: run file {name:?} not drained (not a regular file)"),
+                    );
+                }
+                if let Err(error) = result {
+                    run_log.line(
+                        LogLevel::Warn,
+                        &format!("sandbox: draining the run files: {error}"),
+                    );
+                }
+            }
+            Err(error) => run_log.line(
+                LogLevel::Warn,
+                &format!("sandbox: draining the run files: {error}"),
+            ),
+        }
     }
 
     /// A setup that failed after the copy: the copy goes, nothing is landed.
@@ -453,6 +491,66 @@ impl Copier {
         let config = to.join("config");
         std::fs::write(&config, MINIMAL_GIT_CONFIG).map_err(io(&config))?;
         self.chown(&config)
+    }
+}
+
+/// The bound of the run-files drain (as SANDBOX.md §5.11's).
+const DRAIN_MAX_BYTES: u64 = 256 * 1024 * 1024;
+
+#[derive(Default)]
+struct Drain {
+    bytes: u64,
+    declined: Vec<String>,
+}
+
+impl Drain {
+    fn dir(&mut self, from: &Path, to: &Path) -> Result<(), CopyError> {
+        let entries = match std::fs::read_dir(from) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io(from)(e)),
+        };
+        std::fs::create_dir_all(to).map_err(io(to))?;
+        for entry in entries {
+            let entry = entry.map_err(io(from))?;
+            let (src, dst) = (from.join(entry.file_name()), to.join(entry.file_name()));
+            let meta = std::fs::symlink_metadata(&src).map_err(io(&src))?;
+            if meta.is_dir() {
+                self.dir(&src, &dst)?;
+            } else if meta.is_file() {
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(
+                        nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits(),
+                    )
+                    .open(&src)
+                    .map_err(io(&src))?;
+                if !file.metadata().map_err(io(&src))?.is_file() {
+                    self.declined.push(src.to_string_lossy().into_owned());
+                    continue;
+                }
+                let budget = DRAIN_MAX_BYTES.saturating_sub(self.bytes);
+                let mut out = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o644)
+                    .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+                    .open(&dst)
+                    .map_err(io(&dst))?;
+                let copied =
+                    std::io::copy(&mut file.take(budget + 1), &mut out).map_err(io(&dst))?;
+                if copied > budget {
+                    return Err(CopyError::TooLarge {
+                        what: format!("run files over {DRAIN_MAX_BYTES} bytes"),
+                    });
+                }
+                self.bytes += copied;
+            } else {
+                self.declined.push(src.to_string_lossy().into_owned());
+            }
+        }
+        Ok(())
     }
 }
 

@@ -478,7 +478,25 @@ async fn start(
         Trust::Untrusted => copy::untrusted_user(&mut spec),
         Trust::Trusted => None,
     };
-    let plan = mounts::plan_mounts(&mut spec, &inputs).await?;
+    // Issue 15 item 2: an untrusted run never sees the host checkout, only a copy under the
+    // root-only runtime root (a driver without host binds copies it in itself and exports into
+    // it).
+    let landing = match ctx.trust {
+        Trust::Untrusted => Some(Box::new(
+            copy::prepare(ctx, &mut spec, inputs.host_binds, copy_owner).await?,
+        )),
+        Trust::Trusted => None,
+    };
+    inputs.untrusted_copy = landing.as_ref().map(|l| l.dir.clone());
+    let plan = match mounts::plan_mounts(&mut spec, &inputs).await {
+        Ok(plan) => plan,
+        Err(error) => {
+            if let Some(landing) = landing {
+                landing.discard().await;
+            }
+            return Err(error);
+        }
+    };
     for event in plan.events {
         ctx.events.emit(event).await;
     }
@@ -490,20 +508,14 @@ async fn start(
             .emit(Event::SandboxHostBindsDropped(dropped))
             .await;
     }
-    let run_dir = rundir::create(ctx.run_id, ctx.store_id, closed_network).await?;
-    // Issue 15 item 2: an untrusted run never sees the host checkout, only a copy under its
-    // root-only run dir (a driver without host binds copies it in itself and exports into it).
-    let landing = match ctx.trust {
-        Trust::Untrusted => {
-            match copy::prepare(ctx, &mut spec, inputs.host_binds, copy_owner).await {
-                Ok(landing) => Some(Box::new(landing)),
-                Err(error) => {
-                    rundir::remove(&run_dir).await;
-                    return Err(error);
-                }
+    let run_dir = match rundir::create(ctx.run_id, ctx.store_id, closed_network).await {
+        Ok(dir) => dir,
+        Err(error) => {
+            if let Some(landing) = landing {
+                landing.discard().await;
             }
+            return Err(error);
         }
-        Trust::Trusted => None,
     };
     let workspace_path = match &landing {
         Some(landing) if inputs.host_binds => landing.result.clone(),
@@ -518,6 +530,9 @@ async fn start(
                 Ok(addresses) => addresses,
                 Err(error) => {
                     rundir::remove(&run_dir).await;
+                    if let Some(landing) = landing {
+                        landing.discard().await;
+                    }
                     return Err(SetupError::classify(&error));
                 }
             },

@@ -28,6 +28,8 @@ use crate::sandbox_events::{
 pub const ARTIFACT_FILES_TARGET: &str = "/iterion/artifact-files";
 /// Where a driver without host binds expects the image to ship iterion (M8, §8.4: kubernetes).
 pub const IMAGE_ENGINE_BIN: &str = "/usr/local/bin/iterion";
+/// The run-files dir inside an untrusted run's copy dir (M2).
+pub(crate) const UNTRUSTED_FILES: &str = "files";
 /// Where the engine binary is bound in the sandbox (M8, §8.4).
 pub const ENGINE_BIN_TARGET: &str = "/run/iterion/bin/iterion";
 /// The parent of every scratch dir in the sandbox (M6, §8.3).
@@ -72,6 +74,11 @@ pub(crate) struct MountInputs {
     pub file_secrets: Vec<SecretFileMount>,
     /// The git dir of a linked-worktree workspace (`<repo>/.git/worktrees/<name>`), for M9.
     pub worktree_git_dir: Option<PathBuf>,
+    /// An untrusted run's copy dir (`<runtime root>/copies/<run id>`, issue 15): its only host
+    /// binds are the ones planned here — the run files come from `<copy dir>/files` (drained
+    /// into the store after the run), and neither the bundle (M4) nor a worktree's `.git` (M9)
+    /// is bound.
+    pub untrusted_copy: Option<PathBuf>,
 }
 
 impl MountInputs {
@@ -206,7 +213,10 @@ pub(crate) async fn plan_mounts(
     // M2: the run files dir (every driver; M12 drops it, and its variable, where binds are
     // unsupported).
     {
-        let dir = run_files_dir(&inputs.iterion_home, &inputs.run_id);
+        let dir = match &inputs.untrusted_copy {
+            Some(copy) => copy.join(UNTRUSTED_FILES),
+            None => run_files_dir(&inputs.iterion_home, &inputs.run_id),
+        };
         make_world_writable_dir(&dir).await?;
         spec.engine_mounts
             .push(bind(&dir, ARTIFACT_FILES_TARGET, false, "run-files"));
@@ -219,12 +229,13 @@ pub(crate) async fn plan_mounts(
         spec.env.insert("LANG".to_owned(), "C.UTF-8".to_owned());
     }
     // M4: the bundle dir, read-only (host-bind drivers, screened, not the workspace root).
-    let bundle_mounted = crate::sandbox::devbox::add_bundle_mount(
-        spec,
-        inputs.bundle_dir.as_deref(),
-        &inputs.workspace,
-        inputs.host_binds,
-    );
+    let bundle_mounted = inputs.untrusted_copy.is_none()
+        && crate::sandbox::devbox::add_bundle_mount(
+            spec,
+            inputs.bundle_dir.as_deref(),
+            &inputs.workspace,
+            inputs.host_binds,
+        );
     // M5: host_state.
     let host_state = match (spec.host_state, inputs.host_binds) {
         (HostState::Auto, true) | (HostState::Unset, true) => HostState::Auto,
@@ -301,6 +312,7 @@ pub(crate) async fn plan_mounts(
     // M9: a linked worktree's `<repo>/.git`, read-write at its own path (skipped when unknown,
     // missing or not a directory).
     if inputs.host_binds
+        && inputs.untrusted_copy.is_none()
         && let Some(dot_git) = inputs
             .worktree_git_dir
             .as_deref()
