@@ -11,7 +11,7 @@ fn paths_are_quoted_so_no_name_can_end_a_command() {
 
 #[test]
 fn ls_tree_records_parse_with_any_path_bytes() {
-    let out = b"100644 blob aaaa\ta b\0160000 commit bbbb\tsub\0120000 blob cccc\tl\nk\0";
+    let out = b"100644 blob aaaa\ta b\x00160000 commit bbbb\tsub\x00120000 blob cccc\tl\nk\x00";
     let map = parse_ls_tree(out);
     assert_eq!(map.len(), 3);
     assert_eq!(map[&b"sub".to_vec()].mode, "160000");

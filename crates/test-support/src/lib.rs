@@ -366,6 +366,54 @@ pub fn static_iterion_or_skip(test_id: &str) -> Option<std::path::PathBuf> {
     }
 }
 
+/// The default bridge network's gateway, the host as a container on that network sees it: the
+/// IPAM config's `Gateway` when the engine lists one, else the IPv4 address of the bridge's own
+/// interface (`com.docker.network.bridge.name`, default `docker0`) — dockerd leaves the IPAM
+/// gateway empty on some hosts, and no address is assumed.
+///
+/// # Panics
+///
+/// When neither can be read (a test cannot run without it).
+pub fn docker_bridge_gateway() -> String {
+    let inspect = |format: &str| {
+        std::process::Command::new("docker")
+            .args(["network", "inspect", "bridge", "-f", format])
+            .output()
+            .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+            .unwrap_or_default()
+    };
+    let ipam = inspect("{{range .IPAM.Config}}{{.Gateway}} {{end}}");
+    if let Some(ip) = ipam
+        .split_whitespace()
+        .find(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok())
+    {
+        return ip.to_owned();
+    }
+    let name = inspect(r#"{{index .Options "com.docker.network.bridge.name"}}"#);
+    let name = if name.is_empty() || name == "<no value>" {
+        "docker0".to_owned()
+    } else {
+        name
+    };
+    let out = std::process::Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "dev", &name])
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_default();
+    let ip = out
+        .split_whitespace()
+        .skip_while(|word| *word != "inet")
+        .nth(1)
+        .and_then(|cidr| cidr.split('/').next())
+        .filter(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok());
+    match ip {
+        Some(ip) => ip.to_owned(),
+        None => panic!(
+            "no gateway for docker's bridge network: IPAM lists none and {name} has no IPv4 address"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -66,22 +66,7 @@ fn upstream() -> u16 {
 
 /// The default bridge network's gateway: the host as a container on it would see it.
 fn bridge_gateway() -> String {
-    let out = StdCommand::new("docker")
-        .args([
-            "network",
-            "inspect",
-            "bridge",
-            "-f",
-            "{{(index .IPAM.Config 0).Gateway}}",
-        ])
-        .output()
-        .unwrap();
-    let ip = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    if ip.is_empty() {
-        "172.17.0.1".to_owned()
-    } else {
-        ip
-    }
+    iterion_test_support::docker_bridge_gateway()
 }
 
 /// A private runtime root for the run dirs, so the test can see what teardown leaves.

@@ -324,22 +324,7 @@ fn bin_mount(bin: &Path) -> String {
 
 /// The docker0 gateway: the host address a container on the default network reaches.
 fn host_gateway() -> String {
-    let out = StdCommand::new("docker")
-        .args([
-            "network",
-            "inspect",
-            "bridge",
-            "--format",
-            "{{(index .IPAM.Config 0).Gateway}}",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    iterion_test_support::docker_bridge_gateway()
 }
 
 /// The host side of the per-run `net/` dir with the proxy stand-in listening in it.
