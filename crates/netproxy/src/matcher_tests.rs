@@ -3,7 +3,7 @@ use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 
 fn allows(mode: &str, rules: &[&str], host: &str) -> bool {
-    compile(mode, rules).unwrap().allows_host(host)
+    compile(mode, rules).unwrap().allows(host, 443)
 }
 
 #[test]
@@ -186,37 +186,37 @@ proptest! {
     fn trailing_dot_and_case_do_not_change_the_verdict(h in name(), mask in any::<u64>(), rule in name()) {
         let p = compile("allowlist", &[format!("**.{rule}"), rule.clone()]).unwrap();
         let variant = format!("{}.", flip_case(&h, mask));
-        prop_assert_eq!(p.allows_host(&h), p.allows_host(&variant));
+        prop_assert_eq!(p.allows(&h, 443), p.allows(&variant, 443));
     }
 
     #[test]
     fn a_deny_rule_last_beats_any_allow_before_it(h in name()) {
         let p = compile("allowlist", &["**".to_string(), format!("**.{h}"), h.clone(), format!("!{h}")]).unwrap();
-        prop_assert!(!p.allows_host(&h));
+        prop_assert!(!p.allows(&h, 443));
     }
 
     #[test]
     fn double_star_suffix_matches_the_domain_itself(s in name(), sub in label()) {
         let p = compile("allowlist", &[format!("**.{s}")]).unwrap();
-        prop_assert!(p.allows_host(&s));
+        prop_assert!(p.allows(&s, 443));
         let sub_host = format!("{}.{}", sub, s);
-        prop_assert!(p.allows_host(&sub_host));
+        prop_assert!(p.allows(&sub_host, 443));
     }
 
     #[test]
     fn double_star_never_admits_an_ip_literal(ip in any::<std::net::IpAddr>()) {
         let p = compile("allowlist", &["**", "*"]).unwrap();
-        prop_assert!(!p.allows_host(&ip.to_string()));
+        prop_assert!(!p.allows(&ip.to_string(), 443));
         let bracketed = format!("[{}]:443", ip);
-        prop_assert!(!p.allows_host(&bracketed));
+        prop_assert!(!p.allows(&bracketed, 443));
     }
 
     #[test]
     fn random_hosts_and_rules_never_panic(host in any::<String>(), rule in any::<String>()) {
         let _ = canonical_host(&host);
         if let Ok(p) = compile("denylist", &[rule]) {
-            let _ = p.allows_host(&host);
-            let _ = crate::decide(&p, &host, &[]);
+            let _ = p.allows(&host, 443);
+            let _ = crate::decide(&p, &host, 443, &[]);
         }
     }
 }
