@@ -224,3 +224,134 @@ fn the_default_preset_is_the_exact_list_in_order() {
 fn verdicts_order_by_strictness() {
     assert_eq!(Verdict::Allow.max(Verdict::Deny), Verdict::Deny);
 }
+
+/// One address inside each special-purpose block (IANA IPv4 and IPv6 registries), and the ways
+/// IPv6 embeds an IPv4 address. Judged without any traffic.
+const SPECIAL_PURPOSE: &[&str] = &[
+    "0.0.0.0",
+    "0.255.255.255",
+    "10.0.0.1",
+    "100.64.0.1",
+    "100.127.255.254",
+    "127.0.0.1",
+    "127.255.255.254",
+    "169.254.0.1",
+    "169.254.169.254",
+    "172.16.0.1",
+    "172.31.255.254",
+    "192.0.0.1",
+    "192.0.0.9",
+    "192.0.0.170",
+    "192.0.2.1",
+    "192.31.196.1",
+    "192.52.193.1",
+    "192.88.99.1",
+    "192.168.0.1",
+    "192.175.48.1",
+    "198.18.0.1",
+    "198.19.255.254",
+    "198.51.100.1",
+    "203.0.113.1",
+    "224.0.0.1",
+    "239.255.255.250",
+    "240.0.0.1",
+    "255.255.255.254",
+    "255.255.255.255",
+    "::",
+    "::1",
+    "::ffff:10.0.0.1",
+    "::ffff:0:0",
+    "::10.0.0.1",
+    "64:ff9b::a00:1",
+    "64:ff9b::8.8.8.8",
+    "64:ff9b:1::1",
+    "100::1",
+    "100::1:0:0:1",
+    "2001::1",
+    "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+    "2001:1::1",
+    "2001:2::1",
+    "2001:3::1",
+    "2001:4:112::1",
+    "2001:10::1",
+    "2001:20::1",
+    "2001:1ff::1",
+    "2001:db8::1",
+    "2002::1",
+    "2002:c0a8:101::1",
+    "2620:4f:8000::1",
+    "3fff::1",
+    "5f00::1",
+    "fc00::1",
+    "fd12:3456::1",
+    "fe80::1",
+    "febf::1",
+    "fec0::1",
+    "ff02::1",
+    "ff0e::1",
+    "::2",
+    "1::1",
+    "4000::1",
+    "8000::1",
+    "e000::1",
+];
+
+#[test]
+fn every_special_purpose_address_is_refused_under_every_mode() {
+    for mode in ["open", "denylist", "allowlist"] {
+        let p = compile(mode, &["name.test", "**:8443"]).unwrap();
+        for a in SPECIAL_PURPOSE {
+            assert!(is_non_public(ip(a)), "{a} should be non-public");
+            for port in [443, 8443] {
+                let d = decide(&p, "name.test", port, &[ip(a)]);
+                assert_eq!(
+                    (d.verdict, d.reason),
+                    (Verdict::Deny, Some(BlockReason::NonPublicAddress)),
+                    "{mode}: name.test:{port} resolving to {a}"
+                );
+            }
+            // The literal itself, bracketed or not.
+            let lit = if a.contains(':') {
+                format!("[{a}]")
+            } else {
+                (*a).to_string()
+            };
+            assert_eq!(
+                decide(&p, &lit, 443, &[]).verdict,
+                Verdict::Deny,
+                "{mode}: {lit}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_embedded_private_ipv4_needs_its_own_rule_besides_the_ipv6_one() {
+    let p = compile("allowlist", &["n.test", "64:ff9b::/96"]).unwrap();
+    // The NAT64 prefix is allowed, but it carries 10.0.0.1: refused.
+    assert_eq!(
+        decide(&p, "n.test", 443, &[ip("64:ff9b::a00:1")]).verdict,
+        Verdict::Deny
+    );
+    // A public IPv4 through the allowed prefix passes.
+    assert_eq!(
+        decide(&p, "n.test", 443, &[ip("64:ff9b::808:808")]).verdict,
+        Verdict::Allow
+    );
+    let p = compile("allowlist", &["n.test", "64:ff9b::/96", "10.0.0.0/8"]).unwrap();
+    assert_eq!(
+        decide(&p, "n.test", 443, &[ip("64:ff9b::a00:1")]).verdict,
+        Verdict::Allow
+    );
+    // A mapped address is its IPv4: the IPv4 rule is enough, and the source names the IPv4.
+    let p = compile("allowlist", &["n.test"]).unwrap();
+    assert_eq!(
+        decide(&p, "n.test", 443, &[ip("::ffff:10.0.0.1")]).source,
+        DecisionSource::ResolvedAddress(ip("10.0.0.1"))
+    );
+    let p = compile("allowlist", &["n.test", "10.0.0.0/8"]).unwrap();
+    assert_eq!(
+        decide(&p, "n.test", 443, &[ip("::ffff:10.0.0.1")]).verdict,
+        Verdict::Allow
+    );
+}

@@ -396,7 +396,8 @@ mod tests {
 
     #[test]
     fn authorities_split_into_canonical_host_and_port() {
-        let cases: &[(&str, Result<(&str, u16), HostError>)] = &[
+        type Case<'a> = (&'a str, Result<(&'a str, u16), HostError>);
+        let cases: &[Case<'_>] = &[
             ("good.test", Ok(("good.test", 80))),
             ("Good.Test.:8080", Ok(("good.test", 8080))),
             ("good.test:0080", Ok(("good.test", 80))),
