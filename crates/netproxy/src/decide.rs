@@ -1,7 +1,9 @@
 //! The pure verdict: `decide(policy, host, resolved_ips)` (SANDBOX.md §6.5, §6.6, §6.12).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
+pub use crate::addr::is_non_public;
+use crate::addr::{canonical_ip, non_public_range, views};
 use crate::host::canonical_host;
 use crate::matcher::{NetworkMode, Policy};
 use crate::preset::is_silent_deny;
@@ -76,13 +78,15 @@ pub struct Decision {
 /// Pure: the caller has already resolved `resolved_ips` (for an IP-literal host, pass the
 /// address itself or nothing: the literal is always checked). Testable without DNS.
 ///
-/// Precedence: the rules decide first (last match wins, §6.5); an allowed host is then refused
-/// when, under allowlist or denylist, any address it resolves to is non-public unless the last
-/// IP/CIDR rule matching that address is non-negated (§6.6). A denied silent-deny host is
-/// marked `silent`.
-pub fn decide(policy: &Policy, host: &str, resolved_ips: &[IpAddr]) -> Decision {
+/// Precedence: the rules decide first on `(host, port)` (last match wins, §6.5; a rule without
+/// `:port` allows 443 and 80 only). An allowed host is then refused, under **every** mode (the
+/// check applies whenever the proxy runs, issue 15 item 9), when any address it resolves to,
+/// or any IPv4 address such an address embeds, is non-public ([`is_non_public`]) unless the
+/// last IP/CIDR rule matching that address on `port` is non-negated (§6.6). A denied
+/// silent-deny host is marked `silent`.
+pub fn decide(policy: &Policy, host: &str, port: u16, resolved_ips: &[IpAddr]) -> Decision {
     let host = canonical_host(host);
-    let m = policy.evaluate(&host);
+    let m = policy.evaluate(&host, port);
     let source = match m.rule {
         Some(r) => DecisionSource::Rule(r.source.clone()),
         None => DecisionSource::ModeDefault(policy.mode()),
@@ -95,17 +99,19 @@ pub fn decide(policy: &Policy, host: &str, resolved_ips: &[IpAddr]) -> Decision 
             silent: is_silent_deny(&host),
         };
     }
-    if policy.mode() != NetworkMode::Open {
-        let literal = host.parse::<IpAddr>().ok();
-        for ip in literal.iter().chain(resolved_ips) {
-            if is_non_public(*ip) && policy.last_address_rule(*ip).is_none_or(|r| r.negated) {
-                return Decision {
-                    verdict: Verdict::Deny,
-                    reason: Some(BlockReason::NonPublicAddress),
-                    source: DecisionSource::ResolvedAddress(*ip),
-                    silent: is_silent_deny(&host),
-                };
-            }
+    let literal = host.parse::<IpAddr>().ok();
+    for ip in literal.iter().chain(resolved_ips) {
+        let refused = views(*ip).into_iter().find(|v| {
+            non_public_range(*v).is_some()
+                && policy.last_address_rule(*v, port).is_none_or(|r| r.negated)
+        });
+        if refused.is_some() {
+            return Decision {
+                verdict: Verdict::Deny,
+                reason: Some(BlockReason::NonPublicAddress),
+                source: DecisionSource::ResolvedAddress(canonical_ip(*ip)),
+                silent: is_silent_deny(&host),
+            };
         }
     }
     Decision {
@@ -114,58 +120,6 @@ pub fn decide(policy: &Policy, host: &str, resolved_ips: &[IpAddr]) -> Decision 
         source,
         silent: false,
     }
-}
-
-/// Whether an address is non-public per §6.6 (IPv4-mapped and NAT64 `64:ff9b::/96` addresses
-/// are judged by the IPv4 they embed).
-pub fn is_non_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => non_public_v4(v4),
-        IpAddr::V6(v6) => {
-            if let Some(v4) = embedded_v4(v6) {
-                return non_public_v4(v4);
-            }
-            let s = v6.segments();
-            v6.is_unspecified()
-                || v6.is_loopback()
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80
-                || (s[0] & 0xff00) == 0xff00
-        }
-    }
-}
-
-fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
-    let s = v6.segments();
-    let o = v6.octets();
-    let tail = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
-    if s[..5] == [0, 0, 0, 0, 0] && s[5] == 0xffff {
-        return Some(tail);
-    }
-    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-        return Some(tail);
-    }
-    None
-}
-
-fn non_public_v4(ip: Ipv4Addr) -> bool {
-    const RANGES: [(u32, u8); 11] = [
-        (0x0000_0000, 8),  // 0.0.0.0/8
-        (0x0a00_0000, 8),  // 10.0.0.0/8
-        (0x6440_0000, 10), // 100.64.0.0/10
-        (0x7f00_0000, 8),  // 127.0.0.0/8
-        (0xa9fe_0000, 16), // 169.254.0.0/16
-        (0xac10_0000, 12), // 172.16.0.0/12
-        (0xc000_0000, 24), // 192.0.0.0/24
-        (0xc0a8_0000, 16), // 192.168.0.0/16
-        (0xc612_0000, 15), // 198.18.0.0/15
-        (0xe000_0000, 4),  // 224.0.0.0/4
-        (0xf000_0000, 4),  // 240.0.0.0/4
-    ];
-    let a = u32::from(ip);
-    RANGES
-        .iter()
-        .any(|(net, len)| (a & (u32::MAX << (32 - u32::from(*len)))) == *net)
 }
 
 #[cfg(test)]

@@ -32,6 +32,20 @@ pub enum NetProxyError {
         /// The rule as written.
         rule: String,
     },
+    /// A rule's `:port` is not 1..=65535 in digits.
+    #[error(
+        "network rule '{rule}': a port is a number from 1 to 65535 (e.g. api.example.com:8443)"
+    )]
+    InvalidPort {
+        /// The rule as written.
+        rule: String,
+    },
+    /// A rule's host is not a DNS name or an IP address (a bad number form, a stray byte).
+    #[error("network rule '{rule}': not a host name (letters, digits, '-', '_') or an IP address")]
+    InvalidHost {
+        /// The rule as written.
+        rule: String,
+    },
     /// An unknown preset name.
     #[error("unknown network preset '{name}': the only preset is iterion-default")]
     UnknownPreset {
@@ -104,6 +118,8 @@ impl NetProxyError {
             Self::EmptyRule { .. } => "NETPROXY_EMPTY_RULE",
             Self::InvalidCidr { .. } => "NETPROXY_INVALID_CIDR",
             Self::InvalidWildcard { .. } => "NETPROXY_INVALID_WILDCARD",
+            Self::InvalidPort { .. } => "NETPROXY_INVALID_PORT",
+            Self::InvalidHost { .. } => "NETPROXY_INVALID_HOST",
             Self::UnknownPreset { .. } => "NETPROXY_UNKNOWN_PRESET",
             Self::InvalidStaticHosts { .. } => "NETPROXY_INVALID_STATIC_HOSTS",
             Self::InvalidSecretName { .. } => "NETPROXY_INVALID_SECRET_NAME",

@@ -4,10 +4,10 @@
 //! wraps it with a byte-level parser so the whole path (request line, headers,
 //! `Proxy-Authorization` decoding, host canonicalisation) can be fuzzed.
 
-use http::{HeaderMap, Method, Uri};
+use http::{HeaderMap, HeaderValue, Method, Uri};
 
 use crate::auth::decode_proxy_authorization;
-use crate::host::canonical_host;
+use crate::host::{HostError, authority_for, parse_authority};
 
 /// How the request reaches its target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,8 +36,14 @@ pub enum HeadError {
     NoHost,
     /// A plain request whose URI is not `http://` absolute-form or origin-form.
     UnsupportedScheme,
-    /// A port that does not parse.
+    /// A port that does not parse (or is 0).
     BadPort,
+    /// A host that cannot be canonicalised (a bad number form, a zone id, a stray byte).
+    BadHost,
+    /// Userinfo (`user@host`) in the request target.
+    Userinfo,
+    /// Several `Host` headers, or one that is not text.
+    HostMismatch,
     /// The bytes are not an HTTP/1 request head (fuzzing entry point only).
     Malformed,
     /// The head is not complete yet (fuzzing entry point only).
@@ -51,35 +57,18 @@ impl HeadError {
             Self::NoHost => "no host",
             Self::UnsupportedScheme => "only http:// requests are forwarded; use CONNECT for https",
             Self::BadPort => "bad port",
+            Self::BadHost => "bad host",
+            Self::Userinfo => "userinfo in the request target is refused",
+            Self::HostMismatch => "conflicting Host headers",
             Self::Malformed => "malformed request",
             Self::Incomplete => "incomplete request",
         }
     }
 }
 
-/// Splits an authority into the raw host part and an optional port.
-pub(crate) fn split_authority(authority: &str) -> Result<(&str, Option<u16>), HeadError> {
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
-    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
-        match rest.split_once(']') {
-            Some((h, tail)) => (h, tail.strip_prefix(':')),
-            None => return Err(HeadError::NoHost),
-        }
-    } else {
-        match authority.rsplit_once(':') {
-            Some((h, p)) if !h.contains(':') => (h, Some(p)),
-            _ => (authority, None),
-        }
-    };
-    let port = match port {
-        None | Some("") => None,
-        Some(p) => Some(p.parse::<u16>().map_err(|_| HeadError::BadPort)?),
-    };
-    Ok((host, port))
-}
-
-/// The target of a request: the canonical CONNECT authority, or the absolute URI's host, or the
-/// `Host` header for an origin-form request.
+/// The target of a request: the canonical CONNECT authority, or the absolute URI's authority,
+/// or the `Host` header for an origin-form request, all through [`parse_authority`]. A
+/// forwarded request must then also pass [`check_request_host`].
 pub fn target_of(
     method: &Method,
     uri: &Uri,
@@ -96,24 +85,92 @@ pub fn target_of(
         }
         let a = match uri.authority() {
             Some(a) => Some(a.as_str().to_string()),
-            None => headers
-                .get(http::header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_string),
+            None => only_host_header(headers).map_err(|_| HeadError::HostMismatch)?,
         };
         (TargetKind::Forward, 80, a)
     };
     let authority = authority.ok_or(HeadError::NoHost)?;
-    let (raw_host, port) = split_authority(&authority)?;
-    let host = canonical_host(raw_host);
-    if host.is_empty() {
-        return Err(HeadError::NoHost);
+    let (host, port) = parse_authority(&authority, default_port).map_err(HeadError::from)?;
+    Ok(RequestTarget { kind, host, port })
+}
+
+/// The single `Host` header's value: `Ok(None)` when there is none, an error when there are
+/// several or it is not text.
+fn only_host_header(headers: &HeaderMap) -> Result<Option<String>, HostMismatch> {
+    let mut all = headers.get_all(http::header::HOST).iter();
+    let first = all.next();
+    if all.next().is_some() {
+        return Err(HostMismatch);
     }
-    Ok(RequestTarget {
-        kind,
-        host,
-        port: port.unwrap_or(default_port),
-    })
+    first
+        .map(|v| v.to_str().map(str::to_string).map_err(|_| HostMismatch))
+        .transpose()
+}
+
+/// A request names another host (or port) than the one the proxy decided on and will contact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the request's host differs from its target")]
+pub struct HostMismatch;
+
+/// The one rule against domain fronting (issue 15 item 6), for every request the proxy
+/// forwards: plain-HTTP requests (absolute or origin form) and requests inside an inspected
+/// CONNECT tunnel. `target` is what the policy was decided on, the secrets are materialised for
+/// and the connection goes to; `default_port` is the scheme's (80 plain, 443 in a tunnel).
+///
+/// Every place the request names its host must canonicalise ([`parse_authority`]) to exactly
+/// `target`'s host and port, a missing port meaning the scheme's default: the absolute URI's
+/// authority (HTTP/1.1's `:authority`), when there is one, and the `Host` header. There must
+/// be at most one `Host` header, and at least one of the two. Userinfo anywhere is a mismatch.
+/// On success the caller sends the canonical [`canonical_host_header`], never the written one.
+pub fn check_request_host(
+    target: &RequestTarget,
+    uri: &Uri,
+    headers: &HeaderMap,
+    default_port: u16,
+) -> Result<(), HostMismatch> {
+    let same = |written: &str, default_port: u16| match parse_authority(written, default_port) {
+        Ok((h, p)) => h == target.host && p == target.port,
+        Err(_) => false,
+    };
+    let mut named = false;
+    if let Some(a) = uri.authority() {
+        let scheme_port = match uri.scheme_str().map(str::to_ascii_lowercase).as_deref() {
+            Some("http") => 80,
+            Some("https") => 443,
+            _ => return Err(HostMismatch),
+        };
+        if !same(a.as_str(), scheme_port) {
+            return Err(HostMismatch);
+        }
+        named = true;
+    }
+    if let Some(h) = only_host_header(headers)? {
+        if !same(&h, default_port) {
+            return Err(HostMismatch);
+        }
+        named = true;
+    }
+    if named { Ok(()) } else { Err(HostMismatch) }
+}
+
+/// The `Host` header the proxy sends upstream for `target` (scheme default port omitted).
+pub fn canonical_host_header(
+    target: &RequestTarget,
+    default_port: u16,
+) -> Result<HeaderValue, HostMismatch> {
+    HeaderValue::from_str(&authority_for(&target.host, target.port, default_port))
+        .map_err(|_| HostMismatch)
+}
+
+impl From<HostError> for HeadError {
+    fn from(e: HostError) -> Self {
+        match e {
+            HostError::Empty => Self::NoHost,
+            HostError::Userinfo => Self::Userinfo,
+            HostError::BadPort => Self::BadPort,
+            HostError::Invalid => Self::BadHost,
+        }
+    }
 }
 
 /// A parsed request head (fuzzing and diagnostics).

@@ -13,6 +13,7 @@
 //! never writes a secret value or the token to a log.
 #![deny(missing_docs)]
 
+mod addr;
 mod auth;
 mod ca;
 mod decide;
@@ -29,15 +30,17 @@ mod rewrite;
 mod tunnel;
 mod zerocopy;
 
+pub use addr::{NON_PUBLIC_RANGES, canonical_ip};
 pub use auth::{ProxyToken, decode_proxy_authorization};
 pub use ca::{CA_COMMON_NAME, EphemeralCa};
 pub use decide::{BlockReason, Decision, DecisionSource, Verdict, decide, is_non_public};
 pub use error::NetProxyError;
 pub use head::{
-    HeadError, MAX_HEADERS, ParsedHead, RequestTarget, TargetKind, parse_request_head, target_of,
+    HeadError, HostMismatch, MAX_HEADERS, ParsedHead, RequestTarget, TargetKind,
+    canonical_host_header, check_request_host, parse_request_head, target_of,
 };
-pub use host::canonical_host;
-pub use matcher::{HostPattern, NetworkMode, Policy, Rule, compile};
+pub use host::{HostError, canonical_host, parse_authority, parse_host};
+pub use matcher::{DEFAULT_RULE_PORTS, HostPattern, NetworkMode, Policy, Rule, compile};
 pub use mitm::{MAX_INSPECTED_HEAD_BYTES, SECRET_POLICY_REASON};
 pub use preset::{
     ITERION_DEFAULT_PRESET, ITERION_DEFAULT_RULES, SILENT_DENY_HOSTS, compile_with_preset,

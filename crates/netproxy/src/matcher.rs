@@ -5,8 +5,13 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use crate::addr::canonical_ip;
 use crate::error::NetProxyError;
-use crate::host::{as_ip, canonical_host};
+use crate::host::{as_ip, canonical_host, parse_host, parse_port};
+
+/// The ports an allowing rule without `:port` admits (issue 15 item 10). A denying rule
+/// without `:port` denies every port.
+pub const DEFAULT_RULE_PORTS: [u16; 2] = [443, 80];
 
 /// The network mode of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -103,15 +108,8 @@ impl HostPattern {
     }
 }
 
-/// An IPv4-mapped IPv6 address judged as the IPv4 it carries.
-pub(crate) fn canonical_ip(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-        v4 => v4,
-    }
-}
-
-/// One compiled rule: a pattern, possibly negated, with its source text for reasons and logs.
+/// One compiled rule: a pattern, possibly negated, an optional port, with its source text for
+/// reasons and logs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rule {
     /// The rule as written (trimmed).
@@ -120,10 +118,18 @@ pub struct Rule {
     pub negated: bool,
     /// The pattern.
     pub pattern: HostPattern,
+    /// `:port` as written. `None`: an allowing rule admits [`DEFAULT_RULE_PORTS`] only, a
+    /// denying rule denies every port.
+    pub port: Option<u16>,
 }
 
 impl Rule {
     /// Compiles one rule. `index` only labels the error of an empty rule.
+    ///
+    /// `rule = ["!"] pattern [":" port]`, where a CIDR takes its port after the prefix length
+    /// (`10.0.0.0/8:8080`) and an IPv6 address takes it in brackets (`[::1]:8080`). A port is
+    /// 1..=65535 in ASCII digits; anything else is [`NetProxyError::InvalidPort`]. A host that
+    /// cannot be canonicalised is [`NetProxyError::InvalidHost`].
     pub fn parse(raw: &str, index: usize) -> Result<Self, NetProxyError> {
         let source = raw.trim().to_string();
         let (negated, body) = match source.strip_prefix('!') {
@@ -134,14 +140,25 @@ impl Rule {
             return Err(NetProxyError::EmptyRule { index });
         }
         let body = body.to_lowercase();
+        let (body, port) = split_rule_port(&body).ok_or_else(|| NetProxyError::InvalidPort {
+            rule: source.clone(),
+        })?;
+        let bad_host = || NetProxyError::InvalidHost {
+            rule: source.clone(),
+        };
         let pattern = if body.contains('/') {
             HostPattern::Cidr(body.parse().map_err(|_| NetProxyError::InvalidCidr {
                 rule: source.clone(),
             })?)
-        } else if let Some(ip) = parse_ip_literal(&body) {
+        } else if let Some(ip) = parse_ip_literal(body) {
             HostPattern::Ip(ip)
         } else if !body.contains('*') {
-            HostPattern::Exact(canonical_host(&body))
+            let host = parse_host(body).map_err(|_| bad_host())?;
+            match as_ip(&host) {
+                // A number form (`0x7f.1`) is the address it names.
+                Some(ip) => HostPattern::Ip(ip),
+                None => HostPattern::Exact(host),
+            }
         } else if body == "**" {
             HostPattern::AnyName
         } else if body == "*" {
@@ -164,6 +181,9 @@ impl Rule {
             if suffix.is_empty() {
                 return Err(bad());
             }
+            if parse_host(&suffix).is_err() || as_ip(&suffix).is_some() {
+                return Err(bad_host());
+            }
             if double {
                 HostPattern::DomainAndSubdomains(suffix)
             } else {
@@ -174,7 +194,43 @@ impl Rule {
             source,
             negated,
             pattern,
+            port,
         })
+    }
+
+    /// Whether this rule's port admits `port`: its own `:port`, else (allowing) 443 and 80,
+    /// else (denying) any.
+    pub fn covers_port(&self, port: u16) -> bool {
+        match self.port {
+            Some(p) => p == port,
+            None => self.negated || DEFAULT_RULE_PORTS.contains(&port),
+        }
+    }
+}
+
+/// Splits `pattern[:port]`. `None` when a port is written but is not 1..=65535.
+fn split_rule_port(body: &str) -> Option<(&str, Option<u16>)> {
+    let (head, port) = if let Some((addr, len)) = body.split_once('/') {
+        // `cidr[:port]`: the prefix length holds no `:`.
+        match len.split_once(':') {
+            Some((len, p)) => (&body[..addr.len() + 1 + len.len()], Some(p)),
+            None => (body, None),
+        }
+    } else if body.starts_with('[') {
+        match body.rsplit_once("]:") {
+            Some((v6, p)) => (&body[..=v6.len()], Some(p)),
+            None => (body, None),
+        }
+    } else {
+        match body.rsplit_once(':') {
+            // One colon: `host:port`. Several: a bare IPv6 address (no port; use brackets).
+            Some((h, p)) if !h.contains(':') => (h, Some(p)),
+            _ => (body, None),
+        }
+    };
+    match port {
+        None => Some((head, None)),
+        Some(p) => parse_port(p).map(|p| (head, Some(p))),
     }
 }
 
@@ -183,7 +239,7 @@ fn parse_ip_literal(body: &str) -> Option<IpAddr> {
         .strip_prefix('[')
         .and_then(|b| b.strip_suffix(']'))
         .unwrap_or(body);
-    inner.parse().ok()
+    inner.parse().ok().map(canonical_ip)
 }
 
 /// A compiled network policy: the mode and its rules in evaluation order.
@@ -210,10 +266,13 @@ impl fmt::Debug for Policy {
 ///
 /// ```
 /// use iterion_netproxy::{compile, decide, Verdict};
-/// let policy = compile("allowlist", &["**.example.com", "!secret.example.com"]).unwrap();
-/// assert_eq!(decide(&policy, "api.example.com", &[]).verdict, Verdict::Allow);
-/// assert_eq!(decide(&policy, "secret.example.com", &[]).verdict, Verdict::Deny);
+/// let policy = compile("allowlist", &["**.example.com", "!secret.example.com", "api.example.com:8443"]).unwrap();
+/// assert_eq!(decide(&policy, "api.example.com", 443, &[]).verdict, Verdict::Allow);
+/// assert_eq!(decide(&policy, "api.example.com", 8443, &[]).verdict, Verdict::Allow);
+/// assert_eq!(decide(&policy, "www.example.com", 8443, &[]).verdict, Verdict::Deny);
+/// assert_eq!(decide(&policy, "secret.example.com", 443, &[]).verdict, Verdict::Deny);
 /// assert_eq!(compile("allowlist", &["a.*.com"]).unwrap_err().code(), "NETPROXY_INVALID_WILDCARD");
+/// assert_eq!(compile("allowlist", &["a.com:0"]).unwrap_err().code(), "NETPROXY_INVALID_PORT");
 /// ```
 pub fn compile<S: AsRef<str>>(mode: &str, rules: &[S]) -> Result<Policy, NetProxyError> {
     let mode = NetworkMode::parse(mode)?;
@@ -244,10 +303,11 @@ impl Policy {
         &self.rules
     }
 
-    /// Evaluates a canonical host. Precedence: the last matching rule wins (allowed = not
-    /// negated); no match falls back to the mode (allowlist denies, denylist and open allow); an
-    /// empty host is allowed only under open.
-    pub(crate) fn evaluate(&self, host: &str) -> RuleMatch<'_> {
+    /// Evaluates a canonical host and port. Precedence: the last rule whose pattern matches the
+    /// host and whose port covers the port wins (allowed = not negated); no match falls back to
+    /// the mode (allowlist denies, denylist and open allow); an empty host is allowed only
+    /// under open.
+    pub(crate) fn evaluate(&self, host: &str, port: u16) -> RuleMatch<'_> {
         if host.is_empty() {
             return RuleMatch {
                 allowed: self.mode == NetworkMode::Open,
@@ -255,10 +315,14 @@ impl Policy {
             };
         }
         let ip = as_ip(host);
-        let last = self.rules.iter().rev().find(|r| match ip {
-            // An IP literal matches only IP and CIDR rules, so `**` never admits an address.
-            Some(ip) => r.pattern.matches_addr(ip),
-            None => r.pattern.matches_name(host),
+        let last = self.rules.iter().rev().find(|r| {
+            r.covers_port(port)
+                && match ip {
+                    // An IP literal matches only IP and CIDR rules, so `**` never admits an
+                    // address.
+                    Some(ip) => r.pattern.matches_addr(ip),
+                    None => r.pattern.matches_name(host),
+                }
         });
         match last {
             Some(rule) => RuleMatch {
@@ -272,14 +336,17 @@ impl Policy {
         }
     }
 
-    /// The last IP/CIDR rule matching `ip`, if any.
-    pub(crate) fn last_address_rule(&self, ip: IpAddr) -> Option<&Rule> {
-        self.rules.iter().rev().find(|r| r.pattern.matches_addr(ip))
+    /// The last IP/CIDR rule matching `ip` on `port`, if any.
+    pub(crate) fn last_address_rule(&self, ip: IpAddr, port: u16) -> Option<&Rule> {
+        self.rules
+            .iter()
+            .rev()
+            .find(|r| r.covers_port(port) && r.pattern.matches_addr(ip))
     }
 
-    /// Whether `host` is allowed by the rules alone (no resolution).
-    pub fn allows_host(&self, host: &str) -> bool {
-        self.evaluate(&canonical_host(host)).allowed
+    /// Whether `host` on `port` is allowed by the rules alone (no resolution).
+    pub fn allows(&self, host: &str, port: u16) -> bool {
+        self.evaluate(&canonical_host(host), port).allowed
     }
 }
 

@@ -3,7 +3,7 @@ use pretty_assertions::assert_eq;
 use proptest::prelude::*;
 
 fn allows(mode: &str, rules: &[&str], host: &str) -> bool {
-    compile(mode, rules).unwrap().allows_host(host)
+    compile(mode, rules).unwrap().allows(host, 443)
 }
 
 #[test]
@@ -186,37 +186,155 @@ proptest! {
     fn trailing_dot_and_case_do_not_change_the_verdict(h in name(), mask in any::<u64>(), rule in name()) {
         let p = compile("allowlist", &[format!("**.{rule}"), rule.clone()]).unwrap();
         let variant = format!("{}.", flip_case(&h, mask));
-        prop_assert_eq!(p.allows_host(&h), p.allows_host(&variant));
+        prop_assert_eq!(p.allows(&h, 443), p.allows(&variant, 443));
     }
 
     #[test]
     fn a_deny_rule_last_beats_any_allow_before_it(h in name()) {
         let p = compile("allowlist", &["**".to_string(), format!("**.{h}"), h.clone(), format!("!{h}")]).unwrap();
-        prop_assert!(!p.allows_host(&h));
+        prop_assert!(!p.allows(&h, 443));
     }
 
     #[test]
     fn double_star_suffix_matches_the_domain_itself(s in name(), sub in label()) {
         let p = compile("allowlist", &[format!("**.{s}")]).unwrap();
-        prop_assert!(p.allows_host(&s));
+        prop_assert!(p.allows(&s, 443));
         let sub_host = format!("{}.{}", sub, s);
-        prop_assert!(p.allows_host(&sub_host));
+        prop_assert!(p.allows(&sub_host, 443));
     }
 
     #[test]
     fn double_star_never_admits_an_ip_literal(ip in any::<std::net::IpAddr>()) {
         let p = compile("allowlist", &["**", "*"]).unwrap();
-        prop_assert!(!p.allows_host(&ip.to_string()));
+        prop_assert!(!p.allows(&ip.to_string(), 443));
         let bracketed = format!("[{}]:443", ip);
-        prop_assert!(!p.allows_host(&bracketed));
+        prop_assert!(!p.allows(&bracketed, 443));
     }
 
     #[test]
     fn random_hosts_and_rules_never_panic(host in any::<String>(), rule in any::<String>()) {
         let _ = canonical_host(&host);
         if let Ok(p) = compile("denylist", &[rule]) {
-            let _ = p.allows_host(&host);
-            let _ = crate::decide(&p, &host, &[]);
+            let _ = p.allows(&host, 443);
+            let _ = crate::decide(&p, &host, 443, &[]);
         }
+    }
+}
+
+#[test]
+fn rules_carry_ports_and_a_bare_allow_rule_admits_443_and_80_only() {
+    // (rule, host, port, allowed under allowlist)
+    let table: &[(&str, &str, u16, bool)] = &[
+        ("api.example.test", "api.example.test", 443, true),
+        ("api.example.test", "api.example.test", 80, true),
+        ("api.example.test", "api.example.test", 8443, false),
+        ("api.example.test", "api.example.test", 22, false),
+        ("api.example.test:8443", "api.example.test", 8443, true),
+        ("api.example.test:8443", "api.example.test", 443, false),
+        ("api.example.test:8443", "api.example.test", 80, false),
+        ("API.Example.Test.:8443", "api.example.test", 8443, true),
+        ("*.example.test:8080", "a.example.test", 8080, true),
+        ("*.example.test:8080", "a.example.test", 443, false),
+        ("*.example.test:8080", "a.b.example.test", 8080, false),
+        ("**.example.test:8080", "a.b.example.test", 8080, true),
+        ("**.example.test:8080", "example.test", 8080, true),
+        ("**:8080", "anything.test", 8080, true),
+        ("**:8080", "anything.test", 443, false),
+        ("*:8080", "intranet", 8080, true),
+        ("10.0.0.1:8443", "10.0.0.1", 8443, true),
+        ("10.0.0.1:8443", "10.0.0.1", 443, false),
+        ("10.0.0.1", "10.0.0.1", 443, true),
+        ("10.0.0.1", "10.0.0.1", 5432, false),
+        ("10.0.0.0/8:5432", "10.9.9.9", 5432, true),
+        ("10.0.0.0/8:5432", "10.9.9.9", 443, false),
+        ("10.0.0.0/8", "10.9.9.9", 80, true),
+        ("10.0.0.0/8", "10.9.9.9", 81, false),
+        ("[::1]:8080", "::1", 8080, true),
+        ("[::1]:8080", "::1", 443, false),
+        ("[::1]", "::1", 443, true),
+        ("::1", "::1", 80, true),
+        ("fd00::/8:9000", "fd00::5", 9000, true),
+        ("fd00::/8:9000", "fd00::5", 443, false),
+        ("0x7f.1:8080", "127.0.0.1", 8080, true),
+        ("2130706433", "127.0.0.1", 443, true),
+    ];
+    for (rule, host, port, want) in table {
+        assert_eq!(
+            compile("allowlist", &[rule]).unwrap().allows(host, *port),
+            *want,
+            "rule {rule:?} target {host}:{port}"
+        );
+    }
+}
+
+#[test]
+fn a_bare_deny_rule_denies_every_port_and_a_port_deny_rule_only_its_port() {
+    let p = compile("denylist", &["!bad.test", "!pinned.test:8443"]).unwrap();
+    for port in [1, 22, 80, 443, 8443, 65535] {
+        assert!(!p.allows("bad.test", port), "bad.test:{port}");
+    }
+    assert!(!p.allows("pinned.test", 8443));
+    assert!(p.allows("pinned.test", 443));
+    // Under allowlist, a later bare deny beats an earlier port allow on any port.
+    let p = compile("allowlist", &["a.test:8443", "!a.test"]).unwrap();
+    assert!(!p.allows("a.test", 8443));
+    // ... and a later port allow re-opens only that port.
+    let p = compile("allowlist", &["!a.test", "a.test:8443"]).unwrap();
+    assert!(p.allows("a.test", 8443));
+    assert!(!p.allows("a.test", 443));
+}
+
+#[test]
+fn bad_ports_and_bad_hosts_in_rules_are_typed_errors() {
+    let cases = [
+        ("a.test:", "NETPROXY_INVALID_PORT"),
+        ("a.test:0", "NETPROXY_INVALID_PORT"),
+        ("a.test:65536", "NETPROXY_INVALID_PORT"),
+        ("a.test:99999999999", "NETPROXY_INVALID_PORT"),
+        ("a.test:+443", "NETPROXY_INVALID_PORT"),
+        ("a.test:-1", "NETPROXY_INVALID_PORT"),
+        ("a.test:https", "NETPROXY_INVALID_PORT"),
+        ("a.test: 443", "NETPROXY_INVALID_PORT"),
+        ("*.a.test:x", "NETPROXY_INVALID_PORT"),
+        ("**:0", "NETPROXY_INVALID_PORT"),
+        ("10.0.0.0/8:", "NETPROXY_INVALID_PORT"),
+        ("10.0.0.0/8:70000", "NETPROXY_INVALID_PORT"),
+        ("[::1]:0", "NETPROXY_INVALID_PORT"),
+        ("a.test:80:80", "NETPROXY_INVALID_HOST"),
+        ("a b.test", "NETPROXY_INVALID_HOST"),
+        ("1.2.3.4.5", "NETPROXY_INVALID_HOST"),
+        ("foo.123", "NETPROXY_INVALID_HOST"),
+        ("user@a.test", "NETPROXY_INVALID_HOST"),
+        ("*.foo.123", "NETPROXY_INVALID_HOST"),
+    ];
+    for (rule, code) in cases {
+        assert_eq!(
+            compile("allowlist", &[rule]).unwrap_err().code(),
+            code,
+            "rule {rule:?}"
+        );
+    }
+    let p = compile("allowlist", &["a.test:8443", "!b.test", "10.0.0.0/8:5432"]).unwrap();
+    let ports: Vec<Option<u16>> = p.rules().iter().map(|r| r.port).collect();
+    assert_eq!(ports, vec![Some(8443), None, Some(5432)]);
+}
+
+#[test]
+fn the_default_preset_still_admits_its_hosts_on_443_and_80_only() {
+    let p =
+        crate::compile_with_preset("allowlist", Some("iterion-default"), &[] as &[&str]).unwrap();
+    for host in [
+        "api.anthropic.com",
+        "api.openai.com",
+        "us-east-1.bedrock.amazonaws.com",
+        "registry.npmjs.org",
+        "github.com",
+        "codeload.github.com",
+        "cache.nixos.org",
+    ] {
+        assert!(p.allows(host, 443), "{host}:443");
+        assert!(p.allows(host, 80), "{host}:80");
+        assert!(!p.allows(host, 22), "{host}:22");
+        assert!(!p.allows(host, 8443), "{host}:8443");
     }
 }

@@ -20,8 +20,7 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 use crate::ca::LeafResolver;
 use crate::decide::BlockReason;
 use crate::error::NetProxyError;
-use crate::head::{RequestTarget, split_authority};
-use crate::host::canonical_host;
+use crate::head::{RequestTarget, canonical_host_header, check_request_host};
 use crate::proxy::{IO_TIMEOUT, ProxyBody, Shared, full, strip_hop_by_hop, text};
 use crate::rewrite::{HEADER_GROWTH_BUDGET, is_model_api_request};
 use crate::tunnel::{dial, established};
@@ -121,7 +120,7 @@ pub(crate) fn intercept(
     established()
 }
 
-fn refuse(
+pub(crate) fn refuse(
     shared: &Shared,
     host: &str,
     status: StatusCode,
@@ -167,27 +166,21 @@ async fn inspected(
             BlockReason::HeaderOverBound,
         );
     }
-    let written = parts
-        .headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_string)
-        .or_else(|| parts.uri.authority().map(|a| a.to_string()));
-    let same = written
-        .as_deref()
-        .is_some_and(|w| match split_authority(w) {
-            Ok((h, port)) => {
-                canonical_host(h) == target.host && port.is_none_or(|p| p == target.port)
-            }
-            Err(_) => false,
-        });
-    if !same {
-        return refuse(
-            &shared,
-            host,
-            StatusCode::MISDIRECTED_REQUEST,
-            BlockReason::HostMismatch,
-        );
+    // Domain fronting: the request must name the tunnel's target and nothing else.
+    let canonical = check_request_host(&target, &parts.uri, &parts.headers, 443)
+        .and_then(|()| canonical_host_header(&target, 443));
+    match canonical {
+        Ok(h) => {
+            parts.headers.insert(header::HOST, h);
+        }
+        Err(_) => {
+            return refuse(
+                &shared,
+                host,
+                StatusCode::MISDIRECTED_REQUEST,
+                BlockReason::HostMismatch,
+            );
+        }
     }
     if parts.headers.contains_key(header::UPGRADE) {
         return refuse(

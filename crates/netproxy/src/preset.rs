@@ -63,8 +63,8 @@ pub fn preset_rules(name: &str) -> Result<&'static [&'static str], NetProxyError
 /// ```
 /// use iterion_netproxy::{compile_with_preset, decide, Verdict};
 /// let p = compile_with_preset("allowlist", Some("iterion-default"), &["!gitlab.com"]).unwrap();
-/// assert_eq!(decide(&p, "api.github.com", &[]).verdict, Verdict::Allow);
-/// assert_eq!(decide(&p, "gitlab.com", &[]).verdict, Verdict::Deny);
+/// assert_eq!(decide(&p, "api.github.com", 443, &[]).verdict, Verdict::Allow);
+/// assert_eq!(decide(&p, "gitlab.com", 443, &[]).verdict, Verdict::Deny);
 /// ```
 pub fn compile_with_preset<S: AsRef<str>>(
     mode: &str,

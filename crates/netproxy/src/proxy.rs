@@ -24,11 +24,14 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::addr::canonical_ip;
 use crate::auth::ProxyToken;
 use crate::ca::EphemeralCa;
 use crate::decide::{BlockReason, Verdict, decide};
 use crate::error::NetProxyError;
-use crate::head::{RequestTarget, TargetKind, target_of};
+use crate::head::{
+    RequestTarget, TargetKind, canonical_host_header, check_request_host, target_of,
+};
 use crate::matcher::Policy;
 use crate::resolve::{Resolver, SystemResolver};
 use crate::rewrite::SecretRewriter;
@@ -435,7 +438,7 @@ impl Shared {
         target: &RequestTarget,
     ) -> Result<Vec<SocketAddr>, Response<ProxyBody>> {
         let host = target.host.as_str();
-        let pre = decide(&self.policy, host, &[]);
+        let pre = decide(&self.policy, host, target.port, &[]);
         if pre.verdict == Verdict::Deny {
             let reason = pre.reason.unwrap_or(BlockReason::PolicyDenial);
             self.blocked(host, reason, pre.silent);
@@ -454,7 +457,16 @@ impl Shared {
                 }
             },
         };
-        let d = decide(&self.policy, host, &ips);
+        // What a dual-stack socket would reach: an IPv4-mapped answer is dialled (and judged) as
+        // its IPv4 address.
+        let mut canonical: Vec<IpAddr> = Vec::with_capacity(ips.len());
+        for ip in ips.into_iter().map(canonical_ip) {
+            if !canonical.contains(&ip) {
+                canonical.push(ip);
+            }
+        }
+        let ips = canonical;
+        let d = decide(&self.policy, host, target.port, &ips);
         if d.verdict == Verdict::Deny {
             self.blocked(
                 host,
@@ -571,6 +583,18 @@ async fn handle(
         Ok(t) => t,
         Err(e) => return Ok(text(StatusCode::BAD_REQUEST, e.message())),
     };
+    // Domain fronting: a forwarded request must name no other host than its target, before
+    // anything is resolved, decided or materialised for that target.
+    if target.kind == TargetKind::Forward
+        && check_request_host(&target, req.uri(), req.headers(), 80).is_err()
+    {
+        return Ok(crate::mitm::refuse(
+            &shared,
+            &target.host,
+            StatusCode::MISDIRECTED_REQUEST,
+            BlockReason::HostMismatch,
+        ));
+    }
     let vetted = match shared.vet(&target).await {
         Ok(v) => v,
         Err(resp) => return Ok(resp),
@@ -589,6 +613,13 @@ async fn forward(
 ) -> Response<ProxyBody> {
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
+    // The upstream sees the canonical target, never the written form (checked equal above).
+    match canonical_host_header(&target, 80) {
+        Ok(h) => {
+            parts.headers.insert(header::HOST, h);
+        }
+        Err(_) => return text(StatusCode::BAD_REQUEST, "bad request target"),
+    }
     let pq = parts
         .uri
         .path_and_query()

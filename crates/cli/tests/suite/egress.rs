@@ -4,8 +4,9 @@
 //!
 //! The upstream is a tiny HTTP server on the host. The proxy runs on the host too, so the names
 //! the workflow uses (`allowed.test`, `denied.test`) are mapped to 127.0.0.1 through
-//! `ITERION_SANDBOX_PROXY_HOSTS`, and a `127.0.0.1/32` rule lets the allowed name through the
-//! resolved-address check (§6.6). The same server listens on every host interface, so a direct
+//! `ITERION_SANDBOX_PROXY_HOSTS`, and a `127.0.0.1/32:<port>` rule lets the allowed name through
+//! the resolved-address check (§6.6); every rule names the upstream's port, since a rule without
+//! `:port` allows 443 and 80 only (issue 15 item 10). The same server listens on every host interface, so a direct
 //! connection from the container to the docker bridge gateway would succeed if the container had
 //! any route: it must not.
 use std::io::{Read as _, Write as _};
@@ -25,7 +26,7 @@ const SECRET_VALUE: &str = "s3cr3t-value-0123456789";
 
 /// An HTTP server on all host interfaces answering `upstream:<request line>`, or, for a request
 /// with an `Authorization` header, `auth=real` / `auth=placeholder` / `auth=other`.
-fn upstream() -> u16 {
+pub(crate) fn upstream() -> u16 {
     let listener = TcpListener::bind("0.0.0.0:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -70,7 +71,7 @@ fn bridge_gateway() -> String {
 }
 
 /// A private runtime root for the run dirs, so the test can see what teardown leaves.
-fn runtime_dir(env: &Env) -> std::path::PathBuf {
+pub(crate) fn runtime_dir(env: &Env) -> std::path::PathBuf {
     let dir = env.home.path().join("xdg");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
@@ -128,7 +129,7 @@ fn docker_egress_goes_through_the_proxy_only_and_the_policy_holds() {
     env.write(
         "egress.iter",
         &format!(
-            "tool probe:\n  command: `{script}`\n\nworkflow egress:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"allowed.test\", \"127.0.0.1/32\"]\n  probe -> done\n"
+            "tool probe:\n  command: `{script}`\n\nworkflow egress:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"allowed.test:{port}\", \"127.0.0.1/32:{port}\"]\n  probe -> done\n"
         ),
     );
     let out = env
@@ -236,7 +237,7 @@ fn docker_a_secret_with_hosts_turns_inspection_on_and_is_materialised_only_towar
     env.write(
         "secret.iter",
         &format!(
-            "secrets:\n  tok:\n    value: \"${{ITERION_TEST_TOK}}\"\n    hosts: [\"scoped.test\"]\n\ntool probe:\n  command: `{script}`\n\nworkflow inspect:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"scoped.test\", \"other.test\", \"127.0.0.1/32\"]\n  probe -> done\n"
+            "secrets:\n  tok:\n    value: \"${{ITERION_TEST_TOK}}\"\n    hosts: [\"scoped.test\"]\n\ntool probe:\n  command: `{script}`\n\nworkflow inspect:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"scoped.test:{port}\", \"other.test:{port}\", \"127.0.0.1/32:{port}\"]\n  probe -> done\n"
         ),
     );
     let out = env
@@ -359,12 +360,13 @@ fn docker_attacks_from_inside_the_container_are_refused() {
          rebind=$(code http://rebind.test:{port}/); \
          ok=$(code http://allowed.test:{port}/); \
          mismatch=$(code -H 'Host: evil.test:{port}' https://allowed.test:{port}/); \
-         echo \"noauth=$noauth wrong=$wrong meta=$meta iplit=$iplit rebind=$rebind ok=$ok mismatch=$mismatch\""
+         bare=$(code http://bare.test:{port}/); \
+         echo \"noauth=$noauth wrong=$wrong meta=$meta iplit=$iplit rebind=$rebind ok=$ok mismatch=$mismatch bare=$bare\""
     );
     env.write(
         "attacks.iter",
         &format!(
-            "tool probe:\n  command: `{script}`\n\nworkflow attacks:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"allowed.test\", \"rebind.test\", \"127.0.0.1/32\"]\n  probe -> done\n"
+            "tool probe:\n  command: `{script}`\n\nworkflow attacks:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"allowed.test:{port}\", \"rebind.test:{port}\", \"bare.test\", \"127.0.0.1/32:{port}\"]\n  probe -> done\n"
         ),
     );
     let out = env
@@ -375,7 +377,7 @@ fn docker_attacks_from_inside_the_container_are_refused() {
         .env("ITERION_SANDBOX_TLS_INSPECT", "1")
         .env(
             "ITERION_SANDBOX_PROXY_HOSTS",
-            "allowed.test=127.0.0.1,rebind.test=127.0.0.2",
+            "allowed.test=127.0.0.1,rebind.test=127.0.0.2,bare.test=127.0.0.1",
         )
         .output()
         .unwrap();
@@ -388,7 +390,7 @@ fn docker_attacks_from_inside_the_container_are_refused() {
         .unwrap_or_else(|| panic!("{logs:#?}"));
     assert_eq!(
         line.trim().trim_start_matches("[probe] "),
-        "noauth=407 wrong=407 meta=403 iplit=403 rebind=403 ok=200 mismatch=421",
+        "noauth=407 wrong=407 meta=403 iplit=403 rebind=403 ok=200 mismatch=421 bare=403",
         "{events:#?}"
     );
     let blocked: Vec<(String, String)> = events
@@ -404,6 +406,8 @@ fn docker_attacks_from_inside_the_container_are_refused() {
     for expected in [
         ("10.9.8.7", "policy denial"),
         ("rebind.test", "resolved to a non-public address"),
+        // A rule without `:port` allows 443 and 80 only (issue 15 item 10).
+        ("bare.test", "policy denial"),
         (
             "allowed.test",
             "request host differs from the CONNECT target",

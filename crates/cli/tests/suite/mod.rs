@@ -5,6 +5,7 @@ mod devbox;
 mod devcontainer;
 mod doctor;
 mod egress;
+mod egress_attacks;
 mod egress_bridge;
 mod faults;
 mod fleet;

@@ -462,7 +462,10 @@ pub(crate) fn network_preset(name: &str) -> Check {
 }
 
 /// `network-allowlist-syntax`: the policy compiles (a known preset's rules first, then the
-/// block's). The summary reads `mode=<m>, <n> rule(s)`.
+/// block's). The summary reads `mode=<m>, <n> rule(s)`, then, when there are rules, the port
+/// rule (issue 15 item 10: a rule without `:port` allows 443 and 80 only) with the ports the
+/// rules name, and the address rule (non-public addresses are refused whenever the proxy runs,
+/// unless an IP/CIDR rule names them).
 pub(crate) fn network_allowlist_syntax(policy: &NetworkPolicy) -> Check {
     let id = CheckId::NetworkAllowlistSyntax;
     let mut rules: Vec<&str> = policy
@@ -474,13 +477,32 @@ pub(crate) fn network_allowlist_syntax(policy: &NetworkPolicy) -> Check {
     rules.extend(policy.rules.iter().map(String::as_str));
     let mode = policy.mode.as_str();
     match compile(mode, &rules) {
-        Ok(_) => Check::pass(id, format!("mode={mode}, {} rule(s)", rules.len())),
+        Ok(compiled) => Check::pass(id, policy_summary(mode, &compiled)),
         Err(error) => Check::fail(
             id,
             format!("mode={mode}: {error}"),
             "fix the rule: a host, *.domain, **.domain, an IP or CIDR, optionally :port, ! to deny",
         ),
     }
+}
+
+/// What the doctor says a compiled policy enforces.
+fn policy_summary(mode: &str, compiled: &iterion_netproxy::Policy) -> String {
+    let rules = compiled.rules();
+    let mut summary = format!("mode={mode}, {} rule(s)", rules.len());
+    if rules.is_empty() {
+        return summary;
+    }
+    let mut named: Vec<u16> = rules.iter().filter_map(|r| r.port).collect();
+    named.sort_unstable();
+    named.dedup();
+    summary.push_str("; a rule without :port allows ports 443 and 80 only");
+    if !named.is_empty() {
+        let list: Vec<String> = named.iter().map(u16::to_string).collect();
+        summary.push_str(&format!(" (ports named: {})", list.join(", ")));
+    }
+    summary.push_str("; non-public addresses are refused unless an IP/CIDR rule names them");
+    summary
 }
 
 /// `driver-capabilities` (not for noop): build, mounts, user or post_create asked of a driver

@@ -338,7 +338,11 @@ fn an_unknown_preset_fails_and_the_rules_compile_with_the_preset_first() {
         network_allowlist_syntax(&policy(
             Some(NetworkMode::Allowlist),
             Some("iterion-default"),
-            &["!gist.github.com"],
+            &[
+                "!gist.github.com",
+                "api.example.test:8443",
+                "10.0.0.0/8:5432",
+            ],
         )),
         network_allowlist_syntax(&policy(None, None, &["a.*.com"])),
         network_allowlist_syntax(&resolve_network_policy(
@@ -359,7 +363,12 @@ fn an_unknown_preset_fails_and_the_rules_compile_with_the_preset_first() {
     assert_eq!(
         (checks[2].summary.clone(), checks[4].summary.as_str()),
         (
-            format!("mode=allowlist, {} rule(s)", preset_size + 1),
+            format!(
+                "mode=allowlist, {} rule(s); a rule without :port allows ports 443 and 80 only \
+                 (ports named: 5432, 8443); non-public addresses are refused unless an IP/CIDR \
+                 rule names them",
+                preset_size + 3
+            ),
             "mode=open, 0 rule(s)"
         )
     );

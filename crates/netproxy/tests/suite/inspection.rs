@@ -21,7 +21,14 @@ fn secrets() -> SecretRewriter {
 
 async fn inspecting(up: &Upstream, max_body: Option<usize>) -> Harness {
     start(Options {
-        rules: &["secure.test", "other.test", "127.0.0.1/32"],
+        rules: {
+            let p = up.addr.port();
+            rules(&[
+                &format!("secure.test:{p}"),
+                &format!("other.test:{p}"),
+                &format!("127.0.0.1/32:{p}"),
+            ])
+        },
         hosts: "secure.test=127.0.0.1,other.test=127.0.0.1",
         secrets: Some(secrets()),
         inspect: true,
@@ -189,8 +196,13 @@ async fn plain_http_is_scanned_and_rewritten_under_inspection() {
     let mut rw = SecretRewriter::new();
     rw.add_value_secret("API_KEY", Secret::new(REAL), &["plain.test".into()])
         .unwrap();
+    let p = up.addr.port();
     let h = start(Options {
-        rules: &["plain.test", "leak.test", "127.0.0.1/32"],
+        rules: rules(&[
+            &format!("plain.test:{p}"),
+            &format!("leak.test:{p}"),
+            &format!("127.0.0.1/32:{p}"),
+        ]),
         hosts: "plain.test=127.0.0.1,leak.test=127.0.0.1",
         secrets: Some(rw),
         inspect: true,

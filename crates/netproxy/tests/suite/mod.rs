@@ -1,3 +1,4 @@
+mod attacks;
 mod inspection;
 mod policy;
 mod server;

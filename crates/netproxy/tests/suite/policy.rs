@@ -8,8 +8,9 @@ use super::support::*;
 #[tokio::test]
 async fn allowed_host_passes_through_a_connect_tunnel() {
     let up = http_upstream().await;
+    let p = up.addr.port();
     let h = start(Options {
-        rules: &["upstream.test", "127.0.0.1/32"],
+        rules: rules(&[&format!("upstream.test:{p}"), &format!("127.0.0.1/32:{p}")]),
         hosts: "upstream.test=127.0.0.1",
         ..Default::default()
     })
@@ -29,8 +30,9 @@ async fn allowed_host_passes_through_a_connect_tunnel() {
 #[tokio::test]
 async fn plain_http_is_forwarded_without_hop_by_hop_headers_or_the_proxy_credential() {
     let up = http_upstream().await;
+    let p = up.addr.port();
     let h = start(Options {
-        rules: &["upstream.test", "127.0.0.1/32"],
+        rules: rules(&[&format!("upstream.test:{p}"), &format!("127.0.0.1/32:{p}")]),
         hosts: "upstream.test=127.0.0.1",
         ..Default::default()
     })
@@ -60,7 +62,7 @@ async fn plain_http_is_forwarded_without_hop_by_hop_headers_or_the_proxy_credent
 #[tokio::test]
 async fn denied_host_gets_403_and_exactly_one_event_after_three_attempts() {
     let h = start(Options {
-        rules: &["allowed.test"],
+        rules: rules(&["allowed.test"]),
         ..Default::default()
     })
     .await;
@@ -97,7 +99,7 @@ async fn denied_host_gets_403_and_exactly_one_event_after_three_attempts() {
 #[tokio::test]
 async fn ip_literals_and_the_metadata_address_are_refused_under_allowlist() {
     let h = start(Options {
-        rules: &["**"],
+        rules: rules(&["**"]),
         ..Default::default()
     })
     .await;
@@ -121,8 +123,9 @@ async fn ip_literals_and_the_metadata_address_are_refused_under_allowlist() {
 async fn a_name_mapped_to_loopback_is_refused_until_a_cidr_rule_allows_it() {
     let up = http_upstream().await;
     let target = format!("upstream.test:{}", up.addr.port());
+    let p = up.addr.port();
     let h = start(Options {
-        rules: &["upstream.test"],
+        rules: rules(&[&format!("upstream.test:{p}")]),
         hosts: "upstream.test=127.0.0.1",
         ..Default::default()
     })
@@ -138,7 +141,7 @@ async fn a_name_mapped_to_loopback_is_refused_until_a_cidr_rule_allows_it() {
         }]
     );
     let h = start(Options {
-        rules: &["upstream.test", "127.0.0.1/32"],
+        rules: rules(&[&format!("upstream.test:{p}"), &format!("127.0.0.1/32:{p}")]),
         hosts: "upstream.test=127.0.0.1",
         ..Default::default()
     })
@@ -151,7 +154,7 @@ async fn a_name_mapped_to_loopback_is_refused_until_a_cidr_rule_allows_it() {
 #[tokio::test]
 async fn silent_deny_hosts_are_refused_without_an_event() {
     let h = start(Options {
-        rules: &["allowed.test"],
+        rules: rules(&["allowed.test"]),
         ..Default::default()
     })
     .await;
@@ -170,7 +173,10 @@ async fn an_unreachable_vetted_address_gets_502() {
         .unwrap()
         .port();
     let h = start(Options {
-        rules: &["gone.test", "127.0.0.1/32"],
+        rules: rules(&[
+            &format!("gone.test:{port}"),
+            &format!("127.0.0.1/32:{port}"),
+        ]),
         hosts: "gone.test=127.0.0.1",
         ..Default::default()
     })

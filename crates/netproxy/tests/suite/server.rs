@@ -8,13 +8,14 @@ use super::support::*;
 
 #[tokio::test]
 async fn missing_or_wrong_token_gets_407_and_bearer_and_basic_pass() {
+    let up = http_upstream().await;
+    let p = up.addr.port();
     let h = start(Options {
-        rules: &["a.test", "127.0.0.1/32"],
+        rules: rules(&[&format!("a.test:{p}"), &format!("127.0.0.1/32:{p}")]),
         hosts: "a.test=127.0.0.1",
         ..Default::default()
     })
     .await;
-    let up = http_upstream().await;
     let t = format!("a.test:{}", up.addr.port());
     let (head, _) = send_head(
         h.addr(),
@@ -98,7 +99,10 @@ async fn the_unix_socket_listener_serves_and_is_removed_at_shutdown() {
 async fn shutdown_closes_the_listener_and_every_open_tunnel() {
     let up = http_upstream().await;
     let h = start(Options {
-        rules: &["upstream.test", "127.0.0.1/32"],
+        rules: {
+            let p = up.addr.port();
+            rules(&[&format!("upstream.test:{p}"), &format!("127.0.0.1/32:{p}")])
+        },
         hosts: "upstream.test=127.0.0.1",
         ..Default::default()
     })
@@ -132,7 +136,10 @@ async fn shutdown_closes_the_listener_and_every_open_tunnel() {
 async fn an_https_tunnel_without_inspection_reaches_the_upstream_end_to_end() {
     let up = https_upstream(&["secure.test"]).await;
     let h = start(Options {
-        rules: &["secure.test", "127.0.0.1/32"],
+        rules: {
+            let p = up.addr.port();
+            rules(&[&format!("secure.test:{p}"), &format!("127.0.0.1/32:{p}")])
+        },
         hosts: "secure.test=127.0.0.1",
         ..Default::default()
     })

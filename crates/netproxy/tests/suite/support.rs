@@ -194,7 +194,7 @@ impl Harness {
 
 pub struct Options<'a> {
     pub mode: &'a str,
-    pub rules: &'a [&'a str],
+    pub rules: Vec<String>,
     pub hosts: &'a str,
     pub secrets: Option<SecretRewriter>,
     pub inspect: bool,
@@ -206,7 +206,7 @@ impl Default for Options<'_> {
     fn default() -> Self {
         Self {
             mode: "allowlist",
-            rules: &[],
+            rules: Vec::new(),
             hosts: "",
             secrets: None,
             inspect: false,
@@ -217,7 +217,7 @@ impl Default for Options<'_> {
 }
 
 pub async fn start(o: Options<'_>) -> Harness {
-    let policy = compile(o.mode, o.rules).unwrap();
+    let policy = compile(o.mode, &o.rules).unwrap();
     let map: HashMap<String, Vec<IpAddr>> = iterion_netproxy::parse_static_hosts(o.hosts).unwrap();
     let events = Arc::new(Mutex::new(Vec::new()));
     let ev = events.clone();
@@ -249,6 +249,11 @@ pub async fn start(o: Options<'_>) -> Harness {
         events,
         ca,
     }
+}
+
+/// Rules as owned strings (rules that name a loopback upstream carry its port).
+pub fn rules(list: &[&str]) -> Vec<String> {
+    list.iter().map(|r| (*r).to_string()).collect()
 }
 
 /// Sends `head` (CRLFs included) and reads the response head; returns the status line + headers

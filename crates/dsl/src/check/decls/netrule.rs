@@ -4,8 +4,10 @@
 use std::net::IpAddr;
 
 /// Checks one `rules` entry:
-/// `rule = [ "!" ] ( "**" | "*" | "**." host | "*." host | host | ip | cidr )`.
-/// The error is the `{why}` of `invalid network rule "{r}": {why}`.
+/// `rule = [ "!" ] ( ( "**" | "*" | "**." host | "*." host | host | ipv4 | cidr ) [ ":" port ]
+///        | ipv6 | "[" ipv6 "]" [ ":" port ] )`, where `port` is 1..=65535 (issue 15 item 10: an
+/// allowing rule without a port admits 443 and 80 only). The error is the `{why}` of
+/// `invalid network rule "{r}": {why}`.
 pub(crate) fn check_rule(rule: &str) -> Result<(), String> {
     let trimmed = rule.trim();
     if trimmed.is_empty() {
@@ -18,6 +20,16 @@ pub(crate) fn check_rule(rule: &str) -> Result<(), String> {
     let pattern = pattern.to_lowercase();
     if pattern.contains("://") {
         return Err("a rule is a host pattern, with no scheme".into());
+    }
+    let pattern = strip_port(&pattern)?;
+    if let Some(inner) = pattern.strip_prefix('[') {
+        return match inner
+            .strip_suffix(']')
+            .map(str::parse::<std::net::Ipv6Addr>)
+        {
+            Some(Ok(_)) => Ok(()),
+            _ => Err(format!("\"{pattern}\" is not a bracketed IPv6 address")),
+        };
     }
     if pattern.contains('/') {
         return check_cidr(&pattern);
@@ -44,6 +56,37 @@ pub(crate) fn check_rule(rule: &str) -> Result<(), String> {
     check_host(suffix)
 }
 
+/// The pattern without its `:port`, which must be 1..=65535 in digits. A CIDR carries its port
+/// after the prefix length (`10.0.0.0/8:5432`), an IPv6 address only in brackets (`[::1]:8080`);
+/// a pattern with several colons and no brackets is a bare IPv6 address, without a port.
+fn strip_port(pattern: &str) -> Result<&str, String> {
+    let split = if let Some((addr, len)) = pattern.split_once('/') {
+        len.split_once(':')
+            .map(|(len, port)| (&pattern[..addr.len() + 1 + len.len()], port))
+    } else if pattern.starts_with('[') {
+        pattern
+            .rsplit_once("]:")
+            .map(|(v6, port)| (&pattern[..=v6.len()], port))
+    } else {
+        pattern
+            .rsplit_once(':')
+            .filter(|(host, _)| !host.contains(':'))
+    };
+    let Some((rest, port)) = split else {
+        return Ok(pattern);
+    };
+    let valid = !port.is_empty()
+        && port.bytes().all(|b| b.is_ascii_digit())
+        && port.parse::<u16>().is_ok_and(|p| p != 0);
+    if valid {
+        Ok(rest)
+    } else {
+        Err(format!(
+            "\"{port}\" is not a port (a number from 1 to 65535)"
+        ))
+    }
+}
+
 /// `addr/prefix`, with the prefix within the address family's width.
 fn check_cidr(pattern: &str) -> Result<(), String> {
     let bad = || Err(format!("\"{pattern}\" is not a valid CIDR"));
@@ -65,6 +108,19 @@ fn check_cidr(pattern: &str) -> Result<(), String> {
 pub(crate) fn check_host(host: &str) -> Result<(), String> {
     if host.is_empty() {
         return Err("a host cannot be empty".into());
+    }
+    // A numeric last label makes the whole an IPv4 number to every resolver (`127.1`,
+    // `0x7f.1`, `2130706433`): write addresses as dotted quads, names with a non-numeric TLD.
+    let last = host.rsplit('.').next().unwrap_or_default();
+    let numeric = !last.is_empty()
+        && (last.bytes().all(|b| b.is_ascii_digit())
+            || last
+                .strip_prefix("0x")
+                .is_some_and(|x| x.bytes().all(|b| b.is_ascii_hexdigit())));
+    if numeric && host.parse::<std::net::Ipv4Addr>().is_err() {
+        return Err(format!(
+            "\"{host}\" ends in a number but is not an IPv4 address; write a.b.c.d"
+        ));
     }
     for label in host.split('.') {
         if label.is_empty() {
@@ -145,6 +201,17 @@ mod tests {
             "bücher.example",
             "xn--bcher-kva.example",
             "a-b.c-d",
+            "example.com:443",
+            "api.example.test:8443",
+            "*.example.test:8080",
+            "**.example.test:1",
+            "**:8080",
+            "!pinned.example.com:65535",
+            "10.0.0.1:5432",
+            "10.0.0.0/8:5432",
+            "[::1]",
+            "[::1]:8080",
+            "fd00::/8:9000",
         ] {
             assert_eq!(check_rule(rule), Ok(()), "{rule}");
         }
@@ -161,8 +228,52 @@ mod tests {
                 "a space is not allowed in a host name (letters, digits and \"-\" only)",
             ),
             (
-                "example.com:443",
+                "example.com:",
+                "\"\" is not a port (a number from 1 to 65535)",
+            ),
+            (
+                "example.com:0",
+                "\"0\" is not a port (a number from 1 to 65535)",
+            ),
+            (
+                "example.com:65536",
+                "\"65536\" is not a port (a number from 1 to 65535)",
+            ),
+            (
+                "example.com:https",
+                "\"https\" is not a port (a number from 1 to 65535)",
+            ),
+            (
+                "*.example.com:+1",
+                "\"+1\" is not a port (a number from 1 to 65535)",
+            ),
+            (
+                "10.0.0.0/8:x",
+                "\"x\" is not a port (a number from 1 to 65535)",
+            ),
+            (
+                "example.com:80:80",
                 "\":\" is not allowed in a host name (letters, digits and \"-\" only)",
+            ),
+            (
+                "[10.0.0.1]:80",
+                "\"[10.0.0.1]\" is not a bracketed IPv6 address",
+            ),
+            (
+                "127.1",
+                "\"127.1\" ends in a number but is not an IPv4 address; write a.b.c.d",
+            ),
+            (
+                "0x7f.1:80",
+                "\"0x7f.1\" ends in a number but is not an IPv4 address; write a.b.c.d",
+            ),
+            (
+                "1.2.3.4.5",
+                "\"1.2.3.4.5\" ends in a number but is not an IPv4 address; write a.b.c.d",
+            ),
+            (
+                "*.foo.123",
+                "\"foo.123\" ends in a number but is not an IPv4 address; write a.b.c.d",
             ),
             ("10.0.0.0/33", "\"10.0.0.0/33\" is not a valid CIDR"),
             ("10.0.0.0/x", "\"10.0.0.0/x\" is not a valid CIDR"),
