@@ -1,3 +1,4 @@
+mod encodings;
 mod inspection;
 mod policy;
 mod server;
