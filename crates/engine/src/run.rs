@@ -164,6 +164,8 @@ impl Engine {
             .secrets
             .extend(crate::agent::gateway::redacted_keys(&attempt.routes));
         let redactor = Arc::new(Redactor::new(&attempt.secrets));
+        // Every write of this attempt into the record passes its redactor (issue 15 item 8).
+        let store = crate::redacting_store::RedactingStore::wrap(store, Arc::clone(&redactor));
         let events = StoreEvents::new(Arc::clone(&store), run_id.clone(), Arc::clone(&observer));
         let (run_log, writer) =
             StoreRunLog::start(Arc::clone(&store), run_id.clone(), Arc::clone(&redactor));
@@ -463,6 +465,7 @@ impl Engine {
             },
             model_hosts: crate::agent::gateway::model_hosts(&attempt.routes),
             run_log: Arc::new(run_log.clone()),
+            redactor: Arc::clone(run_log.redactor()),
             progress: &progress,
         };
         let outcome = tokio::select! {
@@ -640,6 +643,7 @@ impl Engine {
                 on_lost: scope.lost.clone(),
                 interrupt: scope.interrupt_children.clone(),
                 workspace: workspace.to_owned(),
+                redactor: Arc::clone(run_log.redactor()),
             },
         );
         execution = execution.child_runs(
