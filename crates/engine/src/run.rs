@@ -382,8 +382,8 @@ impl Engine {
             run_id: run_id.to_string(),
             status: store_status(ending.status()),
             failure_code: ending.code.map(|c| c.as_str().to_owned()),
-            message: ending.message.clone(),
-            output: ending.output.clone(),
+            message: ending.message.as_deref().map(|m| redactor.redact(m)),
+            output: ending.output.as_ref().map(|o| redactor.redact_json(o)),
             worktree: kept_worktree,
         })
     }
@@ -622,6 +622,7 @@ impl Engine {
         let mut execution = Execution::new(&attempt.workflow, run_id, sandbox, sink)
             .vars(attempt.vars.clone())
             .secrets(attempt.secrets.clone())
+            .redactor(Arc::clone(run_log.redactor()))
             .run_log(Arc::new(run_log.clone()))
             .cancel_token(stop.clone())
             .agents(crate::agent::AgentEnv {

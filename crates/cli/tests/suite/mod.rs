@@ -9,6 +9,7 @@ mod egress_bridge;
 mod faults;
 mod fleet;
 mod matrix;
+mod record_secrets;
 mod resume;
 mod run;
 mod subbots;
