@@ -195,6 +195,13 @@ impl<'a> Execution<'a> {
         self
     }
 
+    /// Redacts with the run's own redactor (shared with its record, so a value it learns later,
+    /// the proxy token, is redacted here too) instead of one built from the secrets.
+    pub(crate) fn redactor(mut self, redactor: Arc<Redactor>) -> Self {
+        self.redactor = Some(redactor);
+        self
+    }
+
     /// Makes this a child run at nesting `depth` (DSL.md §3.9), redacting with the parent's
     /// redactor.
     pub(crate) fn nested(mut self, depth: u32, redactor: Arc<Redactor>) -> Self {

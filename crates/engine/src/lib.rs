@@ -74,6 +74,7 @@ mod outcome;
 mod preflight;
 mod reaper;
 mod record;
+mod redacting_store;
 mod resume;
 mod run;
 mod runner;

@@ -112,6 +112,8 @@ pub(crate) struct ChildContext {
     pub interrupt: tokio_util::sync::CancellationToken,
     /// The parent's host workspace.
     pub workspace: std::path::PathBuf,
+    /// The parent's redactor: child records pass it on their way into the store.
+    pub redactor: Arc<Redactor>,
 }
 
 impl<'e> StoreChildRuns<'e> {
@@ -123,7 +125,10 @@ impl<'e> StoreChildRuns<'e> {
     ) -> StoreChildRuns<'e> {
         StoreChildRuns {
             engine,
-            store: Arc::clone(&engine.store),
+            store: crate::redacting_store::RedactingStore::wrap(
+                Arc::clone(&engine.store),
+                context.redactor,
+            ),
             parent,
             holder: attempt.holder.clone(),
             observer: context.observer,
@@ -432,6 +437,11 @@ impl StoreRunLog {
             }
         });
         (StoreRunLog { tx, redactor }, LogWriter { task })
+    }
+
+    /// The run's redactor (the sandbox adds the proxy token to it once minted).
+    pub(crate) fn redactor(&self) -> &Arc<Redactor> {
+        &self.redactor
     }
 
     fn push(&self, stream: StoreStream, line: String) {

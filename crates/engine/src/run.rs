@@ -164,6 +164,8 @@ impl Engine {
             .secrets
             .extend(crate::agent::gateway::redacted_keys(&attempt.routes));
         let redactor = Arc::new(Redactor::new(&attempt.secrets));
+        // Every write of this attempt into the record passes its redactor (issue 15 item 8).
+        let store = crate::redacting_store::RedactingStore::wrap(store, Arc::clone(&redactor));
         let events = StoreEvents::new(Arc::clone(&store), run_id.clone(), Arc::clone(&observer));
         let (run_log, writer) =
             StoreRunLog::start(Arc::clone(&store), run_id.clone(), Arc::clone(&redactor));
@@ -380,8 +382,8 @@ impl Engine {
             run_id: run_id.to_string(),
             status: store_status(ending.status()),
             failure_code: ending.code.map(|c| c.as_str().to_owned()),
-            message: ending.message.clone(),
-            output: ending.output.clone(),
+            message: ending.message.as_deref().map(|m| redactor.redact(m)),
+            output: ending.output.as_ref().map(|o| redactor.redact_json(o)),
             worktree: kept_worktree,
         })
     }
@@ -464,6 +466,7 @@ impl Engine {
             },
             model_hosts: crate::agent::gateway::model_hosts(&attempt.routes),
             run_log: Arc::new(run_log.clone()),
+            redactor: Arc::clone(run_log.redactor()),
             progress: &progress,
         };
         let outcome = tokio::select! {
@@ -620,6 +623,7 @@ impl Engine {
         let mut execution = Execution::new(&attempt.workflow, run_id, sandbox, sink)
             .vars(attempt.vars.clone())
             .secrets(attempt.secrets.clone())
+            .redactor(Arc::clone(run_log.redactor()))
             .run_log(Arc::new(run_log.clone()))
             .cancel_token(stop.clone())
             .agents(crate::agent::AgentEnv {
@@ -641,6 +645,7 @@ impl Engine {
                 on_lost: scope.lost.clone(),
                 interrupt: scope.interrupt_children.clone(),
                 workspace: workspace.to_owned(),
+                redactor: Arc::clone(run_log.redactor()),
             },
         );
         execution = execution.child_runs(

@@ -8,6 +8,9 @@
 //! secret, or the host environment, may print one.
 
 use std::fmt;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use iterion_netproxy::{SecretForms, SecretSpan, replace_spans};
 
 use serde_json::Value;
 
@@ -51,19 +54,53 @@ impl fmt::Debug for ResolvedSecret {
     }
 }
 
-/// Replaces real secret values by `[REDACTED:<NAME>]`. Empty values are ignored; where two
-/// values could match at the same place, the longer wins. One left-to-right pass, so a
-/// replacement is never scanned again.
-#[derive(Clone, Default)]
+/// What the proxy token is rendered as in recorded text (SANDBOX.md §6.10).
+pub const REDACTED_TOKEN: &str = "***";
+
+/// Replaces real secret values by `[REDACTED:<NAME>]` and the per-run proxy token by `***`, in
+/// every form the proxy knows ([`iterion_netproxy::SecretForms`]: raw, hex, base64/base64url at
+/// any alignment, percent-encoded, reversed, any fragment of 8 bytes or more, any ASCII case).
+/// Values shorter than 8 bytes are replaced where they appear raw. Empty values are ignored.
+///
+/// One redactor serves a run: the launcher builds it from the resolved secrets, and the sandbox
+/// adds the proxy token once it is minted ([`Redactor::add_token`]); every holder of the shared
+/// `Arc` sees the addition.
+#[derive(Default)]
 pub struct Redactor {
-    /// `(value, replacement)`, longest value first.
+    compiled: RwLock<Arc<Compiled>>,
+}
+
+#[derive(Default)]
+struct Compiled {
+    /// `(value, replacement)`, in the order the forms number them.
     entries: Vec<(String, String)>,
+    forms: SecretForms,
+}
+
+impl Compiled {
+    fn new(mut entries: Vec<(String, String)>) -> Compiled {
+        entries.retain(|(value, _)| !value.is_empty());
+        // Longer values first: where two could own a form, the longer one names it.
+        entries.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        entries.dedup_by(|a, b| a.0 == b.0);
+        let values: Vec<&[u8]> = entries.iter().map(|(v, _)| v.as_bytes()).collect();
+        let forms = SecretForms::new(&values);
+        Compiled { entries, forms }
+    }
+}
+
+impl Clone for Redactor {
+    fn clone(&self) -> Self {
+        Redactor {
+            compiled: RwLock::new(self.snapshot()),
+        }
+    }
 }
 
 impl fmt::Debug for Redactor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Redactor")
-            .field("secrets", &self.entries.len())
+            .field("secrets", &self.snapshot().entries.len())
             .finish_non_exhaustive()
     }
 }
@@ -71,40 +108,60 @@ impl fmt::Debug for Redactor {
 impl Redactor {
     /// A redactor for these secrets.
     pub fn new(secrets: &[ResolvedSecret]) -> Self {
-        let mut entries: Vec<(String, String)> = secrets
+        let entries = secrets
             .iter()
-            .filter(|s| !s.value.is_empty())
             .map(|s| (s.value.clone(), format!("[REDACTED:{}]", s.name)))
             .collect();
-        entries.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
-        entries.dedup_by(|a, b| a.0 == b.0);
-        Redactor { entries }
+        Redactor {
+            compiled: RwLock::new(Arc::new(Compiled::new(entries))),
+        }
+    }
+
+    /// From now on, also replaces `token` (the run's proxy token) by [`REDACTED_TOKEN`].
+    pub fn add_token(&self, token: &str) {
+        let mut guard = self
+            .compiled
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut entries = guard.entries.clone();
+        entries.push((token.to_owned(), REDACTED_TOKEN.to_owned()));
+        *guard = Arc::new(Compiled::new(entries));
+    }
+
+    fn snapshot(&self) -> Arc<Compiled> {
+        Arc::clone(&self.compiled.read().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Whether there is nothing to redact.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.snapshot().forms.is_empty()
     }
 
-    /// `text` with every secret value replaced.
+    /// `text` with every secret value (in every form) replaced. A replaced run that ends or
+    /// starts inside a multi-byte character takes the whole character.
     pub fn redact(&self, text: &str) -> String {
-        if !self.entries.iter().any(|(v, _)| text.contains(v.as_str())) {
+        let compiled = self.snapshot();
+        let mut spans = compiled.forms.spans(text.as_bytes());
+        if spans.is_empty() {
             return text.to_owned();
         }
-        let mut out = String::with_capacity(text.len());
-        let mut rest = text;
-        'scan: while let Some(c) = rest.chars().next() {
-            for (value, replacement) in &self.entries {
-                if let Some(after) = rest.strip_prefix(value.as_str()) {
-                    out.push_str(replacement);
-                    rest = after;
-                    continue 'scan;
-                }
+        for span in &mut spans {
+            while !text.is_char_boundary(span.start) {
+                span.start -= 1;
             }
-            out.push(c);
-            rest = &rest[c.len_utf8()..];
+            while !text.is_char_boundary(span.end) {
+                span.end += 1;
+            }
         }
-        out
+        let out = replace_spans(text.as_bytes(), &merge_touching(spans), |i| {
+            compiled
+                .entries
+                .get(i)
+                .map(|(_, r)| r.clone().into_bytes())
+                .unwrap_or_default()
+        });
+        String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
 
     /// `value` with every string (and object key) redacted.
@@ -125,6 +182,18 @@ impl Redactor {
             Value::Null | Value::Bool(_) | Value::Number(_) => value.clone(),
         }
     }
+}
+
+/// Spans widened to character boundaries may now overlap: merge them again.
+fn merge_touching(spans: Vec<SecretSpan>) -> Vec<SecretSpan> {
+    let mut out: Vec<SecretSpan> = Vec::with_capacity(spans.len());
+    for s in spans {
+        match out.last_mut() {
+            Some(last) if s.start <= last.end => last.end = last.end.max(s.end),
+            _ => out.push(s),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ mod auth;
 mod ca;
 mod decide;
 mod error;
+mod forms;
 mod head;
 mod host;
 mod matcher;
@@ -35,6 +36,7 @@ pub use auth::{ProxyToken, decode_proxy_authorization};
 pub use ca::{CA_COMMON_NAME, EphemeralCa};
 pub use decide::{BlockReason, Decision, DecisionSource, Verdict, decide, is_non_public};
 pub use error::NetProxyError;
+pub use forms::{FRAGMENT_LEN, SecretForms, SecretSpan, replace_spans};
 pub use head::{
     HeadError, HostMismatch, MAX_HEADERS, ParsedHead, RequestTarget, TargetKind,
     canonical_host_header, check_request_host, parse_request_head, target_of,

@@ -294,14 +294,14 @@ pub(crate) async fn inspect_request(
     let Some(rw) = &shared.rewriter else {
         return Ok(body);
     };
-    let mut scanned: Vec<&[u8]> = vec![parts.method.as_str().as_bytes(), body.as_ref()];
     let uri = parts.uri.to_string();
-    scanned.push(uri.as_bytes());
+    let mut scanned: Vec<&[u8]> = vec![parts.method.as_str().as_bytes(), uri.as_bytes()];
     for (n, v) in &parts.headers {
         scanned.push(n.as_str().as_bytes());
         scanned.push(v.as_bytes());
     }
-    if scanned.iter().any(|t| rw.exfiltrates_to(t, host).is_some()) {
+    scanned.push(body.as_ref());
+    if rw.request_exfiltrates_to(&scanned, host).is_some() {
         return Err(refuse(
             shared,
             host,

@@ -1,10 +1,10 @@
 //! Secrets: placeholders and rewriting (SANDBOX.md §6.10).
 
 use std::fmt;
-
-use base64::Engine as _;
+use std::sync::OnceLock;
 
 use crate::error::NetProxyError;
+use crate::forms::SecretForms;
 use crate::host::canonical_host;
 use crate::preset::domain_covers;
 
@@ -47,7 +47,6 @@ pub struct SecretEntry {
     value: Secret,
     hosts: Vec<String>,
     kind: SecretKind,
-    encodings: Vec<Vec<u8>>,
 }
 
 impl fmt::Debug for SecretEntry {
@@ -71,10 +70,12 @@ pub const MIN_SCANNED_VALUE_LEN: usize = 8;
 /// Shared growth budget of header materialisation per request.
 pub const HEADER_GROWTH_BUDGET: usize = 64 * 1024;
 
-/// Holds `(name, placeholder, value, hosts)` for every secret of a run.
+/// Holds `(name, placeholder, value, hosts)` for every secret of a run, and the encoded forms of
+/// every value ([`SecretForms`], compiled once on first use after the last secret is added).
 #[derive(Clone, Debug, Default)]
 pub struct SecretRewriter {
     secrets: Vec<SecretEntry>,
+    forms: OnceLock<SecretForms>,
 }
 
 const MODEL_API_HOSTS: &[&str] = &[
@@ -163,30 +164,6 @@ impl SecretRewriter {
                 name: name.to_string(),
             });
         }
-        let v = value.expose();
-        let encodings = if v.len() >= MIN_SCANNED_VALUE_LEN {
-            let mut e = vec![
-                v.to_vec(),
-                base64::engine::general_purpose::STANDARD
-                    .encode(v)
-                    .into_bytes(),
-                base64::engine::general_purpose::STANDARD_NO_PAD
-                    .encode(v)
-                    .into_bytes(),
-                base64::engine::general_purpose::URL_SAFE
-                    .encode(v)
-                    .into_bytes(),
-                base64::engine::general_purpose::URL_SAFE_NO_PAD
-                    .encode(v)
-                    .into_bytes(),
-                percent_encode(v).into_bytes(),
-            ];
-            e.sort();
-            e.dedup();
-            e
-        } else {
-            Vec::new()
-        };
         self.secrets.push(SecretEntry {
             name: name.to_string(),
             placeholder: placeholder_for(name),
@@ -197,8 +174,8 @@ impl SecretRewriter {
                 .filter(|h| !h.is_empty())
                 .collect(),
             kind,
-            encodings,
         });
+        self.forms = OnceLock::new();
         Ok(())
     }
 
@@ -210,6 +187,11 @@ impl SecretRewriter {
     /// Whether the rewriter holds no secret.
     pub fn is_empty(&self) -> bool {
         self.secrets.is_empty()
+    }
+
+    /// How many secrets it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.secrets.len()
     }
 
     fn covers(entry: &SecretEntry, host: &str) -> bool {
@@ -242,64 +224,64 @@ impl SecretRewriter {
         out
     }
 
-    /// The name of a secret whose real value (raw, base64, base64url or percent-encoded)
-    /// appears in `text` while its non-empty `hosts` do not cover `host`.
+    /// Every encoded form of every value, secret `i` of the forms being `self.secrets[i]`.
+    pub(crate) fn forms(&self) -> &SecretForms {
+        self.forms.get_or_init(|| {
+            let values: Vec<&[u8]> = self.secrets.iter().map(|s| s.value.expose()).collect();
+            SecretForms::new(&values)
+        })
+    }
+
+    /// The placeholder of secret `i` (an index of [`Self::forms`]).
+    pub(crate) fn placeholder_of(&self, i: usize) -> Vec<u8> {
+        self.secrets
+            .get(i)
+            .map(|s| s.placeholder.as_bytes().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// The name of a secret that `text` carries, in any form [`SecretForms`] knows (raw, hex,
+    /// base64/base64url at any alignment, percent-encoded, reversed, or a fragment of at least
+    /// [`crate::FRAGMENT_LEN`] bytes), while its non-empty `hosts` do not cover `host`. Values
+    /// shorter than [`MIN_SCANNED_VALUE_LEN`] are not scanned.
     pub fn exfiltrates_to(&self, text: &[u8], host: &str) -> Option<&str> {
         let host = canonical_host(host);
-        self.secrets
-            .iter()
-            .filter(|s| !s.hosts.is_empty() && !Self::covers(s, &host))
-            .find(|s| s.encodings.iter().any(|e| find(text, e).is_some()))
-            .map(|s| s.name.as_str())
+        let scanned = |i: usize| {
+            self.secrets.get(i).is_some_and(|s| {
+                !s.hosts.is_empty()
+                    && s.value.expose().len() >= MIN_SCANNED_VALUE_LEN
+                    && !Self::covers(s, &host)
+            })
+        };
+        let i = self.forms().find(text, scanned)?;
+        self.secrets.get(i).map(|s| s.name.as_str())
     }
 
-    /// Replaces every real value in a response by its placeholder, so a value the upstream
-    /// echoes never reaches the sandbox.
+    /// [`Self::exfiltrates_to`] over the fields of one request (method, URL, header names and
+    /// values, body): each field, and all of them joined, so a value cut into pieces that sit
+    /// in different fields is still seen.
+    pub fn request_exfiltrates_to(&self, fields: &[&[u8]], host: &str) -> Option<&str> {
+        if let Some(name) = fields.iter().find_map(|f| self.exfiltrates_to(f, host)) {
+            return Some(name);
+        }
+        self.exfiltrates_to(&fields.concat(), host)
+    }
+
+    /// Replaces every real value, in every form, in a response by its placeholder, so a value
+    /// the upstream echoes (even encoded) never reaches the sandbox.
     pub fn redact_response(&self, text: &[u8]) -> Vec<u8> {
-        let mut out = text.to_vec();
-        for s in &self.secrets {
-            let v = s.value.expose();
-            if v.is_empty() || find(&out, v).is_none() {
-                continue;
-            }
-            out = replace_all(&out, v, s.placeholder.as_bytes());
-        }
-        out
+        self.forms().redact(text, |i| self.placeholder_of(i))
     }
 
-    /// `(real value, placeholder)` of every non-empty secret, for streaming response redaction.
-    pub(crate) fn response_pairs(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.secrets
-            .iter()
-            .filter(|s| !s.value.expose().is_empty())
-            .map(|s| (s.value.expose().to_vec(), s.placeholder.as_bytes().to_vec()))
-            .collect()
-    }
-
-    /// Replaces known values by `[REDACTED:<NAME>]` (for logs and error messages).
+    /// Replaces known values, in every form, by `[REDACTED:<NAME>]` (for logs and error
+    /// messages).
     pub fn redact_for_log(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        for s in &self.secrets {
-            if let Ok(v) = std::str::from_utf8(s.value.expose())
-                && !v.is_empty()
-            {
-                out = out.replace(v, &format!("[REDACTED:{}]", s.name));
-            }
-        }
-        out
+        let out = self.forms().redact(text.as_bytes(), |i| {
+            let name = self.secrets.get(i).map_or("", |s| s.name.as_str());
+            format!("[REDACTED:{name}]").into_bytes()
+        });
+        String::from_utf8_lossy(&out).into_owned()
     }
-}
-
-fn percent_encode(v: &[u8]) -> String {
-    let mut s = String::with_capacity(v.len() * 3);
-    for b in v {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(b) {
-            s.push(char::from(*b));
-        } else {
-            s.push_str(&format!("%{b:02X}"));
-        }
-    }
-    s
 }
 
 pub(crate) fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

@@ -1,4 +1,5 @@
 use super::*;
+use base64::Engine as _;
 use pretty_assertions::assert_eq;
 
 fn rewriter() -> SecretRewriter {

@@ -83,6 +83,8 @@ pub(crate) struct ProxyRequest<'a> {
     /// The driver's `supports_tls_inspection`.
     pub tls_capable: bool,
     pub max_duration_seconds: u64,
+    /// The run's redactor, told the token as soon as it exists.
+    pub redactor: &'a crate::secrets::Redactor,
 }
 
 /// §6.9: whether inspection is on, given the driver and `ITERION_SANDBOX_TLS_INSPECT`.
@@ -185,6 +187,8 @@ pub(crate) async fn start_network_proxy(
     .map_err(|e| SetupError::failed(format!("sandbox network policy: {e}")))?;
     let token = ProxyToken::generate()
         .map_err(|e| SetupError::failed(format!("sandbox proxy token: {e}")))?;
+    // Before anything can print it (the container's env carries it in the proxy URL).
+    request.redactor.add_token(token.reveal());
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<BlockedEvent>();
     let mut builder = ProxyBuilder::new(run_id, compiled, token);
     builder = match &request.addresses.bind {

@@ -40,6 +40,7 @@ async fn open_without_inspection_starts_nothing_and_a_bad_rule_fails_the_setup()
         secrets: &[],
         tls_capable: true,
         max_duration_seconds: 0,
+        redactor: &crate::secrets::Redactor::default(),
     };
     let started = start_network_proxy(&request, Arc::new(MemoryEventSink::new()), &NullRunLog)
         .await
@@ -71,6 +72,7 @@ async fn an_allowlist_proxy_listens_on_its_socket_until_shutdown() {
         secrets: &[],
         tls_capable: true,
         max_duration_seconds: 0,
+        redactor: &crate::secrets::Redactor::default(),
     };
     let proxy = start_network_proxy(&request, Arc::new(MemoryEventSink::new()), &NullRunLog)
         .await

@@ -141,6 +141,8 @@ pub(crate) struct StartCtx<'a> {
     /// The agent nodes' model provider hosts, implicitly allowed under an allowlist (§13.1b).
     pub model_hosts: Vec<String>,
     pub run_log: Arc<dyn RunLog>,
+    /// The run's redactor: the proxy token is added to it once minted (issue 15 item 8).
+    pub redactor: Arc<crate::secrets::Redactor>,
     pub progress: &'a dyn Progress,
 }
 
@@ -539,6 +541,7 @@ async fn start(
             secrets: &ctx.egress_secrets,
             tls_capable: driver.capabilities().supports_tls_inspection,
             max_duration_seconds: ctx.max_duration_seconds,
+            redactor: &ctx.redactor,
         },
         Arc::clone(&ctx.event_sink),
         ctx.run_log.as_ref(),

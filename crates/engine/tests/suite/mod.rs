@@ -6,6 +6,7 @@ mod fanout;
 mod fleet;
 mod loops;
 mod reaper;
+mod record_secrets;
 mod routing;
 mod subbots;
 mod support;

@@ -1,4 +1,5 @@
 mod attacks;
+mod encodings;
 mod inspection;
 mod policy;
 mod server;

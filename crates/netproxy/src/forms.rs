@@ -1,0 +1,319 @@
+//! Every form a secret value can take on the wire, and where those forms are in some bytes
+//! (SANDBOX.md §6.10, issue 15 items 7 and 8). This module is the one owner of the encodings:
+//! the proxy's exfiltration scan and response redaction and the engine's record redaction all
+//! go through [`SecretForms`].
+//!
+//! # What is looked for
+//!
+//! A value of at least [`FRAGMENT_LEN`] bytes is not searched as a whole but as its
+//! *fragments*: every window of [`FRAGMENT_LEN`] bytes of the value, and of the value reversed,
+//! in each of these forms:
+//!
+//! - raw;
+//! - hex (matched in any letter case);
+//! - standard base64 and base64url, at each of the three alignments a fragment can have inside a
+//!   base64 group: for an alignment `k`, the characters of `encode([0; k] ++ fragment)` that only
+//!   the fragment's bits decide (ten of them), so padding, the bytes around the fragment and the
+//!   padded/unpadded choice do not matter;
+//! - each of those encoded strings reversed.
+//!
+//! Percent-encoding (full or partial, either case, up to twice nested) is undone before searching,
+//! so it composes with every form above (a base64 value in a query string, `%2B`/`%2F` and all).
+//! Matching ignores ASCII case throughout, so a value that was upper-cased (a DNS name, a header
+//! name) is still found.
+//!
+//! A value covered by fragments is covered in whole: the fragments of one occurrence overlap, and
+//! [`SecretForms::spans`] returns the union of everything they cover. A value shorter than
+//! [`FRAGMENT_LEN`] bytes is looked for raw and whole only (too short to tell from noise in any
+//! encoding).
+//!
+//! # What cannot be found
+//!
+//! A transformation not listed here (encryption, compression, a custom alphabet, a fragment of
+//! fewer than [`FRAGMENT_LEN`] bytes, a value spread over several requests) is not recognised;
+//! an upstream trusted with a value can always return it in such a form.
+
+use std::collections::HashMap;
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+
+/// The shortest fragment of a value that is looked for: windows of this many bytes.
+pub const FRAGMENT_LEN: usize = 8;
+
+/// How many nested percent-encodings are undone before searching.
+const PERCENT_ROUNDS: usize = 2;
+
+/// The encoded forms of a set of secret values, compiled into one case-insensitive multi-pattern
+/// automaton. Secrets are identified by their index in the list given to [`SecretForms::new`].
+/// `Debug` shows only counts, never a value or a pattern.
+#[derive(Clone, Default)]
+pub struct SecretForms {
+    automaton: Option<AhoCorasick>,
+    /// The secret each pattern belongs to (the first one, when two secrets share a pattern).
+    owners: Vec<usize>,
+    /// The longest pattern, in bytes.
+    longest: usize,
+    secrets: usize,
+}
+
+impl std::fmt::Debug for SecretForms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretForms")
+            .field("secrets", &self.secrets)
+            .field("patterns", &self.owners.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A run of bytes that carries (part of) a secret: `start..end` in the searched bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SecretSpan {
+    /// First byte.
+    pub start: usize,
+    /// One past the last byte.
+    pub end: usize,
+    /// Which secret (its index in the list given to [`SecretForms::new`]).
+    pub secret: usize,
+}
+
+impl SecretForms {
+    /// The forms of `values` (empty values are ignored).
+    pub fn new<V: AsRef<[u8]>>(values: &[V]) -> Self {
+        let mut owner_of: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut patterns: Vec<Vec<u8>> = Vec::new();
+        for (secret, value) in values.iter().enumerate() {
+            for pattern in forms_of(value.as_ref()) {
+                let key = pattern.to_ascii_lowercase();
+                if !owner_of.contains_key(&key) {
+                    owner_of.insert(key.clone(), secret);
+                    patterns.push(key);
+                }
+            }
+        }
+        let owners: Vec<usize> = patterns
+            .iter()
+            .map(|p| owner_of.get(p).copied().unwrap_or_default())
+            .collect();
+        let longest = patterns.iter().map(Vec::len).max().unwrap_or(0);
+        let automaton = if patterns.is_empty() {
+            None
+        } else {
+            AhoCorasickBuilder::new()
+                .ascii_case_insensitive(true)
+                .match_kind(MatchKind::Standard)
+                .build(&patterns)
+                .ok()
+        };
+        SecretForms {
+            automaton,
+            owners,
+            longest,
+            secrets: values.len(),
+        }
+    }
+
+    /// Whether there is nothing to look for.
+    pub fn is_empty(&self) -> bool {
+        self.automaton.is_none()
+    }
+
+    /// The most bytes one match can span in the searched input (a pattern under the nested
+    /// percent-encodings). A stream searcher that holds back this many bytes minus one misses
+    /// nothing.
+    pub fn max_span(&self) -> usize {
+        self.longest * 3usize.pow(PERCENT_ROUNDS as u32)
+    }
+
+    /// The first secret (in input order of the hit) found in `hay` for which `wanted` holds.
+    pub fn find(&self, hay: &[u8], wanted: impl Fn(usize) -> bool) -> Option<usize> {
+        let ac = self.automaton.as_ref()?;
+        let hit = |bytes: &[u8]| {
+            ac.find_overlapping_iter(bytes)
+                .map(|m| self.owner(m.pattern().as_usize()))
+                .find(|s| wanted(*s))
+        };
+        if let Some(s) = hit(hay) {
+            return Some(s);
+        }
+        let mut view = hay.to_vec();
+        for _ in 0..PERCENT_ROUNDS {
+            let Some((decoded, _)) = percent_decode(&view) else {
+                break;
+            };
+            if let Some(s) = hit(&decoded) {
+                return Some(s);
+            }
+            view = decoded;
+        }
+        None
+    }
+
+    /// Every run of `hay` that carries a secret in any form, merged (overlapping or adjacent
+    /// runs become one; the secret of a merged run is that of its first byte), in order.
+    pub fn spans(&self, hay: &[u8]) -> Vec<SecretSpan> {
+        let Some(ac) = &self.automaton else {
+            return Vec::new();
+        };
+        let mut raw: Vec<SecretSpan> = Vec::new();
+        let mut collect = |bytes: &[u8], origin: Option<&[(usize, usize)]>| {
+            for m in ac.find_overlapping_iter(bytes) {
+                let (start, end) = match origin {
+                    None => (m.start(), m.end()),
+                    Some(o) => (o[m.start()].0, o[m.end() - 1].1),
+                };
+                raw.push(SecretSpan {
+                    start,
+                    end,
+                    secret: self.owner(m.pattern().as_usize()),
+                });
+            }
+        };
+        collect(hay, None);
+        // Each decoded view maps its bytes back to their `start..end` in `hay`.
+        let mut view = hay.to_vec();
+        let mut origin: Vec<(usize, usize)> = (0..hay.len()).map(|i| (i, i + 1)).collect();
+        for _ in 0..PERCENT_ROUNDS {
+            let Some((decoded, map)) = percent_decode(&view) else {
+                break;
+            };
+            let composed: Vec<(usize, usize)> = map
+                .iter()
+                .map(|(s, e)| (origin[*s].0, origin[*e - 1].1))
+                .collect();
+            collect(&decoded, Some(&composed));
+            view = decoded;
+            origin = composed;
+        }
+        merge(raw)
+    }
+
+    /// `hay` with every span replaced by `replacement(secret)`.
+    pub fn redact(&self, hay: &[u8], replacement: impl Fn(usize) -> Vec<u8>) -> Vec<u8> {
+        replace_spans(hay, &self.spans(hay), replacement)
+    }
+
+    fn owner(&self, pattern: usize) -> usize {
+        self.owners.get(pattern).copied().unwrap_or_default()
+    }
+}
+
+/// `hay` with each of `spans` (sorted, disjoint) replaced by `replacement(secret)`.
+pub fn replace_spans(
+    hay: &[u8],
+    spans: &[SecretSpan],
+    replacement: impl Fn(usize) -> Vec<u8>,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(hay.len());
+    let mut from = 0;
+    for s in spans {
+        out.extend_from_slice(&hay[from..s.start]);
+        out.extend_from_slice(&replacement(s.secret));
+        from = s.end;
+    }
+    out.extend_from_slice(&hay[from..]);
+    out
+}
+
+fn merge(mut spans: Vec<SecretSpan>) -> Vec<SecretSpan> {
+    spans.sort_by_key(|s| (s.start, std::cmp::Reverse(s.end)));
+    let mut out: Vec<SecretSpan> = Vec::with_capacity(spans.len());
+    for s in spans {
+        match out.last_mut() {
+            Some(last) if s.start <= last.end => last.end = last.end.max(s.end),
+            _ => out.push(s),
+        }
+    }
+    out
+}
+
+/// Every pattern of one value (see the module docs).
+fn forms_of(value: &[u8]) -> Vec<Vec<u8>> {
+    if value.is_empty() {
+        return Vec::new();
+    }
+    if value.len() < FRAGMENT_LEN {
+        return vec![value.to_vec()];
+    }
+    let reversed: Vec<u8> = value.iter().rev().copied().collect();
+    let mut out = Vec::new();
+    for base in [value, reversed.as_slice()] {
+        for fragment in base.windows(FRAGMENT_LEN) {
+            out.push(fragment.to_vec());
+            let mut encoded = vec![hex(fragment)];
+            for k in 0..3 {
+                encoded.push(base64_inner(fragment, k, false));
+                encoded.push(base64_inner(fragment, k, true));
+            }
+            for e in encoded {
+                out.push(e.iter().rev().copied().collect());
+                out.push(e);
+            }
+        }
+    }
+    out
+}
+
+fn hex(bytes: &[u8]) -> Vec<u8> {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    bytes
+        .iter()
+        .flat_map(|b| [DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 15)]])
+        .collect()
+}
+
+/// The base64 characters that only `fragment`'s bits decide when it starts `k` bytes into a
+/// 3-byte group: characters whose 6 bits lie wholly inside the fragment.
+fn base64_inner(fragment: &[u8], k: usize, url: bool) -> Vec<u8> {
+    let mut input = vec![0u8; k];
+    input.extend_from_slice(fragment);
+    let engine = if url {
+        URL_SAFE_NO_PAD
+    } else {
+        STANDARD_NO_PAD
+    };
+    let encoded = engine.encode(&input).into_bytes();
+    let first = (8 * k).div_ceil(6);
+    let end = (8 * (k + fragment.len())) / 6;
+    encoded
+        .get(first..end)
+        .map(<[u8]>::to_vec)
+        .unwrap_or_default()
+}
+
+/// `bytes` with every `%XX` (either case) decoded, and for each decoded byte its `start..end`
+/// in `bytes`; `None` when there is nothing to decode.
+fn percent_decode(bytes: &[u8]) -> Option<(Vec<u8>, Vec<(usize, usize)>)> {
+    let hex_value = |b: u8| {
+        char::from(b)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    };
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut map = Vec::with_capacity(bytes.len());
+    let mut changed = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let (Some(h), Some(l)) = (
+                bytes.get(i + 1).copied().and_then(hex_value),
+                bytes.get(i + 2).copied().and_then(hex_value),
+            )
+        {
+            out.push(h << 4 | l);
+            map.push((i, i + 3));
+            i += 3;
+            changed = true;
+        } else {
+            out.push(bytes[i]);
+            map.push((i, i + 1));
+            i += 1;
+        }
+    }
+    changed.then_some((out, map))
+}
+
+#[cfg(test)]
+#[path = "forms_tests.rs"]
+mod tests;
