@@ -6,6 +6,7 @@ mod fanout;
 mod fleet;
 mod loops;
 mod reaper;
+mod resume;
 mod routing;
 mod subbots;
 mod support;
