@@ -207,7 +207,6 @@ fn the_deny_class_is_exactly_the_specs() {
         "JAVA_TOOL_OPTIONS",
         "_JAVA_OPTIONS",
         "JDK_JAVA_OPTIONS",
-        "EDITOR",
         "PAGER",
         "XDG_CONFIG_HOME",
         "ftp_proxy",
@@ -242,6 +241,9 @@ fn the_deny_class_is_exactly_the_specs() {
         "RUST_LOG",
         "TZ",
         "CI",
+        // Interactive-only in git (never run by the engine's non-interactive git).
+        "EDITOR",
+        "VISUAL",
     ];
     let wrong: Vec<&str> = denied
         .iter()
