@@ -159,6 +159,8 @@ pub enum Code {
     C913,
     /// `C914`.
     C914,
+    /// `C915`: a subbot `source` that resolves outside the workflow's repository.
+    C915,
 }
 
 impl Code {
@@ -241,6 +243,7 @@ impl Code {
         Code::C912,
         Code::C913,
         Code::C914,
+        Code::C915,
     ];
 
     /// The stable wire spelling (`"C044"`).
@@ -323,6 +326,7 @@ impl Code {
             Code::C912 => "C912",
             Code::C913 => "C913",
             Code::C914 => "C914",
+            Code::C915 => "C915",
         }
     }
 

@@ -62,6 +62,17 @@ impl Compiled {
 /// Why a file could not be read (exit 2 in the CLI; no diagnostic, DSL.md §1.1).
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The repository-file reader refused it (issue 15 item 12): not a regular file (a FIFO,
+    /// `/dev/stdin`), outside the repository, or not read in time. The message names the rule.
+    #[error("cannot read {path}: {message}")]
+    Refused {
+        /// The path as given.
+        path: String,
+        /// The rule ([`iterion_repofile::RepoFileError::rule`]).
+        rule: &'static str,
+        /// The reader's message.
+        message: String,
+    },
     /// The file could not be opened or read.
     #[error("cannot read {path}: {source}")]
     Io {
@@ -89,6 +100,7 @@ impl LoadError {
         match self {
             LoadError::Io { .. } => "READ_FAILED",
             LoadError::TooLarge { .. } => "FILE_TOO_LARGE",
+            LoadError::Refused { .. } => "FILE_REFUSED",
         }
     }
 }
@@ -109,6 +121,13 @@ pub(crate) enum ReadFailure {
         /// Its size in bytes.
         size: u64,
     },
+    /// The repository-file reader refused it.
+    Refused {
+        /// The rule.
+        rule: &'static str,
+        /// The reader's message.
+        message: String,
+    },
 }
 
 impl ReadFailure {
@@ -122,6 +141,11 @@ impl ReadFailure {
                 size,
                 limit: MAX_SOURCE_BYTES,
             },
+            ReadFailure::Refused { rule, message } => LoadError::Refused {
+                path,
+                rule,
+                message,
+            },
         }
     }
 
@@ -134,30 +158,64 @@ impl ReadFailure {
                 std::io::Error::from_raw_os_error,
             )),
             ReadFailure::TooLarge { size } => ReadFailure::TooLarge { size: *size },
+            ReadFailure::Refused { rule, message } => ReadFailure::Refused {
+                rule,
+                message: message.clone(),
+            },
         };
         copy.into_error(path)
     }
+
+    fn from_repo_file(error: iterion_repofile::RepoFileError, size: u64) -> ReadFailure {
+        use iterion_repofile::RepoFileError as E;
+        match error {
+            E::TooLarge { .. } => ReadFailure::TooLarge {
+                size: size.max(MAX_SOURCE_BYTES + 1),
+            },
+            E::Io { source, .. } => ReadFailure::Io(source),
+            E::NotFound { .. } => {
+                ReadFailure::Io(std::io::Error::from(std::io::ErrorKind::NotFound))
+            }
+            other @ (E::OutsideRepository { .. }
+            | E::Symlink { .. }
+            | E::NotRegular { .. }
+            | E::TimedOut { .. }) => ReadFailure::Refused {
+                rule: other.rule(),
+                message: other.to_string(),
+            },
+        }
+    }
 }
 
-/// [`load`] without the path in the error.
+/// [`load`] without the path in the error: a regular file (never a FIFO or a device, so the read
+/// cannot block), at most [`MAX_SOURCE_BYTES`], within the reader's timeout.
 pub(crate) fn read_bounded(path: &std::path::Path) -> Result<Vec<u8>, ReadFailure> {
-    use std::io::Read;
-    let file = std::fs::File::open(path).map_err(ReadFailure::Io)?;
-    let size = file.metadata().map_err(ReadFailure::Io)?.len();
+    let size = precheck_size(path)?;
+    iterion_repofile::read_regular(path, MAX_SOURCE_BYTES)
+        .map_err(|e| ReadFailure::from_repo_file(e, size))
+}
+
+/// [`read_bounded`] of a file that must lie beneath the repository `root` (`canon` is its
+/// canonical path): opened beneath the root, so a component swapped for a symlink after
+/// canonicalisation cannot lead out (issue 15 items 12, 15).
+pub(crate) fn read_beneath(
+    root: &std::path::Path,
+    canon: &std::path::Path,
+) -> Result<Vec<u8>, ReadFailure> {
+    let relative = iterion_repofile::relative_to(root, canon)
+        .map_err(|e| ReadFailure::from_repo_file(e, 0))?;
+    let size = precheck_size(canon)?;
+    iterion_repofile::read_beneath(root, &relative, MAX_SOURCE_BYTES)
+        .map_err(|e| ReadFailure::from_repo_file(e, size))
+}
+
+/// The size `stat` reports, refused early when over the limit (so the error shows it).
+fn precheck_size(path: &std::path::Path) -> Result<u64, ReadFailure> {
+    let size = std::fs::metadata(path).map_err(ReadFailure::Io)?.len();
     if size > MAX_SOURCE_BYTES {
         return Err(ReadFailure::TooLarge { size });
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    // Read one byte past the limit so a file that grew after `metadata` is still refused.
-    file.take(MAX_SOURCE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(ReadFailure::Io)?;
-    if bytes.len() as u64 > MAX_SOURCE_BYTES {
-        return Err(ReadFailure::TooLarge {
-            size: bytes.len() as u64,
-        });
-    }
-    Ok(bytes)
+    Ok(size)
 }
 
 /// Compiles one source text (DSL.md, whole pipeline).

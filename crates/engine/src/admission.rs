@@ -7,8 +7,10 @@
 //! decision is persisted on the run under compare-and-swap ([`persist_admission`], 3 attempts)
 //! **before** a refusal returns, so the run record explains itself.
 
-use iterion_sandbox::{Mode, SandboxFlag, SandboxVerdict};
+use iterion_sandbox::{Factory, Mode, SandboxFlag, SandboxVerdict, Trust, run_will_be_sandboxed};
 use iterion_store::{Admission, AdmissionDecision, Run, RunId, Store, Timestamp};
+
+use crate::sandbox::{Resolved, SandboxSettings};
 
 /// The admission phase recorded on the run.
 pub const ADMISSION_PHASE: &str = "pre_model";
@@ -24,6 +26,30 @@ pub(crate) fn allowed_trusted(now: Timestamp) -> Admission {
         code: "trusted".to_owned(),
         reason: "trusted run".to_owned(),
         checked_at: now,
+    }
+}
+
+/// The admission decision of one attempt (SANDBOX.md §10), from the same resolution and driver
+/// selection its start will use. The one place that decides; a launch asks it inside the attempt,
+/// a resume asks it before it reopens the record (so a refusal leaves the record as it was).
+pub(crate) async fn decide(
+    trust: Trust,
+    resolved: &Resolved,
+    settings: &SandboxSettings,
+    factory: &Factory,
+    override_env: Option<SandboxFlag>,
+) -> Admission {
+    match trust {
+        Trust::Trusted => allowed_trusted(Timestamp::now()),
+        Trust::Untrusted => {
+            let verdict = run_will_be_sandboxed(
+                &resolved.mode_inputs(settings),
+                resolved.spec_resolution(),
+                factory,
+            )
+            .await;
+            decide_untrusted(&verdict, override_env, Timestamp::now())
+        }
     }
 }
 

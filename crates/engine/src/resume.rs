@@ -104,6 +104,15 @@ impl Engine {
         let envelope = RunEnvelope::from_value(run.checkpoint.as_ref());
         let launch = envelope.launch_or_cwd();
         let (settings, override_env) = settings_from_env(self.sandbox_default, &launch)?;
+        // What `run` checks before a run exists is checked here before the record is reopened:
+        // a refusal after `reopen` would turn `failed_resumable` into `failed`.
+        crate::RunBudget::resolve(&workflow.budget, |k| std::env::var(k).ok())
+            .map_err(crate::LaunchError::from)?;
+        if workflow.worktree == iterion_dsl::ir::Worktree::Auto && run.worktree_path.is_none() {
+            crate::workspace::check_worktree_possible(&launch.cwd)
+                .await
+                .map_err(crate::LaunchError::from)?;
+        }
         let holder = crate::engine::holder_name();
         self.store
             .acquire_lease(&run.id, &holder, LEASE_TTL)
@@ -114,6 +123,18 @@ impl Engine {
                 )),
                 other => EngineError::Store(other),
             })?;
+        // Admission before the record changes (SANDBOX.md §10: "A refused resume leaves the
+        // status as it was"). The denial is persisted on the record as it stands, then refused.
+        let run = match self
+            .admit_resume(&run, &workflow, &settings, override_env, &launch)
+            .await
+        {
+            Ok(run) => run,
+            Err(error) => {
+                let _ = self.store.release_lease(&run.id, &holder).await;
+                return Err(error);
+            }
+        };
         let run = match self.reopen(&run).await {
             Ok(run) => run,
             Err(error) => {
@@ -146,6 +167,51 @@ impl Engine {
             observer,
         )
         .await
+    }
+
+    /// The admission of a resume, decided and (when denied) persisted on the record as it is —
+    /// status and failure untouched — before anything reopens it. Returns the record to reopen.
+    async fn admit_resume(
+        &self,
+        run: &Run,
+        workflow: &iterion_dsl::ir::Workflow,
+        settings: &crate::sandbox::SandboxSettings,
+        override_env: Option<iterion_sandbox::SandboxFlag>,
+        launch: &crate::engine::LaunchOptions,
+    ) -> Result<Run, EngineError> {
+        let trust = crate::run::sandbox_trust(run.trust);
+        let repo_root = crate::workspace::repository_root_of(&launch.cwd).await;
+        let overlay = iterion_sandbox::EnvOverlay {
+            vars: launch.sandbox_env.clone(),
+        };
+        let resolved = crate::sandbox::resolve(
+            &workflow.sandbox,
+            settings,
+            trust,
+            repo_root.as_deref(),
+            &overlay,
+        );
+        let factory = iterion_sandbox::Factory::new(
+            self.registry.clone(),
+            self.factory_options,
+            &iterion_sandbox::HostSignals::from_env(),
+        );
+        let admission =
+            crate::admission::decide(trust, &resolved, settings, &factory, override_env).await;
+        if admission.decision == iterion_store::AdmissionDecision::Allowed {
+            return Ok(run.clone());
+        }
+        crate::admission::persist_admission(
+            self.store.as_ref(),
+            run,
+            &admission,
+            &|_: &mut Run| {},
+        )
+        .await?;
+        Err(refused(format!(
+            "cannot resume run {}: {}",
+            run.id, admission.reason
+        )))
     }
 
     /// `failed_resumable` → `running`, failure cleared, under compare-and-swap.

@@ -10,13 +10,13 @@ use std::time::Instant;
 use iterion_dsl::ir::{Workflow, Worktree};
 use iterion_sandbox::{
     EnvOverlay, Factory, HostSignals, Progress, PullProgress, SandboxFlag, SandboxRun, Trust,
-    run_will_be_sandboxed, sandbox_override_from_env,
+    sandbox_override_from_env,
 };
-use iterion_store::{AdmissionDecision, Run, RunId, RunStatus, Store, Timestamp};
+use iterion_store::{AdmissionDecision, Run, RunId, RunStatus, Store};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::{allowed_trusted, decide_untrusted, persist_admission};
+use crate::admission::persist_admission;
 use crate::checkpoint::Checkpoint;
 use crate::engine::{
     Engine, EngineError, LaunchOptions, RunControl, RunEnvelope, RunRequest, RunSummary,
@@ -245,18 +245,14 @@ impl Engine {
         };
 
         // Admission (seed steps 3–4), persisted before a refusal returns.
-        let admission = match trust {
-            Trust::Trusted => allowed_trusted(Timestamp::now()),
-            Trust::Untrusted => {
-                let verdict = run_will_be_sandboxed(
-                    &resolved.mode_inputs(&attempt.settings),
-                    resolved.spec_resolution(),
-                    &factory,
-                )
-                .await;
-                decide_untrusted(&verdict, attempt.override_env, Timestamp::now())
-            }
-        };
+        let admission = crate::admission::decide(
+            trust,
+            &resolved,
+            &attempt.settings,
+            &factory,
+            attempt.override_env,
+        )
+        .await;
         let envelope_value = envelope.to_value();
         let run = persist_admission(store.as_ref(), &attempt.run, &admission, &|r: &mut Run| {
             r.checkpoint = envelope_value.clone();

@@ -186,6 +186,15 @@ pub enum Error {
         prepared_by: String,
     },
 
+    /// A repository file the engine reads was refused by the one repository-file reader
+    /// (issue 15 item 12): outside the repository, not a regular file, too large, not read in time.
+    #[error("sandbox: {source}")]
+    RepoFile {
+        /// The rule it broke, naming the file.
+        #[source]
+        source: iterion_repofile::RepoFileError,
+    },
+
     /// A host filesystem or process operation failed.
     #[error("sandbox: {operation} {}: {source}", path.display())]
     Io {
@@ -327,6 +336,7 @@ impl Error {
             | Error::FileSecretsUnsupported
             | Error::ForeignPreparedSpec { .. }
             | Error::Io { .. }
+            | Error::RepoFile { .. }
             | Error::Engine { .. }
             | Error::PullFailed { .. }
             | Error::BuildFailed { .. }

@@ -51,16 +51,16 @@ mod text;
 
 pub use capabilities::Capabilities;
 pub use devcontainer::{
-    AUTO_WITHOUT_REPOSITORY_ROOT, AutoInputs, CommandForm, DENIED_ENV_EXACT, DENIED_ENV_PREFIXES,
-    DENIED_PROXY_ENV, DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR,
-    DEVBOX_INLINE_LIMIT_BYTES, DEVCONTAINER_CANDIDATES, DevboxConfig, DevboxInputs, DevboxPlan,
-    DevboxRead, DevboxSource, Devcontainer, DevcontainerBuild, DevcontainerError, DevcontainerText,
+    ALLOWED_ENV_EXCEPTIONS, AUTO_WITHOUT_REPOSITORY_ROOT, AutoInputs, CommandForm, DENIED_ENV,
+    DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR, DEVBOX_INLINE_LIMIT_BYTES,
+    DEVCONTAINER_CANDIDATES, DevboxConfig, DevboxInputs, DevboxPlan, DevboxRead, DevboxSource,
+    Devcontainer, DevcontainerBuild, DevcontainerError, DevcontainerText, EnvDenyRule, EnvMatch,
     EnvOverlay, FusedSpec, ITERION_REPO_DEVBOX, ITERION_SANDBOX_ENV_FILE, LOCAL_ENV_ALLOW_LIST,
     LifecycleCommand, LocalVars, MAX_DEVCONTAINER_BYTES, NO_DEVCONTAINER_NO_DEFAULT_IMAGE,
     RepoDevbox, RepoSpec, ResolvedSpec, RunArgRule, apply_devbox_plan, default_network,
-    expand_local_vars, expand_sandbox_spec, fuse_devcontainer_spec, is_allowed_local_env,
-    is_denied_env_key, merge_environment_overlay, parse_devcontainer, parse_env_file,
-    parse_env_pairs, plan_devbox, posix_quote, read_devbox_config, read_from_repo,
+    denied_env_rule, expand_local_vars, expand_sandbox_spec, fuse_devcontainer_spec,
+    is_allowed_local_env, is_denied_env_key, merge_environment_overlay, parse_devcontainer,
+    parse_env_file, parse_env_pairs, plan_devbox, posix_quote, read_devbox_config, read_from_repo,
     resolve_repo_devbox, resolve_sandbox_spec_with_fallback, screen_run_args, to_sandbox_spec,
 };
 pub use driver::{

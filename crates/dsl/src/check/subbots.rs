@@ -30,6 +30,9 @@ pub(crate) struct Origin {
     pub dir: PathBuf,
     /// The files from the root down to this one: canonical path and the name shown in C913.
     pub chain: Vec<(PathBuf, String)>,
+    /// The canonical repository root of the root file, when it lies in one: every child must
+    /// resolve beneath it (C915) and is read beneath it.
+    pub repo: Option<PathBuf>,
     /// The loader of this top-level compile, shared by every origin below the root.
     session: Rc<Session>,
 }
@@ -52,9 +55,11 @@ impl Origin {
             || path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
+        let repo = repository_root_of(&dir);
         Origin {
             dir,
             chain: vec![(session.canonical(path), shown)],
+            repo,
             session,
         }
     }
@@ -68,6 +73,7 @@ impl Origin {
                 .parent()
                 .map_or_else(|| self.dir.clone(), Path::to_path_buf),
             chain,
+            repo: self.repo.clone(),
             session: Rc::clone(&self.session),
         }
     }
@@ -77,6 +83,16 @@ impl Origin {
     fn session_stats(&self) -> session::Stats {
         self.session.stats.borrow().clone()
     }
+}
+
+/// The repository a root file in `dir` belongs to (issue 15 item 15): the nearest ancestor of
+/// `dir`'s canonical path holding a `.git` entry (a directory, or the file of a worktree), as
+/// git finds it. `None` outside any repository.
+fn repository_root_of(dir: &Path) -> Option<PathBuf> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    dir.ancestors()
+        .find(|d| std::fs::symlink_metadata(d.join(".git")).is_ok())
+        .map(Path::to_path_buf)
 }
 
 /// What the subbot check hands back to the pipeline.
@@ -149,6 +165,27 @@ pub(super) fn check(
         };
         let path = origin.dir.join(&b.source.value);
         let canon = origin.session.canonical(&path);
+        // A workflow from a repository runs only children of that repository (issue 15 item
+        // 15): the canonical path (symlinks and `..` resolved) must lie beneath the canonical
+        // root; the read is then done beneath it too, so a swap after this check cannot escape.
+        if let Some(repo) = &origin.repo
+            && !canon.starts_with(repo)
+        {
+            out.push(
+                Diagnostic::new(
+                    Code::C915,
+                    b.source.span,
+                    format!(
+                        "subbot \"{name}\": {} resolves to {}, outside the repository {}; a workflow from a repository runs only children inside it",
+                        b.source.value,
+                        canon.display(),
+                        repo.display()
+                    ),
+                )
+                .with_node(name),
+            );
+            continue;
+        }
         // Only workflow files are read: a broken child's first error is quoted in C910, so a
         // `source` naming any other file (`/etc/passwd`, a key file, a `.iter` symlink to one)
         // would echo its first token into the output of a run someone else wrote.

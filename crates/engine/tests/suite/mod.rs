@@ -7,6 +7,7 @@ mod fleet;
 mod loops;
 mod reaper;
 mod record_secrets;
+mod resume;
 mod routing;
 mod subbots;
 mod support;

@@ -12,7 +12,9 @@ use crate::spec::Spec;
 use crate::text::has_control;
 
 use super::convert::posix_quote;
-use super::read::read_bounded;
+use iterion_repofile::RepoFileError;
+
+use super::read::repo_text;
 
 /// `on`/`off` (default on): whether the repository's `devbox.json` is installed (§15, §17.1).
 pub const ITERION_REPO_DEVBOX: &str = "ITERION_REPO_DEVBOX";
@@ -135,17 +137,21 @@ pub fn read_devbox_config(dir: &Path) -> DevboxRead {
         path: path.clone(),
         reason,
     };
-    let content = match read_bounded(&path, DEVBOX_INLINE_LIMIT_BYTES) {
-        Ok(Some(content)) => content,
-        Ok(None) => return declined(format!("larger than {DEVBOX_INLINE_LIMIT_BYTES} bytes")),
+    // Through the one repository-file reader: a regular file beneath `dir` (a devbox.json
+    // symlinked to /dev/stdin or a FIFO is declined at once, never read), capped, time-bounded.
+    let content = match repo_text(dir, Path::new("devbox.json"), DEVBOX_INLINE_LIMIT_BYTES) {
+        Ok(content) => content,
+        Err(RepoFileError::TooLarge { .. }) => {
+            return declined(format!("larger than {DEVBOX_INLINE_LIMIT_BYTES} bytes"));
+        }
         Err(error) => return declined(error.to_string()),
     };
     let lock_path = dir.join("devbox.lock");
     let lock = if std::fs::symlink_metadata(&lock_path).is_ok() {
         let left = DEVBOX_INLINE_LIMIT_BYTES - content.len() as u64;
-        match read_bounded(&lock_path, left) {
-            Ok(Some(lock)) => Some(lock),
-            Ok(None) => {
+        match repo_text(dir, Path::new("devbox.lock"), left) {
+            Ok(lock) => Some(lock),
+            Err(RepoFileError::TooLarge { .. }) => {
                 return declined(format!(
                     "devbox.json plus devbox.lock larger than {DEVBOX_INLINE_LIMIT_BYTES} bytes"
                 ));

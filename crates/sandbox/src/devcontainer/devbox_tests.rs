@@ -234,3 +234,53 @@ fn reading_finds_the_config_and_lock_and_declines_what_is_too_big() {
         }
     );
 }
+
+/// Issue 15 item 12: a `devbox.json` that is a symlink to `/dev/stdin` (or any device, a FIFO, a
+/// file outside the repository) is declined at once, naming the file and the rule — never read,
+/// never waited on.
+#[test]
+fn a_devbox_json_that_is_not_a_regular_file_of_the_repository_is_declined_at_once() {
+    let started = std::time::Instant::now();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(
+        outside.path().join("devbox.json"),
+        r#"{"packages":["evil"]}"#,
+    )
+    .unwrap();
+    let targets: Vec<(PathBuf, &str)> = vec![
+        (PathBuf::from("/dev/stdin"), "outside the repository"),
+        (PathBuf::from("/dev/zero"), "outside the repository"),
+        (PathBuf::from("/proc/self/fd/0"), "outside the repository"),
+        (outside.path().join("devbox.json"), "outside the repository"),
+    ];
+    for (target, rule) in targets {
+        let repo = Repo::new();
+        std::os::unix::fs::symlink(&target, repo.root.join("devbox.json")).unwrap();
+        match read_devbox_config(&repo.root) {
+            DevboxRead::Declined { reason, .. } => {
+                assert!(reason.contains(rule), "{target:?}: {reason}");
+                assert!(reason.contains("devbox.json"), "{target:?}: {reason}");
+            }
+            other => panic!("{target:?}: want declined, got {other:?}"),
+        }
+    }
+    let repo = Repo::new();
+    nix::unistd::mkfifo(
+        &repo.root.join("devbox.json"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    match read_devbox_config(&repo.root) {
+        DevboxRead::Declined { reason, .. } => assert!(reason.contains("fifo"), "{reason}"),
+        other => panic!("fifo: want declined, got {other:?}"),
+    }
+    // A lock symlinked out is declined the same way.
+    let repo = Repo::new();
+    repo.write("devbox.json", "{}");
+    std::os::unix::fs::symlink("/dev/stdin", repo.root.join("devbox.lock")).unwrap();
+    assert!(matches!(
+        read_devbox_config(&repo.root),
+        DevboxRead::Declined { .. }
+    ));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}

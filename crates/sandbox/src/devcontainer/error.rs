@@ -36,6 +36,16 @@ pub enum DevcontainerError {
         resolved: PathBuf,
     },
 
+    /// The repository file reader refused it (issue 15 item 12): outside the repository, through
+    /// a symlink leaving it, not a regular file (a FIFO, `/dev/stdin`), or not read in time.
+    /// Unusable.
+    #[error("{source}")]
+    Refused {
+        /// The rule it broke, naming the file.
+        #[source]
+        source: iterion_repofile::RepoFileError,
+    },
+
     /// The file is larger than [`MAX_DEVCONTAINER_BYTES`](super::MAX_DEVCONTAINER_BYTES).
     /// Unusable.
     #[error("{}: larger than {limit_bytes} bytes", path.display())]
@@ -118,6 +128,7 @@ impl DevcontainerError {
             // No `_` arm: a new variant must choose its code.
             DevcontainerError::Unreadable { .. }
             | DevcontainerError::OutsideRepository { .. }
+            | DevcontainerError::Refused { .. }
             | DevcontainerError::TooLarge { .. }
             | DevcontainerError::NotJsonc { .. }
             | DevcontainerError::Shape { .. }
@@ -135,6 +146,7 @@ impl DevcontainerError {
         match self {
             DevcontainerError::Unreadable { .. }
             | DevcontainerError::OutsideRepository { .. }
+            | DevcontainerError::Refused { .. }
             | DevcontainerError::TooLarge { .. }
             | DevcontainerError::NotJsonc { .. }
             | DevcontainerError::Shape { .. } => true,

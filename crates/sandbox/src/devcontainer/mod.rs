@@ -38,7 +38,9 @@ pub use devbox::{
     DevboxConfig, DevboxInputs, DevboxPlan, DevboxRead, DevboxSource, ITERION_REPO_DEVBOX,
     RepoDevbox, apply_devbox_plan, plan_devbox, read_devbox_config, resolve_repo_devbox,
 };
-pub use env_deny::{DENIED_ENV_EXACT, DENIED_ENV_PREFIXES, DENIED_PROXY_ENV, is_denied_env_key};
+pub use env_deny::{
+    ALLOWED_ENV_EXCEPTIONS, DENIED_ENV, EnvDenyRule, EnvMatch, denied_env_rule, is_denied_env_key,
+};
 pub use error::DevcontainerError;
 pub use expand::{
     LOCAL_ENV_ALLOW_LIST, LocalVars, expand_local_vars, expand_sandbox_spec, is_allowed_local_env,

@@ -3,11 +3,12 @@
 //! [`Devcontainer`], with shape failures typed by field.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use jsonc_parser::ParseOptions;
 use serde_json::{Map, Value};
+
+use iterion_repofile::RepoFileError;
 
 use super::error::DevcontainerError;
 
@@ -38,71 +39,50 @@ pub enum DevcontainerText {
 
 /// Finds and reads the repository's devcontainer (SANDBOX.md §7.1): `.devcontainer/devcontainer.json`,
 /// then `.devcontainer.json`. The first candidate that exists decides: a read error other than
-/// "not found", a file larger than [`MAX_DEVCONTAINER_BYTES`], or a canonical path outside the
-/// canonical repository root (a symlink pointing elsewhere) makes it unusable.
+/// "not found", a file larger than [`MAX_DEVCONTAINER_BYTES`], anything the repository-file
+/// reader refuses (outside the repository root or through a symlink leaving it, not a regular
+/// file, not read in time) makes it unusable.
 pub fn read_from_repo(repo_root: &Path) -> DevcontainerText {
-    let root = match std::fs::canonicalize(repo_root) {
-        Ok(root) => root,
-        Err(error) => {
-            return DevcontainerText::Unusable(DevcontainerError::Unreadable {
-                path: repo_root.to_owned(),
-                error: error.to_string(),
-            });
-        }
-    };
     for candidate in DEVCONTAINER_CANDIDATES {
         let path = repo_root.join(candidate);
-        let resolved = match std::fs::canonicalize(&path) {
-            Ok(resolved) => resolved,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                // A dangling symlink is "found but unusable", not absent.
-                if std::fs::symlink_metadata(&path).is_ok() {
-                    return DevcontainerText::Unusable(DevcontainerError::Unreadable {
-                        path,
-                        error: error.to_string(),
-                    });
-                }
-                continue;
-            }
-            Err(error) => {
-                return DevcontainerText::Unusable(DevcontainerError::Unreadable {
+        return match repo_text(repo_root, Path::new(candidate), MAX_DEVCONTAINER_BYTES) {
+            Ok(text) => DevcontainerText::Found { path, text },
+            // A dangling symlink is "found but unusable", not absent.
+            Err(RepoFileError::NotFound { .. }) if std::fs::symlink_metadata(&path).is_ok() => {
+                DevcontainerText::Unusable(DevcontainerError::Unreadable {
                     path,
-                    error: error.to_string(),
-                });
+                    error: "a dangling symlink".to_owned(),
+                })
             }
-        };
-        if !resolved.starts_with(&root) {
-            return DevcontainerText::Unusable(DevcontainerError::OutsideRepository {
-                path,
-                resolved,
-            });
-        }
-        return match read_bounded(&resolved, MAX_DEVCONTAINER_BYTES) {
-            Ok(Some(text)) => DevcontainerText::Found { path, text },
-            Ok(None) => DevcontainerText::Unusable(DevcontainerError::TooLarge {
-                path,
-                limit_bytes: MAX_DEVCONTAINER_BYTES,
-            }),
-            Err(error) => DevcontainerText::Unusable(DevcontainerError::Unreadable {
-                path,
-                error: error.to_string(),
-            }),
+            Err(RepoFileError::NotFound { .. }) => continue,
+            Err(RepoFileError::TooLarge { limit, .. }) => {
+                DevcontainerText::Unusable(DevcontainerError::TooLarge {
+                    path,
+                    limit_bytes: limit,
+                })
+            }
+            Err(RepoFileError::Io { source, .. }) => {
+                DevcontainerText::Unusable(DevcontainerError::Unreadable {
+                    path,
+                    error: source.to_string(),
+                })
+            }
+            Err(
+                source @ (RepoFileError::OutsideRepository { .. }
+                | RepoFileError::Symlink { .. }
+                | RepoFileError::NotRegular { .. }
+                | RepoFileError::TimedOut { .. }),
+            ) => DevcontainerText::Unusable(DevcontainerError::Refused { source }),
         };
     }
     DevcontainerText::NotFound
 }
 
-/// Reads at most `limit` bytes as UTF-8; `Ok(None)` when the file is larger.
-pub(super) fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Option<String>> {
-    let file = std::fs::File::open(path)?;
-    let mut bytes = Vec::new();
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Ok(None);
-    }
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidData, error))
+/// Reads `relative` beneath the repository `root` through the one repository-file reader
+/// ([`iterion_repofile`]: a regular file beneath the root, at most `limit` bytes, time-bounded),
+/// as UTF-8.
+pub(super) fn repo_text(root: &Path, relative: &Path, limit: u64) -> Result<String, RepoFileError> {
+    iterion_repofile::read_text_beneath(root, relative, limit)
 }
 
 /// One lifecycle command in a form the devcontainer spec allows: a shell string or an argv.

@@ -56,9 +56,9 @@ fn a_devcontainer_symlinked_outside_the_repository_is_unusable() {
     assert_eq!(
         unusable_message(read_from_repo(&repo.root)),
         format!(
-            "{}: resolves to {}/dc.json outside the repository",
+            "{}: refused: it resolves outside the repository {} (a repository file must lie inside the repository; `..` and symlinks may not leave it)",
             repo.dc_path().display(),
-            repo.home.display()
+            repo.root.display()
         )
     );
 }
@@ -70,6 +70,13 @@ fn a_dangling_symlink_a_directory_and_an_oversized_file_are_unusable_not_missing
     std::os::unix::fs::symlink("/nonexistent/dc.json", repo.dc_path()).unwrap();
     assert!(matches!(
         read_from_repo(&repo.root),
+        DevcontainerText::Unusable(DevcontainerError::Refused { .. })
+    ));
+    let repo = Repo::new();
+    std::fs::create_dir(repo.root.join(".devcontainer")).unwrap();
+    std::os::unix::fs::symlink("missing.json", repo.dc_path()).unwrap();
+    assert!(matches!(
+        read_from_repo(&repo.root),
         DevcontainerText::Unusable(DevcontainerError::Unreadable { .. })
     ));
 
@@ -77,7 +84,7 @@ fn a_dangling_symlink_a_directory_and_an_oversized_file_are_unusable_not_missing
     std::fs::create_dir_all(repo.dc_path()).unwrap();
     assert!(matches!(
         read_from_repo(&repo.root),
-        DevcontainerText::Unusable(DevcontainerError::Unreadable { .. })
+        DevcontainerText::Unusable(DevcontainerError::Refused { .. })
     ));
 
     let big = format!(
@@ -270,4 +277,36 @@ fn the_pure_parser_bounds_its_input_too() {
             .to_string(),
         "f: larger than 262144 bytes"
     );
+}
+
+/// Issue 15 item 12: a devcontainer that is a FIFO, a symlink to `/dev/stdin` or one whose
+/// directory is a symlink out of the repository is unusable at once, never read or waited on.
+#[test]
+fn a_devcontainer_that_is_a_fifo_a_device_or_behind_an_escaping_directory_is_unusable_at_once() {
+    let started = std::time::Instant::now();
+    let repo = Repo::new();
+    std::fs::create_dir(repo.root.join(".devcontainer")).unwrap();
+    nix::unistd::mkfifo(
+        &repo.dc_path(),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    assert!(unusable_message(read_from_repo(&repo.root)).contains("fifo"));
+
+    let repo = Repo::new();
+    std::fs::create_dir(repo.root.join(".devcontainer")).unwrap();
+    std::os::unix::fs::symlink("/dev/stdin", repo.dc_path()).unwrap();
+    assert!(unusable_message(read_from_repo(&repo.root)).contains("outside the repository"));
+
+    let repo = Repo::new();
+    std::fs::create_dir(repo.home.join("elsewhere")).unwrap();
+    std::fs::write(
+        repo.home.join("elsewhere/devcontainer.json"),
+        r#"{"image":"x"}"#,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(repo.home.join("elsewhere"), repo.root.join(".devcontainer"))
+        .unwrap();
+    assert!(unusable_message(read_from_repo(&repo.root)).contains("outside the repository"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }

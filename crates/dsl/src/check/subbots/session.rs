@@ -152,8 +152,9 @@ impl Session {
             .clone()
     }
 
-    /// The bytes of the file at `path` (canonical path `canon`), read once per session.
-    fn read(&self, path: &Path, canon: &Path) -> Result<Rc<[u8]>, LoadError> {
+    /// The bytes of the file at `path` (canonical path `canon`), read once per session: beneath
+    /// the repository `repo` when the root file lies in one, else as a regular file.
+    fn read(&self, path: &Path, canon: &Path, repo: Option<&Path>) -> Result<Rc<[u8]>, LoadError> {
         let read = || {
             #[cfg(test)]
             {
@@ -164,7 +165,10 @@ impl Session {
                     .entry(canon.to_path_buf())
                     .or_default() += 1;
             }
-            crate::read_bounded(path).map(Rc::from)
+            match repo {
+                Some(root) => crate::read_beneath(root, canon).map(Rc::from),
+                None => crate::read_bounded(path).map(Rc::from),
+            }
         };
         if self.reuse != Reuse::Cached {
             return read().map_err(|failure| failure.into_error(path));
@@ -210,7 +214,7 @@ impl Session {
                 }
             }
         }
-        let bytes = self.read(path, canon)?;
+        let bytes = self.read(path, canon, origin.repo.as_deref())?;
         #[cfg(test)]
         {
             *self

@@ -409,3 +409,93 @@ fn a_source_that_is_not_a_workflow_file_is_never_read() {
         );
     }
 }
+
+/// Issue 15 item 15: in a repository (`<outer>/repo` with `.git`), a subbot `source` that
+/// resolves outside it — absolute, by `..`, through a symlinked file or a symlinked directory —
+/// is C915 naming the source and the root, and nothing outside is read. A child inside (also
+/// reached by `..` from a subdirectory, or through an inside symlink) compiles.
+#[test]
+fn a_repository_workflow_runs_only_children_inside_the_repository() {
+    let outer = tempfile::tempdir().expect("temp dir");
+    let root = outer.path().join("repo");
+    std::fs::create_dir_all(root.join(".git")).expect("git dir");
+    std::fs::create_dir_all(root.join("flows/lib")).expect("dirs");
+    std::fs::create_dir_all(outer.path().join("host")).expect("host dir");
+    std::fs::write(outer.path().join("host/evil.iter"), CHILD).expect("write");
+    std::fs::write(root.join("flows/lib/ok.iter"), CHILD).expect("write");
+    std::os::unix::fs::symlink(
+        outer.path().join("host/evil.iter"),
+        root.join("flows/link.iter"),
+    )
+    .expect("symlink");
+    std::os::unix::fs::symlink(outer.path().join("host"), root.join("flows/hostdir"))
+        .expect("symlink");
+    std::os::unix::fs::symlink("lib/ok.iter", root.join("flows/inside.iter")).expect("symlink");
+    let evil = outer.path().join("host/evil.iter");
+    let canon_root = root.canonicalize().expect("canon");
+    let with = "\n  start -> sub with { goal: \"g\" }";
+    let compile_with = |src: &str| {
+        let file = root.join("flows/p.iter");
+        std::fs::write(&file, parent(src, "").replace("\n  start -> sub", with)).expect("write");
+        compile_file(&file, &CompileOptions::default()).expect("root loads")
+    };
+    let outside = [
+        evil.display().to_string(),
+        "../../host/evil.iter".to_owned(),
+        "lib/../../../host/evil.iter".to_owned(),
+        "link.iter".to_owned(),
+        "hostdir/evil.iter".to_owned(),
+    ];
+    for src in &outside {
+        let c = compile_with(src);
+        let codes: Vec<Code> = c.diagnostics.iter().map(|d| d.code).collect();
+        assert_eq!(codes, vec![Code::C915], "{src}: {:#?}", c.diagnostics);
+        let message = &c.diagnostics[0].message;
+        assert!(
+            message.contains(src.as_str())
+                && message.contains(&format!("outside the repository {}", canon_root.display())),
+            "{src}: {message}"
+        );
+        assert!(c.workflow.is_none(), "{src}");
+    }
+    for src in ["lib/ok.iter", "inside.iter", "../flows/lib/ok.iter"] {
+        let c = compile_with(src);
+        assert_eq!(diags(&c), vec![], "{src}");
+        assert!(subbot_child(&c).is_some(), "{src}");
+    }
+}
+
+/// Issue 15 item 12: a child `.iter` that is a FIFO, or a symlink to `/dev/stdin`, is C910 at
+/// once (never read, never waited on) — in a repository and outside one.
+#[test]
+fn a_child_that_is_a_fifo_or_a_device_is_c910_at_once() {
+    let started = std::time::Instant::now();
+    for in_repo in [true, false] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        if in_repo {
+            std::fs::create_dir(dir.path().join(".git")).expect("git dir");
+        }
+        nix_mkfifo(&dir.path().join("fifo.iter"));
+        std::os::unix::fs::symlink("/dev/stdin", dir.path().join("stdin.iter")).expect("symlink");
+        for src in ["fifo.iter", "stdin.iter"] {
+            let file = dir.path().join("p.iter");
+            std::fs::write(&file, parent(src, "")).expect("write");
+            let c = compile_file(&file, &CompileOptions::default()).expect("root loads");
+            let codes: Vec<Code> = c.diagnostics.iter().map(|d| d.code).collect();
+            assert!(
+                codes == vec![Code::C910] || codes == vec![Code::C915],
+                "{in_repo} {src}: {:#?}",
+                c.diagnostics
+            );
+        }
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
+fn nix_mkfifo(path: &std::path::Path) {
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+}

@@ -147,6 +147,9 @@ fn glob(pattern: &[u8], name: &[u8]) -> bool {
     }
 }
 
+/// The largest `.dockerignore` read (defined here).
+pub const MAX_DOCKERIGNORE_BYTES: u64 = 256 * 1024;
+
 /// Packs `context` into a tar, honouring its `.dockerignore`, storing symlinks as links.
 ///
 /// # Errors
@@ -161,11 +164,18 @@ pub fn tar_context(context: &Path, dockerfile_in_context: &str) -> Result<Vec<u8
             source,
         }
     };
-    let ignore_file = context.join(".dockerignore");
-    let ignore = match std::fs::read_to_string(&ignore_file) {
+    // Every file of the context is read through the one repository-file reader
+    // (iterion_repofile): a regular file beneath the context, opened without a window for a
+    // swap (a file flipped to a symlink to a host path after the walk saw it is refused, not
+    // read). Symlinks are stored as links, never followed; FIFOs, sockets and devices are skipped.
+    let ignore = match iterion_repofile::read_text_beneath(
+        context,
+        Path::new(".dockerignore"),
+        MAX_DOCKERIGNORE_BYTES,
+    ) {
         Ok(text) => DockerIgnore::parse(&text),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => DockerIgnore::default(),
-        Err(error) => return Err(io("read", &ignore_file)(error)),
+        Err(error) if error.is_not_found() => DockerIgnore::default(),
+        Err(source) => return Err(Error::RepoFile { source }),
     };
     let mut builder = tar::Builder::new(Vec::new());
     builder.follow_symlinks(false);
@@ -200,11 +210,20 @@ pub fn tar_context(context: &Path, dockerfile_in_context: &str) -> Result<Vec<u8
                 }
                 // Walk it anyway: a `!` rule may re-include something below an excluded dir.
                 stack.push(relative);
-            } else if (kind.is_file() || kind.is_symlink())
-                && (always || !ignore.is_excluded(&relative_str))
-            {
+            } else if kind.is_symlink() && (always || !ignore.is_excluded(&relative_str)) {
                 builder
                     .append_path_with_name(&path, &relative)
+                    .map_err(io("pack", &path))?;
+            } else if kind.is_file() && (always || !ignore.is_excluded(&relative_str)) {
+                let file = iterion_repofile::open_beneath(context, &relative)
+                    .map_err(|source| Error::RepoFile { source })?;
+                let meta = file.metadata().map_err(io("stat", &path))?;
+                let mut header = tar::Header::new_gnu();
+                header.set_metadata_in_mode(&meta, tar::HeaderMode::Deterministic);
+                header.set_size(meta.len());
+                use std::io::Read as _;
+                builder
+                    .append_data(&mut header, &relative, file.take(meta.len()))
                     .map_err(io("pack", &path))?;
             }
         }
@@ -342,5 +361,46 @@ mod tests {
                 "SANDBOX_SETUP_FAILED dockerfile outside build context",
             ]
         );
+    }
+    /// Issue 15 item 12: a `.dockerignore` that is a FIFO or a symlink to `/dev/stdin` refuses
+    /// the build at once (naming the file), and a FIFO or device in the context is never read.
+    #[test]
+    fn a_hostile_dockerignore_refuses_at_once_and_special_files_are_never_read() {
+        let started = std::time::Instant::now();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("Dockerfile"), "FROM x\n").unwrap();
+        std::os::unix::fs::symlink("/dev/stdin", dir.path().join(".dockerignore")).unwrap();
+        let error = tar_context(dir.path(), "Dockerfile").unwrap_err();
+        assert!(
+            error.to_string().contains(".dockerignore") && error.to_string().contains("outside"),
+            "{error}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("Dockerfile"), "FROM x\n").unwrap();
+        nix::unistd::mkfifo(
+            &dir.path().join(".dockerignore"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let error = tar_context(dir.path(), "Dockerfile").unwrap_err();
+        assert!(error.to_string().contains("fifo"), "{error}");
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("Dockerfile"), "FROM x\n").unwrap();
+        nix::unistd::mkfifo(
+            &dir.path().join("pipe"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        let tar = tar_context(dir.path(), "Dockerfile").unwrap();
+        let mut archive = tar::Archive::new(tar.as_slice());
+        let names: Vec<String> = archive
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().display().to_string())
+            .collect();
+        assert_eq!(names, vec!["Dockerfile".to_owned()]);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 }
