@@ -486,7 +486,31 @@ fn docker_a_devcontainer_build_goes_through_the_driver_build_with_its_events() {
             "FROM {IMAGE}\nARG VARIANT\nRUN echo \"$VARIANT\" > /variant && useradd -m -u 1234 vscode\n"
         ),
     );
-    let (code, events, out) = run_probe(&env, "", &[]);
+    // Issue 15 item 16: under the defaulted allowlist the build's egress would not be
+    // policed, so `build:` is refused naming the knob, before anything is built or started.
+    let (code, events, _) = run_probe(&env, "", &[]);
+    assert_eq!(code, 1, "{events:#?}");
+    let failed = first(&events, "run_failed").unwrap();
+    assert_eq!(failed["code"], json!("SANDBOX_SETUP_FAILED"), "{failed:#}");
+    let message = failed["error"].as_str().unwrap_or_default().to_owned()
+        + failed["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("build: is refused under network mode allowlist")
+            && message.contains("pin an image:")
+            && message.contains("mode: open"),
+        "{failed:#}"
+    );
+    assert!(first(&events, "sandbox_build_started").is_none());
+    assert!(first(&events, "sandbox_started").is_none());
+    let env = workspace_with("07-build.jsonc", &[]);
+    env.write(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {IMAGE}\nARG VARIANT\nRUN echo \"$VARIANT\" > /variant && useradd -m -u 1234 vscode\n"
+        ),
+    );
+    let open = "  sandbox:\n    network:\n      mode: open\n";
+    let (code, events, out) = run_probe(&env, open, &[]);
     assert_eq!(code, 0, "{events:#?}");
     let ks = kinds(&events);
     let at = |k: &str| ks.iter().position(|x| *x == k).unwrap();
@@ -511,7 +535,7 @@ fn docker_a_devcontainer_build_goes_through_the_driver_build_with_its_events() {
         ".devcontainer/Dockerfile",
         &format!("FROM {IMAGE}\nRUN echo broken-step && exit 3\n"),
     );
-    let (code, events, _) = run_probe(&env, "", &[]);
+    let (code, events, _) = run_probe(&env, open, &[]);
     assert_eq!(code, 1, "{events:#?}");
     let failed = first(&events, "sandbox_build_failed").unwrap();
     assert_eq!(failed["driver"], json!("docker"));
