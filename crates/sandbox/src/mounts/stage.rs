@@ -121,6 +121,9 @@ impl Stager {
         })?;
         let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
         let is_dir = kind == SFlag::S_IFDIR;
+        if kind == SFlag::S_IFLNK {
+            return Err(refuse(MountRule::SourceChanged(canonical.to_owned())));
+        }
         if !is_dir && kind != SFlag::S_IFREG {
             return Err(refuse(MountRule::SourceNotFileOrDirectory(
                 canonical.to_owned(),
@@ -285,8 +288,10 @@ fn open_no_symlinks(path: &Path) -> std::result::Result<OwnedFd, Errno> {
     if relative.as_os_str().is_empty() {
         return Err(Errno::EINVAL);
     }
+    // No O_NOFOLLOW: with it, RESOLVE_NO_SYMLINKS hands back an fd of a trailing symlink
+    // itself; without it, any symlink, trailing included, is ELOOP.
     let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
         .resolve(
             ResolveFlag::RESOLVE_NO_SYMLINKS
                 | ResolveFlag::RESOLVE_NO_MAGICLINKS
