@@ -318,8 +318,13 @@ async fn reap_run_dirs(store: &dyn Store, root: &Path) -> Vec<String> {
         if owner.trim() != store.store_id() {
             continue;
         }
+        // Through remove_run_dir: a staged mount left by a crashed engine is detached, never
+        // emptied (issue 15 item 1).
+        let path = entry.path();
         if sandbox_resource_reapable(store, &name).await == Verdict::Reap
-            && tokio::fs::remove_dir_all(entry.path()).await.is_ok()
+            && tokio::task::spawn_blocking(move || iterion_sandbox::remove_run_dir(&path))
+                .await
+                .is_ok_and(|removed| removed.is_ok())
         {
             removed.push(name);
         }

@@ -451,6 +451,7 @@ impl Engine {
                     Worktree::None => None,
                 },
                 untrusted_copy: None,
+                child_of_live_sandbox: attempt.run.parent_run_id.is_some(),
             },
             file_secrets: crate::launch::workflow_has_file_secrets(&attempt.workflow),
             events,

@@ -213,6 +213,10 @@ pub struct RunInfo {
     pub proxy_ca_pem: Option<String>,
     /// Extra `NO_PROXY` entries. Default: none.
     pub no_proxy_extra: Option<String>,
+    /// What no author mount may reach (the store, the runtime root) and what live sandboxes
+    /// can write (issue 15 items 1 and 3). Default: empty (the driver still protects what
+    /// [`ScreenContext::from_env`](crate::ScreenContext::from_env) finds).
+    pub mount_scope: crate::mounts::MountScope,
 }
 
 impl RunInfo {
@@ -236,6 +240,7 @@ impl RunInfo {
             max_duration_seconds: 0,
             proxy_ca_pem: None,
             no_proxy_extra: None,
+            mount_scope: crate::mounts::MountScope::default(),
         }
     }
 }

@@ -272,6 +272,19 @@ pub enum Error {
         reason: String,
     },
 
+    /// A trusted run asks to `build:` its image under a network policy that is not `open`
+    /// (issue 15 item 16): the build's own egress is not policed by the per-run proxy, so it
+    /// would bypass the policy. Pin an `image:` (build it beforehand), or set `network: open`.
+    #[error(
+        "sandbox: build: is refused under network mode {mode}: a devcontainer build's egress is \
+         not policed by the run's proxy; pin an image: instead (build it beforehand), or set \
+         sandbox network mode: open"
+    )]
+    BuildNeedsOpenNetwork {
+        /// The resolved network mode (`allowlist`, `none`, …).
+        mode: String,
+    },
+
     /// The runtime root exists with another owner or group/other bits (SANDBOX.md §4.5).
     #[error("runtime root {} is not private", path.display())]
     RuntimeRootNotPrivate {
@@ -345,6 +358,7 @@ impl Error {
             | Error::EgressBridgeFailed { .. }
             | Error::EngineBinary { .. }
             | Error::RuntimeRootNotPrivate { .. }
+            | Error::BuildNeedsOpenNetwork { .. }
             | Error::ExitCodeUnavailable { .. }
             | Error::SandboxClosed { .. } => SANDBOX_SETUP_FAILED,
         }

@@ -486,7 +486,31 @@ fn docker_a_devcontainer_build_goes_through_the_driver_build_with_its_events() {
             "FROM {IMAGE}\nARG VARIANT\nRUN echo \"$VARIANT\" > /variant && useradd -m -u 1234 vscode\n"
         ),
     );
-    let (code, events, out) = run_probe(&env, "", &[]);
+    // Issue 15 item 16: under the defaulted allowlist the build's egress would not be
+    // policed, so `build:` is refused naming the knob, before anything is built or started.
+    let (code, events, _) = run_probe(&env, "", &[]);
+    assert_eq!(code, 1, "{events:#?}");
+    let failed = first(&events, "run_failed").unwrap();
+    assert_eq!(failed["code"], json!("SANDBOX_SETUP_FAILED"), "{failed:#}");
+    let message = failed["error"].as_str().unwrap_or_default().to_owned()
+        + failed["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("build: is refused under network mode allowlist")
+            && message.contains("pin an image:")
+            && message.contains("mode: open"),
+        "{failed:#}"
+    );
+    assert!(first(&events, "sandbox_build_started").is_none());
+    assert!(first(&events, "sandbox_started").is_none());
+    let env = workspace_with("07-build.jsonc", &[]);
+    env.write(
+        ".devcontainer/Dockerfile",
+        &format!(
+            "FROM {IMAGE}\nARG VARIANT\nRUN echo \"$VARIANT\" > /variant && useradd -m -u 1234 vscode\n"
+        ),
+    );
+    let open = "  sandbox:\n    mode: auto\n    network:\n      mode: open\n";
+    let (code, events, out) = run_probe(&env, open, &[]);
     assert_eq!(code, 0, "{events:#?}");
     let ks = kinds(&events);
     let at = |k: &str| ks.iter().position(|x| *x == k).unwrap();
@@ -511,7 +535,7 @@ fn docker_a_devcontainer_build_goes_through_the_driver_build_with_its_events() {
         ".devcontainer/Dockerfile",
         &format!("FROM {IMAGE}\nRUN echo broken-step && exit 3\n"),
     );
-    let (code, events, _) = run_probe(&env, "", &[]);
+    let (code, events, _) = run_probe(&env, open, &[]);
     assert_eq!(code, 1, "{events:#?}");
     let failed = first(&events, "sandbox_build_failed").unwrap();
     assert_eq!(failed["driver"], json!("docker"));
@@ -574,7 +598,7 @@ fn docker_host_state_auto_binds_caches_and_none_binds_nothing() {
     let home = std::fs::canonicalize(fake_home.path()).unwrap();
     std::fs::create_dir_all(home.join(".npm")).unwrap();
     std::fs::write(home.join(".gitconfig"), "[user]\n\tname = Host User\n").unwrap();
-    let probe = "tool probe:\n  command: `touch \"$HOME/.npm/from-container\" \"$HOME/written\" 2>/dev/null; jq -cn --arg s \"$(touch \"$PROJECT_SCRATCH_DIR/s\" && echo \"$PROJECT_SCRATCH_DIR\")\" --arg w \"$(ls \"$HOME/written\" 2>/dev/null)\" --arg m \"$(awk '{print $5}' /proc/self/mountinfo)\" '{home: env.HOME, scratch: $s, written: $w, mounts:($m|split(\"\\n\")), env: env}'`\n\nworkflow hs:\n  entry: probe\n  probe -> done\n";
+    let probe = "tool probe:\n  command: `touch \"$HOME/.npm/from-container\" \"$HOME/written\" 2>/dev/null; echo '[core] pager = planted' >> \"$HOME/.gitconfig\" 2>/dev/null; jq -cn --arg s \"$(touch \"$PROJECT_SCRATCH_DIR/s\" && echo \"$PROJECT_SCRATCH_DIR\")\" --arg w \"$(ls \"$HOME/written\" 2>/dev/null)\" --arg m \"$(awk '{print $5}' /proc/self/mountinfo)\" '{home: env.HOME, scratch: $s, written: $w, mounts:($m|split(\"\\n\")), env: env}'`\n\nworkflow hs:\n  entry: probe\n  probe -> done\n";
     let run = |state: &str| {
         let env = Env::new();
         env.write("hs.iter", probe);
@@ -640,6 +664,36 @@ fn docker_host_state_auto_binds_caches_and_none_binds_nothing() {
         "{mounted:#}"
     );
     std::fs::remove_file(npm.join("from-container")).unwrap();
+    // Issue 15 item 5: git config is bound read-only (the planted pager never reaches the
+    // host) and the store (ITERION_HOME) is never bound.
+    let gitconfig = home.join(".gitconfig");
+    assert_eq!(
+        std::fs::read_to_string(&gitconfig).unwrap(),
+        "[user]\n\tname = Host User\n"
+    );
+    assert!(
+        mounted["mounts"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(format!("{0}:{0}:ro", gitconfig.display()))),
+        "{mounted:#}"
+    );
+    let store = on_host.parent().unwrap().parent().unwrap().to_string_lossy().into_owned();
+    let points = summary["output"]["mounts"].as_array().unwrap();
+    assert!(
+        !points
+            .iter()
+            .any(|m| m.as_str().unwrap_or_default().starts_with(&store)),
+        "the store {store} is mounted: {points:#?}"
+    );
+    assert!(
+        !mounted["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m.as_str().unwrap_or_default().starts_with(&store)),
+        "{mounted:#}"
+    );
 
     // none: nothing of the host's home is mounted; the git identity is passed as four variables.
     let (code, summary, events, (scratch, _, host_file)) = run("none");
@@ -745,4 +799,167 @@ fn docker_host_state_auto_as_a_non_root_user_remaps_to_the_host_uid() {
         .uid();
     assert_eq!(owner, UID);
     assert_eq!(env.containers(), Vec::<String>::new());
+}
+
+/// Where the run dir of `run_id` would be (`<runtime root>/<run id>`), for each root the engine
+/// may have picked.
+fn run_dir_candidates(run_id: &str) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").unwrap().uid();
+    let mut out = vec![std::env::temp_dir().join(format!("iterion-{uid}")).join(run_id)];
+    if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR") {
+        out.push(PathBuf::from(xdg).join("iterion").join(run_id));
+    }
+    out
+}
+
+/// Names of the engine's volumes that start with `prefix`.
+fn volumes_named(prefix: &str) -> Vec<String> {
+    let out = StdCommand::new("docker")
+        .args(["volume", "ls", "-q"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|v| v.starts_with(prefix))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Issue 15 item 3: an untrusted run's only host binds are the engine's own. Every author mount
+/// naming a host path or a named volume — a devcontainer `mounts` entry (string or object), a
+/// `runArgs` volume in any spelling, the workflow's own `sandbox.mounts` — fails the run with
+/// `SANDBOX_SETUP_FAILED` naming the entry; nothing is started and no container, volume or run
+/// dir is left.
+#[test]
+fn docker_untrusted_author_mounts_are_refused_and_leave_nothing() {
+    if !docker_or_skip("cli::devcontainer::untrusted_mounts") {
+        return;
+    }
+    let fake_home = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(fake_home.path()).unwrap();
+    std::fs::write(home.join(".bashrc"), "# rc\n").unwrap();
+    let devcontainers: Vec<(&str, String, &str)> = vec![
+        (
+            "workspace subdir",
+            r#""mounts": ["source=${localWorkspaceFolder}/sub,target=/x,type=bind"]"#.to_owned(),
+            "/sub",
+        ),
+        (
+            "relative bind",
+            r#""mounts": ["type=bind,source=./sub,target=/x"]"#.to_owned(),
+            "./sub",
+        ),
+        (
+            "cron dir, object form",
+            r#""mounts": [{"source": "/etc/cron.d", "target": "/c", "type": "bind"}]"#.to_owned(),
+            "/etc/cron.d",
+        ),
+        (
+            "operator rc file",
+            r#""mounts": ["source=${localEnv:HOME}/.bashrc,target=/r,type=bind"]"#.to_owned(),
+            ".bashrc",
+        ),
+        (
+            "the nix store volume",
+            r#""mounts": ["type=volume,source=iterion-nix-0123456789ab,target=/nix"]"#.to_owned(),
+            "iterion-nix-0123456789ab",
+        ),
+        (
+            "a named volume",
+            r#""mounts": ["source=shared-data,target=/s,type=volume"]"#.to_owned(),
+            "shared-data",
+        ),
+        (
+            "runArgs -v",
+            r#""runArgs": ["-v", "/tmp:/t:ro"]"#.to_owned(),
+            "/tmp:/t:ro",
+        ),
+        (
+            "runArgs --mount=",
+            r#""runArgs": ["--mount=type=bind,src=.,dst=/w"]"#.to_owned(),
+            "--mount=type=bind,src=.,dst=/w",
+        ),
+        (
+            "runArgs --volume= to the rc file",
+            r#""runArgs": ["--volume=${localEnv:HOME}/.bashrc:/r"]"#.to_owned(),
+            "--volume=",
+        ),
+        (
+            "runArgs named volume",
+            r#""runArgs": ["--volume", "iterion-nix-0123456789ab:/nix"]"#.to_owned(),
+            "iterion-nix-0123456789ab",
+        ),
+    ];
+    let nix_before = volumes_named("iterion-nix-0123456789ab");
+    for (what, field, needle) in &devcontainers {
+        let env = Env::new();
+        std::fs::create_dir_all(env.path("sub")).unwrap();
+        std::fs::create_dir_all(env.path(".devcontainer")).unwrap();
+        env.write(
+            ".devcontainer/devcontainer.json",
+            &format!("{{\"image\": \"{IMAGE}\", {field}}}"),
+        );
+        env.write("probe.iter", &probe_workflow(""));
+        let out = env
+            .cmd()
+            .env("HOME", &home)
+            .args(["run", "probe.iter", "--json", "--sandbox-default-image", IMAGE])
+            .args(["--trust", "untrusted"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", stderr_of(&out));
+        let run = env.only_run();
+        assert_eq!(
+            run.failure_code.as_deref(),
+            Some("SANDBOX_SETUP_FAILED"),
+            "{what}"
+        );
+        let message = run.failure_message.clone().unwrap_or_default();
+        assert!(message.contains(needle), "{what}: {message}");
+        let events = env.events(&run);
+        assert!(first(&events, "sandbox_started").is_none(), "{what}");
+        assert_eq!(env.containers(), Vec::<String>::new(), "{what}");
+        for dir in run_dir_candidates(run.id.as_str()) {
+            assert!(!dir.exists(), "{what}: {} was left", dir.display());
+        }
+    }
+    // The workflow's own mounts (no devcontainer): refused by the driver, same outcome.
+    for mount in [
+        "source=./sub,target=/x",
+        "type=volume,source=shared-data,target=/s",
+    ] {
+        let env = Env::new();
+        std::fs::create_dir_all(env.path("sub")).unwrap();
+        env.write(
+            "probe.iter",
+            &probe_workflow(&format!(
+                "  sandbox:\n    image: \"{IMAGE}\"\n    mounts: [\"{mount}\"]\n"
+            )),
+        );
+        let out = env
+            .cmd()
+            .args(["run", "probe.iter", "--json", "--trust", "untrusted"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{mount}: {}", stderr_of(&out));
+        let run = env.only_run();
+        assert_eq!(
+            run.failure_code.as_deref(),
+            Some("SANDBOX_SETUP_FAILED"),
+            "{mount}"
+        );
+        let message = run.failure_message.clone().unwrap_or_default();
+        assert!(
+            message.contains(mount) && message.contains("untrusted run may not"),
+            "{mount}: {message}"
+        );
+        assert!(first(&env.events(&run), "sandbox_started").is_none());
+        assert_eq!(env.containers(), Vec::<String>::new(), "{mount}");
+        for dir in run_dir_candidates(run.id.as_str()) {
+            assert!(!dir.exists(), "{mount}: {} was left", dir.display());
+        }
+    }
+    assert_eq!(volumes_named("iterion-nix-0123456789ab"), nix_before);
+    assert_eq!(volumes_named("shared-data"), Vec::<String>::new());
 }

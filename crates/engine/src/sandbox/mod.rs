@@ -471,6 +471,14 @@ async fn start(
         );
     }
     let closed_network = policy.mode != NetworkMode::Open;
+    // Issue 15 item 16: a trusted build runs with the engine's default network, which the
+    // run's proxy does not police; under any policy but `open` it is refused, before anything
+    // is made. (An untrusted build runs with network none and stays allowed.)
+    if spec.build.is_some() && closed_network && ctx.trust == Trust::Trusted {
+        return Err(SetupError::classify(&SandboxError::BuildNeedsOpenNetwork {
+            mode: policy.mode.as_str().to_owned(),
+        }));
+    }
     // L8: the mount and env plan. An untrusted sandbox runs as a non-root uid (issue 15 item 4),
     // which owns its copy of the workspace.
     let mut inputs = ctx.mount_inputs.clone();
@@ -689,6 +697,7 @@ async fn start_in(
     let mut info = RunInfo::new(ctx.run_id, ctx.store_id, workspace_path, run_dir);
     info.friendly_name = ctx.workflow.to_owned();
     info.trust = ctx.trust;
+    info.mount_scope = ctx.mount_inputs.mount_scope();
     info.max_duration_seconds = ctx.max_duration_seconds;
     if let Some(proxy) = proxy {
         info.proxy = Some(ProxyAttachment {

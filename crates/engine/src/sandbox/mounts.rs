@@ -79,6 +79,25 @@ pub(crate) struct MountInputs {
     /// into the store after the run), and neither the bundle (M4) nor a worktree's `.git` (M9)
     /// is bound.
     pub untrusted_copy: Option<PathBuf>,
+    /// Whether the run is a subbot child with a sandbox of its own (SANDBOX.md §14 rule 1): its
+    /// workspace is then the parent's, which the parent's live sandbox writes.
+    pub child_of_live_sandbox: bool,
+}
+
+impl MountInputs {
+    /// What no author mount may reach and what live sandboxes write (issue 15 items 1 and 3):
+    /// the store, the runtime root, and a §14 child's shared workspace.
+    pub(crate) fn mount_scope(&self) -> iterion_sandbox::MountScope {
+        iterion_sandbox::MountScope {
+            store: vec![self.iterion_home.clone()],
+            runtime_roots: vec![crate::sandbox::runtime_root()],
+            sandbox_writable: if self.child_of_live_sandbox {
+                vec![self.workspace.clone()]
+            } else {
+                Vec::new()
+            },
+        }
+    }
 }
 
 impl MountInputs {
@@ -104,29 +123,31 @@ pub(crate) struct Candidate {
     pub path: PathBuf,
     /// Caches must be directories.
     pub cache: bool,
+    /// Bound read-only (`~/.gitconfig`: a writable one could set a pager or hook that runs on
+    /// the host, issue 15 item 5).
+    pub read_only: bool,
 }
 
-/// The candidates of §8.1, in order: the iterion home, tool state, then the caches.
-pub(crate) fn host_state_candidates(iterion_home: &Path, home: Option<&Path>) -> Vec<Candidate> {
-    let mut out = vec![Candidate {
-        path: iterion_home.to_owned(),
-        cache: false,
-    }];
+/// The candidates of §8.1, in order: tool state, then the caches. The iterion home (the run
+/// store) is **not** one (issue 15 item 5: a workflow could rewrite its own audit record).
+pub(crate) fn host_state_candidates(home: Option<&Path>) -> Vec<Candidate> {
+    let mut out = Vec::new();
     if let Some(home) = home {
-        for (rel, cache) in [
-            (".claude", false),
-            (".claude.json", false),
-            (".codex", false),
-            (".gitconfig", false),
-            (".cache/go-build", true),
-            ("go/pkg/mod", true),
-            (".npm", true),
-            (".local/share/pnpm", true),
-            (".cache/yarn", true),
+        for (rel, cache, read_only) in [
+            (".claude", false, false),
+            (".claude.json", false, false),
+            (".codex", false, false),
+            (".gitconfig", false, true),
+            (".cache/go-build", true, false),
+            ("go/pkg/mod", true, false),
+            (".npm", true, false),
+            (".local/share/pnpm", true, false),
+            (".cache/yarn", true, false),
         ] {
             out.push(Candidate {
                 path: home.join(rel),
                 cache,
+                read_only,
             });
         }
     }
@@ -140,15 +161,23 @@ pub(crate) enum Found {
     Present { is_dir: bool, canonical: PathBuf },
 }
 
-/// The §8.1 step 3 verdict for one candidate: `Ok(())` to bind, or the skip reason.
+/// The §8.1 step 3 verdict for one candidate: `Ok(())` to bind, or the skip reason. Besides the
+/// table's, a candidate that is, contains or lies in the run store (`store`, canonical) is
+/// skipped as `store` (issue 15 item 5: the store is never bound, not even through a symlink).
 pub(crate) fn judge_candidate(
     candidate: &Candidate,
     found: &Found,
     workspace: &Path,
+    store: &Path,
 ) -> Result<(), &'static str> {
     match found {
         Found::Missing => Err("missing"),
         Found::Present { is_dir, .. } if candidate.cache && !is_dir => Err("not_a_directory"),
+        Found::Present { canonical, .. }
+            if canonical.starts_with(store) || store.starts_with(canonical) =>
+        {
+            Err("store")
+        }
         Found::Present { canonical, .. } if workspace.starts_with(canonical) => {
             Err("contains_workspace")
         }
@@ -351,7 +380,10 @@ async fn apply_host_state_auto(
     if spec.workspace_folder.is_none() {
         spec.workspace_folder = Some(ws.to_owned());
     }
-    let candidates = host_state_candidates(&inputs.iterion_home, inputs.home.as_deref());
+    let candidates = host_state_candidates(inputs.home.as_deref());
+    let store = tokio::fs::canonicalize(&inputs.iterion_home)
+        .await
+        .unwrap_or_else(|_| inputs.iterion_home.clone());
     let mut mounts = Vec::new();
     let mut skipped = Vec::new();
     let mut bound_targets = Vec::new();
@@ -366,11 +398,21 @@ async fn apply_host_state_auto(
             },
         };
         let shown = candidate.path.to_string_lossy().into_owned();
-        match judge_candidate(candidate, &found, &inputs.workspace) {
+        match judge_candidate(candidate, &found, &inputs.workspace, &store) {
             Ok(()) => {
-                spec.engine_mounts
-                    .push(bind(&candidate.path, &shown, false, "host-state"));
-                mounts.push(format!("{shown}:{shown}"));
+                // The canonical source, which is what was judged.
+                let source = match &found {
+                    Found::Present { canonical, .. } => canonical.as_path(),
+                    Found::Missing => candidate.path.as_path(),
+                };
+                spec.engine_mounts.push(bind(
+                    source,
+                    &shown,
+                    candidate.read_only,
+                    "host-state",
+                ));
+                let mode = if candidate.read_only { ":ro" } else { "" };
+                mounts.push(format!("{shown}:{shown}{mode}"));
                 bound_targets.push(candidate.path.clone());
             }
             Err(reason) => skipped.push(SkippedMount {

@@ -16,23 +16,30 @@ fn candidates_are_skipped_for_the_reasons_of_the_table() {
     let cache = |p: &str| Candidate {
         path: PathBuf::from(p),
         cache: true,
+        read_only: false,
     };
     let state = |p: &str| Candidate {
         path: PathBuf::from(p),
         cache: false,
+        read_only: false,
     };
+    let store = Path::new("/h/.iterion");
     let got = vec![
-        judge_candidate(&state("/h/.claude"), &Found::Missing, ws),
-        judge_candidate(&cache("/h/.npm"), &file("/h/.npm"), ws),
-        judge_candidate(&state("/work"), &dir("/work"), ws),
-        judge_candidate(&state("/work/repo"), &dir("/work/repo"), ws),
+        judge_candidate(&state("/h/.claude"), &Found::Missing, ws, store),
+        judge_candidate(&cache("/h/.npm"), &file("/h/.npm"), ws, store),
+        judge_candidate(&state("/work"), &dir("/work"), ws, store),
+        judge_candidate(&state("/work/repo"), &dir("/work/repo"), ws, store),
         judge_candidate(
             &state("/work/repo/.iterion"),
             &dir("/work/repo/.iterion"),
             ws,
+            store,
         ),
-        judge_candidate(&state("/h/.gitconfig"), &file("/h/.gitconfig"), ws),
-        judge_candidate(&cache("/h/.npm"), &dir("/h/.npm"), ws),
+        // A tool-state path that is (a symlink to) the store, or contains it.
+        judge_candidate(&state("/h/.claude"), &dir("/h/.iterion/runs"), ws, store),
+        judge_candidate(&state("/h"), &dir("/h"), ws, store),
+        judge_candidate(&state("/h/.gitconfig"), &file("/h/.gitconfig"), ws, store),
+        judge_candidate(&cache("/h/.npm"), &dir("/h/.npm"), ws, store),
     ];
     assert_eq!(
         got,
@@ -42,6 +49,8 @@ fn candidates_are_skipped_for_the_reasons_of_the_table() {
             Err("contains_workspace"),
             Err("contains_workspace"),
             Err("inside_workspace"),
+            Err("store"),
+            Err("store"),
             Ok(()),
             Ok(()),
         ]
@@ -50,24 +59,25 @@ fn candidates_are_skipped_for_the_reasons_of_the_table() {
 
 #[test]
 fn the_candidate_list_follows_the_spec_order() {
-    let got: Vec<String> = host_state_candidates(Path::new("/ih"), Some(Path::new("/h")))
+    let got: Vec<String> = host_state_candidates(Some(Path::new("/h")))
         .into_iter()
         .map(|c| {
             format!(
-                "{}{}",
+                "{}{}{}",
                 c.path.display(),
-                if c.cache { " (cache)" } else { "" }
+                if c.cache { " (cache)" } else { "" },
+                if c.read_only { " (ro)" } else { "" }
             )
         })
         .collect();
+    // No iterion home (the store is never bound); git config read-only (issue 15 item 5).
     assert_eq!(
         got,
         vec![
-            "/ih",
             "/h/.claude",
             "/h/.claude.json",
             "/h/.codex",
-            "/h/.gitconfig",
+            "/h/.gitconfig (ro)",
             "/h/.cache/go-build (cache)",
             "/h/go/pkg/mod (cache)",
             "/h/.npm (cache)",

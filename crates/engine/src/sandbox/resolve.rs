@@ -188,8 +188,14 @@ pub(crate) fn resolve(
         _ => DevcontainerText::NotFound,
     };
     // Screening is only consulted for a fused devcontainer, which needs a repository root.
+    // The run's trust decides the allow-list (issue 15 item 3); the store and the runtime root
+    // are protected here already, and again with the engine's own paths at Start.
+    let scope = iterion_sandbox::MountScope {
+        runtime_roots: vec![crate::sandbox::runtime_root()],
+        ..iterion_sandbox::MountScope::default()
+    };
     let screen = match ScreenContext::from_env(repo_root.unwrap_or(Path::new("/"))) {
-        Ok(screen) => screen,
+        Ok(screen) => screen.for_run(trust, &scope),
         Err(error) => {
             resolved.refusal = Some(error.to_string());
             return resolved;

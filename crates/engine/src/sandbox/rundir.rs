@@ -106,11 +106,13 @@ async fn make_run_dir(parent: &Path, run_id: &str, store_id: &str) -> Result<Pat
     Ok(dir)
 }
 
-/// Removes a run dir; already gone is fine, anything else is logged.
+/// Removes a run dir; already gone is fine, anything else is logged. Staged mounts (issue 15
+/// item 1) are detached first and never emptied ([`iterion_sandbox::remove_run_dir`]).
 pub(crate) async fn remove(dir: &Path) {
-    match tokio::fs::remove_dir_all(dir).await {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+    let owned = dir.to_owned();
+    match tokio::task::spawn_blocking(move || iterion_sandbox::remove_run_dir(&owned)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!("cannot remove {}: {e}", dir.display()),
         Err(e) => tracing::warn!("cannot remove {}: {e}", dir.display()),
     }
 }

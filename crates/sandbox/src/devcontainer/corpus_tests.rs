@@ -535,7 +535,7 @@ fn hostile_run_args_refuse_the_run_naming_the_entry() {
         ),
         (
             "hostile-run-args-volume.json",
-            "\"-v /var/run/docker.sock:/var/run/docker.sock\" refused: mounts /var/run/docker.sock which is sensitive: \
+            "\"-v /var/run/docker.sock:/var/run/docker.sock\" refused: mount refused: /var/run/docker.sock is sensitive: \
              it is, lies under or contains the sensitive host path /var/run/docker.sock",
         ),
     ];

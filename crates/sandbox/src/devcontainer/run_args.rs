@@ -3,9 +3,9 @@
 //! the run must say so instead of quietly running something else (our decision 2).
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::mounts::{ScreenContext, Sensitivity, mount_is_host_bind};
+use crate::mounts::{MountRequest, MountRule, ScreenContext, Sensitivity, mount_is_host_bind};
 use crate::text::clean_path;
 
 /// Why a `runArgs` entry refuses the run.
@@ -17,13 +17,10 @@ pub enum RunArgRule {
     HostPidNamespace,
     /// `--network=host` or `--net=host`.
     HostNetwork,
-    /// `-v`, `--volume` or `--mount` whose source is sensitive (§5.2).
-    SensitiveMount {
-        /// The path judged (lexical or canonical).
-        path: PathBuf,
-        /// Which rule.
-        why: Sensitivity,
-    },
+    /// `-v`, `--volume`, `--mount` or `--volumes-from` asking for what the run may not mount
+    /// ([`ScreenContext::admit`]: sensitive or protected paths for every run; any host path or
+    /// named volume for an untrusted one).
+    Mount(MountRule),
 }
 
 impl fmt::Display for RunArgRule {
@@ -32,9 +29,7 @@ impl fmt::Display for RunArgRule {
             RunArgRule::HostPrivilege(flag) => write!(f, "{flag} grants host privileges"),
             RunArgRule::HostPidNamespace => f.write_str("--pid=host shares the host's processes"),
             RunArgRule::HostNetwork => f.write_str("host networking bypasses the egress proxy"),
-            RunArgRule::SensitiveMount { path, why } => {
-                write!(f, "mounts {} which is sensitive: {why}", path.display())
-            }
+            RunArgRule::Mount(rule) => write!(f, "mount refused: {rule}"),
         }
     }
 }
@@ -49,8 +44,10 @@ const SHORT_WITH_VALUE: &str = "acehlmpuw";
 /// Screens `runArgs` (SANDBOX.md §7.2) and returns the entries that are ignored (for the run-log
 /// line `runArgs ignored: …`). Refused, in `--flag=value`, `--flag value` and short forms:
 /// `PRIVILEGE_FLAGS`-class flags whatever their value, `--pid host`, `--network host` /
-/// `--net host` (any case), and `-v`/`--volume`/`--mount` whose host source §5.2 calls sensitive
-/// (judged lexically and with symlinks resolved; a relative source against the workspace).
+/// `--net host` (any case), `--volumes-from`, and `-v`/`--volume`/`--mount` that the one
+/// author-mount decision ([`ScreenContext::admit`]) refuses for this run: for an untrusted run
+/// any host path or named volume; for every run a sensitive or protected path (judged lexically
+/// and with symlinks resolved; a relative source against the workspace) or an `iterion…` volume.
 ///
 /// # Errors
 ///
@@ -92,6 +89,10 @@ fn judge(arg: &str, next: Option<&str>, ctx: &ScreenContext) -> (usize, Option<R
             let takes_next = inline.is_none() && *flag != "--privileged" && next.is_some();
             let consumed = if takes_next { 2 } else { 1 };
             return (consumed, Some(RunArgRule::HostPrivilege(flag)));
+        }
+        if name == "volumes-from" {
+            let consumed = if inline.is_none() && next.is_some() { 2 } else { 1 };
+            return (consumed, Some(RunArgRule::Mount(MountRule::VolumesFrom)));
         }
         let takes_value = matches!(name, "pid" | "network" | "net" | "volume" | "mount");
         if !takes_value {
@@ -137,54 +138,83 @@ fn judge(arg: &str, next: Option<&str>, ctx: &ScreenContext) -> (usize, Option<R
     (1, None)
 }
 
-/// `-v SRC:DST[:OPTS]`: SRC is a host path when it is absolute, relative (`.`) or `~`-based;
-/// otherwise a named volume, which is not a host bind.
+/// `-v SRC:DST[:OPTS]`: one field is an anonymous volume; SRC is a host path when it is
+/// absolute, relative (`.`), `~`-based or holds a `/`, otherwise a named volume. Judged by the
+/// one author-mount decision, [`ScreenContext::admit`].
 fn volume_rule(value: &str, ctx: &ScreenContext) -> Option<RunArgRule> {
-    let source = value.split(':').next().unwrap_or_default();
+    let mut fields = value.split(':');
+    let source = fields.next().unwrap_or_default();
+    let rest: Vec<&str> = fields.collect();
+    if rest.is_empty() {
+        return admit(MountRequest::Anonymous, ctx);
+    }
+    let read_only = rest
+        .get(1)
+        .is_some_and(|opts| opts.split(',').any(|opt| opt.trim() == "ro" || opt.trim() == "readonly"));
+    if source.is_empty() {
+        return admit(MountRequest::Anonymous, ctx);
+    }
     let is_path = source.starts_with(['/', '.', '~']) || source.contains('/');
     if !is_path {
-        return None;
+        return admit(MountRequest::NamedVolume(source), ctx);
     }
-    source_rule(source, ctx)
+    host_path_rule(source, read_only, ctx)
 }
 
-/// `--mount k=v,…`: screened when the mount is a host bind (§5.1's predicate).
+/// `--mount k=v,…`: a host bind (§5.1's predicate), a named volume or nothing on the host.
 fn mount_rule(value: &str, ctx: &ScreenContext) -> Option<RunArgRule> {
-    if !mount_is_host_bind(value) {
-        return None;
+    let mut source = None;
+    let mut read_only = false;
+    let mut kind = None;
+    for item in value.split(',') {
+        let (key, value) = match item.split_once('=') {
+            Some((key, value)) => (key.trim(), Some(value.trim())),
+            None => (item.trim(), None),
+        };
+        match key {
+            "source" | "src" => source = value,
+            "type" => kind = value,
+            "readonly" | "ro" => read_only = !matches!(value, Some("false" | "0")),
+            _ => {}
+        }
     }
-    let source = value.split(',').find_map(|item| {
-        let (key, value) = item.split_once('=')?;
-        matches!(key.trim(), "source" | "src").then_some(value)
-    })?;
-    source_rule(source, ctx)
+    if mount_is_host_bind(value) {
+        return match source {
+            Some(source) => host_path_rule(source, read_only, ctx),
+            None => None,
+        };
+    }
+    match (kind, source) {
+        (Some("volume") | None, Some(name)) if !name.is_empty() => {
+            admit(MountRequest::NamedVolume(name), ctx)
+        }
+        _ => admit(MountRequest::Anonymous, ctx),
+    }
 }
 
-/// §5.2 steps 1–3: the lexical path, then the canonical one when it resolves. A `~` is judged as
-/// the user's home would be, without reading it: `~/.ssh` is sensitive by its `.ssh` component,
-/// and a bare `~` (or anything cleaning to it, like `~/a/..`) is the home itself.
-fn source_rule(source: &str, ctx: &ScreenContext) -> Option<RunArgRule> {
-    if source == "~" || source.starts_with("~/") {
-        let tail = source.trim_start_matches('~').trim_start_matches('/');
-        let judged = clean_path(&Path::new("/home/~").join(tail));
-        let why = if judged == Path::new("/home/~") {
-            Some(Sensitivity::HomeOrAncestor)
-        } else {
-            ctx.sensitivity(&judged)
+/// A host path: `~` is the operator's home (refused as the home itself when unknown). A source
+/// that does not exist is not refused here: `runArgs` are never applied.
+fn host_path_rule(source: &str, read_only: bool, ctx: &ScreenContext) -> Option<RunArgRule> {
+    let expanded;
+    let source = if source == "~" || source.starts_with("~/") {
+        let Some(home) = ctx.home() else {
+            return Some(RunArgRule::Mount(MountRule::Sensitive {
+                path: PathBuf::from(source),
+                why: Sensitivity::HomeOrAncestor,
+            }));
         };
-        return why.map(|why| RunArgRule::SensitiveMount {
-            path: PathBuf::from(source),
-            why,
-        });
+        let tail = source.trim_start_matches('~').trim_start_matches('/');
+        expanded = clean_path(&home.join(tail)).to_string_lossy().into_owned();
+        expanded.as_str()
+    } else {
+        source
+    };
+    match ctx.admit(&MountRequest::HostPath { source, read_only }) {
+        Ok(_) | Err(MountRule::SourceMissing(_)) => None,
+        Err(rule) => Some(RunArgRule::Mount(rule)),
     }
-    let lexical = clean_path(&ctx.workspace().join(source));
-    if let Some(why) = ctx.sensitivity(&lexical) {
-        return Some(RunArgRule::SensitiveMount { path: lexical, why });
-    }
-    let canonical = std::fs::canonicalize(&lexical).ok()?;
-    ctx.sensitivity(&canonical)
-        .map(|why| RunArgRule::SensitiveMount {
-            path: canonical,
-            why,
-        })
+}
+
+fn admit(request: MountRequest<'_>, ctx: &ScreenContext) -> Option<RunArgRule> {
+    ctx.admit(&request).err().map(RunArgRule::Mount)
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use pretty_assertions::assert_eq;
 
-use crate::mounts::{ScreenContext, Sensitivity};
+use crate::mounts::{MountRule, ScreenContext, Sensitivity};
 
 use super::corpus_tests::Repo;
 use super::*;
@@ -103,10 +103,10 @@ fn host_namespaces_are_refused_in_every_form() {
 #[test]
 fn volumes_to_sensitive_sources_are_refused_in_every_form() {
     let repo = Repo::new();
-    let sock = || RunArgRule::SensitiveMount {
+    let sock = || RunArgRule::Mount(MountRule::Sensitive {
         path: PathBuf::from("/var/run/docker.sock"),
         why: Sensitivity::SystemEntry(PathBuf::from("/var/run/docker.sock")),
-    };
+    });
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["-v", "/var/run/docker.sock:/s"],
@@ -148,18 +148,18 @@ fn volumes_to_sensitive_sources_are_refused_in_every_form() {
             "{args:?}"
         );
     }
-    let ssh = RunArgRule::SensitiveMount {
-        path: PathBuf::from("~/.ssh"),
+    let ssh = RunArgRule::Mount(MountRule::Sensitive {
+        path: repo.home.join(".ssh"),
         why: Sensitivity::CredentialStore(".ssh".to_owned()),
-    };
+    });
     assert_eq!(
         screen(&repo, &["-v", "~/.ssh:/root/.ssh"]),
         Err(("-v ~/.ssh:/root/.ssh".to_owned(), ssh))
     );
-    let home = RunArgRule::SensitiveMount {
-        path: PathBuf::from("~"),
+    let home = RunArgRule::Mount(MountRule::Sensitive {
+        path: repo.home.clone(),
         why: Sensitivity::HomeOrAncestor,
-    };
+    });
     assert_eq!(
         screen(&repo, &["-v", "~:/h"]),
         Err(("-v ~:/h".to_owned(), home))
@@ -171,10 +171,10 @@ fn a_relative_volume_through_a_symlink_to_the_home_aws_dir_is_refused() {
     let repo = Repo::new();
     std::fs::create_dir(repo.home.join(".aws")).unwrap();
     std::os::unix::fs::symlink(repo.home.join(".aws"), repo.root.join("creds")).unwrap();
-    let rule = RunArgRule::SensitiveMount {
+    let rule = RunArgRule::Mount(MountRule::Sensitive {
         path: repo.home.join(".aws"),
         why: Sensitivity::CredentialStore(".aws".to_owned()),
-    };
+    });
     assert_eq!(
         screen(&repo, &["-v", "./creds:/c"]),
         Err(("-v ./creds:/c".to_owned(), rule))

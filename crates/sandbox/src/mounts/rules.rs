@@ -17,6 +17,15 @@ pub enum Sensitivity {
     CredentialStore(String),
     /// (d) it is the user's home or an ancestor of it.
     HomeOrAncestor,
+    /// (e, ours) it lies inside a home directory (the operator's, or under `/home`) and not
+    /// inside the workspace: shell start-up files, tool configs and tokens live there.
+    HomeContents(PathBuf),
+    /// (f, ours) its last component is a shell or session start-up file (`.bashrc`, `.profile`,
+    /// …) outside the workspace: writing one runs code as its owner.
+    ShellStartup(String),
+    /// (g, ours) a read-write bind under a system tree (`/etc`, `/usr`, `/var`, …) outside the
+    /// workspace: writing there runs code on the host.
+    WritableSystemTree(PathBuf),
 }
 
 impl fmt::Display for Sensitivity {
@@ -36,7 +45,40 @@ impl fmt::Display for Sensitivity {
             Sensitivity::HomeOrAncestor => {
                 f.write_str("it is the user's home directory or an ancestor of it")
             }
+            Sensitivity::HomeContents(home) => write!(
+                f,
+                "it lies in the home directory {} and outside the workspace",
+                home.display()
+            ),
+            Sensitivity::ShellStartup(name) => {
+                write!(f, "{name} is a shell start-up file")
+            }
+            Sensitivity::WritableSystemTree(tree) => write!(
+                f,
+                "a read-write bind under {} would let the sandbox change the host's system files \
+                 (mount it readonly)",
+                tree.display()
+            ),
         }
+    }
+}
+
+/// What iterion itself keeps on the host that no author mount may reach (issue 15 item 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protected {
+    /// The run store (`ITERION_HOME`: its database, `runs/`, worktrees, scratch).
+    Store,
+    /// The runtime root (`<tmp>/iterion-<uid>`, `$XDG_RUNTIME_DIR/iterion`): every run's
+    /// secrets, sockets and staging dirs.
+    RuntimeRoot,
+}
+
+impl fmt::Display for Protected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Protected::Store => "the iterion run store",
+            Protected::RuntimeRoot => "the iterion runtime root (every run's secrets and sockets)",
+        })
     }
 }
 
@@ -135,6 +177,34 @@ pub enum MountRule {
     },
     /// The workspace is the filesystem root.
     RootDirectory,
+    /// An untrusted run names a host path: its only host binds are the engine's own.
+    UntrustedHostPath(String),
+    /// An untrusted run names a volume: a named volume outlives the run and can be shared.
+    UntrustedNamedVolume(String),
+    /// The volume name is iterion's own (`iterion…`: the shared nix store and anything else the
+    /// engine makes).
+    ReservedVolume(String),
+    /// The source is, contains or lies in what iterion keeps on the host.
+    Protected {
+        /// The path judged.
+        path: PathBuf,
+        /// What it reaches.
+        what: Protected,
+    },
+    /// The source changed between screening and opening it (a symlink appeared or moved).
+    SourceChanged(PathBuf),
+    /// The engine cannot pin the source with a staging mount, and a live sandbox can write the
+    /// directory it lies in, so it could be swapped between screening and the mount.
+    InSandboxWritable {
+        /// The source.
+        path: PathBuf,
+        /// The directory a live sandbox writes.
+        dir: PathBuf,
+    },
+    /// A `runArgs` flag that shares another container's mounts (`--volumes-from`).
+    VolumesFrom,
+    /// The source is neither a directory nor a regular file (a socket, a device, a fifo).
+    SourceNotFileOrDirectory(PathBuf),
 }
 
 impl fmt::Display for MountRule {
@@ -191,6 +261,46 @@ impl fmt::Display for MountRule {
                 write!(f, "{} is sensitive: {why}", path.display())
             }
             MountRule::RootDirectory => f.write_str("it is the filesystem root"),
+            MountRule::UntrustedHostPath(source) => write!(
+                f,
+                "an untrusted run may not bind the host path \"{}\" (its only host binds are the \
+                 engine's own)",
+                escape_controls(source)
+            ),
+            MountRule::UntrustedNamedVolume(name) => write!(
+                f,
+                "an untrusted run may not mount the named volume \"{}\" (use tmpfs or an \
+                 anonymous volume)",
+                escape_controls(name)
+            ),
+            MountRule::ReservedVolume(name) => write!(
+                f,
+                "volume \"{}\" is reserved: names starting with iterion are the engine's own",
+                escape_controls(name)
+            ),
+            MountRule::Protected { path, what } => {
+                write!(f, "{} reaches {what}", path.display())
+            }
+            MountRule::SourceChanged(path) => write!(
+                f,
+                "source {} changed while it was being screened (a symlink in its path)",
+                path.display()
+            ),
+            MountRule::InSandboxWritable { path, dir } => write!(
+                f,
+                "source {} lies in {}, which a running sandbox can write, and this engine cannot \
+                 pin it with a staging mount (run the engine as root, or mount it from elsewhere)",
+                path.display(),
+                dir.display()
+            ),
+            MountRule::SourceNotFileOrDirectory(path) => write!(
+                f,
+                "source {} is neither a directory nor a regular file",
+                path.display()
+            ),
+            MountRule::VolumesFrom => {
+                f.write_str("--volumes-from shares another container's mounts")
+            }
         }
     }
 }

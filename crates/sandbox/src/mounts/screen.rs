@@ -15,7 +15,8 @@ use crate::error::{Error, Result};
 use crate::mounts::grammar::{
     MountSpec, check_target, is_volume_name, parse_mount, validate_env_pair, validate_plain_arg,
 };
-use crate::mounts::rules::{MountKind, MountRule, Sensitivity};
+use crate::mode::Trust;
+use crate::mounts::rules::{MountKind, MountRule, Protected, Sensitivity};
 use crate::spec::{EngineMount, EngineMountKind, Spec};
 use crate::text::{clean_path, has_control, is_clean_absolute};
 
@@ -40,7 +41,66 @@ pub const SENSITIVE_SYSTEM_ENTRIES: &[&str] = &[
     "/var/run/containerd",
     "/var/lib/docker",
     "/var/lib/containers",
+    // Added for issue 15: cron and start-up files run code as root whoever writes them; the
+    // per-user runtime dirs hold rootless engine sockets and agents.
+    "/etc/crontab",
+    "/etc/cron.d",
+    "/etc/cron.hourly",
+    "/etc/cron.daily",
+    "/etc/cron.weekly",
+    "/etc/cron.monthly",
+    "/etc/anacrontab",
+    "/var/spool/cron",
+    "/etc/systemd",
+    "/etc/profile",
+    "/etc/profile.d",
+    "/etc/bash.bashrc",
+    "/etc/environment",
+    "/etc/ld.so.preload",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/pam.d",
+    "/run/user",
+    "/var/run/user",
 ];
+
+/// System trees a read-write author bind may not lie under (rule (g), ours): writing there is
+/// code execution on the host. Read-only binds of them stay possible for trusted runs.
+pub const SYSTEM_TREES: &[&str] = &[
+    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/var",
+    "/srv", "/boot", "/snap", "/run", "/root", "/home",
+];
+
+/// Shell and session start-up files (rule (f), ours): judged by the last component, outside
+/// the workspace.
+pub const SHELL_STARTUP_FILES: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".cshrc",
+    ".tcshrc",
+    ".login",
+    ".kshrc",
+    ".mkshrc",
+    ".inputrc",
+    ".xprofile",
+    ".xinitrc",
+    ".xsession",
+    ".xsessionrc",
+    ".pam_environment",
+    ".gitconfig",
+];
+
+/// The prefix of every volume (and container, image, dir) iterion makes: a workflow may never
+/// name such a volume (issue 15 item 3: the shared nix store is `iterion-nix-<image id>`).
+pub const RESERVED_VOLUME_PREFIX: &str = "iterion";
 
 /// Last components that name a container-engine socket (§5.2 (b)); covers rootless sockets.
 pub const ENGINE_SOCKET_NAMES: &[&str] =
@@ -61,13 +121,52 @@ pub const CREDENTIAL_COMPONENTS: &[&str] = &[
     ".git-credentials",
 ];
 
+/// What iterion keeps on the host for a run, which no author mount may reach, and what live
+/// sandboxes can write (issue 15 items 1 and 3). The engine fills it; the driver receives it in
+/// [`RunInfo`](crate::RunInfo).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MountScope {
+    /// The store: `ITERION_HOME` (its database, `runs/`, worktrees, scratch).
+    pub store: Vec<PathBuf>,
+    /// The runtime root(s): the parent of every run dir.
+    pub runtime_roots: Vec<PathBuf>,
+    /// Directories a live sandbox can write (for a SANDBOX.md §14 child: its parent's
+    /// workspace). A source inside one is refused when the engine cannot pin it by a staging
+    /// mount ([`crate::Stager`]).
+    pub sandbox_writable: Vec<PathBuf>,
+}
+
 /// What screening needs to know about the host: the canonical workspace, the user's home and
-/// the system entries, each as written and canonicalised.
+/// the system entries, each as written and canonicalised; the run's trust; what iterion keeps
+/// on the host (the store, the runtime roots).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScreenContext {
     workspace: PathBuf,
     homes: Vec<PathBuf>,
     system_entries: Vec<PathBuf>,
+    system_trees: Vec<PathBuf>,
+    trust: Trust,
+    protected: Vec<(PathBuf, Protected)>,
+    /// Temp dirs (written and canonical) whose `iterion-*` children are runtime roots.
+    temp_dirs: Vec<PathBuf>,
+    sandbox_writable: Vec<PathBuf>,
+}
+
+/// What an author mount asks of the host, whatever its spelling: a workflow or devcontainer
+/// `mounts` entry, a `runArgs` `-v`/`--volume`/`--mount`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MountRequest<'a> {
+    /// A host path (a bind), as written; relative to the workspace when not absolute.
+    HostPath {
+        /// The source as written.
+        source: &'a str,
+        /// Whether the bind is read-only.
+        read_only: bool,
+    },
+    /// A named volume.
+    NamedVolume(&'a str),
+    /// An anonymous volume or a tmpfs: nothing on the host.
+    Anonymous,
 }
 
 impl ScreenContext {
@@ -89,21 +188,79 @@ impl ScreenContext {
         for entry in SENSITIVE_SYSTEM_ENTRIES {
             push_written_and_canonical(&mut system_entries, Path::new(entry));
         }
+        let mut system_trees = Vec::new();
+        for tree in SYSTEM_TREES {
+            push_written_and_canonical(&mut system_trees, Path::new(tree));
+        }
+        let mut temp_dirs = Vec::new();
+        push_written_and_canonical(&mut temp_dirs, &std::env::temp_dir());
+        push_written_and_canonical(&mut temp_dirs, Path::new("/tmp"));
         Ok(ScreenContext {
             workspace,
             homes,
             system_entries,
+            system_trees,
+            trust: Trust::Trusted,
+            protected: Vec::new(),
+            temp_dirs,
+            sandbox_writable: Vec::new(),
         })
     }
 
-    /// [`ScreenContext::new`] with the home from `HOME`.
+    /// [`ScreenContext::new`] with the home from `HOME`, protecting the store named by
+    /// `ITERION_HOME` (else `$HOME/.iterion`) and the runtime root under `$XDG_RUNTIME_DIR`.
+    /// Trusted; see [`ScreenContext::for_run`].
     ///
     /// # Errors
     ///
     /// As [`ScreenContext::new`].
     pub fn from_env(workspace: &Path) -> Result<ScreenContext> {
         let home = crate::env::var("HOME").filter(|home| !home.is_empty());
-        ScreenContext::new(workspace, home.as_deref().map(Path::new))
+        let ctx = ScreenContext::new(workspace, home.as_deref().map(Path::new))?;
+        let mut scope = MountScope::default();
+        if let Some(store) = crate::env::var("ITERION_HOME").filter(|h| !h.is_empty()) {
+            scope.store.push(PathBuf::from(store));
+        }
+        if let Some(home) = home {
+            scope.store.push(Path::new(&home).join(".iterion"));
+        }
+        if let Some(xdg) = crate::env::var("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
+            scope.runtime_roots.push(Path::new(&xdg).join("iterion"));
+        }
+        Ok(ctx.for_run(Trust::Trusted, &scope))
+    }
+
+    /// This context for one run: its trust, and what iterion keeps on the host for it (added
+    /// to what is already protected).
+    #[must_use]
+    pub fn for_run(mut self, trust: Trust, scope: &MountScope) -> ScreenContext {
+        self.trust = trust;
+        for store in &scope.store {
+            let mut paths = Vec::new();
+            push_written_and_canonical(&mut paths, store);
+            self.protected
+                .extend(paths.into_iter().map(|p| (p, Protected::Store)));
+        }
+        for root in &scope.runtime_roots {
+            let mut paths = Vec::new();
+            push_written_and_canonical(&mut paths, root);
+            self.protected
+                .extend(paths.into_iter().map(|p| (p, Protected::RuntimeRoot)));
+        }
+        for dir in &scope.sandbox_writable {
+            push_written_and_canonical(&mut self.sandbox_writable, dir);
+        }
+        self
+    }
+
+    /// The operator's home as given (its written form), when known.
+    pub fn home(&self) -> Option<&Path> {
+        self.homes.first().map(PathBuf::as_path)
+    }
+
+    /// The run's trust.
+    pub fn trust(&self) -> Trust {
+        self.trust
     }
 
     /// The canonical workspace.
@@ -138,6 +295,125 @@ impl ScreenContext {
             return Some(Sensitivity::HomeOrAncestor);
         }
         None
+    }
+
+    /// The author-mount rules on top of [`ScreenContext::sensitivity`] (ours, issue 15): inside
+    /// the workspace none applies; outside it, a path in a home directory (the operator's, or
+    /// under `/home`), a shell start-up file, and a read-write bind under a system tree.
+    fn author_sensitivity(&self, path: &Path, read_only: bool) -> Option<Sensitivity> {
+        if let Some(why) = self.sensitivity(path) {
+            return Some(why);
+        }
+        if path.starts_with(&self.workspace) {
+            return None;
+        }
+        let home_root = Path::new("/home");
+        if let Some(home) = self
+            .homes
+            .iter()
+            .map(PathBuf::as_path)
+            .chain([home_root])
+            .find(|home| path.starts_with(home) && *home != Path::new("/"))
+        {
+            return Some(Sensitivity::HomeContents(home.to_owned()));
+        }
+        if let Some(name) = path
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(name) => name.to_str(),
+                _ => None,
+            })
+            .find(|name| SHELL_STARTUP_FILES.contains(name))
+        {
+            return Some(Sensitivity::ShellStartup(name.to_owned()));
+        }
+        if !read_only && let Some(tree) = self.system_trees.iter().find(|t| path.starts_with(t)) {
+            return Some(Sensitivity::WritableSystemTree(tree.clone()));
+        }
+        None
+    }
+
+    /// What iterion keeps on the host that `path` is, contains or lies in (issue 15 item 3):
+    /// the store (except inside a workspace that itself lies in the store: a worktree run), a
+    /// runtime root (also any `iterion-*` dir of the temp dir, whoever's it is), or `None`.
+    fn protected_rule(&self, path: &Path) -> Option<Protected> {
+        let related = |entry: &Path| path.starts_with(entry) || entry.starts_with(path);
+        for (entry, what) in &self.protected {
+            if !related(entry) {
+                continue;
+            }
+            let worktree_inside_store = *what == Protected::Store
+                && self.workspace.starts_with(entry)
+                && self.workspace != *entry
+                && path.starts_with(&self.workspace);
+            if !worktree_inside_store {
+                return Some(*what);
+            }
+        }
+        for temp in &self.temp_dirs {
+            if temp.starts_with(path) {
+                return Some(Protected::RuntimeRoot);
+            }
+            if let Ok(rest) = path.strip_prefix(temp)
+                && let Some(Component::Normal(first)) = rest.components().next()
+                && first
+                    .to_str()
+                    .is_none_or(|name| name.starts_with(RESERVED_VOLUME_PREFIX))
+            {
+                return Some(Protected::RuntimeRoot);
+            }
+        }
+        None
+    }
+
+    /// The one decision "may this author mount be planned for this run" (issue 15 item 3).
+    /// For a host path, returns its canonical source, which is what the engine must pin and
+    /// bind; `None` for volumes and tmpfs.
+    ///
+    /// - every run: a named volume starting with `iterion` is the engine's own;
+    /// - an **untrusted** run: an allow-list — no host path, no named volume; tmpfs and
+    ///   anonymous volumes only;
+    /// - a trusted run: a host path is resolved (relative against the workspace, which it may
+    ///   not leave) and both its lexical and canonical forms are judged: §5.2 (a)–(d), the
+    ///   store and the runtime roots (equal, under or an ancestor), and rules (e)–(g) outside
+    ///   the workspace. A source that does not exist is refused.
+    ///
+    /// # Errors
+    ///
+    /// The rule the mount breaks.
+    pub fn admit(&self, request: &MountRequest<'_>) -> std::result::Result<Option<PathBuf>, MountRule> {
+        match *request {
+            MountRequest::Anonymous => Ok(None),
+            MountRequest::NamedVolume(name) => {
+                if is_reserved_volume(name) {
+                    Err(MountRule::ReservedVolume(name.to_owned()))
+                } else if self.trust == Trust::Untrusted {
+                    Err(MountRule::UntrustedNamedVolume(name.to_owned()))
+                } else {
+                    Ok(None)
+                }
+            }
+            MountRequest::HostPath { source, .. } if self.trust == Trust::Untrusted => {
+                Err(MountRule::UntrustedHostPath(source.to_owned()))
+            }
+            MountRequest::HostPath { source, read_only } => {
+                screen_bind_source(source, read_only, self).map(Some)
+            }
+        }
+    }
+
+    /// Judges a path the engine has opened (the kernel's name for the pinned object, read
+    /// back from `/proc/self/fd`) exactly like a canonical source: `None` when it may be bound.
+    pub(crate) fn judge_pinned(&self, path: &Path, read_only: bool) -> Option<MountRule> {
+        judge_path(path, read_only, self)
+    }
+
+    /// The live-sandbox-writable directory `path` lies in, if any.
+    pub(crate) fn sandbox_writable_dir(&self, path: &Path) -> Option<&Path> {
+        self.sandbox_writable
+            .iter()
+            .find(|dir| path.starts_with(dir))
+            .map(PathBuf::as_path)
     }
 
     /// Screens the workspace, or any directory the engine would bind like it (the bundle dir,
@@ -176,6 +452,12 @@ impl ScreenContext {
                 why,
             })
     }
+}
+
+/// Whether a volume name is iterion's own (case-insensitive `iterion` prefix).
+pub fn is_reserved_volume(name: &str) -> bool {
+    name.get(..RESERVED_VOLUME_PREFIX.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(RESERVED_VOLUME_PREFIX))
 }
 
 fn push_written_and_canonical(into: &mut Vec<PathBuf>, path: &Path) {
@@ -256,10 +538,15 @@ pub fn validate_mount(mount: &str, ctx: &ScreenContext) -> Result<ScreenedMount>
         mount: mount.to_owned(),
         rule,
     };
-    let host_source = match (spec.kind, spec.source.as_deref()) {
-        (MountKind::Bind, Some(source)) => Some(screen_bind_source(source, ctx).map_err(refuse)?),
-        _ => None,
+    let request = match (spec.kind, spec.source.as_deref()) {
+        (MountKind::Bind, Some(source)) => MountRequest::HostPath {
+            source,
+            read_only: spec.read_only,
+        },
+        (MountKind::Volume, Some(name)) => MountRequest::NamedVolume(name),
+        _ => MountRequest::Anonymous,
     };
+    let host_source = ctx.admit(&request).map_err(refuse)?;
     Ok(ScreenedMount {
         raw: mount.to_owned(),
         spec,
@@ -267,24 +554,54 @@ pub fn validate_mount(mount: &str, ctx: &ScreenContext) -> Result<ScreenedMount>
     })
 }
 
+/// Every path rule of a trusted host source: §5.2 (a)–(d), what iterion protects, then (unless
+/// `core_only`) rules (e)–(g) outside the workspace.
+fn judge_rules(
+    path: &Path,
+    read_only: bool,
+    core_only: bool,
+    ctx: &ScreenContext,
+) -> Option<MountRule> {
+    let sensitive = |why| MountRule::Sensitive {
+        path: path.to_owned(),
+        why,
+    };
+    if let Some(why) = ctx.sensitivity(path) {
+        return Some(sensitive(why));
+    }
+    if let Some(what) = ctx.protected_rule(path) {
+        return Some(MountRule::Protected {
+            path: path.to_owned(),
+            what,
+        });
+    }
+    if core_only {
+        return None;
+    }
+    ctx.author_sensitivity(path, read_only).map(sensitive)
+}
+
+fn judge_path(path: &Path, read_only: bool, ctx: &ScreenContext) -> Option<MountRule> {
+    judge_rules(path, read_only, false, ctx)
+}
+
 fn screen_bind_source(
     source: &str,
+    read_only: bool,
     ctx: &ScreenContext,
 ) -> std::result::Result<PathBuf, MountRule> {
     let written = Path::new(source);
     let relative = !written.is_absolute();
     let lexical = clean_path(&ctx.workspace.join(written));
-    let sensitive = |path: &Path| {
-        ctx.sensitivity(path).map(|why| MountRule::Sensitive {
-            path: path.to_owned(),
-            why,
-        })
-    };
-    if let Some(rule) = sensitive(&lexical) {
+    let sensitive = |path: &Path| judge_path(path, read_only, ctx);
+    if let Some(rule) = judge_rules(&lexical, read_only, true, ctx) {
         return Err(rule);
     }
     if relative && !lexical.starts_with(&ctx.workspace) {
         return Err(MountRule::RelativeSourceEscapesWorkspace(lexical));
+    }
+    if let Some(rule) = sensitive(&lexical) {
+        return Err(rule);
     }
     let canonical = std::fs::canonicalize(&lexical).map_err(|error| {
         if error.kind() == std::io::ErrorKind::NotFound {
@@ -296,11 +613,14 @@ fn screen_bind_source(
             }
         }
     })?;
+    if relative && !canonical.starts_with(&ctx.workspace) {
+        if let Some(rule) = judge_rules(&canonical, read_only, true, ctx) {
+            return Err(rule);
+        }
+        return Err(MountRule::RelativeSourceEscapesWorkspace(canonical));
+    }
     if let Some(rule) = sensitive(&canonical) {
         return Err(rule);
-    }
-    if relative && !canonical.starts_with(&ctx.workspace) {
-        return Err(MountRule::RelativeSourceEscapesWorkspace(canonical));
     }
     Ok(canonical)
 }

@@ -166,7 +166,8 @@ async fn benign_mounts_are_really_mounted(engine: Engine) {
         return;
     };
     let host = host();
-    let volume = format!("iterion-it-{run_id}");
+    // Not `iterion…`: those names are the engine's own (issue 15 item 3).
+    let volume = format!("it-vol-{run_id}");
     let root = host.root.display();
     let mounts = vec![
         "source=./data,target=/data".to_owned(),

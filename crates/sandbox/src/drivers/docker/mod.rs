@@ -89,7 +89,7 @@ use crate::labels::{
     LABEL_RUN_ID, ManagedResource, build_image_tag, filter_managed, managed_filters,
     nix_volume_name,
 };
-use crate::mounts::{ScreenContext, validate_spec_mounts};
+use crate::mounts::{ScreenContext, Stager, validate_spec_mounts};
 use crate::phase::{CLEANUP_TIMEOUT, Phase, phase_timeout_from_env, run_with_phase_timeout};
 use crate::post_create::run_post_create;
 use crate::spec::Spec;
@@ -422,13 +422,25 @@ impl DockerDriver {
         // Steps 1–2: the workspace is there and bindable; every mount, argument and env pair is
         // screened before the first API call.
         let mut info = info;
-        let (canonical_workspace, screened) = {
+        // Each author bind is then pinned (issue 15 item 1): the engine is handed a staging
+        // mount of the very object screened, under the per-run dir, released once started.
+        let (canonical_workspace, screened, mut stager) = {
             let spec = spec.clone();
             let workspace = info.workspace_path.clone();
+            let (trust, scope, run_dir) = (info.trust, info.mount_scope.clone(), info.run_dir.clone());
             tokio::task::spawn_blocking(move || {
-                let ctx = ScreenContext::from_env(&workspace)?;
+                let ctx = ScreenContext::from_env(&workspace)?.for_run(trust, &scope);
                 let canonical = ctx.validate_workspace(&workspace)?;
-                Ok::<_, Error>((canonical, validate_spec_mounts(&spec, &ctx)?))
+                let mut screened = validate_spec_mounts(&spec, &ctx)?;
+                let mut stager = Stager::new(&run_dir);
+                for mount in &mut screened {
+                    if let Some(source) = mount.host_source.take() {
+                        let pinned =
+                            stager.pin(&mount.raw, &source, mount.spec.read_only, &ctx)?;
+                        mount.host_source = Some(pinned);
+                    }
+                }
+                Ok::<_, Error>((canonical, screened, stager))
             })
             .await
             .map_err(|join| Error::Io {
@@ -525,11 +537,15 @@ impl DockerDriver {
         );
         // Step 5: start. Step 6 (the egress bridge) is the engine's, right after start returns: a
         // proxied container has no route until the bridge is ready.
-        shared
+        let started = shared
             .api
             .start_container(&id)
             .await
-            .map_err(shared.engine_error(format!("start container {}", plan.name)))?;
+            .map_err(shared.engine_error(format!("start container {}", plan.name)));
+        // The started container's mount namespace holds its own reference to every staged
+        // source; the staging mounts go now (and on every failure, when the stager drops).
+        stager.release()?;
+        started?;
         // Step 7: post_create, logged at info, bounded by its phase.
         if let Some(snippet) = spec.post_create.as_deref().filter(|s| !s.trim().is_empty()) {
             run_post_create(

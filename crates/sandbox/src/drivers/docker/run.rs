@@ -359,11 +359,17 @@ impl DockerRun {
             )
             .await;
         }
-        match tokio::fs::remove_dir_all(&self.run_dir).await {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => tracing::debug!(
+        // Staged mounts (issue 15 item 1) are detached first; the dir is never emptied
+        // through one.
+        let run_dir = self.run_dir.clone();
+        match tokio::task::spawn_blocking(move || crate::mounts::remove_run_dir(&run_dir)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::debug!(
                 "sandbox: could not remove the per-run dir {}: {error}",
+                self.run_dir.display()
+            ),
+            Err(join) => tracing::debug!(
+                "sandbox: could not remove the per-run dir {}: {join}",
                 self.run_dir.display()
             ),
         }

@@ -1,0 +1,386 @@
+//! Attack tests for issue 15 item 3: the one author-mount decision ([`ScreenContext::admit`]).
+//! An untrusted run gets an allow-list (no host path, no named volume, in any spelling); for
+//! every run the store, the runtime roots and iterion's own volumes are out of reach; trusted
+//! screening also covers home contents, start-up files and writable system trees.
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use pretty_assertions::assert_eq;
+
+use super::*;
+use crate::devcontainer::{RunArgRule, screen_run_args};
+use crate::error::Error;
+use crate::mode::Trust;
+
+/// `<root>/home/user` the home, `<root>/home/user/proj` the workspace, `<root>/srv/store` the store,
+/// `<root>/rt` the runtime root, `<root>/outside` a harmless dir.
+struct Host {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    ws: PathBuf,
+    store: PathBuf,
+    runtime: PathBuf,
+}
+
+impl Host {
+    fn new() -> Host {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let home = root.join("home/user");
+        let ws = home.join("proj");
+        let store = root.join("srv/store");
+        let runtime = root.join("rt");
+        for sub in ["proj/sub", "projects-cache"] {
+            std::fs::create_dir_all(home.join(sub)).unwrap();
+        }
+        for sub in ["runs/r1/files", "scratch/r1", "worktrees/r2/cache"] {
+            std::fs::create_dir_all(store.join(sub)).unwrap();
+        }
+        std::fs::write(store.join("iterion.db"), "db").unwrap();
+        std::fs::write(home.join(".bashrc"), "rc").unwrap();
+        std::fs::create_dir_all(runtime.join("other-run/secrets")).unwrap();
+        std::fs::create_dir_all(root.join("outside")).unwrap();
+        symlink(&store, ws.join("link-store")).unwrap();
+        symlink(runtime.join("other-run"), ws.join("link-run")).unwrap();
+        Host {
+            _dir: dir,
+            root,
+            home,
+            ws,
+            store,
+            runtime,
+        }
+    }
+
+    fn scope(&self) -> MountScope {
+        MountScope {
+            store: vec![self.store.clone()],
+            runtime_roots: vec![self.runtime.clone()],
+            sandbox_writable: Vec::new(),
+        }
+    }
+
+    fn ctx(&self, trust: Trust) -> ScreenContext {
+        self.ctx_in(&self.ws, trust)
+    }
+
+    fn ctx_in(&self, ws: &Path, trust: Trust) -> ScreenContext {
+        ScreenContext::new(ws, Some(&self.home))
+            .unwrap()
+            .for_run(trust, &self.scope())
+    }
+}
+
+fn screen(mount: &str, ctx: &ScreenContext) -> Result<Option<PathBuf>, MountRule> {
+    match validate_mount(mount, ctx) {
+        Ok(screened) => Ok(screened.host_source),
+        Err(Error::MountRefused { rule, .. }) => Err(rule),
+        Err(other) => panic!("{mount}: not a MountRefused: {other}"),
+    }
+}
+
+#[test]
+fn untrusted_runs_may_not_name_a_host_path_or_a_named_volume_in_any_spelling() {
+    let host = Host::new();
+    let ctx = host.ctx(Trust::Untrusted);
+    let ws = host.ws.display();
+    let outside = host.root.join("outside");
+    let outside = outside.display();
+    let binds = [
+        format!("type=bind,source={ws}/sub,target=/x"),
+        format!("source={ws}/sub,target=/x"),
+        format!("src={ws}/sub,dst=/x,readonly"),
+        "source=./sub,target=/x".to_owned(),
+        "source=sub,target=/x".to_owned(),
+        "source=.,target=/x".to_owned(),
+        "type=bind,source=sub,target=/x,ro".to_owned(),
+        format!("type=bind,source={outside},destination=/x"),
+        "source=/nonexistent/anything,target=/x".to_owned(),
+        "type=bind,source=/etc/cron.d,target=/x".to_owned(),
+        "type=bind,source=/usr/share,target=/x,ro".to_owned(),
+    ];
+    for mount in &binds {
+        assert!(
+            matches!(screen(mount, &ctx), Err(MountRule::UntrustedHostPath(_))),
+            "{mount}: {:?}",
+            screen(mount, &ctx)
+        );
+    }
+    for mount in [
+        "type=volume,source=cache,target=/x",
+        "type=volume,src=shared_data,dst=/x,volume-nocopy",
+        "type=volume,source=nix,target=/nix",
+    ] {
+        assert!(
+            matches!(screen(mount, &ctx), Err(MountRule::UntrustedNamedVolume(_))),
+            "{mount}: {:?}",
+            screen(mount, &ctx)
+        );
+    }
+    for mount in [
+        "type=tmpfs,target=/t,tmpfs-size=1m",
+        "type=volume,target=/anon",
+        "target=/anon2",
+    ] {
+        assert_eq!(screen(mount, &ctx), Ok(None), "{mount}");
+    }
+    // The same decision on the spelling a devcontainer's runArgs uses.
+    let refused = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        match screen_run_args(&args, &ctx) {
+            Err((_, RunArgRule::Mount(rule))) => Some(rule),
+            Err((_, other)) => panic!("{args:?}: {other}"),
+            Ok(_) => None,
+        }
+    };
+    let outside = host.root.join("outside").display().to_string();
+    for args in [
+        vec!["-v", "./sub:/x"],
+        vec!["-v./sub:/x"],
+        vec!["-v=./sub:/x"],
+        vec!["-itv", "./sub:/x"],
+        vec!["--volume", "sub/:/x:ro"],
+        vec!["--volume=~:/h"],
+        vec!["--mount", "type=bind,src=.,dst=/x"],
+        vec!["--mount=source=./sub,target=/x"],
+    ] {
+        assert!(
+            matches!(refused(&args), Some(MountRule::UntrustedHostPath(_))),
+            "{args:?}: {:?}",
+            refused(&args)
+        );
+    }
+    let volume_flag = format!("--volume={outside}:/x");
+    assert!(matches!(
+        refused(&[volume_flag.as_str()]),
+        Some(MountRule::UntrustedHostPath(_))
+    ));
+    for args in [
+        vec!["-v", "cache:/x"],
+        vec!["--volume=cache:/x:rw"],
+        vec!["--mount", "type=volume,source=cache,target=/x"],
+        vec!["--mount", "source=cache,type=volume,target=/x"],
+    ] {
+        assert!(
+            matches!(refused(&args), Some(MountRule::UntrustedNamedVolume(_))),
+            "{args:?}: {:?}",
+            refused(&args)
+        );
+    }
+    assert_eq!(
+        refused(&["--volumes-from", "iterion-other"]),
+        Some(MountRule::VolumesFrom)
+    );
+    assert_eq!(refused(&["-v", "/anon"]), None);
+    assert_eq!(refused(&["--mount", "type=tmpfs,target=/t"]), None);
+}
+
+#[test]
+fn the_store_the_runtime_roots_and_other_runs_are_never_mountable() {
+    let host = Host::new();
+    for trust in [Trust::Trusted, Trust::Untrusted] {
+        let ctx = host.ctx(trust);
+        let store = host.store.display();
+        let rt = host.runtime.display();
+        for mount in [
+            format!("source={store},target=/x,ro"),
+            format!("source={store}/iterion.db,target=/x,ro"),
+            format!("source={store}/runs,target=/x,ro"),
+            format!("source={store}/runs/r1/files,target=/x"),
+            format!("source={store}/scratch/r1,target=/x"),
+            format!("source={store}/worktrees/r2/cache,target=/x"),
+            format!("source={rt},target=/x,ro"),
+            format!("source={rt}/other-run/secrets,target=/x,ro"),
+            "source=/tmp/iterion-0,target=/x,ro".to_owned(),
+            "source=/tmp/iterion-1000/run/proxy.sock,target=/x,ro".to_owned(),
+            "source=link-store,target=/x,ro".to_owned(),
+            "source=./link-run/secrets,target=/x,ro".to_owned(),
+        ] {
+            let got = screen(&mount, &ctx);
+            let ok = match trust {
+                Trust::Untrusted => matches!(got, Err(MountRule::UntrustedHostPath(_))),
+                Trust::Trusted => matches!(got, Err(MountRule::Protected { .. })),
+            };
+            assert!(ok, "{trust:?} {mount}: {got:?}");
+        }
+    }
+    // The ancestor of the store is refused too (it contains it), and so is the temp dir (it
+    // holds every uid's runtime root).
+    let ctx = host.ctx(Trust::Trusted);
+    assert!(screen("source=/tmp,target=/x,ro", &ctx).is_err());
+    assert!(matches!(
+        screen(&format!("source={}/srv,target=/x,ro", host.root.display()), &ctx),
+        Err(MountRule::Protected {
+            what: Protected::Store,
+            ..
+        })
+    ));
+    // A worktree run's workspace lies in the store: its own tree stays mountable, the rest of
+    // the store does not.
+    let worktree = host.store.join("worktrees/r2");
+    let ctx = host.ctx_in(&worktree, Trust::Trusted);
+    assert_eq!(
+        screen("source=./cache,target=/c", &ctx),
+        Ok(Some(worktree.join("cache")))
+    );
+    assert!(matches!(
+        screen(
+            &format!("source={}/runs,target=/x,ro", host.store.display()),
+            &ctx
+        ),
+        Err(MountRule::Protected { .. })
+    ));
+}
+
+#[test]
+fn iterion_volumes_are_never_mountable_by_a_workflow() {
+    let host = Host::new();
+    for trust in [Trust::Trusted, Trust::Untrusted] {
+        let ctx = host.ctx(trust);
+        for mount in [
+            "type=volume,source=iterion-nix-0123456789ab,target=/nix",
+            "type=volume,source=ITERION-nix-0123456789ab,target=/nix",
+            "type=volume,source=Iterion_cache,target=/c",
+            "type=volume,source=iterion,target=/c",
+        ] {
+            assert!(
+                matches!(screen(mount, &ctx), Err(MountRule::ReservedVolume(_))),
+                "{trust:?} {mount}: {:?}",
+                screen(mount, &ctx)
+            );
+        }
+        let args: Vec<String> = ["-v", "iterion-nix-0123456789ab:/nix"]
+            .iter()
+            .map(|a| (*a).to_owned())
+            .collect();
+        assert!(matches!(
+            screen_run_args(&args, &ctx),
+            Err((_, RunArgRule::Mount(MountRule::ReservedVolume(_))))
+        ));
+    }
+    assert_eq!(
+        screen(
+            "type=volume,source=cache,target=/c",
+            &host.ctx(Trust::Trusted)
+        ),
+        Ok(None)
+    );
+}
+
+#[test]
+fn trusted_screening_refuses_home_contents_startup_files_and_writable_system_trees() {
+    let host = Host::new();
+    let ctx = host.ctx(Trust::Trusted);
+    let home = host.home.display();
+    let cases: Vec<(String, fn(&MountRule) -> bool)> = vec![
+        (format!("source={home}/projects-cache,target=/x"), |r| {
+            matches!(
+                r,
+                MountRule::Sensitive {
+                    why: Sensitivity::HomeContents(_),
+                    ..
+                }
+            )
+        }),
+        (format!("source={home}/.bashrc,target=/x,ro"), |r| {
+            matches!(
+                r,
+                MountRule::Sensitive {
+                    why: Sensitivity::HomeContents(_),
+                    ..
+                }
+            )
+        }),
+        ("source=/home/someone/.profile,target=/x,ro".to_owned(), |r| {
+            matches!(
+                r,
+                MountRule::Sensitive {
+                    why: Sensitivity::HomeContents(_),
+                    ..
+                }
+            )
+        }),
+        ("source=/opt/app/.zshrc,target=/x,ro".to_owned(), |r| {
+            matches!(
+                r,
+                MountRule::Sensitive {
+                    why: Sensitivity::ShellStartup(_),
+                    ..
+                }
+            )
+        }),
+        ("source=/etc/cron.d,target=/x,ro".to_owned(), |r| {
+            matches!(
+                r,
+                MountRule::Sensitive {
+                    why: Sensitivity::SystemEntry(_),
+                    ..
+                }
+            )
+        }),
+        ("source=/etc/crontab,target=/x".to_owned(), |r| {
+            matches!(
+                r,
+                MountRule::Sensitive {
+                    why: Sensitivity::SystemEntry(_),
+                    ..
+                }
+            )
+        }),
+        ("source=/var/spool/cron/crontabs,target=/x".to_owned(), |r| {
+            matches!(
+                r,
+                MountRule::Sensitive {
+                    why: Sensitivity::SystemEntry(_),
+                    ..
+                }
+            )
+        }),
+        ("source=/usr/local/bin,target=/x".to_owned(), |r| {
+            matches!(
+                r,
+                MountRule::Sensitive {
+                    why: Sensitivity::WritableSystemTree(_),
+                    ..
+                }
+            )
+        }),
+        ("source=/usr/share,target=/x".to_owned(), |r| {
+            matches!(
+                r,
+                MountRule::Sensitive {
+                    why: Sensitivity::WritableSystemTree(_),
+                    ..
+                }
+            )
+        }),
+    ];
+    for (mount, want) in &cases {
+        let got = screen(mount, &ctx);
+        assert!(got.as_ref().is_err_and(want), "{mount}: {got:?}");
+    }
+    // Read-only system trees and the workspace's own tree stay mountable.
+    assert_eq!(
+        screen("source=/usr/share,target=/x,ro", &ctx),
+        Ok(Some(std::fs::canonicalize("/usr/share").unwrap()))
+    );
+    assert_eq!(
+        screen("source=./sub,target=/x", &ctx),
+        Ok(Some(host.ws.join("sub")))
+    );
+    // The operator's rc file through runArgs, `~` or the expanded home alike.
+    for args in [
+        vec!["-v".to_owned(), "~/.bashrc:/x".to_owned()],
+        vec!["-v".to_owned(), format!("{home}/.bashrc:/x")],
+    ] {
+        assert!(
+            matches!(
+                screen_run_args(&args, &ctx),
+                Err((_, RunArgRule::Mount(MountRule::Sensitive { .. })))
+            ),
+            "{args:?}"
+        );
+    }
+}
