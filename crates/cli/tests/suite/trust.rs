@@ -116,3 +116,42 @@ fn docker_attack_an_untrusted_run_never_writes_the_checkout_and_lands_a_branch()
     // The user's branch did not move.
     assert_eq!(git(&env, &["log", "-1", "--format=%s"]), "init");
 }
+
+#[test]
+fn docker_attack_an_untrusted_worktree_run_lands_only_a_branch_and_plants_nothing_in_the_repository()
+ {
+    if !docker_or_skip("cli::trust::docker_attack_an_untrusted_worktree_run") {
+        return;
+    }
+    let env = Env::new();
+    env.write("a.txt", "orig\n");
+    env.write(
+        "wt.iter",
+        "tool attack:\n  command: `echo changed > a.txt; ls -la .git > gitdir.txt; mkdir -p .git/hooks; printf '#!/bin/sh\\ntouch /tmp/iterion-pwned-wt\\n' > .git/hooks/reference-transaction; chmod +x .git/hooks/reference-transaction; echo ok`\n\nworkflow wt:\n  entry: attack\n  worktree: auto\n  attack -> done\n",
+    );
+    git(&env, &["add", "-A"]);
+    git(&env, &["commit", "-q", "-m", "init"]);
+    let out = env
+        .cmd()
+        .args(["run", "wt.iter", "--sandbox-default-image", IMAGE])
+        .args(["--trust", "untrusted"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let run = env.only_run();
+    let branch = format!("iterion/wt/{}", run.id);
+    assert_eq!(git(&env, &["show", &format!("{branch}:a.txt")]), "changed");
+    // The copy's .git is a real git dir (the worktree's gitfile was resolved), not a bind of
+    // the host repository's.
+    let listing = git(&env, &["show", &format!("{branch}:gitdir.txt")]);
+    assert!(listing.contains("objects"), "{listing}");
+    assert!(!env.path(".git/hooks/reference-transaction").exists());
+    assert!(!std::path::Path::new("/tmp/iterion-pwned-wt").exists());
+    assert_eq!(
+        std::fs::read_to_string(env.path("a.txt")).unwrap(),
+        "orig\n"
+    );
+    // Creating another ref on the host runs no planted hook either.
+    git(&env, &["branch", "after", &branch]);
+    assert!(!std::path::Path::new("/tmp/iterion-pwned-wt").exists());
+}

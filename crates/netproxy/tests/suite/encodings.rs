@@ -183,15 +183,25 @@ async fn echo_upstream() -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
     (addr, seen)
 }
 
-async fn plain_harness() -> Harness {
+/// The proxy, allowing the two names and loopback on the upstream's `port` (a bare rule would
+/// allow 443 and 80 only).
+async fn plain_harness(port: u16) -> Harness {
     start(Options {
-        rules: &["scoped.test", "evil.test", "127.0.0.1/32"],
+        rules: port_rules(port),
         hosts: "scoped.test=127.0.0.1,evil.test=127.0.0.1",
         secrets: Some(secrets()),
         inspect: true,
         ..Default::default()
     })
     .await
+}
+
+fn port_rules(port: u16) -> Vec<String> {
+    rules(&[
+        &format!("scoped.test:{port}"),
+        &format!("evil.test:{port}"),
+        &format!("127.0.0.1/32:{port}"),
+    ])
 }
 
 /// One plain-HTTP request through the proxy; returns status, headers and body.
@@ -238,7 +248,7 @@ fn leaks(hay: &[u8]) -> Option<&'static str> {
 #[tokio::test]
 async fn a_scoped_upstream_echoing_the_value_in_any_encoding_hands_back_only_the_placeholder() {
     let (addr, _) = echo_upstream().await;
-    let h = plain_harness().await;
+    let h = plain_harness(addr.port()).await;
     let port = addr.port();
     let mut failures = Vec::new();
     for class in CLASSES {
@@ -375,7 +385,7 @@ fn carrying(
 async fn the_value_in_any_encoding_or_in_pieces_toward_an_unscoped_host_is_refused_over_plain_http()
 {
     let (addr, seen) = echo_upstream().await;
-    let h = plain_harness().await;
+    let h = plain_harness(addr.port()).await;
     let authority = format!("evil.test:{}", addr.port());
     let mut passed = Vec::new();
     for class in CLASSES {
@@ -411,7 +421,7 @@ async fn the_value_in_any_encoding_or_in_pieces_toward_an_unscoped_host_is_refus
 async fn the_value_in_any_encoding_or_in_pieces_toward_an_unscoped_host_is_refused_in_a_tunnel() {
     let up = https_upstream(&["scoped.test", "evil.test"]).await;
     let h = start(Options {
-        rules: &["scoped.test", "evil.test", "127.0.0.1/32"],
+        rules: port_rules(up.addr.port()),
         hosts: "scoped.test=127.0.0.1,evil.test=127.0.0.1",
         secrets: Some(secrets()),
         inspect: true,
@@ -441,7 +451,7 @@ async fn the_value_in_any_encoding_or_in_pieces_toward_an_unscoped_host_is_refus
 #[tokio::test]
 async fn unrelated_traffic_toward_an_unscoped_host_still_passes() {
     let (addr, seen) = echo_upstream().await;
-    let h = plain_harness().await;
+    let h = plain_harness(addr.port()).await;
     let authority = format!("evil.test:{}", addr.port());
     // Pieces shorter than 8 bytes, and text that merely looks encoded.
     for enc in [

@@ -283,7 +283,11 @@ enum StageError {
 
 /// Opens `path` (absolute, canonical) as an `O_PATH` fd without following any symlink.
 fn open_no_symlinks(path: &Path) -> std::result::Result<OwnedFd, Errno> {
-    let root = open("/", OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())?;
+    let root = open(
+        "/",
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
     let relative = path.strip_prefix("/").map_err(|_| Errno::EINVAL)?;
     if relative.as_os_str().is_empty() {
         return Err(Errno::EINVAL);

@@ -211,7 +211,10 @@ fn the_store_the_runtime_roots_and_other_runs_are_never_mountable() {
     let ctx = host.ctx(Trust::Trusted);
     assert!(screen("source=/tmp,target=/x,ro", &ctx).is_err());
     assert!(matches!(
-        screen(&format!("source={}/srv,target=/x,ro", host.root.display()), &ctx),
+        screen(
+            &format!("source={}/srv,target=/x,ro", host.root.display()),
+            &ctx
+        ),
         Err(MountRule::Protected {
             what: Protected::Store,
             ..
@@ -293,15 +296,18 @@ fn trusted_screening_refuses_home_contents_startup_files_and_writable_system_tre
                 }
             )
         }),
-        ("source=/home/someone/.profile,target=/x,ro".to_owned(), |r| {
-            matches!(
-                r,
-                MountRule::Sensitive {
-                    why: Sensitivity::HomeContents(_),
-                    ..
-                }
-            )
-        }),
+        (
+            "source=/home/someone/.profile,target=/x,ro".to_owned(),
+            |r| {
+                matches!(
+                    r,
+                    MountRule::Sensitive {
+                        why: Sensitivity::HomeContents(_),
+                        ..
+                    }
+                )
+            },
+        ),
         ("source=/opt/app/.zshrc,target=/x,ro".to_owned(), |r| {
             matches!(
                 r,
@@ -329,15 +335,18 @@ fn trusted_screening_refuses_home_contents_startup_files_and_writable_system_tre
                 }
             )
         }),
-        ("source=/var/spool/cron/crontabs,target=/x".to_owned(), |r| {
-            matches!(
-                r,
-                MountRule::Sensitive {
-                    why: Sensitivity::SystemEntry(_),
-                    ..
-                }
-            )
-        }),
+        (
+            "source=/var/spool/cron/crontabs,target=/x".to_owned(),
+            |r| {
+                matches!(
+                    r,
+                    MountRule::Sensitive {
+                        why: Sensitivity::SystemEntry(_),
+                        ..
+                    }
+                )
+            },
+        ),
         ("source=/usr/local/bin,target=/x".to_owned(), |r| {
             matches!(
                 r,
