@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(data.trim_ascii_start().starts_with(b"CONNECT"));
         }
         if let Ok(policy) = compile("allowlist", &["**", "10.0.0.0/8", "!*.internal"]) {
-            let d = decide(&policy, &t.host, &[]);
+            let d = decide(&policy, &t.host, t.port, &[]);
             let _ = d.verdict;
         }
     }

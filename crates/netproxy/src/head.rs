@@ -121,6 +121,8 @@ pub struct HostMismatch;
 /// `target`'s host and port, a missing port meaning the scheme's default: the absolute URI's
 /// authority (HTTP/1.1's `:authority`), when there is one, and the `Host` header. There must
 /// be at most one `Host` header, and at least one of the two. Userinfo anywhere is a mismatch.
+/// The headers through which upstreams honour another virtual host ([`HOST_ALIAS_HEADERS`],
+/// `Forwarded: host=`) may only name the target as well.
 /// On success the caller sends the canonical [`canonical_host_header`], never the written one.
 pub fn check_request_host(
     target: &RequestTarget,
@@ -150,8 +152,47 @@ pub fn check_request_host(
         }
         named = true;
     }
-    if named { Ok(()) } else { Err(HostMismatch) }
+    if !named {
+        return Err(HostMismatch);
+    }
+    // Headers through which upstreams (reverse proxies, frameworks) let a request name its
+    // virtual host: each host they name must be the target too (a port, when written, too).
+    let alias_agrees = |written: &str| match parse_authority(written, target.port) {
+        Ok((h, p)) => h == target.host && p == target.port,
+        Err(_) => false,
+    };
+    for name in HOST_ALIAS_HEADERS {
+        for v in headers.get_all(*name) {
+            let v = v.to_str().map_err(|_| HostMismatch)?;
+            if !v.split(',').all(|h| alias_agrees(h.trim())) {
+                return Err(HostMismatch);
+            }
+        }
+    }
+    for v in headers.get_all(http::header::FORWARDED) {
+        let v = v.to_str().map_err(|_| HostMismatch)?;
+        let hosts = v
+            .split([',', ';'])
+            .filter_map(|pair| pair.split_once('='))
+            .filter(|(k, _)| k.trim().eq_ignore_ascii_case("host"))
+            .map(|(_, h)| h.trim().trim_matches('"'));
+        for h in hosts {
+            if !alias_agrees(h) {
+                return Err(HostMismatch);
+            }
+        }
+    }
+    Ok(())
 }
+
+/// Headers that name a virtual host besides `Host` (checked by [`check_request_host`]).
+pub const HOST_ALIAS_HEADERS: &[&str] = &[
+    "x-forwarded-host",
+    "x-forwarded-server",
+    "x-host",
+    "x-original-host",
+    "x-http-host-override",
+];
 
 /// The `Host` header the proxy sends upstream for `target` (scheme default port omitted).
 pub fn canonical_host_header(

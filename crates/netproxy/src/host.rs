@@ -419,4 +419,24 @@ mod tests {
             assert_eq!(parse_authority(raw, 80), want, "{raw:?}");
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn canonicalisation_is_a_fixed_point_for_any_text(s in "\\PC{0,40}") {
+            let once = canonical_host(&s);
+            proptest::prop_assert_eq!(canonical_host(&once), once.clone());
+            if let Ok(strict) = parse_host(&s) {
+                proptest::prop_assert_eq!(strict, once);
+            }
+        }
+
+        #[test]
+        fn number_forms_are_fixed_points(s in "(0x[0-9a-f]{0,9}|0[0-7]{0,12}|[0-9]{1,11})(\\.(0x[0-9a-f]{0,3}|[0-9]{1,4})){0,4}\\.?") {
+            let once = canonical_host(&s);
+            proptest::prop_assert_eq!(canonical_host(&once), once.clone());
+            if let Ok(h) = parse_host(&s) {
+                proptest::prop_assert!(h.parse::<IpAddr>().is_ok(), "{} -> {}", s, h);
+            }
+        }
+    }
 }

@@ -38,8 +38,8 @@ pub use decide::{BlockReason, Decision, DecisionSource, Verdict, decide, is_non_
 pub use error::NetProxyError;
 pub use forms::{FRAGMENT_LEN, SecretForms, SecretSpan, replace_spans};
 pub use head::{
-    HeadError, HostMismatch, MAX_HEADERS, ParsedHead, RequestTarget, TargetKind,
-    canonical_host_header, check_request_host, parse_request_head, target_of,
+    HOST_ALIAS_HEADERS, HeadError, HostMismatch, MAX_HEADERS, ParsedHead, RequestTarget,
+    TargetKind, canonical_host_header, check_request_host, parse_request_head, target_of,
 };
 pub use host::{HostError, canonical_host, parse_authority, parse_host};
 pub use matcher::{DEFAULT_RULE_PORTS, HostPattern, NetworkMode, Policy, Rule, compile};

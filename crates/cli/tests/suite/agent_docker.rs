@@ -109,10 +109,17 @@ fn docker_an_agent_runs_in_the_container_asks_through_the_launcher_and_never_see
         (started["proxy"].clone(), started["tls_inspection"].clone()),
         (json!(true), json!(true))
     );
-    // The allowlist did not name the provider's host: it was added as the last rule, and said so.
+    // The allowlist did not name the provider's host: it was added as the last rule, with the
+    // base URL's port (a rule without one allows 443 and 80 only), and said so.
     let source = started["network_source"].as_str().unwrap_or_default();
+    let model_port = fake
+        .base_url()
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     assert!(
-        source.ends_with(" + model provider hosts (127.0.0.1)"),
+        source.ends_with(&format!(" + model provider hosts (127.0.0.1:{model_port})")),
         "{source}"
     );
 

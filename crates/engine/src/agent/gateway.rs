@@ -16,6 +16,8 @@ struct Credential {
     provider: Provider,
     key: String,
     host: Option<String>,
+    /// The allowlist rule for the base URL (host, and its port when not the default).
+    rule: Option<String>,
 }
 
 fn credentials(routes: &Routes) -> Vec<Credential> {
@@ -28,6 +30,7 @@ fn credentials(routes: &Routes) -> Vec<Credential> {
                 provider: endpoint.provider,
                 key: endpoint.api_key.clone(),
                 host: endpoint.host(),
+                rule: endpoint.rule(),
             });
     }
     by_provider.into_values().collect()
@@ -68,11 +71,12 @@ pub(crate) fn placeholders(routes: &Routes) -> BTreeMap<Provider, String> {
 }
 
 /// The providers' hosts, which an allowlist implicitly allows (added as its last rules by
-/// `resolve_and_start_sandbox`, and named in `sandbox_started.network_source`).
+/// `resolve_and_start_sandbox`, and named in `sandbox_started.network_source`). Each is a
+/// rule: a base URL on a non-default port is allowed on that port only.
 pub(crate) fn model_hosts(routes: &Routes) -> Vec<String> {
     credentials(routes)
         .into_iter()
-        .filter_map(|c| c.host)
+        .filter_map(|c| c.rule)
         .collect()
 }
 
@@ -126,6 +130,10 @@ mod tests {
                     vec!["127.0.0.1".to_owned()]
                 ),
             ]
+        );
+        assert_eq!(
+            model_hosts(&routes()),
+            vec!["api.anthropic.com".to_owned(), "127.0.0.1:8080".to_owned()]
         );
         assert_eq!(
             placeholders(&routes())[&Provider::Anthropic],

@@ -92,9 +92,16 @@ async fn https_through_the_inspecting_proxy_materialises_the_placeholder_toward_
             &["localhost".to_owned()],
         )
         .unwrap();
+    // The upstream is on loopback, which a running proxy refuses under every mode unless an
+    // address rule names it, on its port (issue 15 items 9 and 10).
+    let rules = [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+    ];
     let proxy = ProxyBuilder::new(
         "r",
-        compile::<&str>("open", &[]).unwrap(),
+        compile("allowlist", &rules).unwrap(),
         ProxyToken::generate().unwrap(),
     )
     .listen_tcp("127.0.0.1:0".parse().unwrap())

@@ -117,6 +117,26 @@ impl Endpoint {
         uri.host()
             .map(|h| h.trim_matches(['[', ']']).to_ascii_lowercase())
     }
+
+    /// The network rule that admits the base URL: its host, with `:port` when the URL names a
+    /// port other than its scheme's default (a rule without a port allows 443 and 80 only).
+    pub fn rule(&self) -> Option<String> {
+        let uri: http::Uri = self.base_url.parse().ok()?;
+        let host = self.host()?;
+        let default = match uri.scheme_str() {
+            Some(s) if s.eq_ignore_ascii_case("http") => 80,
+            _ => 443,
+        };
+        let bracketed = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.clone()
+        };
+        Some(match uri.port_u16() {
+            Some(p) if p != default => format!("{bracketed}:{p}"),
+            _ => host,
+        })
+    }
 }
 
 /// Why a model route could not be resolved at launch (exit 2, no run).

@@ -6,7 +6,9 @@
 //!   `<run dir>/net/proxy.sock`. TLS inspection (§6.9) is on when a resolved secret has `hosts`,
 //!   or when `ITERION_SANDBOX_TLS_INSPECT` is truthy (falsy turns it off); it mints the
 //!   ephemeral CA and registers the secrets with the rewriter (§6.10). Its `network_blocked`
-//!   callback feeds a channel that a task drains into the run's event sink.
+//!   callback feeds a channel that a task drains into the run's event sink. Whatever the mode,
+//!   a running proxy refuses non-public addresses (issue 15 item 9): under `open` with a scoped
+//!   secret it is there for rewriting, but it still never reaches the host's loopback.
 //! - [`start_egress_bridge`] execs `iterion __egress-bridge` as `0:0` in the started container,
 //!   waits up to 10 s for `ready`, and keeps the exec attached and drained until teardown.
 //!

@@ -96,6 +96,14 @@ const PLAIN_FRONTING: &[&str] = &[
     "POST http://good.test:{P}/ok HTTP/1.1\r\nHost: evil.test:{P}\r\nContent-Length: 3\r\n",
     "GET /ok HTTP/1.1\r\nHost: good.test:{P}\r\nHost: evil.test:{P}\r\n",
     "GET /ok HTTP/1.1\r\nHost: evil.test:{P}\r\nHost: good.test:{P}\r\n",
+    "GET http://good.test:{P}/ok HTTP/1.1\r\nHost: good.test:{P}\r\nX-Forwarded-Host: evil.test\r\n",
+    "GET http://good.test:{P}/ok HTTP/1.1\r\nHost: good.test:{P}\r\nX-Forwarded-Host: good.test, evil.test\r\n",
+    "GET http://good.test:{P}/ok HTTP/1.1\r\nHost: good.test:{P}\r\nX-Host: evil.test\r\n",
+    "GET http://good.test:{P}/ok HTTP/1.1\r\nHost: good.test:{P}\r\nX-Original-Host: evil.test\r\n",
+    "GET http://good.test:{P}/ok HTTP/1.1\r\nHost: good.test:{P}\r\nX-HTTP-Host-Override: evil.test\r\n",
+    "GET http://good.test:{P}/ok HTTP/1.1\r\nHost: good.test:{P}\r\nX-Forwarded-Server: evil.test\r\n",
+    "GET http://good.test:{P}/ok HTTP/1.1\r\nHost: good.test:{P}\r\nForwarded: for=1.2.3.4;host=evil.test;proto=http\r\n",
+    "GET http://good.test:{P}/ok HTTP/1.1\r\nHost: good.test:{P}\r\nForwarded: host=\"evil.test:{P}\"\r\n",
 ];
 
 /// Request targets with userinfo: refused outright (400), whichever side is the "real" host.
@@ -181,6 +189,7 @@ async fn plain_http_that_names_its_target_in_any_written_form_passes_with_the_ca
         "GET http://GOOD.test.:{P}/ok HTTP/1.1\r\nHost: good.test:{P}\r\n",
         "GET http://good.test:{P}/ok HTTP/1.0\r\n",
         "GET /ok HTTP/1.1\r\nHost: Good.Test:{P}\r\n",
+        "GET /ok HTTP/1.1\r\nHost: good.test:{P}\r\nX-Forwarded-Host: good.test\r\nForwarded: for=1.2.3.4;host=good.test:{P}\r\n",
     ];
     for shape in agreeing {
         let resp = plain(&h, &with_auth_and_close(shape, port)).await;
@@ -217,6 +226,8 @@ const TUNNEL_FRONTING: &[&str] = &[
     "GET https://x@good.test:{P}/ok HTTP/1.1\r\nHost: good.test:{P}\r\n",
     "GET http://evil.test:{P}/ok HTTP/1.1\r\nHost: good.test:{P}\r\n",
     "GET ftp://good.test:{P}/ok HTTP/1.1\r\nHost: good.test:{P}\r\n",
+    "GET /ok HTTP/1.1\r\nHost: good.test:{P}\r\nX-Forwarded-Host: evil.test\r\n",
+    "GET /ok HTTP/1.1\r\nHost: good.test:{P}\r\nForwarded: host=evil.test\r\n",
 ];
 
 #[tokio::test]

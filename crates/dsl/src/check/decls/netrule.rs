@@ -32,13 +32,13 @@ pub(crate) fn check_rule(rule: &str) -> Result<(), String> {
         };
     }
     if pattern.contains('/') {
-        return check_cidr(&pattern);
+        return check_cidr(pattern);
     }
     if pattern.parse::<IpAddr>().is_ok() {
         return Ok(());
     }
     if !pattern.contains('*') {
-        return check_host(&pattern);
+        return check_host(pattern);
     }
     if pattern == "*" || pattern == "**" {
         return Ok(());
