@@ -137,15 +137,15 @@ impl SecretForms {
         if let Some(s) = hit(hay) {
             return Some(s);
         }
-        let mut view = hay.to_vec();
-        for _ in 0..PERCENT_ROUNDS {
-            let Some((decoded, _)) = percent_decode(&view) else {
-                break;
-            };
-            if let Some(s) = hit(&decoded) {
+        let mut view = percent_decode(hay)?.0;
+        for round in 1..=PERCENT_ROUNDS {
+            if let Some(s) = hit(&view) {
                 return Some(s);
             }
-            view = decoded;
+            if round == PERCENT_ROUNDS {
+                break;
+            }
+            view = percent_decode(&view)?.0;
         }
         None
     }
@@ -172,19 +172,20 @@ impl SecretForms {
         };
         collect(hay, None);
         // Each decoded view maps its bytes back to their `start..end` in `hay`.
-        let mut view = hay.to_vec();
-        let mut origin: Vec<(usize, usize)> = (0..hay.len()).map(|i| (i, i + 1)).collect();
-        for _ in 0..PERCENT_ROUNDS {
-            let Some((decoded, map)) = percent_decode(&view) else {
-                break;
-            };
-            let composed: Vec<(usize, usize)> = map
-                .iter()
-                .map(|(s, e)| (origin[*s].0, origin[*e - 1].1))
-                .collect();
-            collect(&decoded, Some(&composed));
-            view = decoded;
-            origin = composed;
+        if let Some((mut view, mut origin)) = percent_decode(hay) {
+            collect(&view, Some(&origin));
+            for _ in 1..PERCENT_ROUNDS {
+                let Some((decoded, map)) = percent_decode(&view) else {
+                    break;
+                };
+                let composed: Vec<(usize, usize)> = map
+                    .iter()
+                    .map(|(s, e)| (origin[*s].0, origin[*e - 1].1))
+                    .collect();
+                collect(&decoded, Some(&composed));
+                view = decoded;
+                origin = composed;
+            }
         }
         merge(raw)
     }

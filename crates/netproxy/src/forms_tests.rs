@@ -147,3 +147,20 @@ fn debug_shows_no_value() {
     let forms = SecretForms::new(&[VALUE]);
     assert!(!format!("{forms:?}").contains("Real"));
 }
+
+#[test]
+fn a_large_file_secret_compiles_quickly_and_is_redacted_whole() {
+    let pem: Vec<u8> = (0..4096u32)
+        .map(|i| {
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+                [(i * 7919 % 64) as usize]
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let forms = SecretForms::new(&[pem.as_slice()]);
+    let built = started.elapsed();
+    assert!(built < std::time::Duration::from_secs(5), "{built:?}");
+    assert_eq!(forms.max_span(), 16 * 9);
+    let hay = [b"xx".as_slice(), &pem[1000..1100], b"yy"].concat();
+    assert_eq!(forms.redact(&hay, |_| b"#".to_vec()), b"xx#yy".to_vec());
+}
