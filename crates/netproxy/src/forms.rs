@@ -283,9 +283,12 @@ fn base64_inner(fragment: &[u8], k: usize, url: bool) -> Vec<u8> {
         .unwrap_or_default()
 }
 
+/// For each byte of a decoded view, its `start..end` in the searched bytes.
+type Origins = Vec<(usize, usize)>;
+
 /// `bytes` with every `%XX` (either case) decoded, and for each decoded byte its `start..end`
 /// in `bytes`; `None` when there is nothing to decode.
-fn percent_decode(bytes: &[u8]) -> Option<(Vec<u8>, Vec<(usize, usize)>)> {
+fn percent_decode(bytes: &[u8]) -> Option<(Vec<u8>, Origins)> {
     let hex_value = |b: u8| {
         char::from(b)
             .to_digit(16)

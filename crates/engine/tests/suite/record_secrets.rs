@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use iterion_engine::{Engine, ResolvedSecret};
-use iterion_store::{RunId, SqliteOptions, SqliteStore, Store};
+use iterion_store::{RunId, SqliteOptions, SqliteStore};
 
 use super::support::*;
 
