@@ -80,6 +80,24 @@ fn encode(class: &str, v: &[u8]) -> Vec<u8> {
         "pct-full-lower" => pct(v, false, |_| true),
         "pct-partial" => pct(v, false, |i| i % 2 == 0),
         "pct-of-b64" => pct(&b64(&STANDARD), true, |_| true),
+        // `od -An -tx1`: spaced hex, 16 bytes a line.
+        "od-hex" => hex(v, false)
+            .chunks(2)
+            .enumerate()
+            .flat_map(|(i, pair)| {
+                let sep: &[u8] = if i > 0 && i % 16 == 0 { b"\n " } else { b" " };
+                [sep, pair].concat()
+            })
+            .collect(),
+        "colon-hex" => hex(v, true).chunks(2).collect::<Vec<_>>().join(&b':'),
+        "json-chars" => {
+            let parts: Vec<String> = v
+                .iter()
+                .map(|b| format!("\"{}\"", char::from(*b)))
+                .collect();
+            format!("[{}]", parts.join(", ")).into_bytes()
+        }
+        "dns-labels" => v.chunks(6).collect::<Vec<_>>().join(&b'.'),
         other => panic!("unknown class {other}"),
     }
 }
@@ -109,6 +127,10 @@ const CLASSES: &[&str] = &[
     "pct-full-lower",
     "pct-partial",
     "pct-of-b64@1",
+    "od-hex",
+    "colon-hex",
+    "json-chars",
+    "dns-labels",
 ];
 
 fn secrets() -> SecretRewriter {
@@ -165,7 +187,8 @@ async fn echo_upstream() -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
                         out.extend_from_slice(&echoed);
                         out.extend_from_slice(b"]");
                         let frames = out.chunks(3).map(Bytes::copy_from_slice).collect();
-                        let header = String::from_utf8_lossy(&echoed).into_owned();
+                        // A header cannot hold a line break: it gets a space instead.
+                        let header = String::from_utf8_lossy(&echoed).replace('\n', " ");
                         Ok::<_, Infallible>(
                             hyper::Response::builder()
                                 .header("x-echo", header)
