@@ -19,6 +19,9 @@
 //!
 //! Percent-encoding (full or partial, either case, up to twice nested) is undone before searching,
 //! so it composes with every form above (a base64 value in a query string, `%2B`/`%2F` and all).
+//! A view with short runs of separators dropped (spaces, line breaks, `:`, `,`, quotes, `.`, `-`,
+//! `;`, `|`) is searched too, so `od`/`xxd`-style hex, `aa:bb:cc`, a JSON array of characters or
+//! a value cut into DNS labels is still found.
 //! Matching ignores ASCII case throughout, so a value that was upper-cased (a DNS name, a header
 //! name) is still found.
 //!
@@ -42,8 +45,14 @@ use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 /// The shortest fragment of a value that is looked for: windows of this many bytes.
 pub const FRAGMENT_LEN: usize = 8;
 
-/// How many nested percent-encodings are undone before searching.
-const PERCENT_ROUNDS: usize = 2;
+/// Bytes that may separate the bytes of a form (`od` and `xxd` output, `a:b:c`, a JSON array
+/// of characters, dotted DNS labels): the separator view drops runs of at most
+/// [`MAX_SEPARATOR_RUN`] of them.
+const SEPARATORS: &[u8] = b" \t\r\n:,\"'.-;|";
+
+/// The longest run of separators the separator view drops (longer runs stay, so a match spans
+/// a bounded number of input bytes and streaming stays exact).
+const MAX_SEPARATOR_RUN: usize = 10;
 
 /// The encoded forms of a set of secret values, compiled into one case-insensitive multi-pattern
 /// automaton. Secrets are identified by their index in the list given to [`SecretForms::new`].
@@ -120,10 +129,10 @@ impl SecretForms {
     }
 
     /// The most bytes one match can span in the searched input (a pattern under the nested
-    /// percent-encodings). A stream searcher that holds back this many bytes minus one misses
-    /// nothing.
+    /// percent-encodings, or under one with separators between its bytes). A stream searcher
+    /// that holds back this many bytes minus one misses nothing.
     pub fn max_span(&self) -> usize {
-        self.longest * 3usize.pow(PERCENT_ROUNDS as u32)
+        self.longest * (1 + MAX_SEPARATOR_RUN) * 3
     }
 
     /// The first secret (in input order of the hit) found in `hay` for which `wanted` holds.
@@ -134,20 +143,11 @@ impl SecretForms {
                 .map(|m| self.owner(m.pattern().as_usize()))
                 .find(|s| wanted(*s))
         };
-        if let Some(s) = hit(hay) {
-            return Some(s);
-        }
-        let mut view = hay.to_vec();
-        for _ in 0..PERCENT_ROUNDS {
-            let Some((decoded, _)) = percent_decode(&view) else {
-                break;
-            };
-            if let Some(s) = hit(&decoded) {
-                return Some(s);
-            }
-            view = decoded;
-        }
-        None
+        hit(hay).or_else(|| {
+            derived_views(hay, false)
+                .iter()
+                .find_map(|view| hit(&view.bytes))
+        })
     }
 
     /// Every run of `hay` that carries a secret in any form, merged (overlapping or adjacent
@@ -171,20 +171,8 @@ impl SecretForms {
             }
         };
         collect(hay, None);
-        // Each decoded view maps its bytes back to their `start..end` in `hay`.
-        let mut view = hay.to_vec();
-        let mut origin: Vec<(usize, usize)> = (0..hay.len()).map(|i| (i, i + 1)).collect();
-        for _ in 0..PERCENT_ROUNDS {
-            let Some((decoded, map)) = percent_decode(&view) else {
-                break;
-            };
-            let composed: Vec<(usize, usize)> = map
-                .iter()
-                .map(|(s, e)| (origin[*s].0, origin[*e - 1].1))
-                .collect();
-            collect(&decoded, Some(&composed));
-            view = decoded;
-            origin = composed;
+        for view in derived_views(hay, true) {
+            collect(&view.bytes, view.origin.as_deref());
         }
         merge(raw)
     }
@@ -238,6 +226,18 @@ fn forms_of(value: &[u8]) -> Vec<Vec<u8>> {
     }
     let reversed: Vec<u8> = value.iter().rev().copied().collect();
     let mut out = Vec::new();
+    // The value's own separators vanish in the separator view: its fragments without them.
+    let bare: Vec<u8> = value
+        .iter()
+        .copied()
+        .filter(|b| !SEPARATORS.contains(b))
+        .collect();
+    if bare.len() != value.len() {
+        let bare_reversed: Vec<u8> = bare.iter().rev().copied().collect();
+        for base in [&bare, &bare_reversed] {
+            out.extend(base.windows(FRAGMENT_LEN).map(<[u8]>::to_vec));
+        }
+    }
     for base in [value, reversed.as_slice()] {
         for fragment in base.windows(FRAGMENT_LEN) {
             out.push(fragment.to_vec());
@@ -282,16 +282,63 @@ fn base64_inner(fragment: &[u8], k: usize, url: bool) -> Vec<u8> {
         .unwrap_or_default()
 }
 
-/// `bytes` with every `%XX` (either case) decoded, and for each decoded byte its `start..end`
-/// in `bytes`; `None` when there is nothing to decode.
-fn percent_decode(bytes: &[u8]) -> Option<(Vec<u8>, Vec<(usize, usize)>)> {
+/// For each byte of a derived view, its `start..end` in the searched bytes.
+type Origins = Vec<(usize, usize)>;
+
+/// A view of the searched bytes with an encoding undone; `origin` is kept when asked for.
+struct View {
+    bytes: Vec<u8>,
+    origin: Option<Origins>,
+}
+
+impl View {
+    /// `self` is a view of `outer`'s bytes: map it back to what `outer` is a view of.
+    fn through(self, outer: &View) -> View {
+        let origin = match (self.origin, &outer.origin) {
+            (Some(inner), Some(o)) => {
+                Some(inner.iter().map(|(s, e)| (o[*s].0, o[*e - 1].1)).collect())
+            }
+            _ => None,
+        };
+        View {
+            bytes: self.bytes,
+            origin,
+        }
+    }
+}
+
+/// The views searched besides the bytes themselves: percent-decoded once and twice, with
+/// separators dropped, and percent-decoded then with separators dropped. Only the views that
+/// differ from their source are made.
+fn derived_views(hay: &[u8], track: bool) -> Vec<View> {
+    let mut views = Vec::new();
+    if let Some(stripped) = drop_separators(hay, track) {
+        views.push(stripped);
+    }
+    if let Some(once) = percent_decode(hay, track) {
+        if let Some(twice) = percent_decode(&once.bytes, track) {
+            views.push(twice.through(&once));
+        }
+        if let Some(stripped) = drop_separators(&once.bytes, track) {
+            views.push(stripped.through(&once));
+        }
+        views.push(once);
+    }
+    views
+}
+
+/// `bytes` with every `%XX` (either case) decoded; `None` when there is nothing to decode.
+fn percent_decode(bytes: &[u8], track: bool) -> Option<View> {
     let hex_value = |b: u8| {
         char::from(b)
             .to_digit(16)
             .and_then(|d| u8::try_from(d).ok())
     };
+    if !bytes.contains(&b'%') {
+        return None;
+    }
     let mut out = Vec::with_capacity(bytes.len());
-    let mut map = Vec::with_capacity(bytes.len());
+    let mut map = Vec::with_capacity(if track { bytes.len() } else { 0 });
     let mut changed = false;
     let mut i = 0;
     while i < bytes.len() {
@@ -302,16 +349,53 @@ fn percent_decode(bytes: &[u8]) -> Option<(Vec<u8>, Vec<(usize, usize)>)> {
             )
         {
             out.push(h << 4 | l);
-            map.push((i, i + 3));
+            if track {
+                map.push((i, i + 3));
+            }
             i += 3;
             changed = true;
         } else {
             out.push(bytes[i]);
-            map.push((i, i + 1));
+            if track {
+                map.push((i, i + 1));
+            }
             i += 1;
         }
     }
-    changed.then_some((out, map))
+    changed.then_some(View {
+        bytes: out,
+        origin: track.then_some(map),
+    })
+}
+
+/// `bytes` without the runs of at most [`MAX_SEPARATOR_RUN`] [`SEPARATORS`]; `None` when
+/// there are none.
+fn drop_separators(bytes: &[u8], track: bool) -> Option<View> {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut map = Vec::new();
+    let mut changed = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        let run = bytes[i..]
+            .iter()
+            .take_while(|b| SEPARATORS.contains(b))
+            .count();
+        if run > 0 && run <= MAX_SEPARATOR_RUN && !out.is_empty() {
+            changed = true;
+            i += run;
+            continue;
+        }
+        let keep = run.max(1);
+        out.extend_from_slice(&bytes[i..i + keep]);
+        if track {
+            map.extend((i..i + keep).map(|j| (j, j + 1)));
+        }
+        i += keep;
+    }
+    changed.then_some(View {
+        bytes: out,
+        origin: track.then_some(map),
+    })
 }
 
 #[cfg(test)]

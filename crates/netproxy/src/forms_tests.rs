@@ -34,6 +34,33 @@ fn pct_some(v: &[u8]) -> Vec<u8> {
         .collect()
 }
 
+/// `od -An -tx1`-like: two hex digits per byte, `sep` between, a line break every `line` bytes.
+fn spaced_hex(v: &[u8], sep: &str, line: usize) -> Vec<u8> {
+    let mut out = String::new();
+    for (i, b) in v.iter().enumerate() {
+        if line > 0 && i > 0 && i % line == 0 {
+            out.push('\n');
+        }
+        out.push_str(sep);
+        out.push_str(&format!("{b:02x}"));
+    }
+    out.into_bytes()
+}
+
+/// `["s","k",…]`.
+fn json_chars(v: &[u8]) -> Vec<u8> {
+    let parts: Vec<String> = v
+        .iter()
+        .map(|b| format!("\"{}\"", char::from(*b)))
+        .collect();
+    format!("[{}]", parts.join(", ")).into_bytes()
+}
+
+/// Cut into 5-byte labels joined by dots.
+fn labels(v: &[u8]) -> Vec<u8> {
+    v.chunks(5).collect::<Vec<_>>().join(&b'.')
+}
+
 fn rev(v: &[u8]) -> Vec<u8> {
     v.iter().rev().copied().collect()
 }
@@ -51,6 +78,10 @@ pub(crate) fn encoded_cases(v: &[u8]) -> Vec<(String, Vec<u8>)> {
         ("pct lower".to_owned(), pct_all(v, false)),
         ("pct partial".to_owned(), pct_some(v)),
         ("pct twice".to_owned(), pct_all(&pct_all(v, true), true)),
+        ("od hex".to_owned(), spaced_hex(v, " ", 16)),
+        ("colon hex".to_owned(), spaced_hex(v, ":", 0)),
+        ("json chars".to_owned(), json_chars(v)),
+        ("dns labels".to_owned(), labels(v)),
     ];
     for k in 0..3 {
         let mut input = b"ab".to_vec();
@@ -146,4 +177,21 @@ fn spans_map_back_through_percent_decoding() {
 fn debug_shows_no_value() {
     let forms = SecretForms::new(&[VALUE]);
     assert!(!format!("{forms:?}").contains("Real"));
+}
+
+#[test]
+fn a_large_file_secret_compiles_quickly_and_is_redacted_whole() {
+    let pem: Vec<u8> = (0..4096u32)
+        .map(|i| {
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+                [(i * 7919 % 64) as usize]
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let forms = SecretForms::new(&[pem.as_slice()]);
+    let built = started.elapsed();
+    assert!(built < std::time::Duration::from_secs(5), "{built:?}");
+    assert_eq!(forms.max_span(), 16 * 33);
+    let hay = [b"xx".as_slice(), &pem[1000..1100], b"yy"].concat();
+    assert_eq!(forms.redact(&hay, |_| b"#".to_vec()), b"xx#yy".to_vec());
 }

@@ -120,6 +120,19 @@ pub(crate) fn intercept(
     established()
 }
 
+/// A `403` when the target host name itself carries a secret in any form (a value as DNS
+/// labels would be exfiltrated by resolving it), before anything is resolved or dialled.
+pub(crate) fn refuse_secret_in_host(shared: &Shared, host: &str) -> Option<Response<ProxyBody>> {
+    let rw = shared.rewriter.as_ref()?;
+    rw.exfiltrates_to(host.as_bytes(), host)?;
+    Some(refuse(
+        shared,
+        host,
+        StatusCode::FORBIDDEN,
+        BlockReason::SecretExfiltration,
+    ))
+}
+
 pub(crate) fn refuse(
     shared: &Shared,
     host: &str,
@@ -358,6 +371,17 @@ pub(crate) async fn finish_response(
 ) -> Response<ProxyBody> {
     let body = match &shared.rewriter {
         Some(rw) if !rw.is_empty() => {
+            // A header whose name carries a value goes; a custom reason phrase is not relayed.
+            let named: Vec<_> = parts
+                .headers
+                .keys()
+                .filter(|n| rw.forms().find(n.as_str().as_bytes(), |_| true).is_some())
+                .cloned()
+                .collect();
+            for name in named {
+                parts.headers.remove(&name);
+            }
+            parts.extensions.remove::<hyper::ext::ReasonPhrase>();
             for v in parts.headers.values_mut() {
                 let r = rw.redact_response(v.as_bytes());
                 if r != v.as_bytes()

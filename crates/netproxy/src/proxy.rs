@@ -444,6 +444,10 @@ impl Shared {
             self.blocked(host, reason, pre.silent);
             return Err(policy_denied(host));
         }
+        // A secret in the name itself would leave through the resolver (DNS) before any request.
+        if let Some(refused) = crate::mitm::refuse_secret_in_host(self, host) {
+            return Err(refused);
+        }
         let ips = match host.parse::<IpAddr>() {
             Ok(ip) => vec![ip],
             Err(_) => match tokio::time::timeout(IO_TIMEOUT, self.resolver.resolve(host)).await {

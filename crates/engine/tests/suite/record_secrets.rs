@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use iterion_engine::{Engine, ResolvedSecret};
-use iterion_store::{RunId, SqliteOptions, SqliteStore, Store};
+use iterion_store::{RunId, SqliteOptions, SqliteStore};
 
 use super::support::*;
 
@@ -28,6 +28,10 @@ fn printed_forms() -> Vec<(String, String)> {
         ("base64@0".into(), b64(VALUE)),
         ("base64@1".into(), b64(&format!("x{VALUE}"))),
         ("base64url@2".into(), url(&format!("xy{VALUE}"))),
+        (
+            "od hex".into(),
+            VALUE.bytes().map(|b| format!(" {b:02x}")).collect(),
+        ),
         ("first half".into(), VALUE[..10].to_owned()),
         ("second half".into(), VALUE[9..].to_owned()),
     ]
@@ -58,7 +62,7 @@ async fn a_node_printing_a_secret_in_any_encoding_leaves_no_form_of_it_in_the_st
     let print = "v='VALUE'; printf '%s\\n' \"$v\"; printf '%s\\n' \"$v\" | tr a-z A-Z; \
          printf '%s' \"$v\" | base64; printf 'x%s' \"$v\" | base64; \
          printf 'xy%s' \"$v\" | base64 -w0 | tr '+/' '-_' | tr -d '='; echo; \
-         printf '%s' \"$v\" | od -An -tx1 | tr -d ' \\n'; echo; printf '%s\\n' \"$v\" | rev; \
+         printf '%s' \"$v\" | od -An -tx1 | tr -d ' \\n'; echo; printf '%s' \"$v\" | od -An -tx1; printf '%s\\n' \"$v\" | rev; \
          printf '%s\\n' \"$v\" | cut -c1-10; printf '%s\\n' \"$v\" | cut -c10-"
         .replace("VALUE", VALUE);
     let src = format!(

