@@ -9,6 +9,7 @@ mod egress_bridge;
 mod faults;
 mod fleet;
 mod matrix;
+mod mount_race;
 mod resume;
 mod run;
 mod subbots;
