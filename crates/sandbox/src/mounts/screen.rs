@@ -446,10 +446,39 @@ impl ScreenContext {
             && canonical.starts_with(root_home)
             && canonical != root_home;
         let skip = in_root_home.then_some(root_home);
-        self.sensitivity_except(canonical, skip)
-            .map(|why| MountRule::Sensitive {
+        if let Some(why) = self.sensitivity_except(canonical, skip) {
+            return Some(MountRule::Sensitive {
                 path: canonical.to_owned(),
                 why,
+            });
+        }
+        // Issue 15 item 3: a workspace may not contain the store or a runtime root (binding it
+        // would hand them over), nor lie in a runtime root; one inside the store (a worktree
+        // run) is fine.
+        let contains_protected = self
+            .protected
+            .iter()
+            .find(|(entry, what)| {
+                entry.starts_with(canonical)
+                    || (*what == Protected::RuntimeRoot && canonical.starts_with(entry))
+            })
+            .map(|(_, what)| *what);
+        let temp_root = self.temp_dirs.iter().any(|temp| {
+            temp.starts_with(canonical)
+                || canonical.strip_prefix(temp).is_ok_and(|rest| {
+                    rest.components().next().is_some_and(|first| {
+                        first
+                            .as_os_str()
+                            .to_str()
+                            .is_none_or(|name| name.starts_with(RESERVED_VOLUME_PREFIX))
+                    })
+                })
+        });
+        contains_protected
+            .or(temp_root.then_some(Protected::RuntimeRoot))
+            .map(|what| MountRule::Protected {
+                path: canonical.to_owned(),
+                what,
             })
     }
 }

@@ -384,3 +384,35 @@ fn trusted_screening_refuses_home_contents_startup_files_and_writable_system_tre
         );
     }
 }
+
+#[test]
+fn a_workspace_may_not_contain_the_store_or_a_runtime_root() {
+    let host = Host::new();
+    let ctx = |ws: &Path| {
+        ScreenContext::new(ws, Some(Path::new("/nonexistent-home")))
+            .unwrap()
+            .for_run(Trust::Trusted, &host.scope())
+    };
+    // The store's parent, the runtime root's parent, the temp dir itself.
+    for ws in [host.root.join("srv"), host.root.clone(), PathBuf::from("/tmp")] {
+        let refused = ctx(&ws).validate_workspace(&ws).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                Error::WorkspaceRefused {
+                    rule: MountRule::Protected { .. },
+                    ..
+                }
+            ),
+            "{}: {refused}",
+            ws.display()
+        );
+    }
+    // Inside a runtime root.
+    let inside = host.runtime.join("other-run");
+    assert!(ctx(&inside).validate_workspace(&inside).is_err());
+    // A worktree inside the store, and an ordinary project, are fine.
+    let worktree = host.store.join("worktrees/r2");
+    assert_eq!(ctx(&worktree).validate_workspace(&worktree).unwrap(), worktree);
+    assert_eq!(ctx(&host.ws).validate_workspace(&host.ws).unwrap(), host.ws);
+}
