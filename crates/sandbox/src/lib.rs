@@ -137,9 +137,9 @@ pub use mode::{HostState, Inherit, Mode, NetworkMode, SandboxFlag, Trust};
 pub use mounts::{
     ArgRule, BindPropagation, CREDENTIAL_COMPONENTS, ENGINE_SOCKET_NAMES, EnvRule, MountKind,
     MountRequest, MountRule, MountScope, MountSpec, Protected, RESERVED_TARGET_ROOT,
-    RESERVED_VOLUME_PREFIX, SENSITIVE_SYSTEM_ENTRIES, SHELL_STARTUP_FILES, STAGE_DIR,
-    SYSTEM_TREES, ScreenContext, ScreenedMount, Sensitivity, Stager, is_reserved_volume,
-    mount_is_host_bind, parse_mount, release_staged, remove_run_dir, validate_contains_workspace,
+    RESERVED_VOLUME_PREFIX, SENSITIVE_SYSTEM_ENTRIES, SHELL_STARTUP_FILES, STAGE_DIR, SYSTEM_TREES,
+    ScreenContext, ScreenedMount, Sensitivity, Stager, is_reserved_volume, mount_is_host_bind,
+    parse_mount, release_staged, remove_run_dir, validate_contains_workspace,
     validate_engine_mount, validate_env_pair, validate_mount, validate_plain_arg,
     validate_spec_mounts,
 };

@@ -678,7 +678,13 @@ fn docker_host_state_auto_binds_caches_and_none_binds_nothing() {
             .contains(&json!(format!("{0}:{0}:ro", gitconfig.display()))),
         "{mounted:#}"
     );
-    let store = on_host.parent().unwrap().parent().unwrap().to_string_lossy().into_owned();
+    let store = on_host
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
     let points = summary["output"]["mounts"].as_array().unwrap();
     assert!(
         !points
@@ -806,7 +812,11 @@ fn docker_host_state_auto_as_a_non_root_user_remaps_to_the_host_uid() {
 fn run_dir_candidates(run_id: &str) -> Vec<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let uid = std::fs::metadata("/proc/self").unwrap().uid();
-    let mut out = vec![std::env::temp_dir().join(format!("iterion-{uid}")).join(run_id)];
+    let mut out = vec![
+        std::env::temp_dir()
+            .join(format!("iterion-{uid}"))
+            .join(run_id),
+    ];
     if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR") {
         out.push(PathBuf::from(xdg).join("iterion").join(run_id));
     }
@@ -904,7 +914,13 @@ fn docker_untrusted_author_mounts_are_refused_and_leave_nothing() {
         let out = env
             .cmd()
             .env("HOME", &home)
-            .args(["run", "probe.iter", "--json", "--sandbox-default-image", IMAGE])
+            .args([
+                "run",
+                "probe.iter",
+                "--json",
+                "--sandbox-default-image",
+                IMAGE,
+            ])
             .args(["--trust", "untrusted"])
             .output()
             .unwrap();

@@ -393,12 +393,8 @@ async fn apply_host_state_auto(
                     Found::Present { canonical, .. } => canonical.as_path(),
                     Found::Missing => candidate.path.as_path(),
                 };
-                spec.engine_mounts.push(bind(
-                    source,
-                    &shown,
-                    candidate.read_only,
-                    "host-state",
-                ));
+                spec.engine_mounts
+                    .push(bind(source, &shown, candidate.read_only, "host-state"));
                 let mode = if candidate.read_only { ":ro" } else { "" };
                 mounts.push(format!("{shown}:{shown}{mode}"));
                 bound_targets.push(candidate.path.clone());

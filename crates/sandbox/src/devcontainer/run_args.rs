@@ -91,7 +91,11 @@ fn judge(arg: &str, next: Option<&str>, ctx: &ScreenContext) -> (usize, Option<R
             return (consumed, Some(RunArgRule::HostPrivilege(flag)));
         }
         if name == "volumes-from" {
-            let consumed = if inline.is_none() && next.is_some() { 2 } else { 1 };
+            let consumed = if inline.is_none() && next.is_some() {
+                2
+            } else {
+                1
+            };
             return (consumed, Some(RunArgRule::Mount(MountRule::VolumesFrom)));
         }
         let takes_value = matches!(name, "pid" | "network" | "net" | "volume" | "mount");
@@ -148,9 +152,10 @@ fn volume_rule(value: &str, ctx: &ScreenContext) -> Option<RunArgRule> {
     if rest.is_empty() {
         return admit(MountRequest::Anonymous, ctx);
     }
-    let read_only = rest
-        .get(1)
-        .is_some_and(|opts| opts.split(',').any(|opt| opt.trim() == "ro" || opt.trim() == "readonly"));
+    let read_only = rest.get(1).is_some_and(|opts| {
+        opts.split(',')
+            .any(|opt| opt.trim() == "ro" || opt.trim() == "readonly")
+    });
     if source.is_empty() {
         return admit(MountRequest::Anonymous, ctx);
     }

@@ -103,10 +103,12 @@ fn host_namespaces_are_refused_in_every_form() {
 #[test]
 fn volumes_to_sensitive_sources_are_refused_in_every_form() {
     let repo = Repo::new();
-    let sock = || RunArgRule::Mount(MountRule::Sensitive {
-        path: PathBuf::from("/var/run/docker.sock"),
-        why: Sensitivity::SystemEntry(PathBuf::from("/var/run/docker.sock")),
-    });
+    let sock = || {
+        RunArgRule::Mount(MountRule::Sensitive {
+            path: PathBuf::from("/var/run/docker.sock"),
+            why: Sensitivity::SystemEntry(PathBuf::from("/var/run/docker.sock")),
+        })
+    };
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["-v", "/var/run/docker.sock:/s"],

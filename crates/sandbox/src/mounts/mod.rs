@@ -19,10 +19,10 @@ pub use grammar::{
 };
 pub use rules::{ArgRule, EnvRule, MountKind, MountRule, Protected, Sensitivity};
 pub use screen::{
-    CREDENTIAL_COMPONENTS, ENGINE_SOCKET_NAMES, MountRequest, MountScope,
-    RESERVED_VOLUME_PREFIX, SENSITIVE_SYSTEM_ENTRIES, SHELL_STARTUP_FILES, SYSTEM_TREES,
-    ScreenContext, ScreenedMount, is_reserved_volume, validate_contains_workspace,
-    validate_engine_mount, validate_mount, validate_spec_mounts,
+    CREDENTIAL_COMPONENTS, ENGINE_SOCKET_NAMES, MountRequest, MountScope, RESERVED_VOLUME_PREFIX,
+    SENSITIVE_SYSTEM_ENTRIES, SHELL_STARTUP_FILES, SYSTEM_TREES, ScreenContext, ScreenedMount,
+    is_reserved_volume, validate_contains_workspace, validate_engine_mount, validate_mount,
+    validate_spec_mounts,
 };
 pub use stage::{STAGE_DIR, Stager, release_staged, remove_run_dir};
 

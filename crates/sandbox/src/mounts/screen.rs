@@ -12,10 +12,10 @@
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::mode::Trust;
 use crate::mounts::grammar::{
     MountSpec, check_target, is_volume_name, parse_mount, validate_env_pair, validate_plain_arg,
 };
-use crate::mode::Trust;
 use crate::mounts::rules::{MountKind, MountRule, Protected, Sensitivity};
 use crate::spec::{EngineMount, EngineMountKind, Spec};
 use crate::text::{clean_path, has_control, is_clean_absolute};
@@ -67,8 +67,8 @@ pub const SENSITIVE_SYSTEM_ENTRIES: &[&str] = &[
 /// System trees a read-write author bind may not lie under (rule (g), ours): writing there is
 /// code execution on the host. Read-only binds of them stay possible for trusted runs.
 pub const SYSTEM_TREES: &[&str] = &[
-    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/var",
-    "/srv", "/boot", "/snap", "/run", "/root", "/home",
+    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/var", "/srv",
+    "/boot", "/snap", "/run", "/root", "/home",
 ];
 
 /// Shell and session start-up files (rule (f), ours): judged by the last component, outside
@@ -381,7 +381,10 @@ impl ScreenContext {
     /// # Errors
     ///
     /// The rule the mount breaks.
-    pub fn admit(&self, request: &MountRequest<'_>) -> std::result::Result<Option<PathBuf>, MountRule> {
+    pub fn admit(
+        &self,
+        request: &MountRequest<'_>,
+    ) -> std::result::Result<Option<PathBuf>, MountRule> {
         match *request {
             MountRequest::Anonymous => Ok(None),
             MountRequest::NamedVolume(name) => {

@@ -229,7 +229,7 @@ impl Stager {
         self.staged.push(target.clone());
         // The staging mount is the very object that was opened.
         let meta = std::fs::symlink_metadata(&target).map_err(io(&target))?;
-        let same = meta.dev() == stat.st_dev as u64 && meta.ino() == stat.st_ino as u64;
+        let same = meta.dev() == stat.st_dev && meta.ino() == stat.st_ino;
         if !same {
             return Err(StageError::Io {
                 path: target,
@@ -283,7 +283,11 @@ enum StageError {
 
 /// Opens `path` (absolute, canonical) as an `O_PATH` fd without following any symlink.
 fn open_no_symlinks(path: &Path) -> std::result::Result<OwnedFd, Errno> {
-    let root = open("/", OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC, Mode::empty())?;
+    let root = open(
+        "/",
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
     let relative = path.strip_prefix("/").map_err(|_| Errno::EINVAL)?;
     if relative.as_os_str().is_empty() {
         return Err(Errno::EINVAL);

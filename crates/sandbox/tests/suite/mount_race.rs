@@ -68,7 +68,10 @@ struct Flipper {
 impl Flipper {
     /// Flips every `pause` (zero: as fast as it can).
     fn start(ws: &Path, pause: Duration) -> Flipper {
-        let (stop, flips) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+        let (stop, flips) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicU64::new(0)),
+        );
         let (a, b) = (ws.join("sub"), ws.join("other"));
         let thread = {
             let (stop, flips) = (Arc::clone(&stop), Arc::clone(&flips));
@@ -218,7 +221,12 @@ fn without_mount_privilege_a_source_a_live_sandbox_writes_is_refused() {
     let screened = validate_mount(&mount, &ctx).unwrap();
     assert_eq!(
         stager
-            .pin(&mount, screened.host_source.as_deref().unwrap(), false, &ctx)
+            .pin(
+                &mount,
+                screened.host_source.as_deref().unwrap(),
+                false,
+                &ctx
+            )
             .unwrap(),
         elsewhere
     );
@@ -287,7 +295,12 @@ async fn a_flipping_source_never_mounts_the_socket_in_a_real_sandbox(engine: Eng
     for attempt in 0..24 {
         let mut spec = prepared.clone();
         spec.spec.mounts = vec![MOUNT.to_owned()];
-        let info = run_info(&format!("{run_id}-{attempt}"), "store", &host.ws, &host.root);
+        let info = run_info(
+            &format!("{run_id}-{attempt}"),
+            "store",
+            &host.ws,
+            &host.root,
+        );
         let run_dir = info.run_dir.clone();
         match driver.start(spec, info).await {
             Ok(run) => {

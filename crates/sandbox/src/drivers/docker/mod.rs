@@ -427,7 +427,8 @@ impl DockerDriver {
         let (canonical_workspace, screened, mut stager) = {
             let spec = spec.clone();
             let workspace = info.workspace_path.clone();
-            let (trust, scope, run_dir) = (info.trust, info.mount_scope.clone(), info.run_dir.clone());
+            let (trust, scope, run_dir) =
+                (info.trust, info.mount_scope.clone(), info.run_dir.clone());
             tokio::task::spawn_blocking(move || {
                 let ctx = ScreenContext::from_env(&workspace)?.for_run(trust, &scope);
                 let canonical = ctx.validate_workspace(&workspace)?;
@@ -435,8 +436,7 @@ impl DockerDriver {
                 let mut stager = Stager::new(&run_dir);
                 for mount in &mut screened {
                     if let Some(source) = mount.host_source.take() {
-                        let pinned =
-                            stager.pin(&mount.raw, &source, mount.spec.read_only, &ctx)?;
+                        let pinned = stager.pin(&mount.raw, &source, mount.spec.read_only, &ctx)?;
                         mount.host_source = Some(pinned);
                     }
                 }
