@@ -130,6 +130,8 @@ pub struct MountScope {
     pub store: Vec<PathBuf>,
     /// The runtime root(s): the parent of every run dir.
     pub runtime_roots: Vec<PathBuf>,
+    /// The engine binary bound into sandboxes (and run on the host).
+    pub engine_binaries: Vec<PathBuf>,
     /// Directories a live sandbox can write (for a SANDBOX.md §14 child: its parent's
     /// workspace). A source inside one is refused when the engine cannot pin it by a staging
     /// mount ([`crate::Stager`]).
@@ -224,6 +226,9 @@ impl ScreenContext {
         if let Some(home) = home {
             scope.store.push(Path::new(&home).join(".iterion"));
         }
+        if let Some(binary) = crate::env::var("ITERION_BIN").filter(|b| b.starts_with('/')) {
+            scope.engine_binaries.push(PathBuf::from(binary));
+        }
         if let Some(xdg) = crate::env::var("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
             scope.runtime_roots.push(Path::new(&xdg).join("iterion"));
         }
@@ -246,6 +251,12 @@ impl ScreenContext {
             push_written_and_canonical(&mut paths, root);
             self.protected
                 .extend(paths.into_iter().map(|p| (p, Protected::RuntimeRoot)));
+        }
+        for binary in &scope.engine_binaries {
+            let mut paths = Vec::new();
+            push_written_and_canonical(&mut paths, binary);
+            self.protected
+                .extend(paths.into_iter().map(|p| (p, Protected::EngineBinary)));
         }
         for dir in &scope.sandbox_writable {
             push_written_and_canonical(&mut self.sandbox_writable, dir);
@@ -412,7 +423,7 @@ impl ScreenContext {
     }
 
     /// The live-sandbox-writable directory `path` lies in, if any.
-    pub(crate) fn sandbox_writable_dir(&self, path: &Path) -> Option<&Path> {
+    pub fn sandbox_writable_dir(&self, path: &Path) -> Option<&Path> {
         self.sandbox_writable
             .iter()
             .find(|dir| path.starts_with(dir))
@@ -462,7 +473,7 @@ impl ScreenContext {
             .protected
             .iter()
             .find(|(entry, what)| {
-                entry.starts_with(canonical)
+                (*what != Protected::EngineBinary && entry.starts_with(canonical))
                     || (*what == Protected::RuntimeRoot && canonical.starts_with(entry))
             })
             .map(|(_, what)| *what);

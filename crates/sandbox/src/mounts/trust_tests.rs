@@ -42,6 +42,8 @@ impl Host {
         std::fs::write(home.join(".bashrc"), "rc").unwrap();
         std::fs::create_dir_all(runtime.join("other-run/secrets")).unwrap();
         std::fs::create_dir_all(root.join("outside")).unwrap();
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::write(root.join("bin/iterion"), "elf").unwrap();
         symlink(&store, ws.join("link-store")).unwrap();
         symlink(runtime.join("other-run"), ws.join("link-run")).unwrap();
         Host {
@@ -58,6 +60,7 @@ impl Host {
         MountScope {
             store: vec![self.store.clone()],
             runtime_roots: vec![self.runtime.clone()],
+            engine_binaries: vec![self.root.join("bin/iterion")],
             sandbox_writable: Vec::new(),
         }
     }
@@ -178,7 +181,7 @@ fn untrusted_runs_may_not_name_a_host_path_or_a_named_volume_in_any_spelling() {
 }
 
 #[test]
-fn the_store_the_runtime_roots_and_other_runs_are_never_mountable() {
+fn the_store_the_runtime_roots_other_runs_and_the_engine_binary_are_never_mountable() {
     let host = Host::new();
     for trust in [Trust::Trusted, Trust::Untrusted] {
         let ctx = host.ctx(trust);
@@ -196,6 +199,8 @@ fn the_store_the_runtime_roots_and_other_runs_are_never_mountable() {
             "source=/tmp/iterion-0,target=/x,ro".to_owned(),
             "source=/tmp/iterion-1000/run/proxy.sock,target=/x,ro".to_owned(),
             "source=link-store,target=/x,ro".to_owned(),
+            format!("source={}/bin,target=/x", host.root.display()),
+            format!("source={}/bin/iterion,target=/x", host.root.display()),
             "source=./link-run/secrets,target=/x,ro".to_owned(),
         ] {
             let got = screen(&mount, &ctx);
