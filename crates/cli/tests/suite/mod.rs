@@ -10,6 +10,7 @@ mod egress_bridge;
 mod faults;
 mod fleet;
 mod matrix;
+mod mount_race;
 mod record_secrets;
 mod resume;
 mod run;

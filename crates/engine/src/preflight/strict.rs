@@ -348,8 +348,14 @@ async fn docker_battery(
     let workspace = crate::worktree::workspace_root(&request.options.cwd).await;
     let screened = {
         let spec = spec.clone();
+        // The run's trust: an untrusted run's author mounts meet the allow-list (issue 15).
+        let scope = iterion_sandbox::MountScope {
+            runtime_roots: vec![crate::sandbox::runtime_root()],
+            ..iterion_sandbox::MountScope::default()
+        };
+        let trust = request.trust;
         bounded_blocking(budget, move || {
-            let ctx = iterion_sandbox::ScreenContext::from_env(&workspace)?;
+            let ctx = iterion_sandbox::ScreenContext::from_env(&workspace)?.for_run(trust, &scope);
             ctx.validate_workspace(&workspace)?;
             iterion_sandbox::validate_spec_mounts(&spec, &ctx).map(|mounts| mounts.len())
         })

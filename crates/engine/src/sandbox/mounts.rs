@@ -91,6 +91,7 @@ impl MountInputs {
         iterion_sandbox::MountScope {
             store: vec![self.iterion_home.clone()],
             runtime_roots: vec![crate::sandbox::runtime_root()],
+            engine_binaries: self.engine_binary.iter().cloned().collect(),
             sandbox_writable: if self.child_of_live_sandbox {
                 vec![self.workspace.clone()]
             } else {

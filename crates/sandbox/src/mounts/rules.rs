@@ -71,6 +71,8 @@ pub enum Protected {
     /// The runtime root (`<tmp>/iterion-<uid>`, `$XDG_RUNTIME_DIR/iterion`): every run's
     /// secrets, sockets and staging dirs.
     RuntimeRoot,
+    /// The engine binary (or a directory holding it): every sandbox and the host run it.
+    EngineBinary,
 }
 
 impl fmt::Display for Protected {
@@ -78,6 +80,7 @@ impl fmt::Display for Protected {
         f.write_str(match self {
             Protected::Store => "the iterion run store",
             Protected::RuntimeRoot => "the iterion runtime root (every run's secrets and sockets)",
+            Protected::EngineBinary => "the iterion engine binary",
         })
     }
 }

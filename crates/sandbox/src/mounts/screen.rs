@@ -130,6 +130,8 @@ pub struct MountScope {
     pub store: Vec<PathBuf>,
     /// The runtime root(s): the parent of every run dir.
     pub runtime_roots: Vec<PathBuf>,
+    /// The engine binary bound into sandboxes (and run on the host).
+    pub engine_binaries: Vec<PathBuf>,
     /// Directories a live sandbox can write (for a SANDBOX.md §14 child: its parent's
     /// workspace). A source inside one is refused when the engine cannot pin it by a staging
     /// mount ([`crate::Stager`]).
@@ -224,6 +226,9 @@ impl ScreenContext {
         if let Some(home) = home {
             scope.store.push(Path::new(&home).join(".iterion"));
         }
+        if let Some(binary) = crate::env::var("ITERION_BIN").filter(|b| b.starts_with('/')) {
+            scope.engine_binaries.push(PathBuf::from(binary));
+        }
         if let Some(xdg) = crate::env::var("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
             scope.runtime_roots.push(Path::new(&xdg).join("iterion"));
         }
@@ -246,6 +251,12 @@ impl ScreenContext {
             push_written_and_canonical(&mut paths, root);
             self.protected
                 .extend(paths.into_iter().map(|p| (p, Protected::RuntimeRoot)));
+        }
+        for binary in &scope.engine_binaries {
+            let mut paths = Vec::new();
+            push_written_and_canonical(&mut paths, binary);
+            self.protected
+                .extend(paths.into_iter().map(|p| (p, Protected::EngineBinary)));
         }
         for dir in &scope.sandbox_writable {
             push_written_and_canonical(&mut self.sandbox_writable, dir);
@@ -412,7 +423,7 @@ impl ScreenContext {
     }
 
     /// The live-sandbox-writable directory `path` lies in, if any.
-    pub(crate) fn sandbox_writable_dir(&self, path: &Path) -> Option<&Path> {
+    pub fn sandbox_writable_dir(&self, path: &Path) -> Option<&Path> {
         self.sandbox_writable
             .iter()
             .find(|dir| path.starts_with(dir))
@@ -449,10 +460,39 @@ impl ScreenContext {
             && canonical.starts_with(root_home)
             && canonical != root_home;
         let skip = in_root_home.then_some(root_home);
-        self.sensitivity_except(canonical, skip)
-            .map(|why| MountRule::Sensitive {
+        if let Some(why) = self.sensitivity_except(canonical, skip) {
+            return Some(MountRule::Sensitive {
                 path: canonical.to_owned(),
                 why,
+            });
+        }
+        // Issue 15 item 3: a workspace may not contain the store or a runtime root (binding it
+        // would hand them over), nor lie in a runtime root; one inside the store (a worktree
+        // run) is fine.
+        let contains_protected = self
+            .protected
+            .iter()
+            .find(|(entry, what)| {
+                (*what != Protected::EngineBinary && entry.starts_with(canonical))
+                    || (*what == Protected::RuntimeRoot && canonical.starts_with(entry))
+            })
+            .map(|(_, what)| *what);
+        let temp_root = self.temp_dirs.iter().any(|temp| {
+            temp.starts_with(canonical)
+                || canonical.strip_prefix(temp).is_ok_and(|rest| {
+                    rest.components().next().is_some_and(|first| {
+                        first
+                            .as_os_str()
+                            .to_str()
+                            .is_none_or(|name| name.starts_with(RESERVED_VOLUME_PREFIX))
+                    })
+                })
+        });
+        contains_protected
+            .or(temp_root.then_some(Protected::RuntimeRoot))
+            .map(|what| MountRule::Protected {
+                path: canonical.to_owned(),
+                what,
             })
     }
 }

@@ -365,7 +365,7 @@ fn hostile_mounts_are_refused_with_the_rule_that_catches_them() {
 fn benign_mounts_pass_and_bind_their_canonical_source() {
     let host = Host::new();
     let ctx = host.ctx();
-    let (root, home, ws) = (host.root.display(), host.home.display(), host.ws.display());
+    let (root, ws) = (host.root.display(), host.ws.display());
     let sub = Some(host.ws.join("sub"));
     let rows: Vec<(String, Option<PathBuf>)> = vec![
         (

@@ -98,6 +98,35 @@ impl Stager {
         read_only: bool,
         ctx: &ScreenContext,
     ) -> Result<PathBuf> {
+        self.pin_inner(mount, canonical, read_only, ctx, true)
+    }
+
+    /// Pins an engine bind whose source lies inside a directory a live sandbox can write (a
+    /// SANDBOX.md §14 child's bundle dir in the shared workspace): the source as the engine
+    /// wrote it must be reached without any symlink, and is staged like an author bind. Engine
+    /// mounts skip the sensitive-path judgement (SANDBOX.md §5.2), not the pin.
+    ///
+    /// # Errors
+    ///
+    /// As [`Stager::pin`].
+    pub fn pin_engine(
+        &mut self,
+        mount: &str,
+        source: &Path,
+        read_only: bool,
+        ctx: &ScreenContext,
+    ) -> Result<PathBuf> {
+        self.pin_inner(mount, source, read_only, ctx, false)
+    }
+
+    fn pin_inner(
+        &mut self,
+        mount: &str,
+        canonical: &Path,
+        read_only: bool,
+        ctx: &ScreenContext,
+        judge: bool,
+    ) -> Result<PathBuf> {
         let refuse = |rule| Error::MountRefused {
             mount: mount.to_owned(),
             rule,
@@ -138,7 +167,7 @@ impl Stager {
         if named != canonical {
             return Err(refuse(MountRule::SourceChanged(canonical.to_owned())));
         }
-        if let Some(rule) = ctx.judge_pinned(&named, read_only) {
+        if judge && let Some(rule) = ctx.judge_pinned(&named, read_only) {
             return Err(refuse(rule));
         }
         if self.privilege != Privilege::CannotMount {
@@ -229,7 +258,7 @@ impl Stager {
         self.staged.push(target.clone());
         // The staging mount is the very object that was opened.
         let meta = std::fs::symlink_metadata(&target).map_err(io(&target))?;
-        let same = meta.dev() == stat.st_dev as u64 && meta.ino() == stat.st_ino as u64;
+        let same = meta.dev() == stat.st_dev && meta.ino() == stat.st_ino;
         if !same {
             return Err(StageError::Io {
                 path: target,

@@ -42,6 +42,8 @@ impl Host {
         std::fs::write(home.join(".bashrc"), "rc").unwrap();
         std::fs::create_dir_all(runtime.join("other-run/secrets")).unwrap();
         std::fs::create_dir_all(root.join("outside")).unwrap();
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::write(root.join("bin/iterion"), "elf").unwrap();
         symlink(&store, ws.join("link-store")).unwrap();
         symlink(runtime.join("other-run"), ws.join("link-run")).unwrap();
         Host {
@@ -58,6 +60,7 @@ impl Host {
         MountScope {
             store: vec![self.store.clone()],
             runtime_roots: vec![self.runtime.clone()],
+            engine_binaries: vec![self.root.join("bin/iterion")],
             sandbox_writable: Vec::new(),
         }
     }
@@ -178,7 +181,7 @@ fn untrusted_runs_may_not_name_a_host_path_or_a_named_volume_in_any_spelling() {
 }
 
 #[test]
-fn the_store_the_runtime_roots_and_other_runs_are_never_mountable() {
+fn the_store_the_runtime_roots_other_runs_and_the_engine_binary_are_never_mountable() {
     let host = Host::new();
     for trust in [Trust::Trusted, Trust::Untrusted] {
         let ctx = host.ctx(trust);
@@ -196,6 +199,8 @@ fn the_store_the_runtime_roots_and_other_runs_are_never_mountable() {
             "source=/tmp/iterion-0,target=/x,ro".to_owned(),
             "source=/tmp/iterion-1000/run/proxy.sock,target=/x,ro".to_owned(),
             "source=link-store,target=/x,ro".to_owned(),
+            format!("source={}/bin,target=/x", host.root.display()),
+            format!("source={}/bin/iterion,target=/x", host.root.display()),
             "source=./link-run/secrets,target=/x,ro".to_owned(),
         ] {
             let got = screen(&mount, &ctx);
@@ -277,98 +282,38 @@ fn trusted_screening_refuses_home_contents_startup_files_and_writable_system_tre
     let host = Host::new();
     let ctx = host.ctx(Trust::Trusted);
     let home = host.home.display();
-    let cases: Vec<(String, fn(&MountRule) -> bool)> = vec![
-        (format!("source={home}/projects-cache,target=/x"), |r| {
-            matches!(
-                r,
-                MountRule::Sensitive {
-                    why: Sensitivity::HomeContents(_),
-                    ..
-                }
-            )
-        }),
-        (format!("source={home}/.bashrc,target=/x,ro"), |r| {
-            matches!(
-                r,
-                MountRule::Sensitive {
-                    why: Sensitivity::HomeContents(_),
-                    ..
-                }
-            )
-        }),
+    let home_contents = Sensitivity::HomeContents(PathBuf::new());
+    let startup = Sensitivity::ShellStartup(String::new());
+    let system = Sensitivity::SystemEntry(PathBuf::new());
+    let writable = Sensitivity::WritableSystemTree(PathBuf::new());
+    let cases: Vec<(String, &Sensitivity)> = vec![
+        (
+            format!("source={home}/projects-cache,target=/x"),
+            &home_contents,
+        ),
+        (
+            format!("source={home}/.bashrc,target=/x,ro"),
+            &home_contents,
+        ),
         (
             "source=/home/someone/.profile,target=/x,ro".to_owned(),
-            |r| {
-                matches!(
-                    r,
-                    MountRule::Sensitive {
-                        why: Sensitivity::HomeContents(_),
-                        ..
-                    }
-                )
-            },
+            &home_contents,
         ),
-        ("source=/opt/app/.zshrc,target=/x,ro".to_owned(), |r| {
-            matches!(
-                r,
-                MountRule::Sensitive {
-                    why: Sensitivity::ShellStartup(_),
-                    ..
-                }
-            )
-        }),
-        ("source=/etc/cron.d,target=/x,ro".to_owned(), |r| {
-            matches!(
-                r,
-                MountRule::Sensitive {
-                    why: Sensitivity::SystemEntry(_),
-                    ..
-                }
-            )
-        }),
-        ("source=/etc/crontab,target=/x".to_owned(), |r| {
-            matches!(
-                r,
-                MountRule::Sensitive {
-                    why: Sensitivity::SystemEntry(_),
-                    ..
-                }
-            )
-        }),
+        ("source=/opt/app/.zshrc,target=/x,ro".to_owned(), &startup),
+        ("source=/etc/cron.d,target=/x,ro".to_owned(), &system),
+        ("source=/etc/crontab,target=/x".to_owned(), &system),
         (
             "source=/var/spool/cron/crontabs,target=/x".to_owned(),
-            |r| {
-                matches!(
-                    r,
-                    MountRule::Sensitive {
-                        why: Sensitivity::SystemEntry(_),
-                        ..
-                    }
-                )
-            },
+            &system,
         ),
-        ("source=/usr/local/bin,target=/x".to_owned(), |r| {
-            matches!(
-                r,
-                MountRule::Sensitive {
-                    why: Sensitivity::WritableSystemTree(_),
-                    ..
-                }
-            )
-        }),
-        ("source=/usr/share,target=/x".to_owned(), |r| {
-            matches!(
-                r,
-                MountRule::Sensitive {
-                    why: Sensitivity::WritableSystemTree(_),
-                    ..
-                }
-            )
-        }),
+        ("source=/usr/local/bin,target=/x".to_owned(), &writable),
+        ("source=/usr/share,target=/x".to_owned(), &writable),
     ];
     for (mount, want) in &cases {
         let got = screen(mount, &ctx);
-        assert!(got.as_ref().is_err_and(want), "{mount}: {got:?}");
+        let ok = matches!(&got, Err(MountRule::Sensitive { why, .. })
+            if std::mem::discriminant(why) == std::mem::discriminant(*want));
+        assert!(ok, "{mount}: {got:?}");
     }
     // Read-only system trees and the workspace's own tree stay mountable.
     assert_eq!(
@@ -392,4 +337,43 @@ fn trusted_screening_refuses_home_contents_startup_files_and_writable_system_tre
             "{args:?}"
         );
     }
+}
+
+#[test]
+fn a_workspace_may_not_contain_the_store_or_a_runtime_root() {
+    let host = Host::new();
+    let ctx = |ws: &Path| {
+        ScreenContext::new(ws, Some(Path::new("/nonexistent-home")))
+            .unwrap()
+            .for_run(Trust::Trusted, &host.scope())
+    };
+    // The store's parent, the runtime root's parent, the temp dir itself.
+    for ws in [
+        host.root.join("srv"),
+        host.root.clone(),
+        PathBuf::from("/tmp"),
+    ] {
+        let refused = ctx(&ws).validate_workspace(&ws).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                Error::WorkspaceRefused {
+                    rule: MountRule::Protected { .. },
+                    ..
+                }
+            ),
+            "{}: {refused}",
+            ws.display()
+        );
+    }
+    // Inside a runtime root.
+    let inside = host.runtime.join("other-run");
+    assert!(ctx(&inside).validate_workspace(&inside).is_err());
+    // A worktree inside the store, and an ordinary project, are fine.
+    let worktree = host.store.join("worktrees/r2");
+    assert_eq!(
+        ctx(&worktree).validate_workspace(&worktree).unwrap(),
+        worktree
+    );
+    assert_eq!(ctx(&host.ws).validate_workspace(&host.ws).unwrap(), host.ws);
 }

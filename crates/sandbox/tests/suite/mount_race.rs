@@ -21,15 +21,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use iterion_sandbox::{
-    DockerSettings, Driver, Error, MountRule, MountScope, NoProgress, STAGE_DIR, ScreenContext,
-    Stager, Trust, validate_mount,
+    DockerSettings, Driver, EngineMount, EngineMountKind, Error, MountRule, MountScope, NoProgress,
+    STAGE_DIR, ScreenContext, Stager, Trust, validate_mount,
 };
 use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
 
 use super::docker_driver::{busybox_spec, ids, run_info, sh, text};
 use super::engines::{Engine, labelled};
 
-crate::engine_tests!(a_flipping_source_never_mounts_the_socket_in_a_real_sandbox);
+crate::engine_tests!(
+    a_flipping_source_never_mounts_the_socket_in_a_real_sandbox,
+    a_flipping_engine_bind_in_a_shared_workspace_never_mounts_the_socket,
+);
 
 const MARKER: &str = "HOST-DOCKER-SOCKET-STAND-IN";
 const MOUNT: &str = "type=bind,source=./sub,target=/x";
@@ -322,6 +325,60 @@ async fn a_flipping_source_never_mounts_the_socket_in_a_real_sandbox(engine: Eng
         eprintln!("{engine:?}: {started} started, {refused} refused, {flips} flips");
     }
     assert!(flips >= 200, "only {flips} flips during the starts");
+    assert!(started > 0, "no start got through ({refused} refused)");
+    assert_nothing_staged(&host);
+    assert_eq!(labelled(&client, &test_id).await, Vec::<String>::new());
+}
+
+/// An engine bind inside a directory a live sandbox writes (a §14 child's bundle dir in its
+/// parent's workspace) is pinned too: under the flip, the real sandbox never sees the marker.
+async fn a_flipping_engine_bind_in_a_shared_workspace_never_mounts_the_socket(engine: Engine) {
+    let (test_id, run_id) = ids(engine, "engine_bind_race");
+    let Some((driver, client)) = engine
+        .driver_or_skip(&test_id, DockerSettings::default().persist_nix(false))
+        .await
+    else {
+        return;
+    };
+    let host = host();
+    let prepared = driver.prepare(&busybox_spec(), &NoProgress).await.unwrap();
+    let flipper = Flipper::start(&host.ws, Duration::from_micros(500));
+    let (mut started, mut refused) = (0, 0);
+    for attempt in 0..16 {
+        let mut spec = prepared.clone();
+        spec.spec.engine_mounts = vec![EngineMount {
+            kind: EngineMountKind::Bind,
+            source: host.ws.join("sub").to_string_lossy().into_owned(),
+            target: "/run/iterion/bundle".to_owned(),
+            read_only: true,
+            purpose: "bundle".to_owned(),
+        }];
+        let mut info = run_info(
+            &format!("{run_id}-{attempt}"),
+            "store",
+            &host.ws,
+            &host.root,
+        );
+        info.mount_scope.sandbox_writable = vec![host.ws.clone()];
+        match driver.start(spec, info).await {
+            Ok(run) => {
+                started += 1;
+                let seen = sh(
+                    run.as_ref(),
+                    "cat /run/iterion/bundle/docker.sock 2>/dev/null; ls /run/iterion/bundle",
+                )
+                .await;
+                let out = text(seen.stdout);
+                run.cleanup().await.unwrap();
+                assert!(!out.contains(MARKER), "the sandbox saw the socket: {out}");
+                assert!(out.contains("ok"), "the real dir is not mounted: {out}");
+            }
+            Err(error) if is_race_refusal(&error) => refused += 1,
+            Err(error) => panic!("unexpected: {error}"),
+        }
+    }
+    let flips = flipper.stop();
+    assert!(flips >= 200, "only {flips} flips");
     assert!(started > 0, "no start got through ({refused} refused)");
     assert_nothing_staged(&host);
     assert_eq!(labelled(&client, &test_id).await, Vec::<String>::new());

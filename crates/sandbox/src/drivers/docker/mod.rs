@@ -424,7 +424,9 @@ impl DockerDriver {
         let mut info = info;
         // Each author bind is then pinned (issue 15 item 1): the engine is handed a staging
         // mount of the very object screened, under the per-run dir, released once started.
-        let (canonical_workspace, screened, mut stager) = {
+        // Engine binds inside a directory a live sandbox writes (a §14 child's bundle dir in
+        // the shared workspace) are pinned the same way.
+        let (canonical_workspace, screened, mut stager, pinned_engine) = {
             let spec = spec.clone();
             let workspace = info.workspace_path.clone();
             let (trust, scope, run_dir) =
@@ -440,7 +442,20 @@ impl DockerDriver {
                         mount.host_source = Some(pinned);
                     }
                 }
-                Ok::<_, Error>((canonical, screened, stager))
+                let mut pinned_engine = Vec::new();
+                for (index, mount) in spec.engine_mounts.iter().enumerate() {
+                    let source = Path::new(&mount.source);
+                    let inside_writable = ctx
+                        .sandbox_writable_dir(source)
+                        .is_some_and(|dir| dir != source);
+                    if mount.kind == crate::spec::EngineMountKind::Bind && inside_writable {
+                        let rendered =
+                            format!("type=bind,source={},target={}", mount.source, mount.target);
+                        let pinned = stager.pin_engine(&rendered, source, mount.read_only, &ctx)?;
+                        pinned_engine.push((index, pinned));
+                    }
+                }
+                Ok::<_, Error>((canonical, screened, stager, pinned_engine))
             })
             .await
             .map_err(|join| Error::Io {
@@ -480,6 +495,19 @@ impl DockerDriver {
                 .and_then(|config| nix_volume_name(&config.id, info.trust, None))
         } else {
             None
+        };
+        let pinned_spec;
+        let spec = if pinned_engine.is_empty() {
+            spec
+        } else {
+            let mut patched = spec.clone();
+            for (index, pinned) in pinned_engine {
+                if let Some(mount) = patched.engine_mounts.get_mut(index) {
+                    mount.source = pinned.to_string_lossy().into_owned();
+                }
+            }
+            pinned_spec = patched;
+            &pinned_spec
         };
         let plan = create_plan(&CreateInputs {
             engine: shared.engine,
