@@ -698,6 +698,9 @@ async fn start_in(
     info.friendly_name = ctx.workflow.to_owned();
     info.trust = ctx.trust;
     info.mount_scope = ctx.mount_inputs.mount_scope();
+    if workspace_path != ctx.mount_inputs.workspace {
+        info.mount_scope.engine_copy = Some(workspace_path.to_owned());
+    }
     info.max_duration_seconds = ctx.max_duration_seconds;
     if let Some(proxy) = proxy {
         info.proxy = Some(ProxyAttachment {

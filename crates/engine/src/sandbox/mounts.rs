@@ -97,6 +97,7 @@ impl MountInputs {
             } else {
                 Vec::new()
             },
+            engine_copy: None,
         }
     }
 }

@@ -136,6 +136,9 @@ pub struct MountScope {
     /// workspace). A source inside one is refused when the engine cannot pin it by a staging
     /// mount ([`crate::Stager`]).
     pub sandbox_writable: Vec<PathBuf>,
+    /// An untrusted run's own workspace copy, which the engine made inside the runtime root
+    /// (issue 15 item 2): accepted as that run's workspace, and as nothing else.
+    pub engine_copy: Option<PathBuf>,
 }
 
 /// What screening needs to know about the host: the canonical workspace, the user's home and
@@ -151,6 +154,8 @@ pub struct ScreenContext {
     protected: Vec<(PathBuf, Protected)>,
     /// Temp dirs (written and canonical) whose `iterion-*` children are runtime roots.
     temp_dirs: Vec<PathBuf>,
+    /// [`MountScope::engine_copy`], canonical.
+    engine_copy: Option<PathBuf>,
     sandbox_writable: Vec<PathBuf>,
 }
 
@@ -205,6 +210,7 @@ impl ScreenContext {
             trust: Trust::Trusted,
             protected: Vec::new(),
             temp_dirs,
+            engine_copy: None,
             sandbox_writable: Vec::new(),
         })
     }
@@ -261,6 +267,10 @@ impl ScreenContext {
         for dir in &scope.sandbox_writable {
             push_written_and_canonical(&mut self.sandbox_writable, dir);
         }
+        self.engine_copy = scope
+            .engine_copy
+            .as_deref()
+            .and_then(|copy| std::fs::canonicalize(copy).ok());
         self
     }
 
@@ -454,6 +464,9 @@ impl ScreenContext {
     pub fn workspace_rule(&self, canonical: &Path) -> Option<MountRule> {
         if canonical == Path::new("/") {
             return Some(MountRule::RootDirectory);
+        }
+        if self.engine_copy.as_deref() == Some(canonical) {
+            return None;
         }
         let root_home = Path::new("/root");
         let in_root_home = self.homes.iter().any(|home| home == root_home)

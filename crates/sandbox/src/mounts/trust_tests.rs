@@ -62,6 +62,7 @@ impl Host {
             runtime_roots: vec![self.runtime.clone()],
             engine_binaries: vec![self.root.join("bin/iterion")],
             sandbox_writable: Vec::new(),
+            engine_copy: None,
         }
     }
 
@@ -376,4 +377,23 @@ fn a_workspace_may_not_contain_the_store_or_a_runtime_root() {
         worktree
     );
     assert_eq!(ctx(&host.ws).validate_workspace(&host.ws).unwrap(), host.ws);
+}
+
+#[test]
+fn an_untrusted_runs_own_copy_is_its_workspace_and_nothing_else_in_the_runtime_root_is() {
+    let host = Host::new();
+    let copy = host.runtime.join("copies/r1/workspace");
+    let other = host.runtime.join("copies/r2/workspace");
+    std::fs::create_dir_all(&copy).unwrap();
+    std::fs::create_dir_all(&other).unwrap();
+    let scope = MountScope {
+        engine_copy: Some(copy.clone()),
+        ..host.scope()
+    };
+    let ctx = ScreenContext::new(&copy, Some(&host.home))
+        .unwrap()
+        .for_run(Trust::Untrusted, &scope);
+    assert!(ctx.validate_workspace(&copy).is_ok());
+    assert!(ctx.validate_workspace(&other).is_err());
+    assert!(ctx.validate_workspace(&host.runtime).is_err());
 }
