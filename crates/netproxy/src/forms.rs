@@ -21,7 +21,8 @@
 //! so it composes with every form above (a base64 value in a query string, `%2B`/`%2F` and all).
 //! A view with short runs of separators dropped (spaces, line breaks, `:`, `,`, quotes, `.`, `-`,
 //! `;`, `|`) is searched too, so `od`/`xxd`-style hex, `aa:bb:cc`, a JSON array of characters or
-//! a value cut into DNS labels is still found.
+//! a value cut into DNS labels is still found. Character escapes (`\\xHH`, `\\uHHHH`, `&#DDD;`,
+//! `&#xHH;`) are decoded in a view of their own.
 //! Matching ignores ASCII case throughout, so a value that was upper-cased (a DNS name, a header
 //! name) is still found.
 //!
@@ -48,7 +49,7 @@ pub const FRAGMENT_LEN: usize = 8;
 /// Bytes that may separate the bytes of a form (`od` and `xxd` output, `a:b:c`, a JSON array
 /// of characters, dotted DNS labels): the separator view drops runs of at most
 /// [`MAX_SEPARATOR_RUN`] of them.
-const SEPARATORS: &[u8] = b" \t\r\n:,\"'.-;|";
+const SEPARATORS: &[u8] = b" \t\r\n:,\"'.-;|\\";
 
 /// The longest run of separators the separator view drops (longer runs stay, so a match spans
 /// a bounded number of input bytes and streaming stays exact).
@@ -132,7 +133,10 @@ impl SecretForms {
     /// percent-encodings, or under one with separators between its bytes). A stream searcher
     /// that holds back this many bytes minus one misses nothing.
     pub fn max_span(&self) -> usize {
-        self.longest * (1 + MAX_SEPARATOR_RUN) * 3
+        // Each pattern byte: at most 3 input bytes under one percent-encoding, 9 under two, 10
+        // as an escape, 30 as a percent-encoded escape, 3 × (1 + MAX_SEPARATOR_RUN) with
+        // separators after percent-decoding and 10 × (1 + MAX_SEPARATOR_RUN) after unescaping.
+        self.longest * (1 + MAX_SEPARATOR_RUN) * 10
     }
 
     /// The first secret (in input order of the hit) found in `hay` for which `wanted` holds.
@@ -307,11 +311,17 @@ impl View {
     }
 }
 
-/// The views searched besides the bytes themselves: percent-decoded once and twice, with
-/// separators dropped, and percent-decoded then with separators dropped. Only the views that
-/// differ from their source are made.
+/// The views searched besides the bytes themselves: unescaped (then without separators too),
+/// without separators, percent-decoded once and twice, and percent-decoded then without
+/// separators or unescaped. Only the views that differ from their source are made.
 fn derived_views(hay: &[u8], track: bool) -> Vec<View> {
     let mut views = Vec::new();
+    if let Some(unescaped) = unescape(hay, track) {
+        if let Some(stripped) = drop_separators(&unescaped.bytes, track) {
+            views.push(stripped.through(&unescaped));
+        }
+        views.push(unescaped);
+    }
     if let Some(stripped) = drop_separators(hay, track) {
         views.push(stripped);
     }
@@ -321,6 +331,9 @@ fn derived_views(hay: &[u8], track: bool) -> Vec<View> {
         }
         if let Some(stripped) = drop_separators(&once.bytes, track) {
             views.push(stripped.through(&once));
+        }
+        if let Some(unescaped) = unescape(&once.bytes, track) {
+            views.push(unescaped.through(&once));
         }
         views.push(once);
     }
@@ -366,6 +379,78 @@ fn percent_decode(bytes: &[u8], track: bool) -> Option<View> {
         bytes: out,
         origin: track.then_some(map),
     })
+}
+
+/// `bytes` with character escapes decoded: `\\xHH`, `\\uHHHH` (ASCII only), `&#DDD;` and
+/// `&#xHH;` (ASCII only), as JSON, JavaScript, C and HTML write them; `None` when there are none.
+fn unescape(bytes: &[u8], track: bool) -> Option<View> {
+    if !bytes.contains(&b'\\') && !bytes.contains(&b'&') {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut map = Vec::new();
+    let mut changed = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match escaped_at(&bytes[i..]) {
+            Some((byte, len)) => {
+                out.push(byte);
+                if track {
+                    map.push((i, i + len));
+                }
+                i += len;
+                changed = true;
+            }
+            None => {
+                out.push(bytes[i]);
+                if track {
+                    map.push((i, i + 1));
+                }
+                i += 1;
+            }
+        }
+    }
+    changed.then_some(View {
+        bytes: out,
+        origin: track.then_some(map),
+    })
+}
+
+/// The ASCII byte an escape at the start of `rest` stands for, and the escape's length.
+fn escaped_at(rest: &[u8]) -> Option<(u8, usize)> {
+    let number = |digits: &[u8], radix: u32| {
+        let text = std::str::from_utf8(digits).ok()?;
+        u32::from_str_radix(text, radix)
+            .ok()
+            .and_then(|n| u8::try_from(n).ok())
+            .filter(u8::is_ascii)
+    };
+    let hex_run = |from: usize, len: usize| {
+        rest.get(from..from + len)
+            .filter(|d| d.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|d| number(d, 16))
+    };
+    match rest {
+        [b'\\', b'x' | b'X', ..] => hex_run(2, 2).map(|b| (b, 4)),
+        [b'\\', b'u' | b'U', ..] => hex_run(2, 4).map(|b| (b, 6)),
+        [b'&', b'#', b'x' | b'X', ..] => {
+            let end = rest.iter().take(10).position(|b| *b == b';')?;
+            let digits = rest.get(3..end)?;
+            (!digits.is_empty() && digits.iter().all(u8::is_ascii_hexdigit))
+                .then(|| number(digits, 16))
+                .flatten()
+                .map(|b| (b, end + 1))
+        }
+        [b'&', b'#', ..] => {
+            let end = rest.iter().take(10).position(|b| *b == b';')?;
+            let digits = rest.get(2..end)?;
+            (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit))
+                .then(|| number(digits, 10))
+                .flatten()
+                .map(|b| (b, end + 1))
+        }
+        _ => None,
+    }
 }
 
 /// `bytes` without the runs of at most [`MAX_SEPARATOR_RUN`] [`SEPARATORS`]; `None` when
