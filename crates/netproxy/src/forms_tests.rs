@@ -219,3 +219,30 @@ fn a_large_file_secret_compiles_quickly_and_is_redacted_whole() {
     let hay = [b"xx".as_slice(), &pem[1000..1100], b"yy"].concat();
     assert_eq!(forms.redact(&hay, |_| b"#".to_vec()), b"xx#yy".to_vec());
 }
+
+#[test]
+fn a_very_large_file_secret_gets_coarse_forms_of_its_head() {
+    let big: Vec<u8> = (0..2 * MAX_COARSE_VALUE as u32)
+        .map(|i| {
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+                [(i.wrapping_mul(2654435761) >> 26) as usize]
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let forms = SecretForms::new(&[big.as_slice()]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let piece = &big[1000..1000 + 2 * COARSE_WINDOW - 1];
+    assert_eq!(forms.find(piece, |_| true), Some(0));
+    assert_eq!(forms.find(hex(piece).as_slice(), |_| true), Some(0));
+    assert_eq!(forms.find(b"nothing here", |_| true), None);
+}
+
+#[test]
+fn short_values_are_not_looked_for_in_derived_views() {
+    let forms = SecretForms::new(&[b"1234".as_slice()]);
+    assert_eq!(
+        forms.redact(b"12:34 %31%32%33%34", |_| b"#".to_vec()),
+        b"12:34 %31%32%33%34".to_vec()
+    );
+    assert_eq!(forms.redact(b"x1234x", |_| b"#".to_vec()), b"x#x".to_vec());
+}
