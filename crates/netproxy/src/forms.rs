@@ -21,7 +21,8 @@
 //! so it composes with every form above (a base64 value in a query string, `%2B`/`%2F` and all).
 //! A view with short runs of separators dropped (spaces, line breaks, `:`, `,`, quotes, `.`, `-`,
 //! `;`, `|`) is searched too, so `od`/`xxd`-style hex, `aa:bb:cc`, a JSON array of characters or
-//! a value cut into DNS labels is still found.
+//! a value cut into DNS labels is still found. Character escapes (`\\xHH`, `\\uHHHH`, `&#DDD;`,
+//! `&#xHH;`) are decoded in a view of their own.
 //! Matching ignores ASCII case throughout, so a value that was upper-cased (a DNS name, a header
 //! name) is still found.
 //!
@@ -45,10 +46,21 @@ use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 /// The shortest fragment of a value that is looked for: windows of this many bytes.
 pub const FRAGMENT_LEN: usize = 8;
 
+/// Values up to this size get every fragment in every form; longer ones (large file secrets)
+/// get the coarser [`coarse_forms_of`], so a multi-megabyte file does not make a
+/// hundred-million-pattern automaton.
+const MAX_FINE_VALUE: usize = 8 * 1024;
+
+/// The window and stride of the coarse forms.
+const COARSE_WINDOW: usize = 32;
+
+/// How much of a large value the coarse forms cover.
+const MAX_COARSE_VALUE: usize = 256 * 1024;
+
 /// Bytes that may separate the bytes of a form (`od` and `xxd` output, `a:b:c`, a JSON array
 /// of characters, dotted DNS labels): the separator view drops runs of at most
 /// [`MAX_SEPARATOR_RUN`] of them.
-const SEPARATORS: &[u8] = b" \t\r\n:,\"'.-;|";
+const SEPARATORS: &[u8] = b" \t\r\n:,\"'.-;|\\";
 
 /// The longest run of separators the separator view drops (longer runs stay, so a match spans
 /// a bounded number of input bytes and streaming stays exact).
@@ -62,6 +74,8 @@ pub struct SecretForms {
     automaton: Option<AhoCorasick>,
     /// The secret each pattern belongs to (the first one, when two secrets share a pattern).
     owners: Vec<usize>,
+    /// Whether a pattern is a whole short value, looked for raw only (not in derived views).
+    whole_only: Vec<bool>,
     /// The longest pattern, in bytes.
     longest: usize,
     secrets: usize,
@@ -90,34 +104,55 @@ pub struct SecretSpan {
 impl SecretForms {
     /// The forms of `values` (empty values are ignored).
     pub fn new<V: AsRef<[u8]>>(values: &[V]) -> Self {
-        let mut owner_of: HashMap<Vec<u8>, usize> = HashMap::new();
+        let mut seen: HashMap<Vec<u8>, ()> = HashMap::new();
         let mut patterns: Vec<Vec<u8>> = Vec::new();
+        let mut owners: Vec<usize> = Vec::new();
+        let mut whole_only: Vec<bool> = Vec::new();
         for (secret, value) in values.iter().enumerate() {
-            for pattern in forms_of(value.as_ref()) {
+            let value = value.as_ref();
+            for pattern in forms_of(value) {
                 let key = pattern.to_ascii_lowercase();
-                if !owner_of.contains_key(&key) {
-                    owner_of.insert(key.clone(), secret);
+                if seen.insert(key.clone(), ()).is_none() {
                     patterns.push(key);
+                    owners.push(secret);
+                    whole_only.push(value.len() < FRAGMENT_LEN);
                 }
             }
         }
-        let owners: Vec<usize> = patterns
-            .iter()
-            .map(|p| owner_of.get(p).copied().unwrap_or_default())
-            .collect();
-        let longest = patterns.iter().map(Vec::len).max().unwrap_or(0);
-        let automaton = if patterns.is_empty() {
-            None
-        } else {
+        let build = |patterns: &[Vec<u8>]| {
             AhoCorasickBuilder::new()
                 .ascii_case_insensitive(true)
                 .match_kind(MatchKind::Standard)
-                .build(&patterns)
-                .ok()
+                .build(patterns)
         };
+        let automaton = if patterns.is_empty() {
+            None
+        } else {
+            match build(&patterns) {
+                Ok(ac) => Some(ac),
+                Err(error) => {
+                    // Never nothing: fall back to the first fragment of each value, raw.
+                    tracing::warn!(%error, "secret forms too large; scanning raw prefixes only");
+                    patterns.clear();
+                    owners.clear();
+                    whole_only.clear();
+                    for (secret, value) in values.iter().enumerate() {
+                        let value = value.as_ref();
+                        if !value.is_empty() {
+                            patterns.push(value.iter().take(FRAGMENT_LEN).copied().collect());
+                            owners.push(secret);
+                            whole_only.push(value.len() < FRAGMENT_LEN);
+                        }
+                    }
+                    build(&patterns).ok()
+                }
+            }
+        };
+        let longest = patterns.iter().map(Vec::len).max().unwrap_or(0);
         SecretForms {
             automaton,
             owners,
+            whole_only,
             longest,
             secrets: values.len(),
         }
@@ -132,21 +167,25 @@ impl SecretForms {
     /// percent-encodings, or under one with separators between its bytes). A stream searcher
     /// that holds back this many bytes minus one misses nothing.
     pub fn max_span(&self) -> usize {
-        self.longest * (1 + MAX_SEPARATOR_RUN) * 3
+        // Each pattern byte: at most 3 input bytes under one percent-encoding, 9 under two, 10
+        // as an escape, 30 as a percent-encoded escape, 3 × (1 + MAX_SEPARATOR_RUN) with
+        // separators after percent-decoding and 10 × (1 + MAX_SEPARATOR_RUN) after unescaping.
+        self.longest * (1 + MAX_SEPARATOR_RUN) * 10
     }
 
     /// The first secret (in input order of the hit) found in `hay` for which `wanted` holds.
     pub fn find(&self, hay: &[u8], wanted: impl Fn(usize) -> bool) -> Option<usize> {
         let ac = self.automaton.as_ref()?;
-        let hit = |bytes: &[u8]| {
+        let hit = |bytes: &[u8], derived: bool| {
             ac.find_overlapping_iter(bytes)
+                .filter(|m| !(derived && self.is_whole_only(m.pattern().as_usize())))
                 .map(|m| self.owner(m.pattern().as_usize()))
                 .find(|s| wanted(*s))
         };
-        hit(hay).or_else(|| {
+        hit(hay, false).or_else(|| {
             derived_views(hay, false)
                 .iter()
-                .find_map(|view| hit(&view.bytes))
+                .find_map(|view| hit(&view.bytes, true))
         })
     }
 
@@ -159,6 +198,9 @@ impl SecretForms {
         let mut raw: Vec<SecretSpan> = Vec::new();
         let mut collect = |bytes: &[u8], origin: Option<&[(usize, usize)]>| {
             for m in ac.find_overlapping_iter(bytes) {
+                if origin.is_some() && self.is_whole_only(m.pattern().as_usize()) {
+                    continue;
+                }
                 let (start, end) = match origin {
                     None => (m.start(), m.end()),
                     Some(o) => (o[m.start()].0, o[m.end() - 1].1),
@@ -180,6 +222,10 @@ impl SecretForms {
     /// `hay` with every span replaced by `replacement(secret)`.
     pub fn redact(&self, hay: &[u8], replacement: impl Fn(usize) -> Vec<u8>) -> Vec<u8> {
         replace_spans(hay, &self.spans(hay), replacement)
+    }
+
+    fn is_whole_only(&self, pattern: usize) -> bool {
+        self.whole_only.get(pattern).copied().unwrap_or(false)
     }
 
     fn owner(&self, pattern: usize) -> usize {
@@ -224,6 +270,9 @@ fn forms_of(value: &[u8]) -> Vec<Vec<u8>> {
     if value.len() < FRAGMENT_LEN {
         return vec![value.to_vec()];
     }
+    if value.len() > MAX_FINE_VALUE {
+        return coarse_forms_of(value);
+    }
     let reversed: Vec<u8> = value.iter().rev().copied().collect();
     let mut out = Vec::new();
     // The value's own separators vanish in the separator view: its fragments without them.
@@ -241,16 +290,36 @@ fn forms_of(value: &[u8]) -> Vec<Vec<u8>> {
     for base in [value, reversed.as_slice()] {
         for fragment in base.windows(FRAGMENT_LEN) {
             out.push(fragment.to_vec());
-            let mut encoded = vec![hex(fragment)];
-            for k in 0..3 {
-                encoded.push(base64_inner(fragment, k, false));
-                encoded.push(base64_inner(fragment, k, true));
-            }
-            for e in encoded {
+            for e in encoded_forms(fragment) {
                 out.push(e.iter().rev().copied().collect());
                 out.push(e);
             }
         }
+    }
+    out
+}
+
+/// Hex and the base64/base64url inner strings at each alignment of `fragment`.
+fn encoded_forms(fragment: &[u8]) -> Vec<Vec<u8>> {
+    let mut encoded = vec![hex(fragment)];
+    for k in 0..3 {
+        encoded.push(base64_inner(fragment, k, false));
+        encoded.push(base64_inner(fragment, k, true));
+    }
+    encoded
+}
+
+/// A value over [`MAX_FINE_VALUE`] bytes (a large file secret): windows of
+/// [`COARSE_WINDOW`] bytes at every [`COARSE_WINDOW`]-th offset of its first
+/// [`MAX_COARSE_VALUE`] bytes, raw, hex and base64, so the automaton stays small. Any piece of
+/// `2 × COARSE_WINDOW − 1` bytes or more of that prefix is found.
+fn coarse_forms_of(value: &[u8]) -> Vec<Vec<u8>> {
+    let head = &value[..value.len().min(MAX_COARSE_VALUE)];
+    let mut out = Vec::new();
+    for start in (0..=head.len() - COARSE_WINDOW).step_by(COARSE_WINDOW) {
+        let window = &head[start..start + COARSE_WINDOW];
+        out.push(window.to_vec());
+        out.extend(encoded_forms(window));
     }
     out
 }
@@ -307,11 +376,17 @@ impl View {
     }
 }
 
-/// The views searched besides the bytes themselves: percent-decoded once and twice, with
-/// separators dropped, and percent-decoded then with separators dropped. Only the views that
-/// differ from their source are made.
+/// The views searched besides the bytes themselves: unescaped (then without separators too),
+/// without separators, percent-decoded once and twice, and percent-decoded then without
+/// separators or unescaped. Only the views that differ from their source are made.
 fn derived_views(hay: &[u8], track: bool) -> Vec<View> {
     let mut views = Vec::new();
+    if let Some(unescaped) = unescape(hay, track) {
+        if let Some(stripped) = drop_separators(&unescaped.bytes, track) {
+            views.push(stripped.through(&unescaped));
+        }
+        views.push(unescaped);
+    }
     if let Some(stripped) = drop_separators(hay, track) {
         views.push(stripped);
     }
@@ -321,6 +396,9 @@ fn derived_views(hay: &[u8], track: bool) -> Vec<View> {
         }
         if let Some(stripped) = drop_separators(&once.bytes, track) {
             views.push(stripped.through(&once));
+        }
+        if let Some(unescaped) = unescape(&once.bytes, track) {
+            views.push(unescaped.through(&once));
         }
         views.push(once);
     }
@@ -366,6 +444,78 @@ fn percent_decode(bytes: &[u8], track: bool) -> Option<View> {
         bytes: out,
         origin: track.then_some(map),
     })
+}
+
+/// `bytes` with character escapes decoded: `\\xHH`, `\\uHHHH` (ASCII only), `&#DDD;` and
+/// `&#xHH;` (ASCII only), as JSON, JavaScript, C and HTML write them; `None` when there are none.
+fn unescape(bytes: &[u8], track: bool) -> Option<View> {
+    if !bytes.contains(&b'\\') && !bytes.contains(&b'&') {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut map = Vec::new();
+    let mut changed = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match escaped_at(&bytes[i..]) {
+            Some((byte, len)) => {
+                out.push(byte);
+                if track {
+                    map.push((i, i + len));
+                }
+                i += len;
+                changed = true;
+            }
+            None => {
+                out.push(bytes[i]);
+                if track {
+                    map.push((i, i + 1));
+                }
+                i += 1;
+            }
+        }
+    }
+    changed.then_some(View {
+        bytes: out,
+        origin: track.then_some(map),
+    })
+}
+
+/// The ASCII byte an escape at the start of `rest` stands for, and the escape's length.
+fn escaped_at(rest: &[u8]) -> Option<(u8, usize)> {
+    let number = |digits: &[u8], radix: u32| {
+        let text = std::str::from_utf8(digits).ok()?;
+        u32::from_str_radix(text, radix)
+            .ok()
+            .and_then(|n| u8::try_from(n).ok())
+            .filter(u8::is_ascii)
+    };
+    let hex_run = |from: usize, len: usize| {
+        rest.get(from..from + len)
+            .filter(|d| d.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|d| number(d, 16))
+    };
+    match rest {
+        [b'\\', b'x' | b'X', ..] => hex_run(2, 2).map(|b| (b, 4)),
+        [b'\\', b'u' | b'U', ..] => hex_run(2, 4).map(|b| (b, 6)),
+        [b'&', b'#', b'x' | b'X', ..] => {
+            let end = rest.iter().take(10).position(|b| *b == b';')?;
+            let digits = rest.get(3..end)?;
+            (!digits.is_empty() && digits.iter().all(u8::is_ascii_hexdigit))
+                .then(|| number(digits, 16))
+                .flatten()
+                .map(|b| (b, end + 1))
+        }
+        [b'&', b'#', ..] => {
+            let end = rest.iter().take(10).position(|b| *b == b';')?;
+            let digits = rest.get(2..end)?;
+            (!digits.is_empty() && digits.iter().all(u8::is_ascii_digit))
+                .then(|| number(digits, 10))
+                .flatten()
+                .map(|b| (b, end + 1))
+        }
+        _ => None,
+    }
 }
 
 /// `bytes` without the runs of at most [`MAX_SEPARATOR_RUN`] [`SEPARATORS`]; `None` when

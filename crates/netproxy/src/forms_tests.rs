@@ -61,6 +61,10 @@ fn labels(v: &[u8]) -> Vec<u8> {
     v.chunks(5).collect::<Vec<_>>().join(&b'.')
 }
 
+fn escaped(v: &[u8], f: impl Fn(u8) -> String) -> Vec<u8> {
+    v.iter().map(|b| f(*b)).collect::<String>().into_bytes()
+}
+
 fn rev(v: &[u8]) -> Vec<u8> {
     v.iter().rev().copied().collect()
 }
@@ -82,6 +86,26 @@ pub(crate) fn encoded_cases(v: &[u8]) -> Vec<(String, Vec<u8>)> {
         ("colon hex".to_owned(), spaced_hex(v, ":", 0)),
         ("json chars".to_owned(), json_chars(v)),
         ("dns labels".to_owned(), labels(v)),
+        (
+            "\\u escapes".to_owned(),
+            escaped(v, |b| format!("\\u{b:04x}")),
+        ),
+        (
+            "\\x escapes".to_owned(),
+            escaped(v, |b| format!("\\x{b:02X}")),
+        ),
+        ("html decimal".to_owned(), escaped(v, |b| format!("&#{b};"))),
+        ("html hex".to_owned(), escaped(v, |b| format!("&#x{b:x};"))),
+        (
+            "escaped slashes".to_owned(),
+            escaped(v, |b| {
+                if b == b'/' {
+                    "\\/".into()
+                } else {
+                    char::from(b).to_string()
+                }
+            }),
+        ),
     ];
     for k in 0..3 {
         let mut input = b"ab".to_vec();
@@ -191,7 +215,34 @@ fn a_large_file_secret_compiles_quickly_and_is_redacted_whole() {
     let forms = SecretForms::new(&[pem.as_slice()]);
     let built = started.elapsed();
     assert!(built < std::time::Duration::from_secs(5), "{built:?}");
-    assert_eq!(forms.max_span(), 16 * 33);
+    assert_eq!(forms.max_span(), 16 * 110);
     let hay = [b"xx".as_slice(), &pem[1000..1100], b"yy"].concat();
     assert_eq!(forms.redact(&hay, |_| b"#".to_vec()), b"xx#yy".to_vec());
+}
+
+#[test]
+fn a_very_large_file_secret_gets_coarse_forms_of_its_head() {
+    let big: Vec<u8> = (0..2 * MAX_COARSE_VALUE as u32)
+        .map(|i| {
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+                [(i.wrapping_mul(2654435761) >> 26) as usize]
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let forms = SecretForms::new(&[big.as_slice()]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let piece = &big[1000..1000 + 2 * COARSE_WINDOW - 1];
+    assert_eq!(forms.find(piece, |_| true), Some(0));
+    assert_eq!(forms.find(hex(piece).as_slice(), |_| true), Some(0));
+    assert_eq!(forms.find(b"nothing here", |_| true), None);
+}
+
+#[test]
+fn short_values_are_not_looked_for_in_derived_views() {
+    let forms = SecretForms::new(&[b"1234".as_slice()]);
+    assert_eq!(
+        forms.redact(b"12:34 %31%32%33%34", |_| b"#".to_vec()),
+        b"12:34 %31%32%33%34".to_vec()
+    );
+    assert_eq!(forms.redact(b"x1234x", |_| b"#".to_vec()), b"x#x".to_vec());
 }

@@ -98,6 +98,24 @@ fn encode(class: &str, v: &[u8]) -> Vec<u8> {
             format!("[{}]", parts.join(", ")).into_bytes()
         }
         "dns-labels" => v.chunks(6).collect::<Vec<_>>().join(&b'.'),
+        "json-u-escapes" => v
+            .iter()
+            .flat_map(|b| format!("\\u{b:04x}").into_bytes())
+            .collect(),
+        "html-entities" => v
+            .iter()
+            .flat_map(|b| format!("&#{b};").into_bytes())
+            .collect(),
+        "escaped-slash" => v
+            .iter()
+            .flat_map(|b| {
+                if *b == b'/' {
+                    b"\\/".to_vec()
+                } else {
+                    vec![*b]
+                }
+            })
+            .collect(),
         other => panic!("unknown class {other}"),
     }
 }
@@ -131,6 +149,9 @@ const CLASSES: &[&str] = &[
     "colon-hex",
     "json-chars",
     "dns-labels",
+    "json-u-escapes",
+    "html-entities",
+    "escaped-slash",
 ];
 
 fn secrets() -> SecretRewriter {
