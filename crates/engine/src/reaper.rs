@@ -266,6 +266,10 @@ pub(crate) async fn local_engines() -> Vec<DockerDriver> {
 pub struct ReapReport {
     /// Container ids removed.
     pub containers: Vec<String>,
+    /// Images removed: built images of reapable runs, and a build's unattributed intermediates.
+    pub images: Vec<String>,
+    /// Shared `/nix` volumes removed because their image is gone.
+    pub volumes: Vec<String>,
     /// Per-run host dirs removed.
     pub run_dirs: Vec<String>,
 }
@@ -290,6 +294,11 @@ pub async fn reap_local(store: Arc<dyn Store>) -> ReapReport {
                 }
             }
         }
+        reap_images(&engine, store.as_ref(), &store_id, &mut report).await;
+        match engine.reap_nix_volumes(&store_id).await {
+            Ok(volumes) => report.volumes.extend(volumes),
+            Err(error) => tracing::warn!("reaper: {}: {error}", engine.engine()),
+        }
     }
     report.run_dirs = reap_run_dirs(store.as_ref(), &runtime_root()).await;
     // Untrusted runs' workspace copies (issue 15) are keyed the same way.
@@ -301,6 +310,37 @@ pub async fn reap_local(store: Arc<dyn Store>) -> ReapReport {
         .await,
     );
     report
+}
+
+/// Images (issue 15 item 13): this store's built images of reapable runs, then the managed
+/// images no store label attributes (a classic build's intermediates) — the engine refuses to
+/// remove one still in use or still a parent, so only leftovers go.
+async fn reap_images(
+    engine: &iterion_sandbox::DockerDriver,
+    store: &dyn Store,
+    store_id: &str,
+    report: &mut ReapReport,
+) {
+    let mut candidates = match engine.list_managed_images(store_id).await {
+        Ok(images) => images,
+        Err(error) => {
+            tracing::warn!("reaper: {}: {error}", engine.engine());
+            return;
+        }
+    };
+    match engine.list_unattributed_images().await {
+        Ok(images) => candidates.extend(images),
+        Err(error) => tracing::warn!("reaper: {}: {error}", engine.engine()),
+    }
+    for image in candidates {
+        if sandbox_resource_reapable(store, &image.run_id).await != Verdict::Reap {
+            continue;
+        }
+        match engine.remove_image(&image.id).await {
+            Ok(()) => report.images.push(image.id),
+            Err(error) => tracing::debug!("reaper: keep image {}: {error}", image.id),
+        }
+    }
 }
 
 async fn reap_run_dirs(store: &dyn Store, root: &Path) -> Vec<String> {

@@ -135,6 +135,7 @@ impl Engine {
                 return Err(error);
             }
         };
+        let before = run.clone();
         let run = match self.reopen(&run).await {
             Ok(run) => run,
             Err(error) => {
@@ -147,26 +148,75 @@ impl Engine {
             tracing::warn!("run {run_id}: {reason}; it gets a sandbox of its own");
             crate::sandbox_events::SandboxShared::forced(&parent, reason)
         });
-        self.attempt(
-            Attempt {
-                vars: run.vars.clone(),
-                run,
-                holder,
-                workflow,
-                secrets,
-                settings,
-                override_env,
-                launch,
-                checkpoint: envelope.executor,
-                resumed: true,
-                routes,
-                answer: request.answer.clone(),
-                shared,
+        let outcome = self
+            .attempt(
+                Attempt {
+                    vars: run.vars.clone(),
+                    run,
+                    holder,
+                    workflow,
+                    secrets,
+                    settings,
+                    override_env,
+                    launch,
+                    checkpoint: envelope.executor,
+                    resumed: true,
+                    routes,
+                    answer: request.answer.clone(),
+                    shared,
+                },
+                control,
+                observer,
+            )
+            .await;
+        self.undo_refused_reopen(&before, outcome).await
+    }
+
+    /// The backstop of "a refused resume leaves the record as it was" (SANDBOX.md §10): when the
+    /// attempt's own admission refused after all (the answer changed since [`Self::admit_resume`]
+    /// asked) or could not be persisted, the record gets back the status and failure it had
+    /// before the reopen — the admission record stays — and the resume is refused.
+    async fn undo_refused_reopen(
+        &self,
+        before: &Run,
+        outcome: Result<RunSummary, EngineError>,
+    ) -> Result<RunSummary, EngineError> {
+        let refusal = match &outcome {
+            Ok(summary) if summary.failure_code.as_deref() == Some("LAUNCH_FAILED") => {
+                match self.store.get_run(&before.id).await {
+                    Ok(Some(now))
+                        if now.admission.as_ref().is_some_and(|a| {
+                            a.decision == iterion_store::AdmissionDecision::Denied
+                        }) =>
+                    {
+                        Some((now, summary.message.clone().unwrap_or_default()))
+                    }
+                    _ => None,
+                }
+            }
+            Err(EngineError::Admission(error)) => match self.store.get_run(&before.id).await {
+                Ok(Some(now)) => Some((now, error.to_string())),
+                _ => None,
             },
-            control,
-            observer,
-        )
-        .await
+            _ => None,
+        };
+        let Some((now, reason)) = refusal else {
+            return outcome;
+        };
+        let mut restored = now.clone();
+        restored.status = before.status;
+        restored.failure_code = before.failure_code.clone();
+        restored.failure_message = before.failure_message.clone();
+        if let Err(error) = self.store.save_run(&restored, now.version).await {
+            tracing::warn!(
+                "run {}: could not restore the refused resume's record: {error}",
+                before.id
+            );
+        }
+        Err(refused(format!(
+            "cannot resume run {}: {reason}",
+            before.id
+        )))
     }
 
     /// The admission of a resume, decided and (when denied) persisted on the record as it is —

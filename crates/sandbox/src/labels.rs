@@ -18,8 +18,11 @@ pub const LABEL_RUN_ID: &str = "iterion.io/run-id";
 pub const LABEL_RUN_NAME: &str = "iterion.io/run-name";
 /// The store id, so two stores sharing one engine never reap each other's runs.
 pub const LABEL_STORE: &str = "iterion.io/store";
-/// Why a long-lived resource exists (`nix-store`); such resources are never reaped.
+/// Why a long-lived resource exists (`nix-store`): reaped by its own rule, not by run liveness.
 pub const LABEL_PURPOSE: &str = "iterion.io/purpose";
+/// On a shared `/nix` volume: the 12-hex image id prefix it was made for. The reaper removes the
+/// volume once no image with that id is left (issue 15 item 13).
+pub const LABEL_IMAGE: &str = "iterion.io/image";
 
 /// Keeps `[A-Za-z0-9._-]`, replacing every other character with `-`.
 fn sanitize(value: &str) -> String {

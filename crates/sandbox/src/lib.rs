@@ -129,9 +129,9 @@ pub use factory::{
 };
 pub use host::{DriverKind, HostKind, HostSignals, detect_host, preference_order};
 pub use labels::{
-    LABEL_MANAGED, LABEL_PURPOSE, LABEL_RUN_ID, LABEL_RUN_NAME, LABEL_STORE, ListedResource,
-    ManagedResource, build_image_tag, container_name, filter_managed, managed_filters,
-    managed_labels, nix_volume_name, run_name_label,
+    LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE, LABEL_RUN_ID, LABEL_RUN_NAME, LABEL_STORE,
+    ListedResource, ManagedResource, build_image_tag, container_name, filter_managed,
+    managed_filters, managed_labels, nix_volume_name, run_name_label,
 };
 pub use mode::{HostState, Inherit, Mode, NetworkMode, SandboxFlag, Trust};
 pub use mounts::{

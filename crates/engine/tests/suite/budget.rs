@@ -260,3 +260,39 @@ async fn a_finished_checkpoint_cannot_be_resumed() {
         ))
     );
 }
+
+/// Issue 15 item 17: `max_duration` on a run with no sandbox ends every process the node
+/// started — a background job, a grandchild in a subshell, a `setsid` escapee — not only its
+/// shell.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_duration_leaves_no_process_of_the_run_on_the_host() {
+    let wf = workflow(
+        r#"
+vars:
+  dir: string = "."
+tool slow:
+  command: `exec >/dev/null 2>&1; sleep 1000 & a=$!; (sleep 1000 & echo $! > {{vars.dir}}/sub.pid); setsid sleep 1000 & c=$!; echo "$a $(cat {{vars.dir}}/sub.pid) $c $$" > {{vars.dir}}/pids.tmp && mv {{vars.dir}}/pids.tmp {{vars.dir}}/pids; sleep 30`
+workflow w:
+  entry: slow
+  budget:
+    max_duration: "1s"
+  slow -> done
+"#,
+    );
+    let host = Host::new().await;
+    let ran = run_with(&wf, &host, |e| e.vars(dir_vars(&host))).await;
+    assert_eq!(
+        ran.report.outcome.failure_code,
+        Some(FailureCode::BudgetExceeded)
+    );
+    let pids: Vec<u32> = tokio::fs::read_to_string(host.file("pids"))
+        .await
+        .unwrap()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 4);
+    for pid in pids {
+        assert!(process_gone(pid).await, "process {pid} of the run is left");
+    }
+}

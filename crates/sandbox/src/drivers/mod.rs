@@ -30,3 +30,4 @@
 pub(crate) mod docker;
 pub(crate) mod kubernetes;
 pub(crate) mod noop;
+mod noop_procs;

@@ -4,8 +4,10 @@
 //!
 //! `exec` runs argv directly on the host (tokio::process), with cwd = the exec's workdir or the
 //! workspace and env = the host env followed by the exec's env. Output streams to the caller's
-//! writers as it is produced. A cancelled exec kills its process (`kill_on_drop`): with no
-//! container to end it at cleanup, nothing else would.
+//! writers as it is produced. Each exec leads a process group of its own, and the run ends every
+//! process it started — the group's background jobs and grandchildren included — when an exec
+//! is cancelled, at cleanup, and when the run is dropped (`noop_procs.rs`): with no container to
+//! end them, nothing else would.
 
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
@@ -25,6 +27,8 @@ use crate::error::{Error, Result};
 use crate::factory::DriverConstructor;
 use crate::mounts::ArgRule;
 use crate::spec::Spec;
+
+use super::noop_procs::HostProcesses;
 
 const NAME: &str = "noop";
 
@@ -83,6 +87,7 @@ impl Driver for NoopDriver {
         prepared.check_driver(NAME)?;
         noop_file_secret_gate(&prepared.spec)?;
         Ok(Box::new(NoopRun {
+            processes: Arc::new(HostProcesses::new(&info.run_id)),
             id: info.run_id,
             workspace: info.workspace_path,
             closed: AtomicBool::new(false),
@@ -94,6 +99,8 @@ impl Driver for NoopDriver {
 #[derive(Debug)]
 struct NoopRun {
     id: String,
+    /// Every process the run's execs started (ended on cancel, cleanup and drop).
+    processes: Arc<HostProcesses>,
     workspace: PathBuf,
     closed: AtomicBool,
 }
@@ -145,10 +152,14 @@ impl SandboxRun for NoopRun {
             );
         }
         let wants_stdin = stdin.is_some() || keep_stdin_open;
+        let marker = self.processes.marker_env();
         let mut child = Command::new(program)
             .args(args)
             .current_dir(workdir.map_or_else(|| self.workspace.clone(), PathBuf::from))
             .envs(env)
+            .env(&marker.0, &marker.1)
+            // Its own process group: a kill reaches its background jobs, not only the shell.
+            .process_group(0)
             .stdin(if wants_stdin {
                 Stdio::piped()
             } else {
@@ -159,6 +170,8 @@ impl SandboxRun for NoopRun {
             .kill_on_drop(true)
             .spawn()
             .map_err(io_error("spawn"))?;
+        // Declared after `child`, so dropped first: a cancelled exec's group is ended.
+        let group = self.processes.track(child.id().unwrap_or(0), marker.1);
 
         let child_stdin = child.stdin.take();
         let feed = async move {
@@ -179,6 +192,7 @@ impl SandboxRun for NoopRun {
         let out = pump(child.stdout.take(), stdout);
         let err = pump(child.stderr.take(), stderr);
         let (fed, out, err, status) = tokio::join!(feed, out, err, child.wait());
+        group.finished();
         let status = status.map_err(io_error("wait"))?;
         drop(fed.map_err(io_error("write stdin of"))?);
         Ok(ExecResult {
@@ -190,6 +204,8 @@ impl SandboxRun for NoopRun {
 
     async fn cleanup(&self) -> Result<()> {
         self.closed.store(true, Ordering::SeqCst);
+        let processes = Arc::clone(&self.processes);
+        let _ = tokio::task::spawn_blocking(move || processes.terminate_all()).await;
         Ok(())
     }
 }

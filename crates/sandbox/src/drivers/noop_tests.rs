@@ -1,6 +1,7 @@
 use std::pin::Pin;
 use std::sync::Mutex;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use super::*;
 use crate::driver::NoProgress;
@@ -337,4 +338,120 @@ async fn cleanup_is_idempotent_and_closes_the_sandbox() {
 async fn the_noop_constructor_always_succeeds() {
     let driver = NoopConstructor.construct().await.unwrap();
     assert_eq!(driver.name(), "noop");
+}
+
+/// The pids of live (not zombie) processes whose argv is `sleep <token>`.
+fn sleepers(token: &str) -> Vec<i32> {
+    let want = format!("sleep\0{token}\0").into_bytes();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want)
+                && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                    s.rsplit_once(')')
+                        .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+                })
+        })
+        .collect()
+}
+
+/// Waits up to `within` for `check` to hold.
+async fn eventually(within: Duration, check: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    while std::time::Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    check()
+}
+
+/// A unique `sleep` argument per test process, so parallel tests never see each other's.
+fn token(n: u32) -> String {
+    format!("{}{n:02}", 100_000 + std::process::id() % 100_000)
+}
+
+/// A script leaving every kind of process behind: a background job, a grandchild in a subshell,
+/// a `nohup`ed one, one that left the process group with `setsid`, then the foreground sleep.
+fn leaver(tokens: &[String; 5]) -> Vec<String> {
+    let [bg, sub, nohup, setsid, fg] = tokens;
+    sh(&format!(
+        "sleep {bg} & (sleep {sub} &); nohup sleep {nohup} >/dev/null 2>&1 & setsid sleep {setsid} & sleep {fg}"
+    ))
+}
+
+/// Issue 15 item 17: a cancelled (or timed-out) host exec leaves no process behind — its
+/// background jobs, grandchildren and a `setsid` escapee included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_exec_leaves_no_process_of_its_own_behind() {
+    let ws = tempfile::tempdir().unwrap();
+    let run = started(ws.path()).await;
+    let tokens: [String; 5] = std::array::from_fn(|i| token(10 + i as u32));
+    let script = leaver(&tokens);
+    let exec = run.exec(&script, ExecOpts::default());
+    let all_up = async {
+        assert!(
+            eventually(Duration::from_secs(10), || tokens
+                .iter()
+                .all(|t| !sleepers(t).is_empty()))
+            .await,
+            "every sleeper started"
+        );
+    };
+    tokio::select! {
+        _ = exec => panic!("the exec ended on its own"),
+        () = all_up => {}
+    }
+    // The exec future is dropped here: a cancel, or `max_duration`'s timeout.
+    let left = || tokens.iter().flat_map(|t| sleepers(t)).collect::<Vec<_>>();
+    assert!(
+        eventually(Duration::from_secs(5), || left().is_empty()).await,
+        "still alive after the cancel: {:?}",
+        left()
+    );
+}
+
+/// Issue 15 item 17: what an exec that ended left running (a background job, a `setsid`ed
+/// daemon) dies when the run ends — dropped (a cancelled run) or cleaned up — and a process that
+/// ignores SIGTERM is SIGKILLed after the grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_jobs_of_finished_execs_die_with_the_run() {
+    for ending in ["drop", "cleanup"] {
+        let ws = tempfile::tempdir().unwrap();
+        let run = started(ws.path()).await;
+        let base = if ending == "drop" { 20 } else { 30 };
+        let tokens: [String; 4] = std::array::from_fn(|i| token(base + i as u32));
+        let [bg, setsid, stubborn, nohup] = &tokens;
+        let result = tokio::time::timeout(Duration::from_secs(20), run
+            .exec(
+                &sh(&format!(
+                    "exec >/dev/null 2>&1; sleep {bg} & setsid sleep {setsid} & (trap '' TERM; exec sleep {stubborn}) & nohup sleep {nohup} & exit 0"
+                )),
+                ExecOpts::default(),
+            ))
+            .await
+            .expect("the exec ends")
+            .unwrap();
+        assert_eq!(result.exit_code, 0);
+        assert!(
+            eventually(Duration::from_secs(10), || tokens
+                .iter()
+                .all(|t| !sleepers(t).is_empty()))
+            .await,
+            "{ending}: every sleeper started and outlived its exec"
+        );
+        match ending {
+            "drop" => drop(run),
+            _ => run.cleanup().await.unwrap(),
+        }
+        let left = || tokens.iter().flat_map(|t| sleepers(t)).collect::<Vec<_>>();
+        assert!(
+            eventually(Duration::from_secs(5), || left().is_empty()).await,
+            "{ending}: still alive after the run ended: {:?}",
+            left()
+        );
+    }
 }

@@ -33,6 +33,7 @@ crate::engine_tests!(
     cleanup_succeeds_after_the_container_was_killed_or_removed_externally,
     a_build_inside_the_workspace_runs_with_sleep_as_pid_1_despite_its_entrypoint,
     a_build_context_outside_the_workspace_is_refused_before_the_engine_sees_it,
+    a_build_leaves_no_intermediate_image_and_its_nix_volume_is_reaped,
     a_registry_that_never_answers_is_a_pull_phase_timeout,
     an_unresolvable_registry_fails_the_pull_quickly_naming_the_image,
     the_run_log_shows_a_docker_run_line_with_the_proxy_token_hidden,
@@ -1079,5 +1080,118 @@ async fn prepare_checks_the_engine_binary_against_the_image_architecture(engine:
             matches!(refused, Error::EngineBinary { .. })
         ),
         (Some(host_arch.to_owned()), "SANDBOX_SETUP_FAILED", true)
+    );
+}
+
+/// Every image of a run labelled with its run id, intermediates included (`all=true`).
+async fn images_of_run(client: &Docker, run_id: &str) -> Vec<String> {
+    let filters = std::collections::HashMap::from([(
+        "label".to_owned(),
+        vec![format!("iterion.io/run-id={run_id}")],
+    )]);
+    let options = bollard::query_parameters::ListImagesOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    client
+        .list_images(Some(options))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.id)
+        .collect()
+}
+
+async fn volume_exists(client: &Docker, name: &str) -> bool {
+    client.inspect_volume(name).await.is_ok()
+}
+
+/// Issue 15 item 13: a build's intermediate images (the classic builder commits one per `LABEL`
+/// step, the store's label last) go with the run's image at cleanup, and the shared `/nix`
+/// volume each trusted build makes for its new image carries the store label and is reaped once
+/// that image is gone.
+async fn a_build_leaves_no_intermediate_image_and_its_nix_volume_is_reaped(engine: Engine) {
+    let (test_id, run_id) = ids(engine, "build_reaped");
+    let Some((driver, client)) = engine
+        .driver_or_skip(&test_id, DockerSettings::default().persist_nix(true))
+        .await
+    else {
+        return;
+    };
+    let store = format!("store-reap-{}", std::process::id());
+    let (tmp, ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::write(
+        ws.path().join("Dockerfile"),
+        format!("FROM {BUSYBOX_IMAGE}\nRUN echo a > /a\nRUN echo b > /b\n"),
+    )
+    .unwrap();
+    let spec = Spec {
+        mode: Mode::Inline,
+        build: Some(iterion_sandbox::Build {
+            dockerfile: "Dockerfile".to_owned(),
+            context: None,
+            args: Default::default(),
+        }),
+        ..Spec::default()
+    };
+    let info = run_info(&run_id, &store, ws.path(), tmp.path());
+    let prepared = driver.prepare(&spec, &NoProgress).await.unwrap();
+    let built = driver
+        .builder()
+        .unwrap()
+        .build(prepared, &info)
+        .await
+        .unwrap();
+    let tag = format!("iterion-sandbox-build:{run_id}");
+    let _image_guard = EngineGuard::image(engine, &tag);
+    let image_id = built.image_config.as_ref().unwrap().id.clone();
+    let volume =
+        iterion_sandbox::nix_volume_name(&image_id, iterion_sandbox::Trust::Trusted, None).unwrap();
+    let run = driver.start(built, info).await.unwrap();
+    let _guard = EngineGuard::container(engine, run.id());
+    let volume_made = volume_exists(&client, &volume).await;
+    let volume_labels = client
+        .inspect_volume(&volume)
+        .await
+        .map(|v| v.labels)
+        .unwrap_or_default();
+    run.cleanup().await.unwrap();
+    let left_images = images_of_run(&client, &run_id).await;
+    let before_reap = volume_exists(&client, &volume).await;
+    let reaped = driver.reap_nix_volumes(&store).await.unwrap();
+    let after_reap = volume_exists(&client, &volume).await;
+    // Clean up whatever a failure left, then assert.
+    for image in &left_images {
+        let _ = client
+            .remove_image(
+                image,
+                None::<bollard::query_parameters::RemoveImageOptions>,
+                None,
+            )
+            .await;
+    }
+    let _ = client
+        .remove_volume(
+            &volume,
+            None::<bollard::query_parameters::RemoveVolumeOptions>,
+        )
+        .await;
+    assert_eq!(
+        (
+            volume_made,
+            volume_labels.get("iterion.io/store").cloned(),
+            left_images,
+            before_reap,
+            reaped,
+            after_reap
+        ),
+        (
+            true,
+            Some(store.clone()),
+            Vec::<String>::new(),
+            true,
+            vec![volume.clone()],
+            false
+        )
     );
 }

@@ -245,7 +245,9 @@ pub trait ContainerApi: Send + Sync {
     /// text, one item per engine message.
     fn build_image(&self, request: BuildRequest, context: Bytes) -> ApiStream<String>;
 
-    /// `DELETE /images/{image}?noprune=true`.
+    /// `DELETE /images/{image}` (pruning: the untagged parents it leaves — a classic build's
+    /// intermediate images, some of which carry the run's labels but not yet the store's — are
+    /// removed with it, so nothing of the build outlives the run; issue 15 item 13).
     async fn remove_image(&self, image: &str) -> ApiResult<()>;
 
     /// `GET /images/json` filtered by `label=` filters.
@@ -253,6 +255,12 @@ pub trait ContainerApi: Send + Sync {
 
     /// `POST /volumes/create` with labels; creating an existing volume is a success.
     async fn create_volume(&self, name: &str, labels: BTreeMap<String, String>) -> ApiResult<()>;
+
+    /// `GET /volumes` filtered by `label=` filters (`id` and `name` are the volume's name).
+    async fn list_volumes(&self, label_filters: Vec<String>) -> ApiResult<Vec<ListedResource>>;
+
+    /// `DELETE /volumes/{name}`; a volume in use is refused by the engine (409).
+    async fn remove_volume(&self, name: &str) -> ApiResult<()>;
 
     /// `POST /containers/create?name=…`; returns the container id.
     async fn create_container(&self, name: &str, body: ContainerCreateBody) -> ApiResult<String>;

@@ -235,7 +235,7 @@ impl ContainerApi for BollardApi {
     }
 
     async fn remove_image(&self, image: &str) -> ApiResult<()> {
-        let options = RemoveImageOptionsBuilder::default().noprune(true).build();
+        let options = RemoveImageOptionsBuilder::default().noprune(false).build();
         self.docker
             .remove_image(image, Some(options), None)
             .await
@@ -272,6 +272,34 @@ impl ContainerApi for BollardApi {
             .create_volume(request)
             .await
             .map(drop)
+            .map_err(classify)
+    }
+
+    async fn list_volumes(&self, label_filters_: Vec<String>) -> ApiResult<Vec<ListedResource>> {
+        let options = bollard::query_parameters::ListVolumesOptionsBuilder::default()
+            .filters(&label_filters(label_filters_))
+            .build();
+        let listed = self
+            .docker
+            .list_volumes(Some(options))
+            .await
+            .map_err(classify)?;
+        Ok(listed
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|volume| ListedResource {
+                id: volume.name.clone(),
+                name: volume.name,
+                labels: volume.labels.into_iter().collect(),
+            })
+            .collect())
+    }
+
+    async fn remove_volume(&self, name: &str) -> ApiResult<()> {
+        self.docker
+            .remove_volume(name, None::<bollard::query_parameters::RemoveVolumeOptions>)
+            .await
             .map_err(classify)
     }
 

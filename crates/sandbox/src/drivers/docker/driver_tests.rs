@@ -631,6 +631,8 @@ async fn a_trusted_run_shares_a_labelled_nix_volume_per_image() {
                 BTreeMap::from([
                     ("iterion.io/managed".to_owned(), "true".to_owned()),
                     ("iterion.io/purpose".to_owned(), "nix-store".to_owned()),
+                    ("iterion.io/store".to_owned(), ws.info.store_id.clone()),
+                    ("iterion.io/image".to_owned(), "0123456789ab".to_owned()),
                 ])
             ),
             Some("iterion-nix-0123456789ab"),
@@ -1090,7 +1092,7 @@ async fn cleanup_of_a_built_sandbox_removes_its_image_best_effort() {
                 (LogLevel::Info, "docker rm --force c1".to_owned()),
                 (
                     LogLevel::Info,
-                    "docker rmi --no-prune iterion-sandbox-build:r1".to_owned()
+                    "docker rmi iterion-sandbox-build:r1".to_owned()
                 ),
             ],
             vec![
@@ -1128,4 +1130,56 @@ async fn cancelling_start_during_post_create_still_removes_the_container() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(created(&fake).last().cloned(), Some("remove c1".to_owned()));
+}
+
+/// Issue 15 item 13: the reaper removes this store's `/nix` volumes whose image is gone, keeps
+/// one whose image is present or that the engine refuses (in use), and never looks at another
+/// store's.
+#[tokio::test]
+async fn nix_volumes_are_reaped_once_their_image_is_gone() {
+    let volume = |name: &str, store: &str, image: &str| ListedResource {
+        id: name.to_owned(),
+        name: name.to_owned(),
+        labels: BTreeMap::from([
+            ("iterion.io/managed".to_owned(), "true".to_owned()),
+            ("iterion.io/purpose".to_owned(), "nix-store".to_owned()),
+            ("iterion.io/store".to_owned(), store.to_owned()),
+            ("iterion.io/image".to_owned(), image.to_owned()),
+        ]),
+    };
+    let fake = FakeContainerApi::new([
+        Reply::ListVolumes(Ok(vec![
+            volume("iterion-nix-aaaaaaaaaaaa", "s1", "aaaaaaaaaaaa"),
+            volume("iterion-nix-bbbbbbbbbbbb", "s1", "bbbbbbbbbbbb"),
+            volume("iterion-nix-cccccccccccc", "s1", "cccccccccccc"),
+            volume("iterion-nix-dddddddddddd", "s2", "dddddddddddd"),
+        ])),
+        Reply::InspectImage(Ok(None)),
+        Reply::RemoveVolume(Ok(())),
+        Reply::InspectImage(Ok(Some(image_config()))),
+        Reply::InspectImage(Ok(None)),
+        Reply::RemoveVolume(Err(status(409))),
+    ]);
+    let docker = DockerDriver::new(
+        Arc::new(fake.clone()),
+        EngineKind::Docker,
+        DockerSettings::default(),
+    );
+    let removed = docker.reap_nix_volumes("s1").await.unwrap();
+    assert_eq!(removed, vec!["iterion-nix-aaaaaaaaaaaa".to_owned()]);
+    assert_eq!(
+        fake.calls(),
+        vec![
+            Call::ListVolumes(vec![
+                "iterion.io/managed=true".to_owned(),
+                "iterion.io/store=s1".to_owned(),
+                "iterion.io/purpose=nix-store".to_owned(),
+            ]),
+            Call::InspectImage("aaaaaaaaaaaa".to_owned()),
+            Call::RemoveVolume("iterion-nix-aaaaaaaaaaaa".to_owned()),
+            Call::InspectImage("bbbbbbbbbbbb".to_owned()),
+            Call::InspectImage("cccccccccccc".to_owned()),
+            Call::RemoveVolume("iterion-nix-cccccccccccc".to_owned()),
+        ]
+    );
 }

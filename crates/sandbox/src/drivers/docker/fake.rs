@@ -32,6 +32,8 @@ pub(crate) enum Call {
     RemoveImage(String),
     ListImages(Vec<String>),
     CreateVolume(String, BTreeMap<String, String>),
+    ListVolumes(Vec<String>),
+    RemoveVolume(String),
     CreateContainer(String, Box<ContainerCreateBody>),
     StartContainer(String),
     RemoveContainer(String),
@@ -52,6 +54,8 @@ pub(crate) enum Reply {
     RemoveImage(ApiResult<()>),
     ListImages(ApiResult<Vec<ListedResource>>),
     CreateVolume(ApiResult<()>),
+    ListVolumes(ApiResult<Vec<ListedResource>>),
+    RemoveVolume(ApiResult<()>),
     CreateContainer(ApiResult<String>),
     StartContainer(ApiResult<()>),
     RemoveContainer(ApiResult<()>),
@@ -209,6 +213,20 @@ impl ContainerApi for FakeContainerApi {
     async fn create_volume(&self, name: &str, labels: BTreeMap<String, String>) -> ApiResult<()> {
         match self.next(Call::CreateVolume(name.to_owned(), labels)) {
             (_, Some(Reply::CreateVolume(reply))) => reply,
+            (call, other) => Err(unscripted(call, other)),
+        }
+    }
+
+    async fn list_volumes(&self, filters: Vec<String>) -> ApiResult<Vec<ListedResource>> {
+        match self.next(Call::ListVolumes(filters)) {
+            (_, Some(Reply::ListVolumes(reply))) => reply,
+            (call, other) => Err(unscripted(call, other)),
+        }
+    }
+
+    async fn remove_volume(&self, name: &str) -> ApiResult<()> {
+        match self.next(Call::RemoveVolume(name.to_owned())) {
+            (_, Some(Reply::RemoveVolume(reply))) => reply,
             (call, other) => Err(unscripted(call, other)),
         }
     }

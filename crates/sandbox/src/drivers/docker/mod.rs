@@ -86,13 +86,14 @@ use crate::env::{self as envvars, ITERION_SANDBOX_PERSIST_NIX, is_falsy};
 use crate::error::{Error, Result};
 use crate::host::DriverKind;
 use crate::labels::{
-    LABEL_RUN_ID, ManagedResource, build_image_tag, filter_managed, managed_filters,
-    nix_volume_name,
+    LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE, LABEL_RUN_ID, LABEL_STORE, ManagedResource,
+    build_image_tag, filter_managed, managed_filters, nix_volume_name,
 };
 use crate::mounts::{ScreenContext, Stager, validate_spec_mounts};
 use crate::phase::{CLEANUP_TIMEOUT, Phase, phase_timeout_from_env, run_with_phase_timeout};
 use crate::post_create::run_post_create;
 use crate::spec::Spec;
+use plan::NIX_VOLUME_PURPOSE;
 
 /// How long connecting, negotiating and pinging one endpoint may take (SANDBOX.md §4.2).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -304,6 +305,88 @@ impl DockerDriver {
             .await
             .map_err(self.shared.engine_error("list managed images"))?;
         Ok(filter_managed(&listed, store_id))
+    }
+
+    /// Removes an image with its untagged parents (a build's intermediate images); one that is
+    /// already gone is a success, one still in use is the engine's refusal.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Engine`] when the engine refuses.
+    pub async fn remove_image(&self, image: &str) -> Result<()> {
+        match self.shared.api.remove_image(image).await {
+            Err(error) if error.is_not_found() => Ok(()),
+            other => other.map_err(self.shared.engine_error(format!("remove image {image}"))),
+        }
+    }
+
+    /// Images labelled managed that carry no store label: the intermediate images of a classic
+    /// build (its `LABEL` steps commit one image per label, the store's last), left dangling when
+    /// a final image was removed without pruning. They belong to no store; the engine refuses to
+    /// remove one that is still a parent or in use, so removing the rest is safe.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Engine`] when the engine cannot list.
+    pub async fn list_unattributed_images(&self) -> Result<Vec<ManagedResource>> {
+        let listed = self
+            .shared
+            .api
+            .list_images(vec![format!("{LABEL_MANAGED}=true")])
+            .await
+            .map_err(self.shared.engine_error("list managed images"))?;
+        Ok(listed
+            .into_iter()
+            .filter(|image| !image.labels.contains_key(LABEL_STORE))
+            .map(|image| ManagedResource {
+                run_id: image.labels.get(LABEL_RUN_ID).cloned().unwrap_or_default(),
+                id: image.id,
+                name: image.name,
+            })
+            .collect())
+    }
+
+    /// Removes this store's shared `/nix` volumes whose image is gone (each trusted build makes a
+    /// new image, so a new volume; issue 15 item 13). A volume still in use is refused by the
+    /// engine and kept. Returns the volumes removed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Engine`] when the engine cannot list.
+    pub async fn reap_nix_volumes(&self, store_id: &str) -> Result<Vec<String>> {
+        let mut filters = managed_filters(store_id);
+        filters.push(format!("{LABEL_PURPOSE}={NIX_VOLUME_PURPOSE}"));
+        let listed = self
+            .shared
+            .api
+            .list_volumes(filters)
+            .await
+            .map_err(self.shared.engine_error("list managed volumes"))?;
+        let mut removed = Vec::new();
+        let ours = listed.into_iter().filter(|v| {
+            let label = |key: &str| v.labels.get(key).map(String::as_str);
+            label(LABEL_MANAGED) == Some("true")
+                && label(LABEL_STORE) == Some(store_id)
+                && label(LABEL_PURPOSE) == Some(NIX_VOLUME_PURPOSE)
+        });
+        for volume in ours {
+            let orphaned = match volume.labels.get(LABEL_IMAGE).cloned() {
+                // A volume made before the image label existed: its name holds the prefix.
+                None => volume.name.strip_prefix("iterion-nix-").map(str::to_owned),
+                Some(image) => Some(image),
+            };
+            let Some(prefix) = orphaned else { continue };
+            match self.shared.api.inspect_image(&prefix).await {
+                Ok(None) => {}
+                Ok(Some(_)) | Err(_) => continue,
+            }
+            match self.shared.api.remove_volume(&volume.name).await {
+                Ok(()) => removed.push(volume.name),
+                Err(error) if error.is_not_found() => {}
+                Err(error) => tracing::debug!("reaper: keep volume {}: {error}", volume.name),
+            }
+        }
+        Ok(removed)
     }
 
     /// Force-removes a container; one that is already gone (or being removed) is a success.
@@ -520,7 +603,7 @@ impl DockerDriver {
             secrets: &secrets,
         })?;
         if let Some(volume) = &nix_volume {
-            let labels = nix_volume_labels();
+            let labels = nix_volume_labels(&info.store_id, volume);
             shared.log(
                 LogLevel::Info,
                 &render::render_volume_create(shared.engine, volume, &labels),

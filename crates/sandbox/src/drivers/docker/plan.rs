@@ -17,7 +17,9 @@ use super::api::{BuildRequest, EngineKind, ExecRequest};
 use super::secrets::SecretPlan;
 use crate::driver::RunInfo;
 use crate::error::{Error, Result};
-use crate::labels::{LABEL_MANAGED, LABEL_PURPOSE, container_name, managed_labels};
+use crate::labels::{
+    LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE, LABEL_STORE, container_name, managed_labels,
+};
 use crate::mode::Trust;
 use crate::mounts::{BindPropagation, MountKind, ScreenedMount};
 use crate::spec::{Build, EngineMountKind, Spec};
@@ -345,12 +347,18 @@ fn author_mount(screened: &ScreenedMount) -> Result<Mount> {
     Ok(mount)
 }
 
-/// The labels of the shared `/nix` volume: managed, with a purpose, so it is never reaped.
-pub fn nix_volume_labels() -> BTreeMap<String, String> {
-    BTreeMap::from([
+/// The labels of the shared `/nix` volume: managed, its purpose, the store, and the image it was
+/// made for ([`LABEL_IMAGE`]), so the reaper can tell when it is orphaned (issue 15 item 13).
+pub fn nix_volume_labels(store_id: &str, volume: &str) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::from([
         (LABEL_MANAGED.to_owned(), "true".to_owned()),
         (LABEL_PURPOSE.to_owned(), NIX_VOLUME_PURPOSE.to_owned()),
-    ])
+        (LABEL_STORE.to_owned(), store_id.to_owned()),
+    ]);
+    if let Some(image) = volume.strip_prefix("iterion-nix-") {
+        labels.insert(LABEL_IMAGE.to_owned(), image.to_owned());
+    }
+    labels
 }
 
 /// Everything [`exec_plan`] reads.

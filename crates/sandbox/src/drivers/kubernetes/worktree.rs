@@ -132,11 +132,11 @@ async fn links_back(git_dir: &Path, dot_git: &Path) -> bool {
     let Some(dot_git) = canonical(dot_git.to_owned()).await else {
         return false;
     };
-    if let Ok(back) = tokio::fs::read_to_string(git_dir.join("gitdir")).await {
+    if let Some(back) = read_git_file(None, git_dir.join("gitdir")).await {
         let back = git_dir.join(back.trim());
         return canonical(back).await.is_some_and(|b| b == dot_git);
     }
-    let Ok(config) = tokio::fs::read_to_string(git_dir.join("config")).await else {
+    let Some(config) = read_git_file(None, git_dir.join("config")).await else {
         return false;
     };
     let Some(worktree) = core_worktree(&config) else {
@@ -146,6 +146,33 @@ async fn links_back(git_dir: &Path, dot_git: &Path) -> bool {
     canonical(git_dir.join(worktree))
         .await
         .is_some_and(|w| Some(w) == workspace)
+}
+
+/// The largest git metadata file read here (defined here).
+const MAX_GIT_FILE_BYTES: u64 = 64 * 1024;
+
+/// Reads a small git metadata file through the repository-file reader (issue 15 item 12): a
+/// regular file (never a FIFO or a device that could hang setup), capped, time-bounded; beneath
+/// `root` when given (the workspace's own `.git`). `None` on any refusal.
+async fn read_git_file(root: Option<&Path>, path: PathBuf) -> Option<String> {
+    let root = root.map(Path::to_owned);
+    let read = tokio::task::spawn_blocking(move || match root {
+        Some(root) => iterion_repofile::read_text_beneath(&root, &path, MAX_GIT_FILE_BYTES),
+        None => iterion_repofile::read_regular(&path, MAX_GIT_FILE_BYTES).and_then(|bytes| {
+            String::from_utf8(bytes).map_err(|error| iterion_repofile::RepoFileError::Io {
+                path: path.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidData, error),
+            })
+        }),
+    });
+    match read.await {
+        Ok(Ok(text)) => Some(text),
+        Ok(Err(error)) => {
+            tracing::debug!("sandbox: git metadata not read: {error}");
+            None
+        }
+        Err(_) => None,
+    }
 }
 
 /// `core.worktree` of a git config's text (the `[core]` section's `worktree = …`).
@@ -174,7 +201,7 @@ pub async fn read_git_dir_copy(host_workspace: &Path, pod_workspace: &str) -> Op
     {
         return None;
     }
-    let gitfile = tokio::fs::read_to_string(&dot_git).await.ok()?;
+    let gitfile = read_git_file(Some(host_workspace), PathBuf::from(".git")).await?;
     let named = host_workspace.join(parse_gitfile(&gitfile)?);
     if !links_back(&named, &dot_git).await {
         tracing::warn!(
@@ -185,9 +212,7 @@ pub async fn read_git_dir_copy(host_workspace: &Path, pod_workspace: &str) -> Op
         );
         return None;
     }
-    let commondir = tokio::fs::read_to_string(named.join("commondir"))
-        .await
-        .ok();
+    let commondir = read_git_file(None, named.join("commondir")).await;
     let copy = git_dir_copy(
         host_workspace,
         pod_workspace,
