@@ -155,6 +155,7 @@ impl Engine {
                 routes,
                 answer: None,
                 shared: None,
+                prior_failure: None,
             },
             control,
             observer,

@@ -335,6 +335,7 @@ impl StoreChildRuns<'_> {
             routes,
             answer: None,
             shared: Some(declined),
+            prior_failure: None,
         };
         let control = crate::RunControl {
             cancel: own.cancel,

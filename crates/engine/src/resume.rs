@@ -17,6 +17,17 @@ use crate::lease::LEASE_TTL;
 use crate::record::RunObserver;
 use crate::run::{Attempt, parse_run_id, settings_from_env};
 
+/// The failure of a `failed_resumable` run, when its code is one that leaves a run
+/// `failed_resumable` (what a refused attempt puts back; SANDBOX.md §10).
+fn prior_failure(run: &Run) -> Option<(crate::FailureCode, String)> {
+    if run.status != RunStatus::FailedResumable {
+        return None;
+    }
+    let code = crate::FailureCode::from_str_exact(run.failure_code.as_deref()?)?;
+    (code.status() == Some(crate::OutcomeStatus::FailedResumable))
+        .then(|| (code, run.failure_message.clone().unwrap_or_default()))
+}
+
 fn refused(message: impl Into<String>) -> EngineError {
     EngineError::ResumeRefused {
         message: message.into(),
@@ -164,6 +175,7 @@ impl Engine {
                     routes,
                     answer: request.answer.clone(),
                     shared,
+                    prior_failure: prior_failure(&before),
                 },
                 control,
                 observer,
@@ -172,51 +184,53 @@ impl Engine {
         self.undo_refused_reopen(&before, outcome).await
     }
 
-    /// The backstop of "a refused resume leaves the record as it was" (SANDBOX.md §10): when the
-    /// attempt's own admission refused after all (the answer changed since [`Self::admit_resume`]
-    /// asked) or could not be persisted, the record gets back the status and failure it had
-    /// before the reopen — the admission record stays — and the resume is refused.
+    /// The backstop of "a refused resume leaves the record as it was" (SANDBOX.md §10): the
+    /// attempt's own admission may refuse after all (the answer changed since
+    /// [`Self::admit_resume`] asked). The attempt then ends with the failure the run had
+    /// (`Attempt::prior_failure`, so the status it had), and the resume is refused here. When
+    /// the attempt's admission could not even be persisted (the record is left `running`), the
+    /// pre-reopen status and failure are put back.
     async fn undo_refused_reopen(
         &self,
         before: &Run,
         outcome: Result<RunSummary, EngineError>,
     ) -> Result<RunSummary, EngineError> {
-        let refusal = match &outcome {
-            Ok(summary) if summary.failure_code.as_deref() == Some("LAUNCH_FAILED") => {
-                match self.store.get_run(&before.id).await {
-                    Ok(Some(now))
-                        if now.admission.as_ref().is_some_and(|a| {
-                            a.decision == iterion_store::AdmissionDecision::Denied
-                        }) =>
-                    {
-                        Some((now, summary.message.clone().unwrap_or_default()))
-                    }
-                    _ => None,
+        match &outcome {
+            Ok(summary)
+                if summary.failure_code.is_some()
+                    && summary.failure_code == before.failure_code =>
+            {
+                let now = self.store.get_run(&before.id).await.ok().flatten();
+                let denied = now
+                    .as_ref()
+                    .and_then(|r| r.admission.as_ref())
+                    .filter(|a| a.decision == iterion_store::AdmissionDecision::Denied);
+                match denied {
+                    Some(admission) => Err(refused(format!(
+                        "cannot resume run {}: {}",
+                        before.id, admission.reason
+                    ))),
+                    None => outcome,
                 }
             }
-            Err(EngineError::Admission(error)) => match self.store.get_run(&before.id).await {
-                Ok(Some(now)) => Some((now, error.to_string())),
-                _ => None,
-            },
-            _ => None,
-        };
-        let Some((now, reason)) = refusal else {
-            return outcome;
-        };
-        let mut restored = now.clone();
-        restored.status = before.status;
-        restored.failure_code = before.failure_code.clone();
-        restored.failure_message = before.failure_message.clone();
-        if let Err(error) = self.store.save_run(&restored, now.version).await {
-            tracing::warn!(
-                "run {}: could not restore the refused resume's record: {error}",
-                before.id
-            );
+            Err(EngineError::Admission(error)) => {
+                let message = format!("cannot resume run {}: {error}", before.id);
+                if let Ok(Some(now)) = self.store.get_run(&before.id).await {
+                    let mut restored = now.clone();
+                    restored.status = before.status;
+                    restored.failure_code = before.failure_code.clone();
+                    restored.failure_message = before.failure_message.clone();
+                    if let Err(error) = self.store.save_run(&restored, now.version).await {
+                        tracing::warn!(
+                            "run {}: could not restore the refused resume's record: {error}",
+                            before.id
+                        );
+                    }
+                }
+                Err(refused(message))
+            }
+            _ => outcome,
         }
-        Err(refused(format!(
-            "cannot resume run {}: {reason}",
-            before.id
-        )))
     }
 
     /// The admission of a resume, decided and (when denied) persisted on the record as it is —

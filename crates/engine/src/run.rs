@@ -59,6 +59,10 @@ pub(crate) struct Attempt {
     /// Recorded right after `run_started`: how a subbot child stands towards its parent's
     /// sandbox (SANDBOX.md §14: declined, or a forced resume).
     pub shared: Option<crate::sandbox_events::SandboxShared>,
+    /// A resume of a `failed_resumable` run: the failure it had before the reopen, which a
+    /// refused admission puts back (SANDBOX.md §10, "a refused resume leaves the status as it
+    /// was"). `None` for a launch.
+    pub prior_failure: Option<(FailureCode, String)>,
 }
 
 /// The sandbox settings of a launch: the flags, the variables, the installed default.
@@ -134,6 +138,7 @@ impl Engine {
                 routes,
                 answer: None,
                 shared: None,
+                prior_failure: None,
             },
             control,
             observer,
@@ -272,11 +277,14 @@ impl Engine {
         let mut ending = Ending::default();
         let mut worktree: Option<RunWorktree> = None;
         if admission.decision == AdmissionDecision::Denied {
-            ending.fail(
-                FailureCode::LaunchFailed,
-                admission.reason.clone(),
-                PHASE_ADMISSION,
-            );
+            match attempt.prior_failure.clone() {
+                Some((code, message)) => ending.fail(code, message, PHASE_ADMISSION),
+                None => ending.fail(
+                    FailureCode::LaunchFailed,
+                    admission.reason.clone(),
+                    PHASE_ADMISSION,
+                ),
+            }
         } else {
             // Workspace setup.
             let workspace = match attempt.workflow.worktree {

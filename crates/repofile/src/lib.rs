@@ -150,6 +150,129 @@ pub fn relative_to(root: &Path, path: &Path) -> Result<PathBuf, RepoFileError> {
         })
 }
 
+/// A directory held open by its fd: every file opened through it is resolved beneath *that*
+/// directory, whatever its path points at later (a workspace component flipped to a symlink
+/// after the root was opened cannot redirect the opens).
+#[derive(Debug)]
+pub struct RepoRoot {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl RepoRoot {
+    /// Opens the directory `path` (the operator's path; it may be a symlink).
+    ///
+    /// # Errors
+    ///
+    /// [`RepoFileError::NotFound`], [`RepoFileError::Io`] (not a directory included).
+    pub fn open(path: &Path) -> Result<RepoRoot, RepoFileError> {
+        let fd = open(
+            path,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|errno| io_error(path, errno))?;
+        Ok(RepoRoot {
+            fd,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The path it was opened at (for messages).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory `relative` beneath this one, held open by its own fd (rule 1).
+    ///
+    /// # Errors
+    ///
+    /// As [`RepoRoot::open_file`]; a non-directory is [`RepoFileError::NotRegular`].
+    pub fn open_dir(&self, relative: &Path) -> Result<RepoRoot, RepoFileError> {
+        if relative.as_os_str().is_empty() || relative == Path::new(".") {
+            let fd = self.fd.try_clone().map_err(|source| RepoFileError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+            return Ok(RepoRoot {
+                fd,
+                path: self.path.clone(),
+            });
+        }
+        let shown = self.path.join(relative);
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        match self.resolve(relative, flags, &shown) {
+            Ok(fd) => Ok(RepoRoot { fd, path: shown }),
+            Err(RepoFileError::Io { source, .. })
+                if source.raw_os_error() == Some(Errno::ENOTDIR as i32) =>
+            {
+                Err(RepoFileError::NotRegular {
+                    path: shown,
+                    kind: "non-directory",
+                })
+            }
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Opens `relative` beneath this directory by rules 1 and 2 and returns the open regular
+    /// file.
+    ///
+    /// # Errors
+    ///
+    /// Every [`RepoFileError`] but `TooLarge` and `TimedOut`.
+    pub fn open_file(&self, relative: &Path) -> Result<File, RepoFileError> {
+        let shown = self.path.join(relative);
+        let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+        let fd = self.resolve(relative, flags, &shown)?;
+        regular(File::from(fd), &shown)
+    }
+
+    /// Reads `relative` beneath this directory: rules 1–3 (the file is regular, so the read
+    /// cannot block on a pipe or a device).
+    ///
+    /// # Errors
+    ///
+    /// Every [`RepoFileError`] but `TimedOut`.
+    pub fn read(&self, relative: &Path, limit: u64) -> Result<Vec<u8>, RepoFileError> {
+        let file = self.open_file(relative)?;
+        read_capped(file, limit, &self.path.join(relative))
+    }
+
+    fn resolve(
+        &self,
+        relative: &Path,
+        flags: OFlag,
+        shown: &Path,
+    ) -> Result<OwnedFd, RepoFileError> {
+        let outside = || RepoFileError::OutsideRepository {
+            path: shown.to_owned(),
+            root: self.path.clone(),
+        };
+        if relative.is_absolute() {
+            return Err(outside());
+        }
+        let how = OpenHow::new()
+            .flags(flags)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        match openat2(&self.fd, relative, how) {
+            Ok(fd) => Ok(fd),
+            Err(Errno::EXDEV) => Err(outside()),
+            Err(Errno::ELOOP) => Err(RepoFileError::Symlink {
+                path: shown.to_owned(),
+            }),
+            Err(Errno::ENOSYS | Errno::EPERM | Errno::E2BIG) => {
+                let root_fd = self.fd.try_clone().map_err(|source| RepoFileError::Io {
+                    path: shown.to_owned(),
+                    source,
+                })?;
+                walk_without_symlinks(root_fd, relative, flags, shown, &self.path)
+            }
+            Err(errno) => Err(io_error(shown, errno)),
+        }
+    }
+}
+
 /// Opens `relative` beneath `root` by the rules of the module (1 and 2) and returns the open
 /// regular file. `root` itself is the operator's path (it may be a symlink).
 ///
@@ -157,34 +280,14 @@ pub fn relative_to(root: &Path, path: &Path) -> Result<PathBuf, RepoFileError> {
 ///
 /// Every [`RepoFileError`] but `TooLarge` and `TimedOut`.
 pub fn open_beneath(root: &Path, relative: &Path) -> Result<File, RepoFileError> {
-    let shown = root.join(relative);
-    let outside = || RepoFileError::OutsideRepository {
-        path: shown.clone(),
-        root: root.to_owned(),
-    };
-    if relative.is_absolute() {
-        return Err(outside());
-    }
-    let root_fd = open(
-        root,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|errno| io_error(&shown, errno))?;
-    let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
-    let how = OpenHow::new()
-        .flags(flags)
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let fd = match openat2(&root_fd, relative, how) {
-        Ok(fd) => fd,
-        Err(Errno::EXDEV) => return Err(outside()),
-        Err(Errno::ELOOP) => return Err(RepoFileError::Symlink { path: shown }),
-        Err(Errno::ENOSYS | Errno::EPERM | Errno::E2BIG) => {
-            walk_without_symlinks(root_fd, relative, flags, &shown, root)?
-        }
-        Err(errno) => return Err(io_error(&shown, errno)),
-    };
-    regular(File::from(fd), &shown)
+    RepoRoot::open(root)
+        .map_err(|error| match error {
+            RepoFileError::NotFound { .. } => RepoFileError::NotFound {
+                path: root.join(relative),
+            },
+            other => other,
+        })?
+        .open_file(relative)
 }
 
 /// The fallback of rule 1: one component at a time, each `O_NOFOLLOW`; `..` refused.

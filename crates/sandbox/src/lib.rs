@@ -109,6 +109,7 @@ pub use drivers::kubernetes::{
     secret_files_name, secret_files_secret,
 };
 pub use drivers::noop::{NoopConstructor, NoopDriver, noop_file_secret_gate};
+pub use drivers::{HOST_RUN_MARKER, ProcessGroupGuard};
 pub use elf::{LinkKind, link_kind, link_kind_of};
 pub use env::{
     ITERION_DESKTOP, ITERION_MODE, ITERION_SANDBOX_BUILD_TIMEOUT, ITERION_SANDBOX_DEFAULT,

@@ -338,11 +338,15 @@ async fn install(devbox: &Path, dir: &Path, host_path: Option<&str>) -> Result<(
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
+        // Its own process group, ended whole on timeout or cancel (issue 15 item 17).
+        .process_group(0)
         .kill_on_drop(true);
     if let Some(path) = host_path {
         command.env("PATH", path);
     }
-    let output = match tokio::time::timeout(HOST_INSTALL_TIMEOUT, command.output()).await {
+    let child = command.spawn().map_err(|error| error.to_string())?;
+    let group = iterion_sandbox::ProcessGroupGuard::new(child.id());
+    let output = match tokio::time::timeout(HOST_INSTALL_TIMEOUT, child.wait_with_output()).await {
         Err(_) => {
             return Err(format!(
                 "timed out after {}s",
@@ -352,6 +356,7 @@ async fn install(devbox: &Path, dir: &Path, host_path: Option<&str>) -> Result<(
         Ok(Err(error)) => return Err(error.to_string()),
         Ok(Ok(output)) => output,
     };
+    group.finished();
     if output.status.success() {
         return Ok(());
     }

@@ -288,3 +288,42 @@ async fn devbox_host_a_degraded_auto_run_is_provisioned_on_the_host() {
     let hello = std::fs::read_to_string(fixture.ws().join("hello.txt")).unwrap();
     assert_eq!(hello.trim(), "hello from devbox");
 }
+
+/// Issue 15 item 12: a repository `devbox.json` that is a symlink to `/dev/stdin` (or a FIFO)
+/// used to hang setup forever. It is declined at once, naming the file and the rule, and the run
+/// goes on with the bot's config only.
+#[tokio::test]
+async fn devbox_host_a_repo_devbox_json_that_is_stdin_or_a_fifo_is_declined_at_once() {
+    for hostile in ["stdin", "fifo"] {
+        let fx = Fixture::new(Some(0));
+        let ws = fx.ws();
+        std::fs::remove_file(ws.join("devbox.json")).unwrap();
+        match hostile {
+            "stdin" => std::os::unix::fs::symlink("/dev/stdin", ws.join("devbox.json")).unwrap(),
+            _ => assert!(
+                std::process::Command::new("mkfifo")
+                    .arg(ws.join("devbox.json"))
+                    .status()
+                    .unwrap()
+                    .success()
+            ),
+        }
+        let (summary, events, _) =
+            tokio::time::timeout(std::time::Duration::from_secs(30), fx.run(None))
+                .await
+                .unwrap_or_else(|_| panic!("{hostile}: setup hung on the repo devbox.json"));
+        assert_eq!(
+            summary.failure_code, None,
+            "{hostile}: {:?}",
+            summary.message
+        );
+        let event = provisioned(&events);
+        let reasons = event[0]["skipped_reasons"].to_string();
+        assert_eq!(event[0]["sources"], json!(["bot"]), "{hostile}: {event:#?}");
+        assert!(
+            reasons.contains("devbox.json")
+                && (reasons.contains("outside the repository") || reasons.contains("fifo")),
+            "{hostile}: {reasons}"
+        );
+    }
+}

@@ -31,3 +31,4 @@ pub(crate) mod docker;
 pub(crate) mod kubernetes;
 pub(crate) mod noop;
 mod noop_procs;
+pub use noop_procs::{HOST_RUN_MARKER, ProcessGroupGuard};

@@ -200,3 +200,43 @@ impl Drop for GroupGuard<'_> {
             });
     }
 }
+
+/// A host process group the engine started outside a noop run (the host `devbox install`):
+/// dropped before [`ProcessGroupGuard::finished`] — the command timed out or its run was
+/// cancelled — the whole group is SIGTERMed, then SIGKILLed after [`GRACE`].
+#[derive(Debug)]
+pub struct ProcessGroupGuard {
+    pgid: i32,
+    done: bool,
+}
+
+impl ProcessGroupGuard {
+    /// Guards the group led by `pid` (a child spawned with `process_group(0)`).
+    pub fn new(pid: Option<u32>) -> ProcessGroupGuard {
+        ProcessGroupGuard {
+            pgid: pid.and_then(|p| i32::try_from(p).ok()).unwrap_or(0),
+            done: false,
+        }
+    }
+
+    /// The command ended on its own: the guard is disarmed.
+    pub fn finished(mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for ProcessGroupGuard {
+    fn drop(&mut self) {
+        if self.done || self.pgid <= 0 {
+            return;
+        }
+        let pgid = Pid::from_raw(self.pgid);
+        let _ = killpg(pgid, Signal::SIGTERM);
+        let _ = std::thread::Builder::new()
+            .name("iterion-group-kill".to_owned())
+            .spawn(move || {
+                std::thread::sleep(GRACE);
+                let _ = killpg(pgid, Signal::SIGKILL);
+            });
+    }
+}

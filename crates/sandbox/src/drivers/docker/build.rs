@@ -7,7 +7,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use futures_util::StreamExt;
 
-use super::{DockerDriver, build_request, engine_binary, render, resolve_build, tar_context};
+use super::{DockerDriver, build_request, engine_binary, render, resolve_build, tar_context_in};
 use crate::driver::{Builder, LogLevel, PreparedSpec, RunInfo};
 use crate::error::{Error, Result};
 use crate::labels::build_image_tag;
@@ -29,7 +29,11 @@ impl Builder for DockerDriver {
             let build = build.clone();
             tokio::task::spawn_blocking(move || {
                 let resolved = resolve_build(&workspace, &build)?;
-                let tar = tar_context(&resolved.context, &resolved.dockerfile_in_context)?;
+                let tar = tar_context_in(
+                    &workspace,
+                    &resolved.context,
+                    &resolved.dockerfile_in_context,
+                )?;
                 Ok::<_, Error>((resolved, tar))
             })
             .await

@@ -156,6 +156,43 @@ pub const MAX_DOCKERIGNORE_BYTES: u64 = 256 * 1024;
 ///
 /// [`Error::Io`] naming the path that could not be read.
 pub fn tar_context(context: &Path, dockerfile_in_context: &str) -> Result<Vec<u8>> {
+    let root =
+        iterion_repofile::RepoRoot::open(context).map_err(|source| Error::RepoFile { source })?;
+    tar_context_at(&root, context, dockerfile_in_context)
+}
+
+/// [`tar_context`] of `context` opened beneath `workspace` by fd (issue 15 item 12): the
+/// context's own path is resolved beneath the workspace once, and every file is opened beneath
+/// that handle, so a component of the workspace flipped to a symlink after [`resolve_build`]
+/// checked it cannot redirect what is packed.
+///
+/// # Errors
+///
+/// As [`tar_context`]; a context that no longer resolves beneath the workspace is
+/// [`Error::RepoFile`].
+pub fn tar_context_in(
+    workspace: &Path,
+    context: &Path,
+    dockerfile_in_context: &str,
+) -> Result<Vec<u8>> {
+    let repo_file = |source| Error::RepoFile { source };
+    let workspace = std::fs::canonicalize(workspace).map_err(|source| Error::Io {
+        operation: "canonicalize",
+        path: workspace.to_owned(),
+        source,
+    })?;
+    let relative = iterion_repofile::relative_to(&workspace, context).map_err(repo_file)?;
+    let root = iterion_repofile::RepoRoot::open(&workspace)
+        .and_then(|ws| ws.open_dir(&relative))
+        .map_err(repo_file)?;
+    tar_context_at(&root, context, dockerfile_in_context)
+}
+
+fn tar_context_at(
+    root: &iterion_repofile::RepoRoot,
+    context: &Path,
+    dockerfile_in_context: &str,
+) -> Result<Vec<u8>> {
     let io = |operation: &'static str, path: &Path| {
         let path = path.to_owned();
         move |source| Error::Io {
@@ -168,12 +205,8 @@ pub fn tar_context(context: &Path, dockerfile_in_context: &str) -> Result<Vec<u8
     // (iterion_repofile): a regular file beneath the context, opened without a window for a
     // swap (a file flipped to a symlink to a host path after the walk saw it is refused, not
     // read). Symlinks are stored as links, never followed; FIFOs, sockets and devices are skipped.
-    let ignore = match iterion_repofile::read_text_beneath(
-        context,
-        Path::new(".dockerignore"),
-        MAX_DOCKERIGNORE_BYTES,
-    ) {
-        Ok(text) => DockerIgnore::parse(&text),
+    let ignore = match root.read(Path::new(".dockerignore"), MAX_DOCKERIGNORE_BYTES) {
+        Ok(bytes) => DockerIgnore::parse(&String::from_utf8_lossy(&bytes)),
         Err(error) if error.is_not_found() => DockerIgnore::default(),
         Err(source) => return Err(Error::RepoFile { source }),
     };
@@ -215,7 +248,8 @@ pub fn tar_context(context: &Path, dockerfile_in_context: &str) -> Result<Vec<u8
                     .append_path_with_name(&path, &relative)
                     .map_err(io("pack", &path))?;
             } else if kind.is_file() && (always || !ignore.is_excluded(&relative_str)) {
-                let file = iterion_repofile::open_beneath(context, &relative)
+                let file = root
+                    .open_file(&relative)
                     .map_err(|source| Error::RepoFile { source })?;
                 let meta = file.metadata().map_err(io("stat", &path))?;
                 let mut header = tar::Header::new_gnu();
@@ -402,5 +436,32 @@ mod tests {
             .collect();
         assert_eq!(names, vec!["Dockerfile".to_owned()]);
         assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+    /// Issue 15 item 12: a context directory flipped to a symlink out of the workspace after
+    /// `resolve_build` checked it packs nothing from outside: the context is opened beneath the
+    /// workspace by fd.
+    #[test]
+    fn a_context_flipped_to_a_symlink_after_the_check_packs_nothing_from_outside() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("Dockerfile"), "FROM x\n").unwrap();
+        std::fs::write(outside.path().join("host-secret"), "s3cr3t").unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let ws_path = ws.path().canonicalize().unwrap();
+        std::fs::create_dir(ws_path.join("ctx")).unwrap();
+        std::fs::write(ws_path.join("ctx/Dockerfile"), "FROM x\n").unwrap();
+        let build = crate::spec::Build {
+            dockerfile: "ctx/Dockerfile".to_owned(),
+            context: Some("ctx".to_owned()),
+            args: Default::default(),
+        };
+        let resolved = resolve_build(&ws_path, &build).unwrap();
+        std::fs::remove_dir_all(ws_path.join("ctx")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), ws_path.join("ctx")).unwrap();
+        let error = tar_context_in(&ws_path, &resolved.context, &resolved.dockerfile_in_context)
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("outside the repository"),
+            "{error}"
+        );
     }
 }

@@ -64,7 +64,7 @@ pub use bollard_api::BollardApi;
 pub use connect::{
     CONTAINER_HOST, DOCKER_HOST, DockerConstructor, EndpointVars, XDG_RUNTIME_DIR, endpoints_for,
 };
-pub use context::{DockerIgnore, ResolvedBuild, resolve_build, tar_context};
+pub use context::{DockerIgnore, ResolvedBuild, resolve_build, tar_context, tar_context_in};
 pub use engine_binary::{ENGINE_BINARY_PURPOSE, elf_problem};
 pub use plan::{
     CA_TARGET, CreateInputs, CreatePlan, ExecInputs, ExecPlan, HOST_ALIAS, NET_DIR_TARGET,
