@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
@@ -386,17 +386,9 @@ impl Walk<'_> {
                 what: format!("{MAX_BYTES} bytes"),
             });
         }
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(
-                nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits(),
-            )
-            .open(abs)
-            .map_err(|e| self.io(rel, e))?;
-        let meta = file.metadata().map_err(|e| self.io(rel, e))?;
-        if !meta.is_file() {
+        let Some(file) = crate::nofollow::open_regular(abs).map_err(|e| self.io(rel, e))? else {
             return Ok(Vec::new());
-        }
+        };
         let mut data = Vec::new();
         file.take(budget + 1)
             .read_to_end(&mut data)
@@ -579,13 +571,7 @@ fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-        .open(path)?;
+    let mut file = crate::nofollow::create(path, 0o600, false)?;
     std::io::Write::write_all(&mut file, data)
 }
 

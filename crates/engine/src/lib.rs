@@ -70,6 +70,7 @@ mod input;
 mod landing;
 mod launch;
 mod lease;
+mod nofollow;
 mod outcome;
 mod preflight;
 mod reaper;

@@ -168,7 +168,7 @@ fn check(host: Host, flag: Flag, block: Block, global: Global) -> Result<(), Str
             want(
                 "status",
                 got_status == ("finished", None, Some(0)),
-                format!("{got_status:?}"),
+                format!("{got_status:?} {:?}", run.failure_message),
             );
             let started = first(&events, "sandbox_started")
                 .cloned()

@@ -155,3 +155,58 @@ fn docker_attack_an_untrusted_worktree_run_lands_only_a_branch_and_plants_nothin
     git(&env, &["branch", "after", &branch]);
     assert!(!std::path::Path::new("/tmp/iterion-pwned-wt").exists());
 }
+
+#[test]
+fn docker_an_untrusted_run_behind_the_proxy_has_no_root_workload_and_a_capless_bridge() {
+    if !docker_or_skip("cli::trust::docker_untrusted_behind_the_proxy") {
+        return;
+    }
+    let Some(static_bin) = iterion_test_support::static_iterion_or_skip(
+        "cli::trust::docker_untrusted_behind_the_proxy",
+    ) else {
+        return;
+    };
+    let env = Env::new();
+    // Every process of the sandbox, its uid and its effective capabilities; a denied request.
+    let script = "for s in /proc/[0-9]*/status; do u=$(awk '/^Uid:/{print $3}' $s); c=$(awk '/^CapEff:/{print $2}' $s); n=$(awk '/^Name:/{print $2}' $s); echo \"$n $u $c\"; done > procs.txt; curl -s -o /dev/null -w '%{http_code}' --max-time 10 http://denied.test/ > denied.txt; echo ok";
+    env.write(
+        "p.iter",
+        &format!(
+            "tool probe:\n  command: `{script}`\n\nworkflow p:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"allowed.test\"]\n  probe -> done\n"
+        ),
+    );
+    git(&env, &["add", "-A"]);
+    git(&env, &["commit", "-q", "-m", "init"]);
+    let out = env
+        .cmd()
+        .args(["run", "p.iter", "--trust", "untrusted"])
+        .env("ITERION_BIN", &static_bin)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let run = env.only_run();
+    let branch = format!("iterion/p/{}", run.id);
+    assert_eq!(git(&env, &["show", &format!("{branch}:denied.txt")]), "403");
+    let procs = git(&env, &["show", &format!("{branch}:procs.txt")]);
+    for line in procs.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [name, uid, caps] = fields[..] else {
+            panic!("{line:?} in {procs}");
+        };
+        assert_eq!(
+            caps, "0000000000000000",
+            "{name} holds capabilities: {procs}"
+        );
+        if uid == "0" {
+            assert_eq!(
+                name, "iterion",
+                "only the engine's bridge may be uid 0: {procs}"
+            );
+        }
+    }
+    assert!(
+        procs
+            .lines()
+            .any(|l| l.ends_with(" 0000000000000000") && !l.contains(" 0 "))
+    );
+}

@@ -13,7 +13,7 @@
 
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
@@ -404,26 +404,14 @@ impl Copier {
     /// A regular file, opened without following a symlink (and without blocking on a fifo put
     /// in its place), its permission bits only.
     fn copy_file(&mut self, from: &Path, to: &Path) -> Result<(), CopyError> {
-        let src = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(
-                nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits(),
-            )
-            .open(from)
-            .map_err(io(from))?;
-        let meta = src.metadata().map_err(io(from))?;
-        if !meta.is_file() {
+        let Some(src) = crate::nofollow::open_regular(from).map_err(io(from))? else {
             self.stats.skipped += 1;
             return Ok(());
-        }
+        };
+        let meta = src.metadata().map_err(io(from))?;
         let budget = MAX_COPY_BYTES.saturating_sub(self.stats.bytes);
-        let mut dst = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(meta.permissions().mode() & 0o777)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(to)
-            .map_err(io(to))?;
+        let mut dst =
+            crate::nofollow::create(to, meta.permissions().mode() & 0o777, true).map_err(io(to))?;
         let copied = std::io::copy(&mut src.take(budget + 1), &mut dst).map_err(io(to))?;
         if copied > budget {
             return Err(CopyError::TooLarge {
@@ -518,26 +506,12 @@ impl Drain {
             if meta.is_dir() {
                 self.dir(&src, &dst)?;
             } else if meta.is_file() {
-                let file = std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(
-                        nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits(),
-                    )
-                    .open(&src)
-                    .map_err(io(&src))?;
-                if !file.metadata().map_err(io(&src))?.is_file() {
+                let Some(file) = crate::nofollow::open_regular(&src).map_err(io(&src))? else {
                     self.declined.push(src.to_string_lossy().into_owned());
                     continue;
-                }
+                };
                 let budget = DRAIN_MAX_BYTES.saturating_sub(self.bytes);
-                let mut out = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(0o644)
-                    .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-                    .open(&dst)
-                    .map_err(io(&dst))?;
+                let mut out = crate::nofollow::create(&dst, 0o644, false).map_err(io(&dst))?;
                 let copied =
                     std::io::copy(&mut file.take(budget + 1), &mut out).map_err(io(&dst))?;
                 if copied > budget {
@@ -556,14 +530,7 @@ impl Drain {
 
 /// A small text file's content (a gitfile, a commondir), not following a symlink.
 fn read_small(path: &Path) -> Option<String> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits() | nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(path)
-        .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
+    let file = crate::nofollow::open_regular(path).ok()??;
     let mut text = String::new();
     file.take(4096).read_to_string(&mut text).ok()?;
     Some(text)

@@ -235,7 +235,9 @@ impl ContainerApi for BollardApi {
     }
 
     async fn remove_image(&self, image: &str) -> ApiResult<()> {
-        let options = RemoveImageOptionsBuilder::default().noprune(false).build();
+        // Never prune: an untagged parent may be a cache layer a concurrent build is using
+        // (issue 15 item 13 removes a run's own intermediates by label instead).
+        let options = RemoveImageOptionsBuilder::default().noprune(true).build();
         self.docker
             .remove_image(image, Some(options), None)
             .await
@@ -244,7 +246,9 @@ impl ContainerApi for BollardApi {
     }
 
     async fn list_images(&self, label_filters_: Vec<String>) -> ApiResult<Vec<ListedResource>> {
+        // `all`: a build's intermediate images are listed too.
         let options = ListImagesOptionsBuilder::default()
+            .all(true)
             .filters(&label_filters(label_filters_))
             .build();
         let images = self

@@ -1056,6 +1056,8 @@ async fn cleanup_of_a_built_sandbox_removes_its_image_best_effort() {
         Reply::StartContainer(Ok(())),
         Reply::RemoveContainer(Ok(())),
         Reply::RemoveImage(Err(status(409))),
+        // The run's own intermediates (none left here).
+        Reply::ListImages(Ok(vec![])),
         Reply::ListImages(Ok(vec![ListedResource {
             id: "sha256:1".to_owned(),
             name: "iterion-sandbox-build:r0".to_owned(),
@@ -1092,11 +1094,12 @@ async fn cleanup_of_a_built_sandbox_removes_its_image_best_effort() {
                 (LogLevel::Info, "docker rm --force c1".to_owned()),
                 (
                     LogLevel::Info,
-                    "docker rmi iterion-sandbox-build:r1".to_owned()
+                    "docker rmi --no-prune iterion-sandbox-build:r1".to_owned()
                 ),
             ],
             vec![
                 Call::RemoveImage("iterion-sandbox-build:r1".to_owned()),
+                Call::ListImages(vec![format!("iterion.io/run-id={}", ws.info.run_id)]),
                 Call::ListImages(vec![
                     "iterion.io/managed=true".to_owned(),
                     "iterion.io/store=s1".to_owned()

@@ -307,8 +307,8 @@ impl DockerDriver {
         Ok(filter_managed(&listed, store_id))
     }
 
-    /// Removes an image with its untagged parents (a build's intermediate images); one that is
-    /// already gone is a success, one still in use is the engine's refusal.
+    /// Removes an image (never its untagged parents: they may be a concurrent build's cache);
+    /// one that is already gone is a success, one still in use is the engine's refusal.
     ///
     /// # Errors
     ///
@@ -320,10 +320,12 @@ impl DockerDriver {
         }
     }
 
-    /// Images labelled managed that carry no store label: the intermediate images of a classic
-    /// build (its `LABEL` steps commit one image per label, the store's last), left dangling when
-    /// a final image was removed without pruning. They belong to no store; the engine refuses to
-    /// remove one that is still a parent or in use, so removing the rest is safe.
+    /// Images labelled managed and with a run id that carry no store label: the intermediate
+    /// images of a classic build (its `LABEL` steps commit one image per label, the store's
+    /// last), left when a run's cleanup did not finish. Each is unique to its run (the run id is
+    /// in it), so no other build's cache is among them. A managed image without a run id (the
+    /// first `LABEL` step, shared by every build from the same base through the cache) is never
+    /// listed: removing it could pull a layer from under a concurrent build.
     ///
     /// # Errors
     ///
@@ -337,7 +339,13 @@ impl DockerDriver {
             .map_err(self.shared.engine_error("list managed images"))?;
         Ok(listed
             .into_iter()
-            .filter(|image| !image.labels.contains_key(LABEL_STORE))
+            .filter(|image| {
+                !image.labels.contains_key(LABEL_STORE)
+                    && image
+                        .labels
+                        .get(LABEL_RUN_ID)
+                        .is_some_and(|run| !run.is_empty())
+            })
             .map(|image| ManagedResource {
                 run_id: image.labels.get(LABEL_RUN_ID).cloned().unwrap_or_default(),
                 id: image.id,

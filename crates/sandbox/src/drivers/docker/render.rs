@@ -238,9 +238,9 @@ pub fn render_rm(engine: EngineKind, container: &str) -> String {
     line
 }
 
-/// `docker rmi <image>` (its untagged parents — a build's intermediate images — go with it).
+/// `docker rmi --no-prune <image>`.
 pub fn render_rmi(engine: EngineKind, image: &str) -> String {
-    let mut line = format!("{engine} rmi");
+    let mut line = format!("{engine} rmi --no-prune");
     push(&mut line, image);
     line
 }

@@ -339,6 +339,29 @@ impl DockerRun {
         }
     }
 
+    /// Issue 15 item 13: the intermediate images of this run's build — every image labelled
+    /// with its run id (the classic builder commits one per `LABEL` step). The run id is unique,
+    /// so no other build's cache is among them; children go before parents, so removal repeats
+    /// while it makes progress. Best effort: the reaper collects what is left.
+    async fn remove_run_intermediates(&self) {
+        let filter = vec![format!("{}={}", crate::labels::LABEL_RUN_ID, self.run_id)];
+        for _ in 0..8 {
+            let Ok(images) = self.shared.api.list_images(filter.clone()).await else {
+                return;
+            };
+            if images.is_empty() {
+                return;
+            }
+            let mut removed = false;
+            for image in images {
+                removed |= self.shared.api.remove_image(&image.id).await.is_ok();
+            }
+            if !removed {
+                return;
+            }
+        }
+    }
+
     async fn remove_run_dir(&self) {
         // Only ever the per-run dir: its last component is the run id (SANDBOX.md §4.5). A
         // run dir that is not one is left alone rather than risk removing something else.
@@ -414,6 +437,7 @@ impl SandboxRun for DockerRun {
             if let Err(error) = self.shared.api.remove_image(image).await {
                 tracing::debug!("sandbox: could not remove the built image {image}: {error}");
             }
+            self.remove_run_intermediates().await;
         }
         self.remove_run_dir().await;
         Ok(())
