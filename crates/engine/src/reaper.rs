@@ -328,8 +328,20 @@ async fn reap_images(
             return;
         }
     };
+    // An intermediate carries no store label, so it may be another store's build in progress
+    // (seen: a concurrent run's boot reap removed a build's fresh layer, "No such image"). Only
+    // one whose run this store knows, and has ended, is ours to remove.
     match engine.list_unattributed_images().await {
-        Ok(images) => candidates.extend(images),
+        Ok(images) => {
+            for image in images {
+                let Ok(id) = RunId::parse(&image.run_id) else {
+                    continue;
+                };
+                if matches!(store.liveness(&id).await, Ok(Liveness::Unleased { .. })) {
+                    candidates.push(image);
+                }
+            }
+        }
         Err(error) => tracing::warn!("reaper: {}: {error}", engine.engine()),
     }
     for image in candidates {

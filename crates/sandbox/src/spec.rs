@@ -229,7 +229,7 @@ impl Spec {
     /// 3. not both image and build;
     /// 4. network: `inherit` is replace/append (guaranteed by [`Inherit::parse`]); a preset is
     ///    one of [`KNOWN_PRESETS`];
-    /// 5. `workspace_folder` is absolute and clean;
+    /// 5. `workspace_folder` is absolute and clean, not `/` and not under `/run/iterion`;
     /// 6. each secret file: `mount_path` absolute, clean, not `/`, no newline, carriage return,
     ///    NUL or comma; `env` a portable name; no two sharing a `mount_path`.
     ///
@@ -267,6 +267,10 @@ impl Spec {
         }
         if let Some(folder) = self.workspace_folder.as_deref() {
             check_clean_absolute("workspace_folder", folder)?;
+            // The same target rule as every mount: not `/`, not under the engine's reserved
+            // `/run/iterion` (the engine binary, the bridge socket, the secrets live there).
+            crate::mounts::check_target(folder)
+                .map_err(|rule| invalid("workspace_folder", &format!("{folder}: {rule}")))?;
         }
         self.validate_secret_files()
     }

@@ -265,3 +265,23 @@ fn a_build_block_defaults_to_the_dockerfile_in_the_workspace() {
         }
     );
 }
+
+#[test]
+fn attack_a_workspace_folder_may_not_be_the_root_or_the_engines_reserved_tree() {
+    for folder in ["/", "/run/iterion", "/run/iterion/bin", "/run/iterion/net"] {
+        let spec = Spec {
+            workspace_folder: Some(folder.to_owned()),
+            ..inline_image()
+        };
+        assert_eq!(
+            field_of(&spec).map(|(field, _)| field),
+            Some("workspace_folder".to_owned()),
+            "{folder}"
+        );
+    }
+    let spec = Spec {
+        workspace_folder: Some("/run/iterionx".to_owned()),
+        ..inline_image()
+    };
+    assert_eq!(field_of(&spec), None);
+}

@@ -13,6 +13,7 @@ mod rules;
 mod screen;
 mod stage;
 
+pub(crate) use grammar::check_target;
 pub use grammar::{
     BindPropagation, MountSpec, RESERVED_TARGET_ROOT, mount_is_host_bind, parse_mount,
     validate_env_pair, validate_plain_arg,
