@@ -326,7 +326,7 @@ impl Walk<'_> {
         }
         names.sort();
         for name in names {
-            if name == ".git" {
+            if is_git_dir_name(name.as_bytes()) {
                 continue;
             }
             let mut child = rel.clone();
@@ -361,6 +361,11 @@ impl Walk<'_> {
                 continue;
             }
             if kind.is_symlink() {
+                if is_git_control_file(name.as_bytes()) {
+                    // git itself refuses a symlinked `.gitmodules` and the like: it would be
+                    // read through the link on the operator's checkout.
+                    continue;
+                }
                 let target = std::fs::read_link(&child_abs).map_err(|e| self.io(&child, e))?;
                 self.blob("120000", &child, target.as_os_str().as_bytes().to_vec())?;
             } else if kind.is_file() {
@@ -432,6 +437,37 @@ impl Walk<'_> {
             ))
         }
     }
+}
+
+/// `name` with what case-insensitive, NTFS and HFS+ filesystems ignore taken away: ASCII case,
+/// trailing dots and spaces, and the Unicode code points HFS+ skips (zero-width and
+/// direction marks). Pure.
+fn fold_name(name: &[u8]) -> String {
+    const IGNORED: &[char] = &[
+        '\u{200c}', '\u{200d}', '\u{200e}', '\u{200f}', '\u{202a}', '\u{202b}', '\u{202c}',
+        '\u{202d}', '\u{202e}', '\u{206a}', '\u{206b}', '\u{206c}', '\u{206d}', '\u{206e}',
+        '\u{206f}', '\u{feff}',
+    ];
+    let text: String = String::from_utf8_lossy(name)
+        .chars()
+        .filter(|c| !IGNORED.contains(c))
+        .collect();
+    text.trim_end_matches(['.', ' ']).to_ascii_lowercase()
+}
+
+/// Whether a path component would be a repository's `.git` on some filesystem the branch may be
+/// checked out on (`.git`, `.GIT`, `.git.`, `.git `, `git~1`, `.g\u{200c}it`): never landed, so a
+/// result cannot plant hooks or config for a later checkout (the CVE-2014-9390 class). Pure.
+pub(crate) fn is_git_dir_name(name: &[u8]) -> bool {
+    matches!(fold_name(name).as_str(), ".git" | "git~1")
+}
+
+/// Whether a path component names one of the files git reads from the tree itself.
+fn is_git_control_file(name: &[u8]) -> bool {
+    matches!(
+        fold_name(name).as_str(),
+        ".gitmodules" | ".gitattributes" | ".gitignore" | ".mailmap"
+    )
 }
 
 /// A path as a fast-import C-style quoted string: `"`, `\` and control bytes escaped, other

@@ -17,3 +17,24 @@ fn ls_tree_records_parse_with_any_path_bytes() {
     assert_eq!(map[&b"sub".to_vec()].mode, "160000");
     assert_eq!(map[&b"l\nk".to_vec()].object, "cccc");
 }
+
+#[test]
+fn attack_every_spelling_of_dot_git_is_recognised() {
+    for name in [
+        ".git",
+        ".GIT",
+        ".Git",
+        ".git.",
+        ".git ",
+        ".git. .",
+        "git~1",
+        "GIT~1",
+        ".g\u{200c}it",
+        "\u{feff}.git",
+    ] {
+        assert!(is_git_dir_name(name.as_bytes()), "{name:?}");
+    }
+    for name in [".github", ".gitx", "git", "a.git", ".gitignore"] {
+        assert!(!is_git_dir_name(name.as_bytes()), "{name:?}");
+    }
+}

@@ -210,3 +210,75 @@ fn docker_an_untrusted_run_behind_the_proxy_has_no_root_workload_and_a_capless_b
             .any(|l| l.ends_with(" 0000000000000000") && !l.contains(" 0 "))
     );
 }
+
+/// A listener on every host address that answers `direct`: a host service a container on the
+/// default bridge could reach through the bridge's gateway.
+fn host_service() -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\nconnection: close\r\n\r\ndirect",
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn docker_attack_an_untrusted_open_run_cannot_reach_a_host_service() {
+    if !docker_or_skip("cli::trust::docker_untrusted_open_host_service") {
+        return;
+    }
+    let Some(static_bin) = iterion_test_support::static_iterion_or_skip(
+        "cli::trust::docker_untrusted_open_host_service",
+    ) else {
+        return;
+    };
+    let gateway = iterion_test_support::docker_bridge_gateway();
+    let port = host_service();
+    let script = format!(
+        "d=$(curl -s --max-time 3 --noproxy '*' http://{gateway}:{port}/ || echo unreachable); p=$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 5 http://{gateway}:{port}/); echo \"$d $p\" > net.txt; cat net.txt"
+    );
+    let wf = format!(
+        "tool probe:\n  command: `{script}`\n\nworkflow o:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n  probe -> done\n"
+    );
+    let run = |trust: &str| {
+        let env = Env::new();
+        env.write("o.iter", &wf);
+        git(&env, &["add", "-A"]);
+        git(&env, &["commit", "-q", "-m", "init"]);
+        let out = env
+            .cmd()
+            .args(["run", "o.iter", "--trust", trust, "--json"])
+            .env("ITERION_BIN", &static_bin)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        let run = env.only_run();
+        (env, run)
+    };
+    // Control: a trusted open run has the engine's default network and reaches the service.
+    let (env, trusted) = run("trusted");
+    assert_eq!(
+        std::fs::read_to_string(env.path("net.txt")).unwrap().trim(),
+        "direct 200",
+        "run {}",
+        trusted.id
+    );
+    // Untrusted: no route but the proxy, and the proxy refuses the host's address.
+    let (env, untrusted) = run("untrusted");
+    let started = first(&env.events(&untrusted), "sandbox_started")
+        .cloned()
+        .unwrap();
+    assert_eq!(started["egress_enforced"], true, "{started}");
+    let net = git(
+        &env,
+        &["show", &format!("iterion/o/{}:net.txt", untrusted.id)],
+    );
+    assert_eq!(net, "unreachable 403");
+}

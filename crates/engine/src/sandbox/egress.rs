@@ -79,6 +79,10 @@ impl std::fmt::Debug for EgressSecret {
 pub(crate) struct ProxyRequest<'a> {
     pub policy: &'a NetworkPolicy,
     pub run_id: &'a str,
+    /// An untrusted run: the proxy runs under `open` too (issue 15), so its only route is the
+    /// bridge and the resolved-address check refuses the host's loopback, the docker bridge's
+    /// gateway, link-local metadata endpoints and every other non-public address.
+    pub untrusted: bool,
     /// The driver's bind/advertise pair (§6.2).
     pub addresses: ProxyAddresses,
     pub secrets: &'a [EgressSecret],
@@ -167,7 +171,7 @@ pub(crate) async fn start_network_proxy(
         );
     }
     let inspect = inspection_wanted(request, forced);
-    if policy.mode == NetworkMode::Open && !inspect {
+    if policy.mode == NetworkMode::Open && !inspect && !request.untrusted {
         return Ok(None);
     }
     if let ProxyBind::UnixSocket(path) = &request.addresses.bind

@@ -518,7 +518,9 @@ async fn start(
             .emit(Event::SandboxHostBindsDropped(dropped))
             .await;
     }
-    let run_dir = match rundir::create(ctx.run_id, ctx.store_id, closed_network).await {
+    // An untrusted run is always behind the proxy, `open` included (see egress.rs).
+    let proxied = closed_network || ctx.trust == Trust::Untrusted;
+    let run_dir = match rundir::create(ctx.run_id, ctx.store_id, proxied).await {
         Ok(dir) => dir,
         Err(error) => {
             if let Some(landing) = landing {
@@ -536,6 +538,7 @@ async fn start(
         &egress::ProxyRequest {
             policy: &policy,
             run_id: ctx.run_id,
+            untrusted: ctx.trust == Trust::Untrusted,
             addresses: match iterion_sandbox::proxy_addresses_for_driver(driver, &run_dir) {
                 Ok(addresses) => addresses,
                 Err(error) => {

@@ -271,3 +271,23 @@ async fn attack_planted_hooks_filters_fsmonitor_and_pager_never_run_on_the_host(
         "reading the branch back ran nothing either"
     );
 }
+
+#[tokio::test]
+async fn attack_no_spelling_of_dot_git_and_no_symlinked_gitmodules_is_landed() {
+    let repo = repo();
+    let home = tempfile::tempdir().unwrap();
+    let wt = create_worktree(home.path(), "r10", repo.path())
+        .await
+        .unwrap();
+    for dir in [".GIT/hooks", ".git./hooks", "git~1/hooks", "sub/.Git/hooks"] {
+        std::fs::create_dir_all(wt.path().join(dir)).unwrap();
+        std::fs::write(wt.path().join(dir).join("post-checkout"), "#!/bin/sh\n").unwrap();
+    }
+    std::os::unix::fs::symlink("/etc/passwd", wt.path().join(".gitmodules")).unwrap();
+    std::fs::write(wt.path().join("kept.txt"), "kept\n").unwrap();
+    let WorktreeLanding::Branch { name, .. } = wt.finish_done("w", "r10").await.unwrap() else {
+        panic!("expected a branch");
+    };
+    let files = git(repo.path(), &["ls-tree", "-r", "--name-only", &name]);
+    assert_eq!(files, ".gitignore\na.txt\nkept.txt", "{files}");
+}
