@@ -73,7 +73,9 @@ fn engine_ids() -> Option<(u32, u32)> {
 pub(crate) struct UntrustedLanding {
     /// The host workspace the run was given (read, never written).
     pub source: PathBuf,
-    /// The copy: the sandbox's workspace, and what is landed.
+    /// The copy: the sandbox's workspace (host-bind drivers) or what a driver copies in.
+    pub copy: PathBuf,
+    /// What is landed: the copy itself, or the dir a copy-based driver exports into.
     pub result: PathBuf,
     /// The host repository holding `source`, and its `HEAD`.
     pub repo: Option<PathBuf>,
@@ -88,9 +90,11 @@ pub(crate) struct UntrustedLanding {
     pub events: Arc<dyn EventSink>,
 }
 
-/// Makes the copy (host-bind drivers) or the empty dir an export lands in (drivers that copy
-/// in themselves), points the sandbox's workspace folder at the host path (the run sees its
-/// usual path), and records what the landing needs.
+/// Makes the copy and points the sandbox's workspace folder at the host path (the run sees its
+/// usual path), and records what the landing needs. On a host-bind driver the copy is the
+/// sandbox's workspace and what is landed; on a driver that copies in itself (kubernetes) the
+/// copy is what it copies in — never the checkout, whose `.git/config` may carry tokens — and its
+/// export lands in a fresh empty `result` dir, so a file the run deleted stays deleted.
 pub(crate) async fn prepare(
     ctx: &StartCtx<'_>,
     spec: &mut Spec,
@@ -99,27 +103,29 @@ pub(crate) async fn prepare(
 ) -> Result<UntrustedLanding, SetupError> {
     let source = ctx.mount_inputs.workspace.clone();
     let dir = crate::sandbox::rundir::create_copy_dir(ctx.run_id, ctx.store_id).await?;
-    let result = dir.join("workspace");
-    if host_binds {
-        let stats = match copy_workspace(&source, &result, owner).await {
-            Ok(stats) => stats,
-            Err(error) => {
-                crate::sandbox::rundir::remove(&dir).await;
-                return Err(error);
-            }
-        };
-        ctx.events
-            .emit(Event::SandboxWorkspaceCopied(SandboxWorkspaceCopied {
-                source: source.to_string_lossy().into_owned(),
-                files: stats.files as u64,
-                bytes: stats.bytes,
-                skipped: stats.skipped as u64,
-            }))
-            .await;
-        if spec.workspace_folder.is_none() {
-            spec.workspace_folder = Some(source.to_string_lossy().into_owned());
+    let copy = dir.join("workspace");
+    let stats = match copy_workspace(&source, &copy, owner).await {
+        Ok(stats) => stats,
+        Err(error) => {
+            crate::sandbox::rundir::remove(&dir).await;
+            return Err(error);
         }
+    };
+    ctx.events
+        .emit(Event::SandboxWorkspaceCopied(SandboxWorkspaceCopied {
+            source: source.to_string_lossy().into_owned(),
+            files: stats.files as u64,
+            bytes: stats.bytes,
+            skipped: stats.skipped as u64,
+        }))
+        .await;
+    if spec.workspace_folder.is_none() {
+        spec.workspace_folder = Some(source.to_string_lossy().into_owned());
+    }
+    let result = if host_binds {
+        copy.clone()
     } else {
+        let result = dir.join("result");
         if let Err(e) = std::fs::create_dir(&result) {
             crate::sandbox::rundir::remove(&dir).await;
             return Err(SetupError::failed(format!(
@@ -127,7 +133,8 @@ pub(crate) async fn prepare(
                 result.display()
             )));
         }
-    }
+        result
+    };
     let repo = crate::workspace::repository_root_of(&source).await;
     let head = match &repo {
         Some(repo) => crate::git::HostGit::open(repo)
@@ -140,6 +147,7 @@ pub(crate) async fn prepare(
     };
     Ok(UntrustedLanding {
         source,
+        copy,
         result,
         repo,
         head,

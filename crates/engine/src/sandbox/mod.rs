@@ -530,8 +530,8 @@ async fn start(
         }
     };
     let workspace_path = match &landing {
-        Some(landing) if inputs.host_binds => landing.result.clone(),
-        _ => ctx.mount_inputs.workspace.clone(),
+        Some(landing) => landing.copy.clone(),
+        None => ctx.mount_inputs.workspace.clone(),
     };
     // L10: the proxy, listening from here on; every later failure shuts it down.
     let proxy = match egress::start_network_proxy(

@@ -244,9 +244,11 @@ pub(crate) async fn plan_mounts(
     // M2: the run files dir (every driver; M12 drops it, and its variable, where binds are
     // unsupported).
     {
+        // Untrusted on a host-bind driver: bound from the copy dir, drained after the run. A
+        // driver without host binds drops the bind (M12) and drains into the store itself.
         let dir = match &inputs.untrusted_copy {
-            Some(copy) => copy.join(UNTRUSTED_FILES),
-            None => run_files_dir(&inputs.iterion_home, &inputs.run_id),
+            Some(copy) if inputs.host_binds => copy.join(UNTRUSTED_FILES),
+            _ => run_files_dir(&inputs.iterion_home, &inputs.run_id),
         };
         make_world_writable_dir(&dir).await?;
         spec.engine_mounts

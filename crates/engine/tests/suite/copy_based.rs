@@ -35,6 +35,10 @@ struct Script {
     drain: DrainReport,
     /// The `(from, dest)` the engine asked the drainer for.
     drained: Arc<Mutex<Vec<(String, PathBuf)>>>,
+    /// The workspace the driver was given (what a copy-based driver copies in).
+    given: Arc<Mutex<Option<PathBuf>>>,
+    /// Where the export was asked to go.
+    exported_to: Arc<Mutex<Option<PathBuf>>>,
 }
 
 struct CopyTestDriver {
@@ -68,6 +72,7 @@ impl Driver for CopyTestDriver {
         info: RunInfo,
     ) -> iterion_sandbox::Result<Box<dyn SandboxRun>> {
         prepared.driver = "noop".to_owned();
+        *self.script.given.lock().unwrap() = Some(info.workspace_path.clone());
         let inner = NoopDriver.start(prepared, info).await?;
         Ok(Box::new(CopyRun {
             inner,
@@ -133,7 +138,15 @@ impl WorkspaceExporter for CopyRun {
                 sandbox_id: "pod-x".to_owned(),
             });
         }
+        *self.script.exported_to.lock().unwrap() = Some(dest.to_owned());
         std::fs::write(dest.join("exported.txt"), "from the sandbox").unwrap();
+        // What a hostile pod's export would carry back.
+        std::fs::create_dir_all(dest.join(".git/hooks")).unwrap();
+        std::fs::write(
+            dest.join(".git/hooks/post-commit"),
+            "#!/bin/sh\ntouch /tmp/x\n",
+        )
+        .unwrap();
         Ok(())
     }
 }
@@ -169,8 +182,17 @@ struct Ran {
 
 /// Runs a one-tool workflow in an inline sandbox on the test driver.
 async fn run(script: Script) -> Ran {
+    run_in(
+        script,
+        tempfile::tempdir().unwrap(),
+        iterion_sandbox::Trust::Trusted,
+    )
+    .await
+}
+
+/// The same, in `ws`, at `trust`.
+async fn run_in(script: Script, ws: tempfile::TempDir, trust: iterion_sandbox::Trust) -> Ran {
     let home = tempfile::tempdir().unwrap();
-    let ws = tempfile::tempdir().unwrap();
     let store = sqlite_store(home.path()).await;
     let engine = Engine::new(Arc::clone(&store), home.path()).with_registry(
         Registry::with_noop().register(DriverKind::Docker, CopyConstructor { script }),
@@ -178,7 +200,9 @@ async fn run(script: Script) -> Ran {
     let wf = workflow(
         "tool hello:\n  command: `echo hi`\n\nworkflow copy:\n  entry: hello\n  sandbox:\n    image: \"any:1\"\n  hello -> done\n",
     );
-    let summary = run_to_end(&engine, run_request(wf, ws.path(), "copy.iter")).await;
+    let mut request = run_request(wf, ws.path(), "copy.iter");
+    request.trust = trust;
+    let summary = run_to_end(&engine, request).await;
     let events = events_of(store.as_ref(), &summary.run_id).await;
     assert_eq!(
         summary.failure_code, None,
@@ -324,5 +348,73 @@ async fn declined_run_files_are_named_in_the_drain_event_after_the_export() {
             .any(|l| l == "warning: sandbox: run file \"link\" not drained (link)"),
         "{:#?}",
         ran.logs
+    );
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attack_an_untrusted_copy_based_run_copies_in_a_sanitised_copy_and_exports_nothing_into_the_checkout()
+ {
+    let ws = tempfile::tempdir().unwrap();
+    git(ws.path(), &["init", "-q"]);
+    git(
+        ws.path(),
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://user:TOKEN123@git.example.test/r",
+        ],
+    );
+    std::fs::write(ws.path().join("a.txt"), "a\n").unwrap();
+    git(ws.path(), &["add", "-A"]);
+    git(ws.path(), &["commit", "-q", "-m", "init"]);
+    let script = Script::default();
+    let (given, exported_to) = (Arc::clone(&script.given), Arc::clone(&script.exported_to));
+    let Ran {
+        ws, events, run_id, ..
+    } = run_in(script, ws, iterion_sandbox::Trust::Untrusted).await;
+    let given = given.lock().unwrap().clone().unwrap();
+    let exported_to = exported_to.lock().unwrap().clone().unwrap();
+    // The driver copied in a copy, not the checkout, and the copy carries no token.
+    assert_ne!(given, ws.path());
+    assert!(!exported_to.starts_with(ws.path()));
+    assert_ne!(exported_to, given, "the export lands in a fresh dir");
+    // Nothing came back into the checkout.
+    assert!(!ws.path().join("exported.txt").exists());
+    assert!(!ws.path().join(".git/hooks/post-commit").exists());
+    let config = std::fs::read_to_string(ws.path().join(".git/config")).unwrap();
+    assert!(
+        config.contains("TOKEN123"),
+        "the checkout's own config is untouched"
+    );
+    // The result is a branch, without the planted hook and without a.txt (the export of
+    // this pod did not hold it, so the run deleted it).
+    let landed = events
+        .iter()
+        .find(|(k, _)| k == "sandbox_workspace_landed")
+        .map(|(_, v)| v.clone())
+        .unwrap();
+    assert_eq!(landed["changed"], true, "{landed}");
+    let branch = format!("iterion/copy/{run_id}");
+    assert_eq!(
+        git(ws.path(), &["ls-tree", "-r", "--name-only", &branch]),
+        "exported.txt"
     );
 }
