@@ -6,6 +6,7 @@
 mod cli;
 mod commands;
 mod exit;
+mod terminal;
 
 use clap::Parser;
 

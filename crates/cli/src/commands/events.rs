@@ -37,7 +37,10 @@ async fn events(args: EventsArgs) -> Result<Exit, Failure> {
         } else {
             println!(
                 "{:>4} {} {} {}",
-                event.seq, event.ts, event.kind, event.data
+                event.seq,
+                event.ts,
+                event.kind,
+                crate::terminal::terminal_safe(&event.data.to_string())
             );
         }
     }

@@ -42,7 +42,7 @@ async fn inspect(args: InspectArgs) -> Result<Exit, Failure> {
                     "{:<36}  {:<16}  {:<24}  {:<24}  {}",
                     run.id,
                     run.status.as_str(),
-                    run.workflow,
+                    crate::terminal::terminal_safe(&run.workflow),
                     run.created_at.to_string(),
                     run.failure_code.as_deref().unwrap_or("-")
                 );
@@ -69,7 +69,10 @@ async fn inspect(args: InspectArgs) -> Result<Exit, Failure> {
 fn human(run: &Run) -> String {
     let mut out = String::new();
     let mut line = |key: &str, value: &str| {
-        out.push_str(&format!("{key:<20} {value}\n"));
+        out.push_str(&format!(
+            "{key:<20} {}\n",
+            crate::terminal::terminal_safe(value)
+        ));
     };
     line("run", run.id.as_str());
     line("workflow", &run.workflow);

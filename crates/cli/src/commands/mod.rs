@@ -43,7 +43,10 @@ impl Failure {
 
     /// Prints the error (with its causes) to stderr and returns the exit code.
     pub fn report(self) -> Exit {
-        eprintln!("error: {:#}", self.error);
+        eprintln!(
+            "error: {}",
+            crate::terminal::terminal_safe(&format!("{:#}", self.error))
+        );
         self.exit
     }
 }
@@ -130,12 +133,15 @@ pub fn finish(summary: &iterion_engine::RunSummary, json: bool) -> Exit {
         if summary.status == RunStatus::Paused {
             println!(
                 "question: {}\nanswer with: iterion resume {} --answer TEXT",
-                summary.message.as_deref().unwrap_or_default(),
+                crate::terminal::terminal_safe(summary.message.as_deref().unwrap_or_default()),
                 summary.run_id
             );
         }
         if let Some(output) = &summary.output {
-            println!("output: {output}");
+            println!(
+                "output: {}",
+                crate::terminal::terminal_safe(&output.to_string())
+            );
         }
         if let Some(path) = &summary.worktree {
             println!("worktree kept at {}", path.display());

@@ -30,7 +30,8 @@ impl Operator for TerminalOperator {
         };
         tokio::task::spawn_blocking(move || {
             let mut err = std::io::stderr();
-            let _ = err.write_all(prompt.as_bytes());
+            // The question (and its options) may be a model's or a tool's words.
+            let _ = err.write_all(crate::terminal::terminal_safe(&prompt).as_bytes());
             let _ = err.flush();
             let mut line = String::new();
             match std::io::stdin().lock().read_line(&mut line) {

@@ -45,7 +45,11 @@ impl Progress {
         self.end_pull();
     }
 
+    /// Every line the console shows passes [`crate::terminal::terminal_safe`]: its text comes
+    /// from the run (messages, stderr tails, hostnames).
     fn say(&self, line: &str) {
+        let line = crate::terminal::terminal_safe(line);
+        let line = line.as_ref();
         match self
             .pull
             .lock()

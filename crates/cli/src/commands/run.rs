@@ -105,13 +105,27 @@ pub(crate) fn compile_workflow(
         Some(workflow) if errors == 0 => {
             if warnings > 0 {
                 let source = render::display_source(&bytes);
-                eprint!("{}", render::human(&shown, &source, &compiled.diagnostics));
+                eprint!(
+                    "{}",
+                    crate::terminal::terminal_safe(&render::human(
+                        &shown,
+                        &source,
+                        &compiled.diagnostics
+                    ))
+                );
             }
             workflow
         }
         _ => {
             let source = render::display_source(&bytes);
-            eprint!("{}", render::human(&shown, &source, &compiled.diagnostics));
+            eprint!(
+                "{}",
+                crate::terminal::terminal_safe(&render::human(
+                    &shown,
+                    &source,
+                    &compiled.diagnostics
+                ))
+            );
             return Err(Failure::bad_input(anyhow::anyhow!(
                 "{shown} does not compile; nothing was run (`iterion validate {shown}` shows the same diagnostics)"
             )));

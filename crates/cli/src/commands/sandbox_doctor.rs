@@ -90,7 +90,7 @@ async fn doctor(args: DoctorArgs) -> Result<Exit, Failure> {
                 serde_json::to_string_pretty(&report).unwrap_or_else(|_| "{}".to_owned())
             );
         } else {
-            print!("{}", render_basic(&report));
+            print!("{}", crate::terminal::terminal_safe(&render_basic(&report)));
         }
         return Ok(Exit::Success);
     }
@@ -125,7 +125,11 @@ async fn doctor(args: DoctorArgs) -> Result<Exit, Failure> {
             serde_json::to_string_pretty(&report).unwrap_or_else(|_| "{}".to_owned())
         );
     } else {
-        print!("{}", render_strict(&report));
+        // Rows name what the repository asked for (images, paths): hostile text.
+        print!(
+            "{}",
+            crate::terminal::terminal_safe(&render_strict(&report))
+        );
     }
     Ok(if report.has_failures() {
         Exit::Failed

@@ -20,7 +20,7 @@ pub fn run(args: &ValidateArgs) -> Exit {
                     json!({"file": shown, "error": {"code": e.code(), "message": e.to_string()}});
                 println!("{doc}");
             } else {
-                eprintln!("error: {e}");
+                eprintln!("error: {}", crate::terminal::terminal_safe(&e.to_string()));
             }
             return Exit::BadInput;
         }
@@ -33,7 +33,11 @@ pub fn run(args: &ValidateArgs) -> Exit {
         println!("{}", render::json(&shown, &compiled.diagnostics));
     } else {
         let source = render::display_source(&bytes);
-        print!("{}", render::human(&shown, &source, &compiled.diagnostics));
+        // The quoted source lines are the (hostile) file's own bytes.
+        print!(
+            "{}",
+            crate::terminal::terminal_safe(&render::human(&shown, &source, &compiled.diagnostics))
+        );
     }
     if compiled.error_count() > 0 {
         Exit::Failed

@@ -282,3 +282,45 @@ fn docker_attack_an_untrusted_open_run_cannot_reach_a_host_service() {
     );
     assert_eq!(net, "unreachable 403");
 }
+
+#[test]
+fn attack_what_a_run_prints_cannot_drive_the_operators_terminal() {
+    let env = Env::new();
+    // OSC title/clipboard, clear screen, a bare CR that rewrites a line, C1 CSI, a bidi override.
+    env.write(
+        "t.iter",
+        "tool t:\n  command: `printf '\\033]0;PWNED\\007\\033]52;c;ZXZpbA==\\007\\033[2J\\rfake ok \\302\\23331m \\342\\200\\256evil' >&2; exit 3`\n\nworkflow t:\n  entry: t\n  t -> done\n",
+    );
+    let run = env
+        .cmd()
+        .args(["run", "t.iter", "--sandbox", "none"])
+        .output()
+        .unwrap();
+    let id = env.only_run().id.to_string();
+    let inspect = env.cmd().args(["inspect", &id]).output().unwrap();
+    let events = env.cmd().args(["events", &id]).output().unwrap();
+    for (what, bytes) in [
+        ("run stderr", &run.stderr),
+        ("run stdout", &run.stdout),
+        ("inspect", &inspect.stdout),
+        ("events", &events.stdout),
+    ] {
+        let text = String::from_utf8_lossy(bytes);
+        assert!(
+            text.contains("PWNED") || what != "run stderr",
+            "{what}: {text}"
+        );
+        let raw: Vec<char> = text
+            .chars()
+            .filter(|c| {
+                (c.is_control() && *c != '\n' && *c != '\t')
+                    || ('\u{202a}'..='\u{202e}').contains(c)
+            })
+            .collect();
+        assert_eq!(
+            raw,
+            Vec::<char>::new(),
+            "{what} wrote raw controls: {text:?}"
+        );
+    }
+}
