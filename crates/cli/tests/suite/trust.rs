@@ -23,7 +23,7 @@ fn git(env: &Env, args: &[&str]) -> String {
 /// Everything a hostile run would do to reach the host through its workspace: plant a hook and
 /// an fsmonitor in `.git`, leave a setuid shell, rewrite a tracked file, and report who it is.
 const ATTACK: &str = r#"tool attack:
-  command: `id -u > uid.txt; grep CapEff /proc/self/status > caps.txt; grep NoNewPrivs /proc/self/status > nnp.txt; echo changed > a.txt; cp /bin/sh ./tool; chmod 4755 ./tool; mkdir -p .git/hooks; printf '#!/bin/sh\ntouch /tmp/iterion-pwned\n' > .git/hooks/post-commit; chmod +x .git/hooks/post-commit; printf '[core]\n\tfsmonitor = /tmp/evil\n' >> .git/config; rm -f gone.txt; echo art > $ITERION_ARTIFACT_FILES_DIR/out.txt; ln -s /etc/shadow $ITERION_ARTIFACT_FILES_DIR/shadow; echo ok`
+  command: `id -u > uid.txt; grep CapEff /proc/self/status > caps.txt; grep NoNewPrivs /proc/self/status > nnp.txt; (cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max) > pids.txt; echo changed > a.txt; cp /bin/sh ./tool; chmod 4755 ./tool; mkdir -p .git/hooks; printf '#!/bin/sh\ntouch /tmp/iterion-pwned\n' > .git/hooks/post-commit; chmod +x .git/hooks/post-commit; printf '[core]\n\tfsmonitor = /tmp/evil\n' >> .git/config; rm -f gone.txt; echo art > $ITERION_ARTIFACT_FILES_DIR/out.txt; ln -s /etc/shadow $ITERION_ARTIFACT_FILES_DIR/shadow; echo ok`
 
 workflow a:
   entry: attack
@@ -323,4 +323,44 @@ fn attack_what_a_run_prints_cannot_drive_the_operators_terminal() {
             "{what} wrote raw controls: {text:?}"
         );
     }
+}
+
+#[test]
+fn docker_attack_an_untrusted_run_of_a_checkout_holding_the_store_is_refused_before_any_copy() {
+    if !docker_or_skip("cli::trust::docker_untrusted_store_in_checkout") {
+        return;
+    }
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    env.write(
+        "s.iter",
+        "tool t:\n  command: `ls -R . > seen.txt`\n\nworkflow s:\n  entry: t\n  t -> done\n",
+    );
+    git(&env, &["add", "-A"]);
+    git(&env, &["commit", "-q", "-m", "init"]);
+    let store = env.path("state");
+    let xdg = env.home.path().join("xdg");
+    std::fs::create_dir_all(&xdg).unwrap();
+    std::fs::set_permissions(&xdg, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let out = env
+        .cmd()
+        .args(["run", "s.iter", "--sandbox-default-image", IMAGE])
+        .args(["--trust", "untrusted"])
+        .env("ITERION_HOME", &store)
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("SANDBOX_SETUP_FAILED"),
+        "{}",
+        stderr_of(&out)
+    );
+    // Nothing was copied, nothing started.
+    let copies = xdg.join("iterion/copies");
+    let left: Vec<_> = std::fs::read_dir(&copies)
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert_eq!(left, Vec::<std::ffi::OsString>::new());
+    assert!(!env.path("seen.txt").exists());
 }

@@ -102,6 +102,23 @@ pub(crate) async fn prepare(
     owner: Option<(u32, u32)>,
 ) -> Result<UntrustedLanding, SetupError> {
     let source = ctx.mount_inputs.workspace.clone();
+    // The checkout is screened as a workspace before anything of it is copied: a copy of a
+    // directory holding the store or a runtime root would hand them over as surely as a bind.
+    let scope = ctx.mount_inputs.mount_scope();
+    let screened = {
+        let source = source.clone();
+        tokio::task::spawn_blocking(move || {
+            iterion_sandbox::ScreenContext::from_env(&source)?
+                .for_run(iterion_sandbox::Trust::Untrusted, &scope)
+                .validate_workspace(&source)
+        })
+        .await
+    };
+    match screened {
+        Ok(Ok(_)) => {}
+        Ok(Err(error)) => return Err(SetupError::classify(&error)),
+        Err(error) => return Err(SetupError::failed(format!("sandbox: {error}"))),
+    }
     let dir = crate::sandbox::rundir::create_copy_dir(ctx.run_id, ctx.store_id).await?;
     let copy = dir.join("workspace");
     let stats = match copy_workspace(&source, &copy, owner).await {

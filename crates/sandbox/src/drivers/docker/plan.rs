@@ -116,6 +116,9 @@ fn utf8(field: &str, path: &Path) -> Result<String> {
 pub const UNTRUSTED_CAP_DROP: &[&str] = &["ALL"];
 /// The security options of an untrusted container.
 pub const UNTRUSTED_SECURITY_OPT: &[&str] = &["no-new-privileges"];
+/// The most processes an untrusted container may hold at once: a fork bomb stays inside it
+/// instead of exhausting the host's pids.
+pub const UNTRUSTED_PIDS_LIMIT: i64 = 4096;
 
 /// The create body of a run's one long-lived container (SANDBOX.md §4.5). Pure.
 ///
@@ -228,6 +231,7 @@ pub fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
         // (a setuid binary it plants or finds does not elevate); its user is non-root (the
         // engine's plan sets it).
         cap_drop: untrusted.then(|| UNTRUSTED_CAP_DROP.iter().map(|c| (*c).to_owned()).collect()),
+        pids_limit: untrusted.then_some(UNTRUSTED_PIDS_LIMIT),
         security_opt: untrusted.then(|| {
             UNTRUSTED_SECURITY_OPT
                 .iter()
