@@ -29,6 +29,13 @@ pub fn terminal_safe(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A compile's diagnostics as `validate` and `run` show them (the source lines quoted are the
+/// file's own bytes, so they pass [`terminal_safe`]).
+pub fn diagnostics(shown: &str, bytes: &[u8], diagnostics: &[iterion_dsl::Diagnostic]) -> String {
+    let source = iterion_dsl::render::display_source(bytes);
+    terminal_safe(&iterion_dsl::render::human(shown, &source, diagnostics)).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

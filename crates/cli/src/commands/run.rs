@@ -8,7 +8,7 @@
 //! the process exits.
 use std::sync::Arc;
 
-use iterion_dsl::{CompileOptions, render};
+use iterion_dsl::CompileOptions;
 use iterion_engine::{
     EngineError, LaunchOptions, RunControl, RunRequest, resolve_secrets, resolve_vars,
     workflow_hash,
@@ -104,27 +104,17 @@ pub(crate) fn compile_workflow(
     let workflow = match compiled.workflow {
         Some(workflow) if errors == 0 => {
             if warnings > 0 {
-                let source = render::display_source(&bytes);
                 eprint!(
                     "{}",
-                    crate::terminal::terminal_safe(&render::human(
-                        &shown,
-                        &source,
-                        &compiled.diagnostics
-                    ))
+                    crate::terminal::diagnostics(&shown, &bytes, &compiled.diagnostics)
                 );
             }
             workflow
         }
         _ => {
-            let source = render::display_source(&bytes);
             eprint!(
                 "{}",
-                crate::terminal::terminal_safe(&render::human(
-                    &shown,
-                    &source,
-                    &compiled.diagnostics
-                ))
+                crate::terminal::diagnostics(&shown, &bytes, &compiled.diagnostics)
             );
             return Err(Failure::bad_input(anyhow::anyhow!(
                 "{shown} does not compile; nothing was run (`iterion validate {shown}` shows the same diagnostics)"

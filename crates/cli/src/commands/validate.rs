@@ -32,11 +32,9 @@ pub fn run(args: &ValidateArgs) -> Exit {
     if args.json {
         println!("{}", render::json(&shown, &compiled.diagnostics));
     } else {
-        let source = render::display_source(&bytes);
-        // The quoted source lines are the (hostile) file's own bytes.
         print!(
             "{}",
-            crate::terminal::terminal_safe(&render::human(&shown, &source, &compiled.diagnostics))
+            crate::terminal::diagnostics(&shown, &bytes, &compiled.diagnostics)
         );
     }
     if compiled.error_count() > 0 {
