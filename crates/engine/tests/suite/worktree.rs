@@ -291,3 +291,79 @@ async fn attack_no_spelling_of_dot_git_and_no_symlinked_gitmodules_is_landed() {
     let files = git(repo.path(), &["ls-tree", "-r", "--name-only", &name]);
     assert_eq!(files, ".gitignore\na.txt\nkept.txt", "{files}");
 }
+
+#[tokio::test]
+async fn attack_hostile_names_links_and_specials_land_as_data_and_nothing_is_followed() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let repo = repo();
+    let home = tempfile::tempdir().unwrap();
+    let wt = create_worktree(home.path(), "r11", repo.path())
+        .await
+        .unwrap();
+    let p = wt.path().to_owned();
+    for name in [
+        &b"new\nline"[..],
+        b"quo\"te",
+        b"back\\slash",
+        b"-dash",
+        b"M 100644 inline x",
+        b"\xff\xfe-not-utf8",
+    ] {
+        std::fs::write(p.join(OsStr::from_bytes(name)), "x").unwrap();
+    }
+    std::os::unix::fs::symlink("/etc", p.join("etc-link")).unwrap();
+    std::os::unix::fs::symlink("loop", p.join("loop")).unwrap();
+    nix::unistd::mkfifo(
+        &p.join("fifo"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    let mut deep = p.join("d");
+    for _ in 0..40 {
+        deep = deep.join("d");
+    }
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("leaf"), "leaf").unwrap();
+    let WorktreeLanding::Branch { name, .. } = wt.finish_done("w", "r11").await.unwrap() else {
+        panic!("expected a branch");
+    };
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo.path())
+        .args(["ls-tree", "-r", "-z", &name])
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    let entries: Vec<(String, Vec<u8>)> = out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|r| !r.is_empty())
+        .map(|r| {
+            let tab = r.iter().position(|b| *b == b'\t').unwrap();
+            let mode = String::from_utf8_lossy(&r[..6]).into_owned();
+            (mode, r[tab + 1..].to_vec())
+        })
+        .collect();
+    let has = |mode: &str, path: &[u8]| entries.iter().any(|(m, p)| m == mode && p == path);
+    for name in [
+        &b"new\nline"[..],
+        b"quo\"te",
+        b"back\\slash",
+        b"-dash",
+        b"M 100644 inline x",
+        b"\xff\xfe-not-utf8",
+    ] {
+        assert!(
+            has("100644", name),
+            "{:?} missing: {entries:?}",
+            String::from_utf8_lossy(name)
+        );
+    }
+    assert!(has("120000", b"etc-link"), "{entries:?}");
+    assert!(has("120000", b"loop"), "{entries:?}");
+    assert!(!entries.iter().any(|(_, p)| p == b"fifo"));
+    assert!(!entries.iter().any(|(_, p)| p.starts_with(b"etc-link/")));
+    assert!(entries.iter().any(|(_, p)| p.ends_with(b"/leaf")));
+}
