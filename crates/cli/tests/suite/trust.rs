@@ -364,3 +364,46 @@ fn docker_attack_an_untrusted_run_of_a_checkout_holding_the_store_is_refused_bef
     assert_eq!(left, Vec::<std::ffi::OsString>::new());
     assert!(!env.path("seen.txt").exists());
 }
+
+#[test]
+fn docker_a_resumed_untrusted_run_replaces_a_stale_copy_left_by_a_dead_attempt() {
+    if !docker_or_skip("cli::trust::docker_untrusted_stale_copy") {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        "r.iter",
+        "tool t:\n  command: `cat stale.txt 2>/dev/null; exit 3`\n\nworkflow r:\n  entry: t\n  t -> done\n",
+    );
+    git(&env, &["add", "-A"]);
+    git(&env, &["commit", "-q", "-m", "init"]);
+    let xdg = env.home.path().join("xdg");
+    std::fs::create_dir_all(&xdg).unwrap();
+    std::fs::set_permissions(&xdg, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let run = |args: &[&str]| {
+        env.cmd()
+            .args(args)
+            .args(["--sandbox-default-image", IMAGE])
+            .env("XDG_RUNTIME_DIR", &xdg)
+            .output()
+            .unwrap()
+    };
+    let first = run(&["run", "r.iter", "--trust", "untrusted"]);
+    assert_eq!(first.status.code(), Some(1), "{}", stderr_of(&first));
+    let id = env.only_run().id.to_string();
+    // What a killed engine leaves: the run's copy dir, with a planted file in the workspace.
+    let stale = xdg.join("iterion/copies").join(&id).join("workspace");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("stale.txt"), "STALE").unwrap();
+    let out = env
+        .cmd()
+        .args(["resume", &id])
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .output()
+        .unwrap();
+    let stderr = stderr_of(&out);
+    assert!(!stderr.contains("SANDBOX_SETUP_FAILED"), "{stderr}");
+    assert!(stderr.contains("EXECUTION_FAILED"), "{stderr}");
+    assert!(!stderr.contains("STALE"), "{stderr}");
+    assert!(!xdg.join("iterion/copies").join(&id).exists());
+}

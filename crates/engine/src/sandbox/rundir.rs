@@ -40,6 +40,9 @@ pub(crate) async fn create_copy_dir(run_id: &str, store_id: &str) -> Result<Path
     private_root(&root).await?;
     let copies = root.join(COPIES_DIR);
     private_root(&copies).await?;
+    // A copy left by an attempt of this run that died (the caller holds the run now): it is
+    // stale, and a fresh copy replaces it.
+    remove(&copies.join(run_id)).await;
     make_run_dir(&copies, run_id, store_id).await
 }
 
