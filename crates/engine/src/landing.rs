@@ -22,7 +22,10 @@ use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use tokio::io::AsyncWriteExt;
 
+use std::sync::Arc;
+
 use crate::git::{GitError, HostGit};
+use crate::secrets::Redactor;
 
 /// At most this many files are landed from one directory.
 pub(crate) const MAX_FILES: usize = 200_000;
@@ -147,7 +150,9 @@ pub(crate) async fn commit_dir(
     parent: Option<&str>,
     message: &str,
     identity: &Identity,
+    redactor: Option<&Arc<Redactor>>,
 ) -> Result<String, LandingError> {
+    let redactor = redactor.cloned();
     let parent_tree = tracked(git, parent).await?;
     let temp_ref = format!("refs/iterion/landing/{}", uuid::Uuid::now_v7());
     let mut header = Vec::new();
@@ -185,7 +190,7 @@ pub(crate) async fn commit_dir(
         if !sink(header) {
             return Ok(());
         }
-        walk_tree(&walk_dir, &parent_tree, &mut sink)?;
+        walk_tree(&walk_dir, &parent_tree, redactor.as_deref(), &mut sink)?;
         sink(b"\ndone\n".to_vec());
         Ok::<(), LandingError>(())
     });
@@ -239,6 +244,7 @@ struct Frame {
 fn walk_tree(
     root: &Path,
     parent: &BTreeMap<Vec<u8>, TreeEntry>,
+    redactor: Option<&Redactor>,
     sink: &mut dyn FnMut(Vec<u8>) -> bool,
 ) -> Result<(), LandingError> {
     // Every directory prefix of a tracked path, so an ignored directory is entered only for
@@ -257,6 +263,7 @@ fn walk_tree(
         tracked_dirs: &tracked_dirs,
         files: 0,
         bytes: 0,
+        redactor,
         sink,
     };
     let mut frames = Vec::new();
@@ -269,6 +276,9 @@ struct Walk<'a> {
     tracked_dirs: &'a HashSet<Vec<u8>>,
     files: usize,
     bytes: u64,
+    /// An untrusted run's: every secret value (in every form) a file or link holds is replaced
+    /// before it lands, so the branch and the patch never carry one.
+    redactor: Option<&'a Redactor>,
     sink: &'a mut dyn FnMut(Vec<u8>) -> bool,
 }
 
@@ -409,6 +419,10 @@ impl Walk<'_> {
 
     fn blob(&mut self, mode: &str, rel: &[u8], data: Vec<u8>) -> Result<(), LandingError> {
         self.count()?;
+        let data = match self.redactor.and_then(|r| r.redact_bytes(&data)) {
+            Some(redacted) => redacted,
+            None => data,
+        };
         let mut cmd = format!("M {mode} inline ").into_bytes();
         cmd.extend_from_slice(&quote_path(rel));
         cmd.extend_from_slice(format!("\ndata {}\n", data.len()).as_bytes());
@@ -527,6 +541,8 @@ pub(crate) struct LandingPlan<'a> {
     pub patch: &'a Path,
     /// The commit message.
     pub message: &'a str,
+    /// The run's redactor: no secret value is landed.
+    pub redactor: Option<&'a Arc<Redactor>>,
 }
 
 /// Lands `plan.result` as a commit on a new branch plus a patch file, diffed against the state
@@ -552,6 +568,7 @@ pub(crate) async fn land(plan: &LandingPlan<'_>) -> Result<Landed, LandingError>
                 head,
                 "iterion: the workspace as the run started",
                 &identity,
+                plan.redactor,
             )
             .await?;
             if head.is_some() && same_tree(&git, head, Some(&made)).await? {
@@ -562,7 +579,15 @@ pub(crate) async fn land(plan: &LandingPlan<'_>) -> Result<Landed, LandingError>
         }
         None => head.map(str::to_owned),
     };
-    let commit = commit_dir(&git, plan.result, base.as_deref(), plan.message, &identity).await?;
+    let commit = commit_dir(
+        &git,
+        plan.result,
+        base.as_deref(),
+        plan.message,
+        &identity,
+        plan.redactor,
+    )
+    .await?;
     if same_tree(&git, base.as_deref(), Some(&commit)).await? {
         return Ok(Landed::Unchanged);
     }

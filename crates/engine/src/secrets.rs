@@ -164,6 +164,23 @@ impl Redactor {
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
 
+    /// `data` (any bytes: a file's content) with every secret value in every form replaced, or
+    /// `None` when it holds none.
+    pub fn redact_bytes(&self, data: &[u8]) -> Option<Vec<u8>> {
+        let compiled = self.snapshot();
+        let spans = compiled.forms.spans(data);
+        if spans.is_empty() {
+            return None;
+        }
+        Some(replace_spans(data, &merge_touching(spans), |i| {
+            compiled
+                .entries
+                .get(i)
+                .map(|(_, r)| r.clone().into_bytes())
+                .unwrap_or_default()
+        }))
+    }
+
     /// `value` with every string (and object key) redacted.
     pub fn redact_json(&self, value: &Value) -> Value {
         if self.is_empty() {

@@ -260,6 +260,7 @@ impl RunWorktree {
             Some(&self.base_commit),
             &message,
             &identity,
+            None,
         )
         .await?;
         if same_tree(&git, Some(&self.base_commit), Some(&commit)).await? {

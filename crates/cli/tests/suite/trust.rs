@@ -407,3 +407,53 @@ fn docker_a_resumed_untrusted_run_replaces_a_stale_copy_left_by_a_dead_attempt()
     assert!(!stderr.contains("STALE"), "{stderr}");
     assert!(!xdg.join("iterion/copies").join(&id).exists());
 }
+
+#[test]
+fn docker_attack_a_secret_an_untrusted_run_writes_into_its_workspace_never_lands() {
+    if !docker_or_skip("cli::trust::docker_untrusted_secret_in_result") {
+        return;
+    }
+    let Some(static_bin) = iterion_test_support::static_iterion_or_skip(
+        "cli::trust::docker_untrusted_secret_in_result",
+    ) else {
+        return;
+    };
+    const VALUE: &str = "s3cr3t-VALUE-0123456789-landing";
+    let env = Env::new();
+    env.write(
+        "l.iter",
+        "secrets:\n  key:\n    value: \"${ITERION_TEST_LANDING_KEY}\"\n    as: file\n    env: \"KEY_FILE\"\n\ntool t:\n  command: `cp \"$KEY_FILE\" leaked.txt; base64 \"$KEY_FILE\" > leaked64.txt; rev \"$KEY_FILE\" > leakedrev.txt; echo kept > kept.txt`\n\nworkflow l:\n  entry: t\n  t -> done\n",
+    );
+    git(&env, &["add", "-A"]);
+    git(&env, &["commit", "-q", "-m", "init"]);
+    let out = env
+        .cmd()
+        .args(["run", "l.iter", "--sandbox-default-image", IMAGE])
+        .args(["--trust", "untrusted"])
+        .env("ITERION_TEST_LANDING_KEY", VALUE)
+        .env("ITERION_BIN", &static_bin)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let run = env.only_run();
+    let branch = format!("iterion/l/{}", run.id);
+    assert_eq!(git(&env, &["show", &format!("{branch}:kept.txt")]), "kept");
+    let leaked = git(&env, &["show", &format!("{branch}:leaked.txt")]);
+    assert!(leaked.contains("[REDACTED:key]"), "{leaked}");
+    let everything = git(&env, &["log", "-p", "--all", "--format=%H"]);
+    let b64 = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(VALUE)
+    };
+    let reversed: String = VALUE.chars().rev().collect();
+    for form in [VALUE, b64.as_str(), reversed.as_str()] {
+        assert!(!everything.contains(form), "{form} landed in the branch");
+    }
+    let landed = first(&env.events(&run), "sandbox_workspace_landed")
+        .cloned()
+        .unwrap();
+    let patch = std::fs::read_to_string(landed["patch"].as_str().unwrap()).unwrap();
+    for form in [VALUE, b64.as_str(), reversed.as_str()] {
+        assert!(!patch.contains(form), "{form} is in the patch");
+    }
+}

@@ -88,6 +88,8 @@ pub(crate) struct UntrustedLanding {
     pub patch: PathBuf,
     pub message: String,
     pub events: Arc<dyn EventSink>,
+    /// The run's redactor: no secret value is landed (issue 15 item 8).
+    pub redactor: Arc<crate::secrets::Redactor>,
 }
 
 /// Makes the copy and points the sandbox's workspace folder at the host path (the run sees its
@@ -179,6 +181,7 @@ pub(crate) async fn prepare(
             .join("changes.patch"),
         message: format!("iterion run {} (untrusted)", ctx.run_id),
         events: Arc::clone(&ctx.event_sink),
+        redactor: Arc::clone(&ctx.redactor),
     })
 }
 
@@ -196,6 +199,7 @@ impl UntrustedLanding {
             branch: &self.branch,
             patch: &self.patch,
             message: &self.message,
+            redactor: Some(&self.redactor),
         };
         let event = match crate::landing::land(&plan).await {
             Ok(crate::landing::Landed::Changes {
