@@ -611,12 +611,7 @@ pub(crate) async fn land(plan: &LandingPlan<'_>) -> Result<Landed, LandingError>
         source,
     })?;
     let branch = match plan.repo {
-        Some(_) => {
-            let full = format!("refs/heads/{}", plan.branch);
-            // The empty old value: created, never moved if it already exists.
-            git.run(&["update-ref", &full, &commit, ""]).await?;
-            Some(plan.branch.to_owned())
-        }
+        Some(_) => Some(create_branch(&git, plan.branch, &commit).await?),
         None => None,
     };
     Ok(Landed::Changes {
@@ -626,6 +621,35 @@ pub(crate) async fn land(plan: &LandingPlan<'_>) -> Result<Landed, LandingError>
         patch: plan.patch.to_owned(),
     })
 }
+
+/// Creates `name` at `commit`, never moving an existing branch: a name that is taken (an earlier
+/// attempt of the same run landed there, or the operator made it) gives way to `name-2`,
+/// `name-3`, …; the name created is returned.
+async fn create_branch(git: &HostGit, name: &str, commit: &str) -> Result<String, LandingError> {
+    let mut last = None;
+    for n in 1..=MAX_BRANCH_SUFFIX {
+        let candidate = if n == 1 {
+            name.to_owned()
+        } else {
+            format!("{name}-{n}")
+        };
+        // The empty old value: created only if it does not exist.
+        match git
+            .run(&["update-ref", &format!("refs/heads/{candidate}"), commit, ""])
+            .await
+        {
+            Ok(_) => return Ok(candidate),
+            Err(error) => last = Some(error),
+        }
+    }
+    Err(last.map_or_else(
+        || LandingError::Import("no branch name".to_owned()),
+        LandingError::Git,
+    ))
+}
+
+/// How many `-<n>` suffixes [`create_branch`] tries.
+const MAX_BRANCH_SUFFIX: usize = 100;
 
 /// Writes `data` to `path` (parents made), readable by the owner only.
 fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {

@@ -457,3 +457,52 @@ fn docker_attack_a_secret_an_untrusted_run_writes_into_its_workspace_never_lands
         assert!(!patch.contains(form), "{form} is in the patch");
     }
 }
+
+#[test]
+fn docker_every_attempt_of_an_untrusted_run_lands_and_none_overwrites_another() {
+    if !docker_or_skip("cli::trust::docker_untrusted_attempts_land") {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        "a.iter",
+        "tool t:\n  command: `echo work > out.txt; exit 3`\n\nworkflow a:\n  entry: t\n  t -> done\n",
+    );
+    git(&env, &["add", "-A"]);
+    git(&env, &["commit", "-q", "-m", "init"]);
+    let first = env
+        .cmd()
+        .args([
+            "run",
+            "a.iter",
+            "--trust",
+            "untrusted",
+            "--sandbox-default-image",
+            IMAGE,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(first.status.code(), Some(1), "{}", stderr_of(&first));
+    let run = env.only_run();
+    let id = run.id.to_string();
+    let resumed = env.cmd().args(["resume", &id]).output().unwrap();
+    assert_eq!(resumed.status.code(), Some(1), "{}", stderr_of(&resumed));
+    let landed: Vec<serde_json::Value> = env
+        .events(&run)
+        .into_iter()
+        .filter(|(k, _)| k == "sandbox_workspace_landed")
+        .map(|(_, v)| v)
+        .collect();
+    let branch = format!("iterion/a/{id}");
+    assert_eq!(landed.len(), 2, "{landed:?}");
+    assert_eq!(landed[0]["branch"], branch.as_str(), "{landed:?}");
+    assert_eq!(
+        landed[1]["branch"],
+        format!("{branch}-2").as_str(),
+        "{landed:?}"
+    );
+    assert!(landed.iter().all(|l| l["error"].is_null()), "{landed:?}");
+    for b in [branch.clone(), format!("{branch}-2")] {
+        assert_eq!(git(&env, &["show", &format!("{b}:out.txt")]), "work");
+    }
+}
