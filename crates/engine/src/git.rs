@@ -94,27 +94,33 @@ pub(crate) struct HostGit {
 }
 
 impl HostGit {
-    /// A runner for `dir`, with the repository's filter/diff/merge drivers neutralised. Outside a
-    /// repository there are none to read, and that is not an error.
-    pub(crate) async fn open(dir: &Path) -> HostGit {
-        let mut git = HostGit {
+    /// A runner for `dir`, for commands that apply no attributes to a work tree (`rev-parse`,
+    /// `config`, `ls-tree`, `fast-import`, `update-ref`, `worktree remove`): the fixed overrides
+    /// only, no extra process.
+    pub(crate) fn plain(dir: &Path) -> HostGit {
+        HostGit {
             dir: dir.to_owned(),
             drivers: Vec::new(),
             env: Vec::new(),
-        };
+        }
+    }
+
+    /// A runner for `dir` that also blanks every filter/diff/merge driver the repository's config
+    /// names (read with one `git config` first), for commands that check out or diff a work tree
+    /// (`worktree add`, `diff-tree -p`). Outside a repository there are none, and that is not an
+    /// error.
+    pub(crate) async fn open(dir: &Path) -> HostGit {
+        let mut git = HostGit::plain(dir);
         git.drivers = git.read_driver_overrides().await;
         git
     }
 
-    /// A runner for the bare repository at `git_dir` (no work tree).
-    pub(crate) async fn bare(git_dir: &Path) -> HostGit {
-        let mut git = HostGit {
-            dir: git_dir.to_owned(),
-            drivers: Vec::new(),
+    /// A runner for the bare repository at `git_dir` (no work tree, so no driver can apply).
+    pub(crate) fn bare(git_dir: &Path) -> HostGit {
+        HostGit {
             env: vec![("GIT_DIR".to_owned(), git_dir.to_string_lossy().into_owned())],
-        };
-        git.drivers = git.read_driver_overrides().await;
-        git
+            ..HostGit::plain(git_dir)
+        }
     }
 
     /// `filter.X.clean=` and the like for every driver the repository's config names.
@@ -140,10 +146,8 @@ impl HostGit {
     /// The base command: hardened environment and every override.
     pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("git");
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("GIT_") {
-                cmd.env_remove(&key);
-            }
+        for key in inherited_git_vars() {
+            cmd.env_remove(key);
         }
         cmd.envs([
             ("GIT_CONFIG_NOSYSTEM", "1"),
@@ -232,6 +236,18 @@ impl HostGit {
             .ok()
             .filter(|v| !v.is_empty())
     }
+}
+
+/// The `GIT_*` variables of this process's environment, read once: every host git command is
+/// started without them.
+fn inherited_git_vars() -> &'static [std::ffi::OsString] {
+    static VARS: std::sync::OnceLock<Vec<std::ffi::OsString>> = std::sync::OnceLock::new();
+    VARS.get_or_init(|| {
+        std::env::vars_os()
+            .map(|(key, _)| key)
+            .filter(|key| key.to_string_lossy().starts_with("GIT_"))
+            .collect()
+    })
 }
 
 /// The `-c` overrides that blank every command of the drivers named in `names` (the NUL-separated

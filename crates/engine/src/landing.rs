@@ -551,11 +551,10 @@ pub(crate) async fn land(plan: &LandingPlan<'_>) -> Result<Landed, LandingError>
     let git = match plan.repo {
         Some(repo) => HostGit::open(repo).await,
         None => {
-            let scratch =
-                HostGit::open(plan.scratch_repo.parent().unwrap_or(plan.scratch_repo)).await;
+            let scratch = HostGit::plain(plan.scratch_repo.parent().unwrap_or(plan.scratch_repo));
             let shown = plan.scratch_repo.to_string_lossy().into_owned();
             scratch.run(&["init", "--bare", "-q", &shown]).await?;
-            HostGit::bare(plan.scratch_repo).await
+            HostGit::bare(plan.scratch_repo)
         }
     };
     let identity = Identity::of(&git).await;

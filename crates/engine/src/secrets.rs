@@ -153,13 +153,7 @@ impl Redactor {
                 span.end += 1;
             }
         }
-        let out = replace_spans(text.as_bytes(), &merge_touching(spans), |i| {
-            compiled
-                .entries
-                .get(i)
-                .map(|(_, r)| r.clone().into_bytes())
-                .unwrap_or_default()
-        });
+        let out = compiled.replace(text.as_bytes(), spans);
         String::from_utf8(out)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
@@ -172,13 +166,7 @@ impl Redactor {
         if spans.is_empty() {
             return None;
         }
-        Some(replace_spans(data, &merge_touching(spans), |i| {
-            compiled
-                .entries
-                .get(i)
-                .map(|(_, r)| r.clone().into_bytes())
-                .unwrap_or_default()
-        }))
+        Some(compiled.replace(data, spans))
     }
 
     /// `value` with every string (and object key) redacted.
@@ -202,6 +190,18 @@ impl Redactor {
 }
 
 /// Spans widened to character boundaries may now overlap: merge them again.
+impl Compiled {
+    /// `data` with each span (touching ones merged) replaced by its entry's replacement.
+    fn replace(&self, data: &[u8], spans: Vec<SecretSpan>) -> Vec<u8> {
+        replace_spans(data, &merge_touching(spans), |i| {
+            self.entries
+                .get(i)
+                .map(|(_, r)| r.clone().into_bytes())
+                .unwrap_or_default()
+        })
+    }
+}
+
 fn merge_touching(spans: Vec<SecretSpan>) -> Vec<SecretSpan> {
     let mut out: Vec<SecretSpan> = Vec::with_capacity(spans.len());
     for s in spans {

@@ -81,11 +81,10 @@ impl WorktreeError {
     }
 }
 
-/// Runs `git -C dir args…` through the hardened host runner ([`crate::git::HostGit`]); its
-/// trimmed stdout, or the failure.
+/// Runs `git -C dir args…` through the hardened host runner ([`crate::git::HostGit::plain`]: for
+/// commands that apply no attributes to a work tree); its trimmed stdout, or the failure.
 pub(crate) async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
-    crate::git::HostGit::open(dir)
-        .await
+    crate::git::HostGit::plain(dir)
         .run(args)
         .await
         .map_err(WorktreeError::from)
@@ -189,11 +188,11 @@ pub async fn create_worktree(
         })?;
     let path = parent.join(run_id);
     let shown = path.to_string_lossy().into_owned();
-    git(
-        &repo,
-        &["worktree", "add", "--detach", &shown, &base_commit],
-    )
-    .await?;
+    // The checkout applies the repository's attributes: its drivers are blanked.
+    crate::git::HostGit::open(&repo)
+        .await
+        .run(&["worktree", "add", "--detach", &shown, &base_commit])
+        .await?;
     Ok(RunWorktree {
         repo,
         path,
@@ -251,7 +250,7 @@ impl RunWorktree {
     /// hook, fsmonitor, filter or attribute of the worktree runs (issue 15 item 2).
     async fn land(&self, workflow: &str, run_id: &str) -> Result<WorktreeLanding, WorktreeError> {
         use crate::landing::{Identity, commit_dir, same_tree};
-        let git = crate::git::HostGit::open(&self.repo).await;
+        let git = crate::git::HostGit::plain(&self.repo);
         let identity = Identity::of(&git).await;
         let message = format!("iterion run {run_id}");
         let commit = commit_dir(

@@ -35,7 +35,7 @@ pub const UNTRUSTED_UID: u32 = 65532;
 /// user already). `HOME` defaults to `/tmp` (the uid has no home in the image). Returns the
 /// owner to give the workspace copy (root engine only).
 pub(crate) fn untrusted_user(spec: &mut Spec) -> Option<(u32, u32)> {
-    let engine = engine_ids();
+    let engine = crate::sandbox::mounts::host_ids();
     let ids = match (engine, numeric_non_root(spec.user.as_deref())) {
         (Some((0, _)), Some(ids)) => ids,
         (Some((0, _)), None) | (None, _) => (UNTRUSTED_UID, UNTRUSTED_UID),
@@ -59,14 +59,6 @@ pub(crate) fn numeric_non_root(user: Option<&str>) -> Option<(u32, u32)> {
         }
     };
     (uid != 0).then_some((uid, gid))
-}
-
-/// The effective uid and gid of this process (the owner of `/proc/self`).
-fn engine_ids() -> Option<(u32, u32)> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self")
-        .ok()
-        .map(|m| (m.uid(), m.gid()))
 }
 
 /// An untrusted run's copy and where its result goes (see [`prepare`]).
@@ -156,8 +148,7 @@ pub(crate) async fn prepare(
     };
     let repo = crate::workspace::repository_root_of(&source).await;
     let head = match &repo {
-        Some(repo) => crate::git::HostGit::open(repo)
-            .await
+        Some(repo) => crate::git::HostGit::plain(repo)
             .run(&["rev-parse", "--verify", "-q", "HEAD^{commit}"])
             .await
             .ok()
@@ -511,6 +502,13 @@ impl Copier {
     }
 }
 
+/// A setup that failed after the copy was made: the copy (if any) goes, nothing is landed.
+pub(crate) async fn discard(landing: Option<Box<UntrustedLanding>>) {
+    if let Some(landing) = landing {
+        landing.discard().await;
+    }
+}
+
 /// The bound of the run-files drain (as SANDBOX.md §5.11's).
 const DRAIN_MAX_BYTES: u64 = 256 * 1024 * 1024;
 
@@ -579,13 +577,10 @@ fn names_back(gitdir: &Path, gitfile: &Path) -> bool {
     }
 }
 
-/// The directory a gitfile names, relative to the gitfile's own directory. Pure.
+/// The directory a gitfile names ([`iterion_sandbox::parse_gitfile`]), relative to the
+/// gitfile's own directory. Pure.
 fn gitfile_target(text: &str, gitfile: &Path) -> Option<PathBuf> {
-    let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
-    if target.is_empty() {
-        return None;
-    }
-    let target = Path::new(target);
+    let target = Path::new(iterion_sandbox::parse_gitfile(text)?);
     Some(if target.is_absolute() {
         target.to_owned()
     } else {

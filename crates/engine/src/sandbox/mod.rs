@@ -501,9 +501,7 @@ async fn start(
     let plan = match mounts::plan_mounts(&mut spec, &inputs).await {
         Ok(plan) => plan,
         Err(error) => {
-            if let Some(landing) = landing {
-                landing.discard().await;
-            }
+            copy::discard(landing).await;
             return Err(error);
         }
     };
@@ -518,14 +516,10 @@ async fn start(
             .emit(Event::SandboxHostBindsDropped(dropped))
             .await;
     }
-    // An untrusted run is always behind the proxy, `open` included (see egress.rs).
-    let proxied = closed_network || ctx.trust == Trust::Untrusted;
-    let run_dir = match rundir::create(ctx.run_id, ctx.store_id, proxied).await {
+    let run_dir = match rundir::create(ctx.run_id, ctx.store_id, closed_network).await {
         Ok(dir) => dir,
         Err(error) => {
-            if let Some(landing) = landing {
-                landing.discard().await;
-            }
+            copy::discard(landing).await;
             return Err(error);
         }
     };
@@ -543,9 +537,7 @@ async fn start(
                 Ok(addresses) => addresses,
                 Err(error) => {
                     rundir::remove(&run_dir).await;
-                    if let Some(landing) = landing {
-                        landing.discard().await;
-                    }
+                    copy::discard(landing).await;
                     return Err(SetupError::classify(&error));
                 }
             },
@@ -562,9 +554,7 @@ async fn start(
         Ok(proxy) => proxy,
         Err(error) => {
             rundir::remove(&run_dir).await;
-            if let Some(landing) = landing {
-                landing.discard().await;
-            }
+            copy::discard(landing).await;
             return Err(error);
         }
     };
@@ -654,9 +644,7 @@ async fn start(
                 proxy.shutdown(ctx.run_log.as_ref()).await;
             }
             rundir::remove(&run_dir).await;
-            if let Some(landing) = landing {
-                landing.discard().await;
-            }
+            copy::discard(landing).await;
             Err(error)
         }
     }

@@ -221,7 +221,7 @@ fn bind(source: &Path, target: &str, read_only: bool, purpose: &str) -> EngineMo
 }
 
 /// The effective uid and gid of this process (the owner of `/proc/self`).
-fn host_ids() -> Option<(u32, u32)> {
+pub(crate) fn host_ids() -> Option<(u32, u32)> {
     std::fs::metadata("/proc/self")
         .ok()
         .map(|m| (m.uid(), m.gid()))
@@ -530,8 +530,8 @@ async fn seed_git_identity_env(spec: &mut Spec, workspace: &Path) {
 }
 
 async fn git_config(workspace: &Path, key: &str) -> Option<String> {
-    let git = crate::git::HostGit::open(workspace);
-    let read = async { git.await.config(key).await };
+    let git = crate::git::HostGit::plain(workspace);
+    let read = git.config(key);
     tokio::time::timeout(Duration::from_secs(5), read)
         .await
         .ok()
