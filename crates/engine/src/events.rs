@@ -10,6 +10,7 @@
 //! The sandbox events live in their own module ([`crate::sandbox_events`]); this one holds the run,
 //! node and edge events and the [`Event`] enum itself.
 
+use iterion_agent::wire::Usage;
 use serde::{Deserialize, Serialize};
 
 use crate::failure::{FailureCode, OutcomeStatus};
@@ -214,15 +215,6 @@ pub struct NodeStarted {
     /// Inside a fan-out branch: the branch's first node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
-}
-
-/// Token counts of an agent node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Prompt tokens.
-    pub input_tokens: u64,
-    /// Completion tokens.
-    pub output_tokens: u64,
 }
 
 /// `node_finished` (SANDBOX.md §9.1).

@@ -635,7 +635,7 @@ impl Ctx<'_> {
         if text.len() <= EVENT_OUTPUT_MAX_BYTES {
             return redacted;
         }
-        let head = crate::text::truncate_bytes(&text, EVENT_OUTPUT_MAX_BYTES);
+        let head = iterion_agent::text::truncate_bytes(&text, EVENT_OUTPUT_MAX_BYTES);
         Value::String(format!(
             "{head}… [truncated: {} bytes of compact JSON]",
             text.len()

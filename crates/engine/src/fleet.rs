@@ -171,7 +171,7 @@ impl Engine {
         (
             iterion_dsl::ir::Workflow,
             Vec<crate::ResolvedSecret>,
-            crate::agent::provider::Routes,
+            iterion_agent::provider::Routes,
             crate::LaunchOptions,
             Option<crate::Checkpoint>,
         ),
@@ -189,9 +189,10 @@ impl Engine {
             .ok_or_else(|| format!("runner: the workflow file {path} no longer compiles"))?;
         let secrets =
             resolve_secrets(&workflow, |k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
-        let routes =
-            crate::agent::provider::resolve_routes(&workflow, &run.vars, |k| std::env::var(k).ok())
-                .map_err(|e| e.to_string())?;
+        let routes = iterion_agent::provider::resolve_routes(&workflow, &run.vars, |k| {
+            std::env::var(k).ok()
+        })
+        .map_err(|e| e.to_string())?;
         let envelope = RunEnvelope::from_value(run.checkpoint.as_ref());
         Ok((
             workflow,

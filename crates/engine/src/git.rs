@@ -213,7 +213,7 @@ impl HostGit {
             Err(GitError::Failed {
                 command: shown,
                 status: out.status.code().unwrap_or(-1),
-                stderr: crate::text::truncate_bytes(stderr.trim(), 2_000).to_owned(),
+                stderr: iterion_agent::text::truncate_bytes(stderr.trim(), 2_000).to_owned(),
             })
         }
     }

@@ -1,12 +1,19 @@
 //! The host "sandbox" of an unsandboxed run: the noop driver's run, so tool nodes keep one code
 //! path (DSL.md §6.1, "Otherwise: a host process in the run workspace").
+//!
+//! The agent's `bash` runs through it too ([`SandboxShell`]): in the engine process for an
+//! unsandboxed run, and in the runner (`iterion __claw-runner`, [`claw_runner_main`]) inside the
+//! container, where the host *is* the sandbox.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use iterion_agent::shell::{BoundedSink, OpenShell, Shell};
 use iterion_sandbox::{
     Driver, ExecOpts, ExecResult, NoProgress, NoopDriver, RunInfo, SandboxRun, Spec,
 };
+use tokio::io::{AsyncBufRead, AsyncWrite};
 
 /// A noop-driver run whose execs start in `workspace` with the iterion process's environment
 /// (plus `ITERION_RUN_ID` / `ITERION_NODE_ID`, which the executor adds). It isolates nothing:
@@ -20,6 +27,59 @@ pub async fn host_sandbox(
     workspace: &Path,
 ) -> Result<Box<dyn SandboxRun>, iterion_sandbox::Error> {
     host_sandbox_with_path(run_id, workspace, None).await
+}
+
+/// The agent's [`Shell`] over a sandbox run: `bash` as an exec of that run.
+pub(crate) struct SandboxShell(pub Arc<dyn SandboxRun>);
+
+#[async_trait]
+impl Shell for SandboxShell {
+    async fn exec(
+        &self,
+        argv: &[String],
+        env: Vec<(String, String)>,
+        workdir: &Path,
+        stdout: BoundedSink,
+        stderr: BoundedSink,
+    ) -> Result<i64, String> {
+        let opts = ExecOpts {
+            env,
+            workdir: Some(workdir.display().to_string()),
+            stdout: Some(Box::new(stdout)),
+            stderr: Some(Box::new(stderr)),
+            ..ExecOpts::default()
+        };
+        let result = self.0.exec(argv, opts).await.map_err(|e| e.to_string())?;
+        Ok(result.exit_code)
+    }
+}
+
+/// The runner's shells: the noop driver's host run in the task's workdir.
+struct HostShells;
+
+#[async_trait]
+impl OpenShell for HostShells {
+    async fn open(&self, session: &str, workdir: &Path) -> Result<Arc<dyn Shell>, String> {
+        let run = host_sandbox(session, workdir)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Arc::new(SandboxShell(Arc::from(run))))
+    }
+}
+
+/// `iterion __claw-runner`: the runner ([`iterion_agent::runner`]) over the process's
+/// stdin/stdout, its `bash` on this host; returns the exit code.
+pub async fn claw_runner_main() -> i32 {
+    iterion_agent::runner::claw_runner_main(&HostShells).await
+}
+
+/// The runner over any byte streams, its `bash` on this host (tests drive it in process).
+pub async fn serve_claw_runner<R, W>(input: R, output: W) -> i32
+where
+    R: AsyncBufRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    iterion_agent::runner::serve(input, output, &HostShells).await
 }
 
 /// The devbox `PATH` of a host run (SANDBOX.md §15, "No sandbox"): the profile bin dirs go

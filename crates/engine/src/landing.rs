@@ -217,7 +217,7 @@ pub(crate) async fn commit_dir(
     if !out.status.success() || write_failed {
         let _ = git.run(&["update-ref", "-d", &temp_ref]).await;
         return Err(LandingError::Import(
-            crate::text::truncate_bytes(String::from_utf8_lossy(&out.stderr).trim(), 2_000)
+            iterion_agent::text::truncate_bytes(String::from_utf8_lossy(&out.stderr).trim(), 2_000)
                 .to_owned(),
         ));
     }

@@ -93,7 +93,7 @@ pub enum LaunchError {
     /// An agent node's model cannot be reached: unknown provider, missing key or base URL
     /// (SANDBOX.md §13.1b).
     #[error(transparent)]
-    Model(#[from] crate::agent::provider::RouteError),
+    Model(#[from] iterion_agent::provider::RouteError),
 }
 
 impl LaunchError {

@@ -86,7 +86,6 @@ mod secrets;
 mod select;
 mod sink;
 mod subbot;
-mod text;
 mod tool;
 mod workspace;
 mod worktree;
@@ -95,9 +94,6 @@ pub use async_trait::async_trait;
 pub use iterion_dsl as dsl;
 
 pub use admission::{ADMISSION_CAS_ATTEMPTS, ADMISSION_PHASE, AdmissionError};
-pub use agent::provider::{Endpoint, NodeModel, Provider, RouteError, Routes, resolve_routes};
-pub use agent::session::{Question, Snapshot};
-pub use agent::wire::{Conversation, Message, ToolCall, ToolResult, ToolSpec};
 pub use agent::{Operator, PausedAgent};
 pub use budget::{BudgetError, RunBudget, parse_budget_duration};
 pub use capture::{LOG_CAP, STDOUT_CAP};
@@ -111,7 +107,7 @@ pub use engine_binary::{
 pub use events::{
     BudgetDimension, BudgetExceeded, EdgeConditionError, EdgeSelected, Event, LoopExhausted,
     NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, PHASE_EXECUTION, RunCancelled, RunFailed,
-    RunFinished, RunPaused, RunStarted, Usage,
+    RunFinished, RunPaused, RunStarted,
 };
 pub use executor::{EVENT_OUTPUT_MAX_BYTES, Execution, ExecutionError};
 pub use failure::{Disposition, FailureCode, MAX_DELIVERIES, OutcomeStatus};
@@ -119,7 +115,17 @@ pub use fleet::{
     Delivery, WorkerOptions, WorkerReport, redeliver, redeliver_interrupted, run_worker,
     settle_delivery,
 };
-pub use host::host_sandbox;
+pub use host::{claw_runner_main, host_sandbox, serve_claw_runner};
+pub use iterion_agent::envelope::{
+    ChannelError, Envelope, EnvelopeReader, EnvelopeWriter, MAX_LINE, decode_line, encode_line,
+};
+pub use iterion_agent::placement::{PermissionPolicy, Placement, sandbox_placement_of};
+pub use iterion_agent::provider::{
+    Endpoint, NodeModel, Provider, RouteError, Routes, resolve_routes,
+};
+pub use iterion_agent::runner::TaskData;
+pub use iterion_agent::session::{Question, Snapshot};
+pub use iterion_agent::wire::{Conversation, Message, ToolCall, ToolResult, ToolSpec, Usage};
 pub use launch::{
     LaunchError, resolve_secrets, resolve_vars, workflow_has_file_secrets, workflow_hash,
 };
@@ -138,11 +144,6 @@ pub use reaper::{
 };
 pub use record::{NoObserver, RunObserver};
 pub use run::PHASE_ADMISSION;
-pub use runner::envelope::{
-    ChannelError, Envelope, EnvelopeReader, EnvelopeWriter, MAX_LINE, decode_line, encode_line,
-};
-pub use runner::placement::{PermissionPolicy, Placement, sandbox_placement_of};
-pub use runner::side::{TaskData, claw_runner_main, serve as serve_claw_runner};
 pub use sandbox::mounts::{ARTIFACT_FILES_TARGET, ENGINE_BIN_TARGET};
 pub use sandbox::{PHASE_SANDBOX_SETUP, STORE_MARKER, SandboxSettings, runtime_root};
 pub use sandbox_events::{

@@ -295,9 +295,10 @@ impl StoreChildRuns<'_> {
         );
         let secrets = crate::launch::resolve_secrets(own.child, |k| std::env::var(k).ok())
             .map_err(|e| fail(FailureCode::LaunchFailed, format!("subbot {node}: {e}")))?;
-        let routes =
-            crate::agent::provider::resolve_routes(own.child, &own.vars, |k| std::env::var(k).ok())
-                .map_err(|e| fail(FailureCode::LaunchFailed, format!("subbot {node}: {e}")))?;
+        let routes = iterion_agent::provider::resolve_routes(own.child, &own.vars, |k| {
+            std::env::var(k).ok()
+        })
+        .map_err(|e| fail(FailureCode::LaunchFailed, format!("subbot {node}: {e}")))?;
         let new = iterion_store::NewRun::new(own.child.name.clone(), hash, file)
             .child_of(&self.parent)
             .vars(own.vars.clone())

@@ -109,9 +109,10 @@ impl Engine {
             )));
         };
         let secrets = resolve_secrets(&workflow, |k| std::env::var(k).ok())?;
-        let routes =
-            crate::agent::provider::resolve_routes(&workflow, &run.vars, |k| std::env::var(k).ok())
-                .map_err(crate::LaunchError::from)?;
+        let routes = iterion_agent::provider::resolve_routes(&workflow, &run.vars, |k| {
+            std::env::var(k).ok()
+        })
+        .map_err(crate::LaunchError::from)?;
         let envelope = RunEnvelope::from_value(run.checkpoint.as_ref());
         let launch = envelope.launch_or_cwd();
         let (settings, override_env) = settings_from_env(self.sandbox_default, &launch)?;

@@ -53,7 +53,7 @@ pub(crate) struct Attempt {
     pub checkpoint: Option<Checkpoint>,
     pub resumed: bool,
     /// Every agent node's model, resolved at launch.
-    pub routes: crate::agent::provider::Routes,
+    pub routes: iterion_agent::provider::Routes,
     /// `iterion resume --answer`.
     pub answer: Option<String>,
     /// Recorded right after `run_started`: how a subbot child stands towards its parent's
@@ -114,7 +114,7 @@ impl Engine {
         crate::RunBudget::resolve(&request.workflow.budget, |k| std::env::var(k).ok())
             .map_err(crate::LaunchError::from)?;
         let routes =
-            crate::agent::provider::resolve_routes(&request.workflow, &request.vars, |k| {
+            iterion_agent::provider::resolve_routes(&request.workflow, &request.vars, |k| {
                 std::env::var(k).ok()
             })
             .map_err(crate::LaunchError::from)?;

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::failure::FailureCode;
-use crate::text::truncate_bytes;
+use iterion_agent::text::truncate_bytes;
 
 /// `sandbox_skipped`: three shapes share the type (degrade, refusal, pinned noop). Build it with
 /// [`SandboxSkipped::degrade`], [`SandboxSkipped::refusal`] or [`SandboxSkipped::pinned_noop`].

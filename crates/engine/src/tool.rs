@@ -19,7 +19,7 @@ use crate::input::{View, loop_scope};
 use crate::outcome::{Failure, TAIL_BYTES};
 use crate::schema;
 use crate::sink::{LogLine, LogStream};
-use crate::text::tail_bytes;
+use iterion_agent::text::tail_bytes;
 
 /// Runs tool node `node` on `input`. `token` stops it (the exec is dropped, which kills it).
 pub(crate) async fn run(

@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use super::provider::{Provider, Routes};
 use crate::sandbox::EgressSecret;
 use crate::secrets::ResolvedSecret;
+use iterion_agent::provider::{Provider, Routes};
 
 /// One provider's credential.
 struct Credential {
@@ -83,7 +83,7 @@ pub(crate) fn model_hosts(routes: &Routes) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::provider::{Endpoint, NodeModel};
+    use iterion_agent::provider::{Endpoint, NodeModel};
     use pretty_assertions::assert_eq;
 
     fn routes() -> Routes {

@@ -1,50 +1,34 @@
 //! Agent and judge nodes (DSL.md §6.2), the `claw` backend.
 //!
-//! - [`provider`]: `provider/model`, keys and base URLs, resolved at launch (SANDBOX.md §13.1b).
-//! - [`http`]: the small HTTP/1.1 client model calls use (direct, or through the run's proxy).
-//! - [`wire`]: the provider-neutral conversation and the two API encodings.
-//! - [`session`]: the tool-use loop with retries, `tool_max_steps`, schema repair, pausing.
-//! - [`tools`]: the six workspace tools and `ask_user`'s spec.
-//!
 //! Where the loop runs is the launcher's choice ([`AgentPlace`]): in this process with the
 //! workspace on the host (no sandbox), or inside the run's container through the runner
 //! (`crate::runner`). Either way the node gets the same tools, the same output rules and the
 //! same events.
 
 pub(crate) mod gateway;
-pub(crate) mod glob;
-pub(crate) mod http;
-pub mod provider;
-pub(crate) mod session;
-pub(crate) mod tools;
-pub(crate) mod wire;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use iterion_dsl::ir::{AgentNode, Interaction};
 use iterion_dsl::template;
 use serde_json::{Value, json};
 
-use self::http::{HttpClient, Route};
-use self::provider::Routes;
-use self::session::{
-    LoopEnd, LoopError, LoopObserver, LoopSpec, Question, Snapshot, ToolHost, ToolOutcome,
-};
-use self::tools::{ASK_USER, LocalTools};
-use self::wire::{ToolCall, ToolSpec};
-use crate::events::Usage;
 use crate::executor::Ctx;
 use crate::failure::FailureCode;
 use crate::input::{View, loop_scope};
 use crate::outcome::Failure;
 use crate::sink::{LogLine, LogStream};
-
-/// How long one model request may take, answer included.
-pub(crate) const MODEL_TIMEOUT: Duration = Duration::from_secs(600);
+use iterion_agent::http::{HttpClient, MODEL_TIMEOUT, Route};
+use iterion_agent::provider::Routes;
+use iterion_agent::session::{
+    LoopEnd, LoopError, LoopObserver, LoopSpec, Question, Snapshot, ToolHost, ToolOutcome,
+};
+use iterion_agent::tools::{ASK_USER, LocalTools};
+use iterion_agent::wire::Usage;
+use iterion_agent::wire::{ToolCall, ToolSpec};
 
 /// Asks the operator a question on behalf of an `interaction: ask` node. The CLI installs one
 /// for an interactive terminal; without one (or when it returns `None`) the run pauses.
@@ -101,9 +85,13 @@ pub(crate) enum AgentResult {
 
 /// The tools offered to a node: its `tools:` list, plus `ask_user` for `interaction: ask`.
 pub(crate) fn offered_tools(agent: &AgentNode) -> Vec<ToolSpec> {
-    let mut specs: Vec<ToolSpec> = agent.tools.iter().map(|t| tools::spec_of(*t)).collect();
+    let mut specs: Vec<ToolSpec> = agent
+        .tools
+        .iter()
+        .map(|t| iterion_agent::tools::spec_of(*t))
+        .collect();
     if agent.interaction == Interaction::Ask {
-        specs.push(tools::ask_user_spec());
+        specs.push(iterion_agent::tools::ask_user_spec());
     }
     specs
 }
@@ -226,20 +214,18 @@ async fn run_in_process(
 ) -> Result<AgentResult, Failure> {
     let client = HttpClient::new(Route::HostEnv, MODEL_TIMEOUT)
         .map_err(|e| Failure::new(FailureCode::ExecutionFailed, e.to_string()))?;
-    let shell: Arc<dyn iterion_sandbox::SandboxRun> = Arc::from(
-        crate::host::host_sandbox_with_path(&ctx.run_id, workspace, path)
-            .await
-            .map_err(|e| {
-                Failure::new(
-                    FailureCode::ExecutionFailed,
-                    format!("the host shell could not be set up: {e}"),
-                )
-            })?,
-    );
+    let shell = crate::host::host_sandbox_with_path(&ctx.run_id, workspace, path)
+        .await
+        .map_err(|e| {
+            Failure::new(
+                FailureCode::ExecutionFailed,
+                format!("the host shell could not be set up: {e}"),
+            )
+        })?;
     let host = InProcessTools {
         local: LocalTools::new(
             workspace,
-            shell,
+            Arc::new(crate::host::SandboxShell(Arc::from(shell))),
             vec![
                 ("ITERION_RUN_ID".to_owned(), ctx.run_id.clone()),
                 ("ITERION_NODE_ID".to_owned(), id.to_owned()),
@@ -255,7 +241,7 @@ async fn run_in_process(
         redactor: Arc::clone(&ctx.redactor),
     };
     let _ = agent;
-    match session::run_loop(spec, &client, &host, &observer, resume).await {
+    match iterion_agent::session::run_loop(spec, &client, &host, &observer, resume).await {
         Ok(LoopEnd::Done { output, usage }) => Ok(AgentResult::Done(output, usage)),
         Ok(LoopEnd::Paused { question, snapshot }) => {
             Ok(AgentResult::Paused(Box::new(PausedAgent {

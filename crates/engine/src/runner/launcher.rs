@@ -19,22 +19,24 @@ use iterion_dsl::ir::{AgentNode, Interaction};
 use iterion_sandbox::{ExecOpts, SandboxRun};
 use serde_json::{Value, json};
 
-use super::envelope::{
-    ChannelError, Envelope, EnvelopeReader, EnvelopeWriter, SNAPSHOT_MAX, TOOL_RESULT_MAX,
-    clamp_text,
-};
-use super::placement::{PermissionPolicy, Placement, sandbox_placement_of};
-use super::side::{Replay, TaskData};
-use crate::agent::provider::Provider;
-use crate::agent::session::{LoopSpec, Snapshot, ToolOutcome};
-use crate::agent::tools::{ASK_USER, BoundedSink};
 use crate::agent::{AgentEnv, AgentResult, PausedAgent, ask_operator};
-use crate::events::{Event, Usage};
+use crate::events::Event;
 use crate::executor::Ctx;
 use crate::failure::FailureCode;
 use crate::outcome::{Failure, TAIL_BYTES};
 use crate::sandbox_events::SandboxClawRoutedViaRunner;
 use crate::sink::{LogLine, LogStream, RunLogSink};
+use iterion_agent::envelope::{
+    ChannelError, Envelope, EnvelopeReader, EnvelopeWriter, SNAPSHOT_MAX, TOOL_RESULT_MAX,
+    clamp_text,
+};
+use iterion_agent::placement::{PermissionPolicy, Placement, sandbox_placement_of};
+use iterion_agent::provider::Provider;
+use iterion_agent::runner::{Replay, TaskData};
+use iterion_agent::session::{LoopSpec, Snapshot, ToolOutcome};
+use iterion_agent::shell::BoundedSink;
+use iterion_agent::tools::ASK_USER;
+use iterion_agent::wire::Usage;
 
 /// The runner's argv in the container: `[$ITERION_ENGINE_BIN, "__claw-runner"]`.
 pub(crate) fn runner_argv(engine_bin: &str) -> Vec<String> {
@@ -55,7 +57,7 @@ pub(crate) struct PlacementRefused {
 
 /// §13.3: the first advertised tool that is refused.
 pub(crate) fn check_placement(
-    tools: &[crate::agent::wire::ToolSpec],
+    tools: &[iterion_agent::wire::ToolSpec],
 ) -> Result<(), PlacementRefused> {
     match tools
         .iter()
@@ -391,7 +393,7 @@ impl Channel {
         };
         exec.abort();
         let tail = stderr.text();
-        let tail = crate::text::tail_bytes(tail.trim(), TAIL_BYTES).to_owned();
+        let tail = iterion_agent::text::tail_bytes(tail.trim(), TAIL_BYTES).to_owned();
         let message = match (error, exit) {
             (ChannelError::Closed, Some(code)) => {
                 format!("the runner exited with status {code} without a result")

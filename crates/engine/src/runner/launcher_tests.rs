@@ -2,7 +2,7 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::agent::wire::ToolSpec;
+use iterion_agent::wire::ToolSpec;
 
 fn spec(name: &str) -> ToolSpec {
     ToolSpec {
@@ -123,7 +123,7 @@ fn env_with(operator: Option<Arc<dyn crate::agent::Operator>>) -> AgentEnv {
 
 fn loop_spec(base_url: &str, tools: Vec<ToolSpec>) -> LoopSpec {
     LoopSpec {
-        endpoint: crate::agent::provider::Endpoint {
+        endpoint: iterion_agent::provider::Endpoint {
             provider: Provider::Anthropic,
             base_url: base_url.to_owned(),
             api_key: "__ITERION_SECRET_ITERION_GATEWAY_ANTHROPIC__".to_owned(),
@@ -205,9 +205,12 @@ async fn ask_user_round_trips_between_the_launcher_and_the_real_runner() {
         ],
     );
     let run: Arc<dyn SandboxRun> = Arc::new(FakeRun(|input, output| async move {
-        i64::from(crate::runner::side::serve(input, output).await)
+        i64::from(crate::host::serve_claw_runner(input, output).await)
     }));
-    let spec = loop_spec(&fake.base_url(), vec![crate::agent::tools::ask_user_spec()]);
+    let spec = loop_spec(
+        &fake.base_url(),
+        vec![iterion_agent::tools::ask_user_spec()],
+    );
     let got = serve_with(run, &env_with(Some(Arc::new(Answering))), &spec).await;
     assert!(
         matches!(&got, Ok(AgentResult::Done(v, _)) if v == &json!({"text": "done"})),
@@ -313,7 +316,7 @@ async fn a_forwarded_call_the_node_was_not_given_or_that_runs_in_the_sandbox_is_
     ));
     let spec = loop_spec(
         "http://127.0.0.1:9",
-        vec![crate::agent::tools::spec_of(iterion_dsl::ir::Tool::Bash)],
+        vec![iterion_agent::tools::spec_of(iterion_dsl::ir::Tool::Bash)],
     );
     let got = serve_with(run, &env_with(None), &spec).await;
     assert!(got.is_ok(), "{:?}", got.err());

@@ -11,9 +11,6 @@
 //! [`placement::sandbox_placement_of`] decides where each tool runs; an unclassified or refused
 //! tool fails the node before the runner starts (`PlacementRefused`).
 
-pub mod envelope;
 pub(crate) mod launcher;
-pub mod placement;
-pub mod side;
 
 pub(crate) use launcher::Launcher;

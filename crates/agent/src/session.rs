@@ -20,10 +20,10 @@ use iterion_dsl::ir::Schema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::http::{HttpClient, HttpError};
-use super::provider::Endpoint;
-use super::wire::{self, Conversation, Message, ToolCall, ToolChoice, ToolResult, ToolSpec, Turn};
-use crate::events::Usage;
+use crate::http::{HttpClient, HttpError};
+use crate::provider::Endpoint;
+use crate::wire::Usage;
+use crate::wire::{self, Conversation, Message, ToolCall, ToolChoice, ToolResult, ToolSpec, Turn};
 
 /// Retries after the first attempt.
 pub(crate) const MAX_RETRIES: u32 = 4;
@@ -46,7 +46,7 @@ pub struct Question {
 
 /// What a tool call came to.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum ToolOutcome {
+pub enum ToolOutcome {
     /// Text for the model.
     Output(String),
     /// An error for the model (the loop goes on).
@@ -59,14 +59,14 @@ pub(crate) enum ToolOutcome {
 
 /// Runs tool calls for the loop.
 #[async_trait]
-pub(crate) trait ToolHost: Send + Sync {
+pub trait ToolHost: Send + Sync {
     /// Runs one call.
     async fn call(&self, call: &ToolCall) -> ToolOutcome;
 }
 
 /// Receives the loop's progress notes (`llm_request`, `llm_step_finished`, `tool_started`,
 /// `tool_called`, `llm_retry`; SANDBOX.md §13.1).
-pub(crate) trait LoopObserver: Send + Sync {
+pub trait LoopObserver: Send + Sync {
     /// One note.
     fn note(&self, kind: &'static str, payload: Value);
 }
@@ -90,31 +90,45 @@ pub struct Snapshot {
 
 /// Everything one loop needs.
 #[derive(Clone, Debug)]
-pub(crate) struct LoopSpec {
+pub struct LoopSpec {
+    /// The provider, its base URL and key (a gateway placeholder in the runner).
     pub endpoint: Endpoint,
+    /// The model, without its provider.
     pub model: String,
+    /// The system prompt, rendered.
     pub system: Option<String>,
+    /// The user prompt, rendered.
     pub prompt: String,
+    /// The advertised tools.
     pub tools: Vec<ToolSpec>,
+    /// `tool_max_steps`: answers that may call tools before tools are withdrawn.
     pub max_turns: u32,
+    /// The output schema, by name.
     pub output: Option<(String, Schema)>,
 }
 
 /// How a loop ended well.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum LoopEnd {
+pub enum LoopEnd {
     /// The output, and the tokens used.
-    Done { output: Value, usage: Usage },
+    Done {
+        /// The node's output.
+        output: Value,
+        /// The tokens used.
+        usage: Usage,
+    },
     /// Waiting for the operator.
     Paused {
+        /// The pending `ask_user`.
         question: Question,
+        /// Where the loop stood, to resume from.
         snapshot: Box<Snapshot>,
     },
 }
 
 /// How a loop failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum LoopError {
+pub enum LoopError {
     /// A model or transport error (`EXECUTION_FAILED`).
     #[error("{0}")]
     Model(String),
@@ -124,7 +138,7 @@ pub(crate) enum LoopError {
 }
 
 /// Runs the loop from the prompt, or from `resume` with the operator's `answer`.
-pub(crate) async fn run_loop(
+pub async fn run_loop(
     spec: &LoopSpec,
     client: &HttpClient,
     host: &dyn ToolHost,

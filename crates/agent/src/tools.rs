@@ -4,21 +4,19 @@
 //! [`LocalTools`] runs the six workspace tools where it lives: in the engine process on the host
 //! (no sandbox), or in the runner inside the container. Paths are workspace-relative; a path that
 //! resolves outside the workspace (`..`, an absolute path elsewhere, a symlink out) is refused.
-//! `bash` goes through a [`SandboxRun`] — the noop driver's host run, so it runs "in the same place
-//! and environment as a tool node". Every output given back to the model is bounded.
+//! `bash` goes through a [`Shell`] — the engine gives the noop driver's host run, so it runs "in
+//! the same place and environment as a tool node". Every output given back to the model is
+//! bounded.
 
 use std::path::{Component, Path, PathBuf};
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 
 use iterion_dsl::ir::Tool;
-use iterion_sandbox::{ExecOpts, SandboxRun};
 use serde_json::{Value, json};
-use tokio::io::AsyncWrite;
 
-use super::glob::Glob;
-use super::wire::ToolSpec;
+use crate::glob::Glob;
+use crate::shell::{BoundedSink, Shell};
+use crate::wire::ToolSpec;
 
 /// The most text a tool gives back to the model.
 pub(crate) const TOOL_OUTPUT_MAX: usize = 256 * 1024;
@@ -30,10 +28,10 @@ const LIST_MAX: usize = 1000;
 const WALK_MAX: usize = 100_000;
 
 /// The name of the ask-user tool.
-pub(crate) const ASK_USER: &str = "ask_user";
+pub const ASK_USER: &str = "ask_user";
 
 /// The spec offered to the model for one of the six tools.
-pub(crate) fn spec_of(tool: Tool) -> ToolSpec {
+pub fn spec_of(tool: Tool) -> ToolSpec {
     let (description, schema) = match tool {
         Tool::Bash => (
             "Run a shell command with `bash -c` in the workspace. Returns the exit code, stdout and stderr.",
@@ -68,7 +66,7 @@ pub(crate) fn spec_of(tool: Tool) -> ToolSpec {
 }
 
 /// The spec of `ask_user`.
-pub(crate) fn ask_user_spec() -> ToolSpec {
+pub fn ask_user_spec() -> ToolSpec {
     ToolSpec {
         name: ASK_USER.to_owned(),
         description: "Ask the operator a question and wait for the answer. Use it only when you cannot proceed without a human decision.".to_owned(),
@@ -92,25 +90,21 @@ pub(crate) fn clamp_text(text: &str, max: usize) -> String {
 }
 
 /// The six workspace tools, rooted at one directory.
-pub(crate) struct LocalTools {
+pub struct LocalTools {
     root: PathBuf,
-    shell: Arc<dyn SandboxRun>,
+    shell: Arc<dyn Shell>,
     env: Vec<(String, String)>,
 }
 
 impl LocalTools {
     /// Tools rooted at `root` (canonicalised), running `bash` through `shell` with `env` added.
-    pub(crate) fn new(
-        root: &Path,
-        shell: Arc<dyn SandboxRun>,
-        env: Vec<(String, String)>,
-    ) -> LocalTools {
+    pub fn new(root: &Path, shell: Arc<dyn Shell>, env: Vec<(String, String)>) -> LocalTools {
         let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
         LocalTools { root, shell, env }
     }
 
     /// Runs `name` on `input`: `Ok(text)` or `Err(message)`, both given back to the model.
-    pub(crate) async fn call(&self, name: &str, input: &Value) -> Result<String, String> {
+    pub async fn call(&self, name: &str, input: &Value) -> Result<String, String> {
         let Some(tool) = Tool::ALL.into_iter().find(|t| t.as_str() == name) else {
             return Err(format!("tool {name:?} is not a workspace tool"));
         };
@@ -211,22 +205,21 @@ impl LocalTools {
     async fn bash(&self, command: &str) -> Result<String, String> {
         let out = BoundedSink::new(TOOL_OUTPUT_MAX);
         let err = BoundedSink::new(TOOL_OUTPUT_MAX / 4);
-        let opts = ExecOpts {
-            env: self.env.clone(),
-            workdir: Some(self.root.display().to_string()),
-            stdout: Some(Box::new(out.clone())),
-            stderr: Some(Box::new(err.clone())),
-            ..ExecOpts::default()
-        };
         let argv = ["bash".to_owned(), "-c".to_owned(), command.to_owned()];
-        let result = self
+        let exit_code = self
             .shell
-            .exec(&argv, opts)
+            .exec(
+                &argv,
+                self.env.clone(),
+                &self.root,
+                out.clone(),
+                err.clone(),
+            )
             .await
             .map_err(|e| format!("bash could not be run: {e}"))?;
         Ok(format!(
             "exit code: {}\nstdout:\n{}\nstderr:\n{}",
-            result.exit_code,
+            exit_code,
             out.text(),
             err.text()
         ))
@@ -385,56 +378,6 @@ fn grep(root: &Path, start: &Path, re: &regex::Regex, filter: Option<Glob>) -> V
         });
     }
     lines
-}
-
-/// An [`AsyncWrite`] that keeps the first `max` bytes and counts the rest.
-#[derive(Clone)]
-pub(crate) struct BoundedSink {
-    inner: Arc<Mutex<(Vec<u8>, usize)>>,
-    max: usize,
-}
-
-impl BoundedSink {
-    pub(crate) fn new(max: usize) -> BoundedSink {
-        BoundedSink {
-            inner: Arc::new(Mutex::new((Vec::new(), 0))),
-            max,
-        }
-    }
-
-    /// The kept text, with the omitted-bytes suffix when something was dropped.
-    pub(crate) fn text(&self) -> String {
-        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let text = String::from_utf8_lossy(&guard.0).into_owned();
-        if guard.1 > 0 {
-            format!("{text}…[iterion: {} bytes omitted]", guard.1)
-        } else {
-            text
-        }
-    }
-}
-
-impl AsyncWrite for BoundedSink {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let room = self.max.saturating_sub(guard.0.len());
-        let take = room.min(buf.len());
-        guard.0.extend_from_slice(&buf[..take]);
-        guard.1 += buf.len() - take;
-        Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Byte-bounded slices of text that never split a character.
 
 /// The longest prefix of `s` of at most `max` bytes that ends on a char boundary.
-pub(crate) fn truncate_bytes(s: &str, max: usize) -> &str {
+pub fn truncate_bytes(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }
@@ -13,7 +13,7 @@ pub(crate) fn truncate_bytes(s: &str, max: usize) -> &str {
 }
 
 /// The longest suffix of `s` of at most `max` bytes that starts on a char boundary.
-pub(crate) fn tail_bytes(s: &str, max: usize) -> &str {
+pub fn tail_bytes(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;
     }

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, BufReader, DuplexStream};
 
 use super::*;
-use crate::runner::envelope::MAX_LINE;
+use crate::envelope::MAX_LINE;
 
 struct Harness {
     to_runner: DuplexStream,
@@ -20,7 +20,14 @@ fn start() -> Harness {
     // the fake directly, not through a proxy from the developer's environment.
     let (to_runner, runner_in) = tokio::io::duplex(1024 * 1024);
     let (runner_out, from_runner) = tokio::io::duplex(1024 * 1024);
-    let runner = tokio::spawn(serve(BufReader::new(runner_in), runner_out));
+    let runner = tokio::spawn(async move {
+        serve(
+            BufReader::new(runner_in),
+            runner_out,
+            &crate::test_shell::ProcessShell,
+        )
+        .await
+    });
     Harness {
         to_runner,
         from_runner: EnvelopeReader::new(BufReader::new(from_runner)),
@@ -54,7 +61,7 @@ impl Harness {
     }
 }
 
-use super::super::envelope::encode_line;
+use crate::envelope::encode_line;
 
 fn task(base_url: &str, workdir: &str, tools: Vec<ToolSpec>) -> Value {
     serde_json::to_value(TaskData {
@@ -172,8 +179,8 @@ async fn the_loop_runs_workspace_tools_locally_and_forwards_ask_user() {
         ],
     );
     let tools = vec![
-        crate::agent::tools::spec_of(Tool::WriteFile),
-        crate::agent::tools::ask_user_spec(),
+        crate::tools::spec_of(Tool::WriteFile),
+        crate::tools::ask_user_spec(),
     ];
     let mut h = start();
     h.send(

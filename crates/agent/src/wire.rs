@@ -7,11 +7,19 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::provider::Provider;
-use crate::events::Usage;
+use crate::provider::Provider;
 
 /// The tokens asked for per answer (Anthropic requires a value).
 pub(crate) const MAX_OUTPUT_TOKENS: u32 = 8192;
+
+/// Token counts of an agent node (recorded in `node_finished.usage`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Completion tokens.
+    pub output_tokens: u64,
+}
 
 /// One tool offered to the model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -131,7 +131,7 @@ async fn https_through_the_inspecting_proxy_materialises_the_placeholder_toward_
         .unwrap();
     assert_eq!(answer.status, 200);
     assert_eq!(
-        crate::agent::wire::decode(crate::agent::provider::Provider::Anthropic, &answer.body)
+        crate::wire::decode(crate::provider::Provider::Anthropic, &answer.body)
             .unwrap()
             .text,
         "hi"

@@ -11,7 +11,6 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
@@ -21,18 +20,19 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncWrite};
 use tokio::sync::{Mutex, mpsc};
 
-use super::envelope::{
+use crate::envelope::{
     ChannelError, Envelope, EnvelopeReader, EnvelopeWriter, RELAY_JSON_MAX, RELAY_TEXT_MAX,
     SNAPSHOT_MAX, clamp_json, clamp_text,
 };
-use super::placement::{PermissionPolicy, Placement, sandbox_placement_of};
-use crate::agent::http::{HttpClient, Route};
-use crate::agent::provider::{Endpoint, Provider};
-use crate::agent::session::{
+use crate::http::{HttpClient, Route};
+use crate::placement::{PermissionPolicy, Placement, sandbox_placement_of};
+use crate::provider::{Endpoint, Provider};
+use crate::session::{
     self, LoopEnd, LoopError, LoopObserver, LoopSpec, Question, Snapshot, ToolHost, ToolOutcome,
 };
-use crate::agent::tools::LocalTools;
-use crate::agent::wire::{ToolCall, ToolSpec};
+use crate::shell::OpenShell;
+use crate::tools::LocalTools;
+use crate::wire::{ToolCall, ToolSpec};
 
 /// The session id of the runner's loop (§13.2).
 pub const RUNNER_SESSION_ID: &str = "sandbox-runner";
@@ -81,11 +81,13 @@ pub struct Replay {
     pub answer: String,
 }
 
-/// Runs the runner over the process's stdin/stdout; returns the exit code.
-pub async fn claw_runner_main() -> i32 {
+/// Runs the runner over the process's stdin/stdout, its `bash` in the shell `shells` opens;
+/// returns the exit code.
+pub async fn claw_runner_main(shells: &dyn OpenShell) -> i32 {
     serve(
         tokio::io::BufReader::new(tokio::io::stdin()),
         tokio::io::stdout(),
+        shells,
     )
     .await
 }
@@ -124,7 +126,7 @@ impl Outbox {
 }
 
 /// The runner over any byte streams (tests drive it in process).
-pub async fn serve<R, W>(input: R, output: W) -> i32
+pub async fn serve<R, W>(input: R, output: W, shells: &dyn OpenShell) -> i32
 where
     R: AsyncBufRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -135,7 +137,7 @@ where
         Ok(parts) => parts,
         Err(error) => return fatal(outbox, &error).await,
     };
-    let code = match run_task(task, replay, policy, reader, &outbox).await {
+    let code = match run_task(task, replay, policy, reader, &outbox, shells).await {
         Ok(()) => 0,
         Err(error) => return fatal(outbox, &error).await,
     };
@@ -221,6 +223,7 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
     policy: Option<PermissionPolicy>,
     reader: EnvelopeReader<R>,
     outbox: &Outbox,
+    shells: &dyn OpenShell,
 ) -> Result<(), String> {
     let provider = task
         .model
@@ -240,11 +243,10 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
     } else {
         PathBuf::from(&task.workdir)
     };
-    let shell: Arc<dyn iterion_sandbox::SandboxRun> = Arc::from(
-        crate::host_sandbox(RUNNER_SESSION_ID, &workdir)
-            .await
-            .map_err(|e| format!("the runner's shell could not be set up: {e}"))?,
-    );
+    let shell = shells
+        .open(RUNNER_SESSION_ID, &workdir)
+        .await
+        .map_err(|e| format!("the runner's shell could not be set up: {e}"))?;
     let host = RunnerTools {
         local: LocalTools::new(
             &workdir,
@@ -276,7 +278,7 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
         output: task.output.clone(),
     };
     let client =
-        HttpClient::new(Route::EnvProxy, crate::agent::MODEL_TIMEOUT).map_err(|e| e.to_string())?;
+        HttpClient::new(Route::EnvProxy, crate::http::MODEL_TIMEOUT).map_err(|e| e.to_string())?;
     let observer = EventObserver {
         outbox: outbox.tx.clone(),
     };
@@ -427,5 +429,5 @@ fn text_of(value: &Value) -> String {
 }
 
 #[cfg(test)]
-#[path = "side_tests.rs"]
+#[path = "runner_tests.rs"]
 mod tests;

@@ -19,6 +19,8 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// How long one model request may take, answer included.
+pub const MODEL_TIMEOUT: Duration = Duration::from_secs(600);
 /// The largest response body read (a model answer is far smaller).
 pub(crate) const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
 /// The largest proxy `CONNECT` answer head.
@@ -26,16 +28,29 @@ const MAX_CONNECT_HEAD: usize = 16 * 1024;
 
 /// Why a request did not get an HTTP answer.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum HttpError {
+pub enum HttpError {
     /// The URL is not `http(s)://host[:port]/…`.
     #[error("bad URL {url:?}")]
-    BadUrl { url: String },
+    BadUrl {
+        /// The URL.
+        url: String,
+    },
     /// TCP connect, TLS or I/O failed.
     #[error("{what}: {message}")]
-    Transport { what: &'static str, message: String },
+    Transport {
+        /// The step that failed.
+        what: &'static str,
+        /// Its error.
+        message: String,
+    },
     /// The proxy refused the tunnel.
     #[error("the proxy answered {status} to CONNECT {authority}")]
-    ProxyRefused { status: u16, authority: String },
+    ProxyRefused {
+        /// The proxy's status code.
+        status: u16,
+        /// The tunnel's target.
+        authority: String,
+    },
     /// No answer in time.
     #[error("no answer within {0:?}")]
     Timeout(Duration),
@@ -59,7 +74,7 @@ pub(crate) struct HttpResponse {
 
 /// An HTTP proxy: `http://[user:pass@]host:port`.
 #[derive(Clone)]
-pub(crate) struct ProxyUrl {
+pub struct ProxyUrl {
     authority: String,
     auth: Option<String>,
 }
@@ -74,7 +89,7 @@ impl std::fmt::Debug for ProxyUrl {
 
 impl ProxyUrl {
     /// Parses `http://[user:pass@]host:port`; `None` for anything else.
-    pub(crate) fn parse(text: &str) -> Option<ProxyUrl> {
+    pub fn parse(text: &str) -> Option<ProxyUrl> {
         let rest = text.trim().strip_prefix("http://")?;
         let rest = rest.trim_end_matches('/');
         let (userinfo, authority) = match rest.rsplit_once('@') {
@@ -118,7 +133,7 @@ impl ProxyUrl {
 
 /// Whether requests go direct or through a proxy.
 #[derive(Clone, Debug)]
-pub(crate) enum Route {
+pub enum Route {
     /// The engine process (no sandbox): the environment's proxy, unless `NO_PROXY` names the
     /// target host.
     HostEnv,
@@ -131,7 +146,7 @@ pub(crate) enum Route {
 
 /// The client.
 #[derive(Clone)]
-pub(crate) struct HttpClient {
+pub struct HttpClient {
     route: Route,
     tls: Arc<rustls::ClientConfig>,
     timeout: Duration,
@@ -151,7 +166,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 impl HttpClient {
     /// A client with the webpki roots and the PEM certificates of `SSL_CERT_FILE`, when set
     /// (the proxy's ephemeral CA under TLS inspection, SANDBOX.md §6.11).
-    pub(crate) fn new(route: Route, timeout: Duration) -> Result<HttpClient, HttpError> {
+    pub fn new(route: Route, timeout: Duration) -> Result<HttpClient, HttpError> {
         let extra = std::env::var_os("SSL_CERT_FILE")
             .filter(|p| !p.is_empty())
             .and_then(|path| std::fs::read(path).ok())

@@ -6,8 +6,7 @@ use serde_json::json;
 use super::*;
 
 async fn tools(dir: &Path) -> LocalTools {
-    let shell: Arc<dyn SandboxRun> = Arc::from(crate::host_sandbox("r", dir).await.unwrap());
-    LocalTools::new(dir, shell, Vec::new())
+    LocalTools::new(dir, Arc::new(crate::test_shell::ProcessShell), Vec::new())
 }
 
 #[tokio::test]

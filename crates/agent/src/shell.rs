@@ -1,0 +1,85 @@
+//! Where the agent's `bash` runs: a [`Shell`] the embedder gives — the engine passes the noop
+//! driver's host run, in the engine process or inside the container — so this crate starts no
+//! process of its own. [`BoundedSink`] is the bounded buffer a command's output streams into.
+
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use async_trait::async_trait;
+use tokio::io::AsyncWrite;
+
+/// Runs the agent's commands.
+#[async_trait]
+pub trait Shell: Send + Sync {
+    /// Runs `argv` in `workdir` with `env` appended to its environment, streaming its stdout and
+    /// stderr into the two sinks. Returns its exit code (128 + signal when killed by one), or why
+    /// it could not be run; a non-zero exit is not an error.
+    async fn exec(
+        &self,
+        argv: &[String],
+        env: Vec<(String, String)>,
+        workdir: &Path,
+        stdout: BoundedSink,
+        stderr: BoundedSink,
+    ) -> Result<i64, String>;
+}
+
+/// Opens the runner's [`Shell`] once its task named the workspace.
+#[async_trait]
+pub trait OpenShell: Send + Sync {
+    /// A shell for session `session` whose commands run in `workdir` unless told otherwise.
+    async fn open(&self, session: &str, workdir: &Path) -> Result<Arc<dyn Shell>, String>;
+}
+
+/// An [`AsyncWrite`] that keeps the first `max` bytes and counts the rest.
+#[derive(Clone)]
+pub struct BoundedSink {
+    inner: Arc<Mutex<(Vec<u8>, usize)>>,
+    max: usize,
+}
+
+impl BoundedSink {
+    /// A sink that keeps `max` bytes.
+    pub fn new(max: usize) -> BoundedSink {
+        BoundedSink {
+            inner: Arc::new(Mutex::new((Vec::new(), 0))),
+            max,
+        }
+    }
+
+    /// The kept text, with the omitted-bytes suffix when something was dropped.
+    pub fn text(&self) -> String {
+        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let text = String::from_utf8_lossy(&guard.0).into_owned();
+        if guard.1 > 0 {
+            format!("{text}…[iterion: {} bytes omitted]", guard.1)
+        } else {
+            text
+        }
+    }
+}
+
+impl AsyncWrite for BoundedSink {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let room = self.max.saturating_sub(guard.0.len());
+        let take = room.min(buf.len());
+        guard.0.extend_from_slice(&buf[..take]);
+        guard.1 += buf.len() - take;
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
