@@ -51,71 +51,23 @@
 //! (`runner`, SANDBOX.md §13).
 #![deny(missing_docs)]
 
-mod admission;
-mod agent;
-mod budget;
-mod capture;
-mod checkpoint;
-mod engine;
-mod engine_binary;
-mod events;
 mod executor;
-mod failure;
-mod fanout;
-mod fleet;
-mod git;
-mod graph;
-mod host;
-mod input;
-mod landing;
-mod launch;
-mod lease;
-mod nofollow;
-mod outcome;
+mod launcher;
 mod preflight;
-mod reaper;
-mod record;
-mod redacting_store;
-mod resume;
-mod run;
-mod runner;
+mod records;
 mod sandbox;
-mod sandbox_events;
-mod schema;
-mod secrets;
-mod select;
-mod sink;
-mod subbot;
-mod tool;
-mod workspace;
-mod worktree;
 
 pub use async_trait::async_trait;
 pub use iterion_dsl as dsl;
 
-pub use admission::{ADMISSION_CAS_ATTEMPTS, ADMISSION_PHASE, AdmissionError};
-pub use agent::{Operator, PausedAgent};
-pub use budget::{BudgetError, RunBudget, parse_budget_duration};
-pub use capture::{LOG_CAP, STDOUT_CAP};
-pub use checkpoint::{CHECKPOINT_VERSION, Checkpoint, LoopCounter, NextNode, ResumeError};
-pub use engine::{
-    Engine, EngineError, HostEnv, LaunchOptions, ResumeRequest, RunControl, RunRequest, RunSummary,
+pub use executor::agent::operator::{Operator, PausedAgent};
+pub use executor::budget::{BudgetError, RunBudget, parse_budget_duration};
+pub use executor::capture::{LOG_CAP, STDOUT_CAP};
+pub use executor::checkpoint::{
+    CHECKPOINT_VERSION, Checkpoint, LoopCounter, NextNode, ResumeError,
 };
-pub use engine_binary::{
-    ContainerBinary, ITERION_BIN, container_binary_for, engine_binary_for_run,
-};
-pub use events::{
-    BudgetDimension, BudgetExceeded, EdgeConditionError, EdgeSelected, Event, LoopExhausted,
-    NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, PHASE_EXECUTION, RunCancelled, RunFailed,
-    RunFinished, RunPaused, RunStarted,
-};
-pub use executor::{EVENT_OUTPUT_MAX_BYTES, Execution, ExecutionError};
-pub use failure::{Disposition, FailureCode, MAX_DELIVERIES, OutcomeStatus};
-pub use fleet::{
-    Delivery, WorkerOptions, WorkerReport, redeliver, redeliver_interrupted, run_worker,
-    settle_delivery,
-};
-pub use host::{claw_runner_main, host_sandbox, serve_claw_runner};
+pub use executor::execution::{EVENT_OUTPUT_MAX_BYTES, Execution, ExecutionError};
+pub use executor::outcome::{RunOutcome, RunReport};
 pub use iterion_agent::envelope::{
     ChannelError, Envelope, EnvelopeReader, EnvelopeWriter, MAX_LINE, decode_line, encode_line,
 };
@@ -126,27 +78,47 @@ pub use iterion_agent::provider::{
 pub use iterion_agent::runner::TaskData;
 pub use iterion_agent::session::{Question, Snapshot};
 pub use iterion_agent::wire::{Conversation, Message, ToolCall, ToolResult, ToolSpec, Usage};
-pub use launch::{
-    LaunchError, resolve_secrets, resolve_vars, workflow_has_file_secrets, workflow_hash,
+pub use launcher::admission::{ADMISSION_CAS_ATTEMPTS, ADMISSION_PHASE, AdmissionError};
+pub use launcher::engine::{
+    Engine, EngineError, HostEnv, ResumeRequest, RunControl, RunRequest, RunSummary,
 };
-pub use lease::{LEASE_RENEW, LEASE_TTL};
-pub use outcome::{RunOutcome, RunReport};
+pub use launcher::fleet::{
+    Delivery, WorkerOptions, WorkerReport, redeliver, redeliver_interrupted, run_worker,
+    settle_delivery,
+};
+pub use launcher::launch::{
+    LaunchError, LaunchOptions, resolve_secrets, resolve_vars, workflow_has_file_secrets,
+    workflow_hash,
+};
+pub use launcher::lease::{LEASE_RENEW, LEASE_TTL};
+pub use launcher::reaper::{
+    DEFAULT_REAP_INTERVAL, INTERRUPTED_MESSAGE, ITERION_SANDBOX_REAP_INTERVAL, LivenessSource,
+    ReapReport, Verdict, reap_cloud, reap_interval, reap_local, reapable, recover_interrupted,
+    run_sandbox_reaper, sandbox_resource_reapable,
+};
+pub use launcher::run::PHASE_ADMISSION;
 pub use preflight::{
     BasicReport, Check, CheckId, CheckStatus, Counts, DEFAULT_DOCTOR_TIMEOUT, HostClass,
     ITERION_SANDBOX_DOCTOR_TIMEOUT, ITERION_SANDBOX_PREFLIGHT, PreflightError, PreflightRequest,
     PreflightSetup, SCHEMA_VERSION, StrictReport, Target, build_basic_report, build_strict_report,
     doctor_timeout_from_env, parse_doctor_timeout, preflight_sandbox, sandbox_preflight_enabled,
 };
-pub use reaper::{
-    DEFAULT_REAP_INTERVAL, INTERRUPTED_MESSAGE, ITERION_SANDBOX_REAP_INTERVAL, LivenessSource,
-    ReapReport, Verdict, reap_cloud, reap_interval, reap_local, reapable, recover_interrupted,
-    run_sandbox_reaper, sandbox_resource_reapable,
+pub use records::events::{
+    BudgetDimension, BudgetExceeded, EdgeConditionError, EdgeSelected, Event, LoopExhausted,
+    NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, PHASE_EXECUTION, RunCancelled, RunFailed,
+    RunFinished, RunPaused, RunStarted,
 };
-pub use record::{NoObserver, RunObserver};
-pub use run::PHASE_ADMISSION;
-pub use sandbox::mounts::{ARTIFACT_FILES_TARGET, ENGINE_BIN_TARGET};
-pub use sandbox::{PHASE_SANDBOX_SETUP, STORE_MARKER, SandboxSettings, runtime_root};
-pub use sandbox_events::{
+pub use records::failure::{Disposition, FailureCode, MAX_DELIVERIES, OutcomeStatus};
+pub use records::record::{NoObserver, RunObserver};
+pub use records::secrets::{Redactor, ResolvedSecret, secret_placeholder};
+pub use records::sink::{
+    EventSink, LogLine, LogStream, MemoryEventSink, MemoryRunLog, NullRunLog, RunLogSink,
+};
+pub use sandbox::engine_binary::{
+    ContainerBinary, ITERION_BIN, container_binary_for, engine_binary_for_run,
+};
+pub use sandbox::error::PHASE_SANDBOX_SETUP;
+pub use sandbox::events::{
     Adoption, BUILD_ERROR_MAX_BYTES, DevboxTarget, DrainFailure, NetworkBlocked,
     PINNED_NOOP_REASON, SandboxAttachmentsCopied, SandboxBuildFailed, SandboxBuildFinished,
     SandboxBuildStarted, SandboxClawRoutedViaRunner, SandboxDevboxProvisioned, SandboxEnvDenied,
@@ -156,11 +128,11 @@ pub use sandbox_events::{
     SandboxUidMismatchWarning, SandboxUserRemap, SandboxWorkspaceCopied,
     SandboxWorkspaceExportFailed, SandboxWorkspaceLanded, SkippedMount,
 };
-pub use secrets::{Redactor, ResolvedSecret, secret_placeholder};
-pub use sink::{
-    EventSink, LogLine, LogStream, MemoryEventSink, MemoryRunLog, NullRunLog, RunLogSink,
-};
-pub use workspace::{check_worktree_possible, repository_root_of};
-pub use worktree::{
+pub use sandbox::host::{claw_runner_main, host_sandbox, serve_claw_runner};
+pub use sandbox::mounts::{ARTIFACT_FILES_TARGET, ENGINE_BIN_TARGET};
+pub use sandbox::resolve::SandboxSettings;
+pub use sandbox::rundir::{STORE_MARKER, runtime_root};
+pub use sandbox::workspace::{check_worktree_possible, repository_root_of};
+pub use sandbox::worktree::{
     RunWorktree, WorktreeError, WorktreeLanding, create_worktree, workspace_root, worktree_branch,
 };

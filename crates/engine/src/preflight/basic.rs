@@ -61,7 +61,8 @@ pub(crate) async fn run(
             .map(|config| config.is_some()),
         None => None,
     };
-    let engine_binary = crate::engine_binary::engine_binary_for_run(setup.engine_binary.as_deref());
+    let engine_binary =
+        crate::sandbox::engine_binary::engine_binary_for_run(setup.engine_binary.as_deref());
     let link = match engine_binary.clone() {
         Some(path) => bounded(
             budget,

@@ -37,8 +37,9 @@ pub use report::{
     Target,
 };
 
-use crate::engine::{Engine, LaunchOptions, RunRequest};
-use crate::launch::LaunchError;
+use crate::launcher::engine::{Engine, RunRequest};
+use crate::launcher::launch::LaunchError;
+use crate::launcher::launch::LaunchOptions;
 
 /// Truthy: `iterion run` runs the strict battery first (SANDBOX.md §11.4).
 pub const ITERION_SANDBOX_PREFLIGHT: &str = "ITERION_SANDBOX_PREFLIGHT";

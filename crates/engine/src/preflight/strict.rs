@@ -13,8 +13,8 @@ use iterion_sandbox::{
 use super::judge::{self, BinaryFinding, DriverMiss, ImageFinding, Registry};
 use super::report::{Check, CheckId, Counts, HostClass, SCHEMA_VERSION, StrictReport, Target};
 use super::{PreflightRequest, PreflightSetup};
-use crate::launch::LaunchError;
-use crate::sandbox::{Resolved, resolve};
+use crate::launcher::launch::LaunchError;
+use crate::sandbox::resolve::{Resolved, resolve};
 
 /// How much of the engine binary is read: enough for any program header table.
 const BINARY_HEAD_BYTES: u64 = 1 << 20;
@@ -85,7 +85,8 @@ pub(crate) async fn run(
     request: &PreflightRequest<'_>,
 ) -> Result<StrictReport, LaunchError> {
     let budget = request.timeout;
-    let (settings, _) = crate::run::settings_from_env(setup.sandbox_default, request.options)?;
+    let (settings, _) =
+        crate::launcher::launch::settings_from_env(setup.sandbox_default, request.options)?;
     let factory = Factory::new(
         setup.registry.clone(),
         setup.factory_options,
@@ -116,7 +117,7 @@ pub(crate) async fn run(
 
     // spec-resolution: L3–L4 as a run does them, in the directory's repository.
     let started = Instant::now();
-    let repo_root = crate::workspace::repository_root_of(&request.options.cwd).await;
+    let repo_root = crate::sandbox::workspace::repository_root_of(&request.options.cwd).await;
     let overlay = EnvOverlay {
         vars: request.options.sandbox_env.clone(),
     };
@@ -345,12 +346,12 @@ async fn docker_battery(
 
     // spec-safety: the workspace a run would bind, then every mount, argument and env pair.
     let started = Instant::now();
-    let workspace = crate::worktree::workspace_root(&request.options.cwd).await;
+    let workspace = crate::sandbox::worktree::workspace_root(&request.options.cwd).await;
     let screened = {
         let spec = spec.clone();
         // The run's trust: an untrusted run's author mounts meet the allow-list (issue 15).
         let scope = iterion_sandbox::MountScope {
-            runtime_roots: vec![crate::sandbox::runtime_root()],
+            runtime_roots: vec![crate::sandbox::rundir::runtime_root()],
             ..iterion_sandbox::MountScope::default()
         };
         let trust = request.trust;
@@ -380,8 +381,9 @@ async fn docker_battery(
 
     // engine-binary.
     let started = Instant::now();
-    let finding = match crate::engine_binary::engine_binary_for_run(setup.engine_binary.as_deref())
-    {
+    let finding = match crate::sandbox::engine_binary::engine_binary_for_run(
+        setup.engine_binary.as_deref(),
+    ) {
         None => BinaryFinding::Unknown,
         Some(path) => read_binary(path, budget).await,
     };

@@ -1,7 +1,7 @@
 //! An untrusted run works on a copy (issue 15 item 2, overriding SANDBOX.md §5.3's same-path
 //! bind): the host checkout and its `.git` are never writable by the sandbox. The copy is made
 //! here, under the run's root-only dir, before the container starts; at teardown it is landed
-//! back as a branch and a patch by [`crate::landing`] — nothing of it is ever written into the
+//! back as a branch and a patch by [`crate::sandbox::landing`] — nothing of it is ever written into the
 //! checkout.
 //!
 //! The copy is a walk that never follows a symlink: directories, regular files (permission bits
@@ -20,10 +20,11 @@ use std::sync::Arc;
 
 use iterion_sandbox::{LogLevel, RunLog, Spec};
 
-use crate::events::Event;
-use crate::sandbox::{SetupError, StartCtx};
-use crate::sandbox_events::{SandboxWorkspaceCopied, SandboxWorkspaceLanded};
-use crate::sink::EventSink;
+use crate::records::events::Event;
+use crate::records::sink::EventSink;
+use crate::sandbox::error::SetupError;
+use crate::sandbox::events::{SandboxWorkspaceCopied, SandboxWorkspaceLanded};
+use crate::sandbox::start::StartCtx;
 
 /// The uid:gid an untrusted sandbox runs as when the spec names no numeric non-root user and
 /// the engine is root (the distroless `nonroot` convention).
@@ -81,7 +82,7 @@ pub(crate) struct UntrustedLanding {
     pub message: String,
     pub events: Arc<dyn EventSink>,
     /// The run's redactor: no secret value is landed (issue 15 item 8).
-    pub redactor: Arc<crate::secrets::Redactor>,
+    pub redactor: Arc<crate::records::secrets::Redactor>,
 }
 
 /// Makes the copy and points the sandbox's workspace folder at the host path (the run sees its
@@ -146,9 +147,9 @@ pub(crate) async fn prepare(
         }
         result
     };
-    let repo = crate::workspace::repository_root_of(&source).await;
+    let repo = crate::sandbox::workspace::repository_root_of(&source).await;
     let head = match &repo {
-        Some(repo) => crate::git::HostGit::plain(repo)
+        Some(repo) => crate::sandbox::git::HostGit::plain(repo)
             .run(&["rev-parse", "--verify", "-q", "HEAD^{commit}"])
             .await
             .ok()
@@ -163,7 +164,7 @@ pub(crate) async fn prepare(
         head,
         scratch_repo: dir.join("landing.git"),
         dir,
-        branch: crate::worktree::worktree_branch(ctx.workflow, ctx.run_id),
+        branch: crate::sandbox::worktree::worktree_branch(ctx.workflow, ctx.run_id),
         patch: ctx
             .mount_inputs
             .iterion_home
@@ -181,7 +182,7 @@ impl UntrustedLanding {
     /// the sandbox wrote are drained into the store, screened.
     pub(crate) async fn land(self, run_log: &dyn RunLog) {
         self.drain_files(run_log).await;
-        let plan = crate::landing::LandingPlan {
+        let plan = crate::sandbox::landing::LandingPlan {
             repo: self.repo.as_deref(),
             scratch_repo: &self.scratch_repo,
             head: self.head.as_deref(),
@@ -192,8 +193,8 @@ impl UntrustedLanding {
             message: &self.message,
             redactor: Some(&self.redactor),
         };
-        let event = match crate::landing::land(&plan).await {
-            Ok(crate::landing::Landed::Changes {
+        let event = match crate::sandbox::landing::land(&plan).await {
+            Ok(crate::sandbox::landing::Landed::Changes {
                 branch,
                 commit,
                 base,
@@ -216,7 +217,7 @@ impl UntrustedLanding {
                     error: None,
                 }
             }
-            Ok(crate::landing::Landed::Unchanged) => SandboxWorkspaceLanded {
+            Ok(crate::sandbox::landing::Landed::Unchanged) => SandboxWorkspaceLanded {
                 changed: false,
                 branch: None,
                 commit: None,
@@ -424,14 +425,14 @@ impl Copier {
     /// A regular file, opened without following a symlink (and without blocking on a fifo put
     /// in its place), its permission bits only.
     fn copy_file(&mut self, from: &Path, to: &Path) -> Result<(), CopyError> {
-        let Some(src) = crate::nofollow::open_regular(from).map_err(io(from))? else {
+        let Some(src) = crate::sandbox::nofollow::open_regular(from).map_err(io(from))? else {
             self.stats.skipped += 1;
             return Ok(());
         };
         let meta = src.metadata().map_err(io(from))?;
         let budget = MAX_COPY_BYTES.saturating_sub(self.stats.bytes);
-        let mut dst =
-            crate::nofollow::create(to, meta.permissions().mode() & 0o777, true).map_err(io(to))?;
+        let mut dst = crate::sandbox::nofollow::create(to, meta.permissions().mode() & 0o777, true)
+            .map_err(io(to))?;
         let copied = std::io::copy(&mut src.take(budget + 1), &mut dst).map_err(io(to))?;
         if copied > budget {
             return Err(CopyError::TooLarge {
@@ -533,12 +534,14 @@ impl Drain {
             if meta.is_dir() {
                 self.dir(&src, &dst)?;
             } else if meta.is_file() {
-                let Some(file) = crate::nofollow::open_regular(&src).map_err(io(&src))? else {
+                let Some(file) = crate::sandbox::nofollow::open_regular(&src).map_err(io(&src))?
+                else {
                     self.declined.push(src.to_string_lossy().into_owned());
                     continue;
                 };
                 let budget = DRAIN_MAX_BYTES.saturating_sub(self.bytes);
-                let mut out = crate::nofollow::create(&dst, 0o644, false).map_err(io(&dst))?;
+                let mut out =
+                    crate::sandbox::nofollow::create(&dst, 0o644, false).map_err(io(&dst))?;
                 let copied =
                     std::io::copy(&mut file.take(budget + 1), &mut out).map_err(io(&dst))?;
                 if copied > budget {
@@ -557,7 +560,7 @@ impl Drain {
 
 /// A small text file's content (a gitfile, a commondir), not following a symlink.
 fn read_small(path: &Path) -> Option<String> {
-    let file = crate::nofollow::open_regular(path).ok()??;
+    let file = crate::sandbox::nofollow::open_regular(path).ok()??;
     let mut text = String::new();
     file.take(4096).read_to_string(&mut text).ok()?;
     Some(text)

@@ -17,9 +17,9 @@ use iterion_sandbox::{
     resolve_repo_devbox,
 };
 
-use crate::host::HostPath;
-use crate::sandbox::SetupError;
-use crate::sandbox_events::{DevboxTarget, SandboxDevboxProvisioned, SandboxImageEnvPlanted};
+use crate::sandbox::error::SetupError;
+use crate::sandbox::events::{DevboxTarget, SandboxDevboxProvisioned, SandboxImageEnvPlanted};
+use crate::sandbox::host::HostPath;
 
 /// The suffix every devbox profile bin dir ends with (§15).
 const PROFILE_BIN_SUFFIX: &str = "/.devbox/nix/profile/default/bin";

@@ -29,11 +29,11 @@ use iterion_sandbox::{
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
 use tokio::task::JoinHandle;
 
-use crate::events::Event;
-use crate::failure::FailureCode;
-use crate::sandbox::SetupError;
-use crate::sandbox_events::NetworkBlocked;
-use crate::sink::EventSink;
+use crate::records::events::Event;
+use crate::records::failure::FailureCode;
+use crate::records::sink::EventSink;
+use crate::sandbox::error::SetupError;
+use crate::sandbox::events::NetworkBlocked;
 
 /// How long the bridge has to print `ready` (§4.6).
 pub(crate) const BRIDGE_READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -90,7 +90,7 @@ pub(crate) struct ProxyRequest<'a> {
     pub tls_capable: bool,
     pub max_duration_seconds: u64,
     /// The run's redactor, told the token as soon as it exists.
-    pub redactor: &'a crate::secrets::Redactor,
+    pub redactor: &'a crate::records::secrets::Redactor,
 }
 
 /// §6.9: whether inspection is on, given the driver and `ITERION_SANDBOX_TLS_INSPECT`.

@@ -9,8 +9,8 @@ use iterion_sandbox::{
 use pretty_assertions::assert_eq;
 
 use super::{ProxyRequest, start_network_proxy};
-use crate::failure::FailureCode;
-use crate::sink::MemoryEventSink;
+use crate::records::failure::FailureCode;
+use crate::records::sink::MemoryEventSink;
 
 fn policy(mode: NetworkMode, rules: &[&str]) -> NetworkPolicy {
     NetworkPolicy {
@@ -41,7 +41,7 @@ async fn open_without_inspection_starts_nothing_and_a_bad_rule_fails_the_setup()
         secrets: &[],
         tls_capable: true,
         max_duration_seconds: 0,
-        redactor: &crate::secrets::Redactor::default(),
+        redactor: &crate::records::secrets::Redactor::default(),
     };
     let started = start_network_proxy(&request, Arc::new(MemoryEventSink::new()), &NullRunLog)
         .await
@@ -75,7 +75,7 @@ async fn an_allowlist_proxy_listens_on_its_socket_until_shutdown() {
         secrets: &[],
         tls_capable: true,
         max_duration_seconds: 0,
-        redactor: &crate::secrets::Redactor::default(),
+        redactor: &crate::records::secrets::Redactor::default(),
     };
     let proxy = start_network_proxy(&request, Arc::new(MemoryEventSink::new()), &NullRunLog)
         .await

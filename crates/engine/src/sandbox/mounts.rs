@@ -18,9 +18,9 @@ use iterion_sandbox::{
     EngineMount, EngineMountKind, HostState, HostStateSource, SecretFileMount, Spec,
 };
 
-use crate::events::Event;
-use crate::sandbox::SetupError;
-use crate::sandbox_events::{
+use crate::records::events::Event;
+use crate::sandbox::error::SetupError;
+use crate::sandbox::events::{
     SandboxHostStateMounted, SandboxUidMismatchWarning, SandboxUserRemap, SkippedMount,
 };
 
@@ -90,7 +90,7 @@ impl MountInputs {
     pub(crate) fn mount_scope(&self) -> iterion_sandbox::MountScope {
         iterion_sandbox::MountScope {
             store: vec![self.iterion_home.clone()],
-            runtime_roots: vec![crate::sandbox::runtime_root()],
+            runtime_roots: vec![crate::sandbox::rundir::runtime_root()],
             engine_binaries: self.engine_binary.iter().cloned().collect(),
             sandbox_writable: if self.child_of_live_sandbox {
                 vec![self.workspace.clone()]
@@ -530,7 +530,7 @@ async fn seed_git_identity_env(spec: &mut Spec, workspace: &Path) {
 }
 
 async fn git_config(workspace: &Path, key: &str) -> Option<String> {
-    let git = crate::git::HostGit::plain(workspace);
+    let git = crate::sandbox::git::HostGit::plain(workspace);
     let read = git.config(key);
     tokio::time::timeout(Duration::from_secs(5), read)
         .await

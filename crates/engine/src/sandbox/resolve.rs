@@ -191,7 +191,7 @@ pub(crate) fn resolve(
     // The run's trust decides the allow-list (issue 15 item 3); the store and the runtime root
     // are protected here already, and again with the engine's own paths at Start.
     let scope = iterion_sandbox::MountScope {
-        runtime_roots: vec![crate::sandbox::runtime_root()],
+        runtime_roots: vec![crate::sandbox::rundir::runtime_root()],
         ..iterion_sandbox::MountScope::default()
     };
     let screen = match ScreenContext::from_env(repo_root.unwrap_or(Path::new("/"))) {

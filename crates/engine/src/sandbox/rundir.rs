@@ -9,7 +9,7 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::sandbox::SetupError;
+use crate::sandbox::error::SetupError;
 
 /// The file inside a run dir that names its store.
 pub const STORE_MARKER: &str = ".store";

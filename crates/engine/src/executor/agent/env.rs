@@ -1,0 +1,37 @@
+//! What agent nodes need from the launcher ([`AgentEnv`]): every node's model route, where the
+//! loop runs ([`AgentPlace`]), who answers `ask_user`, and the answer a resumed run brings.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use iterion_agent::provider::Routes;
+
+use crate::executor::agent::launcher::Launcher;
+use crate::executor::agent::operator::Operator;
+use crate::sandbox::host::HostPath;
+
+/// Where agent nodes run.
+#[derive(Clone)]
+pub(crate) enum AgentPlace {
+    /// In this process; the file tools work in `workspace` on the host, and its commands get
+    /// the host devbox `PATH` (SANDBOX.md §15), when there is one.
+    InProcess {
+        workspace: PathBuf,
+        path: Option<HostPath>,
+    },
+    /// In the run's container, through the runner.
+    Runner(Arc<Launcher>),
+}
+
+/// What agent nodes need from the launcher.
+#[derive(Clone)]
+pub(crate) struct AgentEnv {
+    /// Every agent node's model.
+    pub routes: Routes,
+    /// Where the loop runs.
+    pub place: AgentPlace,
+    /// Who answers `ask_user` at once, if anyone.
+    pub operator: Option<Arc<dyn Operator>>,
+    /// The operator's answer to the question the run paused on (`iterion resume --answer`).
+    pub answer: Option<String>,
+}

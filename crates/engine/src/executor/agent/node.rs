@@ -1,0 +1,257 @@
+//! The agent node kind (DSL.md §6.2): the node's prompts and tools rendered into the loop's
+//! spec, a paused loop resumed once the operator answered, and the loop run where the launcher
+//! placed it ([`AgentPlace`]): in this process with the workspace on the host (no sandbox), or
+//! inside the run's container through the runner ([`launcher`](super::launcher)).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use iterion_agent::http::{HttpClient, MODEL_TIMEOUT, Route};
+use iterion_agent::session::{
+    LoopEnd, LoopError, LoopObserver, LoopSpec, Snapshot, ToolHost, ToolOutcome,
+};
+use iterion_agent::tools::{ASK_USER, LocalTools};
+use iterion_agent::wire::{ToolCall, ToolSpec};
+use iterion_dsl::ir::{AgentNode, Interaction};
+use iterion_dsl::template;
+use serde_json::{Value, json};
+
+use crate::executor::agent::env::{AgentEnv, AgentPlace};
+use crate::executor::agent::launcher::RunnerNode;
+use crate::executor::agent::operator::{AgentResult, Operator, PausedAgent, ask_operator};
+use crate::executor::ctx::Ctx;
+use crate::executor::input::{View, loop_scope};
+use crate::executor::outcome::Failure;
+use crate::records::failure::FailureCode;
+use crate::records::sink::{LogLine, LogStream};
+
+/// The tools offered to a node: its `tools:` list, plus `ask_user` for `interaction: ask`.
+pub(crate) fn offered_tools(agent: &AgentNode) -> Vec<ToolSpec> {
+    let mut specs: Vec<ToolSpec> = agent
+        .tools
+        .iter()
+        .map(|t| iterion_agent::tools::spec_of(*t))
+        .collect();
+    if agent.interaction == Interaction::Ask {
+        specs.push(iterion_agent::tools::ask_user_spec());
+    }
+    specs
+}
+
+/// The node's rendered prompts (text form; an unresolvable reference stays as written).
+pub(crate) fn render_prompts(
+    ctx: &Ctx<'_>,
+    agent: &AgentNode,
+    input: &Value,
+) -> (Option<String>, String) {
+    let state = ctx.lock_state();
+    let loops = loop_scope(&ctx.graph, &state);
+    let view = View {
+        vars: &ctx.vars,
+        input,
+        outputs: &state.outputs,
+        loops: &loops,
+        run_id: &ctx.run_id,
+        secrets: &ctx.wf.secrets,
+    };
+    let render = |text: &str| template::parse(text).render_text(|r| view.resolve(r));
+    (agent.system.as_deref().map(render), render(&agent.user))
+}
+
+/// The loop's spec for node `id`.
+pub(crate) fn loop_spec(
+    ctx: &Ctx<'_>,
+    env: &AgentEnv,
+    id: &str,
+    agent: &AgentNode,
+    input: &Value,
+) -> Result<LoopSpec, Failure> {
+    let Some(route) = env.routes.get(id) else {
+        return Err(Failure::new(
+            FailureCode::ExecutionFailed,
+            format!("no model route was resolved for node \"{id}\""),
+        ));
+    };
+    let output = match &agent.output {
+        Some(name) => Some((
+            name.clone(),
+            crate::executor::schema::declared(ctx.wf, name)?.clone(),
+        )),
+        None => None,
+    };
+    let (system, prompt) = render_prompts(ctx, agent, input);
+    Ok(LoopSpec {
+        endpoint: route.endpoint.clone(),
+        model: route.model.clone(),
+        system,
+        prompt,
+        tools: offered_tools(agent),
+        max_turns: agent.tool_max_steps,
+        output,
+    })
+}
+
+/// Maps a loop error to the node's failure.
+pub(crate) fn loop_failure(error: LoopError) -> Failure {
+    match error {
+        LoopError::Model(m) => Failure::new(FailureCode::ExecutionFailed, m),
+        LoopError::Schema(m) => Failure::new(FailureCode::SchemaValidation, m),
+    }
+}
+
+/// Runs agent node `id` (DSL.md §6.2), resuming its paused loop when the checkpoint holds one
+/// for it and the operator answered.
+pub(crate) async fn run(
+    ctx: &Ctx<'_>,
+    id: &str,
+    agent: &AgentNode,
+    input: &Value,
+) -> Result<AgentResult, Failure> {
+    let Some(env) = ctx.agents.clone() else {
+        return Err(Failure::new(
+            FailureCode::CapabilityUnsupported,
+            format!("agent node \"{id}\" cannot run: this execution has no agent environment"),
+        ));
+    };
+    let spec = loop_spec(ctx, &env, id, agent, input)?;
+    let resume = take_resume(ctx, &env, id);
+    match &env.place {
+        AgentPlace::InProcess { workspace, path } => {
+            run_in_process(
+                ctx,
+                &env,
+                (workspace, path.as_ref()),
+                id,
+                agent,
+                &spec,
+                resume,
+            )
+            .await
+        }
+        AgentPlace::Runner(launcher) => {
+            launcher
+                .run_node(RunnerNode {
+                    run_id: &ctx.run_id,
+                    id,
+                    agent,
+                    spec: &spec,
+                    resume,
+                    events: ctx.events.as_ref(),
+                    redactor: &ctx.redactor,
+                    operator: env.operator.as_ref(),
+                })
+                .await
+        }
+    }
+}
+
+/// The paused loop of node `id` with the operator's answer, when there is one to resume.
+fn take_resume(ctx: &Ctx<'_>, env: &AgentEnv, id: &str) -> Option<(Snapshot, String)> {
+    let mut state = ctx.lock_state();
+    let paused = state.paused.take_if(|p| p.node == id)?;
+    match &env.answer {
+        Some(answer) => Some((paused.snapshot, answer.clone())),
+        None => {
+            // No answer: ask again from the start of the node's turn.
+            state.paused = None;
+            None
+        }
+    }
+}
+
+async fn run_in_process(
+    ctx: &Ctx<'_>,
+    env: &AgentEnv,
+    (workspace, path): (&std::path::Path, Option<&crate::sandbox::host::HostPath>),
+    id: &str,
+    agent: &AgentNode,
+    spec: &LoopSpec,
+    resume: Option<(Snapshot, String)>,
+) -> Result<AgentResult, Failure> {
+    let client = HttpClient::new(Route::HostEnv, MODEL_TIMEOUT)
+        .map_err(|e| Failure::new(FailureCode::ExecutionFailed, e.to_string()))?;
+    let shell = crate::sandbox::host::host_sandbox_with_path(&ctx.run_id, workspace, path)
+        .await
+        .map_err(|e| {
+            Failure::new(
+                FailureCode::ExecutionFailed,
+                format!("the host shell could not be set up: {e}"),
+            )
+        })?;
+    let host = InProcessTools {
+        local: LocalTools::new(
+            workspace,
+            Arc::new(crate::sandbox::host::SandboxShell(Arc::from(shell))),
+            vec![
+                ("ITERION_RUN_ID".to_owned(), ctx.run_id.clone()),
+                ("ITERION_NODE_ID".to_owned(), id.to_owned()),
+            ],
+        ),
+        allowed: spec.tools.iter().map(|t| t.name.clone()).collect(),
+        node: id.to_owned(),
+        operator: env.operator.clone(),
+    };
+    let observer = RunLogObserver {
+        ctx_log: ctx.logs.clone(),
+        node: id.to_owned(),
+        redactor: Arc::clone(&ctx.redactor),
+    };
+    let _ = agent;
+    match iterion_agent::session::run_loop(spec, &client, &host, &observer, resume).await {
+        Ok(LoopEnd::Done { output, usage }) => Ok(AgentResult::Done(output, usage)),
+        Ok(LoopEnd::Paused { question, snapshot }) => {
+            Ok(AgentResult::Paused(Box::new(PausedAgent {
+                node: id.to_owned(),
+                question,
+                snapshot: *snapshot,
+            })))
+        }
+        Err(error) => Err(loop_failure(error)),
+    }
+}
+
+struct InProcessTools {
+    local: LocalTools,
+    allowed: BTreeSet<String>,
+    node: String,
+    operator: Option<Arc<dyn Operator>>,
+}
+
+#[async_trait]
+impl ToolHost for InProcessTools {
+    async fn call(&self, call: &ToolCall) -> ToolOutcome {
+        if !self.allowed.contains(&call.name) {
+            return ToolOutcome::Error(format!(
+                "tool {:?} is not available to this node",
+                call.name
+            ));
+        }
+        if call.name == ASK_USER {
+            return ask_operator(self.operator.as_ref(), &self.node, &call.input).await;
+        }
+        match self.local.call(&call.name, &call.input).await {
+            Ok(text) => ToolOutcome::Output(text),
+            Err(text) => ToolOutcome::Error(text),
+        }
+    }
+}
+
+/// Writes the loop's notes to the run log (they are not events: SANDBOX.md §9.1 lists none).
+pub(crate) struct RunLogObserver {
+    pub ctx_log: Arc<dyn crate::records::sink::RunLogSink>,
+    pub node: String,
+    pub redactor: Arc<crate::records::secrets::Redactor>,
+}
+
+impl LoopObserver for RunLogObserver {
+    fn note(&self, kind: &'static str, payload: Value) {
+        self.ctx_log.line(LogLine {
+            node: self.node.clone(),
+            stream: LogStream::System,
+            text: self
+                .redactor
+                .redact(&format!("claw: {kind} {}", json!(payload))),
+        });
+    }
+}

@@ -1,0 +1,79 @@
+//! The operator of an agent node: who answers `ask_user` at once ([`Operator`], the CLI's
+//! terminal), how a call is answered or turned into a pause ([`ask_operator`]), and what a node
+//! that is still waiting keeps in the checkpoint ([`PausedAgent`]) — the node's result is then
+//! [`AgentResult::Paused`].
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use iterion_agent::session::{Question, Snapshot, ToolOutcome};
+use iterion_agent::wire::Usage;
+use serde_json::Value;
+
+/// Asks the operator a question on behalf of an `interaction: ask` node. The CLI installs one
+/// for an interactive terminal; without one (or when it returns `None`) the run pauses.
+#[async_trait]
+pub trait Operator: Send + Sync {
+    /// The operator's answer, or `None` when nobody can be asked here.
+    async fn ask(&self, node: &str, question: &str, options: &[String]) -> Option<String>;
+}
+
+/// A paused `ask_user`, kept in the checkpoint.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PausedAgent {
+    /// The asking node.
+    pub node: String,
+    /// The question.
+    pub question: Question,
+    /// Where its loop stood.
+    pub snapshot: Snapshot,
+}
+
+/// What an agent node came to.
+pub(crate) enum AgentResult {
+    /// The output and tokens used.
+    Done(Value, Usage),
+    /// Waiting for the operator.
+    Paused(Box<PausedAgent>),
+}
+
+/// The question of an `ask_user` call's input.
+pub(crate) fn question_of(input: &Value) -> Result<Question, String> {
+    let question = input
+        .get("question")
+        .and_then(Value::as_str)
+        .filter(|q| !q.trim().is_empty())
+        .ok_or("input field \"question\" (a non-empty string) is required")?;
+    let options = input
+        .get("options")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Question {
+        question: question.to_owned(),
+        options,
+    })
+}
+
+/// Answers `ask_user` through the operator when there is one, else pauses.
+pub(crate) async fn ask_operator(
+    operator: Option<&Arc<dyn Operator>>,
+    node: &str,
+    input: &Value,
+) -> ToolOutcome {
+    let question = match question_of(input) {
+        Ok(q) => q,
+        Err(e) => return ToolOutcome::Error(e),
+    };
+    if let Some(op) = operator
+        && let Some(answer) = op.ask(node, &question.question, &question.options).await
+    {
+        return ToolOutcome::Output(answer);
+    }
+    ToolOutcome::Ask(question)
+}

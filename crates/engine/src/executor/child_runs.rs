@@ -1,0 +1,147 @@
+//! Where a subbot's child run is recorded ([`ChildRuns`]) and what a run hands the children that
+//! adopt its sandbox ([`SharedSandbox`], SANDBOX.md §14). The executor's own [`InlineChildRuns`]
+//! records children into the parent's sink; the launcher plugs in the store
+//! (`launcher::children::StoreChildRuns`), which also gives a declaring child a whole attempt of
+//! its own ([`ChildRuns::run_own`]).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures_util::future::BoxFuture;
+use iterion_dsl::ir::{SubbotNode, Workflow};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::executor::outcome::{Failure, RunOutcome};
+use crate::records::events::RunStarted;
+use crate::records::failure::FailureCode;
+use crate::records::sink::EventSink;
+
+/// Where a child run's record and events go.
+pub(crate) trait ChildRuns: Send + Sync {
+    /// Opens the child run of subbot `node` in `parent_run`, with the child's typed `vars`: its
+    /// id and its event sink.
+    fn open<'a>(
+        &'a self,
+        parent_run: &'a str,
+        node: &'a str,
+        subbot: &'a SubbotNode,
+        child: &'a Workflow,
+        vars: &'a Map<String, Value>,
+    ) -> BoxFuture<'a, Result<ChildRun, Failure>>;
+
+    /// Records how the child run ended.
+    fn close<'a>(&'a self, child: &'a ChildRun, outcome: &'a RunOutcome) -> BoxFuture<'a, ()>;
+
+    /// Runs the child as a run with a sandbox of its own: a declaring child honoured under a
+    /// bind-mount parent (SANDBOX.md §14 rule 1). Returns the child's final output.
+    fn run_own<'a>(&'a self, own: OwnRun<'a>) -> BoxFuture<'a, Result<Value, Failure>>;
+
+    /// Whether the parent was interrupted (not cancelled): a child it stopped then ends
+    /// `INTERRUPTED`, as resumable as its parent.
+    fn parent_interrupted(&self) -> bool {
+        false
+    }
+}
+
+/// What [`ChildRuns::run_own`] needs.
+pub(crate) struct OwnRun<'a> {
+    /// The subbot node.
+    pub node: &'a str,
+    /// Its declaration.
+    pub subbot: &'a SubbotNode,
+    /// The compiled child.
+    pub child: &'a Workflow,
+    /// The child's vars, typed.
+    pub vars: Map<String, Value>,
+    /// The sandbox fields it declares.
+    pub fields: Vec<String>,
+    /// The parent's driver.
+    pub driver: String,
+    /// Cancelling it stops the child.
+    pub cancel: CancellationToken,
+}
+
+/// An open child run.
+pub(crate) struct ChildRun {
+    /// Its run id.
+    pub run_id: String,
+    /// Where its events go.
+    pub events: Arc<dyn EventSink>,
+    /// Its `run_started`: the child's first event, naming the parent and the root run.
+    pub started: RunStarted,
+    /// The child bundle's `devbox.json` (its file's directory, when that is not the workspace
+    /// root: SANDBOX.md §15's bot source), which adoption does not provision.
+    pub bundle_devbox: Option<std::path::PathBuf>,
+}
+
+/// What a run hands the children that adopt its sandbox besides the run itself (SANDBOX.md
+/// §14's `SharedSandbox`; the run, its driver and the parent id travel in the executor).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SharedSandbox {
+    /// The container's workspace folder; `None` without a container.
+    pub workspace_folder: Option<String>,
+    /// The parent's scratch lives in the container (§14 rule 2).
+    pub scratch_in_container: bool,
+}
+
+/// The executor's default [`ChildRuns`] when no store is wired: child ids are
+/// `<parent>.<node>.<n>` and child events go to the parent's sink (so a bare [`Execution`] with a
+/// memory sink still sees them).
+pub(crate) struct InlineChildRuns {
+    events: Arc<dyn EventSink>,
+    next: AtomicU64,
+}
+
+impl InlineChildRuns {
+    pub(crate) fn new(events: Arc<dyn EventSink>) -> InlineChildRuns {
+        InlineChildRuns {
+            events,
+            next: AtomicU64::new(1),
+        }
+    }
+}
+
+impl ChildRuns for InlineChildRuns {
+    fn open<'a>(
+        &'a self,
+        parent_run: &'a str,
+        node: &'a str,
+        _subbot: &'a SubbotNode,
+        child: &'a Workflow,
+        _vars: &'a Map<String, Value>,
+    ) -> BoxFuture<'a, Result<ChildRun, Failure>> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let run = ChildRun {
+            run_id: format!("{parent_run}.{node}.{n}"),
+            events: self.events.clone(),
+            started: RunStarted {
+                workflow: child.name.clone(),
+                workflow_hash: String::new(),
+                trust: "trusted".to_owned(),
+                resumed: false,
+                parent_run: Some(parent_run.to_owned()),
+                root_run: Some(parent_run.to_owned()),
+            },
+            bundle_devbox: None,
+        };
+        Box::pin(async move { Ok(run) })
+    }
+
+    fn close<'a>(&'a self, _child: &'a ChildRun, _outcome: &'a RunOutcome) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
+    fn run_own<'a>(&'a self, own: OwnRun<'a>) -> BoxFuture<'a, Result<Value, Failure>> {
+        let failure = Failure::new(
+            FailureCode::CapabilityUnsupported,
+            format!(
+                "subbot {} declares sandbox fields [{}]; a sandbox of its own needs the launcher \
+                 (Engine::run)",
+                own.node,
+                own.fields.join(", ")
+            ),
+        );
+        Box::pin(async move { Err(failure) })
+    }
+}

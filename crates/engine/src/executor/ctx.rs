@@ -1,0 +1,139 @@
+//! The state every line of one run shares ([`Ctx`]): the workflow, the run's sandbox, sinks and
+//! redactor, the checkpoint being built, the budget and the stop token. It sits below every node
+//! kind: they read it and record through it; the driver (`execution`) is the only one that
+//! builds it and runs lines over it.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use iterion_dsl::ir::Workflow;
+use iterion_sandbox::SandboxRun;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::executor::agent::env::AgentEnv;
+use crate::executor::budget::RunBudget;
+use crate::executor::checkpoint::Checkpoint;
+use crate::executor::child_runs::{ChildRuns, SharedSandbox};
+use crate::executor::graph::Graph;
+use crate::executor::input::InputCtx;
+use crate::executor::outcome::Failure;
+use crate::records::events::{BudgetDimension, BudgetExceeded, Event};
+use crate::records::failure::FailureCode;
+use crate::records::secrets::Redactor;
+use crate::records::sink::{EventSink, RunLogSink};
+
+/// How a line of execution (the main line, or one fan-out branch) ended.
+pub(crate) enum LineEnd {
+    /// An edge into `done` was taken from this node.
+    Done { node: String },
+    /// A node failed, `fail` was reached, or no edge could be taken.
+    Failed(Failure),
+    /// A branch took an edge into its join; the edge's mapping, rendered.
+    Arrived { mapping: Map<String, Value> },
+}
+
+/// A fan-out branch's identity.
+pub(crate) struct BranchCtx {
+    /// The branch's first node (`node_started.branch`, `_failed_branches[].branch`).
+    pub first: String,
+    /// The join it runs to.
+    pub join: String,
+    /// The fan-out's token: cancelled by the run's stop, or by a failed sibling under
+    /// `wait_all`.
+    pub token: CancellationToken,
+}
+
+/// The state shared by every line of one run.
+pub(crate) struct Ctx<'a> {
+    pub wf: &'a Workflow,
+    pub graph: Graph,
+    pub run_id: String,
+    pub vars: Value,
+    pub redactor: Arc<Redactor>,
+    /// Subbot nesting: 0 for a top-level run (DSL.md §3.9).
+    pub depth: u32,
+    /// Where child runs are recorded.
+    pub children: Arc<dyn ChildRuns + 'a>,
+    /// What this run's sandbox hands adopting children (SANDBOX.md §14).
+    pub shared: SharedSandbox,
+    pub sandbox: &'a dyn SandboxRun,
+    pub workdir: Option<String>,
+    pub events: Arc<dyn EventSink>,
+    pub logs: Arc<dyn RunLogSink>,
+    pub stop: CancellationToken,
+    pub stop_reason: Mutex<Option<BudgetDimension>>,
+    pub state: Mutex<Checkpoint>,
+    pub budget: RunBudget,
+    pub agents: Option<Arc<AgentEnv>>,
+}
+
+impl Ctx<'_> {
+    pub(crate) fn lock_state(&self) -> MutexGuard<'_, Checkpoint> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn inputs(&self) -> InputCtx<'_> {
+        InputCtx {
+            wf: self.wf,
+            graph: &self.graph,
+            vars: &self.vars,
+            run_id: &self.run_id,
+        }
+    }
+
+    pub(crate) async fn emit(&self, event: Event) {
+        self.events.emit(event).await;
+    }
+
+    /// Stops the run for a budget cap, unless it is already stopping: the first cause wins and
+    /// emits the one `budget_exceeded`.
+    pub(crate) async fn stop_for_budget(&self, dimension: BudgetDimension) {
+        let first = {
+            let mut reason = self
+                .stop_reason
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let first = reason.is_none() && !self.stop.is_cancelled();
+            if first {
+                *reason = Some(dimension);
+            }
+            first
+        };
+        if first {
+            self.emit(Event::BudgetExceeded(BudgetExceeded { dimension }))
+                .await;
+            self.stop.cancel();
+        }
+    }
+
+    /// The failure of work stopped by a token: the run's stop reason, or a failed sibling.
+    pub(crate) fn stopped(&self) -> Failure {
+        if !self.stop.is_cancelled() {
+            return Failure::new(
+                FailureCode::Cancelled,
+                "cancelled: another branch of the fan-out failed",
+            );
+        }
+        let reason = *self
+            .stop_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match reason {
+            Some(BudgetDimension::MaxIterations) => Failure::new(
+                FailureCode::BudgetExceeded,
+                format!(
+                    "budget max_iterations ({}) reached",
+                    self.budget.max_iterations.unwrap_or_default()
+                ),
+            ),
+            Some(BudgetDimension::MaxDuration) => Failure::new(
+                FailureCode::BudgetExceeded,
+                format!(
+                    "budget max_duration ({}) elapsed",
+                    iterion_sandbox::format_duration(self.budget.max_duration.unwrap_or_default())
+                ),
+            ),
+            None => Failure::new(FailureCode::Cancelled, "the run was cancelled"),
+        }
+    }
+}

@@ -1,0 +1,659 @@
+//! The executor: runs a compiled workflow's graph to an outcome (DSL.md §5–§6).
+//!
+//! [`Execution`] collects the inputs (builder), [`Execution::run`] drives the graph. Inside, one
+//! [`Ctx`] is shared by the main line and every fan-out branch; they run as futures of the same
+//! task (no spawning), so a cancelled branch is simply dropped and its exec with it — the noop
+//! driver kills the process on drop, a container driver ends its exec.
+//!
+//! Stopping has one mechanism: the `stop` token, a child of the caller's cancellation token.
+//! A budget cap records why it stopped the run (first cause wins) and cancels it; every running
+//! tool races its exec against the token. A fan-out has its own child token so that `wait_all`
+//! can cancel the siblings of a failed branch without stopping the run.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use futures_util::future::BoxFuture;
+use iterion_dsl::ir::{NodeBody, RouterMode, SubbotNode, Target, Workflow};
+use iterion_sandbox::SandboxRun;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::executor::agent::env::AgentEnv;
+use crate::executor::agent::operator::AgentResult;
+use crate::executor::budget::{BudgetError, RunBudget};
+use crate::executor::checkpoint::{Checkpoint, NextNode, ResumeError};
+use crate::executor::child_runs::{ChildRuns, InlineChildRuns, SharedSandbox};
+use crate::executor::ctx::{BranchCtx, Ctx, LineEnd};
+use crate::executor::graph::Graph;
+use crate::executor::input::InputCtx;
+use crate::executor::outcome::{Failure, RunOutcome, RunReport};
+use crate::executor::select::{self, WalkInput};
+use crate::executor::subbot::{self, ChildGraph, Prepared};
+use crate::executor::{agent, fanout, tool};
+use crate::records::events::{
+    BudgetDimension, Event, NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, RunPaused,
+};
+use crate::records::failure::{FailureCode, OutcomeStatus};
+use crate::records::secrets::{Redactor, ResolvedSecret};
+use crate::records::sink::{EventSink, NullRunLog, RunLogSink};
+
+/// The largest `node_finished.output` recorded whole: 64 KiB of compact JSON.
+pub const EVENT_OUTPUT_MAX_BYTES: usize = 64 * 1024;
+
+/// Why a run could not start (nothing was executed, no event emitted).
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutionError {
+    /// The checkpoint cannot be resumed (`RESUME_INVALID`).
+    #[error("cannot resume: {0}")]
+    Resume(#[from] ResumeError),
+    /// The workflow's budget could not be resolved (only when no budget was given).
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+}
+
+impl ExecutionError {
+    /// `RESUME_INVALID` or `BUDGET_INVALID`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ExecutionError::Resume(e) => e.code().as_str(),
+            ExecutionError::Budget(e) => e.code(),
+        }
+    }
+}
+
+/// One run of a workflow's graph: the inputs, then [`Execution::run`].
+///
+/// ```no_run
+/// # async fn demo(wf: &iterion_dsl::ir::Workflow, sandbox: &dyn iterion_sandbox::SandboxRun) {
+/// use std::sync::Arc;
+/// use iterion_engine::{Execution, MemoryEventSink};
+/// let events = MemoryEventSink::new();
+/// let report = Execution::new(wf, "run-1", sandbox, Arc::new(events.clone()))
+///     .vars(serde_json::Map::new())
+///     .run()
+///     .await;
+/// # }
+/// ```
+pub struct Execution<'a> {
+    workflow: &'a Workflow,
+    run_id: String,
+    sandbox: &'a dyn SandboxRun,
+    events: Arc<dyn EventSink>,
+    vars: Map<String, Value>,
+    secrets: Vec<ResolvedSecret>,
+    workdir: Option<String>,
+    logs: Arc<dyn RunLogSink>,
+    cancel: CancellationToken,
+    resume: Option<Checkpoint>,
+    budget: Option<RunBudget>,
+    agents: Option<Arc<AgentEnv>>,
+    depth: u32,
+    redactor: Option<Arc<Redactor>>,
+    children: Option<Arc<dyn ChildRuns + 'a>>,
+    shared: SharedSandbox,
+}
+
+impl<'a> Execution<'a> {
+    /// A run of `workflow` with id `run_id`, executing tools through `sandbox` (the noop driver's
+    /// run when unsandboxed) and emitting to `events`.
+    pub fn new(
+        workflow: &'a Workflow,
+        run_id: impl Into<String>,
+        sandbox: &'a dyn SandboxRun,
+        events: Arc<dyn EventSink>,
+    ) -> Self {
+        Execution {
+            workflow,
+            run_id: run_id.into(),
+            sandbox,
+            events,
+            vars: Map::new(),
+            secrets: Vec::new(),
+            workdir: None,
+            logs: Arc::new(NullRunLog),
+            cancel: CancellationToken::new(),
+            resume: None,
+            budget: None,
+            agents: None,
+            depth: 0,
+            redactor: None,
+            children: None,
+            shared: SharedSandbox::default(),
+        }
+    }
+
+    /// The resolved vars (`{{vars.X}}`, and the entry node's default input). Default: none.
+    /// The launcher has already applied defaults and `--var` values.
+    pub fn vars(mut self, vars: Map<String, Value>) -> Self {
+        self.vars = vars;
+        self
+    }
+
+    /// The secrets' resolved values, used only to redact recorded text. Default: none.
+    pub fn secrets(mut self, secrets: Vec<ResolvedSecret>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    /// The working directory of every exec. Default: the sandbox's own (the workspace folder,
+    /// or the noop run's workspace).
+    pub fn workdir(mut self, workdir: impl Into<String>) -> Self {
+        self.workdir = Some(workdir.into());
+        self
+    }
+
+    /// Where tool output lines go. Default: dropped.
+    pub fn run_log(mut self, logs: Arc<dyn RunLogSink>) -> Self {
+        self.logs = logs;
+        self
+    }
+
+    /// Cancelling this token stops the run: running commands are killed and the run ends
+    /// `cancelled` / `CANCELLED` (the launcher maps an interruption to `INTERRUPTED`). Default:
+    /// a token nobody cancels.
+    pub fn cancel_token(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// Resumes from a checkpoint of an earlier attempt: its outputs, loop counters, attempt and
+    /// iteration counts are kept and the run starts at its `next` node. Default: a fresh run
+    /// from the entry node.
+    pub fn resume_from(mut self, checkpoint: Checkpoint) -> Self {
+        self.resume = Some(checkpoint);
+        self
+    }
+
+    /// The run's caps. Default: the workflow's `budget:`, its `${…}` expanded from the process
+    /// environment ([`RunBudget::resolve`]).
+    pub fn budget(mut self, budget: RunBudget) -> Self {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// How agent and judge nodes run: their models, where the loop runs, who answers
+    /// `ask_user`. Default: none, and an agent node fails with `CAPABILITY_UNSUPPORTED`.
+    pub(crate) fn agents(mut self, env: AgentEnv) -> Self {
+        self.agents = Some(Arc::new(env));
+        self
+    }
+
+    /// The agent environment, shared with the parent run (a subbot's child run).
+    pub(crate) fn shared_agents(mut self, env: Arc<AgentEnv>) -> Self {
+        self.agents = Some(env);
+        self
+    }
+
+    /// Where subbot child runs are recorded, and what this run's sandbox hands the children
+    /// that adopt it (SANDBOX.md §14). Default: [`InlineChildRuns`] over this run's events, no
+    /// container workspace, scratch on the host.
+    pub(crate) fn child_runs(
+        mut self,
+        children: Arc<dyn ChildRuns + 'a>,
+        shared: SharedSandbox,
+    ) -> Self {
+        self.children = Some(children);
+        self.shared = shared;
+        self
+    }
+
+    /// Redacts with the run's own redactor (shared with its record, so a value it learns later,
+    /// the proxy token, is redacted here too) instead of one built from the secrets.
+    pub(crate) fn redactor(mut self, redactor: Arc<Redactor>) -> Self {
+        self.redactor = Some(redactor);
+        self
+    }
+
+    /// Makes this a child run at nesting `depth` (DSL.md §3.9), redacting with the parent's
+    /// redactor.
+    pub(crate) fn nested(mut self, depth: u32, redactor: Arc<Redactor>) -> Self {
+        self.depth = depth;
+        self.redactor = Some(redactor);
+        self
+    }
+
+    /// Runs the graph to an outcome. Never fails once started: every failure is an outcome.
+    ///
+    /// # Errors
+    ///
+    /// [`ExecutionError`] before anything runs: a checkpoint that cannot be resumed, or a budget
+    /// that cannot be resolved.
+    pub async fn run(self) -> Result<RunReport, ExecutionError> {
+        let wf = self.workflow;
+        let budget = match self.budget {
+            Some(b) => b,
+            None => RunBudget::resolve(&wf.budget, |k| std::env::var(k).ok())?,
+        };
+        let graph = Graph::new(wf);
+        let vars = Value::Object(self.vars);
+        let (state, start) = match self.resume {
+            Some(cp) => {
+                let start = cp.resume_point(wf)?.clone();
+                (cp, start)
+            }
+            None => {
+                let state = Checkpoint::default();
+                let input = InputCtx {
+                    wf,
+                    graph: &graph,
+                    vars: &vars,
+                    run_id: &self.run_id,
+                }
+                .node_input(&state, &wf.entry, None);
+                let start = NextNode {
+                    node: wf.entry.clone(),
+                    input,
+                };
+                (state, start)
+            }
+        };
+        let redactor = self
+            .redactor
+            .unwrap_or_else(|| Arc::new(Redactor::new(&self.secrets)));
+        let children = self
+            .children
+            .unwrap_or_else(|| Arc::new(InlineChildRuns::new(self.events.clone())));
+        let ctx = Ctx {
+            wf,
+            graph,
+            run_id: self.run_id,
+            vars,
+            redactor,
+            depth: self.depth,
+            children,
+            shared: self.shared,
+            sandbox: self.sandbox,
+            workdir: self.workdir,
+            events: self.events,
+            logs: self.logs,
+            stop: self.cancel.child_token(),
+            stop_reason: Mutex::new(None),
+            state: Mutex::new(state),
+            budget,
+            agents: self.agents,
+        };
+        let end = ctx.drive(start).await;
+        Ok(ctx.report(end))
+    }
+}
+
+impl Ctx<'_> {
+    /// Runs the main line, with the `max_duration` watch beside it.
+    async fn drive(&self, start: NextNode) -> LineEnd {
+        let watch = async {
+            if let Some(limit) = self.budget.max_duration {
+                tokio::time::sleep(limit).await;
+                self.stop_for_budget(BudgetDimension::MaxDuration).await;
+            }
+            std::future::pending::<std::convert::Infallible>().await
+        };
+        tokio::select! {
+            end = self.run_line(start, None) => end,
+            never = watch => match never {},
+        }
+    }
+
+    /// Runs nodes from `start` until `done`, `fail`, a failure, or (in a branch) the join.
+    pub(crate) fn run_line<'b>(
+        &'b self,
+        start: NextNode,
+        branch: Option<&'b BranchCtx>,
+    ) -> BoxFuture<'b, LineEnd> {
+        Box::pin(async move {
+            let mut pending = start;
+            loop {
+                if branch.is_none() {
+                    self.lock_state().next = Some(pending.clone());
+                }
+                let Some(node) = self.wf.node(&pending.node) else {
+                    return LineEnd::Failed(Failure::new(
+                        FailureCode::NoOutgoingEdge,
+                        format!("node \"{}\" is not declared", pending.node),
+                    ));
+                };
+                let output = match self.run_node(&node.id, &pending.input, branch).await {
+                    Ok(output) => output,
+                    Err(failure) => return LineEnd::Failed(failure.at(&node.id)),
+                };
+                if let NodeBody::Router(r) = &node.body
+                    && r.mode == RouterMode::FanOutAll
+                {
+                    match fanout::fan_out(self, &node.id, self).await {
+                        Ok(next) => {
+                            pending = next;
+                            continue;
+                        }
+                        Err(failure) => return LineEnd::Failed(failure),
+                    }
+                }
+                match self.choose(&node.id, &output, branch).await {
+                    Ok(Choice::Next(next)) => pending = next,
+                    Ok(Choice::End(end)) => return end,
+                    Err(failure) => return LineEnd::Failed(failure.at(&node.id)),
+                }
+            }
+        })
+    }
+
+    /// Edge selection after `node` finished with `output` (§5.4), and what follows from it.
+    async fn choose(
+        &self,
+        node: &str,
+        output: &Value,
+        branch: Option<&BranchCtx>,
+    ) -> Result<Choice, Failure> {
+        let (selected, events) = {
+            let state = self.lock_state();
+            select::walk(
+                &WalkInput {
+                    wf: self.wf,
+                    graph: &self.graph,
+                    state: &state,
+                    vars: &self.vars,
+                    run_id: &self.run_id,
+                },
+                node,
+                output,
+            )
+        };
+        for event in events {
+            self.emit(event).await;
+        }
+        let Some((index, edge)) = selected.and_then(|i| self.wf.edges.get(i).map(|e| (i, e)))
+        else {
+            return Err(Failure::new(
+                FailureCode::NoOutgoingEdge,
+                "no outgoing edge can be taken",
+            ));
+        };
+        let selected_event = select::take(&self.graph, &mut self.lock_state(), edge, output);
+        self.emit(selected_event).await;
+        match &edge.to {
+            Target::Done => {
+                if branch.is_none() {
+                    self.lock_state().next = None;
+                }
+                Ok(Choice::End(LineEnd::Done {
+                    node: node.to_owned(),
+                }))
+            }
+            Target::Fail => {
+                if branch.is_none() {
+                    self.lock_state().next = None;
+                }
+                Err(Failure::new(
+                    FailureCode::WorkflowFailed,
+                    "the edge to fail was taken",
+                ))
+            }
+            Target::Node(target) => {
+                let state = self.lock_state();
+                if let Some(b) = branch
+                    && *target == b.join
+                {
+                    let loops = crate::executor::input::loop_scope(&self.graph, &state);
+                    let mapping = self
+                        .inputs()
+                        .edge_mapping(&state, &loops, index)
+                        .unwrap_or_default();
+                    return Ok(Choice::End(LineEnd::Arrived { mapping }));
+                }
+                let input = self.inputs().node_input(&state, target, Some(index));
+                Ok(Choice::Next(NextNode {
+                    node: target.clone(),
+                    input,
+                }))
+            }
+        }
+    }
+
+    /// Runs one node: budget check, `node_started`, the work, then `node_finished` or
+    /// `node_failed` (nothing when an agent paused on `ask_user`).
+    async fn run_node(
+        &self,
+        id: &str,
+        input: &Value,
+        branch: Option<&BranchCtx>,
+    ) -> Result<Value, Failure> {
+        let token = branch.map_or(&self.stop, |b| &b.token);
+        let Some(node) = self.wf.node(id) else {
+            return Err(Failure::new(
+                FailureCode::NoOutgoingEdge,
+                format!("node \"{id}\" is not declared"),
+            ));
+        };
+        if token.is_cancelled() {
+            return Err(self.stopped());
+        }
+        let counted = !matches!(node.body, NodeBody::Router(_));
+        let attempt = {
+            let mut state = self.lock_state();
+            let over = counted
+                && self
+                    .budget
+                    .max_iterations
+                    .is_some_and(|max| state.iterations >= max);
+            if over {
+                None
+            } else {
+                if counted {
+                    state.iterations += 1;
+                }
+                let attempt = state.attempts.entry(id.to_owned()).or_default();
+                *attempt = attempt.saturating_add(1);
+                Some(*attempt)
+            }
+        };
+        let Some(attempt) = attempt else {
+            self.stop_for_budget(BudgetDimension::MaxIterations).await;
+            return Err(self.stopped());
+        };
+        self.emit(Event::NodeStarted(NodeStarted {
+            node: id.to_owned(),
+            kind: NodeKindLabel::from(node.kind),
+            attempt,
+            branch: branch.map(|b| b.first.clone()),
+        }))
+        .await;
+        let started = Instant::now();
+        let mut usage = None;
+        let result = match &node.body {
+            NodeBody::Router(_) => Ok(input.clone()),
+            NodeBody::Tool(t) => tool::run(self, id, t, input, token).await,
+            NodeBody::Subbot(b) => Box::pin(self.run_subbot(id, b, input, token)).await,
+            NodeBody::Agent(a) => {
+                let outcome = tokio::select! {
+                    biased;
+                    () = token.cancelled() => Err(self.stopped()),
+                    outcome = agent::node::run(self, id, a, input) => outcome,
+                };
+                match outcome {
+                    Ok(AgentResult::Done(output, used)) => {
+                        usage = Some(used);
+                        Ok(output)
+                    }
+                    Ok(AgentResult::Paused(paused)) => {
+                        let question = self.redactor.redact(&paused.question.question);
+                        self.lock_state().paused = Some(*paused);
+                        return Err(Failure {
+                            paused: true,
+                            ..Failure::new(FailureCode::Cancelled, question)
+                        });
+                    }
+                    Err(failure) => Err(failure),
+                }
+            }
+        };
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        match result {
+            Ok(output) => {
+                {
+                    let mut state = self.lock_state();
+                    state.outputs.insert(id.to_owned(), output.clone());
+                    state.last_completed_node = Some(id.to_owned());
+                }
+                self.emit(Event::NodeFinished(NodeFinished {
+                    node: id.to_owned(),
+                    duration_ms,
+                    output: self.recorded_output(&output),
+                    usage,
+                }))
+                .await;
+                Ok(output)
+            }
+            Err(failure) => {
+                self.emit(Event::NodeFailed(NodeFailed {
+                    node: id.to_owned(),
+                    code: failure.code,
+                    message: self.redactor.redact(&failure.message),
+                    exit_code: failure.exit_code,
+                    stderr_tail: failure.stderr_tail.clone(),
+                }))
+                .await;
+                Err(failure)
+            }
+        }
+    }
+
+    /// Runs subbot node `id` (DSL.md §3.9): [`subbot::prepare`], the adopted child's graph as a
+    /// nested [`Execution`] in this run's sandbox, then [`subbot::finish`].
+    async fn run_subbot(
+        &self,
+        id: &str,
+        node: &SubbotNode,
+        input: &Value,
+        token: &CancellationToken,
+    ) -> Result<Value, Failure> {
+        let ChildGraph {
+            workflow,
+            opened,
+            vars,
+            depth,
+        } = match subbot::prepare(self, id, node, input, token).await? {
+            Prepared::Done(output) => return Ok(output),
+            Prepared::Child(child) => child,
+        };
+        let mut execution = Execution::new(
+            workflow,
+            opened.run_id.clone(),
+            self.sandbox,
+            opened.events.clone(),
+        )
+        .vars(vars)
+        .run_log(self.logs.clone())
+        .cancel_token(token.clone())
+        .nested(depth, self.redactor.clone())
+        .child_runs(self.children.clone(), self.shared.clone());
+        if let Some(workdir) = &self.workdir {
+            execution = execution.workdir(workdir.clone());
+        }
+        if let Some(agents) = &self.agents {
+            execution = execution.shared_agents(agents.clone());
+        }
+        let started = Instant::now();
+        let report = execution.run().await.map_err(|e| e.to_string());
+        subbot::finish(self, node, opened, report, started).await
+    }
+
+    /// An output as events record it: redacted, and clamped to [`EVENT_OUTPUT_MAX_BYTES`] (a
+    /// longer one becomes a string holding the start of its compact JSON and a note).
+    fn recorded_output(&self, output: &Value) -> Value {
+        let redacted = self.redactor.redact_json(output);
+        let text = iterion_dsl::template::compact_json(&redacted);
+        if text.len() <= EVENT_OUTPUT_MAX_BYTES {
+            return redacted;
+        }
+        let head = iterion_agent::text::truncate_bytes(&text, EVENT_OUTPUT_MAX_BYTES);
+        Value::String(format!(
+            "{head}… [truncated: {} bytes of compact JSON]",
+            text.len()
+        ))
+    }
+
+    /// The report: the outcome and the redacted checkpoint.
+    fn report(self, end: LineEnd) -> RunReport {
+        let redactor = self.redactor;
+        let mut checkpoint = self
+            .state
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        for value in checkpoint.outputs.values_mut() {
+            *value = redactor.redact_json(value);
+        }
+        for counter in checkpoint.loops.values_mut() {
+            counter.previous_output = redactor.redact_json(&counter.previous_output);
+        }
+        if let Some(next) = &mut checkpoint.next {
+            next.input = redactor.redact_json(&next.input);
+        }
+        // The paused loop's conversation is recorded too: a tool may have printed a secret.
+        if let Some(paused) = &mut checkpoint.paused
+            && let Ok(value) = serde_json::to_value(&paused.snapshot)
+            && let Ok(redacted) = serde_json::from_value(redactor.redact_json(&value))
+        {
+            paused.snapshot = redacted;
+        }
+        let paused = checkpoint.paused.as_ref().map(|p| RunPaused {
+            node: p.node.clone(),
+            question: redactor.redact(&p.question.question),
+            options: (!p.question.options.is_empty()).then(|| p.question.options.clone()),
+        });
+        let outcome = match end {
+            LineEnd::Failed(failure) if failure.paused => RunOutcome {
+                status: OutcomeStatus::Paused,
+                failure_code: None,
+                message: Some(redactor.redact(&failure.message)),
+                last_completed_node: checkpoint.last_completed_node.clone(),
+                final_output: None,
+                outputs: checkpoint.outputs.clone(),
+                paused,
+            },
+            LineEnd::Done { node } => RunOutcome {
+                status: OutcomeStatus::Finished,
+                failure_code: None,
+                message: None,
+                last_completed_node: checkpoint.last_completed_node.clone(),
+                final_output: checkpoint.outputs.get(&node).cloned(),
+                outputs: checkpoint.outputs.clone(),
+                paused: None,
+            },
+            LineEnd::Failed(failure) => RunOutcome {
+                status: failure.code.status().unwrap_or(OutcomeStatus::Failed),
+                failure_code: Some(failure.code),
+                message: Some(redactor.redact(&failure.describe())),
+                last_completed_node: checkpoint.last_completed_node.clone(),
+                final_output: None,
+                outputs: checkpoint.outputs.clone(),
+                paused: None,
+            },
+            LineEnd::Arrived { .. } => RunOutcome {
+                status: OutcomeStatus::Failed,
+                failure_code: Some(FailureCode::JoinFailed),
+                message: Some("a join was reached outside its fan-out".to_owned()),
+                last_completed_node: checkpoint.last_completed_node.clone(),
+                final_output: None,
+                outputs: checkpoint.outputs.clone(),
+                paused: None,
+            },
+        };
+        RunReport {
+            outcome,
+            checkpoint,
+        }
+    }
+}
+
+/// What edge selection leads to.
+enum Choice {
+    /// Run this node next.
+    Next(NextNode),
+    /// The line ends.
+    End(LineEnd),
+}
+
+impl fanout::Lines for Ctx<'_> {
+    fn branch<'b>(&'b self, start: NextNode, branch: &'b BranchCtx) -> BoxFuture<'b, LineEnd> {
+        self.run_line(start, Some(branch))
+    }
+}

@@ -1,0 +1,174 @@
+//! `fan_out_all` routers and their joins (DSL.md §5.6, run time).
+//!
+//! Every branch starts concurrently as a future of the current task, sharing the run's sandbox,
+//! state and budget. A branch runs with the ordinary edge rule until it takes an edge into the
+//! join (it *arrives*) or fails. Under `wait_all` the first failure cancels the fan-out's token:
+//! the other branches' running commands are killed (their exec futures are dropped), and the
+//! run fails with `JOIN_FAILED`. Under `best_effort` every branch runs to its end, and the join
+//! runs if at least one arrived, with `_failed_branches` in its input.
+//!
+//! A run-level stop (cancellation, budget) cancels the fan-out too, and then its own reason wins
+//! over `JOIN_FAILED`.
+
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
+use iterion_dsl::ir::{AwaitMode, Target};
+use serde_json::json;
+
+use crate::executor::checkpoint::NextNode;
+use crate::executor::ctx::{BranchCtx, Ctx, LineEnd};
+use crate::executor::outcome::Failure;
+use crate::records::events::{EdgeSelected, Event};
+use crate::records::failure::FailureCode;
+
+/// What a fan-out needs from the driver: a branch is a line of execution like the main one.
+pub(crate) trait Lines: Sync {
+    /// Runs the line of `branch` from `start` until it arrives at its join or ends otherwise.
+    fn branch<'b>(&'b self, start: NextNode, branch: &'b BranchCtx) -> BoxFuture<'b, LineEnd>;
+}
+
+/// Runs the branches of fan-out router `router` (whose output is recorded), each a line run by
+/// `lines`, and returns the join with its input.
+pub(crate) async fn fan_out(
+    ctx: &Ctx<'_>,
+    router: &str,
+    lines: &dyn Lines,
+) -> Result<NextNode, Failure> {
+    let Some(join) = ctx.graph.join_of(router) else {
+        return Err(Failure::new(
+            FailureCode::JoinFailed,
+            format!("fan-out router \"{router}\" has no join"),
+        ));
+    };
+    let mode = ctx
+        .wf
+        .node(join)
+        .and_then(|n| n.await_mode)
+        .unwrap_or(AwaitMode::WaitAll);
+    let token = ctx.stop.child_token();
+    let mut branches = Vec::new();
+    let mut starts = Vec::new();
+    for (index, edge) in ctx.wf.edges.iter().enumerate() {
+        if edge.from != router {
+            continue;
+        }
+        let Target::Node(first) = &edge.to else {
+            continue;
+        };
+        ctx.emit(Event::EdgeSelected(EdgeSelected {
+            from: router.to_owned(),
+            to: first.clone(),
+            condition: None,
+            loop_: None,
+            iteration: None,
+        }))
+        .await;
+        let input = ctx
+            .inputs()
+            .node_input(&ctx.lock_state(), first, Some(index));
+        branches.push(BranchCtx {
+            first: first.clone(),
+            join: join.to_owned(),
+            token: token.clone(),
+        });
+        starts.push(NextNode {
+            node: first.clone(),
+            input,
+        });
+    }
+
+    let mut running: FuturesUnordered<_> = branches
+        .iter()
+        .zip(starts)
+        .enumerate()
+        .map(|(i, (branch, start))| async move { (i, lines.branch(start, branch).await) })
+        .collect();
+    let mut ends: Vec<Option<LineEnd>> = branches.iter().map(|_| None).collect();
+    let mut first_failed = None;
+    while let Some((i, end)) = running.next().await {
+        if !matches!(end, LineEnd::Arrived { .. }) && first_failed.is_none() {
+            first_failed = Some(i);
+            if mode == AwaitMode::WaitAll {
+                token.cancel();
+            }
+        }
+        if let Some(slot) = ends.get_mut(i) {
+            *slot = Some(end);
+        }
+    }
+    drop(running);
+    if ctx.stop.is_cancelled() {
+        return Err(ctx.stopped());
+    }
+
+    let mut arrivals = Vec::new();
+    let mut failures: Vec<(&BranchCtx, Failure)> = Vec::new();
+    for (branch, end) in branches.iter().zip(ends) {
+        match end {
+            Some(LineEnd::Arrived { mapping }) => arrivals.push(mapping),
+            Some(LineEnd::Failed(failure)) => failures.push((branch, failure)),
+            Some(LineEnd::Done { node }) => failures.push((
+                branch,
+                Failure::new(
+                    FailureCode::JoinFailed,
+                    "the branch reached done before its join",
+                )
+                .at(&node),
+            )),
+            None => failures.push((
+                branch,
+                Failure::new(FailureCode::JoinFailed, "the branch did not end"),
+            )),
+        }
+    }
+    let describe = |(branch, failure): &(&BranchCtx, Failure)| {
+        format!(
+            "branch \"{}\" failed at node \"{}\": {}: {}",
+            branch.first,
+            failure.node.as_deref().unwrap_or(&branch.first),
+            failure.code,
+            failure.message
+        )
+    };
+    let failed_branches = match mode {
+        AwaitMode::WaitAll => {
+            let first = first_failed
+                .and_then(|i| branches.get(i))
+                .and_then(|b| failures.iter().find(|(f, _)| std::ptr::eq(*f, b)));
+            if let Some(first) = first {
+                return Err(Failure::new(
+                    FailureCode::JoinFailed,
+                    format!("join \"{join}\": {}", describe(first)),
+                ));
+            }
+            None
+        }
+        AwaitMode::BestEffort => {
+            if arrivals.is_empty() {
+                let all: Vec<String> = failures.iter().map(describe).collect();
+                return Err(Failure::new(
+                    FailureCode::JoinFailed,
+                    format!("join \"{join}\": no branch arrived; {}", all.join("; ")),
+                ));
+            }
+            Some(
+                failures
+                    .iter()
+                    .map(|(branch, failure)| {
+                        json!({
+                            "branch": branch.first,
+                            "node": failure.node.as_deref().unwrap_or(&branch.first),
+                            "code": failure.code.as_str(),
+                            "message": ctx.redactor.redact(&failure.message),
+                        })
+                    })
+                    .collect(),
+            )
+        }
+    };
+    Ok(NextNode {
+        node: join.to_owned(),
+        input: ctx.inputs().join_input(join, arrivals, failed_branches),
+    })
+}

@@ -1,0 +1,290 @@
+//! Node input and reference resolution (DSL.md §4.1, §4.2, §5.3, §5.6 step 5).
+//!
+//! [`View`] resolves a `{{…}}` reference against the run state without copying it; the
+//! functions below build a node's input map from the `with` mappings of the edges into it.
+
+use std::collections::BTreeMap;
+
+use iterion_dsl::ir::{self, Delivery, Mapping, MappingValue, Workflow};
+use iterion_dsl::template::{self, Namespace, Reference};
+use serde_json::{Map, Number, Value};
+
+use crate::executor::checkpoint::Checkpoint;
+use crate::executor::graph::Graph;
+use crate::records::secrets::secret_placeholder;
+
+/// Everything a reference can name. `input` is the current node's input, or inside a `with`
+/// mapping the source node's output.
+pub(crate) struct View<'s> {
+    pub vars: &'s Value,
+    pub input: &'s Value,
+    pub outputs: &'s BTreeMap<String, Value>,
+    pub loops: &'s Value,
+    pub run_id: &'s str,
+    pub secrets: &'s [ir::Secret],
+}
+
+fn walk<'v>(mut cur: &'v Value, path: &[String]) -> Option<&'v Value> {
+    for seg in path {
+        cur = cur.as_object()?.get(seg)?;
+    }
+    Some(cur)
+}
+
+impl View<'_> {
+    /// The value of a reference; `None` when it cannot be resolved (§4.2).
+    pub(crate) fn resolve(&self, r: &Reference) -> Option<Value> {
+        let path = r.path.as_slice();
+        match r.namespace {
+            Namespace::Vars => walk(self.vars, path).cloned(),
+            Namespace::Input => walk(self.input, path).cloned(),
+            Namespace::Outputs => {
+                let (node, rest) = path.split_first()?;
+                walk(self.outputs.get(node)?, rest).cloned()
+            }
+            Namespace::Loop => walk(self.loops, path).cloned(),
+            Namespace::Run => match path {
+                [id] if id == "id" => Some(Value::String(self.run_id.to_owned())),
+                _ => None,
+            },
+            Namespace::Secrets => {
+                let (name, rest) = path.split_first()?;
+                let secret = self.secrets.iter().find(|s| &s.name == name)?;
+                match (&secret.delivery, rest) {
+                    (Delivery::Value, []) => Some(Value::String(secret_placeholder(name))),
+                    (Delivery::File { mount_path, .. }, []) => {
+                        Some(Value::String(mount_path.clone()))
+                    }
+                    (Delivery::File { mount_path, .. }, [p]) if p == "path" => {
+                        Some(Value::String(mount_path.clone()))
+                    }
+                    _ => None,
+                }
+            }
+        }
+    }
+}
+
+/// The `loop` namespace: every declared loop with its `iteration`, `max` and `previous_output`.
+pub(crate) fn loop_scope(graph: &Graph, state: &Checkpoint) -> Value {
+    let mut map = Map::new();
+    for (name, info) in &graph.loops {
+        let st = state.loops.get(name);
+        map.insert(
+            name.clone(),
+            serde_json::json!({
+                "iteration": st.map_or(0, |s| s.iteration),
+                "max": info.cap,
+                "previous_output": st.map_or(Value::Null, |s| s.previous_output.clone()),
+            }),
+        );
+    }
+    Value::Object(map)
+}
+
+/// One `with` value (§4.2): exactly one reference keeps its JSON type (`null` when unresolved);
+/// any other template text renders as text, an unresolved reference staying as written;
+/// numbers and booleans keep their type (D13).
+pub(crate) fn render_mapping(m: &Mapping, view: &View<'_>) -> Value {
+    match &m.value {
+        MappingValue::Int(i) => Value::Number(Number::from(*i)),
+        MappingValue::Float(f) => Number::from_f64(*f).map_or(Value::Null, Value::Number),
+        MappingValue::Bool(b) => Value::Bool(*b),
+        MappingValue::Template(text) => {
+            let tpl = template::parse(text);
+            match tpl.single_reference() {
+                Some(r) => view.resolve(r).unwrap_or(Value::Null),
+                None => Value::String(tpl.render_text(|r| view.resolve(r))),
+            }
+        }
+    }
+}
+
+/// Shared inputs of the input builders.
+pub(crate) struct InputCtx<'a> {
+    pub wf: &'a Workflow,
+    pub graph: &'a Graph,
+    pub vars: &'a Value,
+    pub run_id: &'a str,
+}
+
+impl InputCtx<'_> {
+    /// Renders the mapping of edge `edge` against its source's latest output.
+    pub(crate) fn edge_mapping(
+        &self,
+        state: &Checkpoint,
+        loops: &Value,
+        edge: usize,
+    ) -> Option<Map<String, Value>> {
+        let e = self.wf.edges.get(edge)?;
+        let source_output = state.outputs.get(&e.from)?;
+        let view = View {
+            vars: self.vars,
+            input: source_output,
+            outputs: &state.outputs,
+            loops,
+            run_id: self.run_id,
+            secrets: &self.wf.secrets,
+        };
+        Some(
+            e.with
+                .iter()
+                .map(|m| (m.key.clone(), render_mapping(m, &view)))
+                .collect(),
+        )
+    }
+
+    /// The input of a node that is not a join (§5.3 steps 2–3): the mappings of every edge into
+    /// it whose source has produced an output, in declaration order, then the taken edge's again
+    /// so that they win; for the entry node with no key at all, the map of all vars.
+    pub(crate) fn node_input(&self, state: &Checkpoint, node: &str, taken: Option<usize>) -> Value {
+        let loops = loop_scope(self.graph, state);
+        let mut map = Map::new();
+        for &i in self.graph.incoming(node) {
+            if let Some(m) = self.edge_mapping(state, &loops, i) {
+                map.extend(m);
+            }
+        }
+        if let Some(m) = taken.and_then(|i| self.edge_mapping(state, &loops, i)) {
+            map.extend(m);
+        }
+        if map.is_empty() && node == self.wf.entry {
+            return self.vars.clone();
+        }
+        Value::Object(map)
+    }
+
+    /// A join's input (§5.6 step 5): every `with` key of every edge into it set to `null`, then
+    /// the arrived branches' rendered mappings in the order of the router's edges, then
+    /// `_failed_branches` under `best_effort`.
+    pub(crate) fn join_input(
+        &self,
+        join: &str,
+        arrivals: impl IntoIterator<Item = Map<String, Value>>,
+        failed_branches: Option<Vec<Value>>,
+    ) -> Value {
+        let mut map = Map::new();
+        for &i in self.graph.incoming(join) {
+            for m in self.wf.edges.get(i).map_or(&[][..], |e| e.with.as_slice()) {
+                map.insert(m.key.clone(), Value::Null);
+            }
+        }
+        for arrival in arrivals {
+            map.extend(arrival);
+        }
+        if let Some(failed) = failed_branches {
+            map.insert("_failed_branches".to_owned(), Value::Array(failed));
+        }
+        Value::Object(map)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn secrets() -> Vec<ir::Secret> {
+        vec![
+            ir::Secret {
+                name: "tok".to_owned(),
+                value: "${TOK}".to_owned(),
+                delivery: Delivery::Value,
+                hosts: vec![],
+                optional: false,
+            },
+            ir::Secret {
+                name: "key".to_owned(),
+                value: "${KEY}".to_owned(),
+                delivery: Delivery::File {
+                    mount_path: "/run/iterion/secrets/key".to_owned(),
+                    env: None,
+                },
+                hosts: vec![],
+                optional: false,
+            },
+        ]
+    }
+
+    #[test]
+    fn references_resolve_against_every_namespace() {
+        let vars = json!({"a": {"b": 1}});
+        let input = json!({"x": null});
+        let outputs = BTreeMap::from([("n".to_owned(), json!({"f": [1]}))]);
+        let loops = json!({"l": {"iteration": 2}});
+        let secrets = secrets();
+        let view = View {
+            vars: &vars,
+            input: &input,
+            outputs: &outputs,
+            loops: &loops,
+            run_id: "r1",
+            secrets: &secrets,
+        };
+        let tpl = template::parse(
+            "{{vars.a.b}}|{{input.x}}|{{input.y}}|{{outputs.n.f}}|{{outputs.m}}|{{loop.l.iteration}}|{{run.id}}|{{secrets.tok}}|{{secrets.key}}|{{secrets.key.path}}|{{secrets.tok.path}}",
+        );
+        let got: Vec<Option<Value>> = tpl.references().map(|r| view.resolve(r)).collect();
+        assert_eq!(
+            got,
+            vec![
+                Some(json!(1)),
+                Some(Value::Null),
+                None,
+                Some(json!([1])),
+                None,
+                Some(json!(2)),
+                Some(json!("r1")),
+                Some(json!("__ITERION_SECRET_tok__")),
+                Some(json!("/run/iterion/secrets/key")),
+                Some(json!("/run/iterion/secrets/key")),
+                None,
+            ]
+        );
+    }
+
+    #[test]
+    fn with_values_keep_types_or_render_as_text() {
+        let vars = json!({});
+        let input = json!({"n": 3, "s": "x", "l": [1, "a"]});
+        let outputs = BTreeMap::new();
+        let loops = json!({});
+        let view = View {
+            vars: &vars,
+            input: &input,
+            outputs: &outputs,
+            loops: &loops,
+            run_id: "r",
+            secrets: &[],
+        };
+        let m = |v: MappingValue| Mapping {
+            key: "k".to_owned(),
+            value: v,
+        };
+        let t = |s: &str| m(MappingValue::Template(s.to_owned()));
+        let got = vec![
+            render_mapping(&t("{{input.n}}"), &view),
+            render_mapping(&t("{{input.l}}"), &view),
+            render_mapping(&t("{{input.missing}}"), &view),
+            render_mapping(&t("n={{input.n}} {{input.missing}}"), &view),
+            render_mapping(&t("{{ input.s }}!"), &view),
+            render_mapping(&m(MappingValue::Int(4)), &view),
+            render_mapping(&m(MappingValue::Float(0.5)), &view),
+            render_mapping(&m(MappingValue::Bool(true)), &view),
+        ];
+        assert_eq!(
+            got,
+            vec![
+                json!(3),
+                json!([1, "a"]),
+                Value::Null,
+                json!("n=3 {{input.missing}}"),
+                json!("x!"),
+                json!(4),
+                json!(0.5),
+                json!(true),
+            ]
+        );
+    }
+}

@@ -1,0 +1,173 @@
+//! Choosing the next edge (DSL.md §5.4), as pure functions over the run state.
+//!
+//! [`walk`] does steps 1–6 and returns the events they produce (`loop_exhausted`,
+//! `edge_condition_error`) with the selected edge; [`take`] does steps 7–8: the loop counter or
+//! the resets, and the `edge_selected` event.
+
+use iterion_dsl::ir::{Condition, Edge, Target, Workflow};
+use iterion_dsl::template::Namespace;
+use serde_json::{Map, Value};
+
+use crate::executor::checkpoint::{Checkpoint, LoopCounter};
+use crate::executor::graph::Graph;
+use crate::executor::input::loop_scope;
+use crate::records::events::{EdgeConditionError, EdgeSelected, Event, LoopExhausted};
+
+/// An edge's target as events spell it: a node id, `done` or `fail`.
+pub(crate) fn target_name(t: &Target) -> &str {
+    match t {
+        Target::Node(n) => n,
+        Target::Done => "done",
+        Target::Fail => "fail",
+    }
+}
+
+/// The condition as events spell it: `approved`, `not approved`, the expression's text,
+/// `else`; `None` for an edge without either.
+pub(crate) fn condition_text(c: &Condition) -> Option<String> {
+    match c {
+        Condition::None => None,
+        Condition::Field {
+            name,
+            negated: false,
+        } => Some(name.clone()),
+        Condition::Field {
+            name,
+            negated: true,
+        } => Some(format!("not {name}")),
+        Condition::Expr(text) => Some(text.clone()),
+        Condition::Else => Some("else".to_owned()),
+    }
+}
+
+/// What [`walk`] needs besides the workflow.
+pub(crate) struct WalkInput<'a> {
+    pub wf: &'a Workflow,
+    pub graph: &'a Graph,
+    pub state: &'a Checkpoint,
+    pub vars: &'a Value,
+    pub run_id: &'a str,
+}
+
+/// Steps 1–6: the selected edge's index (`None`: `NO_OUTGOING_EDGE`), and the events met.
+pub(crate) fn walk(w: &WalkInput<'_>, source: &str, output: &Value) -> (Option<usize>, Vec<Event>) {
+    let mut events = Vec::new();
+    let mut fallback = None;
+    for (i, e) in
+        w.wf.edges
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.from == source)
+    {
+        // Step 2: a spent loop edge is skipped.
+        if let Some(l) = &e.loop_ {
+            let counter = w.state.loops.get(&l.name).map_or(0, |c| c.iteration);
+            if counter >= l.cap {
+                events.push(Event::LoopExhausted(LoopExhausted {
+                    from: e.from.clone(),
+                    to: target_name(&e.to).to_owned(),
+                    loop_: l.name.clone(),
+                    max: l.cap,
+                }));
+                continue;
+            }
+        }
+        let decided = match &e.condition {
+            // Step 5: the first edge without `when` is the fallback.
+            Condition::None | Condition::Else => {
+                fallback.get_or_insert(i);
+                continue;
+            }
+            // Step 4.
+            Condition::Field { name, negated } => match output.get(name) {
+                None => continue,
+                Some(Value::Bool(b)) => Ok(*b != *negated),
+                Some(other) => Err(format!(
+                    "field \"{name}\" is {}, not bool",
+                    iterion_dsl::expr::type_name(other)
+                )),
+            },
+            // Step 3.
+            Condition::Expr(_) => match w.graph.expr(i) {
+                Some(Ok(expr)) => expr
+                    .eval_condition(&expr_scope(w, expr, output))
+                    .map_err(|err| err.to_string()),
+                Some(Err(parse_error)) => Err(parse_error.clone()),
+                None => Err("the expression was not parsed".to_owned()),
+            },
+        };
+        match decided {
+            Ok(true) => return (Some(i), events),
+            Ok(false) => {}
+            Err(reason) => events.push(condition_error(e, reason)),
+        }
+    }
+    (fallback, events)
+}
+
+fn condition_error(e: &Edge, reason: String) -> Event {
+    Event::EdgeConditionError(EdgeConditionError {
+        from: e.from.clone(),
+        to: target_name(&e.to).to_owned(),
+        condition: condition_text(&e.condition).unwrap_or_default(),
+        reason,
+    })
+}
+
+/// The scope of a `when` expression: vars, the source's output as `input`, outputs, loop, run.
+/// Namespaces the expression does not read are left out, so large outputs are not copied for
+/// nothing.
+fn expr_scope(w: &WalkInput<'_>, expr: &iterion_dsl::expr::Expr, output: &Value) -> Value {
+    let paths = expr.paths();
+    let reads = |ns: Namespace| paths.iter().any(|p| p.namespace() == ns);
+    let mut scope = Map::new();
+    scope.insert("input".to_owned(), output.clone());
+    if reads(Namespace::Vars) {
+        scope.insert("vars".to_owned(), w.vars.clone());
+    }
+    if reads(Namespace::Outputs) {
+        let outputs: Map<String, Value> = w
+            .state
+            .outputs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        scope.insert("outputs".to_owned(), Value::Object(outputs));
+    }
+    if reads(Namespace::Loop) {
+        scope.insert("loop".to_owned(), loop_scope(w.graph, w.state));
+    }
+    if reads(Namespace::Run) {
+        scope.insert("run".to_owned(), serde_json::json!({"id": w.run_id}));
+    }
+    Value::Object(scope)
+}
+
+/// Steps 7–8: updates the loops for the selected edge and returns its `edge_selected` event.
+pub(crate) fn take(graph: &Graph, state: &mut Checkpoint, edge: &Edge, output: &Value) -> Event {
+    let mut iteration = None;
+    match &edge.loop_ {
+        Some(l) => {
+            let counter = state.loops.entry(l.name.clone()).or_default();
+            counter.iteration = counter.iteration.saturating_add(1);
+            counter.previous_output = output.clone();
+            iteration = Some(counter.iteration);
+        }
+        None => {
+            if let Target::Node(target) = &edge.to {
+                for (name, info) in &graph.loops {
+                    if info.entries.contains(target) && !info.body.contains(&edge.from) {
+                        state.loops.insert(name.clone(), LoopCounter::default());
+                    }
+                }
+            }
+        }
+    }
+    Event::EdgeSelected(EdgeSelected {
+        from: edge.from.clone(),
+        to: target_name(&edge.to).to_owned(),
+        condition: condition_text(&edge.condition),
+        loop_: edge.loop_.as_ref().map(|l| l.name.clone()),
+        iteration,
+    })
+}

@@ -1,0 +1,295 @@
+//! [`Engine`]: launches and resumes runs end to end (ARCHITECTURE.md §2, the seed's steps 1–21
+//! that this release has): the global default, the launch checks, the run record, admission,
+//! workspace setup, `resolve_and_start_sandbox`, the executor, teardown, the final record.
+//!
+//! An `Engine` is built once per process. Built with [`Engine::new`] it is *neutral*: a workflow
+//! that configures no sandbox runs unsandboxed. A product entry point installs the global default
+//! with [`Engine::with_sandbox_default`] (the CLI: `ITERION_SANDBOX_DEFAULT`, else `auto`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use iterion_dsl::ir::Workflow;
+use iterion_sandbox::{FactoryOptions, Registry, SandboxFlag, Trust};
+use iterion_store::{RunId, RunStatus, Store};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::launcher::admission::AdmissionError;
+use crate::launcher::launch::{LaunchError, LaunchOptions};
+use crate::records::secrets::ResolvedSecret;
+
+/// The engine: a store, the driver registry and the installed defaults.
+pub struct Engine {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) iterion_home: PathBuf,
+    pub(crate) registry: Registry,
+    pub(crate) factory_options: FactoryOptions,
+    pub(crate) sandbox_default: Option<SandboxFlag>,
+    pub(crate) engine_binary: Option<PathBuf>,
+    pub(crate) operator: Option<Arc<dyn crate::executor::agent::operator::Operator>>,
+    pub(crate) host_env: HostEnv,
+}
+
+/// Reads one variable of the host environment (`PATH`, `ITERION_REPO_DEVBOX`) for what a host
+/// run does itself (SANDBOX.md §15, host devbox). The default reads the process environment; a
+/// test injects its own instead of mutating the process env.
+pub type HostEnv = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("store", &self.store)
+            .field("iterion_home", &self.iterion_home)
+            .field("sandbox_default", &self.sandbox_default)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// A neutral engine over `store`, keeping run files under `iterion_home`, selecting drivers
+    /// from the local registry (docker, podman, noop).
+    pub fn new(store: Arc<dyn Store>, iterion_home: impl Into<PathBuf>) -> Engine {
+        Engine {
+            store,
+            iterion_home: iterion_home.into(),
+            registry: Registry::local_engines(),
+            factory_options: FactoryOptions::default(),
+            sandbox_default: None,
+            engine_binary: None,
+            operator: None,
+            host_env: Arc::new(|name| std::env::var(name).ok()),
+        }
+    }
+
+    /// Installs the global default (SANDBOX.md §2.1 tier 5). Default: none (neutral).
+    #[must_use]
+    pub fn with_sandbox_default(mut self, default: SandboxFlag) -> Engine {
+        self.sandbox_default = Some(default);
+        self
+    }
+
+    /// The engine binary bound into sandboxes when `ITERION_BIN` is unset (SANDBOX.md §8.4).
+    /// Default: none (then a sandboxed run needs `ITERION_BIN`).
+    #[must_use]
+    pub fn with_engine_binary(mut self, path: impl Into<PathBuf>) -> Engine {
+        self.engine_binary = Some(path.into());
+        self
+    }
+
+    /// Where a host run reads `PATH` and `ITERION_REPO_DEVBOX` for its devbox provisioning
+    /// (SANDBOX.md §15). Default: the process environment.
+    #[must_use]
+    pub fn with_host_env(mut self, host_env: HostEnv) -> Engine {
+        self.host_env = host_env;
+        self
+    }
+
+    /// Who answers an `interaction: ask` node's `ask_user` at once (the CLI: the terminal, when
+    /// it is interactive). Default: nobody, and the run pauses until `iterion resume RUN_ID
+    /// --answer TEXT`.
+    #[must_use]
+    pub fn with_operator(
+        mut self,
+        operator: Arc<dyn crate::executor::agent::operator::Operator>,
+    ) -> Engine {
+        self.operator = Some(operator);
+        self
+    }
+
+    /// The driver registry. Default: [`Registry::local_engines`].
+    #[must_use]
+    pub fn with_registry(mut self, registry: Registry) -> Engine {
+        self.registry = registry;
+        self
+    }
+
+    /// Factory options (host kind, pinned driver). Default: detect the host, walk its order.
+    #[must_use]
+    pub fn with_factory_options(mut self, options: FactoryOptions) -> Engine {
+        self.factory_options = options;
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+}
+
+/// One `iterion run`: the compiled workflow, the resolved launch inputs, the flags.
+#[derive(Clone, Debug)]
+pub struct RunRequest {
+    /// The compiled workflow.
+    pub workflow: Workflow,
+    /// `sha256:…` of its source ([`crate::workflow_hash`]).
+    pub workflow_hash: String,
+    /// The workflow file, as given.
+    pub file_path: PathBuf,
+    /// Every var with its value ([`crate::resolve_vars`]).
+    pub vars: Map<String, Value>,
+    /// The resolved secrets ([`crate::resolve_secrets`]).
+    pub secrets: Vec<ResolvedSecret>,
+    /// `--trust`.
+    pub trust: Trust,
+    /// The sandbox flags and the working directory.
+    pub options: LaunchOptions,
+}
+
+impl RunRequest {
+    /// The run record this request creates (`iterion run` adds its lease, `--submit` queues it).
+    pub(crate) fn new_run(&self) -> iterion_store::NewRun {
+        iterion_store::NewRun::new(
+            self.workflow.name.clone(),
+            self.workflow_hash.clone(),
+            self.file_path.clone(),
+        )
+        .trust(crate::records::status::store_trust(self.trust))
+        .vars(self.vars.clone())
+    }
+}
+
+/// One `iterion resume`.
+#[derive(Clone, Debug)]
+pub struct ResumeRequest {
+    /// The run to resume.
+    pub run_id: String,
+    /// Resume even though the workflow file changed since the run started.
+    pub force: bool,
+    /// The operator's answer to the question a `paused` run waits on (`--answer TEXT`).
+    pub answer: Option<String>,
+}
+
+/// How the caller stops a run: `cancel` ends it `cancelled` / `CANCELLED` (Ctrl-C), `interrupt`
+/// ends it `failed_resumable` / `INTERRUPTED` (SIGTERM: the operator means to resume it). Either
+/// way running commands are stopped and the sandbox is torn down.
+#[derive(Clone, Debug, Default)]
+pub struct RunControl {
+    /// Cancels the run.
+    pub cancel: CancellationToken,
+    /// Interrupts the run.
+    pub interrupt: CancellationToken,
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunSummary {
+    /// The run id.
+    pub run_id: String,
+    /// The final status.
+    pub status: RunStatus,
+    /// The failure code, on `failed`, `failed_resumable` and `cancelled`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_code: Option<String>,
+    /// What went wrong, redacted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The output of the node that reached `done`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// The worktree kept by a failed `worktree: auto` run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<PathBuf>,
+}
+
+/// Why the engine could not run or resume a run.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// Refused before any run existed (exit 2).
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// A resume was refused; the run is left as it was (`RESUME_INVALID`).
+    #[error("{message}")]
+    ResumeRefused {
+        /// Why, naming the knob.
+        message: String,
+    },
+    /// A resume was refused because the scratch dir of the last attempt lived in its container
+    /// and could not be banked (`SCRATCH_NOT_PORTABLE`, SANDBOX.md §8.3); `--force` resumes
+    /// without it.
+    #[error("{message}")]
+    ScratchNotPortable {
+        /// Why, naming the knob.
+        message: String,
+    },
+    /// The admission decision could not be persisted.
+    #[error(transparent)]
+    Admission(#[from] AdmissionError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] iterion_store::Error),
+}
+
+impl EngineError {
+    /// A stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EngineError::Launch(e) => e.code(),
+            EngineError::ResumeRefused { .. } => crate::FailureCode::ResumeInvalid.as_str(),
+            EngineError::ScratchNotPortable { .. } => {
+                crate::FailureCode::ScratchNotPortable.as_str()
+            }
+            EngineError::Admission(AdmissionError::Conflicted { .. }) => "ADMISSION_CONFLICTED",
+            EngineError::Admission(AdmissionError::Store(e)) | EngineError::Store(e) => e.code(),
+        }
+    }
+}
+
+/// The run-record envelope kept in `runs.checkpoint`: the launch flags and the executor's
+/// checkpoint (absent until the executor ran).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct RunEnvelope {
+    pub launch: LaunchOptions,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<crate::Checkpoint>,
+}
+
+impl RunEnvelope {
+    pub(crate) fn from_value(value: Option<&Value>) -> RunEnvelope {
+        value
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn to_value(&self) -> Option<Value> {
+        serde_json::to_value(self).ok()
+    }
+
+    /// The recorded launch options, run from the current directory when none was recorded.
+    pub(crate) fn launch_or_cwd(&self) -> LaunchOptions {
+        let mut launch = self.launch.clone();
+        if launch.cwd.as_os_str().is_empty() {
+            launch.cwd = std::env::current_dir().unwrap_or_default();
+        }
+        launch
+    }
+}
+
+/// The workflow a recorded run's file (`bytes`, read from `run.file_path`) compiles to now, for
+/// `resume` and the runner; `None` when it has errors. `ask_user` is allowed in a sandbox: it
+/// works there through the runner channel (SANDBOX.md §13.3).
+pub(crate) fn compile_recorded(
+    run: &iterion_store::Run,
+    bytes: &[u8],
+) -> Option<iterion_dsl::ir::Workflow> {
+    let compiled = iterion_dsl::compile_at(
+        bytes,
+        &run.file_path,
+        &iterion_dsl::CompileOptions {
+            ask_user_in_sandbox: true,
+        },
+    );
+    let clean = compiled.error_count() == 0;
+    compiled.workflow.filter(|_| clean)
+}
+
+/// A fresh lease holder name for this process.
+pub(crate) fn holder_name() -> String {
+    format!("iterion-pid{}-{}", std::process::id(), RunId::generate())
+}
+
+/// Parses a run id given on the command line.
+pub(crate) fn parse_run_id(text: &str) -> Result<RunId, EngineError> {
+    RunId::parse(text).map_err(EngineError::Store)
+}

@@ -1,0 +1,479 @@
+//! Crash recovery and the local reaper (SANDBOX.md §12; our decision 9).
+//!
+//! At the start of `iterion run` and `iterion resume`:
+//!
+//! 1. [`recover_interrupted`]: a run still `running` whose lease has lapsed belongs to a process
+//!    that died; it becomes `failed_resumable` / `INTERRUPTED` (under compare-and-swap) with a
+//!    `run_failed` event, so it never hangs `running` and `iterion resume` can pick it up.
+//! 2. [`reap_local`]: containers labelled `iterion.io/managed=true` and this store's
+//!    `iterion.io/store`, on the local engine runs are created on (docker, else podman), are removed
+//!    when [`reapable`] says so; so are this store's per-run host dirs under the runtime root.
+//!
+//! 3. [`reap_cloud`] (the runner on kubernetes): this store's pods, Secrets and NetworkPolicies,
+//!    by label, in the runner's namespace; [`run_sandbox_reaper`] runs it at boot and on a
+//!    ticker (`ITERION_SANDBOX_REAP_INTERVAL`).
+//!
+//! One predicate decides for every kind of resource, local or cloud:
+//! [`sandbox_resource_reapable`] (pure core: [`reapable`]). It is liveness-first and fails safe:
+//! a held lease, a lease check that errored or a transient store error all keep the resource;
+//! only no lease plus a terminal status, or a run the store provably does not have, reaps it.
+//! Built images are not collected yet.
+//! The whole reaper is off under `ITERION_SANDBOX_OVERRIDE=none` (SANDBOX.md §12.2).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use iterion_sandbox::{
+    DockerDriver, DockerSettings, DriverKind, EndpointVars, EngineKind, KubeApi, KubeReapError,
+    KubeReapReport, endpoints_for, parse_go_duration, reap_kubernetes_objects,
+};
+use iterion_store::{Liveness, NewEvent, RunId, RunQuery, RunStatus, Store};
+use tokio_util::sync::CancellationToken;
+
+use crate::records::events::{Event, PHASE_EXECUTION, RunFailed};
+use crate::records::failure::FailureCode;
+use crate::sandbox::rundir::runtime_root;
+
+/// Why a resource was kept or reaped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Leave it.
+    Keep,
+    /// Remove it.
+    Reap,
+}
+
+/// The reaper's predicate over what the store said (SANDBOX.md §12.1). `run_id` is the
+/// resource's `iterion.io/run-id` label.
+pub fn reapable(
+    run_id: &str,
+    liveness: Option<&Result<Liveness, iterion_store::Error>>,
+) -> Verdict {
+    if run_id.is_empty() {
+        return Verdict::Reap;
+    }
+    match liveness {
+        // The label is not a run id this store could hold: provably absent.
+        None => Verdict::Reap,
+        Some(Err(_)) => Verdict::Keep,
+        Some(Ok(Liveness::Leased(_))) => Verdict::Keep,
+        Some(Ok(Liveness::Absent)) => Verdict::Reap,
+        Some(Ok(Liveness::Unleased { status })) if status.is_terminal() => Verdict::Reap,
+        Some(Ok(Liveness::Unleased { .. })) => Verdict::Keep,
+    }
+}
+
+/// Where the predicate reads a run's liveness: every [`Store`] is one. A seam of its own so the
+/// predicate's table test can force a lease-check or load error on a real store.
+#[async_trait]
+pub trait LivenessSource: Send + Sync {
+    /// The run's lease and status (the store contract's `liveness`).
+    async fn liveness(&self, run_id: &RunId) -> Result<Liveness, iterion_store::Error>;
+}
+
+#[async_trait]
+impl<S: Store + ?Sized> LivenessSource for S {
+    async fn liveness(&self, run_id: &RunId) -> Result<Liveness, iterion_store::Error> {
+        Store::liveness(self, run_id).await
+    }
+}
+
+/// The one reaper predicate (SANDBOX.md §12.1), for local containers, per-run dirs, pods,
+/// Secrets and NetworkPolicies alike. `run_id` is the resource's `iterion.io/run-id` label
+/// (`""` when absent):
+///
+/// | condition | verdict |
+/// |---|---|
+/// | empty or missing label, or a label no run id could be | reap |
+/// | lease held | keep |
+/// | lease check or load errored (transient) | keep |
+/// | no lease, run provably absent | reap |
+/// | no lease, status terminal | reap |
+/// | no lease, `running`, `paused`, `queued` | keep |
+pub async fn sandbox_resource_reapable<S: LivenessSource + ?Sized>(
+    source: &S,
+    run_id: &str,
+) -> Verdict {
+    if run_id.is_empty() {
+        return Verdict::Reap;
+    }
+    match RunId::parse(run_id) {
+        Err(_) => reapable(run_id, None),
+        Ok(id) => reapable(run_id, Some(&source.liveness(&id).await)),
+    }
+}
+
+/// One cloud reaper pass (SANDBOX.md §12.2): this store's pods, Secrets and NetworkPolicies in
+/// `api`'s namespace, each judged by [`sandbox_resource_reapable`] (once per run id per pass).
+///
+/// # Errors
+///
+/// The first list or delete failure (the others are logged), with what was done anyway.
+pub async fn reap_cloud(
+    store: &dyn Store,
+    api: &dyn KubeApi,
+) -> Result<KubeReapReport, KubeReapError> {
+    reap_kubernetes_objects(api, store.store_id(), |run_id| async move {
+        sandbox_resource_reapable(store, &run_id).await == Verdict::Reap
+    })
+    .await
+}
+
+/// `ITERION_SANDBOX_REAP_INTERVAL`: the runner's reaper tick (SANDBOX.md §12.2).
+pub const ITERION_SANDBOX_REAP_INTERVAL: &str = "ITERION_SANDBOX_REAP_INTERVAL";
+
+/// The tick when the variable is unset or unusable.
+pub const DEFAULT_REAP_INTERVAL: Duration = Duration::from_secs(60);
+
+/// The reaper tick from the variable's value: a Go-style duration; unset, empty or unparsable
+/// gives [`DEFAULT_REAP_INTERVAL`] (a bad value is also warned about); `0s` gives `None`, the
+/// boot pass only.
+pub fn reap_interval(value: Option<&str>) -> Option<Duration> {
+    let Some(value) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Some(DEFAULT_REAP_INTERVAL);
+    };
+    match parse_go_duration(value) {
+        Ok(interval) if interval.is_zero() => None,
+        Ok(interval) => Some(interval),
+        Err(error) => {
+            tracing::warn!(
+                "{ITERION_SANDBOX_REAP_INTERVAL}={value:?} ({error}); using {}s",
+                DEFAULT_REAP_INTERVAL.as_secs()
+            );
+            Some(DEFAULT_REAP_INTERVAL)
+        }
+    }
+}
+
+/// The runner's reaper (SANDBOX.md §12.2): a boot pass, then one every `interval` (`None`: boot
+/// only), until `shutdown`. Each pass reaps the cloud objects when `cloud` is given (the runner
+/// on kubernetes), else the local containers and run dirs. Errors are logged. The caller does
+/// not start it under `ITERION_SANDBOX_OVERRIDE=none`.
+pub async fn run_sandbox_reaper(
+    store: Arc<dyn Store>,
+    cloud: Option<Arc<dyn KubeApi>>,
+    interval: Option<Duration>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        match &cloud {
+            Some(api) => match reap_cloud(store.as_ref(), api.as_ref()).await {
+                Ok(report) if !report.deleted.is_empty() => {
+                    tracing::info!(
+                        "reaper: deleted {} orphaned object(s)",
+                        report.deleted.len()
+                    );
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!("{error}"),
+            },
+            None => {
+                let report = reap_local(Arc::clone(&store)).await;
+                if !report.containers.is_empty() || !report.run_dirs.is_empty() {
+                    tracing::info!(
+                        "reaper: removed {} container(s), {} run dir(s)",
+                        report.containers.len(),
+                        report.run_dirs.len()
+                    );
+                }
+            }
+        }
+        let Some(interval) = interval else { return };
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+    }
+}
+
+/// The message of a run found `running` with a lapsed lease.
+pub const INTERRUPTED_MESSAGE: &str = "the process running this run stopped before it finished (its lease lapsed); `iterion resume` continues it";
+
+/// Moves every `running` run whose lease lapsed to `failed_resumable` / `INTERRUPTED`. Returns
+/// the runs moved. Errors are logged and skip the run.
+pub async fn recover_interrupted(store: &dyn Store) -> Vec<RunId> {
+    let runs = match store
+        .list_runs(&RunQuery::newest(10_000).status(RunStatus::Running))
+        .await
+    {
+        Ok(runs) => runs,
+        Err(error) => {
+            tracing::warn!("crash recovery: cannot list running runs: {error}");
+            return Vec::new();
+        }
+    };
+    let mut moved = Vec::new();
+    for run in runs {
+        match store.liveness(&run.id).await {
+            Ok(Liveness::Unleased {
+                status: RunStatus::Running,
+            }) => {}
+            Ok(_) | Err(_) => continue,
+        }
+        let mut next = run.clone();
+        next.status = RunStatus::FailedResumable;
+        next.failure_code = Some(FailureCode::Interrupted.as_str().to_owned());
+        next.failure_message = Some(INTERRUPTED_MESSAGE.to_owned());
+        match store.save_run(&next, run.version).await {
+            Ok(_) => {
+                let event = Event::RunFailed(RunFailed {
+                    error: INTERRUPTED_MESSAGE.to_owned(),
+                    phase: PHASE_EXECUTION.to_owned(),
+                    code: Some(FailureCode::Interrupted),
+                    resumable: Some(true),
+                });
+                if let Err(error) = store
+                    .append_event(&run.id, NewEvent::new(event.kind(), event.data()))
+                    .await
+                {
+                    tracing::warn!("crash recovery: run {}: {error}", run.id);
+                }
+                moved.push(run.id);
+            }
+            // Someone else moved it first: their answer stands.
+            Err(error) => tracing::debug!("crash recovery: run {}: {error}", run.id),
+        }
+    }
+    moved
+}
+
+/// The local container engine this configuration runs containers on: docker, else podman —
+/// the factory's preference order (SANDBOX.md §3.2), so the reaper looks where runs are created.
+/// Used by the reaper and to remove a run's container by label when its setup was cancelled.
+///
+/// Only the first engine that answers is asked (defined here): probing a second engine on every
+/// `iterion run` costs more than the run (podman's API answers in hundreds of milliseconds),
+/// and with both present the factory never creates containers on the second one.
+pub(crate) async fn local_engines() -> Vec<DockerDriver> {
+    let vars = EndpointVars::from_env();
+    for (kind, engine) in [
+        (DriverKind::Docker, EngineKind::Docker),
+        (DriverKind::Podman, EngineKind::Podman),
+    ] {
+        let endpoints = endpoints_for(engine, &vars);
+        if let Ok(driver) = DockerDriver::connect(kind, &endpoints, DockerSettings::default()).await
+        {
+            return vec![driver];
+        }
+    }
+    Vec::new()
+}
+
+/// What one reaper pass removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReapReport {
+    /// Container ids removed.
+    pub containers: Vec<String>,
+    /// Images removed: built images of reapable runs, and a build's unattributed intermediates.
+    pub images: Vec<String>,
+    /// Shared `/nix` volumes removed because their image is gone.
+    pub volumes: Vec<String>,
+    /// Per-run host dirs removed.
+    pub run_dirs: Vec<String>,
+}
+
+/// One pass of the local reaper over this store's containers and per-run host dirs.
+pub async fn reap_local(store: Arc<dyn Store>) -> ReapReport {
+    let mut report = ReapReport::default();
+    let store_id = store.store_id().to_owned();
+    for engine in local_engines().await {
+        let listed = match engine.list_managed(&store_id).await {
+            Ok(listed) => listed,
+            Err(error) => {
+                tracing::warn!("reaper: {}: {error}", engine.engine());
+                continue;
+            }
+        };
+        for resource in listed {
+            if sandbox_resource_reapable(store.as_ref(), &resource.run_id).await == Verdict::Reap {
+                match engine.remove(&resource.id).await {
+                    Ok(()) => report.containers.push(resource.id),
+                    Err(error) => tracing::warn!("reaper: remove {}: {error}", resource.name),
+                }
+            }
+        }
+        reap_images(&engine, store.as_ref(), &store_id, &mut report).await;
+        match engine.reap_nix_volumes(&store_id).await {
+            Ok(volumes) => report.volumes.extend(volumes),
+            Err(error) => tracing::warn!("reaper: {}: {error}", engine.engine()),
+        }
+    }
+    report.run_dirs = reap_run_dirs(store.as_ref(), &runtime_root()).await;
+    // Untrusted runs' workspace copies (issue 15) are keyed the same way.
+    report.run_dirs.extend(
+        reap_run_dirs(
+            store.as_ref(),
+            &runtime_root().join(crate::sandbox::rundir::COPIES_DIR),
+        )
+        .await,
+    );
+    report
+}
+
+/// Images (issue 15 item 13): this store's built images of reapable runs, then the managed
+/// images no store label attributes (a classic build's intermediates) — the engine refuses to
+/// remove one still in use or still a parent, so only leftovers go.
+async fn reap_images(
+    engine: &iterion_sandbox::DockerDriver,
+    store: &dyn Store,
+    store_id: &str,
+    report: &mut ReapReport,
+) {
+    let mut candidates = match engine.list_managed_images(store_id).await {
+        Ok(images) => images,
+        Err(error) => {
+            tracing::warn!("reaper: {}: {error}", engine.engine());
+            return;
+        }
+    };
+    // An intermediate carries no store label, so it may be another store's build in progress
+    // (seen: a concurrent run's boot reap removed a build's fresh layer, "No such image"). Only
+    // one whose run this store knows, and has ended, is ours to remove.
+    match engine.list_unattributed_images().await {
+        Ok(images) => {
+            for image in images {
+                let Ok(id) = RunId::parse(&image.run_id) else {
+                    continue;
+                };
+                if matches!(store.liveness(&id).await, Ok(Liveness::Unleased { .. })) {
+                    candidates.push(image);
+                }
+            }
+        }
+        Err(error) => tracing::warn!("reaper: {}: {error}", engine.engine()),
+    }
+    for image in candidates {
+        if sandbox_resource_reapable(store, &image.run_id).await != Verdict::Reap {
+            continue;
+        }
+        match engine.remove_image(&image.id).await {
+            Ok(()) => report.images.push(image.id),
+            Err(error) => tracing::debug!("reaper: keep image {}: {error}", image.id),
+        }
+    }
+}
+
+async fn reap_run_dirs(store: &dyn Store, root: &Path) -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(mut entries) = tokio::fs::read_dir(root).await else {
+        return removed;
+    };
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if RunId::parse(&name).is_err() {
+            continue;
+        }
+        let marker = entry.path().join(crate::sandbox::rundir::STORE_MARKER);
+        let owner = tokio::fs::read_to_string(&marker).await.unwrap_or_default();
+        if owner.trim() != store.store_id() {
+            continue;
+        }
+        // Through remove_run_dir: a staged mount left by a crashed engine is detached, never
+        // emptied (issue 15 item 1).
+        let path = entry.path();
+        if sandbox_resource_reapable(store, &name).await == Verdict::Reap
+            && tokio::task::spawn_blocking(move || iterion_sandbox::remove_run_dir(&path))
+                .await
+                .is_ok_and(|removed| removed.is_ok())
+        {
+            removed.push(name);
+        }
+    }
+    removed
+}
+
+/// Removes every container of `run_id` in this store, on every local engine (a cancelled
+/// setup, where the driver's own cleanup may not have run).
+pub(crate) async fn remove_run_containers(store_id: &str, run_id: &str) {
+    for engine in local_engines().await {
+        if let Err(error) = engine.remove_run(store_id, run_id).await {
+            tracing::warn!("removing the containers of run {run_id}: {error}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use iterion_store::{Lease, Timestamp};
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+
+    #[test]
+    fn the_reap_interval_parses_go_durations_and_zero_means_boot_only() {
+        let got: Vec<(Option<&str>, Option<Duration>)> = [
+            None,
+            Some(""),
+            Some("90s"),
+            Some(" 1m30s "),
+            Some("0s"),
+            Some("abc"),
+            Some("5"),
+            Some("-1s"),
+        ]
+        .into_iter()
+        .map(|value| (value, reap_interval(value)))
+        .collect();
+        let default = Some(DEFAULT_REAP_INTERVAL);
+        assert_eq!(
+            got,
+            vec![
+                (None, default),
+                (Some(""), default),
+                (Some("90s"), Some(Duration::from_secs(90))),
+                (Some(" 1m30s "), Some(Duration::from_secs(90))),
+                (Some("0s"), None),
+                (Some("abc"), default),
+                (Some("5"), default),
+                (Some("-1s"), default),
+            ]
+        );
+    }
+
+    #[test]
+    fn only_an_absent_or_terminal_unleased_run_is_reaped() {
+        let id = "0190b4c6-1d2e-7f00-8000-000000000001";
+        let lease = Liveness::Leased(Lease {
+            run_id: RunId::parse(id).unwrap(),
+            holder: "h".into(),
+            expires_at: Timestamp::from_millis(0),
+        });
+        let unleased = |status| Ok(Liveness::Unleased { status });
+        type Case = (
+            &'static str,
+            Option<Result<Liveness, iterion_store::Error>>,
+            Verdict,
+        );
+        let cases: Vec<Case> = vec![
+            ("", None, Verdict::Reap),
+            ("not-a-uuid", None, Verdict::Reap),
+            (id, Some(Ok(lease)), Verdict::Keep),
+            (
+                id,
+                Some(Err(iterion_store::Error::HomeUnset)),
+                Verdict::Keep,
+            ),
+            (id, Some(Ok(Liveness::Absent)), Verdict::Reap),
+            (id, Some(unleased(RunStatus::Finished)), Verdict::Reap),
+            (id, Some(unleased(RunStatus::Failed)), Verdict::Reap),
+            (
+                id,
+                Some(unleased(RunStatus::FailedResumable)),
+                Verdict::Reap,
+            ),
+            (id, Some(unleased(RunStatus::Cancelled)), Verdict::Reap),
+            (id, Some(unleased(RunStatus::Running)), Verdict::Keep),
+            (id, Some(unleased(RunStatus::Paused)), Verdict::Keep),
+            (id, Some(unleased(RunStatus::Queued)), Verdict::Keep),
+        ];
+        for (run_id, liveness, want) in cases {
+            assert_eq!(
+                reapable(run_id, liveness.as_ref()),
+                want,
+                "{run_id} {liveness:?}"
+            );
+        }
+    }
+}

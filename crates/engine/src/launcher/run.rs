@@ -1,0 +1,826 @@
+//! One attempt of a run, launch or resume alike (ARCHITECTURE.md §2, SANDBOX.md §0.3):
+//! `run_started` → admission → workspace → `resolve_and_start_sandbox` → executor → teardown →
+//! the final record and the terminal event. Every outcome goes through teardown and ends with
+//! exactly one terminal event and one final save.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use iterion_dsl::ir::{Workflow, Worktree};
+use iterion_sandbox::{EnvOverlay, Factory, HostSignals, Progress, PullProgress, SandboxRun};
+use iterion_store::{AdmissionDecision, Run, Store};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::executor::checkpoint::Checkpoint;
+use crate::executor::execution::Execution;
+use crate::executor::outcome::RunOutcome;
+use crate::launcher::admission::persist_admission;
+use crate::launcher::attempt::Attempt;
+use crate::launcher::children::{ChildContext, StoreChildRuns};
+use crate::launcher::engine::{
+    Engine, EngineError, RunControl, RunEnvelope, RunRequest, RunSummary, holder_name,
+};
+use crate::launcher::launch::settings_from_env;
+use crate::launcher::lease::{LEASE_TTL, LeaseKeeper};
+use crate::records::events::{Event, RunFailed, RunStarted};
+use crate::records::failure::{FailureCode, OutcomeStatus};
+use crate::records::record::{RunObserver, StoreEvents, StoreRunLog};
+use crate::records::secrets::{Redactor, ResolvedSecret};
+use crate::records::sink::EventSink;
+use crate::records::status::{sandbox_trust, store_status};
+use crate::sandbox::active::ActiveSandbox;
+use crate::sandbox::egress::EgressSecret;
+use crate::sandbox::error::{PHASE_SANDBOX_SETUP, SetupError};
+use crate::sandbox::mounts::MountInputs;
+use crate::sandbox::resolve::resolve;
+use crate::sandbox::start::{SandboxOutcome, StartCtx, resolve_and_start_sandbox};
+use crate::sandbox::worktree::{RunWorktree, create_worktree, workspace_root};
+
+/// The `phase` of an admission refusal's `run_failed` (defined here).
+pub const PHASE_ADMISSION: &str = "admission";
+
+impl Engine {
+    /// Launches a run: checks the settings, creates the run (status `running`, with its lease),
+    /// then runs one attempt to its end.
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError::Launch`] before the run exists (exit 2); store and admission-persistence
+    /// failures. Everything after the run exists is an outcome in the [`RunSummary`].
+    pub async fn run(
+        &self,
+        request: RunRequest,
+        control: RunControl,
+        observer: Arc<dyn RunObserver>,
+    ) -> Result<RunSummary, EngineError> {
+        let (settings, override_env) = settings_from_env(self.sandbox_default, &request.options)?;
+        if request.workflow.worktree == Worktree::Auto {
+            crate::sandbox::workspace::check_worktree_possible(&request.options.cwd)
+                .await
+                .map_err(crate::LaunchError::from)?;
+        }
+        crate::RunBudget::resolve(&request.workflow.budget, |k| std::env::var(k).ok())
+            .map_err(crate::LaunchError::from)?;
+        let routes =
+            iterion_agent::provider::resolve_routes(&request.workflow, &request.vars, |k| {
+                std::env::var(k).ok()
+            })
+            .map_err(crate::LaunchError::from)?;
+        let holder = holder_name();
+        let run = self
+            .store
+            .create_run(request.new_run().lease(holder.clone(), LEASE_TTL))
+            .await?;
+        self.attempt(
+            Attempt {
+                run,
+                holder,
+                workflow: request.workflow,
+                vars: request.vars,
+                secrets: request.secrets,
+                settings,
+                override_env,
+                launch: request.options,
+                checkpoint: None,
+                resumed: false,
+                routes,
+                answer: None,
+                shared: None,
+                prior_failure: None,
+            },
+            control,
+            observer,
+        )
+        .await
+    }
+
+    /// Runs one attempt of an existing run that this process holds the lease of.
+    pub(crate) async fn attempt(
+        &self,
+        attempt: Attempt,
+        control: RunControl,
+        observer: Arc<dyn RunObserver>,
+    ) -> Result<RunSummary, EngineError> {
+        let started = Instant::now();
+        let store = Arc::clone(&self.store);
+        let run_id = attempt.run.id.clone();
+        observer.run_created(run_id.as_str());
+        let lost = CancellationToken::new();
+        let keeper = LeaseKeeper::start(
+            Arc::clone(&store),
+            run_id.clone(),
+            attempt.holder.clone(),
+            lost.clone(),
+        );
+        let mut attempt = attempt;
+        attempt
+            .secrets
+            .extend(crate::sandbox::gateway::redacted_keys(&attempt.routes));
+        let redactor = Arc::new(Redactor::new(&attempt.secrets));
+        // Every write of this attempt into the record passes its redactor (issue 15 item 8).
+        let store =
+            crate::records::redacting_store::RedactingStore::wrap(store, Arc::clone(&redactor));
+        let events = StoreEvents::new(Arc::clone(&store), run_id.clone(), Arc::clone(&observer));
+        let (run_log, writer) =
+            StoreRunLog::start(Arc::clone(&store), run_id.clone(), Arc::clone(&redactor));
+        let trust = sandbox_trust(attempt.run.trust);
+        events
+            .emit(Event::RunStarted(RunStarted {
+                workflow: attempt.workflow.name.clone(),
+                workflow_hash: attempt.run.workflow_hash.clone(),
+                trust: trust.as_str().to_owned(),
+                resumed: attempt.resumed,
+                // A subbot child launched with a sandbox of its own (SANDBOX.md §14).
+                parent_run: attempt.run.parent_run_id.as_ref().map(ToString::to_string),
+                root_run: attempt
+                    .run
+                    .parent_run_id
+                    .is_some()
+                    .then(|| attempt.run.root_run_id.to_string()),
+            }))
+            .await;
+        if let Some(shared) = attempt.shared.take() {
+            events.emit(Event::SandboxShared(shared)).await;
+        }
+
+        let stop = CancellationToken::new();
+        // Fired before `stop` when this run is interrupted (or loses its lease), so the subbot
+        // children it launched end INTERRUPTED with it, not CANCELLED.
+        let interrupt_children = CancellationToken::new();
+        let interrupted = {
+            let (stop, control, lost) = (stop.clone(), control.clone(), lost.clone());
+            let children = interrupt_children.clone();
+            let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = Arc::clone(&interrupted);
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = control.cancel.cancelled() => {}
+                    () = control.interrupt.cancelled() => flag.store(true, std::sync::atomic::Ordering::SeqCst),
+                    () = lost.cancelled() => flag.store(true, std::sync::atomic::Ordering::SeqCst),
+                    () = stop.cancelled() => return,
+                }
+                if flag.load(std::sync::atomic::Ordering::SeqCst) {
+                    children.cancel();
+                }
+                stop.cancel();
+            });
+            interrupted
+        };
+        let stop_code = || {
+            if interrupted.load(std::sync::atomic::Ordering::SeqCst)
+                || control.interrupt.is_cancelled()
+            {
+                FailureCode::Interrupted
+            } else {
+                FailureCode::Cancelled
+            }
+        };
+
+        let cwd = attempt.launch.cwd.clone();
+        let repo_root = crate::sandbox::workspace::repository_root_of(&cwd).await;
+        let overlay = EnvOverlay {
+            vars: attempt.launch.sandbox_env.clone(),
+        };
+        let resolved = resolve(
+            &attempt.workflow.sandbox,
+            &attempt.settings,
+            trust,
+            repo_root.as_deref(),
+            &overlay,
+        );
+        let factory = Factory::new(
+            self.registry.clone(),
+            self.factory_options,
+            &HostSignals::from_env(),
+        );
+        let envelope = RunEnvelope {
+            launch: attempt.launch.clone(),
+            executor: attempt.checkpoint.clone(),
+        };
+
+        // Admission (seed steps 3–4), persisted before a refusal returns.
+        let admission = crate::launcher::admission::decide(
+            trust,
+            &resolved,
+            &attempt.settings,
+            &factory,
+            attempt.override_env,
+        )
+        .await;
+        let envelope_value = envelope.to_value();
+        let run = persist_admission(store.as_ref(), &attempt.run, &admission, &|r: &mut Run| {
+            r.checkpoint = envelope_value.clone();
+        })
+        .await;
+        let run = match run {
+            Ok(run) => run,
+            Err(error) => {
+                drop(run_log);
+                writer.finish().await;
+                keeper.release().await;
+                stop.cancel();
+                return Err(error.into());
+            }
+        };
+
+        let mut ending = Ending::default();
+        let mut worktree: Option<RunWorktree> = None;
+        if admission.decision == AdmissionDecision::Denied {
+            match attempt.prior_failure.clone() {
+                Some((code, message)) => ending.fail(code, message, PHASE_ADMISSION),
+                None => ending.fail(
+                    FailureCode::LaunchFailed,
+                    admission.reason.clone(),
+                    PHASE_ADMISSION,
+                ),
+            }
+        } else {
+            // Workspace setup.
+            let workspace = match attempt.workflow.worktree {
+                Worktree::Auto => {
+                    let made = match &run.worktree_path {
+                        Some(path) => RunWorktree::reopen(path).await,
+                        None => create_worktree(&self.iterion_home, run_id.as_str(), &cwd).await,
+                    };
+                    match made {
+                        Ok(wt) => {
+                            let path = wt.path().to_owned();
+                            worktree = Some(wt);
+                            Some(path)
+                        }
+                        Err(error) => {
+                            ending.fail(
+                                FailureCode::SandboxSetupFailed,
+                                error.to_string(),
+                                "workspace setup",
+                            );
+                            None
+                        }
+                    }
+                }
+                Worktree::None => Some(workspace_root(&cwd).await),
+            };
+            if let Some(workspace) = workspace {
+                let workspace = tokio::fs::canonicalize(&workspace)
+                    .await
+                    .unwrap_or(workspace);
+                // A worktree run's repository root is the worktree itself (SANDBOX.md §7.1):
+                // its devcontainer is the one the run sees.
+                let in_worktree = match &worktree {
+                    Some(_) => Some(resolve(
+                        &attempt.workflow.sandbox,
+                        &attempt.settings,
+                        trust,
+                        crate::sandbox::workspace::repository_root_of(&workspace)
+                            .await
+                            .as_deref(),
+                        &overlay,
+                    )),
+                    None => None,
+                };
+                let scope = Scope {
+                    attempt: &attempt,
+                    run: &run,
+                    resolved: in_worktree.as_ref().unwrap_or(&resolved),
+                    factory: &factory,
+                    workspace: &workspace,
+                    events: &events,
+                    run_log: &run_log,
+                    observer: &observer,
+                    stop: &stop,
+                    lost: &lost,
+                    interrupt_children: &interrupt_children,
+                    stop_code: &stop_code,
+                };
+                self.sandbox_and_execute(&scope, &mut ending).await;
+            }
+        }
+
+        // Teardown of the workspace.
+        let mut kept_worktree = None;
+        if let Some(wt) = worktree {
+            if ending.status() == OutcomeStatus::Finished {
+                if let Err(error) = wt
+                    .finish_done(&attempt.workflow.name, run_id.as_str())
+                    .await
+                {
+                    tracing::warn!("landing the worktree: {error}");
+                }
+            } else {
+                kept_worktree = Some(wt.keep());
+            }
+        }
+
+        // The final record, then the terminal event.
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let envelope = RunEnvelope {
+            launch: attempt.launch.clone(),
+            executor: ending.checkpoint.clone().or(attempt.checkpoint.clone()),
+        };
+        let saved = save_final(
+            store.as_ref(),
+            &run,
+            &ending,
+            &envelope,
+            kept_worktree.as_ref(),
+        )
+        .await;
+        events.emit(ending.terminal_event(duration_ms)).await;
+        drop(run_log);
+        writer.finish().await;
+        keeper.release().await;
+        stop.cancel();
+        saved?;
+        Ok(RunSummary {
+            run_id: run_id.to_string(),
+            status: store_status(ending.status()),
+            failure_code: ending.code.map(|c| c.as_str().to_owned()),
+            message: ending.message.as_deref().map(|m| redactor.redact(m)),
+            output: ending.output.as_ref().map(|o| redactor.redact_json(o)),
+            worktree: kept_worktree,
+        })
+    }
+
+    /// `resolve_and_start_sandbox`, the `interaction: ask` guard, the executor and the sandbox
+    /// teardown. Records how it ended in `ending`.
+    async fn sandbox_and_execute(&self, scope: &Scope<'_>, ending: &mut Ending) {
+        let Scope {
+            attempt,
+            run,
+            resolved,
+            factory,
+            workspace,
+            events,
+            run_log,
+            observer,
+            stop,
+            stop_code,
+            ..
+        } = *scope;
+        let run_id = run.id.as_str();
+        let budget =
+            match crate::RunBudget::resolve(&attempt.workflow.budget, |k| std::env::var(k).ok()) {
+                Ok(budget) => budget,
+                Err(error) => {
+                    ending.fail(
+                        FailureCode::LaunchFailed,
+                        error.to_string(),
+                        PHASE_SANDBOX_SETUP,
+                    );
+                    return;
+                }
+            };
+        let progress = ObserverProgress(Arc::clone(observer));
+        let ctx = StartCtx {
+            resolved,
+            factory,
+            run_id,
+            store_id: self.store.store_id(),
+            workflow: &attempt.workflow.name,
+            trust: sandbox_trust(run.trust),
+            max_duration_seconds: budget.max_duration.map_or(0, |d| d.as_secs()),
+            mount_inputs: MountInputs {
+                run_id: run_id.to_owned(),
+                iterion_home: self.iterion_home.clone(),
+                workspace: workspace.to_owned(),
+                home: std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .filter(|h| h.is_absolute()),
+                host_state_source: resolved.host_state_source,
+                engine_binary: crate::sandbox::engine_binary::engine_binary_for_run(
+                    self.engine_binary.as_deref(),
+                ),
+                host_binds: true,
+                post_create: true,
+                bundle_dir: attempt
+                    .run
+                    .file_path
+                    .parent()
+                    .map(std::path::Path::to_path_buf),
+                file_secrets: file_secret_mounts(&attempt.workflow, &attempt.secrets),
+                worktree_git_dir: match attempt.workflow.worktree {
+                    Worktree::Auto => crate::sandbox::worktree::git(
+                        workspace,
+                        &["rev-parse", "--absolute-git-dir"],
+                    )
+                    .await
+                    .ok()
+                    .map(PathBuf::from),
+                    Worktree::None => None,
+                },
+                untrusted_copy: None,
+                child_of_live_sandbox: attempt.run.parent_run_id.is_some(),
+            },
+            file_secrets: crate::launcher::launch::workflow_has_file_secrets(&attempt.workflow),
+            events,
+            event_sink: Arc::new(events.clone()),
+            egress_secrets: {
+                let mut secrets = egress_secrets(&attempt.workflow, &attempt.secrets);
+                secrets.extend(crate::sandbox::gateway::egress_secrets(&attempt.routes));
+                secrets
+            },
+            model_hosts: crate::sandbox::gateway::model_hosts(&attempt.routes),
+            run_log: Arc::new(run_log.clone()),
+            redactor: Arc::clone(run_log.redactor()),
+            progress: &progress,
+        };
+        let outcome = tokio::select! {
+            outcome = resolve_and_start_sandbox(ctx) => Some(outcome),
+            () = stop.cancelled() => None,
+        };
+        let active = match outcome {
+            None => {
+                // Stopped during setup: the driver's drop guard removes what it created; make
+                // sure by label before the process may exit.
+                crate::launcher::reaper::remove_run_containers(self.store.store_id(), run_id).await;
+                let code = stop_code();
+                ending.fail(code, stop_message(code), PHASE_SANDBOX_SETUP);
+                return;
+            }
+            Some(SandboxOutcome::Failed(SetupError {
+                code,
+                message,
+                phase,
+            })) => {
+                ending.fail(code, message, &phase);
+                return;
+            }
+            Some(SandboxOutcome::Unsandboxed) => None,
+            Some(SandboxOutcome::Started(active)) => Some(active),
+        };
+        // ask_user works inside a sandbox through the runner channel (SANDBOX.md §13.3), so an
+        // `interaction: ask` node is no longer refused here (DSL.md §6.2, C136).
+        self.execute(scope, active.as_ref(), ending).await;
+        if let Some(active) = active {
+            active.shutdown().await;
+        }
+    }
+
+    async fn execute(
+        &self,
+        scope: &Scope<'_>,
+        active: Option<&ActiveSandbox>,
+        ending: &mut Ending,
+    ) {
+        let Scope {
+            attempt,
+            run,
+            workspace,
+            events,
+            run_log,
+            ..
+        } = *scope;
+        let run_id = run.id.as_str();
+        // §15 "No sandbox": devbox provisioned on the host, once, before the first node.
+        let devbox = match active {
+            Some(_) => None,
+            None => {
+                let stage_root = std::env::temp_dir().join(format!("iterion-devbox-{run_id}"));
+                match crate::sandbox::devbox::provision_host_devbox(
+                    workspace,
+                    attempt.run.file_path.parent(),
+                    &stage_root,
+                    self.host_env.as_ref(),
+                )
+                .await
+                {
+                    Ok(devbox) => Some(devbox),
+                    Err(SetupError {
+                        code,
+                        message,
+                        phase,
+                    }) => {
+                        ending.fail(code, message, &phase);
+                        return;
+                    }
+                }
+            }
+        };
+        if let Some(devbox) = &devbox {
+            for line in &devbox.log {
+                tracing::warn!("devbox: {line}");
+                crate::records::sink::RunLogSink::line(
+                    run_log,
+                    crate::records::sink::LogLine {
+                        node: String::new(),
+                        stream: crate::records::sink::LogStream::System,
+                        text: line.clone(),
+                    },
+                );
+            }
+            if let Some(event) = devbox.event.clone() {
+                events.emit(Event::SandboxDevboxProvisioned(event)).await;
+            }
+        }
+        let host_path = devbox.as_ref().and_then(|d| d.path.clone());
+        self.execute_on(scope, active, host_path, ending).await;
+        if let Some(devbox) = &devbox {
+            devbox.cleanup().await;
+        }
+    }
+
+    async fn execute_on(
+        &self,
+        scope: &Scope<'_>,
+        active: Option<&ActiveSandbox>,
+        host_path: Option<crate::sandbox::host::HostPath>,
+        ending: &mut Ending,
+    ) {
+        let Scope {
+            attempt,
+            run,
+            workspace,
+            events,
+            run_log,
+            observer,
+            stop,
+            stop_code,
+            ..
+        } = *scope;
+        let run_id = run.id.as_str();
+        let host;
+        let sandbox: &dyn SandboxRun = match active {
+            Some(active) => active.run.as_ref(),
+            None => {
+                match crate::sandbox::host::host_sandbox_with_path(
+                    run_id,
+                    workspace,
+                    host_path.as_ref(),
+                )
+                .await
+                {
+                    Ok(run) => {
+                        host = run;
+                        host.as_ref()
+                    }
+                    Err(error) => {
+                        ending.fail(
+                            FailureCode::SandboxSetupFailed,
+                            error.to_string(),
+                            PHASE_SANDBOX_SETUP,
+                        );
+                        return;
+                    }
+                }
+            }
+        };
+        let sink: Arc<dyn EventSink> = Arc::new(events.clone());
+        let place = match active {
+            Some(active) => crate::executor::agent::env::AgentPlace::Runner(Arc::new(
+                crate::executor::agent::launcher::Launcher::new(
+                    Arc::clone(&active.run),
+                    active.engine_bin,
+                    Arc::new(run_log.clone()),
+                    crate::sandbox::gateway::placeholders(&attempt.routes),
+                ),
+            )),
+            None => crate::executor::agent::env::AgentPlace::InProcess {
+                workspace: workspace.to_owned(),
+                path: host_path.clone(),
+            },
+        };
+        let mut execution = Execution::new(&attempt.workflow, run_id, sandbox, sink)
+            .vars(attempt.vars.clone())
+            .secrets(attempt.secrets.clone())
+            .redactor(Arc::clone(run_log.redactor()))
+            .run_log(Arc::new(run_log.clone()))
+            .cancel_token(stop.clone())
+            .agents(crate::executor::agent::env::AgentEnv {
+                routes: attempt.routes.clone(),
+                place,
+                operator: self.operator.clone(),
+                answer: attempt.answer.clone(),
+            });
+        if let Some(checkpoint) = attempt.checkpoint.clone() {
+            execution = execution.resume_from(checkpoint);
+        }
+        let children = StoreChildRuns::new(
+            self,
+            attempt,
+            run.clone(),
+            ChildContext {
+                observer: Arc::clone(observer),
+                // A child's lost lease is the parent's: the whole tree stops, resumable.
+                on_lost: scope.lost.clone(),
+                interrupt: scope.interrupt_children.clone(),
+                workspace: workspace.to_owned(),
+                redactor: Arc::clone(run_log.redactor()),
+            },
+        );
+        execution = execution.child_runs(
+            Arc::new(children),
+            active.map(ActiveSandbox::shared).unwrap_or_default(),
+        );
+        match execution.run().await {
+            Ok(report) => {
+                let mut outcome = report.outcome;
+                if outcome.failure_code == Some(FailureCode::Cancelled) && stop.is_cancelled() {
+                    let code = stop_code();
+                    outcome.failure_code = Some(code);
+                    outcome.status = code.status().unwrap_or(OutcomeStatus::Cancelled);
+                }
+                if let (Some(active), Some(FailureCode::ExecutionFailed)) =
+                    (active, outcome.failure_code)
+                    && !sandbox_alive(active).await
+                {
+                    let message = outcome.message.take().unwrap_or_default();
+                    outcome.message = Some(format!(
+                        "{message}\nthe sandbox container is no longer running (killed or removed outside iterion)"
+                    ));
+                }
+                ending.finish(outcome, report.checkpoint);
+            }
+            Err(error) => {
+                let code =
+                    FailureCode::from_str_exact(error.code()).unwrap_or(FailureCode::ResumeInvalid);
+                ending.fail(code, error.to_string(), PHASE_SANDBOX_SETUP);
+            }
+        }
+    }
+}
+
+struct ObserverProgress(Arc<dyn RunObserver>);
+
+impl Progress for ObserverProgress {
+    fn pull(&self, update: &PullProgress) {
+        self.0.pull(update);
+    }
+}
+
+/// Whether the sandbox still answers an exec (asked only after a node failed, so that a
+/// container killed from outside is named as the cause).
+async fn sandbox_alive(active: &ActiveSandbox) -> bool {
+    let argv = ["true".to_owned()];
+    let probe = active.run.exec(&argv, iterion_sandbox::ExecOpts::default());
+    // Alive means the probe really ran: an exec into a container whose PID 1 was just killed can
+    // still be created and then report a non-zero status while the engine catches up.
+    matches!(
+        tokio::time::timeout(std::time::Duration::from_secs(5), probe).await,
+        Ok(Ok(result)) if result.exit_code == 0
+    )
+}
+
+/// The resolved secrets with their `hosts`, for the egress proxy's rewriter (SANDBOX.md §6.10);
+/// unresolved optional ones are not delivered.
+fn egress_secrets(wf: &Workflow, secrets: &[ResolvedSecret]) -> Vec<EgressSecret> {
+    wf.secrets
+        .iter()
+        .filter_map(|declared| {
+            let resolved = secrets.iter().find(|s| s.name() == declared.name)?;
+            Some(EgressSecret {
+                name: declared.name.clone(),
+                value: resolved.expose_value().to_owned(),
+                hosts: declared.hosts.clone(),
+                file: matches!(declared.delivery, iterion_dsl::ir::Delivery::File { .. }),
+            })
+        })
+        .collect()
+}
+
+/// The resolved `as: file` secrets as mounts (SANDBOX.md §8.7); unresolved optional ones are not
+/// delivered.
+fn file_secret_mounts(
+    wf: &Workflow,
+    secrets: &[ResolvedSecret],
+) -> Vec<iterion_sandbox::SecretFileMount> {
+    wf.secrets
+        .iter()
+        .filter_map(|declared| {
+            let iterion_dsl::ir::Delivery::File { mount_path, env } = &declared.delivery else {
+                return None;
+            };
+            let resolved = secrets.iter().find(|s| s.name() == declared.name)?;
+            Some(iterion_sandbox::SecretFileMount {
+                name: declared.name.clone(),
+                mount_path: mount_path.clone(),
+                env: env.clone(),
+                value: iterion_sandbox::SecretBytes::from(resolved.expose_value()),
+            })
+        })
+        .collect()
+}
+
+fn stop_message(code: FailureCode) -> String {
+    match code {
+        FailureCode::Interrupted => {
+            "the run was interrupted; `iterion resume` continues it".to_owned()
+        }
+        _ => "the run was cancelled".to_owned(),
+    }
+}
+
+/// What the sandbox and executor steps of one attempt share.
+struct Scope<'a> {
+    attempt: &'a Attempt,
+    run: &'a Run,
+    resolved: &'a crate::sandbox::resolve::Resolved,
+    factory: &'a Factory,
+    workspace: &'a std::path::Path,
+    events: &'a StoreEvents,
+    run_log: &'a StoreRunLog,
+    observer: &'a Arc<dyn RunObserver>,
+    stop: &'a CancellationToken,
+    /// The run's lease was lost: it stops as interrupted (see `attempt`).
+    lost: &'a CancellationToken,
+    /// Cancelled before `stop` when the run is interrupted (see `attempt`).
+    interrupt_children: &'a CancellationToken,
+    stop_code: &'a (dyn Fn() -> FailureCode + Sync),
+}
+
+/// How an attempt ended.
+#[derive(Default)]
+pub(crate) struct Ending {
+    pub code: Option<FailureCode>,
+    pub message: Option<String>,
+    pub phase: Option<String>,
+    pub outcome: Option<RunOutcome>,
+    pub checkpoint: Option<Checkpoint>,
+    pub output: Option<Value>,
+}
+
+impl Ending {
+    fn fail(&mut self, code: FailureCode, message: String, phase: &str) {
+        self.code = Some(code);
+        self.message = Some(message);
+        self.phase = Some(phase.to_owned());
+    }
+
+    fn finish(&mut self, outcome: RunOutcome, checkpoint: Checkpoint) {
+        self.code = outcome.failure_code;
+        self.message = outcome.message.clone();
+        self.output = outcome.final_output.clone();
+        self.outcome = Some(outcome);
+        self.checkpoint = Some(checkpoint);
+    }
+
+    pub(crate) fn status(&self) -> OutcomeStatus {
+        match (&self.outcome, self.code) {
+            (Some(outcome), _) => outcome.status,
+            (None, Some(code)) => code.status().unwrap_or(OutcomeStatus::Failed),
+            (None, None) => OutcomeStatus::Finished,
+        }
+    }
+
+    fn terminal_event(&self, duration_ms: u64) -> Event {
+        if let Some(outcome) = &self.outcome {
+            return outcome.terminal_event(duration_ms);
+        }
+        let message = self.message.clone().unwrap_or_default();
+        let phase = self
+            .phase
+            .clone()
+            .unwrap_or_else(|| PHASE_SANDBOX_SETUP.to_owned());
+        match self.status() {
+            OutcomeStatus::Cancelled => Event::RunCancelled(crate::RunCancelled {
+                reason: message,
+                phase,
+            }),
+            status => Event::RunFailed(RunFailed {
+                error: message,
+                phase,
+                code: self.code,
+                resumable: (status == OutcomeStatus::FailedResumable).then_some(true),
+            }),
+        }
+    }
+}
+
+/// The final save, under compare-and-swap with reload-and-reapply (3 attempts).
+async fn save_final(
+    store: &dyn Store,
+    run: &Run,
+    ending: &Ending,
+    envelope: &RunEnvelope,
+    kept_worktree: Option<&PathBuf>,
+) -> Result<(), EngineError> {
+    let mut current = run.clone();
+    for attempt in 1..=3 {
+        let mut next = current.clone();
+        next.status = store_status(ending.status());
+        // A paused run keeps no failure: its question is in the `run_paused` event.
+        let failed = ending.status() != OutcomeStatus::Paused;
+        next.failure_code = ending
+            .code
+            .filter(|_| failed)
+            .map(|c| c.as_str().to_owned());
+        next.failure_message = ending.message.clone().filter(|_| failed);
+        next.checkpoint = envelope.to_value();
+        if let Some(checkpoint) = &envelope.executor {
+            next.last_completed_node = checkpoint.last_completed_node.clone();
+        }
+        if let Some(path) = kept_worktree {
+            next.worktree_path = Some(path.clone());
+        }
+        match store.save_run(&next, current.version).await {
+            Err(iterion_store::Error::Conflict { .. }) if attempt < 3 => {
+                if let Some(reloaded) = store.get_run(&run.id).await? {
+                    current = reloaded;
+                }
+            }
+            other => return other.map(|_| ()).map_err(EngineError::from),
+        }
+    }
+    Ok(())
+}

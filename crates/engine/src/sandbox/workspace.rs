@@ -1,0 +1,37 @@
+//! The launch-time questions about the directory a run starts in: its git repository root (the
+//! anchor `sandbox: auto` needs, SANDBOX.md §7.5) and whether `worktree: auto` can work there
+//! (DSL.md §7.6: refused, exit 2, without a repository or a commit).
+
+use std::path::{Path, PathBuf};
+
+use crate::sandbox::worktree::WorktreeError;
+
+/// `git -C dir args…`, its trimmed stdout when it succeeded (the one runner lives in `worktree`).
+async fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    crate::sandbox::worktree::git(dir, args).await.ok()
+}
+
+/// The root of the git repository holding `cwd`; `None` outside one (or without git).
+pub async fn repository_root_of(cwd: &Path) -> Option<PathBuf> {
+    git(cwd, &["rev-parse", "--show-toplevel"])
+        .await
+        .filter(|top| !top.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Refuses `worktree: auto` where it cannot work, before any run exists.
+///
+/// # Errors
+///
+/// [`WorktreeError::NoRepository`] or [`WorktreeError::NoCommit`].
+pub async fn check_worktree_possible(cwd: &Path) -> Result<(), WorktreeError> {
+    let Some(repo) = repository_root_of(cwd).await else {
+        return Err(WorktreeError::NoRepository {
+            cwd: cwd.to_owned(),
+        });
+    };
+    match git(&repo, &["rev-parse", "--verify", "-q", "HEAD^{commit}"]).await {
+        Some(_) => Ok(()),
+        None => Err(WorktreeError::NoCommit { repo }),
+    }
+}
