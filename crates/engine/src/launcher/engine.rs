@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::launcher::admission::AdmissionError;
 use crate::launcher::launch::{LaunchError, LaunchOptions};
+use crate::preflight::PreflightSetup;
 use crate::records::secrets::ResolvedSecret;
 
 /// The engine: a store, the driver registry and the installed defaults.
@@ -115,6 +116,28 @@ impl Engine {
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
+    }
+}
+
+impl Engine {
+    /// Installs a whole setup: registry, factory options, global default and engine binary.
+    #[must_use]
+    pub fn with_preflight_setup(mut self, setup: PreflightSetup) -> Engine {
+        self.registry = setup.registry;
+        self.factory_options = setup.factory_options;
+        self.sandbox_default = setup.sandbox_default;
+        self.engine_binary = setup.engine_binary;
+        self
+    }
+
+    /// This engine's sandbox setup, for [`build_strict_report`](crate::build_strict_report) and [`preflight_sandbox`](crate::preflight_sandbox).
+    pub fn preflight_setup(&self) -> PreflightSetup {
+        PreflightSetup {
+            registry: self.registry.clone(),
+            factory_options: self.factory_options,
+            sandbox_default: self.sandbox_default,
+            engine_binary: self.engine_binary.clone(),
+        }
     }
 }
 

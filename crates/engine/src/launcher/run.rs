@@ -35,7 +35,8 @@ use crate::sandbox::egress::EgressSecret;
 use crate::sandbox::error::{PHASE_SANDBOX_SETUP, SetupError};
 use crate::sandbox::mounts::MountInputs;
 use crate::sandbox::resolve::resolve;
-use crate::sandbox::start::{SandboxOutcome, StartCtx, resolve_and_start_sandbox};
+use crate::sandbox::start::{SandboxOutcome, resolve_and_start_sandbox};
+use crate::sandbox::start_ctx::StartCtx;
 use crate::sandbox::worktree::{RunWorktree, create_worktree, workspace_root};
 
 /// The `phase` of an admission refusal's `run_failed` (defined here).

@@ -9,8 +9,8 @@ use iterion_sandbox::{
     default_image_from_env, link_kind_of, probe_endpoints,
 };
 
-use super::PreflightSetup;
 use super::report::BasicReport;
+use super::setup::PreflightSetup;
 
 async fn bounded<T>(budget: Duration, future: impl Future<Output = T>) -> Option<T> {
     tokio::time::timeout(budget, future).await.ok()

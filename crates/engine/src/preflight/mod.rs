@@ -8,7 +8,7 @@
 //!   own functions (`settings_from_env`, `resolve`, the factory's `driver_for_spec`, the engine
 //!   binary's `engine_binary_for_run`) and screens with the real `validate_spec_mounts`, so the
 //!   doctor cannot drift from what `iterion run` does. A [`PreflightSetup`] carries the parts of
-//!   an [`Engine`](crate::Engine) that decide a sandbox, so the battery needs no store.
+//!   an `Engine` that decide a sandbox, so the battery needs no store.
 //! - **Judge apart from probe.** `judge` turns what was found into rows (pure, unit-tested per
 //!   status); `strict` and `basic` probe and call it.
 //! - **Bounded.** Every probe — driver selection, `/version`, image inspection, the registry
@@ -23,23 +23,22 @@
 mod basic;
 mod judge;
 mod report;
+mod setup;
 mod strict;
 
-use std::path::PathBuf;
 use std::sync::Once;
 use std::time::Duration;
 
-use iterion_dsl::ir;
-use iterion_sandbox::{FactoryOptions, Registry, SandboxFlag, Trust, parse_go_duration};
+use iterion_sandbox::parse_go_duration;
 
 pub use report::{
     BasicReport, Check, CheckId, CheckStatus, Counts, HostClass, SCHEMA_VERSION, StrictReport,
     Target,
 };
+pub use setup::{PreflightRequest, PreflightSetup};
 
-use crate::launcher::engine::{Engine, RunRequest};
+use crate::launcher::engine::RunRequest;
 use crate::launcher::launch::LaunchError;
-use crate::launcher::launch::LaunchOptions;
 
 /// Truthy: `iterion run` runs the strict battery first (SANDBOX.md §11.4).
 pub const ITERION_SANDBOX_PREFLIGHT: &str = "ITERION_SANDBOX_PREFLIGHT";
@@ -47,101 +46,6 @@ pub const ITERION_SANDBOX_PREFLIGHT: &str = "ITERION_SANDBOX_PREFLIGHT";
 pub const ITERION_SANDBOX_DOCTOR_TIMEOUT: &str = "ITERION_SANDBOX_DOCTOR_TIMEOUT";
 /// [`ITERION_SANDBOX_DOCTOR_TIMEOUT`]'s default.
 pub const DEFAULT_DOCTOR_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The parts of an engine that decide a sandbox — the driver registry, the factory options, the
-/// installed global default and the installed engine binary — without its store. Defaults are
-/// [`Engine::new`]'s; [`Engine::preflight_setup`] copies an engine's.
-#[derive(Clone, Debug)]
-pub struct PreflightSetup {
-    pub(crate) registry: Registry,
-    pub(crate) factory_options: FactoryOptions,
-    pub(crate) sandbox_default: Option<SandboxFlag>,
-    pub(crate) engine_binary: Option<PathBuf>,
-}
-
-impl Default for PreflightSetup {
-    fn default() -> Self {
-        PreflightSetup::new()
-    }
-}
-
-impl PreflightSetup {
-    /// Neutral (no global default), the local registry, host detection, no engine binary.
-    pub fn new() -> PreflightSetup {
-        PreflightSetup {
-            registry: Registry::local_engines(),
-            factory_options: FactoryOptions::default(),
-            sandbox_default: None,
-            engine_binary: None,
-        }
-    }
-
-    /// The global default, as [`Engine::with_sandbox_default`]. Default: none (neutral).
-    #[must_use]
-    pub fn with_sandbox_default(mut self, default: SandboxFlag) -> PreflightSetup {
-        self.sandbox_default = Some(default);
-        self
-    }
-
-    /// The installed engine binary, as [`Engine::with_engine_binary`]. Default: none.
-    #[must_use]
-    pub fn with_engine_binary(mut self, path: impl Into<PathBuf>) -> PreflightSetup {
-        self.engine_binary = Some(path.into());
-        self
-    }
-
-    /// The driver registry, as [`Engine::with_registry`]. Default: the local engines.
-    #[must_use]
-    pub fn with_registry(mut self, registry: Registry) -> PreflightSetup {
-        self.registry = registry;
-        self
-    }
-
-    /// The factory options, as [`Engine::with_factory_options`]. Default: detect the host.
-    #[must_use]
-    pub fn with_factory_options(mut self, options: FactoryOptions) -> PreflightSetup {
-        self.factory_options = options;
-        self
-    }
-}
-
-impl Engine {
-    /// Installs a whole setup: registry, factory options, global default and engine binary.
-    #[must_use]
-    pub fn with_preflight_setup(mut self, setup: PreflightSetup) -> Engine {
-        self.registry = setup.registry;
-        self.factory_options = setup.factory_options;
-        self.sandbox_default = setup.sandbox_default;
-        self.engine_binary = setup.engine_binary;
-        self
-    }
-
-    /// This engine's sandbox setup, for [`build_strict_report`] and [`preflight_sandbox`].
-    pub fn preflight_setup(&self) -> PreflightSetup {
-        PreflightSetup {
-            registry: self.registry.clone(),
-            factory_options: self.factory_options,
-            sandbox_default: self.sandbox_default,
-            engine_binary: self.engine_binary.clone(),
-        }
-    }
-}
-
-/// What the battery is asked about.
-#[derive(Clone, Copy, Debug)]
-pub struct PreflightRequest<'a> {
-    /// The workflow's `sandbox:` block; the default block for "no workflow" (the doctor without
-    /// `FILE`).
-    pub sandbox: &'a ir::Sandbox,
-    /// The run's flags and working directory, as `iterion run` would pass them.
-    pub options: &'a LaunchOptions,
-    /// The run's trust (an untrusted run's host_state is `none`).
-    pub trust: Trust,
-    /// Which battery: `auto` follows the selected driver.
-    pub target: Target,
-    /// The bound of each probe.
-    pub timeout: Duration,
-}
 
 /// The strict battery (SANDBOX.md §11.3): the checks in order, a check that does not apply
 /// omitted, `spec-resolution` failing or `sandbox-configured` warning ending it early.

@@ -12,7 +12,7 @@ use iterion_sandbox::{
 
 use super::judge::{self, BinaryFinding, DriverMiss, ImageFinding, Registry};
 use super::report::{Check, CheckId, Counts, HostClass, SCHEMA_VERSION, StrictReport, Target};
-use super::{PreflightRequest, PreflightSetup};
+use super::setup::{PreflightRequest, PreflightSetup};
 use crate::launcher::launch::LaunchError;
 use crate::sandbox::resolve::{Resolved, resolve};
 

@@ -24,7 +24,7 @@ use crate::records::events::Event;
 use crate::records::sink::EventSink;
 use crate::sandbox::error::SetupError;
 use crate::sandbox::events::{SandboxWorkspaceCopied, SandboxWorkspaceLanded};
-use crate::sandbox::start::StartCtx;
+use crate::sandbox::start_ctx::StartCtx;
 
 /// The uid:gid an untrusted sandbox runs as when the spec names no numeric non-root user and
 /// the engine is root (the distroless `nonroot` convention).

@@ -38,5 +38,6 @@ pub(crate) mod resolve;
 pub(crate) mod rundir;
 pub(crate) mod scratch;
 pub(crate) mod start;
+pub(crate) mod start_ctx;
 pub(crate) mod workspace;
 pub(crate) mod worktree;

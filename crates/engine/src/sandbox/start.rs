@@ -12,21 +12,21 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use iterion_sandbox::{
-    Driver, Error as SandboxError, Factory, Mode, NetworkMode, Progress, ProxyAttachment, RunInfo,
-    RunLog, SandboxRun, Spec, Trust, resolve_network_policy, select_sandbox_driver,
+    Driver, Error as SandboxError, Mode, NetworkMode, ProxyAttachment, RunInfo, RunLog, SandboxRun,
+    Spec, Trust, resolve_network_policy, select_sandbox_driver,
 };
 
 use crate::records::events::Event;
 use crate::records::failure::FailureCode;
-use crate::records::sink::EventSink;
 use crate::sandbox::active::{ActiveSandbox, CopyBack};
-use crate::sandbox::egress::{self, EgressSecret};
+use crate::sandbox::egress::{self};
 use crate::sandbox::error::{PHASE_SANDBOX_SETUP, SetupError};
 use crate::sandbox::events::{
     SandboxBuildFailed, SandboxBuildFinished, SandboxBuildStarted, SandboxEnvDenied,
     SandboxNetworkDefaulted, SandboxSkipped, SandboxStarted,
 };
 use crate::sandbox::resolve::Resolved;
+use crate::sandbox::start_ctx::StartCtx;
 use crate::sandbox::{copy, devbox, finalize, mounts, rundir, scratch};
 
 /// What L5–L14 came to.
@@ -39,30 +39,6 @@ pub(crate) enum SandboxOutcome {
     /// No container, and that is final for this run: an inline refusal (after its
     /// `sandbox_skipped`), or a setup failure (nothing left behind).
     Failed(SetupError),
-}
-
-/// Everything [`resolve_and_start_sandbox`] needs about the run.
-pub(crate) struct StartCtx<'a> {
-    pub resolved: &'a Resolved,
-    pub factory: &'a Factory,
-    pub run_id: &'a str,
-    pub store_id: &'a str,
-    pub workflow: &'a str,
-    pub trust: Trust,
-    pub max_duration_seconds: u64,
-    pub mount_inputs: mounts::MountInputs,
-    pub file_secrets: bool,
-    pub events: &'a dyn EventSink,
-    /// The same sink, owned: the proxy's `network_blocked` events arrive from its own task.
-    pub event_sink: Arc<dyn EventSink>,
-    /// The resolved secrets with their hosts, for the proxy's rewriter (§6.10).
-    pub egress_secrets: Vec<EgressSecret>,
-    /// The agent nodes' model provider hosts, implicitly allowed under an allowlist (§13.1b).
-    pub model_hosts: Vec<String>,
-    pub run_log: Arc<dyn RunLog>,
-    /// The run's redactor: the proxy token is added to it once minted (issue 15 item 8).
-    pub redactor: Arc<crate::records::secrets::Redactor>,
-    pub progress: &'a dyn Progress,
 }
 
 /// L5–L14: resolves, and when the mode is active selects a driver, plans the mounts, prepares,
