@@ -6,6 +6,7 @@
 //!
 //! [`SandboxRun`]: iterion_sandbox::SandboxRun
 
+use iterion_agent::text::tail_bytes;
 use iterion_dsl::ir::ToolNode;
 use iterion_dsl::template;
 use iterion_sandbox::ExecOpts;
@@ -19,7 +20,6 @@ use crate::executor::outcome::{Failure, TAIL_BYTES};
 use crate::executor::schema;
 use crate::records::failure::FailureCode;
 use crate::records::sink::{LogLine, LogStream};
-use iterion_agent::text::tail_bytes;
 
 /// Runs tool node `node` on `input`. `token` stops it (the exec is dropped, which kills it).
 pub(crate) async fn run(

@@ -1,10 +1,11 @@
 //! Every event type with exactly the keys of SANDBOX.md §9.1 (and DSL.md §5 for the edge ones):
 //! optional keys omitted when absent, never `null`, except `egress_enforced`.
 
-use super::*;
-use crate::sandbox::events::*;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+
+use super::*;
+use crate::sandbox::events::*;
 
 fn wire(event: &Event) -> Value {
     serde_json::to_value(event).unwrap()

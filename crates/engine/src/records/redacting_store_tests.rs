@@ -1,9 +1,9 @@
-use super::*;
 use base64::Engine as _;
 use iterion_store::{RunStatus, SqliteOptions, SqliteStore};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
+use super::*;
 use crate::records::secrets::ResolvedSecret;
 
 const VALUE: &str = "sv-9f8e7d6c5b4a-value";

@@ -11,7 +11,6 @@ use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
 use iterion_netproxy::{SecretForms, SecretSpan, replace_spans};
-
 use serde_json::Value;
 
 /// The placeholder a value secret renders as: `__ITERION_SECRET_<NAME>__`, NAME as declared.

@@ -15,7 +15,6 @@ use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-
 use std::sync::Arc;
 
 use iterion_sandbox::{LogLevel, RunLog, Spec};

@@ -1,5 +1,6 @@
-use super::*;
 use std::os::unix::fs::PermissionsExt;
+
+use super::*;
 
 #[tokio::test]
 async fn the_copy_keeps_content_and_links_and_drops_privilege_bits_hooks_and_config() {

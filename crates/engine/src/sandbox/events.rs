@@ -3,10 +3,10 @@
 //! the same [`crate::EventSink`]. Keys and their optionality follow the table exactly; the
 //! constructors fill the keys whose value the table fixes.
 
+use iterion_agent::text::truncate_bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::records::failure::FailureCode;
-use iterion_agent::text::truncate_bytes;
 
 /// `sandbox_skipped`: three shapes share the type (degrade, refusal, pinned noop). Build it with
 /// [`SandboxSkipped::degrade`], [`SandboxSkipped::refusal`] or [`SandboxSkipped::pinned_noop`].

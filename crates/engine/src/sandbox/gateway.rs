@@ -7,9 +7,10 @@
 
 use std::collections::BTreeMap;
 
+use iterion_agent::provider::{Provider, Routes};
+
 use crate::records::secrets::ResolvedSecret;
 use crate::sandbox::egress::EgressSecret;
-use iterion_agent::provider::{Provider, Routes};
 
 /// One provider's credential.
 struct Credential {

@@ -17,12 +17,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use tokio::io::AsyncWriteExt;
-
-use std::sync::Arc;
 
 use crate::records::secrets::Redactor;
 use crate::sandbox::git::{GitError, HostGit};

@@ -15,17 +15,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use iterion_dsl::ir::{AgentNode, Interaction};
-use iterion_sandbox::{ExecOpts, SandboxRun};
-use serde_json::{Value, json};
-
-use crate::executor::agent::operator::{AgentResult, Operator, PausedAgent, ask_operator};
-use crate::executor::outcome::{Failure, TAIL_BYTES};
-use crate::records::events::Event;
-use crate::records::failure::FailureCode;
-use crate::records::secrets::Redactor;
-use crate::records::sink::{EventSink, LogLine, LogStream, RunLogSink};
-use crate::sandbox::events::SandboxClawRoutedViaRunner;
 use iterion_agent::envelope::{
     ChannelError, Envelope, EnvelopeReader, EnvelopeWriter, SNAPSHOT_MAX, TOOL_RESULT_MAX,
     clamp_text,
@@ -37,6 +26,17 @@ use iterion_agent::session::{LoopSpec, Snapshot, ToolOutcome};
 use iterion_agent::shell::BoundedSink;
 use iterion_agent::tools::ASK_USER;
 use iterion_agent::wire::Usage;
+use iterion_dsl::ir::{AgentNode, Interaction};
+use iterion_sandbox::{ExecOpts, SandboxRun};
+use serde_json::{Value, json};
+
+use crate::executor::agent::operator::{AgentResult, Operator, PausedAgent, ask_operator};
+use crate::executor::outcome::{Failure, TAIL_BYTES};
+use crate::records::events::Event;
+use crate::records::failure::FailureCode;
+use crate::records::secrets::Redactor;
+use crate::records::sink::{EventSink, LogLine, LogStream, RunLogSink};
+use crate::sandbox::events::SandboxClawRoutedViaRunner;
 
 /// The runner's argv in the container: `[$ITERION_ENGINE_BIN, "__claw-runner"]`.
 pub(crate) fn runner_argv(engine_bin: &str) -> Vec<String> {

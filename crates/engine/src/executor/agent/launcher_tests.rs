@@ -1,9 +1,8 @@
+use iterion_agent::wire::ToolSpec;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use iterion_agent::wire::ToolSpec;
-
 use crate::executor::agent::env::AgentEnv;
 
 fn spec(name: &str) -> ToolSpec {
