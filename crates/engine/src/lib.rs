@@ -1,17 +1,42 @@
 //! iterion-engine: runs a compiled workflow.
 //!
-//! `Engine::run` admits a run, resolves and starts its sandbox (the seed's steps 3–19), executes
+//! [`Engine::run`] admits a run, resolves and starts its sandbox (the seed's steps 3–19), executes
 //! nodes, records every decision as an event and tears everything down. It is the only crate that
 //! knows both the workflow (`iterion-dsl`) and the sandbox (`iterion-sandbox`), and the only place
-//! that decides degrade versus refuse.
+//! that decides degrade versus refuse. The agent loop and the runner protocol, which also run
+//! inside the container, are `iterion-agent`'s; this crate runs them as a node kind.
 //!
-//! This part of the crate is the **executor** ([`Execution`]): given a compiled
-//! [`dsl::ir::Workflow`], resolved vars and a [`SandboxRun`](iterion_sandbox::SandboxRun), it runs
-//! the graph exactly as DSL.md §5–§6 say — node input (§5.3), edge selection (§5.4), loops (§5.5),
-//! `fan_out_all` and joins (§5.6), budgets and outcomes (§5.7), tool nodes (§6.1) — and returns a
-//! [`RunOutcome`] with a resume [`Checkpoint`]. Around it: the [`Event`] enum of every event the
-//! engine emits (SANDBOX.md §9.1), the stable [`FailureCode`]s (DSL.md §5.7, SANDBOX.md §9.2), the
-//! sinks it writes to, secret redaction, and the `worktree: auto` helpers (DSL.md §7.6).
+//! The crate has five rooms:
+//!
+//! - **`launcher/`** — [`Engine`] and every `impl Engine` block: one attempt of a run
+//!   (`Engine::run`): the launch checks ([`resolve_vars`], [`resolve_secrets`]), the run record in
+//!   the [`iterion_store::Store`] with its lease, admission (SANDBOX.md §10), the workspace
+//!   (`worktree: auto`, DSL.md §7.6), the sandbox, the executor, teardown in every outcome, the
+//!   final record and the terminal event; [`Engine::resume`] takes a `failed_resumable` run again;
+//!   the fleet worker ([`run_worker`]) drains queued runs; subbot children that need a sandbox of
+//!   their own get a whole attempt; [`Engine::boot_maintenance`] recovers crashed runs and reaps
+//!   orphaned containers (SANDBOX.md §12).
+//! - **`executor/`** — [`Execution`]: given a compiled [`dsl::ir::Workflow`], resolved vars and a
+//!   [`SandboxRun`](iterion_sandbox::SandboxRun), it runs the graph exactly as DSL.md §5–§6 say —
+//!   node input (§5.3), edge selection (§5.4), loops (§5.5), `fan_out_all` and joins (§5.6),
+//!   budgets and outcomes (§5.7), tool, agent and subbot nodes (§6.1, §6.2, §3.9) — and returns a
+//!   [`RunOutcome`] with a resume [`Checkpoint`]. Agent and judge nodes run the claw loop in this
+//!   process on the host when the run is unsandboxed, and inside the container through
+//!   `iterion __claw-runner` otherwise (SANDBOX.md §13).
+//! - **`sandbox/`** — orchestration around a driver: `resolve_and_start_sandbox`, the one place
+//!   where an absent container runtime degrades (`auto`) or refuses (`inline`); the repository's
+//!   devcontainer fused with the workflow block and the operator overlay (SANDBOX.md §7), a
+//!   hostile one refusing the run; the mount plan; the per-run egress proxy and bridge, with
+//!   gateway credentials for the model keys (§6.10, §13.1b); file-secret delivery; devbox
+//!   provisioning (§15); the scratch dir and its bank (§8.3); the worktree git-dir mount; an
+//!   untrusted run's workspace copy and its landing as a branch; the teardown.
+//! - **`records/`** — the [`Event`] enum of every event the engine emits (SANDBOX.md §9.1), the
+//!   stable [`FailureCode`]s (DSL.md §5.7, SANDBOX.md §9.2), the sinks, the store-backed records
+//!   and the [`RunObserver`], and secret redaction ([`Redactor`]).
+//! - **`preflight/`** — the strict battery of `iterion sandbox doctor --strict` and of the
+//!   pre-flight (`ITERION_SANDBOX_PREFLIGHT`), [`build_strict_report`]: the run's own resolution,
+//!   read-only probes bounded by `ITERION_SANDBOX_DOCTOR_TIMEOUT`, one `{id, status, summary,
+//!   remediation, duration_ms}` row per check (SANDBOX.md §11); and the basic report.
 //!
 //! How it is built, and why:
 //!
@@ -25,30 +50,8 @@
 //! - **Recorded text is redacted.** Events, run-log lines, messages, outputs in the outcome and
 //!   the checkpoint replace every resolved secret value by `[REDACTED:<NAME>]`; rendering itself
 //!   only ever produces placeholders and mount paths (DSL.md §7.5).
-//!
-//! Around the executor, the **launcher** ([`Engine`]) runs the seed's flow for one run: the launch
-//! checks ([`resolve_vars`], [`resolve_secrets`]), the run record in the [`iterion_store::Store`]
-//! with its lease, admission (SANDBOX.md §10), `resolve_and_start_sandbox` — the one place where
-//! an absent container runtime degrades (`auto`) or refuses (`inline`) —, the executor, teardown
-//! in every outcome, the final record and the terminal event; [`Engine::resume`] takes a
-//! `failed_resumable` run again, and [`Engine::boot_maintenance`] recovers crashed runs and reaps
-//! orphaned containers (SANDBOX.md §12).
-//!
-//! `sandbox: auto` reads the repository's devcontainer and fuses it with the workflow block and
-//! the operator overlay (SANDBOX.md §7); a hostile devcontainer refuses the run.
-//!
-//! What it deliberately does not do (yet): devbox provisioning, the egress proxy (a non-open network policy gets no network at all: fail closed),
-//! file-secret delivery (the docker driver refuses a spec carrying them: the run fails closed),
-//! the scratch dir and its bank, the worktree git-dir mount.
-//!
-//! The strict battery of `iterion sandbox doctor --strict` and of the pre-flight
-//! (`ITERION_SANDBOX_PREFLIGHT`) is [`build_strict_report`]: the run's own resolution, read-only
-//! probes bounded by `ITERION_SANDBOX_DOCTOR_TIMEOUT`, one `{id, status, summary, remediation,
-//! duration_ms}` row per check (SANDBOX.md §11).
-//!
-//! Agent and judge nodes run the claw tool-use loop (`agent`): in this process on the host when
-//! the run is unsandboxed, and inside the container through `iterion __claw-runner` otherwise
-//! (`runner`, SANDBOX.md §13).
+//! - **Files import downwards.** Inside each room a file never imports one that imports it back;
+//!   what children share lives in a leaf file (`scripts/check-architecture.py` checks it).
 #![deny(missing_docs)]
 
 mod executor;
@@ -110,15 +113,7 @@ pub use records::events::{
 };
 pub use records::failure::{Disposition, FailureCode, MAX_DELIVERIES, OutcomeStatus};
 pub use records::record::{NoObserver, RunObserver};
-pub use records::secrets::{Redactor, ResolvedSecret, secret_placeholder};
-pub use records::sink::{
-    EventSink, LogLine, LogStream, MemoryEventSink, MemoryRunLog, NullRunLog, RunLogSink,
-};
-pub use sandbox::engine_binary::{
-    ContainerBinary, ITERION_BIN, container_binary_for, engine_binary_for_run,
-};
-pub use sandbox::error::PHASE_SANDBOX_SETUP;
-pub use sandbox::events::{
+pub use records::sandbox_events::{
     Adoption, BUILD_ERROR_MAX_BYTES, DevboxTarget, DrainFailure, NetworkBlocked,
     PINNED_NOOP_REASON, SandboxAttachmentsCopied, SandboxBuildFailed, SandboxBuildFinished,
     SandboxBuildStarted, SandboxClawRoutedViaRunner, SandboxDevboxProvisioned, SandboxEnvDenied,
@@ -128,6 +123,14 @@ pub use sandbox::events::{
     SandboxUidMismatchWarning, SandboxUserRemap, SandboxWorkspaceCopied,
     SandboxWorkspaceExportFailed, SandboxWorkspaceLanded, SkippedMount,
 };
+pub use records::secrets::{Redactor, ResolvedSecret, secret_placeholder};
+pub use records::sink::{
+    EventSink, LogLine, LogStream, MemoryEventSink, MemoryRunLog, NullRunLog, RunLogSink,
+};
+pub use sandbox::engine_binary::{
+    ContainerBinary, ITERION_BIN, container_binary_for, engine_binary_for_run,
+};
+pub use sandbox::error::PHASE_SANDBOX_SETUP;
 pub use sandbox::host::{claw_runner_main, host_sandbox, serve_claw_runner};
 pub use sandbox::mounts::{ARTIFACT_FILES_TARGET, ENGINE_BIN_TARGET};
 pub use sandbox::resolve::SandboxSettings;

@@ -1,5 +1,4 @@
-//! Where a subbot's child run is recorded ([`ChildRuns`]) and what a run hands the children that
-//! adopt its sandbox ([`SharedSandbox`], SANDBOX.md §14). The executor's own [`InlineChildRuns`]
+//! Where a subbot's child run is recorded ([`ChildRuns`]). The executor's own [`InlineChildRuns`]
 //! records children into the parent's sink; the launcher plugs in the store
 //! (`launcher::children::StoreChildRuns`), which also gives a declaring child a whole attempt of
 //! its own ([`ChildRuns::run_own`]).
@@ -73,16 +72,6 @@ pub(crate) struct ChildRun {
     /// The child bundle's `devbox.json` (its file's directory, when that is not the workspace
     /// root: SANDBOX.md §15's bot source), which adoption does not provision.
     pub bundle_devbox: Option<std::path::PathBuf>,
-}
-
-/// What a run hands the children that adopt its sandbox besides the run itself (SANDBOX.md
-/// §14's `SharedSandbox`; the run, its driver and the parent id travel in the executor).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct SharedSandbox {
-    /// The container's workspace folder; `None` without a container.
-    pub workspace_folder: Option<String>,
-    /// The parent's scratch lives in the container (§14 rule 2).
-    pub scratch_in_container: bool,
 }
 
 /// The executor's default [`ChildRuns`] when no store is wired: child ids are

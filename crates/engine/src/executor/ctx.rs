@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::executor::agent::env::AgentEnv;
 use crate::executor::budget::RunBudget;
 use crate::executor::checkpoint::Checkpoint;
-use crate::executor::child_runs::{ChildRuns, SharedSandbox};
+use crate::executor::child_runs::ChildRuns;
 use crate::executor::graph::Graph;
 use crate::executor::input::InputCtx;
 use crate::executor::outcome::Failure;
@@ -21,6 +21,7 @@ use crate::records::events::{BudgetDimension, BudgetExceeded, Event};
 use crate::records::failure::FailureCode;
 use crate::records::secrets::Redactor;
 use crate::records::sink::{EventSink, RunLogSink};
+use crate::sandbox::active::SharedSandbox;
 
 /// How a line of execution (the main line, or one fan-out branch) ended.
 pub(crate) enum LineEnd {

@@ -23,7 +23,7 @@ use crate::executor::agent::env::AgentEnv;
 use crate::executor::agent::operator::AgentResult;
 use crate::executor::budget::{BudgetError, RunBudget};
 use crate::executor::checkpoint::{Checkpoint, NextNode, ResumeError};
-use crate::executor::child_runs::{ChildRuns, InlineChildRuns, SharedSandbox};
+use crate::executor::child_runs::{ChildRuns, InlineChildRuns};
 use crate::executor::ctx::{BranchCtx, Ctx, LineEnd};
 use crate::executor::graph::Graph;
 use crate::executor::input::InputCtx;
@@ -37,6 +37,7 @@ use crate::records::events::{
 use crate::records::failure::{FailureCode, OutcomeStatus};
 use crate::records::secrets::{Redactor, ResolvedSecret};
 use crate::records::sink::{EventSink, NullRunLog, RunLogSink};
+use crate::sandbox::active::SharedSandbox;
 
 /// The largest `node_finished.output` recorded whole: 64 KiB of compact JSON.
 pub const EVENT_OUTPUT_MAX_BYTES: usize = 64 * 1024;

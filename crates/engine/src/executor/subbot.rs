@@ -22,7 +22,7 @@ use crate::executor::outcome::{Failure, RunReport};
 use crate::executor::schema;
 use crate::records::events::Event;
 use crate::records::failure::{FailureCode, OutcomeStatus};
-use crate::sandbox::events::{Adoption, SandboxShared};
+use crate::records::sandbox_events::{Adoption, SandboxShared};
 
 /// What [`should_adopt`] decided (SANDBOX.md §14).
 #[derive(Clone, Debug, PartialEq, Eq)]

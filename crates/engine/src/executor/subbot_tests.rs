@@ -7,10 +7,11 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 
 use super::*;
-use crate::executor::child_runs::{InlineChildRuns, SharedSandbox};
+use crate::executor::child_runs::InlineChildRuns;
 use crate::executor::execution::Execution;
 use crate::records::secrets::Redactor;
 use crate::records::sink::{EventSink, MemoryEventSink};
+use crate::sandbox::active::SharedSandbox;
 
 /// A child workflow: a tool, with `extra` spliced into the workflow block and `node_extra` into
 /// an agent node (when given).

@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 use crate::executor::checkpoint::Checkpoint;
 use crate::launcher::launch::LaunchOptions;
 use crate::records::failure::FailureCode;
+use crate::records::sandbox_events::SandboxShared;
 use crate::records::secrets::ResolvedSecret;
-use crate::sandbox::events::SandboxShared;
 use crate::sandbox::resolve::SandboxSettings;
 
 /// Everything one attempt needs.

@@ -258,7 +258,7 @@ impl StoreChildRuns<'_> {
             own.driver
         );
         tracing::warn!("{reason}");
-        let declined = crate::sandbox::events::SandboxShared::declined(
+        let declined = crate::records::sandbox_events::SandboxShared::declined(
             &own.driver,
             self.parent.id.as_str(),
             own.fields.clone(),

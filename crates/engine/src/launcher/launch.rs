@@ -1,8 +1,10 @@
 //! What a launch needs before any run exists (DSL.md §3.1, §3.2, §7.5): the `--var` values typed
-//! against the workflow's declarations, the secrets expanded from the host environment, and the
-//! workflow source's hash.
+//! against the workflow's declarations, the secrets expanded from the host environment, the
+//! workflow source's hash, and the launch flags ([`LaunchOptions`]) with the sandbox settings
+//! they make ([`settings_from_env`]).
 //!
-//! Every function here is pure — the environment comes in as a lookup closure — and every refusal
+//! The vars, secrets and hash are pure — the environment comes in as a lookup closure;
+//! [`settings_from_env`] reads the sandbox variables of the process environment. Every refusal
 //! is a [`LaunchError`] whose message names the knob to turn. The CLI turns a `LaunchError` into
 //! exit code 2 with nothing written to the store.
 

@@ -162,7 +162,7 @@ impl Engine {
         let shared = forced_parent.map(|parent| {
             let reason = "resumed with --force without its parent's copy-based sandbox";
             tracing::warn!("run {run_id}: {reason}; it gets a sandbox of its own");
-            crate::sandbox::events::SandboxShared::forced(&parent, reason)
+            crate::records::sandbox_events::SandboxShared::forced(&parent, reason)
         });
         let outcome = self
             .attempt(

@@ -7,14 +7,14 @@
 //! recorded as they are given: the executor redacts secret values before it builds them, and so
 //! must any other emitter (SANDBOX.md §6.10).
 //!
-//! The sandbox events live in their own module ([`crate::sandbox::events`]); this one holds the run,
+//! The sandbox events live in their own module ([`crate::records::sandbox_events`]); this one holds the run,
 //! node and edge events and the [`Event`] enum itself.
 
 use iterion_agent::wire::Usage;
 use serde::{Deserialize, Serialize};
 
 use crate::records::failure::{FailureCode, OutcomeStatus};
-use crate::sandbox::events::{
+use crate::records::sandbox_events::{
     NetworkBlocked, SandboxAttachmentsCopied, SandboxBuildFailed, SandboxBuildFinished,
     SandboxBuildStarted, SandboxClawRoutedViaRunner, SandboxDevboxProvisioned, SandboxEnvDenied,
     SandboxHostBindsDropped, SandboxHostStateMounted, SandboxImageEnvPlanted,

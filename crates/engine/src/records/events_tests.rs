@@ -5,7 +5,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::sandbox::events::*;
+use crate::records::sandbox_events::*;
 
 fn wire(event: &Event) -> Value {
     serde_json::to_value(event).unwrap()

@@ -12,6 +12,16 @@ use crate::records::events::Event;
 use crate::records::sink::EventSink;
 use crate::sandbox::{copy, egress, mounts, rundir, scratch};
 
+/// What a run hands the children that adopt its sandbox besides the run itself (SANDBOX.md
+/// §14's `SharedSandbox`; the run, its driver and the parent id travel in the executor).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SharedSandbox {
+    /// The container's workspace folder; `None` without a container.
+    pub workspace_folder: Option<String>,
+    /// The parent's scratch lives in the container (§14 rule 2).
+    pub scratch_in_container: bool,
+}
+
 /// A running sandbox and what tears it down.
 pub(crate) struct ActiveSandbox {
     pub run: Arc<dyn SandboxRun>,
@@ -44,8 +54,8 @@ pub(crate) struct CopyBack {
 
 impl ActiveSandbox {
     /// What this sandbox hands the subbot children that adopt it (SANDBOX.md §14).
-    pub(crate) fn shared(&self) -> crate::executor::child_runs::SharedSandbox {
-        crate::executor::child_runs::SharedSandbox {
+    pub(crate) fn shared(&self) -> SharedSandbox {
+        SharedSandbox {
             workspace_folder: self.workspace_folder.clone(),
             // §14 rule 2: the run's scratch lives in the container.
             scratch_in_container: self.scratch.is_some(),
@@ -134,7 +144,7 @@ async fn export_copy_based(
         );
         events
             .emit(Event::SandboxWorkspaceExportFailed(
-                crate::sandbox::events::SandboxWorkspaceExportFailed {
+                crate::records::sandbox_events::SandboxWorkspaceExportFailed {
                     driver: run.driver().to_owned(),
                     error: error.to_string(),
                 },
@@ -193,7 +203,7 @@ async fn drain_run_files(
     }
     events
         .emit(Event::SandboxRunfilesDrainFailed(
-            crate::sandbox::events::SandboxRunfilesDrainFailed {
+            crate::records::sandbox_events::SandboxRunfilesDrainFailed {
                 reason: drain_failure(reason),
                 declined: report.declined.iter().map(|m| m.name.clone()).collect(),
                 stale: report.stale,
@@ -204,8 +214,10 @@ async fn drain_run_files(
 }
 
 /// The event's reason for a drain's.
-fn drain_failure(reason: iterion_sandbox::DrainReason) -> crate::sandbox::events::DrainFailure {
-    use crate::sandbox::events::DrainFailure;
+fn drain_failure(
+    reason: iterion_sandbox::DrainReason,
+) -> crate::records::sandbox_events::DrainFailure {
+    use crate::records::sandbox_events::DrainFailure;
     use iterion_sandbox::DrainReason;
     match reason {
         DrainReason::UnsafeMembers => DrainFailure::UnsafeMembers,

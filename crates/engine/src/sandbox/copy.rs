@@ -20,9 +20,9 @@ use std::sync::Arc;
 use iterion_sandbox::{LogLevel, RunLog, Spec};
 
 use crate::records::events::Event;
+use crate::records::sandbox_events::{SandboxWorkspaceCopied, SandboxWorkspaceLanded};
 use crate::records::sink::EventSink;
 use crate::sandbox::error::SetupError;
-use crate::sandbox::events::{SandboxWorkspaceCopied, SandboxWorkspaceLanded};
 use crate::sandbox::start_ctx::StartCtx;
 
 /// The uid:gid an untrusted sandbox runs as when the spec names no numeric non-root user and

@@ -17,8 +17,10 @@ use iterion_sandbox::{
     resolve_repo_devbox,
 };
 
+use crate::records::sandbox_events::{
+    DevboxTarget, SandboxDevboxProvisioned, SandboxImageEnvPlanted,
+};
 use crate::sandbox::error::SetupError;
-use crate::sandbox::events::{DevboxTarget, SandboxDevboxProvisioned, SandboxImageEnvPlanted};
 use crate::sandbox::host::HostPath;
 
 /// The suffix every devbox profile bin dir ends with (§15).

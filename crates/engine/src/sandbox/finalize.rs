@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use iterion_sandbox::{EngineMountKind, Spec, mount_is_host_bind};
 
-use crate::sandbox::events::SandboxHostBindsDropped;
+use crate::records::sandbox_events::SandboxHostBindsDropped;
 
 /// The env keys whose value is a path a bind may serve (M2's run files dir).
 const BIND_PROMISES: [&str; 1] = ["ITERION_ARTIFACT_FILES_DIR"];

@@ -11,7 +11,6 @@
 //!   [`copy`] (an untrusted run's copy) and [`landing`] (landing it back as a branch), over
 //!   [`git`] (host git, hardened) and [`nofollow`] (file access that follows no link).
 //! - [`host`]: the noop driver's host run, for an unsandboxed run and for the agent's `bash`.
-//! - [`events`]: the `sandbox_*` event payloads.
 //!
 //! Under a proxy the container has no network (`--network none`) and reaches the proxy's Unix
 //! socket only through the egress bridge: `sandbox_started` says `proxy: true`,
@@ -26,7 +25,6 @@ pub(crate) mod devbox;
 pub(crate) mod egress;
 pub(crate) mod engine_binary;
 pub(crate) mod error;
-pub(crate) mod events;
 pub(crate) mod finalize;
 pub(crate) mod gateway;
 pub(crate) mod git;

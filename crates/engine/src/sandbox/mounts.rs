@@ -19,10 +19,10 @@ use iterion_sandbox::{
 };
 
 use crate::records::events::Event;
-use crate::sandbox::error::SetupError;
-use crate::sandbox::events::{
+use crate::records::sandbox_events::{
     SandboxHostStateMounted, SandboxUidMismatchWarning, SandboxUserRemap, SkippedMount,
 };
+use crate::sandbox::error::SetupError;
 
 /// Where the run files dir is bound in the sandbox (M2).
 pub const ARTIFACT_FILES_TARGET: &str = "/iterion/artifact-files";

@@ -1,11 +1,15 @@
 //! Steps L3–L4 (SANDBOX.md §0.3): the workflow's `sandbox:` block as a [`Spec`], the mode and the
 //! tier that chose it, and the spec an active mode runs with.
 //!
-//! Pure: the repository root, the flags, the variables and the default image come in as values,
-//! so admission (`run_will_be_sandboxed`) and the start ask exactly the same question. `auto`
-//! reads the repository's devcontainer (`<root>/.devcontainer/devcontainer.json`, then
-//! `<root>/.devcontainer.json`) and resolves it with `resolve_sandbox_spec_with_fallback`
-//! (SANDBOX.md §7.5): fused, or the default image with the reason in the label, or refused.
+//! Not pure. The repository root, the flags, the variables and the default image come in as
+//! values, but an active mode also reads the host: `auto` reads the repository's devcontainer
+//! (`<root>/.devcontainer/devcontainer.json`, then `<root>/.devcontainer.json`) from disk and
+//! resolves it with `resolve_sandbox_spec_with_fallback` (SANDBOX.md §7.5): fused, or the
+//! default image with the reason in the label, or refused; its `${localEnv:…}` references are
+//! looked up in the process environment; and the screening context is built from the process
+//! environment (`HOME`, `ITERION_HOME`, `ITERION_BIN`, `XDG_RUNTIME_DIR`) with its paths
+//! canonicalised on the host. Admission (`run_will_be_sandboxed`) and the start call it with the
+//! same values, so they ask the same question of the same files and environment.
 
 use std::path::Path;
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use iterion_sandbox::{ExecOpts, SandboxRun};
 use tokio::io::AsyncWrite;
 
-use crate::sandbox::events::{SandboxScratchBanked, SandboxScratchRestored};
+use crate::records::sandbox_events::{SandboxScratchBanked, SandboxScratchRestored};
 
 /// The largest bank kept.
 pub(crate) const BANK_CAP_BYTES: u64 = 256 * 1024 * 1024;

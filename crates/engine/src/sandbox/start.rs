@@ -18,13 +18,13 @@ use iterion_sandbox::{
 
 use crate::records::events::Event;
 use crate::records::failure::FailureCode;
-use crate::sandbox::active::{ActiveSandbox, CopyBack};
-use crate::sandbox::egress::{self};
-use crate::sandbox::error::{PHASE_SANDBOX_SETUP, SetupError};
-use crate::sandbox::events::{
+use crate::records::sandbox_events::{
     SandboxBuildFailed, SandboxBuildFinished, SandboxBuildStarted, SandboxEnvDenied,
     SandboxNetworkDefaulted, SandboxSkipped, SandboxStarted,
 };
+use crate::sandbox::active::{ActiveSandbox, CopyBack};
+use crate::sandbox::egress::{self};
+use crate::sandbox::error::{PHASE_SANDBOX_SETUP, SetupError};
 use crate::sandbox::resolve::Resolved;
 use crate::sandbox::start_ctx::StartCtx;
 use crate::sandbox::{copy, devbox, finalize, mounts, rundir, scratch};
