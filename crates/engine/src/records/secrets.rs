@@ -54,7 +54,7 @@ impl fmt::Debug for ResolvedSecret {
 }
 
 /// What the proxy token is rendered as in recorded text (SANDBOX.md §6.10).
-pub const REDACTED_TOKEN: &str = "***";
+pub(crate) const REDACTED_TOKEN: &str = "***";
 
 /// Replaces real secret values by `[REDACTED:<NAME>]` and the per-run proxy token by `***`, in
 /// every form the proxy knows ([`iterion_netproxy::SecretForms`]: raw, hex, base64/base64url at
@@ -116,7 +116,7 @@ impl Redactor {
         }
     }
 
-    /// From now on, also replaces `token` (the run's proxy token) by [`REDACTED_TOKEN`].
+    /// From now on, also replaces `token` (the run's proxy token) by `REDACTED_TOKEN` (`***`).
     pub fn add_token(&self, token: &str) {
         let mut guard = self
             .compiled

@@ -27,7 +27,7 @@ use crate::sandbox::start_ctx::StartCtx;
 
 /// The uid:gid an untrusted sandbox runs as when the spec names no numeric non-root user and
 /// the engine is root (the distroless `nonroot` convention).
-pub const UNTRUSTED_UID: u32 = 65532;
+pub(crate) const UNTRUSTED_UID: u32 = 65532;
 
 /// Issue 15 item 4: an untrusted sandbox never runs as root. A numeric non-root `user` of the
 /// spec is kept; anything else (unset, a name, `0`, `root`) becomes [`UNTRUSTED_UID`] when the

@@ -506,7 +506,7 @@ pub(crate) fn quote_path(path: &[u8]) -> Vec<u8> {
 
 /// What [`land`] made.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Landed {
+pub(crate) enum Landed {
     /// The result differs from where it started: a branch (in a repository) and a patch.
     Changes {
         /// The branch created in the host repository (`None` without one).

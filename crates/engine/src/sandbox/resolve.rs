@@ -117,7 +117,7 @@ pub(crate) struct Resolved {
 
 impl Resolved {
     /// The mode inputs, for `run_will_be_sandboxed`.
-    pub fn mode_inputs<'a>(&'a self, settings: &SandboxSettings) -> ModeInputs<'a> {
+    pub(crate) fn mode_inputs<'a>(&'a self, settings: &SandboxSettings) -> ModeInputs<'a> {
         ModeInputs {
             workflow_block: self.block.as_ref(),
             cli_flag: settings.cli_flag,
@@ -128,7 +128,7 @@ impl Resolved {
 
     /// Where the spec's network came from, for `resolve_network_policy` (SANDBOX.md §2.3): the
     /// devcontainer default when L4 defaulted it, else the workflow.
-    pub fn network_origin(&self) -> NetworkOrigin {
+    pub(crate) fn network_origin(&self) -> NetworkOrigin {
         if self.repo_network_defaulted {
             NetworkOrigin::DevcontainerDefault
         } else {
@@ -137,7 +137,7 @@ impl Resolved {
     }
 
     /// The spec resolution, for `run_will_be_sandboxed` (only read for active modes).
-    pub fn spec_resolution(&self) -> SpecResolution<'_> {
+    pub(crate) fn spec_resolution(&self) -> SpecResolution<'_> {
         match self.spec.as_ref().or(self.admission_spec.as_ref()) {
             Some(spec) => SpecResolution::Resolved(spec),
             None => SpecResolution::NoRepositoryRoot,

@@ -32,7 +32,7 @@ pub fn runtime_root() -> PathBuf {
 
 /// The parent of the untrusted runs' workspace copies (issue 15): `<root>/copies`, 0700. A copy
 /// outlives the container (the driver's cleanup removes the run dir), so it is landed after.
-pub const COPIES_DIR: &str = "copies";
+pub(crate) const COPIES_DIR: &str = "copies";
 
 /// Creates `<root>/copies/<run id>` (0700) with its store marker, for an untrusted run's copy.
 pub(crate) async fn create_copy_dir(run_id: &str, store_id: &str) -> Result<PathBuf, SetupError> {
