@@ -6,9 +6,9 @@
 //! the output: `{"text": …}`, or — with an output schema — a conforming JSON object, with one
 //! correction request quoting the violation before the node fails with `SCHEMA_VALIDATION`.
 //!
-//! Model calls are retried on 429, 5xx and transport errors: at most [`MAX_RETRIES`] times, with
-//! exponential backoff from [`RETRY_BASE`] (capped at [`RETRY_CAP`]), or after the answer's
-//! `retry-after` when it gives one (capped at [`RETRY_AFTER_CAP`]).
+//! Model calls are retried on 429, 5xx and transport errors: at most `MAX_RETRIES` times, with
+//! exponential backoff from `RETRY_BASE` (capped at `RETRY_CAP`), or after the answer's
+//! `retry-after` when it gives one (capped at `RETRY_AFTER_CAP`).
 //!
 //! `ask_user` does not block the loop: the host answers [`ToolOutcome::Ask`] and the loop ends
 //! [`LoopEnd::Paused`] with a [`Snapshot`] to resume from once the operator answered.

@@ -1,7 +1,7 @@
 //! The conversation, provider-neutral, and its encoding for the two APIs (SANDBOX.md §13.1b).
 //!
 //! The loop keeps one [`Conversation`]; each request renders it for the node's provider, and each
-//! answer is decoded into a [`Turn`]. The conversation is what a paused `ask_user` stores, so it
+//! answer is decoded into a `Turn`. The conversation is what a paused `ask_user` stores, so it
 //! is plain serialisable data.
 
 use serde::{Deserialize, Serialize};

@@ -32,7 +32,7 @@
 //!   untrusted run's workspace copy and its landing as a branch; the teardown.
 //! - **`records/`** — the [`Event`] enum of every event the engine emits (SANDBOX.md §9.1), the
 //!   stable [`FailureCode`]s (DSL.md §5.7, SANDBOX.md §9.2), the sinks, the store-backed records
-//!   and the [`RunObserver`], and secret redaction ([`Redactor`]).
+//!   and the [`RunObserver`], and secret redaction (the `Redactor`).
 //! - **`preflight/`** — the strict battery of `iterion sandbox doctor --strict` and of the
 //!   pre-flight (`ITERION_SANDBOX_PREFLIGHT`), [`build_strict_report`]: the run's own resolution,
 //!   read-only probes bounded by `ITERION_SANDBOX_DOCTOR_TIMEOUT`, one `{id, status, summary,
@@ -64,47 +64,35 @@ pub use async_trait::async_trait;
 pub use iterion_dsl as dsl;
 
 pub use executor::agent::operator::{Operator, PausedAgent};
-pub use executor::budget::{BudgetError, RunBudget, parse_budget_duration};
-pub use executor::capture::{LOG_CAP, STDOUT_CAP};
+pub use executor::budget::{BudgetError, RunBudget};
 pub use executor::checkpoint::{
     CHECKPOINT_VERSION, Checkpoint, LoopCounter, NextNode, ResumeError,
 };
-pub use executor::execution::{EVENT_OUTPUT_MAX_BYTES, Execution, ExecutionError};
+pub use executor::execution::{Execution, ExecutionError};
 pub use executor::outcome::{RunOutcome, RunReport};
-pub use iterion_agent::envelope::{
-    ChannelError, Envelope, EnvelopeReader, EnvelopeWriter, MAX_LINE, decode_line, encode_line,
-};
-pub use iterion_agent::placement::{PermissionPolicy, Placement, sandbox_placement_of};
-pub use iterion_agent::provider::{
-    Endpoint, NodeModel, Provider, RouteError, Routes, resolve_routes,
-};
+pub use iterion_agent::envelope::{Envelope, EnvelopeReader, EnvelopeWriter};
 pub use iterion_agent::runner::TaskData;
-pub use iterion_agent::session::{Question, Snapshot};
-pub use iterion_agent::wire::{Conversation, Message, ToolCall, ToolResult, ToolSpec, Usage};
-pub use launcher::admission::{ADMISSION_CAS_ATTEMPTS, ADMISSION_PHASE, AdmissionError};
+pub use iterion_agent::wire::Usage;
+pub use launcher::admission::AdmissionError;
 pub use launcher::engine::{
-    Engine, EngineError, HostEnv, ResumeRequest, RunControl, RunRequest, RunSummary,
+    Engine, EngineError, ResumeRequest, RunControl, RunRequest, RunSummary,
 };
 pub use launcher::fleet::{
-    Delivery, WorkerOptions, WorkerReport, redeliver, redeliver_interrupted, run_worker,
-    settle_delivery,
+    Delivery, WorkerOptions, WorkerReport, redeliver_interrupted, run_worker,
 };
 pub use launcher::launch::{
-    LaunchError, LaunchOptions, resolve_secrets, resolve_vars, workflow_has_file_secrets,
-    workflow_hash,
+    LaunchError, LaunchOptions, resolve_secrets, resolve_vars, workflow_hash,
 };
-pub use launcher::lease::{LEASE_RENEW, LEASE_TTL};
 pub use launcher::reaper::{
     DEFAULT_REAP_INTERVAL, INTERRUPTED_MESSAGE, ITERION_SANDBOX_REAP_INTERVAL, LivenessSource,
     ReapReport, Verdict, reap_cloud, reap_interval, reap_local, reapable, recover_interrupted,
     run_sandbox_reaper, sandbox_resource_reapable,
 };
-pub use launcher::run::PHASE_ADMISSION;
 pub use preflight::{
     BasicReport, Check, CheckId, CheckStatus, Counts, DEFAULT_DOCTOR_TIMEOUT, HostClass,
     ITERION_SANDBOX_DOCTOR_TIMEOUT, ITERION_SANDBOX_PREFLIGHT, PreflightError, PreflightRequest,
     PreflightSetup, SCHEMA_VERSION, StrictReport, Target, build_basic_report, build_strict_report,
-    doctor_timeout_from_env, parse_doctor_timeout, preflight_sandbox, sandbox_preflight_enabled,
+    doctor_timeout_from_env, preflight_sandbox, sandbox_preflight_enabled,
 };
 pub use records::events::{
     BudgetDimension, BudgetExceeded, EdgeConditionError, EdgeSelected, Event, LoopExhausted,
@@ -123,19 +111,11 @@ pub use records::sandbox_events::{
     SandboxUidMismatchWarning, SandboxUserRemap, SandboxWorkspaceCopied,
     SandboxWorkspaceExportFailed, SandboxWorkspaceLanded, SkippedMount,
 };
-pub use records::secrets::{Redactor, ResolvedSecret, secret_placeholder};
-pub use records::sink::{
-    EventSink, LogLine, LogStream, MemoryEventSink, MemoryRunLog, NullRunLog, RunLogSink,
-};
-pub use sandbox::engine_binary::{
-    ContainerBinary, ITERION_BIN, container_binary_for, engine_binary_for_run,
-};
-pub use sandbox::error::PHASE_SANDBOX_SETUP;
-pub use sandbox::host::{claw_runner_main, host_sandbox, serve_claw_runner};
-pub use sandbox::mounts::{ARTIFACT_FILES_TARGET, ENGINE_BIN_TARGET};
-pub use sandbox::resolve::SandboxSettings;
-pub use sandbox::rundir::{STORE_MARKER, runtime_root};
-pub use sandbox::workspace::{check_worktree_possible, repository_root_of};
+pub use records::secrets::ResolvedSecret;
+pub use records::sink::{EventSink, LogLine, LogStream, MemoryEventSink, MemoryRunLog, RunLogSink};
+pub use sandbox::engine_binary::{ContainerBinary, ITERION_BIN, container_binary_for};
+pub use sandbox::host::{claw_runner_main, host_sandbox};
+pub use sandbox::rundir::runtime_root;
 pub use sandbox::worktree::{
     RunWorktree, WorktreeError, WorktreeLanding, create_worktree, workspace_root, worktree_branch,
 };

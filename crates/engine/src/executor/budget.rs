@@ -90,7 +90,7 @@ impl RunBudget {
 
 /// Parses a budget duration: one or more `INT unit` pairs, units `h`, `m`, `s`, `ms`, with a total
 /// above zero (`"90s"`, `"1h30m"`, `"250ms"`). Surrounding whitespace is ignored; nothing else is.
-pub fn parse_budget_duration(text: &str) -> Option<Duration> {
+pub(crate) fn parse_budget_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
     let bytes = text.as_bytes();
     let mut i = 0;

@@ -22,9 +22,9 @@ use crate::records::secrets::Redactor;
 use crate::records::sink::{LogLine, LogStream, RunLogSink};
 
 /// stdout over this fails the node (16 MiB).
-pub const STDOUT_CAP: usize = 16 * 1024 * 1024;
+pub(crate) const STDOUT_CAP: usize = 16 * 1024 * 1024;
 /// The bytes of each stream recorded in the run log per node execution (64 KiB).
-pub const LOG_CAP: usize = 64 * 1024;
+pub(crate) const LOG_CAP: usize = 64 * 1024;
 /// The bytes of stderr kept for the failure tail.
 const STDERR_KEPT: usize = 64 * 1024;
 

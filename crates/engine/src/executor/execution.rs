@@ -40,7 +40,7 @@ use crate::records::sink::{EventSink, NullRunLog, RunLogSink};
 use crate::sandbox::active::SharedSandbox;
 
 /// The largest `node_finished.output` recorded whole: 64 KiB of compact JSON.
-pub const EVENT_OUTPUT_MAX_BYTES: usize = 64 * 1024;
+pub(crate) const EVENT_OUTPUT_MAX_BYTES: usize = 64 * 1024;
 
 /// Why a run could not start (nothing was executed, no event emitted).
 #[derive(Debug, thiserror::Error)]

@@ -193,7 +193,9 @@ async fn a_child_beyond_the_depth_limit_fails_subbot_depth_exceeded() {
     .unwrap();
     let compiled = compile_file(&dir.path().join("p.iter"), &CompileOptions::default()).unwrap();
     let wf = compiled.workflow.expect("compiles");
-    let sandbox = crate::host_sandbox("run-1", dir.path()).await.unwrap();
+    let sandbox = crate::sandbox::host::host_sandbox("run-1", dir.path())
+        .await
+        .unwrap();
     let events = MemoryEventSink::new();
     let sink: Arc<dyn EventSink> = Arc::new(events.clone());
     // A run that is itself a child at the deepest allowed level.

@@ -13,10 +13,10 @@ use iterion_store::{Admission, AdmissionDecision, Run, RunId, Store, Timestamp};
 use crate::sandbox::resolve::{Resolved, SandboxSettings};
 
 /// The admission phase recorded on the run.
-pub const ADMISSION_PHASE: &str = "pre_model";
+pub(crate) const ADMISSION_PHASE: &str = "pre_model";
 
 /// How many times a conflicted admission save is retried in all.
-pub const ADMISSION_CAS_ATTEMPTS: u32 = 3;
+pub(crate) const ADMISSION_CAS_ATTEMPTS: u32 = 3;
 
 /// The admission record of a trusted run.
 pub(crate) fn allowed_trusted(now: Timestamp) -> Admission {

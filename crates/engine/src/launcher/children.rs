@@ -38,7 +38,7 @@ pub(crate) struct StoreChildRuns<'e> {
     /// The parent's sandbox settings, override and launch options, for a child's own launch.
     settings: crate::sandbox::resolve::SandboxSettings,
     override_env: Option<iterion_sandbox::SandboxFlag>,
-    launch: crate::LaunchOptions,
+    launch: crate::launcher::launch::LaunchOptions,
 }
 
 /// What [`StoreChildRuns`] takes from the parent's attempt besides the attempt itself.
@@ -280,7 +280,7 @@ impl StoreChildRuns<'_> {
             shared: Some(declined),
             prior_failure: None,
         };
-        let control = crate::RunControl {
+        let control = crate::launcher::engine::RunControl {
             cancel: own.cancel,
             interrupt: self.interrupt.child_token(),
         };

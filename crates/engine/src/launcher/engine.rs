@@ -36,7 +36,7 @@ pub struct Engine {
 /// Reads one variable of the host environment (`PATH`, `ITERION_REPO_DEVBOX`) for what a host
 /// run does itself (SANDBOX.md §15, host devbox). The default reads the process environment; a
 /// test injects its own instead of mutating the process env.
-pub type HostEnv = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+pub(crate) type HostEnv = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -249,9 +249,11 @@ impl EngineError {
     pub fn code(&self) -> &'static str {
         match self {
             EngineError::Launch(e) => e.code(),
-            EngineError::ResumeRefused { .. } => crate::FailureCode::ResumeInvalid.as_str(),
+            EngineError::ResumeRefused { .. } => {
+                crate::records::failure::FailureCode::ResumeInvalid.as_str()
+            }
             EngineError::ScratchNotPortable { .. } => {
-                crate::FailureCode::ScratchNotPortable.as_str()
+                crate::records::failure::FailureCode::ScratchNotPortable.as_str()
             }
             EngineError::Admission(AdmissionError::Conflicted { .. }) => "ADMISSION_CONFLICTED",
             EngineError::Admission(AdmissionError::Store(e)) | EngineError::Store(e) => e.code(),
@@ -265,7 +267,7 @@ impl EngineError {
 pub(crate) struct RunEnvelope {
     pub launch: LaunchOptions,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub executor: Option<crate::Checkpoint>,
+    pub executor: Option<crate::executor::checkpoint::Checkpoint>,
 }
 
 impl RunEnvelope {

@@ -136,9 +136,9 @@ impl Engine {
                     tracing::warn!("run {}: releasing the lease: {error}", run.id);
                 }
                 saved?;
-                return Err(EngineError::Launch(crate::LaunchError::InvalidSetting {
-                    message,
-                }));
+                return Err(EngineError::Launch(
+                    crate::launcher::launch::LaunchError::InvalidSetting { message },
+                ));
             }
         };
         let (settings, override_env) = settings_from_env(self.sandbox_default, &launch)?;
@@ -173,10 +173,10 @@ impl Engine {
     ) -> Result<
         (
             iterion_dsl::ir::Workflow,
-            Vec<crate::ResolvedSecret>,
+            Vec<crate::records::secrets::ResolvedSecret>,
             iterion_agent::provider::Routes,
-            crate::LaunchOptions,
-            Option<crate::Checkpoint>,
+            crate::launcher::launch::LaunchOptions,
+            Option<crate::executor::checkpoint::Checkpoint>,
         ),
         String,
     > {
@@ -215,7 +215,7 @@ impl Engine {
 ///
 /// Store errors (a lost compare-and-swap means someone else moved the run: their answer stands,
 /// and the delivery counts as parked).
-pub async fn settle_delivery(
+pub(crate) async fn settle_delivery(
     store: &dyn iterion_store::Store,
     summary: &RunSummary,
 ) -> Result<Delivery, EngineError> {
@@ -238,7 +238,7 @@ pub async fn settle_delivery(
 /// # Errors
 ///
 /// Store errors other than a lost compare-and-swap.
-pub async fn redeliver(
+pub(crate) async fn redeliver(
     store: &dyn iterion_store::Store,
     run: &Run,
 ) -> Result<Delivery, EngineError> {

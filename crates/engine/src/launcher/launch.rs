@@ -263,7 +263,7 @@ pub fn resolve_secrets(
 }
 
 /// Whether the workflow declares any `as: file` secret (`sandbox_skipped.file_secrets_dropped`).
-pub fn workflow_has_file_secrets(wf: &Workflow) -> bool {
+pub(crate) fn workflow_has_file_secrets(wf: &Workflow) -> bool {
     wf.secrets
         .iter()
         .any(|s| matches!(s.delivery, Delivery::File { .. }))

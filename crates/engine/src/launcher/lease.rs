@@ -11,9 +11,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// How long a lease lasts without renewal.
-pub const LEASE_TTL: Duration = Duration::from_secs(30);
+pub(crate) const LEASE_TTL: Duration = Duration::from_secs(30);
 /// How often it is renewed.
-pub const LEASE_RENEW: Duration = Duration::from_secs(10);
+pub(crate) const LEASE_RENEW: Duration = Duration::from_secs(10);
 
 /// Renews a run's lease in the background until [`LeaseKeeper::release`].
 pub(crate) struct LeaseKeeper {

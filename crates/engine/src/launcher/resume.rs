@@ -23,12 +23,12 @@ use crate::records::record::RunObserver;
 
 /// The failure of a `failed_resumable` run, when its code is one that leaves a run
 /// `failed_resumable` (what a refused attempt puts back; SANDBOX.md §10).
-fn prior_failure(run: &Run) -> Option<(crate::FailureCode, String)> {
+fn prior_failure(run: &Run) -> Option<(crate::records::failure::FailureCode, String)> {
     if run.status != RunStatus::FailedResumable {
         return None;
     }
-    let code = crate::FailureCode::from_str_exact(run.failure_code.as_deref()?)?;
-    (code.status() == Some(crate::OutcomeStatus::FailedResumable))
+    let code = crate::records::failure::FailureCode::from_str_exact(run.failure_code.as_deref()?)?;
+    (code.status() == Some(crate::records::failure::OutcomeStatus::FailedResumable))
         .then(|| (code, run.failure_message.clone().unwrap_or_default()))
 }
 
@@ -116,18 +116,18 @@ impl Engine {
         let routes = iterion_agent::provider::resolve_routes(&workflow, &run.vars, |k| {
             std::env::var(k).ok()
         })
-        .map_err(crate::LaunchError::from)?;
+        .map_err(crate::launcher::launch::LaunchError::from)?;
         let envelope = RunEnvelope::from_value(run.checkpoint.as_ref());
         let launch = envelope.launch_or_cwd();
         let (settings, override_env) = settings_from_env(self.sandbox_default, &launch)?;
         // What `run` checks before a run exists is checked here before the record is reopened:
         // a refusal after `reopen` would turn `failed_resumable` into `failed`.
-        crate::RunBudget::resolve(&workflow.budget, |k| std::env::var(k).ok())
-            .map_err(crate::LaunchError::from)?;
+        crate::executor::budget::RunBudget::resolve(&workflow.budget, |k| std::env::var(k).ok())
+            .map_err(crate::launcher::launch::LaunchError::from)?;
         if workflow.worktree == iterion_dsl::ir::Worktree::Auto && run.worktree_path.is_none() {
             crate::sandbox::workspace::check_worktree_possible(&launch.cwd)
                 .await
-                .map_err(crate::LaunchError::from)?;
+                .map_err(crate::launcher::launch::LaunchError::from)?;
         }
         let holder = crate::launcher::engine::holder_name();
         self.store

@@ -40,7 +40,7 @@ use crate::sandbox::start_ctx::StartCtx;
 use crate::sandbox::worktree::{RunWorktree, create_worktree, workspace_root};
 
 /// The `phase` of an admission refusal's `run_failed` (defined here).
-pub const PHASE_ADMISSION: &str = "admission";
+pub(crate) const PHASE_ADMISSION: &str = "admission";
 
 impl Engine {
     /// Launches a run: checks the settings, creates the run (status `running`, with its lease),
@@ -60,15 +60,17 @@ impl Engine {
         if request.workflow.worktree == Worktree::Auto {
             crate::sandbox::workspace::check_worktree_possible(&request.options.cwd)
                 .await
-                .map_err(crate::LaunchError::from)?;
+                .map_err(crate::launcher::launch::LaunchError::from)?;
         }
-        crate::RunBudget::resolve(&request.workflow.budget, |k| std::env::var(k).ok())
-            .map_err(crate::LaunchError::from)?;
+        crate::executor::budget::RunBudget::resolve(&request.workflow.budget, |k| {
+            std::env::var(k).ok()
+        })
+        .map_err(crate::launcher::launch::LaunchError::from)?;
         let routes =
             iterion_agent::provider::resolve_routes(&request.workflow, &request.vars, |k| {
                 std::env::var(k).ok()
             })
-            .map_err(crate::LaunchError::from)?;
+            .map_err(crate::launcher::launch::LaunchError::from)?;
         let holder = holder_name();
         let run = self
             .store
@@ -362,7 +364,9 @@ impl Engine {
         } = *scope;
         let run_id = run.id.as_str();
         let budget =
-            match crate::RunBudget::resolve(&attempt.workflow.budget, |k| std::env::var(k).ok()) {
+            match crate::executor::budget::RunBudget::resolve(&attempt.workflow.budget, |k| {
+                std::env::var(k).ok()
+            }) {
                 Ok(budget) => budget,
                 Err(error) => {
                     ending.fail(
@@ -774,7 +778,7 @@ impl Ending {
             .clone()
             .unwrap_or_else(|| PHASE_SANDBOX_SETUP.to_owned());
         match self.status() {
-            OutcomeStatus::Cancelled => Event::RunCancelled(crate::RunCancelled {
+            OutcomeStatus::Cancelled => Event::RunCancelled(crate::records::events::RunCancelled {
                 reason: message,
                 phase,
             }),

@@ -80,7 +80,7 @@ pub fn sandbox_preflight_enabled() -> bool {
 /// Parses a doctor timeout as every duration knob is parsed (SANDBOX.md §16.1, §17): a Go-style
 /// duration (`1s`, `500ms`, `1m30s`). `None` for anything else, zero, or a bare number (`5`
 /// names no unit).
-pub fn parse_doctor_timeout(text: &str) -> Option<Duration> {
+pub(crate) fn parse_doctor_timeout(text: &str) -> Option<Duration> {
     parse_go_duration(text.trim())
         .ok()
         .filter(|duration| !duration.is_zero())

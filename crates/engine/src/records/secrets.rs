@@ -14,7 +14,7 @@ use iterion_netproxy::{SecretForms, SecretSpan, replace_spans};
 use serde_json::Value;
 
 /// The placeholder a value secret renders as: `__ITERION_SECRET_<NAME>__`, NAME as declared.
-pub fn secret_placeholder(name: &str) -> String {
+pub(crate) fn secret_placeholder(name: &str) -> String {
     format!("__ITERION_SECRET_{name}__")
 }
 
@@ -65,7 +65,7 @@ pub(crate) const REDACTED_TOKEN: &str = "***";
 /// adds the proxy token once it is minted ([`Redactor::add_token`]); every holder of the shared
 /// `Arc` sees the addition.
 #[derive(Default)]
-pub struct Redactor {
+pub(crate) struct Redactor {
     compiled: RwLock<Arc<Compiled>>,
 }
 

@@ -64,7 +64,7 @@ pub trait RunLogSink: Send + Sync {
 
 /// A [`RunLogSink`] that drops every line.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct NullRunLog;
+pub(crate) struct NullRunLog;
 
 impl RunLogSink for NullRunLog {
     fn line(&self, _line: LogLine) {}

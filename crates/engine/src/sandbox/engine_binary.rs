@@ -32,7 +32,7 @@ pub struct ContainerBinary {
 }
 
 /// The binary a run binds: `ITERION_BIN` when set and non-empty, else `installed`.
-pub fn engine_binary_for_run(installed: Option<&Path>) -> Option<PathBuf> {
+pub(crate) fn engine_binary_for_run(installed: Option<&Path>) -> Option<PathBuf> {
     std::env::var_os(ITERION_BIN)
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)

@@ -5,7 +5,7 @@ use iterion_sandbox::Error as SandboxError;
 use crate::records::failure::FailureCode;
 
 /// The `phase` of a setup failure that is not one of §16.1's bounded phases.
-pub const PHASE_SANDBOX_SETUP: &str = "sandbox setup";
+pub(crate) const PHASE_SANDBOX_SETUP: &str = "sandbox setup";
 
 /// A setup failure, classified (SANDBOX.md §16.4): the code decides the status.
 #[derive(Clone, Debug, PartialEq, Eq)]

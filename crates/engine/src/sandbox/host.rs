@@ -13,7 +13,6 @@ use iterion_agent::shell::{BoundedSink, OpenShell, Shell};
 use iterion_sandbox::{
     Driver, ExecOpts, ExecResult, NoProgress, NoopDriver, RunInfo, SandboxRun, Spec,
 };
-use tokio::io::{AsyncBufRead, AsyncWrite};
 
 /// A noop-driver run whose execs start in `workspace` with the iterion process's environment
 /// (plus `ITERION_RUN_ID` / `ITERION_NODE_ID`, which the executor adds). It isolates nothing:
@@ -55,7 +54,7 @@ impl Shell for SandboxShell {
 }
 
 /// The runner's shells: the noop driver's host run in the task's workdir.
-struct HostShells;
+pub(crate) struct HostShells;
 
 #[async_trait]
 impl OpenShell for HostShells {
@@ -71,15 +70,6 @@ impl OpenShell for HostShells {
 /// stdin/stdout, its `bash` on this host; returns the exit code.
 pub async fn claw_runner_main() -> i32 {
     iterion_agent::runner::claw_runner_main(&HostShells).await
-}
-
-/// The runner over any byte streams, its `bash` on this host (tests drive it in process).
-pub async fn serve_claw_runner<R, W>(input: R, output: W) -> i32
-where
-    R: AsyncBufRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    iterion_agent::runner::serve(input, output, &HostShells).await
 }
 
 /// The devbox `PATH` of a host run (SANDBOX.md §15, "No sandbox"): the profile bin dirs go

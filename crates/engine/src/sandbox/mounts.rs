@@ -25,13 +25,13 @@ use crate::records::sandbox_events::{
 use crate::sandbox::error::SetupError;
 
 /// Where the run files dir is bound in the sandbox (M2).
-pub const ARTIFACT_FILES_TARGET: &str = "/iterion/artifact-files";
+pub(crate) const ARTIFACT_FILES_TARGET: &str = "/iterion/artifact-files";
 /// Where a driver without host binds expects the image to ship iterion (M8, §8.4: kubernetes).
 pub(crate) const IMAGE_ENGINE_BIN: &str = "/usr/local/bin/iterion";
 /// The run-files dir inside an untrusted run's copy dir (M2).
 pub(crate) const UNTRUSTED_FILES: &str = "files";
 /// Where the engine binary is bound in the sandbox (M8, §8.4).
-pub const ENGINE_BIN_TARGET: &str = "/run/iterion/bin/iterion";
+pub(crate) const ENGINE_BIN_TARGET: &str = "/run/iterion/bin/iterion";
 /// The parent of every scratch dir in the sandbox (M6, §8.3).
 pub(crate) const SCRATCH_ROOT: &str = "/tmp/iterion-scratch";
 /// The variable naming the scratch dir in the sandbox.

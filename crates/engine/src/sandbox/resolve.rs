@@ -22,7 +22,7 @@ use iterion_sandbox::{
 
 /// The run-time knobs of the sandbox tiers, as the entry point read them.
 #[derive(Clone, Debug)]
-pub struct SandboxSettings {
+pub(crate) struct SandboxSettings {
     /// `--sandbox`.
     pub cli_flag: Option<SandboxFlag>,
     /// `ITERION_SANDBOX_OVERRIDE`.

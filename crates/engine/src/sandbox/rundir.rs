@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::sandbox::error::SetupError;
 
 /// The file inside a run dir that names its store.
-pub const STORE_MARKER: &str = ".store";
+pub(crate) const STORE_MARKER: &str = ".store";
 
 fn uid() -> u32 {
     std::fs::metadata("/proc/self").map_or(0, |m| m.uid())

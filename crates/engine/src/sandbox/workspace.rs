@@ -12,7 +12,7 @@ async fn git(dir: &Path, args: &[&str]) -> Option<String> {
 }
 
 /// The root of the git repository holding `cwd`; `None` outside one (or without git).
-pub async fn repository_root_of(cwd: &Path) -> Option<PathBuf> {
+pub(crate) async fn repository_root_of(cwd: &Path) -> Option<PathBuf> {
     git(cwd, &["rev-parse", "--show-toplevel"])
         .await
         .filter(|top| !top.is_empty())
@@ -24,7 +24,7 @@ pub async fn repository_root_of(cwd: &Path) -> Option<PathBuf> {
 /// # Errors
 ///
 /// [`WorktreeError::NoRepository`] or [`WorktreeError::NoCommit`].
-pub async fn check_worktree_possible(cwd: &Path) -> Result<(), WorktreeError> {
+pub(crate) async fn check_worktree_possible(cwd: &Path) -> Result<(), WorktreeError> {
     let Some(repo) = repository_root_of(cwd).await else {
         return Err(WorktreeError::NoRepository {
             cwd: cwd.to_owned(),

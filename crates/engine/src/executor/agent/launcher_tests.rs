@@ -206,7 +206,9 @@ async fn ask_user_round_trips_between_the_launcher_and_the_real_runner() {
         ],
     );
     let run: Arc<dyn SandboxRun> = Arc::new(FakeRun(|input, output| async move {
-        i64::from(crate::sandbox::host::serve_claw_runner(input, output).await)
+        i64::from(
+            iterion_agent::runner::serve(input, output, &crate::sandbox::host::HostShells).await,
+        )
     }));
     let spec = loop_spec(
         &fake.base_url(),
