@@ -10,20 +10,26 @@ use std::task::{Context, Poll};
 use async_trait::async_trait;
 use tokio::io::AsyncWrite;
 
+/// One command for a [`Shell`].
+pub struct Command<'a> {
+    /// The program and its arguments.
+    pub argv: &'a [String],
+    /// Appended to the shell's environment, in order.
+    pub env: Vec<(String, String)>,
+    /// Where it runs.
+    pub workdir: &'a Path,
+    /// Receives its stdout as it is produced.
+    pub stdout: BoundedSink,
+    /// Receives its stderr as it is produced.
+    pub stderr: BoundedSink,
+}
+
 /// Runs the agent's commands.
 #[async_trait]
 pub trait Shell: Send + Sync {
-    /// Runs `argv` in `workdir` with `env` appended to its environment, streaming its stdout and
-    /// stderr into the two sinks. Returns its exit code (128 + signal when killed by one), or why
-    /// it could not be run; a non-zero exit is not an error.
-    async fn exec(
-        &self,
-        argv: &[String],
-        env: Vec<(String, String)>,
-        workdir: &Path,
-        stdout: BoundedSink,
-        stderr: BoundedSink,
-    ) -> Result<i64, String>;
+    /// Runs `command`, streaming its output into its sinks. Returns its exit code (128 + signal
+    /// when killed by one), or why it could not be run; a non-zero exit is not an error.
+    async fn exec(&self, command: Command<'_>) -> Result<i64, String>;
 }
 
 /// Opens the runner's [`Shell`] once its task named the workspace.

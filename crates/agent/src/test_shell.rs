@@ -8,21 +8,21 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 
-use crate::shell::{BoundedSink, OpenShell, Shell};
+use crate::shell::{Command, OpenShell, Shell};
 
 /// Runs commands as plain child processes.
 pub struct ProcessShell;
 
 #[async_trait]
 impl Shell for ProcessShell {
-    async fn exec(
-        &self,
-        argv: &[String],
-        env: Vec<(String, String)>,
-        workdir: &Path,
-        mut stdout: BoundedSink,
-        mut stderr: BoundedSink,
-    ) -> Result<i64, String> {
+    async fn exec(&self, command: Command<'_>) -> Result<i64, String> {
+        let Command {
+            argv,
+            env,
+            workdir,
+            mut stdout,
+            mut stderr,
+        } = command;
         let out = tokio::process::Command::new(&argv[0])
             .args(&argv[1..])
             .envs(env)

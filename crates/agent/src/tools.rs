@@ -15,7 +15,7 @@ use iterion_dsl::ir::Tool;
 use serde_json::{Value, json};
 
 use crate::glob::Glob;
-use crate::shell::{BoundedSink, Shell};
+use crate::shell::{BoundedSink, Command, Shell};
 use crate::wire::ToolSpec;
 
 /// The most text a tool gives back to the model.
@@ -208,13 +208,13 @@ impl LocalTools {
         let argv = ["bash".to_owned(), "-c".to_owned(), command.to_owned()];
         let exit_code = self
             .shell
-            .exec(
-                &argv,
-                self.env.clone(),
-                &self.root,
-                out.clone(),
-                err.clone(),
-            )
+            .exec(Command {
+                argv: &argv,
+                env: self.env.clone(),
+                workdir: &self.root,
+                stdout: out.clone(),
+                stderr: err.clone(),
+            })
             .await
             .map_err(|e| format!("bash could not be run: {e}"))?;
         Ok(format!(

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use iterion_agent::shell::{BoundedSink, OpenShell, Shell};
+use iterion_agent::shell::{Command, OpenShell, Shell};
 use iterion_sandbox::{
     Driver, ExecOpts, ExecResult, NoProgress, NoopDriver, RunInfo, SandboxRun, Spec,
 };
@@ -33,22 +33,19 @@ pub(crate) struct SandboxShell(pub Arc<dyn SandboxRun>);
 
 #[async_trait]
 impl Shell for SandboxShell {
-    async fn exec(
-        &self,
-        argv: &[String],
-        env: Vec<(String, String)>,
-        workdir: &Path,
-        stdout: BoundedSink,
-        stderr: BoundedSink,
-    ) -> Result<i64, String> {
+    async fn exec(&self, command: Command<'_>) -> Result<i64, String> {
         let opts = ExecOpts {
-            env,
-            workdir: Some(workdir.display().to_string()),
-            stdout: Some(Box::new(stdout)),
-            stderr: Some(Box::new(stderr)),
+            env: command.env,
+            workdir: Some(command.workdir.display().to_string()),
+            stdout: Some(Box::new(command.stdout)),
+            stderr: Some(Box::new(command.stderr)),
             ..ExecOpts::default()
         };
-        let result = self.0.exec(argv, opts).await.map_err(|e| e.to_string())?;
+        let result = self
+            .0
+            .exec(command.argv, opts)
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(result.exit_code)
     }
 }
