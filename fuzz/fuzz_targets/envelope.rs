@@ -5,7 +5,7 @@
 //! line over the 4 MiB cap.
 #![no_main]
 
-#[path = "../../crates/engine/src/runner/envelope.rs"]
+#[path = "../../crates/agent/src/envelope.rs"]
 #[allow(dead_code, missing_docs)]
 mod envelope;
 

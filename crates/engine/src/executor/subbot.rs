@@ -8,7 +8,7 @@
 //! What is decided here, purely: [`should_adopt`] (the three rules
 //! of §14, in order) and [`adopted_in_copy_based_parent`] (resume). A child that declares a
 //! sandbox of its own under a bind-mount parent is not run here: [`ChildRuns::run_own`] hands it
-//! to the launcher (`record::StoreChildRuns`), which gives it a whole attempt of its own.
+//! to the launcher (`launcher::children::StoreChildRuns`), which gives it a whole attempt of its own.
 //! The declared fields are read from the compiled child (`Workflow::declared_sandbox_fields`,
 //! computed from what was written). How it all fits: `docs/subbots.md`.
 
