@@ -1,6 +1,10 @@
 //! [`Attempt`]: everything one attempt of a run needs, whether it launches, resumes, is drained
-//! by a fleet worker or is a subbot child with a sandbox of its own.
+//! by a fleet worker or is a subbot child with a sandbox of its own — prepared one way
+//! ([`Attempt::prepare`]), then, for a resume or a redelivery, told what it continues
+//! ([`Attempt::continuing`]) and, for a subbot child, how it stands towards its parent's sandbox
+//! ([`Attempt::shared`]).
 
+use iterion_agent::provider::Routes;
 use iterion_dsl::ir::Workflow;
 use iterion_sandbox::SandboxFlag;
 use iterion_store::Run;
@@ -26,7 +30,7 @@ pub(crate) struct Attempt {
     pub checkpoint: Option<Checkpoint>,
     pub resumed: bool,
     /// Every agent node's model, resolved at launch.
-    pub routes: iterion_agent::provider::Routes,
+    pub routes: Routes,
     /// `iterion resume --answer`.
     pub answer: Option<String>,
     /// Recorded right after `run_started`: how a subbot child stands towards its parent's
@@ -36,4 +40,89 @@ pub(crate) struct Attempt {
     /// refused admission puts back (SANDBOX.md §10, "a refused resume leaves the status as it
     /// was"). `None` for a launch.
     pub prior_failure: Option<(FailureCode, String)>,
+}
+
+/// What an attempt runs: the workflow and its resolved inputs.
+pub(crate) struct Inputs {
+    /// The compiled workflow.
+    pub workflow: Workflow,
+    /// Every var with its value.
+    pub vars: Map<String, Value>,
+    /// The resolved secrets.
+    pub secrets: Vec<ResolvedSecret>,
+    /// Every agent node's model.
+    pub routes: Routes,
+}
+
+/// What an attempt continues: a resumed run's checkpoint and answer, or a redelivered run's
+/// checkpoint. The default continues nothing.
+#[derive(Default)]
+pub(crate) struct Continuation {
+    /// Where the earlier attempt stood.
+    pub checkpoint: Option<Checkpoint>,
+    /// Whether `run_started` says `resumed`.
+    pub resumed: bool,
+    /// `iterion resume --answer`.
+    pub answer: Option<String>,
+    /// The failure the run had before it was reopened (see [`Attempt::prior_failure`]).
+    pub prior_failure: Option<(FailureCode, String)>,
+}
+
+impl Attempt {
+    /// A fresh attempt of `run`, whose lease `holder` holds: `inputs` run with the launch flags
+    /// `launch` and the sandbox settings and override they made (`settings_from_env`, or the
+    /// parent's for a subbot child). It continues nothing and shares nothing.
+    pub(crate) fn prepare(
+        run: Run,
+        holder: String,
+        inputs: Inputs,
+        launch: LaunchOptions,
+        (settings, override_env): (SandboxSettings, Option<SandboxFlag>),
+    ) -> Attempt {
+        let Inputs {
+            workflow,
+            vars,
+            secrets,
+            routes,
+        } = inputs;
+        Attempt {
+            run,
+            holder,
+            workflow,
+            vars,
+            secrets,
+            settings,
+            override_env,
+            launch,
+            checkpoint: None,
+            resumed: false,
+            routes,
+            answer: None,
+            shared: None,
+            prior_failure: None,
+        }
+    }
+
+    /// This attempt continues an earlier one.
+    pub(crate) fn continuing(self, continuation: Continuation) -> Attempt {
+        let Continuation {
+            checkpoint,
+            resumed,
+            answer,
+            prior_failure,
+        } = continuation;
+        Attempt {
+            checkpoint,
+            resumed,
+            answer,
+            prior_failure,
+            ..self
+        }
+    }
+
+    /// This attempt records `shared` right after `run_started` (a subbot child that declined its
+    /// parent's sandbox, or a forced resume of one that adopted it).
+    pub(crate) fn shared(self, shared: Option<SandboxShared>) -> Attempt {
+        Attempt { shared, ..self }
+    }
 }

@@ -9,6 +9,7 @@ use iterion_store::{RunId, Store};
 
 use crate::executor::child_runs::{ChildRun, ChildRuns, OwnRun};
 use crate::executor::outcome::{Failure, RunOutcome};
+use crate::launcher::attempt::{Attempt, Inputs};
 use crate::launcher::engine::Engine;
 use crate::records::failure::FailureCode;
 use crate::records::record::{RunObserver, StoreEvents};
@@ -59,7 +60,7 @@ pub(crate) struct ChildContext {
 impl<'e> StoreChildRuns<'e> {
     pub(crate) fn new(
         engine: &'e Engine,
-        attempt: &crate::launcher::attempt::Attempt,
+        attempt: &Attempt,
         parent: iterion_store::Run,
         context: ChildContext,
     ) -> StoreChildRuns<'e> {
@@ -264,22 +265,20 @@ impl StoreChildRuns<'_> {
             own.fields.clone(),
             &reason,
         );
-        let attempt = crate::launcher::attempt::Attempt {
-            vars: own.vars,
-            run,
-            holder: self.holder.clone(),
+        let inputs = Inputs {
             workflow: own.child.clone(),
+            vars: own.vars,
             secrets,
-            settings: self.settings.clone(),
-            override_env: self.override_env,
-            launch: self.launch.clone(),
-            checkpoint: None,
-            resumed: false,
             routes,
-            answer: None,
-            shared: Some(declined),
-            prior_failure: None,
         };
+        let attempt = Attempt::prepare(
+            run,
+            self.holder.clone(),
+            inputs,
+            self.launch.clone(),
+            (self.settings.clone(), self.override_env),
+        )
+        .shared(Some(declined));
         let control = crate::launcher::engine::RunControl {
             cancel: own.cancel,
             interrupt: self.interrupt.child_token(),

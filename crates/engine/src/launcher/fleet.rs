@@ -19,7 +19,7 @@ use std::time::Duration;
 use iterion_store::{Claim, InitialStatus, Run, RunStatus, Timestamp};
 use tokio_util::sync::CancellationToken;
 
-use crate::launcher::attempt::Attempt;
+use crate::launcher::attempt::{Attempt, Continuation, Inputs};
 use crate::launcher::engine::{
     Engine, EngineError, RunControl, RunEnvelope, RunRequest, RunSummary,
 };
@@ -143,27 +143,19 @@ impl Engine {
         };
         let (settings, override_env) = settings_from_env(self.sandbox_default, &launch)?;
         let resumed = checkpoint.is_some();
-        self.attempt(
-            Attempt {
-                vars: run.vars.clone(),
-                run,
-                holder,
-                workflow,
-                secrets,
-                settings,
-                override_env,
-                launch,
+        let inputs = Inputs {
+            vars: run.vars.clone(),
+            workflow,
+            secrets,
+            routes,
+        };
+        let attempt = Attempt::prepare(run, holder, inputs, launch, (settings, override_env))
+            .continuing(Continuation {
                 checkpoint,
                 resumed,
-                routes,
-                answer: None,
-                shared: None,
-                prior_failure: None,
-            },
-            control,
-            observer,
-        )
-        .await
+                ..Continuation::default()
+            });
+        self.attempt(attempt, control, observer).await
     }
 
     #[allow(clippy::type_complexity)]

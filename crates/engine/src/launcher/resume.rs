@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use iterion_store::{Run, RunStatus};
 
-use crate::launcher::attempt::Attempt;
+use crate::launcher::attempt::{Attempt, Continuation, Inputs};
 use crate::launcher::engine::parse_run_id;
 use crate::launcher::engine::{
     Engine, EngineError, ResumeRequest, RunControl, RunEnvelope, RunSummary,
@@ -164,28 +164,21 @@ impl Engine {
             tracing::warn!("run {run_id}: {reason}; it gets a sandbox of its own");
             crate::records::sandbox_events::SandboxShared::forced(&parent, reason)
         });
-        let outcome = self
-            .attempt(
-                Attempt {
-                    vars: run.vars.clone(),
-                    run,
-                    holder,
-                    workflow,
-                    secrets,
-                    settings,
-                    override_env,
-                    launch,
-                    checkpoint: envelope.executor,
-                    resumed: true,
-                    routes,
-                    answer: request.answer.clone(),
-                    shared,
-                    prior_failure: prior_failure(&before),
-                },
-                control,
-                observer,
-            )
-            .await;
+        let inputs = Inputs {
+            vars: run.vars.clone(),
+            workflow,
+            secrets,
+            routes,
+        };
+        let attempt = Attempt::prepare(run, holder, inputs, launch, (settings, override_env))
+            .continuing(Continuation {
+                checkpoint: envelope.executor,
+                resumed: true,
+                answer: request.answer.clone(),
+                prior_failure: prior_failure(&before),
+            })
+            .shared(shared);
+        let outcome = self.attempt(attempt, control, observer).await;
         self.undo_refused_reopen(&before, outcome).await
     }
 

@@ -17,7 +17,7 @@ use crate::executor::checkpoint::Checkpoint;
 use crate::executor::execution::Execution;
 use crate::executor::outcome::RunOutcome;
 use crate::launcher::admission::persist_admission;
-use crate::launcher::attempt::Attempt;
+use crate::launcher::attempt::{Attempt, Inputs};
 use crate::launcher::children::{ChildContext, StoreChildRuns};
 use crate::launcher::engine::{
     Engine, EngineError, RunControl, RunEnvelope, RunRequest, RunSummary, holder_name,
@@ -76,27 +76,20 @@ impl Engine {
             .store
             .create_run(request.new_run().lease(holder.clone(), LEASE_TTL))
             .await?;
-        self.attempt(
-            Attempt {
-                run,
-                holder,
-                workflow: request.workflow,
-                vars: request.vars,
-                secrets: request.secrets,
-                settings,
-                override_env,
-                launch: request.options,
-                checkpoint: None,
-                resumed: false,
-                routes,
-                answer: None,
-                shared: None,
-                prior_failure: None,
-            },
-            control,
-            observer,
-        )
-        .await
+        let inputs = Inputs {
+            workflow: request.workflow,
+            vars: request.vars,
+            secrets: request.secrets,
+            routes,
+        };
+        let attempt = Attempt::prepare(
+            run,
+            holder,
+            inputs,
+            request.options,
+            (settings, override_env),
+        );
+        self.attempt(attempt, control, observer).await
     }
 
     /// Runs one attempt of an existing run that this process holds the lease of.
