@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use iterion_dsl::ir::{Workflow, Worktree};
@@ -26,7 +27,7 @@ use crate::launcher::launch::settings_from_env;
 use crate::launcher::lease::{LEASE_TTL, LeaseKeeper};
 use crate::records::events::{Event, RunFailed, RunStarted};
 use crate::records::failure::{FailureCode, OutcomeStatus};
-use crate::records::record::{RunObserver, StoreEvents, StoreRunLog};
+use crate::records::record::{LogWriter, RunObserver, StoreEvents, StoreRunLog};
 use crate::records::secrets::{Redactor, ResolvedSecret};
 use crate::records::sink::EventSink;
 use crate::records::status::{sandbox_trust, store_status};
@@ -34,7 +35,7 @@ use crate::sandbox::active::ActiveSandbox;
 use crate::sandbox::egress::EgressSecret;
 use crate::sandbox::error::{PHASE_SANDBOX_SETUP, SetupError};
 use crate::sandbox::mounts::MountInputs;
-use crate::sandbox::resolve::resolve;
+use crate::sandbox::resolve::{Resolved, resolve};
 use crate::sandbox::start::{SandboxOutcome, resolve_and_start_sandbox};
 use crate::sandbox::start_ctx::StartCtx;
 use crate::sandbox::worktree::{RunWorktree, create_worktree, workspace_root};
@@ -92,7 +93,11 @@ impl Engine {
         self.attempt(attempt, control, observer).await
     }
 
-    /// Runs one attempt of an existing run that this process holds the lease of.
+    /// Runs one attempt of an existing run that this process holds the lease of, in stages that
+    /// hand each other values: the record is opened ([`Recording`]) and the stop watched
+    /// ([`Stopping`]); admission decides ([`Admitted`]); the workspace is set up; the sandbox is
+    /// planned and started and the executor runs ([`Self::sandbox_and_execute`]); the worktree is
+    /// torn down; the final record and the terminal event close it.
     pub(crate) async fn attempt(
         &self,
         attempt: Attempt,
@@ -100,25 +105,110 @@ impl Engine {
         observer: Arc<dyn RunObserver>,
     ) -> Result<RunSummary, EngineError> {
         let started = Instant::now();
-        let store = Arc::clone(&self.store);
+        let mut attempt = attempt;
+        let record = self.open_record(&mut attempt, &observer).await;
+        let stopping = Stopping::watch(&control, &record.lost);
+        let admitted = match self.admit(&attempt, record.store.as_ref()).await {
+            Ok(admitted) => admitted,
+            Err(error) => {
+                record.close().await;
+                stopping.stop.cancel();
+                return Err(error);
+            }
+        };
+        let run = &admitted.run;
+        let mut ending = Ending::default();
+        let mut worktree: Option<RunWorktree> = None;
+        if let Some((code, message)) = admitted.refusal.clone() {
+            ending.fail(code, message, PHASE_ADMISSION);
+        } else {
+            match self.workspace(&attempt, run).await {
+                Err(message) => {
+                    ending.fail(FailureCode::SandboxSetupFailed, message, "workspace setup")
+                }
+                Ok((workspace, made)) => {
+                    worktree = made;
+                    let in_worktree = match &worktree {
+                        // A worktree run's repository root is the worktree itself (SANDBOX.md
+                        // §7.1): its devcontainer is the one the run sees.
+                        Some(_) => Some(admitted.resolve_in(&attempt, &workspace).await),
+                        None => None,
+                    };
+                    let stop_code = || stopping.code();
+                    let scope = Scope {
+                        attempt: &attempt,
+                        run,
+                        resolved: in_worktree.as_ref().unwrap_or(&admitted.resolved),
+                        factory: &admitted.factory,
+                        workspace: &workspace,
+                        events: &record.events,
+                        run_log: &record.run_log,
+                        observer: &observer,
+                        stop: &stopping.stop,
+                        lost: &record.lost,
+                        interrupt_children: &stopping.interrupt_children,
+                        stop_code: &stop_code,
+                    };
+                    self.sandbox_and_execute(&scope, &mut ending).await;
+                }
+            }
+        }
+        let kept_worktree = land_worktree(worktree, &ending, &attempt).await;
+        // The final record, then the terminal event.
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let envelope = RunEnvelope {
+            launch: attempt.launch.clone(),
+            executor: ending.checkpoint.clone().or(attempt.checkpoint.clone()),
+        };
+        let saved = save_final(
+            record.store.as_ref(),
+            run,
+            &ending,
+            &envelope,
+            kept_worktree.as_ref(),
+        )
+        .await;
+        record.events.emit(ending.terminal_event(duration_ms)).await;
+        let redactor = Arc::clone(&record.redactor);
+        record.close().await;
+        stopping.stop.cancel();
+        saved?;
+        Ok(RunSummary {
+            run_id: run.id.to_string(),
+            status: store_status(ending.status()),
+            failure_code: ending.code.map(|c| c.as_str().to_owned()),
+            message: ending.message.as_deref().map(|m| redactor.redact(m)),
+            output: ending.output.as_ref().map(|o| redactor.redact_json(o)),
+            worktree: kept_worktree,
+        })
+    }
+
+    /// The attempt's record opened: the lease kept, the model keys added to the secrets, every
+    /// write redacted, `run_started` (and a subbot child's `sandbox_shared`) recorded.
+    async fn open_record(
+        &self,
+        attempt: &mut Attempt,
+        observer: &Arc<dyn RunObserver>,
+    ) -> Recording {
         let run_id = attempt.run.id.clone();
         observer.run_created(run_id.as_str());
         let lost = CancellationToken::new();
         let keeper = LeaseKeeper::start(
-            Arc::clone(&store),
+            Arc::clone(&self.store),
             run_id.clone(),
             attempt.holder.clone(),
             lost.clone(),
         );
-        let mut attempt = attempt;
         attempt
             .secrets
             .extend(crate::sandbox::gateway::redacted_keys(&attempt.routes));
         let redactor = Arc::new(Redactor::new(&attempt.secrets));
         // Every write of this attempt into the record passes its redactor (issue 15 item 8).
-        let store =
-            crate::records::redacting_store::RedactingStore::wrap(store, Arc::clone(&redactor));
-        let events = StoreEvents::new(Arc::clone(&store), run_id.clone(), Arc::clone(&observer));
+        let store = crate::records::redacting_store::RedactingStore::wrap(
+            Arc::clone(&self.store),
+            Arc::clone(&redactor),
+        );
+        let events = StoreEvents::new(Arc::clone(&store), run_id.clone(), Arc::clone(observer));
         let (run_log, writer) =
             StoreRunLog::start(Arc::clone(&store), run_id.clone(), Arc::clone(&redactor));
         let trust = sandbox_trust(attempt.run.trust);
@@ -140,45 +230,25 @@ impl Engine {
         if let Some(shared) = attempt.shared.take() {
             events.emit(Event::SandboxShared(shared)).await;
         }
+        Recording {
+            store,
+            events,
+            run_log,
+            writer,
+            keeper,
+            redactor,
+            lost,
+        }
+    }
 
-        let stop = CancellationToken::new();
-        // Fired before `stop` when this run is interrupted (or loses its lease), so the subbot
-        // children it launched end INTERRUPTED with it, not CANCELLED.
-        let interrupt_children = CancellationToken::new();
-        let interrupted = {
-            let (stop, control, lost) = (stop.clone(), control.clone(), lost.clone());
-            let children = interrupt_children.clone();
-            let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let flag = Arc::clone(&interrupted);
-            tokio::spawn(async move {
-                tokio::select! {
-                    () = control.cancel.cancelled() => {}
-                    () = control.interrupt.cancelled() => flag.store(true, std::sync::atomic::Ordering::SeqCst),
-                    () = lost.cancelled() => flag.store(true, std::sync::atomic::Ordering::SeqCst),
-                    () = stop.cancelled() => return,
-                }
-                if flag.load(std::sync::atomic::Ordering::SeqCst) {
-                    children.cancel();
-                }
-                stop.cancel();
-            });
-            interrupted
-        };
-        let stop_code = || {
-            if interrupted.load(std::sync::atomic::Ordering::SeqCst)
-                || control.interrupt.is_cancelled()
-            {
-                FailureCode::Interrupted
-            } else {
-                FailureCode::Cancelled
-            }
-        };
-
-        let cwd = attempt.launch.cwd.clone();
-        let repo_root = crate::sandbox::workspace::repository_root_of(&cwd).await;
+    /// Admission (seed steps 3–4) on the run's resolution, persisted (with the launch envelope)
+    /// before a refusal is returned.
+    async fn admit(&self, attempt: &Attempt, store: &dyn Store) -> Result<Admitted, EngineError> {
+        let trust = sandbox_trust(attempt.run.trust);
         let overlay = EnvOverlay {
             vars: attempt.launch.sandbox_env.clone(),
         };
+        let repo_root = crate::sandbox::workspace::repository_root_of(&attempt.launch.cwd).await;
         let resolved = resolve(
             &attempt.workflow.sandbox,
             &attempt.settings,
@@ -195,8 +265,6 @@ impl Engine {
             launch: attempt.launch.clone(),
             executor: attempt.checkpoint.clone(),
         };
-
-        // Admission (seed steps 3–4), persisted before a refusal returns.
         let admission = crate::launcher::admission::decide(
             trust,
             &resolved,
@@ -206,137 +274,49 @@ impl Engine {
         )
         .await;
         let envelope_value = envelope.to_value();
-        let run = persist_admission(store.as_ref(), &attempt.run, &admission, &|r: &mut Run| {
+        let run = persist_admission(store, &attempt.run, &admission, &|r: &mut Run| {
             r.checkpoint = envelope_value.clone();
         })
-        .await;
-        let run = match run {
-            Ok(run) => run,
-            Err(error) => {
-                drop(run_log);
-                writer.finish().await;
-                keeper.release().await;
-                stop.cancel();
-                return Err(error.into());
-            }
-        };
-
-        let mut ending = Ending::default();
-        let mut worktree: Option<RunWorktree> = None;
-        if admission.decision == AdmissionDecision::Denied {
-            match attempt.prior_failure.clone() {
-                Some((code, message)) => ending.fail(code, message, PHASE_ADMISSION),
-                None => ending.fail(
-                    FailureCode::LaunchFailed,
-                    admission.reason.clone(),
-                    PHASE_ADMISSION,
-                ),
-            }
-        } else {
-            // Workspace setup.
-            let workspace = match attempt.workflow.worktree {
-                Worktree::Auto => {
-                    let made = match &run.worktree_path {
-                        Some(path) => RunWorktree::reopen(path).await,
-                        None => create_worktree(&self.iterion_home, run_id.as_str(), &cwd).await,
-                    };
-                    match made {
-                        Ok(wt) => {
-                            let path = wt.path().to_owned();
-                            worktree = Some(wt);
-                            Some(path)
-                        }
-                        Err(error) => {
-                            ending.fail(
-                                FailureCode::SandboxSetupFailed,
-                                error.to_string(),
-                                "workspace setup",
-                            );
-                            None
-                        }
-                    }
-                }
-                Worktree::None => Some(workspace_root(&cwd).await),
-            };
-            if let Some(workspace) = workspace {
-                let workspace = tokio::fs::canonicalize(&workspace)
-                    .await
-                    .unwrap_or(workspace);
-                // A worktree run's repository root is the worktree itself (SANDBOX.md §7.1):
-                // its devcontainer is the one the run sees.
-                let in_worktree = match &worktree {
-                    Some(_) => Some(resolve(
-                        &attempt.workflow.sandbox,
-                        &attempt.settings,
-                        trust,
-                        crate::sandbox::workspace::repository_root_of(&workspace)
-                            .await
-                            .as_deref(),
-                        &overlay,
-                    )),
-                    None => None,
-                };
-                let scope = Scope {
-                    attempt: &attempt,
-                    run: &run,
-                    resolved: in_worktree.as_ref().unwrap_or(&resolved),
-                    factory: &factory,
-                    workspace: &workspace,
-                    events: &events,
-                    run_log: &run_log,
-                    observer: &observer,
-                    stop: &stop,
-                    lost: &lost,
-                    interrupt_children: &interrupt_children,
-                    stop_code: &stop_code,
-                };
-                self.sandbox_and_execute(&scope, &mut ending).await;
-            }
-        }
-
-        // Teardown of the workspace.
-        let mut kept_worktree = None;
-        if let Some(wt) = worktree {
-            if ending.status() == OutcomeStatus::Finished {
-                if let Err(error) = wt
-                    .finish_done(&attempt.workflow.name, run_id.as_str())
-                    .await
-                {
-                    tracing::warn!("landing the worktree: {error}");
-                }
-            } else {
-                kept_worktree = Some(wt.keep());
-            }
-        }
-
-        // The final record, then the terminal event.
-        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let envelope = RunEnvelope {
-            launch: attempt.launch.clone(),
-            executor: ending.checkpoint.clone().or(attempt.checkpoint.clone()),
-        };
-        let saved = save_final(
-            store.as_ref(),
-            &run,
-            &ending,
-            &envelope,
-            kept_worktree.as_ref(),
-        )
-        .await;
-        events.emit(ending.terminal_event(duration_ms)).await;
-        drop(run_log);
-        writer.finish().await;
-        keeper.release().await;
-        stop.cancel();
-        saved?;
-        Ok(RunSummary {
-            run_id: run_id.to_string(),
-            status: store_status(ending.status()),
-            failure_code: ending.code.map(|c| c.as_str().to_owned()),
-            message: ending.message.as_deref().map(|m| redactor.redact(m)),
-            output: ending.output.as_ref().map(|o| redactor.redact_json(o)),
-            worktree: kept_worktree,
+        .await?;
+        let refusal = (admission.decision == AdmissionDecision::Denied).then(|| {
+            attempt
+                .prior_failure
+                .clone()
+                .unwrap_or((FailureCode::LaunchFailed, admission.reason.clone()))
+        });
+        Ok(Admitted {
+            run,
+            refusal,
+            resolved,
+            factory,
+            overlay,
         })
+    }
+
+    /// Workspace setup: the run's worktree (made, or reopened on a resume) under
+    /// `worktree: auto`, else the workspace root of the launch directory; canonicalised. A
+    /// worktree that cannot be made is the message.
+    async fn workspace(
+        &self,
+        attempt: &Attempt,
+        run: &Run,
+    ) -> Result<(PathBuf, Option<RunWorktree>), String> {
+        let cwd = &attempt.launch.cwd;
+        let (workspace, worktree) = match attempt.workflow.worktree {
+            Worktree::Auto => {
+                let made = match &run.worktree_path {
+                    Some(path) => RunWorktree::reopen(path).await,
+                    None => create_worktree(&self.iterion_home, run.id.as_str(), cwd).await,
+                };
+                let worktree = made.map_err(|error| error.to_string())?;
+                (worktree.path().to_owned(), Some(worktree))
+            }
+            Worktree::None => (workspace_root(cwd).await, None),
+        };
+        let workspace = tokio::fs::canonicalize(&workspace)
+            .await
+            .unwrap_or(workspace);
+        Ok((workspace, worktree))
     }
 
     /// `resolve_and_start_sandbox`, the `interaction: ask` guard, the executor and the sandbox
@@ -709,11 +689,126 @@ fn stop_message(code: FailureCode) -> String {
     }
 }
 
+/// Where one attempt records: the lease it keeps, its redacted store, events and run log.
+struct Recording {
+    store: Arc<dyn Store>,
+    events: StoreEvents,
+    run_log: StoreRunLog,
+    writer: LogWriter,
+    keeper: LeaseKeeper,
+    redactor: Arc<Redactor>,
+    /// Cancelled when the lease is lost: the run stops as interrupted.
+    lost: CancellationToken,
+}
+
+impl Recording {
+    /// Flushes the run log and releases the lease.
+    async fn close(self) {
+        drop(self.run_log);
+        self.writer.finish().await;
+        self.keeper.release().await;
+    }
+}
+
+/// How an attempt stops: `stop` ends the executor when the caller cancels or interrupts, or the
+/// lease is lost; `interrupt_children` fires before it in the last two cases, so the subbot
+/// children it launched end INTERRUPTED with it, not CANCELLED.
+struct Stopping {
+    stop: CancellationToken,
+    interrupt_children: CancellationToken,
+    interrupted: Arc<AtomicBool>,
+    interrupt: CancellationToken,
+}
+
+impl Stopping {
+    /// Watches `control` and `lost` until `stop` is cancelled.
+    fn watch(control: &RunControl, lost: &CancellationToken) -> Stopping {
+        let stop = CancellationToken::new();
+        let interrupt_children = CancellationToken::new();
+        let interrupted = Arc::new(AtomicBool::new(false));
+        let (watched, control_w, lost) = (stop.clone(), control.clone(), lost.clone());
+        let children = interrupt_children.clone();
+        let flag = Arc::clone(&interrupted);
+        tokio::spawn(async move {
+            tokio::select! {
+                () = control_w.cancel.cancelled() => {}
+                () = control_w.interrupt.cancelled() => flag.store(true, Ordering::SeqCst),
+                () = lost.cancelled() => flag.store(true, Ordering::SeqCst),
+                () = watched.cancelled() => return,
+            }
+            if flag.load(Ordering::SeqCst) {
+                children.cancel();
+            }
+            watched.cancel();
+        });
+        Stopping {
+            stop,
+            interrupt_children,
+            interrupted,
+            interrupt: control.interrupt.clone(),
+        }
+    }
+
+    /// Why the attempt stopped: `INTERRUPTED` (an interrupt, or the lease lost) or `CANCELLED`.
+    fn code(&self) -> FailureCode {
+        if self.interrupted.load(Ordering::SeqCst) || self.interrupt.is_cancelled() {
+            FailureCode::Interrupted
+        } else {
+            FailureCode::Cancelled
+        }
+    }
+}
+
+/// What admission decided on, and decided: the run as persisted, the refusal (the run's prior
+/// failure on a resume, else `LAUNCH_FAILED` with the reason), the resolution and the factory.
+struct Admitted {
+    run: Run,
+    refusal: Option<(FailureCode, String)>,
+    resolved: Resolved,
+    factory: Factory,
+    overlay: EnvOverlay,
+}
+
+impl Admitted {
+    /// The resolution of a worktree run, whose repository root is the worktree at `workspace`.
+    async fn resolve_in(&self, attempt: &Attempt, workspace: &std::path::Path) -> Resolved {
+        resolve(
+            &attempt.workflow.sandbox,
+            &attempt.settings,
+            sandbox_trust(attempt.run.trust),
+            crate::sandbox::workspace::repository_root_of(workspace)
+                .await
+                .as_deref(),
+            &self.overlay,
+        )
+    }
+}
+
+/// Teardown of the workspace: a finished run's worktree is landed, any other is kept (its path).
+async fn land_worktree(
+    worktree: Option<RunWorktree>,
+    ending: &Ending,
+    attempt: &Attempt,
+) -> Option<PathBuf> {
+    let wt = worktree?;
+    if ending.status() == OutcomeStatus::Finished {
+        if let Err(error) = wt
+            .finish_done(&attempt.workflow.name, attempt.run.id.as_str())
+            .await
+        {
+            tracing::warn!("landing the worktree: {error}");
+        }
+        None
+    } else {
+        Some(wt.keep())
+    }
+}
+
 /// What the sandbox and executor steps of one attempt share.
 struct Scope<'a> {
     attempt: &'a Attempt,
     run: &'a Run,
-    resolved: &'a crate::sandbox::resolve::Resolved,
+    resolved: &'a Resolved,
     factory: &'a Factory,
     workspace: &'a std::path::Path,
     events: &'a StoreEvents,
