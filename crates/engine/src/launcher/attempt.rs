@@ -54,6 +54,23 @@ pub(crate) struct Inputs {
     pub routes: Routes,
 }
 
+impl Inputs {
+    /// The inputs of a recorded run (a resume, a claimed run): its vars as recorded.
+    pub(crate) fn recorded(
+        run: &Run,
+        workflow: Workflow,
+        secrets: Vec<ResolvedSecret>,
+        routes: Routes,
+    ) -> Inputs {
+        Inputs {
+            workflow,
+            vars: run.vars.clone(),
+            secrets,
+            routes,
+        }
+    }
+}
+
 /// What an attempt continues: a resumed run's checkpoint and answer, or a redelivered run's
 /// checkpoint. The default continues nothing.
 #[derive(Default)]

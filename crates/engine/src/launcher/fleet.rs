@@ -143,12 +143,7 @@ impl Engine {
         };
         let (settings, override_env) = settings_from_env(self.sandbox_default, &launch)?;
         let resumed = checkpoint.is_some();
-        let inputs = Inputs {
-            vars: run.vars.clone(),
-            workflow,
-            secrets,
-            routes,
-        };
+        let inputs = Inputs::recorded(&run, workflow, secrets, routes);
         let attempt = Attempt::prepare(run, holder, inputs, launch, (settings, override_env))
             .continuing(Continuation {
                 checkpoint,

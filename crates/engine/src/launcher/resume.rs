@@ -164,12 +164,7 @@ impl Engine {
             tracing::warn!("run {run_id}: {reason}; it gets a sandbox of its own");
             crate::records::sandbox_events::SandboxShared::forced(&parent, reason)
         });
-        let inputs = Inputs {
-            vars: run.vars.clone(),
-            workflow,
-            secrets,
-            routes,
-        };
+        let inputs = Inputs::recorded(&run, workflow, secrets, routes);
         let attempt = Attempt::prepare(run, holder, inputs, launch, (settings, override_env))
             .continuing(Continuation {
                 checkpoint: envelope.executor,
