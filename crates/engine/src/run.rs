@@ -895,5 +895,5 @@ pub(crate) fn sandbox_trust(trust: iterion_store::Trust) -> Trust {
 
 /// Parses a run id given on the command line.
 pub(crate) fn parse_run_id(text: &str) -> Result<RunId, EngineError> {
-    RunId::parse(text).map_err(EngineError::Store)
+    RunId::parse(text).map_err(|e| EngineError::Store(e.into()))
 }

@@ -7,7 +7,7 @@ mod run;
 mod status;
 
 pub use event::{Event, LogLine, LogStream, NewEvent, NewLogLine};
-pub use id::RunId;
+pub use id::{InvalidRunId, RunId};
 pub use lease::{Claim, Lease, Liveness};
 pub use run::{Admission, InitialStatus, LeaseRequest, NewRun, Run};
 pub use status::{AdmissionDecision, RunStatus, Trust};
