@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{DbLocation, Error, Result};
 use std::time::Duration;
 
-use crate::model::{Admission, NewRun, Run, RunId, RunStatus, Trust};
+use crate::model::{Admission, LogLine, LogStream, NewRun, Run, RunId, RunStatus, Trust};
 use crate::time::Timestamp;
 
 /// The columns of a run, in the order a backend reads them into a [`RawRun`].
@@ -250,6 +250,27 @@ pub(crate) fn fresh_run(
         finished_at: None,
         version: 1,
     }
+}
+
+/// A run-log row, `(seq, ts_ms, stream, line)` as stored, decoded.
+pub(crate) fn decode_log_line(
+    db: &DbLocation,
+    run_id: &RunId,
+    (seq, ts, stream, line): (i64, i64, String, String),
+) -> Result<LogLine> {
+    let stream = LogStream::parse(&stream).ok_or_else(|| Error::CorruptRecord {
+        db: db.clone(),
+        column: "run_logs.stream",
+        key: format!("{run_id} #{seq}"),
+        detail: format!("unknown stream {stream:?}"),
+    })?;
+    Ok(LogLine {
+        run_id: run_id.clone(),
+        seq: to_u64(seq),
+        ts: Timestamp::from_millis(ts),
+        stream,
+        line,
+    })
 }
 
 /// The two append-only tables, which share their numbering rule.

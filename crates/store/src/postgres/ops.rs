@@ -11,8 +11,8 @@ use tokio_postgres::{Client, GenericClient, Row};
 
 use super::ctx::Ctx;
 use crate::codec::{
-    NewRunRow, RUN_COLUMN_COUNT, RUN_COLUMNS, RawRun, Table, fresh_run, json_text, lease_expiry,
-    to_i64, to_u64,
+    NewRunRow, RUN_COLUMN_COUNT, RUN_COLUMNS, RawRun, Table, decode_log_line, fresh_run, json_text,
+    lease_expiry, to_i64, to_u64,
 };
 use crate::error::{Error, Result};
 use crate::model::{
@@ -574,19 +574,7 @@ pub(crate) async fn read_logs(
             let ts: i64 = row.try_get(1).map_err(ctx.sql(op))?;
             let stream: String = row.try_get(2).map_err(ctx.sql(op))?;
             let line: String = row.try_get(3).map_err(ctx.sql(op))?;
-            let stream = LogStream::parse(&stream).ok_or_else(|| Error::CorruptRecord {
-                db: ctx.db.clone(),
-                column: "run_logs.stream",
-                key: format!("{run_id} #{seq}"),
-                detail: format!("unknown stream {stream:?}"),
-            })?;
-            Ok(LogLine {
-                run_id: run_id.clone(),
-                seq: to_u64(seq),
-                ts: Timestamp::from_millis(ts),
-                stream,
-                line,
-            })
+            decode_log_line(&ctx.db, run_id, (seq, ts, stream, line))
         })
         .collect()
 }

@@ -11,7 +11,7 @@ use std::ops::Range;
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 
 use super::env::Env;
-use crate::codec::{Table, from_json, json_text, to_i64, to_u64};
+use crate::codec::{Table, decode_log_line, from_json, json_text, to_i64, to_u64};
 use crate::error::{Error, Result};
 use crate::model::{Event, LogLine, LogStream, NewEvent, NewLogLine, RunId};
 use crate::time::Timestamp;
@@ -201,20 +201,6 @@ pub(crate) fn read_logs(
         })
         .map_err(env.sql(op))?;
     rows.into_iter()
-        .map(|(seq, ts, stream, line)| {
-            let stream = LogStream::parse(&stream).ok_or_else(|| Error::CorruptRecord {
-                db: env.db().clone(),
-                column: "run_logs.stream",
-                key: format!("{run_id} #{seq}"),
-                detail: format!("unknown stream {stream:?}"),
-            })?;
-            Ok(LogLine {
-                run_id: run_id.clone(),
-                seq: to_u64(seq),
-                ts: Timestamp::from_millis(ts),
-                stream,
-                line,
-            })
-        })
+        .map(|row| decode_log_line(env.db(), run_id, row))
         .collect()
 }
