@@ -715,10 +715,7 @@ impl NetworkInherit {
     }
 }
 
-mod lower;
-#[cfg(test)]
-pub(crate) use lower::lower;
-pub(crate) use lower::{default_json, lower_with, secret_is_file};
+pub(crate) mod lower;
 
 #[cfg(test)]
 #[path = "ir_tests.rs"]

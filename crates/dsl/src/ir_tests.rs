@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
+use super::lower::lower;
 use super::*;
 use crate::ast::{
     self, Decl, Edge as AstEdge, LoopClause, NetworkBlock, SandboxDecl, Value as V, When, WithMap,
