@@ -281,18 +281,6 @@ fn secrets_take_their_defaults_and_sanitised_mount_paths() {
 }
 
 #[test]
-fn sanitising_follows_sandbox_8_7() {
-    assert_eq!(sanitise_secret_name("registry_token"), "registry_token");
-    assert_eq!(sanitise_secret_name("__x__"), "x");
-    assert_eq!(sanitise_secret_name("a b/c"), "a_b_c");
-    assert_eq!(sanitise_secret_name("-._"), "secret");
-    assert_eq!(
-        default_secret_mount_path("é"),
-        "/run/iterion/secrets/secret"
-    );
-}
-
-#[test]
 fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
     let f = file(vec![
         Decl::Prompt(ast::Prompt {

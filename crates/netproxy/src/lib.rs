@@ -45,7 +45,8 @@ pub use head::{
     TargetKind, canonical_host_header, check_request_host, parse_request_head, target_of,
 };
 pub use host::{HostError, canonical_host, parse_authority, parse_host};
-pub use matcher::{DEFAULT_RULE_PORTS, HostPattern, NetworkMode, Policy, Rule, compile};
+pub use iterion_vocab::NetworkMode;
+pub use matcher::{DEFAULT_RULE_PORTS, HostPattern, Policy, Rule, compile, parse_network_mode};
 pub use mitm::MAX_INSPECTED_HEAD_BYTES;
 pub use preset::{
     ITERION_DEFAULT_PRESET, ITERION_DEFAULT_RULES, SILENT_DENY_HOSTS, compile_with_preset,
