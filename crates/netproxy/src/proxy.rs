@@ -42,7 +42,7 @@ pub const DEFAULT_INSPECT_MAX_BODY: usize = 64 * 1024 * 1024;
 /// Parses an inspection body bound as `ITERION_SANDBOX_INSPECT_MAX_BODY` writes it (SANDBOX.md
 /// §17): a byte count, or one with a `KiB`, `MiB` or `GiB` suffix (`64MiB`, `512 KiB`). Zero,
 /// overflow and anything else are refused with the accepted forms.
-pub fn parse_inspect_max_body(text: &str) -> Result<usize, String> {
+pub fn parse_inspect_max_body(text: &str) -> Result<usize, NetProxyError> {
     let t = text.trim();
     let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
         Some(at) => (&t[..at], t[at..].trim()),
@@ -60,8 +60,8 @@ pub fn parse_inspect_max_body(text: &str) -> Result<usize, String> {
         .ok()
         .filter(|n| *n > 0 && scale > 0)
         .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| {
-            format!("{text:?} is not a size; expected bytes, or a number with KiB, MiB or GiB (e.g. 64MiB)")
+        .ok_or_else(|| NetProxyError::InvalidSize {
+            text: text.to_owned(),
         })
 }
 /// Largest request head accepted on the proxy's own listener.
@@ -526,6 +526,7 @@ mod tests {
         assert!(
             parse_inspect_max_body("64MB")
                 .unwrap_err()
+                .to_string()
                 .contains("KiB, MiB or GiB")
         );
     }
