@@ -5,7 +5,8 @@
    another that imports it back, directly or through a longer circle. An edge F -> G is a path in
    F (`use crate::a::B`, `super::x`, `self::y`, a child module's name, an inline `crate::a::f()`)
    whose item is *defined* in G; a re-export is followed to the file that defines the item, and
-   `mod x;` alone is containment, not an edge.
+   `mod x;` alone is containment, not an edge; a `macro_rules!` body counts where it is expanded,
+   not where it is written.
 2. Crates point one way: each crate's iterion dependencies sit on a lower layer (LAYERS below).
 3. The sandbox core depends on no container-engine client (bollard, kube, k8s-openapi), not even
    through another iterion crate.
@@ -104,6 +105,26 @@ def blank(src: str) -> str:
         else:
             out.append(c)
             i += 1
+    return "".join(out)
+
+
+def strip_macro_bodies(body: str) -> str:
+    """`macro_rules!` bodies blanked: their paths belong to the files that expand them."""
+    out, pos = [], 0
+    for m in re.finditer(r"\bmacro_rules!\s*[A-Za-z_]\w*\s*[{(\[]", body):
+        if m.start() < pos:
+            continue
+        depth, j = 1, m.end()
+        while j < len(body) and depth:
+            if body[j] in "{([":
+                depth += 1
+            elif body[j] in "})]":
+                depth -= 1
+            j += 1
+        out.append(body[pos:m.end()])
+        out.append(re.sub(r"[^\n]", " ", body[m.end():j]))
+        pos = j
+    out.append(body[pos:])
     return "".join(out)
 
 
@@ -225,6 +246,7 @@ class Crate:
         body = "\n".join(text[a:b] for a, b in body_parts)
         for m in ITEM_RE.finditer(body):
             module.items.add(m.group(2) or m.group(3))
+        body = strip_macro_bodies(body)
         spans = []
         for m in USE_RE.finditer(body):
             spans.append((m.start(), m.end()))

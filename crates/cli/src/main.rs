@@ -3,7 +3,7 @@
 //! prints one JSON document (JSON lines for `events`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-mod cli;
+mod args;
 mod commands;
 mod exit;
 mod terminal;
@@ -13,21 +13,21 @@ use clap::Parser;
 use crate::exit::Exit;
 
 fn main() -> std::process::ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = args::Cli::parse();
     let code = match cli.command {
-        cli::Command::Validate(args) => commands::validate::run(&args),
+        args::Command::Validate(args) => commands::validate::run(&args),
         // Its own small runtime, no tracing subscriber: it reads no env (SANDBOX.md §4.6).
-        cli::Command::EgressBridge(args) => commands::egress_bridge::run(args),
-        cli::Command::EgressProbe { target } => commands::egress_probe::run(&target),
+        args::Command::EgressBridge(args) => commands::egress_bridge::run(args),
+        args::Command::EgressProbe { target } => commands::egress_probe::run(&target),
         // stdout carries NDJSON only; logs go to stderr (SANDBOX.md §13.1).
-        cli::Command::ClawRunner => commands::claw_runner::run(),
+        args::Command::ClawRunner => commands::claw_runner::run(),
         command => async_main(command),
     };
     code.into()
 }
 
 /// The commands that talk to the store or the engine run on a multi-threaded tokio runtime.
-fn async_main(command: cli::Command) -> Exit {
+fn async_main(command: args::Command) -> Exit {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -50,16 +50,16 @@ fn async_main(command: cli::Command) -> Exit {
     };
     runtime.block_on(async move {
         match command {
-            cli::Command::Validate(args) => commands::validate::run(&args),
-            cli::Command::Run(args) => commands::run::run(args).await,
-            cli::Command::Resume(args) => commands::resume::run(args).await,
-            cli::Command::Inspect(args) => commands::inspect::run(args).await,
-            cli::Command::Events(args) => commands::events::run(args).await,
-            cli::Command::Sandbox(args) => commands::sandbox_doctor::run(args).await,
-            cli::Command::Runner => commands::runner::run().await,
-            cli::Command::EgressBridge(args) => commands::egress_bridge::run_async(args).await,
-            cli::Command::EgressProbe { target } => commands::egress_probe::run(&target),
-            cli::Command::ClawRunner => commands::claw_runner::run(),
+            args::Command::Validate(args) => commands::validate::run(&args),
+            args::Command::Run(args) => commands::run::run(args).await,
+            args::Command::Resume(args) => commands::resume::run(args).await,
+            args::Command::Inspect(args) => commands::inspect::run(args).await,
+            args::Command::Events(args) => commands::events::run(args).await,
+            args::Command::Sandbox(args) => commands::sandbox_doctor::run(args).await,
+            args::Command::Runner => commands::runner::run().await,
+            args::Command::EgressBridge(args) => commands::egress_bridge::run_async(args).await,
+            args::Command::EgressProbe { target } => commands::egress_probe::run(&target),
+            args::Command::ClawRunner => commands::claw_runner::run(),
         }
     })
 }

@@ -14,6 +14,8 @@
 //!
 //! When an E-code was reported, the tree may be partial: declarations that failed are dropped.
 
+pub use iterion_vocab::NodeKind;
+
 /// A position in the normalised source: 1-based line, 1-based column counted in Unicode scalar
 /// values (a tab counts as one), and the width of the anchored token in columns (at least 1; for
 /// a token spanning lines, the width of its part on the first line).
@@ -343,34 +345,6 @@ pub struct Field {
     pub ty: VarType,
     /// The type token.
     pub ty_span: Span,
-}
-
-/// The node kinds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum NodeKind {
-    /// `agent`.
-    Agent,
-    /// `judge`.
-    Judge,
-    /// `tool`.
-    Tool,
-    /// `router`.
-    Router,
-    /// `subbot` (DSL.md §3.9).
-    Subbot,
-}
-
-impl NodeKind {
-    /// The keyword.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NodeKind::Agent => "agent",
-            NodeKind::Judge => "judge",
-            NodeKind::Tool => "tool",
-            NodeKind::Router => "router",
-            NodeKind::Subbot => "subbot",
-        }
-    }
 }
 
 /// A node declaration.

@@ -21,6 +21,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::ast;
 
+pub use iterion_vocab::{
+    HostState, NetworkMode, NodeKind, SECRETS_DIR, default_secret_mount_path, secret_file_name,
+};
+
 /// The default of `tool_max_steps` (DSL.md §3.5, decision D15).
 pub const DEFAULT_TOOL_MAX_STEPS: u32 = 50;
 
@@ -33,9 +37,6 @@ pub const MAX_SUBBOT_DEPTH: u32 = 8;
 /// copy of each child per node that names it, so without a bound a hostile workflow of a few
 /// lines (ten subbots per file, eight levels deep) would expand to 10^8 copies.
 pub const MAX_SUBBOT_RUNS: u64 = 1_000;
-
-/// The directory file secrets are mounted under by default (SANDBOX.md §8.7).
-pub const SECRETS_DIR: &str = "/run/iterion/secrets";
 
 /// A compiled workflow: everything the engine needs to run one `.iter` file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -212,33 +213,6 @@ pub enum Delivery {
     },
 }
 
-/// The file name a secret gets under [`SECRETS_DIR`] (SANDBOX.md §8.7): every character outside
-/// `[A-Za-z0-9_.-]` becomes `_`, leading and trailing `._-` are trimmed, and an empty result
-/// becomes `secret`.
-pub fn sanitise_secret_name(name: &str) -> String {
-    let mapped: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let trimmed = mapped.trim_matches(|c| matches!(c, '_' | '.' | '-'));
-    if trimmed.is_empty() {
-        "secret".to_owned()
-    } else {
-        trimmed.to_owned()
-    }
-}
-
-/// The default mount path of a file secret: `/run/iterion/secrets/<sanitised name>`.
-pub fn default_secret_mount_path(name: &str) -> String {
-    format!("{SECRETS_DIR}/{}", sanitise_secret_name(name))
-}
-
 /// A schema: the fields a conforming JSON object must hold (DSL.md §3.4). Extra keys are allowed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Schema {
@@ -254,47 +228,6 @@ pub struct SchemaField {
     /// The accepted JSON (DSL.md §3.4 table).
     #[serde(rename = "type")]
     pub ty: ValueType,
-}
-
-/// The node kinds. Agent and judge run the same way; the kind labels events (DSL.md §3.5).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NodeKind {
-    /// `agent`.
-    Agent,
-    /// `judge`.
-    Judge,
-    /// `tool`.
-    Tool,
-    /// `router`.
-    Router,
-    /// `subbot` (DSL.md §3.9).
-    Subbot,
-}
-
-impl NodeKind {
-    /// The keyword.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NodeKind::Agent => "agent",
-            NodeKind::Judge => "judge",
-            NodeKind::Tool => "tool",
-            NodeKind::Router => "router",
-            NodeKind::Subbot => "subbot",
-        }
-    }
-}
-
-impl From<ast::NodeKind> for NodeKind {
-    fn from(k: ast::NodeKind) -> Self {
-        match k {
-            ast::NodeKind::Agent => NodeKind::Agent,
-            ast::NodeKind::Judge => NodeKind::Judge,
-            ast::NodeKind::Tool => NodeKind::Tool,
-            ast::NodeKind::Router => NodeKind::Router,
-            ast::NodeKind::Subbot => NodeKind::Subbot,
-        }
-    }
 }
 
 /// One node.
@@ -616,19 +549,6 @@ impl SandboxMode {
     }
 }
 
-/// `host_state` (SANDBOX.md §2.2).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HostState {
-    /// Not written: the tiers decide.
-    #[default]
-    Unset,
-    /// Bind host caches and tool state.
-    Auto,
-    /// Bind nothing from the host's state.
-    None,
-}
-
 /// `build:` (DSL.md §7.2). Paths are relative to the workspace.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Build {
@@ -653,30 +573,6 @@ pub struct Network {
     pub rules: Vec<String>,
     /// Parsed for compatibility; it has no effect.
     pub inherit: Option<NetworkInherit>,
-}
-
-/// Network modes (SANDBOX.md §6.5).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NetworkMode {
-    /// No filtering.
-    Open,
-    /// A host no rule allows is refused.
-    Allowlist,
-    /// A host no rule denies is allowed.
-    Denylist,
-}
-
-impl NetworkMode {
-    /// The mode a `network.mode` word names; `None` outside `open allowlist denylist` (C044).
-    pub fn from_word(word: &str) -> Option<NetworkMode> {
-        match word {
-            "open" => Some(NetworkMode::Open),
-            "allowlist" => Some(NetworkMode::Allowlist),
-            "denylist" => Some(NetworkMode::Denylist),
-            _ => None,
-        }
-    }
 }
 
 /// Known presets (SANDBOX.md §6.7).
@@ -715,10 +611,7 @@ impl NetworkInherit {
     }
 }
 
-mod lower;
-#[cfg(test)]
-pub(crate) use lower::lower;
-pub(crate) use lower::{default_json, lower_with, secret_is_file};
+pub(crate) mod lower;
 
 #[cfg(test)]
 #[path = "ir_tests.rs"]

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
+use super::lower::lower;
 use super::*;
 use crate::ast::{
     self, Decl, Edge as AstEdge, LoopClause, NetworkBlock, SandboxDecl, Value as V, When, WithMap,
@@ -276,18 +277,6 @@ fn secrets_take_their_defaults_and_sanitised_mount_paths() {
                 optional: false,
             },
         ]
-    );
-}
-
-#[test]
-fn sanitising_follows_sandbox_8_7() {
-    assert_eq!(sanitise_secret_name("registry_token"), "registry_token");
-    assert_eq!(sanitise_secret_name("__x__"), "x");
-    assert_eq!(sanitise_secret_name("a b/c"), "a_b_c");
-    assert_eq!(sanitise_secret_name("-._"), "secret");
-    assert_eq!(
-        default_secret_mount_path("é"),
-        "/run/iterion/secrets/secret"
     );
 }
 

@@ -22,12 +22,6 @@ mod decls;
 mod values;
 mod workflow;
 
-#[allow(
-    unused_imports,
-    reason = "for ir.rs: budget.max_duration in milliseconds, parsed the way E021 checks it"
-)]
-pub(crate) use values::duration_ms;
-
 /// A parse result; the error is the declaration's one diagnostic.
 type PResult<T> = Result<T, Box<Diagnostic>>;
 
@@ -211,7 +205,7 @@ fn describe(t: &Token) -> String {
         Tok::RBrace => quoted("}"),
         Tok::LParen => quoted("("),
         Tok::RParen => quoted(")"),
-        Tok::Str(s) => format!("string {}", values::preview(s)),
+        Tok::Str(s) => format!("string {}", preview(s)),
         Tok::Block(_) => "a block scalar".to_owned(),
         Tok::PromptBody(_) => "a prompt body".to_owned(),
         Tok::Newline => "end of line".to_owned(),
@@ -545,7 +539,7 @@ impl<'a> Parser<'a> {
             Tok::Int { value: Some(1), .. } => None,
             Tok::Int { text, .. } | Tok::Float { text, .. } => Some(text.clone()),
             Tok::Ident(s) => Some(s.clone()),
-            Tok::Str(s) => Some(values::preview(s)),
+            Tok::Str(s) => Some(preview(s)),
             _ => return Err(self.unexpected(Some("a profile number"))),
         };
         if let Some(v) = shown {
@@ -557,6 +551,22 @@ impl<'a> Parser<'a> {
         }
         self.bump();
         self.end_line()
+    }
+}
+
+/// At most this many chars of a string are quoted in messages.
+const PREVIEW_CHARS: usize = 40;
+
+/// A string shown in a message: quoted, first line only, truncated.
+fn preview(s: &ast::StrLit) -> String {
+    let first = s.value.split('\n').next().unwrap_or("");
+    let mut shown: String = first.chars().take(PREVIEW_CHARS).collect();
+    if shown.len() < s.value.len() {
+        shown.push('…');
+    }
+    match s.kind {
+        ast::StrKind::Raw => format!("`{shown}`"),
+        _ => format!("\"{shown}\""),
     }
 }
 

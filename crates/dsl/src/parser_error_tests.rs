@@ -346,8 +346,8 @@ fn durations_are_int_unit_pairs_with_a_positive_total() {
         let src = workflow_with(&format!("  budget:\n    max_duration: \"{bad}\"\n"));
         assert_eq!(codes(&src), vec![(Code::E021, 7)], "{bad:?}");
     }
-    assert_eq!(super::duration_ms("1h30m"), Some(5_400_000));
-    assert_eq!(super::duration_ms("2m5ms"), Some(120_005));
+    assert_eq!(super::values::duration_ms("1h30m"), Some(5_400_000));
+    assert_eq!(super::values::duration_ms("2m5ms"), Some(120_005));
 }
 
 #[test]

@@ -284,48 +284,83 @@ fn collect(chars: &[char], from: usize, to: usize) -> String {
     chars.get(from..to).unwrap_or_default().iter().collect()
 }
 
-/// Checks a namespace path against the shapes of the §4.1 table. `Err` holds the C004 reason.
+/// Why a reference's path has none of the §4.1 shapes: the C004 reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ShapeError {
+    /// `vars`, `outputs` or `secrets` without a name; `what` is `var`, `node` or `secret`.
+    #[error("{} needs a {what} name", namespace.as_str())]
+    NeedsName {
+        /// The namespace.
+        namespace: Namespace,
+        /// What it names.
+        what: &'static str,
+    },
+    /// A bare `run`.
+    #[error("run needs a field: only run.id exists")]
+    RunNeedsField,
+    /// `run.X` other than `run.id`.
+    #[error("run.{0} is not supported yet (only run.id exists)")]
+    RunFieldUnsupported(String),
+    /// `run.id.X`.
+    #[error("run.id has no fields")]
+    RunIdHasNoFields,
+    /// A bare `loop`.
+    #[error("loop needs a loop name")]
+    LoopNeedsName,
+    /// `loop.L` without a field.
+    #[error("loop.{0} needs a field: iteration, max or previous_output")]
+    LoopNeedsField(String),
+    /// `loop.L.iteration.X` or `loop.L.max.X`.
+    #[error("loop.{looped}.{field} has no fields")]
+    LoopFieldHasNoFields {
+        /// The loop.
+        looped: String,
+        /// `iteration` or `max`.
+        field: &'static str,
+    },
+    /// `loop.L.X` for another X.
+    #[error("unknown loop field \"{0}\" (expected iteration, max or previous_output)")]
+    UnknownLoopField(String),
+}
+
+/// Checks a namespace path against the shapes of the §4.1 table.
 /// `secrets.S.*` deeper paths are accepted here: they are C095, which needs the declarations.
-pub fn check_shape(ns: Namespace, path: &[String]) -> Result<(), String> {
+pub fn check_shape(ns: Namespace, path: &[String]) -> Result<(), ShapeError> {
     let seg = |i: usize| path.get(i).map(String::as_str);
     match ns {
         Namespace::Input => Ok(()),
         Namespace::Vars | Namespace::Outputs | Namespace::Secrets => match seg(0) {
             Some(_) => Ok(()),
-            None => Err(format!(
-                "{} needs a {} name",
-                ns.as_str(),
-                match ns {
+            None => Err(ShapeError::NeedsName {
+                namespace: ns,
+                what: match ns {
                     Namespace::Vars => "var",
                     Namespace::Outputs => "node",
                     _ => "secret",
-                }
-            )),
+                },
+            }),
         },
         Namespace::Run => match path {
             [id] if id == "id" => Ok(()),
-            [] => Err("run needs a field: only run.id exists".to_string()),
-            [first, ..] if first != "id" => Err(format!(
-                "run.{first} is not supported yet (only run.id exists)"
-            )),
-            _ => Err("run.id has no fields".to_string()),
+            [] => Err(ShapeError::RunNeedsField),
+            [first, ..] if first != "id" => Err(ShapeError::RunFieldUnsupported(first.clone())),
+            _ => Err(ShapeError::RunIdHasNoFields),
         },
         Namespace::Loop => match (seg(0), seg(1)) {
-            (None, _) => Err("loop needs a loop name".to_string()),
-            (Some(l), None) => Err(format!(
-                "loop.{l} needs a field: iteration, max or previous_output"
-            )),
+            (None, _) => Err(ShapeError::LoopNeedsName),
+            (Some(l), None) => Err(ShapeError::LoopNeedsField(l.to_owned())),
             (Some(l), Some(f @ ("iteration" | "max"))) => {
                 if path.len() == 2 {
                     Ok(())
                 } else {
-                    Err(format!("loop.{l}.{f} has no fields"))
+                    Err(ShapeError::LoopFieldHasNoFields {
+                        looped: l.to_owned(),
+                        field: if f == "max" { "max" } else { "iteration" },
+                    })
                 }
             }
             (Some(_), Some("previous_output")) => Ok(()),
-            (Some(_), Some(f)) => Err(format!(
-                "unknown loop field \"{f}\" (expected iteration, max or previous_output)"
-            )),
+            (Some(_), Some(f)) => Err(ShapeError::UnknownLoopField(f.to_owned())),
         },
     }
 }
@@ -488,7 +523,7 @@ fn reference_at(chars: &[char], start: usize, ns: Namespace, form: RefForm) -> R
     // The first segment is the namespace word (the caller matched it).
     let path: Vec<String> = segs.into_iter().skip(1).collect();
     if let Err(reason) = check_shape(ns, &path) {
-        return fail(reason);
+        return fail(reason.to_string());
     }
     Ok((
         Reference {

@@ -5,8 +5,9 @@ use std::net::IpAddr;
 pub use crate::addr::is_non_public;
 use crate::addr::{canonical_ip, non_public_range, views};
 use crate::host::canonical_host;
-use crate::matcher::{NetworkMode, Policy};
+use crate::matcher::Policy;
 use crate::preset::is_silent_deny;
+use iterion_vocab::NetworkMode;
 
 /// The verdict. Declaration order is strictness, so verdicts combine with `max()`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -14,6 +14,14 @@ pub enum NetProxyError {
         /// The mode as written.
         mode: String,
     },
+    /// `ITERION_SANDBOX_INSPECT_MAX_BODY` is not a size.
+    #[error(
+        "{text:?} is not a size; expected bytes, or a number with KiB, MiB or GiB (e.g. 64MiB)"
+    )]
+    InvalidSize {
+        /// The value as written.
+        text: String,
+    },
     /// A rule is empty (or only `!`).
     #[error("network rule #{index} is empty; remove it or write a host pattern")]
     EmptyRule {
@@ -115,6 +123,7 @@ impl NetProxyError {
         // No `_` arm: a new variant must choose its code.
         match self {
             Self::InvalidMode { .. } => "NETPROXY_INVALID_MODE",
+            Self::InvalidSize { .. } => "NETPROXY_INVALID_SIZE",
             Self::EmptyRule { .. } => "NETPROXY_EMPTY_RULE",
             Self::InvalidCidr { .. } => "NETPROXY_INVALID_CIDR",
             Self::InvalidWildcard { .. } => "NETPROXY_INVALID_WILDCARD",

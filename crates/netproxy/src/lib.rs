@@ -17,6 +17,7 @@ mod addr;
 mod auth;
 mod ca;
 mod decide;
+mod dial;
 mod error;
 mod forms;
 mod head;
@@ -27,7 +28,9 @@ mod preset;
 mod proxy;
 mod redact_stream;
 mod resolve;
+mod response;
 mod rewrite;
+mod shared;
 mod tunnel;
 mod zerocopy;
 
@@ -42,19 +45,22 @@ pub use head::{
     TargetKind, canonical_host_header, check_request_host, parse_request_head, target_of,
 };
 pub use host::{HostError, canonical_host, parse_authority, parse_host};
-pub use matcher::{DEFAULT_RULE_PORTS, HostPattern, NetworkMode, Policy, Rule, compile};
-pub use mitm::{MAX_INSPECTED_HEAD_BYTES, SECRET_POLICY_REASON};
+pub use iterion_vocab::NetworkMode;
+pub use matcher::{DEFAULT_RULE_PORTS, HostPattern, Policy, Rule, compile, parse_network_mode};
+pub use mitm::MAX_INSPECTED_HEAD_BYTES;
 pub use preset::{
     ITERION_DEFAULT_PRESET, ITERION_DEFAULT_RULES, SILENT_DENY_HOSTS, compile_with_preset,
     is_silent_deny, preset_rules,
 };
 pub use proxy::{
-    BlockedCallback, BlockedEvent, DEFAULT_INSPECT_MAX_BODY, MAX_PROXY_HEAD_BYTES,
-    POLICY_REASON_HEADER, ProxyBuilder, RunningProxy, parse_inspect_max_body,
+    DEFAULT_INSPECT_MAX_BODY, MAX_PROXY_HEAD_BYTES, ProxyBuilder, RunningProxy,
+    parse_inspect_max_body,
 };
 pub use redact_stream::ResponseRedactor;
 pub use resolve::{BoxFuture, Resolver, StaticHostsResolver, SystemResolver, parse_static_hosts};
+pub use response::POLICY_REASON_HEADER;
 pub use rewrite::{
     HEADER_GROWTH_BUDGET, MIN_SCANNED_VALUE_LEN, Secret, SecretKind, SecretRewriter,
     is_model_api_request, placeholder_for,
 };
+pub use shared::{BlockedCallback, BlockedEvent, SECRET_POLICY_REASON};

@@ -4,6 +4,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
+use iterion_vocab::NetworkMode;
 
 use crate::addr::canonical_ip;
 use crate::error::NetProxyError;
@@ -13,45 +14,23 @@ use crate::host::{as_ip, canonical_host, parse_host, parse_port};
 /// without `:port` denies every port.
 pub const DEFAULT_RULE_PORTS: [u16; 2] = [443, 80];
 
-/// The network mode of a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum NetworkMode {
-    /// Everything is allowed unless a rule denies it.
-    Open,
-    /// Only what a rule allows passes; no match denies (fails closed).
-    Allowlist,
-    /// Everything passes unless a rule denies it.
-    Denylist,
-}
-
-impl NetworkMode {
-    /// Parses a mode as written in a `network:` block. An empty (or blank) mode is `allowlist`.
-    ///
-    /// ```
-    /// use iterion_netproxy::NetworkMode;
-    /// assert_eq!(NetworkMode::parse("").unwrap(), NetworkMode::Allowlist);
-    /// assert_eq!(NetworkMode::parse(" Open ").unwrap(), NetworkMode::Open);
-    /// assert_eq!(NetworkMode::parse("strict").unwrap_err().code(), "NETPROXY_INVALID_MODE");
-    /// ```
-    pub fn parse(mode: &str) -> Result<Self, NetProxyError> {
-        match mode.trim().to_ascii_lowercase().as_str() {
-            "" | "allowlist" => Ok(Self::Allowlist),
-            "open" => Ok(Self::Open),
-            "denylist" => Ok(Self::Denylist),
-            _ => Err(NetProxyError::InvalidMode {
-                mode: mode.to_string(),
-            }),
-        }
+/// Parses a mode as written in a `network:` block, leniently: case and surrounding blanks are
+/// ignored, and an empty (or blank) mode is `allowlist` (fail closed).
+///
+/// ```
+/// use iterion_netproxy::{NetworkMode, parse_network_mode};
+/// assert_eq!(parse_network_mode("").unwrap(), NetworkMode::Allowlist);
+/// assert_eq!(parse_network_mode(" Open ").unwrap(), NetworkMode::Open);
+/// assert_eq!(parse_network_mode("strict").unwrap_err().code(), "NETPROXY_INVALID_MODE");
+/// ```
+pub fn parse_network_mode(mode: &str) -> Result<NetworkMode, NetProxyError> {
+    let word = mode.trim().to_ascii_lowercase();
+    if word.is_empty() {
+        return Ok(NetworkMode::Allowlist);
     }
-
-    /// The wire form.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Open => "open",
-            Self::Allowlist => "allowlist",
-            Self::Denylist => "denylist",
-        }
-    }
+    NetworkMode::from_word(&word).ok_or_else(|| NetProxyError::InvalidMode {
+        mode: mode.to_string(),
+    })
 }
 
 /// One compiled pattern.
@@ -275,7 +254,7 @@ impl fmt::Debug for Policy {
 /// assert_eq!(compile("allowlist", &["a.com:0"]).unwrap_err().code(), "NETPROXY_INVALID_PORT");
 /// ```
 pub fn compile<S: AsRef<str>>(mode: &str, rules: &[S]) -> Result<Policy, NetProxyError> {
-    let mode = NetworkMode::parse(mode)?;
+    let mode = parse_network_mode(mode)?;
     let rules = rules
         .iter()
         .enumerate()

@@ -19,16 +19,15 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use crate::ca::LeafResolver;
 use crate::decide::BlockReason;
+use crate::dial::dial;
 use crate::error::NetProxyError;
 use crate::head::{RequestTarget, canonical_host_header, check_request_host};
-use crate::proxy::{IO_TIMEOUT, ProxyBody, Shared, full, strip_hop_by_hop, text};
+use crate::response::{IO_TIMEOUT, ProxyBody, established, full, strip_hop_by_hop, text};
 use crate::rewrite::{HEADER_GROWTH_BUDGET, is_model_api_request};
-use crate::tunnel::{dial, established};
+use crate::shared::{Shared, refuse};
 
 /// A request line plus headers over this gets `431`.
 pub const MAX_INSPECTED_HEAD_BYTES: usize = 1024 * 1024 + 4096;
-/// `X-Iterion-Reason` on inspection refusals.
-pub const SECRET_POLICY_REASON: &str = "sandbox secret policy";
 
 /// The upstream TLS client: webpki roots plus injected extra roots, HTTP/1.1 only.
 pub(crate) fn client_config(
@@ -118,40 +117,6 @@ pub(crate) fn intercept(
         }
     });
     established()
-}
-
-/// A `403` when the target host name itself carries a secret in any form (a value as DNS
-/// labels would be exfiltrated by resolving it), before anything is resolved or dialled.
-pub(crate) fn refuse_secret_in_host(shared: &Shared, host: &str) -> Option<Response<ProxyBody>> {
-    let rw = shared.rewriter.as_ref()?;
-    rw.exfiltrates_to(host.as_bytes(), host)?;
-    Some(refuse(
-        shared,
-        host,
-        StatusCode::FORBIDDEN,
-        BlockReason::SecretExfiltration,
-    ))
-}
-
-pub(crate) fn refuse(
-    shared: &Shared,
-    host: &str,
-    status: StatusCode,
-    reason: BlockReason,
-) -> Response<ProxyBody> {
-    shared.blocked(host, reason, false);
-    let body = match reason {
-        BlockReason::SecretExfiltration => "blocked by sandbox secret policy".to_string(),
-        other => format!("{}: {}", status.as_u16(), other.as_str()),
-    };
-    let mut r = text(status, body);
-    r.headers_mut().insert(
-        "x-iterion-reason",
-        HeaderValue::from_static(SECRET_POLICY_REASON),
-    );
-    r.headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    r
 }
 
 fn head_len(parts: &Parts) -> usize {

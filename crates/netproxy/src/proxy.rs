@@ -10,11 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
@@ -24,21 +22,19 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::addr::canonical_ip;
 use crate::auth::ProxyToken;
 use crate::ca::EphemeralCa;
-use crate::decide::{BlockReason, Verdict, decide};
+use crate::decide::BlockReason;
+use crate::dial::VettedConnector;
 use crate::error::NetProxyError;
 use crate::head::{
     RequestTarget, TargetKind, canonical_host_header, check_request_host, target_of,
 };
 use crate::matcher::Policy;
 use crate::resolve::{Resolver, SystemResolver};
+use crate::response::{IO_TIMEOUT, ProxyBody, auth_required, full, strip_hop_by_hop, text};
 use crate::rewrite::SecretRewriter;
-use crate::tunnel::VettedConnector;
-
-/// The body type of every response the proxy produces.
-pub(crate) type ProxyBody = BoxBody<Bytes, hyper::Error>;
+use crate::shared::{BlockedCallback, Shared, refuse};
 
 /// Default bound on an inspected request body (`ITERION_SANDBOX_INSPECT_MAX_BODY`).
 pub const DEFAULT_INSPECT_MAX_BODY: usize = 64 * 1024 * 1024;
@@ -46,7 +42,7 @@ pub const DEFAULT_INSPECT_MAX_BODY: usize = 64 * 1024 * 1024;
 /// Parses an inspection body bound as `ITERION_SANDBOX_INSPECT_MAX_BODY` writes it (SANDBOX.md
 /// §17): a byte count, or one with a `KiB`, `MiB` or `GiB` suffix (`64MiB`, `512 KiB`). Zero,
 /// overflow and anything else are refused with the accepted forms.
-pub fn parse_inspect_max_body(text: &str) -> Result<usize, String> {
+pub fn parse_inspect_max_body(text: &str) -> Result<usize, NetProxyError> {
     let t = text.trim();
     let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
         Some(at) => (&t[..at], t[at..].trim()),
@@ -64,31 +60,12 @@ pub fn parse_inspect_max_body(text: &str) -> Result<usize, String> {
         .ok()
         .filter(|n| *n > 0 && scale > 0)
         .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| {
-            format!("{text:?} is not a size; expected bytes, or a number with KiB, MiB or GiB (e.g. 64MiB)")
+        .ok_or_else(|| NetProxyError::InvalidSize {
+            text: text.to_owned(),
         })
 }
-/// Header read timeout and dial timeout.
-pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest request head accepted on the proxy's own listener.
 pub const MAX_PROXY_HEAD_BYTES: usize = 64 * 1024;
-/// `X-Iterion-Reason` on policy denials.
-pub const POLICY_REASON_HEADER: &str = "blocked by sandbox network policy";
-
-/// A `network_blocked` event: `{host, reason, run_id}`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BlockedEvent {
-    /// The canonical host refused.
-    pub host: String,
-    /// Why.
-    pub reason: BlockReason,
-    /// The run.
-    pub run_id: String,
-}
-
-/// Receives `network_blocked` events, at most one per distinct `(host, reason)`. It runs on a
-/// runtime thread: keep it non-blocking (send into a channel).
-pub type BlockedCallback = Arc<dyn Fn(BlockedEvent) + Send + Sync>;
 
 /// Configures and starts a per-run proxy. Nothing binds until [`ProxyBuilder::start`].
 pub struct ProxyBuilder {
@@ -391,169 +368,6 @@ impl Drop for RunningProxy {
     }
 }
 
-pub(crate) struct Shared {
-    pub run_id: String,
-    pub policy: Policy,
-    pub token: ProxyToken,
-    pub resolver: Arc<dyn Resolver>,
-    pub rewriter: Option<Arc<SecretRewriter>>,
-    pub ca: Option<Arc<EphemeralCa>>,
-    pub client_tls: Arc<rustls::ClientConfig>,
-    pub max_body: usize,
-    pub blocked: Mutex<HashMap<(String, BlockReason), u64>>,
-    pub on_blocked: Option<BlockedCallback>,
-    pub client: Client<VettedConnector, ProxyBody>,
-    pub connector: VettedConnector,
-    pub cancel: CancellationToken,
-}
-
-impl Shared {
-    /// Counts a refusal and emits `network_blocked` on the first of each `(host, reason)`.
-    pub(crate) fn blocked(&self, host: &str, reason: BlockReason, silent: bool) {
-        tracing::info!(run_id = %self.run_id, host, reason = reason.as_str(), "egress refused");
-        let first = match self.blocked.lock() {
-            Ok(mut m) => {
-                let c = m.entry((host.to_string(), reason)).or_insert(0);
-                *c += 1;
-                *c == 1
-            }
-            Err(_) => false,
-        };
-        if first
-            && !silent
-            && let Some(cb) = &self.on_blocked
-        {
-            cb(BlockedEvent {
-                host: host.to_string(),
-                reason,
-                run_id: self.run_id.clone(),
-            });
-        }
-    }
-
-    /// Policy, then resolution, then the resolved-address check. Returns the vetted addresses
-    /// in resolver order.
-    pub(crate) async fn vet(
-        &self,
-        target: &RequestTarget,
-    ) -> Result<Vec<SocketAddr>, Response<ProxyBody>> {
-        let host = target.host.as_str();
-        let pre = decide(&self.policy, host, target.port, &[]);
-        if pre.verdict == Verdict::Deny {
-            let reason = pre.reason.unwrap_or(BlockReason::PolicyDenial);
-            self.blocked(host, reason, pre.silent);
-            return Err(policy_denied(host));
-        }
-        // A secret in the name itself would leave through the resolver (DNS) before any request.
-        if let Some(refused) = crate::mitm::refuse_secret_in_host(self, host) {
-            return Err(refused);
-        }
-        let ips = match host.parse::<IpAddr>() {
-            Ok(ip) => vec![ip],
-            Err(_) => match tokio::time::timeout(IO_TIMEOUT, self.resolver.resolve(host)).await {
-                Ok(Ok(ips)) if !ips.is_empty() => ips,
-                Ok(Ok(_)) | Ok(Err(_)) | Err(_) => {
-                    tracing::info!(host, "egress resolution failed");
-                    return Err(text(
-                        StatusCode::BAD_GATEWAY,
-                        format!("could not resolve '{host}'"),
-                    ));
-                }
-            },
-        };
-        // What a dual-stack socket would reach: an IPv4-mapped answer is dialled (and judged) as
-        // its IPv4 address.
-        let mut canonical: Vec<IpAddr> = Vec::with_capacity(ips.len());
-        for ip in ips.into_iter().map(canonical_ip) {
-            if !canonical.contains(&ip) {
-                canonical.push(ip);
-            }
-        }
-        let ips = canonical;
-        let d = decide(&self.policy, host, target.port, &ips);
-        if d.verdict == Verdict::Deny {
-            self.blocked(
-                host,
-                d.reason.unwrap_or(BlockReason::PolicyDenial),
-                d.silent,
-            );
-            return Err(policy_denied(host));
-        }
-        Ok(ips
-            .into_iter()
-            .map(|ip| SocketAddr::new(ip, target.port))
-            .collect())
-    }
-}
-
-pub(crate) fn full(body: impl Into<Bytes>) -> ProxyBody {
-    Full::new(body.into())
-        .map_err(|never| match never {})
-        .boxed()
-}
-
-pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Response<ProxyBody> {
-    let mut r = Response::new(full(body.into()));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
-}
-
-fn policy_denied(host: &str) -> Response<ProxyBody> {
-    let mut r = text(
-        StatusCode::FORBIDDEN,
-        format!("host '{host}' {POLICY_REASON_HEADER}"),
-    );
-    r.headers_mut().insert(
-        "x-iterion-reason",
-        HeaderValue::from_static(POLICY_REASON_HEADER),
-    );
-    r
-}
-
-fn auth_required() -> Response<ProxyBody> {
-    let mut r = text(
-        StatusCode::PROXY_AUTHENTICATION_REQUIRED,
-        "proxy authentication required",
-    );
-    r.headers_mut().insert(
-        header::PROXY_AUTHENTICATE,
-        HeaderValue::from_static("Basic realm=\"iterion-sandbox\""),
-    );
-    r
-}
-
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
-
-/// Strips the hop-by-hop headers, and any header the `Connection` header names.
-pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-        .collect();
-    for n in named {
-        headers.remove(n);
-    }
-    for h in HOP_BY_HOP {
-        headers.remove(h);
-    }
-}
-
 async fn serve_connection<I>(shared: Arc<Shared>, io: I)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -592,7 +406,7 @@ async fn handle(
     if target.kind == TargetKind::Forward
         && check_request_host(&target, req.uri(), req.headers(), 80).is_err()
     {
-        return Ok(crate::mitm::refuse(
+        return Ok(refuse(
             &shared,
             &target.host,
             StatusCode::MISDIRECTED_REQUEST,
@@ -712,6 +526,7 @@ mod tests {
         assert!(
             parse_inspect_max_body("64MB")
                 .unwrap_err()
+                .to_string()
                 .contains("KiB, MiB or GiB")
         );
     }

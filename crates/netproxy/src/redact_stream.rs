@@ -20,7 +20,7 @@ use http_body_util::BodyExt as _;
 use hyper::body::{Body, Frame, Incoming};
 
 use crate::forms::SecretForms;
-use crate::proxy::ProxyBody;
+use crate::response::ProxyBody;
 use crate::rewrite::SecretRewriter;
 
 /// The redaction state of one response body.

@@ -1,14 +1,11 @@
 //! CONNECT tunnels without inspection, dialing vetted addresses, and the pooled client's
 //! connector (SANDBOX.md §6.4).
 
-use std::collections::HashMap;
-use std::io;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 use std::time::Duration;
 
-use http::{Request, Response, StatusCode, Uri};
+use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
@@ -16,31 +13,14 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_util::sync::CancellationToken;
 
+use crate::dial::dial;
 use crate::head::RequestTarget;
-use crate::host::canonical_host;
-use crate::proxy::{IO_TIMEOUT, ProxyBody, Shared, full, text};
-use crate::resolve::BoxFuture;
+use crate::response::{ProxyBody, established, text};
+use crate::shared::Shared;
 
 /// After one direction of a tunnel ends, the other gets this long before both close.
 pub(crate) const CLOSE_BACKSTOP: Duration = Duration::from_secs(5);
 const COPY_BUF: usize = 64 * 1024;
-
-/// Connects to the vetted addresses in order, within 10 s overall. Never resolves.
-pub(crate) async fn dial(addrs: &[SocketAddr]) -> io::Result<TcpStream> {
-    let deadline = tokio::time::Instant::now() + IO_TIMEOUT;
-    let mut last = io::Error::new(io::ErrorKind::NotFound, "no vetted address");
-    for addr in addrs {
-        match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
-            Ok(Ok(s)) => {
-                let _ = s.set_nodelay(true);
-                return Ok(s);
-            }
-            Ok(Err(e)) => last = e,
-            Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "dial timed out")),
-        }
-    }
-    Err(last)
-}
 
 /// Handles an authorised, vetted CONNECT.
 pub(crate) async fn connect(
@@ -68,16 +48,6 @@ pub(crate) async fn connect(
         }
     });
     established()
-}
-
-/// `200 Connection Established`.
-pub(crate) fn established() -> Response<ProxyBody> {
-    let mut r = Response::new(full(""));
-    r.extensions_mut()
-        .insert(hyper::ext::ReasonPhrase::from_static(
-            b"Connection Established",
-        ));
-    r
 }
 
 /// Relays an upgraded CONNECT: when hyper hands back the plain socket it served (TCP, or the
@@ -161,45 +131,5 @@ where
                 _ = tokio::time::timeout(CLOSE_BACKSTOP, &mut up) => {}
             }
         }
-    }
-}
-
-/// `(host, port)` → the addresses vetted for it most recently.
-type VettedMap = HashMap<(String, u16), Vec<SocketAddr>>;
-
-/// The pooled client's connector: dials only addresses the handler vetted for this
-/// `(host, port)` just before sending, so the pool never resolves a name.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct VettedConnector {
-    vetted: Arc<Mutex<VettedMap>>,
-}
-
-impl VettedConnector {
-    pub(crate) fn remember(&self, host: &str, port: u16, addrs: Vec<SocketAddr>) {
-        if let Ok(mut m) = self.vetted.lock() {
-            m.insert((host.to_string(), port), addrs);
-        }
-    }
-}
-
-impl tower_service::Service<Uri> for VettedConnector {
-    type Response = TokioIo<TcpStream>;
-    type Error = io::Error;
-    type Future = BoxFuture<'static, io::Result<Self::Response>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, uri: Uri) -> Self::Future {
-        let host = canonical_host(uri.host().unwrap_or_default());
-        let port = uri.port_u16().unwrap_or(80);
-        let addrs = self
-            .vetted
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&(host, port)).cloned())
-            .unwrap_or_default();
-        Box::pin(async move { dial(&addrs).await.map(TokioIo::new) })
     }
 }

@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::model::{RunId, RunStatus};
+use crate::model::{InvalidRunId, RunId, RunStatus};
 use crate::time::Timestamp;
 
 /// A boxed error from the database driver, kept as the `source` of [`Error::Backend`] and
@@ -303,12 +303,18 @@ pub enum Error {
     },
 }
 
+impl From<InvalidRunId> for Error {
+    fn from(err: InvalidRunId) -> Self {
+        Self::InvalidRunId { value: err.value }
+    }
+}
+
 impl Error {
     /// The stable code of this error. Codes never change once shipped.
     pub const fn code(&self) -> &'static str {
         // No `_` arm: a new variant must choose its code.
         match self {
-            Self::InvalidRunId { .. } => "STORE_INVALID_RUN_ID",
+            Self::InvalidRunId { .. } => InvalidRunId::CODE,
             Self::RunNotFound { .. } => "STORE_RUN_NOT_FOUND",
             Self::RunExists { .. } => "STORE_RUN_EXISTS",
             Self::ParentNotFound { .. } => "STORE_PARENT_NOT_FOUND",

@@ -29,6 +29,7 @@
 //! [`iterion_home_from_env`] and [`store_from_env`].
 #![deny(missing_docs)]
 
+mod codec;
 mod error;
 mod home;
 mod model;
@@ -42,8 +43,8 @@ mod time;
 pub use error::{BackendError, DbLocation, Error, Result};
 pub use home::{DB_FILE_NAME, ITERION_HOME, db_path, iterion_home_from_env, resolve_iterion_home};
 pub use model::{
-    Admission, AdmissionDecision, Claim, Event, InitialStatus, Lease, LeaseRequest, Liveness,
-    LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId, RunStatus, Trust,
+    Admission, AdmissionDecision, Claim, Event, InitialStatus, InvalidRunId, Lease, LeaseRequest,
+    Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId, RunStatus, Trust,
 };
 pub use postgres::{PgOptions, PgStore};
 pub use select::{ITERION_STORE_URL, open_store, store_from_env};

@@ -2,9 +2,9 @@
 //! backend so SQLite and PostgreSQL cannot drift: a backend only reads the stored row under its own
 //! lock and writes the result.
 
+use crate::codec::{json_text, path_text};
 use crate::error::{Error, Result};
 use crate::model::{Run, RunId, RunStatus, Trust};
-use crate::sqlite::rows::{json_text, path_text};
 use crate::time::Timestamp;
 
 /// A run's columns encoded for the UPDATE, after the checks that need no database.

@@ -30,7 +30,6 @@
 //! (`scripts/build-static.sh`), and the command avoids anything that needs NSS (no name or user
 //! lookups).
 use std::io::Write as _;
-use std::net::SocketAddr;
 use std::os::unix::fs::FileTypeExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,7 +37,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use tokio::net::{TcpListener, TcpStream, UnixStream};
 
-use crate::cli::EgressBridgeArgs;
+use crate::args::{EgressBridgeArgs, ListenSpec};
 use crate::exit::Exit;
 
 /// The line written to stdout once every listener is bound (SANDBOX.md §4.6).
@@ -50,46 +49,6 @@ const SPLICE_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) so that the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
-
-/// One `--listen ADDR=SOCKET` pair: a loopback TCP address inside the container and the Unix
-/// socket its connections are carried to.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ListenSpec {
-    /// The TCP address to listen on (loopback only).
-    pub addr: SocketAddr,
-    /// The Unix socket each accepted connection is spliced to.
-    pub socket: PathBuf,
-}
-
-/// Parses `ADDR=SOCKET`, e.g. `127.0.0.1:3128=/run/iterion/net/proxy.sock` (the clap value parser
-/// of `--listen`). The address must be a loopback `ip:port` literal (no names: nothing is
-/// resolved), the socket path absolute.
-pub fn parse_listen(value: &str) -> Result<ListenSpec, String> {
-    let Some((addr, socket)) = value.split_once('=') else {
-        return Err(format!(
-            "expected ADDR=SOCKET (e.g. 127.0.0.1:3128=/run/iterion/net/proxy.sock), got {value:?}"
-        ));
-    };
-    let addr: SocketAddr = addr
-        .parse()
-        .map_err(|_| format!("{addr:?} is not an ip:port address (e.g. 127.0.0.1:3128)"))?;
-    if !addr.ip().is_loopback() {
-        return Err(format!(
-            "{addr} is not a loopback address: the bridge listens on loopback only"
-        ));
-    }
-    if addr.port() == 0 {
-        return Err(format!("{addr}: the port must be fixed, not 0"));
-    }
-    let socket = PathBuf::from(socket);
-    if !socket.is_absolute() {
-        return Err(format!(
-            "{:?} is not an absolute socket path",
-            socket.display()
-        ));
-    }
-    Ok(ListenSpec { addr, socket })
-}
 
 /// Runs the bridge until the process is killed. Returns only on a setup failure (exit 1, with
 /// the reason on stderr, before `ready`).
@@ -207,54 +166,5 @@ async fn splice(mut tcp: TcpStream, socket: PathBuf) {
         ) {
             eprintln!("egress bridge: connection to {}: {e}", socket.display());
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use pretty_assertions::assert_eq;
-
-    #[test]
-    fn listen_pair_parses_into_address_and_socket() {
-        assert_eq!(
-            parse_listen("127.0.0.1:3128=/run/iterion/net/proxy.sock"),
-            Ok(ListenSpec {
-                addr: "127.0.0.1:3128".parse().unwrap(),
-                socket: PathBuf::from("/run/iterion/net/proxy.sock"),
-            })
-        );
-        assert_eq!(
-            parse_listen("[::1]:3129=/a=b.sock"),
-            Ok(ListenSpec {
-                addr: "[::1]:3129".parse().unwrap(),
-                socket: PathBuf::from("/a=b.sock"),
-            })
-        );
-    }
-
-    #[test]
-    fn listen_pair_refuses_what_would_open_or_misroute_a_route() {
-        let refused = |value: &str| parse_listen(value).unwrap_err();
-        assert_eq!(
-            refused("0.0.0.0:3128=/s.sock"),
-            "0.0.0.0:3128 is not a loopback address: the bridge listens on loopback only"
-        );
-        assert_eq!(
-            refused("127.0.0.1:3128"),
-            "expected ADDR=SOCKET (e.g. 127.0.0.1:3128=/run/iterion/net/proxy.sock), got \"127.0.0.1:3128\""
-        );
-        assert_eq!(
-            refused("localhost:3128=/s.sock"),
-            "\"localhost:3128\" is not an ip:port address (e.g. 127.0.0.1:3128)"
-        );
-        assert_eq!(
-            refused("127.0.0.1:0=/s.sock"),
-            "127.0.0.1:0: the port must be fixed, not 0"
-        );
-        assert_eq!(
-            refused("127.0.0.1:3128=proxy.sock"),
-            "\"proxy.sock\" is not an absolute socket path"
-        );
     }
 }

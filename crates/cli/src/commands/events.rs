@@ -2,7 +2,7 @@
 //! `--json`, one object a line: `{run_id, seq, ts, type, data}`.
 use iterion_store::RunId;
 
-use crate::cli::EventsArgs;
+use crate::args::EventsArgs;
 use crate::commands::{Failure, open_store};
 use crate::exit::Exit;
 

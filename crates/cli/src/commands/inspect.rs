@@ -2,7 +2,7 @@
 //! code and admission.
 use iterion_store::{Run, RunId, RunQuery};
 
-use crate::cli::InspectArgs;
+use crate::args::InspectArgs;
 use crate::commands::{Failure, open_store};
 use crate::exit::Exit;
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use iterion_engine::{EngineError, ResumeRequest, RunControl};
 
-use crate::cli::ResumeArgs;
+use crate::args::ResumeArgs;
 use crate::commands::progress::Progress;
 use crate::commands::{Failure, finish, install_signals, open_store, product_engine};
 use crate::exit::Exit;

@@ -18,7 +18,7 @@ use iterion_sandbox::{
     parse_env_pairs,
 };
 
-use crate::cli::{AutoOrNone, RunArgs, SandboxFlags, TrustArg};
+use crate::args::{AutoOrNone, RunArgs, SandboxFlags, TrustArg};
 use crate::commands::progress::Progress;
 use crate::commands::{
     Failure, finish, install_signals, open_store, product_engine, product_setup,

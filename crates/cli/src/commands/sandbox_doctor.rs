@@ -7,67 +7,16 @@
 //! or `ITERION_SANDBOX_*` value), 0 otherwise. Warnings never change the exit code.
 use std::fmt::Write as _;
 
-use clap::{Args, Subcommand, ValueEnum};
 use iterion_engine::{
     BasicReport, CheckStatus, PreflightRequest, StrictReport, Target, build_basic_report,
     build_strict_report, doctor_timeout_from_env,
 };
 use iterion_sandbox::Trust;
 
-use crate::cli::SandboxFlags;
+use crate::args::{DoctorArgs, SandboxArgs, SandboxCommand, TargetArg};
 use crate::commands::run::{compile_workflow, launch_options};
 use crate::commands::{Failure, product_setup};
 use crate::exit::Exit;
-
-/// `iterion sandbox …`.
-#[derive(Debug, Args)]
-pub struct SandboxArgs {
-    /// What to do.
-    #[command(subcommand)]
-    pub command: SandboxCommand,
-}
-
-/// The `sandbox` subcommands.
-#[derive(Debug, Subcommand)]
-pub enum SandboxCommand {
-    /// Report what this host offers a sandbox; with --strict, check the exact spec a workflow
-    /// would run with (exit 1 when a check fails, 2 on bad input).
-    Doctor(DoctorArgs),
-}
-
-/// `--target`: which battery.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub enum TargetArg {
-    /// Follow the selected driver.
-    #[default]
-    Auto,
-    /// docker/podman.
-    #[value(alias = "docker", alias = "podman")]
-    Local,
-    /// kubernetes.
-    #[value(alias = "kubernetes", alias = "k8s")]
-    Cloud,
-}
-
-/// `iterion sandbox doctor …`.
-#[derive(Debug, Args)]
-pub struct DoctorArgs {
-    /// Run the check battery on the spec FILE (or a workflow without sandbox: block) resolves to.
-    #[arg(long)]
-    pub strict: bool,
-    /// Print one JSON document instead of the human form.
-    #[arg(long)]
-    pub json: bool,
-    /// The battery: auto follows the selected driver; local|docker|podman, cloud|kubernetes|k8s.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub target: TargetArg,
-    /// As `iterion run`'s.
-    #[command(flatten)]
-    pub flags: SandboxFlags,
-    /// The workflow; without it, the spec of a workflow with no sandbox: block in this
-    /// directory's repository.
-    pub file: Option<std::path::PathBuf>,
-}
 
 /// Runs the command.
 pub async fn run(args: SandboxArgs) -> Exit {

@@ -2,7 +2,7 @@
 use iterion_dsl::{CompileOptions, render};
 use serde_json::json;
 
-use crate::{cli::ValidateArgs, exit::Exit};
+use crate::{args::ValidateArgs, exit::Exit};
 
 /// The engine's ask-user capability as the validator sees it (DSL.md §8.3): `true` since
 /// `ask_user` reaches the host from inside a sandbox over the runner channel (SANDBOX.md §13.3),

@@ -86,7 +86,7 @@ fn check_vars(file: &ast::File, out: &mut Vec<Diagnostic>) {
     });
     for v in blocks.flat_map(|b| &b.vars) {
         let Some(default) = &v.default else { continue };
-        if ir::default_json(v.ty, default).is_none() {
+        if ir::lower::default_json(v.ty, default).is_none() {
             let mut d = Diagnostic::new(
                 Code::C109,
                 default.span(),

@@ -8,12 +8,13 @@
 //! The compiled children are handed to the lowering so the IR carries them
 //! (`ir::SubbotNode::child`). Files are read and children compiled through the [`Session`] of the
 //! top-level compile, which reuses what it can prove gives the same result (`session.rs`).
-use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::collections::BTreeSet;
 
+mod children;
 mod session;
-use session::{Outcome, Session};
+pub(crate) use children::Children;
+pub(crate) use session::Origin;
+use session::Outcome;
 
 use super::symbols::Symbols;
 use crate::{
@@ -22,91 +23,6 @@ use crate::{
     diag::Diagnostic,
     ir,
 };
-
-/// Where a source came from: what loading its children needs (DSL.md §3.9).
-#[derive(Clone, Debug)]
-pub(crate) struct Origin {
-    /// The directory `source` values are relative to.
-    pub dir: PathBuf,
-    /// The files from the root down to this one: canonical path and the name shown in C913.
-    pub chain: Vec<(PathBuf, String)>,
-    /// The canonical repository root of the root file, when it lies in one: every child must
-    /// resolve beneath it (C915) and is read beneath it.
-    pub repo: Option<PathBuf>,
-    /// The loader of this top-level compile, shared by every origin below the root.
-    session: Rc<Session>,
-}
-
-impl Origin {
-    /// The origin of a root file read from `path`, with a new session: children are read and
-    /// compiled once per top-level compile.
-    pub(crate) fn root(path: &Path) -> Self {
-        Self::root_with(path, session::Reuse::Cached)
-    }
-
-    /// [`Self::root`] with the given reuse (tests compare against `Reuse::Fresh`).
-    pub(crate) fn root_with(path: &Path, reuse: session::Reuse) -> Self {
-        let session = Rc::new(Session::new(reuse));
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let shown = path.file_name().map_or_else(
-            || path.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        );
-        let repo = repository_root_of(&dir);
-        Origin {
-            dir,
-            chain: vec![(session.canonical(path), shown)],
-            repo,
-            session,
-        }
-    }
-
-    /// The origin of the child at `path` (canonical path `canon`), shown as `source`.
-    fn child(&self, path: &Path, canon: &Path, source: &str) -> Self {
-        let mut chain = self.chain.clone();
-        chain.push((canon.to_path_buf(), source.to_owned()));
-        Origin {
-            dir: path
-                .parent()
-                .map_or_else(|| self.dir.clone(), Path::to_path_buf),
-            chain,
-            repo: self.repo.clone(),
-            session: Rc::clone(&self.session),
-        }
-    }
-
-    /// What this origin's session has read and compiled so far (tests).
-    #[cfg(test)]
-    fn session_stats(&self) -> session::Stats {
-        self.session.stats.borrow().clone()
-    }
-}
-
-/// The repository a root file in `dir` belongs to (issue 15 item 15): the nearest ancestor of
-/// `dir`'s canonical path holding a `.git` entry (a directory, or the file of a worktree), as
-/// git finds it. `None` outside any repository.
-fn repository_root_of(dir: &Path) -> Option<PathBuf> {
-    let dir = std::fs::canonicalize(dir).ok()?;
-    dir.ancestors()
-        .find(|d| std::fs::symlink_metadata(d.join(".git")).is_ok())
-        .map(Path::to_path_buf)
-}
-
-/// What the subbot check hands back to the pipeline.
-#[derive(Debug, Default)]
-pub(crate) struct Children {
-    /// The compiled child of each subbot node that compiled, by node name.
-    pub compiled: HashMap<String, ir::Workflow>,
-    /// The chain text of the first cycle found in this file or below it (`a -> b -> a`), so each
-    /// ancestor reports C913 too rather than a bare C910.
-    pub cycle: Option<String>,
-    /// Every canonical path tested against the chain of ancestors (C913), in this file or below
-    /// it: what a compile without a cycle depends on of the chain (`session.rs`).
-    pub footprint: BTreeSet<PathBuf>,
-}
 
 pub(super) fn check(
     syms: &Symbols<'_>,

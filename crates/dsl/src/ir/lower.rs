@@ -353,7 +353,7 @@ fn lower_node(
     };
     Node {
         id: n.name.name.clone(),
-        kind: n.kind.into(),
+        kind: n.kind,
         await_mode,
         body,
     }

@@ -358,7 +358,7 @@ impl Parser<'_> {
                 &key.name,
                 "\"provider/model\"",
                 s.span,
-                &super::values::preview(&s),
+                &super::preview(&s),
             ));
         }
         Ok(s)

@@ -1,7 +1,7 @@
 //! Values (DSL.md §2.1 `value`) and the value kinds of §3: string, word, int, bool, lists, map,
 //! prompt and name references, with their E021 / E020 checks.
 
-use super::{MAX_NESTING, PResult, Parser, check_reserved, diag};
+use super::{MAX_NESTING, PResult, Parser, check_reserved, diag, preview};
 use crate::ast::{self, LineStart, Span, StrKind, StrLit, Value};
 use crate::diag::{Code, Diagnostic};
 use crate::lexer::{Tok, is_ident};
@@ -57,22 +57,6 @@ pub(super) enum Prop {
     Nested(Span),
     /// `key:` with nothing after it; the span is the end of the line.
     Empty(Span),
-}
-
-/// At most this many chars of a string are quoted in messages.
-const PREVIEW_CHARS: usize = 40;
-
-/// A string shown in a message: quoted, first line only, truncated.
-pub(super) fn preview(s: &StrLit) -> String {
-    let first = s.value.split('\n').next().unwrap_or("");
-    let mut shown: String = first.chars().take(PREVIEW_CHARS).collect();
-    if shown.len() < s.value.len() {
-        shown.push('…');
-    }
-    match s.kind {
-        StrKind::Raw => format!("`{shown}`"),
-        _ => format!("\"{shown}\""),
-    }
 }
 
 /// A value shown in a message.

@@ -2,7 +2,8 @@
 
 use std::collections::HashMap;
 
-use super::values::{PVal, duration_ms, kind_error, preview};
+use super::preview;
+use super::values::{PVal, duration_ms, kind_error};
 use super::{PResult, Parser, check_reserved, diag};
 use crate::ast::{self, Span, Value};
 use crate::diag::Code;

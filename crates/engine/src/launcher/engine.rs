@@ -316,5 +316,5 @@ pub(crate) fn holder_name() -> String {
 
 /// Parses a run id given on the command line.
 pub(crate) fn parse_run_id(text: &str) -> Result<RunId, EngineError> {
-    RunId::parse(text).map_err(EngineError::Store)
+    RunId::parse(text).map_err(|e| EngineError::Store(e.into()))
 }

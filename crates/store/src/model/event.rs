@@ -1,6 +1,6 @@
 //! Append-only records of a run: audit events and log lines.
 
-use std::fmt;
+use iterion_vocab::LogStream;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -45,43 +45,6 @@ impl NewEvent {
             kind: kind.into(),
             data,
         }
-    }
-}
-
-/// Which stream a run log line came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LogStream {
-    /// A command's standard output.
-    Stdout,
-    /// A command's standard error.
-    Stderr,
-    /// iterion itself: driver operations in `docker …` form, `sandbox active`, … (SANDBOX.md §4.9).
-    System,
-}
-
-impl LogStream {
-    /// Every stream.
-    pub const ALL: [Self; 3] = [Self::Stdout, Self::Stderr, Self::System];
-
-    /// The wire and storage spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Stdout => "stdout",
-            Self::Stderr => "stderr",
-            Self::System => "system",
-        }
-    }
-
-    /// Parses the storage spelling; `None` for anything else.
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
-    }
-}
-
-impl fmt::Display for LogStream {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -6,8 +6,6 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::error::Error;
-
 /// A run's id: a UUID in lowercase hyphenated form, version 7 when the store made it (so ids
 /// sort by creation time).
 ///
@@ -33,11 +31,12 @@ impl RunId {
     /// Parses and normalises `text`.
     ///
     /// # Errors
-    /// [`Error::InvalidRunId`] when `text` is not a UUID.
-    pub fn parse(text: &str) -> Result<Self, Error> {
+    /// [`InvalidRunId`] when `text` is not a UUID (it converts into the store's
+    /// `Error::InvalidRunId`).
+    pub fn parse(text: &str) -> Result<Self, InvalidRunId> {
         Uuid::parse_str(text.trim())
             .map(|u| Self(u.hyphenated().to_string()))
-            .map_err(|_| Error::InvalidRunId {
+            .map_err(|_| InvalidRunId {
                 value: text.to_owned(),
             })
     }
@@ -48,6 +47,24 @@ impl RunId {
     }
 }
 
+/// Text that should have been a run id is not a UUID.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} is not a run id (expected a UUID such as 0190b4c6-1d2e-7f00-8000-000000000001)")]
+pub struct InvalidRunId {
+    /// What was given.
+    pub value: String,
+}
+
+impl InvalidRunId {
+    /// The stable code, the same as the store error it converts into.
+    pub const CODE: &'static str = "STORE_INVALID_RUN_ID";
+
+    /// [`InvalidRunId::CODE`].
+    pub fn code(&self) -> &'static str {
+        Self::CODE
+    }
+}
+
 impl fmt::Display for RunId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -55,14 +72,14 @@ impl fmt::Display for RunId {
 }
 
 impl FromStr for RunId {
-    type Err = Error;
+    type Err = InvalidRunId;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Self::parse(s)
     }
 }
 
 impl TryFrom<String> for RunId {
-    type Error = Error;
+    type Error = InvalidRunId;
     fn try_from(value: String) -> Result<Self, Self::Error> {
         Self::parse(&value)
     }

@@ -6,8 +6,9 @@ mod lease;
 mod run;
 mod status;
 
-pub use event::{Event, LogLine, LogStream, NewEvent, NewLogLine};
-pub use id::RunId;
+pub use event::{Event, LogLine, NewEvent, NewLogLine};
+pub use id::{InvalidRunId, RunId};
+pub use iterion_vocab::{LogStream, Trust};
 pub use lease::{Claim, Lease, Liveness};
 pub use run::{Admission, InitialStatus, LeaseRequest, NewRun, Run};
-pub use status::{AdmissionDecision, RunStatus, Trust};
+pub use status::{AdmissionDecision, RunStatus};

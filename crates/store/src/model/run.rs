@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::id::RunId;
-use super::status::{AdmissionDecision, RunStatus, Trust};
+use iterion_vocab::Trust;
+
+use super::status::{AdmissionDecision, RunStatus};
 use crate::time::Timestamp;
 
 /// One execution of a workflow, as stored in `runs`.

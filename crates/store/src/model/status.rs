@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 /// Where a run is in its life (SANDBOX.md §9.2).
 ///
@@ -114,51 +114,6 @@ impl RunStatus {
 }
 
 impl fmt::Display for RunStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// How far a run's workflow is trusted (SANDBOX.md §10). An untrusted run must be sandboxed.
-///
-/// Reading fails closed: any stored or serialised value other than `trusted` is
-/// [`Trust::Untrusted`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Trust {
-    /// The default.
-    #[default]
-    Trusted,
-    /// `--trust untrusted`, a fork lane, or a child or resume of an untrusted run.
-    Untrusted,
-}
-
-impl Trust {
-    /// The wire and storage spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Trusted => "trusted",
-            Self::Untrusted => "untrusted",
-        }
-    }
-
-    /// Reads a stored value, failing closed: only `trusted` is trusted.
-    pub fn from_stored(text: &str) -> Self {
-        if text == Self::Trusted.as_str() {
-            Self::Trusted
-        } else {
-            Self::Untrusted
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Trust {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        String::deserialize(deserializer).map(|s| Self::from_stored(&s))
-    }
-}
-
-impl fmt::Display for Trust {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }

@@ -87,28 +87,3 @@ fn status_spellings_round_trip_through_parse_and_serde() {
     assert_eq!(RunStatus::parse("Running"), None);
     assert_eq!(RunStatus::parse(""), None);
 }
-
-#[test]
-fn trust_fails_closed_on_anything_but_trusted() {
-    let read: Vec<_> = ["trusted", "untrusted", "Trusted", "", "yes", "trusted "]
-        .into_iter()
-        .map(|s| (s, Trust::from_stored(s)))
-        .collect();
-    assert_eq!(
-        read,
-        [
-            ("trusted", Trust::Trusted),
-            ("untrusted", Trust::Untrusted),
-            ("Trusted", Trust::Untrusted),
-            ("", Trust::Untrusted),
-            ("yes", Trust::Untrusted),
-            ("trusted ", Trust::Untrusted),
-        ]
-    );
-    let parsed: Trust = serde_json::from_str("\"admin\"").unwrap();
-    assert_eq!(parsed, Trust::Untrusted);
-    assert_eq!(
-        serde_json::to_string(&Trust::Trusted).unwrap(),
-        "\"trusted\""
-    );
-}

@@ -9,17 +9,17 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, GenericClient, Row};
 
-use super::Ctx;
+use super::ctx::Ctx;
+use crate::codec::{
+    NewRunRow, RUN_COLUMN_COUNT, RUN_COLUMNS, RawRun, Table, decode_log_line, fresh_run, json_text,
+    lease_expiry, to_i64, to_u64,
+};
 use crate::error::{Error, Result};
 use crate::model::{
-    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
-    RunStatus, Trust,
+    Claim, Event, InvalidRunId, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun,
+    Run, RunId, RunStatus, Trust,
 };
 use crate::save_rules::{StoredRun, check_save, encode_for_save};
-use crate::sqlite::leases::expiry;
-use crate::sqlite::rows::{
-    RUN_COLUMN_COUNT, RUN_COLUMNS, RawRun, json_text, path_text, to_i64, to_u64,
-};
 use crate::store::RunQuery;
 use crate::time::Timestamp;
 
@@ -49,7 +49,7 @@ fn raw_run(row: &Row) -> std::result::Result<RawRun, tokio_postgres::Error> {
     })
 }
 
-fn bad_id(ctx: &Ctx, column: &'static str, raw: &str, err: &Error) -> Error {
+fn bad_id(ctx: &Ctx, column: &'static str, raw: &str, err: &InvalidRunId) -> Error {
     Error::CorruptRecord {
         db: ctx.db.clone(),
         column,
@@ -108,17 +108,15 @@ async fn take_lease(
 }
 
 pub(crate) async fn create(client: &mut Client, ctx: &Ctx, new: NewRun) -> Result<Run> {
-    let id = new.id.clone().unwrap_or_else(RunId::generate);
-    let file_path = path_text(&id, "file_path", &new.file_path)?;
-    let worktree_path = new
-        .worktree_path
-        .as_deref()
-        .map(|p| path_text(&id, "worktree_path", p))
-        .transpose()?;
-    let vars = json_text(&id, "vars", &new.vars)?;
     let now = ctx.clock.now();
-    let lease_expiry = new.lease.as_ref().map(|l| expiry(now, l.ttl)).transpose()?;
-    let status = new.status.status();
+    let NewRunRow {
+        id,
+        file_path,
+        worktree_path,
+        vars,
+        status,
+        lease_expiry,
+    } = NewRunRow::encode(&new, now)?;
 
     let op = "creating a run";
     let tx = client.transaction().await.map_err(ctx.sql(op))?;
@@ -202,29 +200,7 @@ pub(crate) async fn create(client: &mut Client, ctx: &Ctx, new: NewRun) -> Resul
     }
     tx.commit().await.map_err(ctx.sql(op))?;
 
-    Ok(Run {
-        id,
-        workflow: new.workflow,
-        workflow_hash: new.workflow_hash,
-        file_path: new.file_path,
-        status,
-        trust: new.trust,
-        admission: None,
-        failure_code: None,
-        failure_message: None,
-        parent_run_id: new.parent_run_id,
-        root_run_id,
-        worktree_path: new.worktree_path,
-        vars: new.vars,
-        last_completed_node: None,
-        checkpoint: None,
-        deliveries: 0,
-        available_at: None,
-        created_at: now,
-        updated_at: now,
-        finished_at: None,
-        version: 1,
-    })
+    Ok(fresh_run(new, id, status, root_run_id, now))
 }
 
 pub(crate) async fn get(client: &impl GenericClient, ctx: &Ctx, id: &RunId) -> Result<Option<Run>> {
@@ -335,7 +311,7 @@ pub(crate) async fn claim_next(
     ttl: Duration,
 ) -> Result<Option<Claim>> {
     let now = ctx.clock.now();
-    let expires_at = expiry(now, ttl)?;
+    let expires_at = lease_expiry(now, ttl)?;
     let op = "claiming a queued run";
     // One statement, so one round trip and one commit per claim (the queue's rate is bound by
     // them, BENCHMARKS.md "Run queue"):
@@ -408,38 +384,21 @@ pub(crate) async fn claim_next(
     Ok(None)
 }
 
-/// The two append-only tables, which share their numbering rule.
-#[derive(Clone, Copy)]
-enum Table {
-    Events,
-    RunLogs,
+/// The statement reading `table`'s last `seq` for a run.
+fn max_seq_sql(table: Table) -> String {
+    format!(
+        "SELECT COALESCE(MAX(seq), 0) FROM {} WHERE run_id = $1",
+        table.name()
+    )
 }
 
-impl Table {
-    const fn max_seq_sql(self) -> &'static str {
-        match self {
-            Self::Events => "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = $1",
-            Self::RunLogs => "SELECT COALESCE(MAX(seq), 0) FROM run_logs WHERE run_id = $1",
-        }
-    }
-
-    const fn insert_sql(self) -> &'static str {
-        match self {
-            Self::Events => {
-                "INSERT INTO events (run_id, seq, ts_ms, type, data) VALUES ($1, $2, $3, $4, $5)"
-            }
-            Self::RunLogs => {
-                "INSERT INTO run_logs (run_id, seq, ts_ms, stream, line) VALUES ($1, $2, $3, $4, $5)"
-            }
-        }
-    }
-
-    const fn op(self) -> &'static str {
-        match self {
-            Self::Events => "appending events",
-            Self::RunLogs => "appending log lines",
-        }
-    }
+/// The statement inserting one row into `table`.
+fn insert_sql(table: Table) -> String {
+    format!(
+        "INSERT INTO {} ({}) VALUES ($1, $2, $3, $4, $5)",
+        table.name(),
+        table.columns()
+    )
 }
 
 /// Inserts `rows` after the run's last `seq` in one transaction, holding the run row's lock so
@@ -466,14 +425,14 @@ async fn append_rows(
         });
     }
     let last: i64 = tx
-        .query_one(table.max_seq_sql(), &[&run_id.as_str()])
+        .query_one(&max_seq_sql(table), &[&run_id.as_str()])
         .await
         .and_then(|row| row.try_get(0))
         .map_err(ctx.sql(op))?;
     let ts = ctx.clock.now();
     let first = to_u64(last) + 1;
     if !rows.is_empty() {
-        let insert = tx.prepare(table.insert_sql()).await.map_err(ctx.sql(op))?;
+        let insert = tx.prepare(&insert_sql(table)).await.map_err(ctx.sql(op))?;
         for (offset, (a, b)) in (0_u64..).zip(rows) {
             let params: [&(dyn ToSql + Sync); 5] = [
                 &run_id.as_str(),
@@ -615,19 +574,7 @@ pub(crate) async fn read_logs(
             let ts: i64 = row.try_get(1).map_err(ctx.sql(op))?;
             let stream: String = row.try_get(2).map_err(ctx.sql(op))?;
             let line: String = row.try_get(3).map_err(ctx.sql(op))?;
-            let stream = LogStream::parse(&stream).ok_or_else(|| Error::CorruptRecord {
-                db: ctx.db.clone(),
-                column: "run_logs.stream",
-                key: format!("{run_id} #{seq}"),
-                detail: format!("unknown stream {stream:?}"),
-            })?;
-            Ok(LogLine {
-                run_id: run_id.clone(),
-                seq: to_u64(seq),
-                ts: Timestamp::from_millis(ts),
-                stream,
-                line,
-            })
+            decode_log_line(&ctx.db, run_id, (seq, ts, stream, line))
         })
         .collect()
 }
@@ -662,7 +609,7 @@ pub(crate) async fn acquire(
     ttl: Duration,
 ) -> Result<Lease> {
     let now = ctx.clock.now();
-    let expires_at = expiry(now, ttl)?;
+    let expires_at = lease_expiry(now, ttl)?;
     let op = "acquiring a lease";
     let tx = client.transaction().await.map_err(ctx.sql(op))?;
     let exists = tx
@@ -702,7 +649,7 @@ pub(crate) async fn heartbeat(
     holder: &str,
     ttl: Duration,
 ) -> Result<Lease> {
-    let expires_at = expiry(ctx.clock.now(), ttl)?;
+    let expires_at = lease_expiry(ctx.clock.now(), ttl)?;
     let changed = client
         .execute(
             "UPDATE leases SET expires_at_ms = $3 WHERE run_id = $1 AND holder = $2",

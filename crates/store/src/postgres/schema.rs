@@ -8,7 +8,7 @@
 
 use tokio_postgres::Client;
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::error::{Error, Result};
 
 /// The advisory lock key every iterion migration takes ("iterion" in ASCII).

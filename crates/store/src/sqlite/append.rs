@@ -10,50 +10,28 @@ use std::ops::Range;
 
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 
-use super::Env;
-use super::rows::{from_json, json_text, to_i64, to_u64};
+use super::env::Env;
+use crate::codec::{Table, decode_log_line, from_json, json_text, to_i64, to_u64};
 use crate::error::{Error, Result};
 use crate::model::{Event, LogLine, LogStream, NewEvent, NewLogLine, RunId};
 use crate::time::Timestamp;
 
-/// The two append-only tables, which share their numbering rule.
-#[derive(Clone, Copy)]
-enum Table {
-    Events,
-    RunLogs,
+/// The statement reading whether the run exists and `table`'s last `seq` for it.
+fn max_seq_sql(table: Table) -> String {
+    format!(
+        "SELECT (SELECT 1 FROM runs WHERE id = ?1), \
+         (SELECT COALESCE(MAX(seq), 0) FROM {} WHERE run_id = ?1)",
+        table.name()
+    )
 }
 
-impl Table {
-    const fn max_seq_sql(self) -> &'static str {
-        match self {
-            Self::Events => {
-                "SELECT (SELECT 1 FROM runs WHERE id = ?1), \
-                 (SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1)"
-            }
-            Self::RunLogs => {
-                "SELECT (SELECT 1 FROM runs WHERE id = ?1), \
-                 (SELECT COALESCE(MAX(seq), 0) FROM run_logs WHERE run_id = ?1)"
-            }
-        }
-    }
-
-    const fn insert_sql(self) -> &'static str {
-        match self {
-            Self::Events => {
-                "INSERT INTO events (run_id, seq, ts_ms, type, data) VALUES (?1, ?2, ?3, ?4, ?5)"
-            }
-            Self::RunLogs => {
-                "INSERT INTO run_logs (run_id, seq, ts_ms, stream, line) VALUES (?1, ?2, ?3, ?4, ?5)"
-            }
-        }
-    }
-
-    const fn op(self) -> &'static str {
-        match self {
-            Self::Events => "appending events",
-            Self::RunLogs => "appending log lines",
-        }
-    }
+/// The statement inserting one row into `table`.
+fn insert_sql(table: Table) -> String {
+    format!(
+        "INSERT INTO {} ({}) VALUES (?1, ?2, ?3, ?4, ?5)",
+        table.name(),
+        table.columns()
+    )
 }
 
 /// Inserts `rows` (two text columns each) after the run's last `seq`, in one transaction.
@@ -78,7 +56,7 @@ fn append_rows<'r>(
     let ts = env.now();
     let first = last + 1;
     {
-        let mut insert = tx.prepare_cached(table.insert_sql()).map_err(env.sql(op))?;
+        let mut insert = tx.prepare_cached(&insert_sql(table)).map_err(env.sql(op))?;
         for (offset, (a, b)) in (0_u64..).zip(rows) {
             insert
                 .execute(params![
@@ -98,7 +76,7 @@ fn append_rows<'r>(
 /// The run's last `seq`, or `None` when the run does not exist (one statement for both).
 fn last_seq(tx: &Transaction<'_>, table: Table, run_id: &RunId) -> rusqlite::Result<Option<u64>> {
     let (exists, max): (Option<i64>, i64) = tx
-        .prepare_cached(table.max_seq_sql())?
+        .prepare_cached(&max_seq_sql(table))?
         .query_row([run_id.as_str()], |row| Ok((row.get(0)?, row.get(1)?)))?;
     Ok(exists.map(|_| to_u64(max)))
 }
@@ -186,7 +164,12 @@ pub(crate) fn read_events(
         .map_err(env.sql(op))?;
     rows.into_iter()
         .map(|(seq, ts, kind, data)| {
-            let data = from_json(env, "events.data", || format!("{run_id} #{seq}"), &data)?;
+            let data = from_json(
+                env.db(),
+                "events.data",
+                || format!("{run_id} #{seq}"),
+                &data,
+            )?;
             Ok(Event {
                 run_id: run_id.clone(),
                 seq: to_u64(seq),
@@ -218,20 +201,6 @@ pub(crate) fn read_logs(
         })
         .map_err(env.sql(op))?;
     rows.into_iter()
-        .map(|(seq, ts, stream, line)| {
-            let stream = LogStream::parse(&stream).ok_or_else(|| Error::CorruptRecord {
-                db: env.db().clone(),
-                column: "run_logs.stream",
-                key: format!("{run_id} #{seq}"),
-                detail: format!("unknown stream {stream:?}"),
-            })?;
-            Ok(LogLine {
-                run_id: run_id.clone(),
-                seq: to_u64(seq),
-                ts: Timestamp::from_millis(ts),
-                stream,
-                line,
-            })
-        })
+        .map(|row| decode_log_line(env.db(), run_id, row))
         .collect()
 }

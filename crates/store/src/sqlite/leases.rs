@@ -5,27 +5,12 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::Env;
-use super::runs::run_exists;
+use super::env::Env;
+use super::rows::run_exists;
+use crate::codec::lease_expiry;
 use crate::error::{Error, Result};
 use crate::model::{Lease, Liveness, RunId, RunStatus};
 use crate::time::Timestamp;
-
-/// The longest lease the store grants. A run's lease is renewed every 10 s; a day-long TTL is
-/// already a mistake, a year certainly is.
-const MAX_TTL_DAYS: u64 = 365;
-
-/// When a lease taken at `now` for `ttl` lapses.
-pub(crate) fn expiry(now: Timestamp, ttl: Duration) -> Result<Timestamp> {
-    let max = Duration::from_secs(MAX_TTL_DAYS * 86_400);
-    if ttl < Duration::from_millis(1) || ttl > max {
-        return Err(Error::InvalidLeaseTtl {
-            ttl,
-            max_days: MAX_TTL_DAYS,
-        });
-    }
-    Ok(now.saturating_add(ttl))
-}
 
 /// Writes `holder`'s lease unconditionally (the caller has decided it may).
 pub(crate) fn upsert(
@@ -51,7 +36,7 @@ pub(crate) fn acquire(
     ttl: Duration,
 ) -> Result<Lease> {
     let now = env.now();
-    let expires_at = expiry(now, ttl)?;
+    let expires_at = lease_expiry(now, ttl)?;
     let op = "acquiring a lease";
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -98,7 +83,7 @@ pub(crate) fn heartbeat(
     holder: String,
     ttl: Duration,
 ) -> Result<Lease> {
-    let expires_at = expiry(env.now(), ttl)?;
+    let expires_at = lease_expiry(env.now(), ttl)?;
     let changed = conn
         .prepare_cached("UPDATE leases SET expires_at_ms = ?3 WHERE run_id = ?1 AND holder = ?2")
         .and_then(|mut stmt| stmt.execute(params![run_id.as_str(), holder, expires_at.as_millis()]))

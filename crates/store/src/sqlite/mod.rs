@@ -15,6 +15,7 @@
 
 mod append;
 mod classify;
+mod env;
 pub(crate) mod leases;
 pub(crate) mod rows;
 mod runs;
@@ -29,12 +30,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags};
 
+use self::env::Env;
 use crate::error::{DbLocation, Error, Result};
 use crate::model::{
     Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
 };
 use crate::store::{RunQuery, Store};
-use crate::time::{Clock, SystemClock, Timestamp};
+use crate::time::{Clock, SystemClock};
 
 /// How hard SQLite works to make a commit durable (`PRAGMA synchronous`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -108,30 +110,6 @@ impl fmt::Debug for SqliteStore {
             .field("db", &self.inner.db)
             .field("store_id", &self.inner.store_id)
             .finish_non_exhaustive()
-    }
-}
-
-/// What a blocking operation needs besides the connection. `Copy`, so it can be used while the
-/// connection is mutably borrowed by a transaction.
-#[derive(Clone, Copy)]
-pub(crate) struct Env<'a> {
-    db: &'a DbLocation,
-    busy_timeout: Duration,
-    clock: &'a dyn Clock,
-}
-
-impl<'a> Env<'a> {
-    /// Maps an SQLite error raised while doing `op`.
-    pub(crate) fn sql(self, op: &'static str) -> impl FnOnce(rusqlite::Error) -> Error + 'a {
-        move |err| classify::classify(self.db, self.busy_timeout, op, err)
-    }
-
-    pub(crate) fn now(self) -> Timestamp {
-        self.clock.now()
-    }
-
-    pub(crate) fn db(self) -> &'a DbLocation {
-        self.db
     }
 }
 

@@ -4,30 +4,25 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::Env;
+use super::env::Env;
 use super::leases;
-use super::rows::{RUN_COLUMNS, RawRun, json_text, path_text, to_i64, to_u64};
+use super::rows::{raw_run, run_exists};
+use crate::codec::{NewRunRow, RUN_COLUMNS, fresh_run, lease_expiry, to_i64, to_u64};
 use crate::error::{Error, Result};
 use crate::model::{Claim, Lease, NewRun, Run, RunId, RunStatus, Trust};
 use crate::save_rules::{StoredRun, check_save, encode_for_save};
 use crate::store::RunQuery;
 
 pub(crate) fn create(conn: &mut Connection, env: Env<'_>, new: NewRun) -> Result<Run> {
-    let id = new.id.clone().unwrap_or_else(RunId::generate);
-    let file_path = path_text(&id, "file_path", &new.file_path)?;
-    let worktree_path = new
-        .worktree_path
-        .as_deref()
-        .map(|p| path_text(&id, "worktree_path", p))
-        .transpose()?;
-    let vars = json_text(&id, "vars", &new.vars)?;
     let now = env.now();
-    let lease_expiry = new
-        .lease
-        .as_ref()
-        .map(|l| leases::expiry(now, l.ttl))
-        .transpose()?;
-    let status = new.status.status();
+    let NewRunRow {
+        id,
+        file_path,
+        worktree_path,
+        vars,
+        status,
+        lease_expiry,
+    } = NewRunRow::encode(&new, now)?;
 
     let op = "creating a run";
     let tx = conn
@@ -100,29 +95,7 @@ pub(crate) fn create(conn: &mut Connection, env: Env<'_>, new: NewRun) -> Result
     }
     tx.commit().map_err(env.sql(op))?;
 
-    Ok(Run {
-        id,
-        workflow: new.workflow,
-        workflow_hash: new.workflow_hash,
-        file_path: new.file_path,
-        status,
-        trust: new.trust,
-        admission: None,
-        failure_code: None,
-        failure_message: None,
-        parent_run_id: new.parent_run_id,
-        root_run_id,
-        worktree_path: new.worktree_path,
-        vars: new.vars,
-        last_completed_node: None,
-        checkpoint: None,
-        deliveries: 0,
-        available_at: None,
-        created_at: now,
-        updated_at: now,
-        finished_at: None,
-        version: 1,
-    })
+    Ok(fresh_run(new, id, status, root_run_id, now))
 }
 
 pub(crate) fn get(conn: &Connection, env: Env<'_>, id: &RunId) -> Result<Option<Run>> {
@@ -133,7 +106,7 @@ fn select_run(conn: &Connection, env: Env<'_>, id: &RunId) -> Result<Option<Run>
     let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1");
     let raw = conn
         .prepare_cached(&sql)
-        .and_then(|mut stmt| stmt.query_row([id.as_str()], RawRun::read).optional())
+        .and_then(|mut stmt| stmt.query_row([id.as_str()], raw_run).optional())
         .map_err(env.sql("reading a run"))?;
     raw.map(|raw| raw.decode(env.db())).transpose()
 }
@@ -148,7 +121,7 @@ pub(crate) fn list(conn: &Connection, env: Env<'_>, query: RunQuery) -> Result<V
                  ORDER BY created_at_ms DESC, id DESC LIMIT ?2"
             );
             let mut stmt = conn.prepare_cached(&sql).map_err(env.sql(op))?;
-            stmt.query_map(params![status.as_str(), limit], RawRun::read)
+            stmt.query_map(params![status.as_str(), limit], raw_run)
                 .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
                 .map_err(env.sql(op))?
         }
@@ -157,7 +130,7 @@ pub(crate) fn list(conn: &Connection, env: Env<'_>, query: RunQuery) -> Result<V
                 "SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at_ms DESC, id DESC LIMIT ?1"
             );
             let mut stmt = conn.prepare_cached(&sql).map_err(env.sql(op))?;
-            stmt.query_map([limit], RawRun::read)
+            stmt.query_map([limit], raw_run)
                 .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
                 .map_err(env.sql(op))?
         }
@@ -243,7 +216,7 @@ pub(crate) fn claim_next(
     ttl: Duration,
 ) -> Result<Option<Claim>> {
     let now = env.now();
-    let expires_at = leases::expiry(now, ttl)?;
+    let expires_at = lease_expiry(now, ttl)?;
     let op = "claiming a queued run";
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -291,9 +264,4 @@ pub(crate) fn claim_next(
             expires_at,
         },
     }))
-}
-
-pub(crate) fn run_exists(conn: &Connection, id: &RunId) -> rusqlite::Result<bool> {
-    conn.prepare_cached("SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1)")?
-        .query_row([id.as_str()], |row| row.get(0))
 }

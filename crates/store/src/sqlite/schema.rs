@@ -9,7 +9,7 @@
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
-use super::Env;
+use super::env::Env;
 use crate::error::{Error, Result};
 
 /// Version 1: runs, events, run logs, leases, and the store's own metadata.

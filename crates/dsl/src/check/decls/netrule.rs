@@ -3,23 +3,66 @@
 //! validator of the shapes only; matching, IDNA folding and address checks are netproxy's.
 use std::net::IpAddr;
 
+/// Why a network rule or a secret `hosts` entry is refused: the `{why}` of its diagnostic.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RuleError {
+    #[error("a rule cannot be empty")]
+    EmptyRule,
+    #[error("\"!\" must be followed by a pattern")]
+    BareNegation,
+    #[error("a rule is a host pattern, with no scheme")]
+    RuleScheme,
+    #[error("only a CIDR holds \"/\"; a rule has no path")]
+    RulePath,
+    #[error("\"{0}\" is not a bracketed IPv6 address")]
+    BadBracketedIpv6(String),
+    #[error("\"{0}\" is not a valid CIDR")]
+    BadCidr(String),
+    #[error("\"{0}\" is not a port (a number from 1 to 65535)")]
+    BadPort(String),
+    #[error("a wildcard may only be the whole leading label (*. or **.)")]
+    WildcardPlacement,
+    #[error("a rule holds at most one wildcard, as its leading label")]
+    SecondWildcard,
+    #[error("a wildcard needs a host after it")]
+    WildcardWithoutHost,
+    #[error("a host cannot be empty")]
+    EmptyHost,
+    #[error("\"{0}\" ends in a number but is not an IPv4 address; write a.b.c.d")]
+    NumericName(String),
+    #[error("\"{0}\" has an empty label")]
+    EmptyLabel(String),
+    #[error("{} is not allowed in a host name (letters, digits and \"-\" only)", describe(.0))]
+    HostCharacter(char),
+    #[error("it is empty")]
+    EmptyEntry,
+    #[error("no scheme")]
+    EntryScheme,
+    #[error("no wildcard; an entry already covers its subdomains")]
+    EntryWildcard,
+    #[error("no path")]
+    EntryPath,
+    #[error("no port")]
+    EntryPort,
+}
+
 /// Checks one `rules` entry:
 /// `rule = [ "!" ] ( ( "**" | "*" | "**." host | "*." host | host | ipv4 | cidr ) [ ":" port ]
 ///        | ipv6 | "[" ipv6 "]" [ ":" port ] )`, where `port` is 1..=65535 (issue 15 item 10: an
 /// allowing rule without a port admits 443 and 80 only). The error is the `{why}` of
 /// `invalid network rule "{r}": {why}`.
-pub(crate) fn check_rule(rule: &str) -> Result<(), String> {
+pub(crate) fn check_rule(rule: &str) -> Result<(), RuleError> {
     let trimmed = rule.trim();
     if trimmed.is_empty() {
-        return Err("a rule cannot be empty".into());
+        return Err(RuleError::EmptyRule);
     }
     let pattern = trimmed.strip_prefix('!').unwrap_or(trimmed);
     if pattern.is_empty() {
-        return Err("\"!\" must be followed by a pattern".into());
+        return Err(RuleError::BareNegation);
     }
     let pattern = pattern.to_lowercase();
     if pattern.contains("://") {
-        return Err("a rule is a host pattern, with no scheme".into());
+        return Err(RuleError::RuleScheme);
     }
     let pattern = strip_port(&pattern)?;
     if let Some(inner) = pattern.strip_prefix('[') {
@@ -28,7 +71,7 @@ pub(crate) fn check_rule(rule: &str) -> Result<(), String> {
             .map(str::parse::<std::net::Ipv6Addr>)
         {
             Some(Ok(_)) => Ok(()),
-            _ => Err(format!("\"{pattern}\" is not a bracketed IPv6 address")),
+            _ => Err(RuleError::BadBracketedIpv6(pattern.to_owned())),
         };
     }
     if pattern.contains('/') {
@@ -46,12 +89,12 @@ pub(crate) fn check_rule(rule: &str) -> Result<(), String> {
     let suffix = pattern
         .strip_prefix("**.")
         .or_else(|| pattern.strip_prefix("*."))
-        .ok_or_else(|| "a wildcard may only be the whole leading label (*. or **.)".to_owned())?;
+        .ok_or(RuleError::WildcardPlacement)?;
     if suffix.contains('*') {
-        return Err("a rule holds at most one wildcard, as its leading label".into());
+        return Err(RuleError::SecondWildcard);
     }
     if suffix.is_empty() {
-        return Err("a wildcard needs a host after it".into());
+        return Err(RuleError::WildcardWithoutHost);
     }
     check_host(suffix)
 }
@@ -59,7 +102,7 @@ pub(crate) fn check_rule(rule: &str) -> Result<(), String> {
 /// The pattern without its `:port`, which must be 1..=65535 in digits. A CIDR carries its port
 /// after the prefix length (`10.0.0.0/8:5432`), an IPv6 address only in brackets (`[::1]:8080`);
 /// a pattern with several colons and no brackets is a bare IPv6 address, without a port.
-fn strip_port(pattern: &str) -> Result<&str, String> {
+fn strip_port(pattern: &str) -> Result<&str, RuleError> {
     let split = if let Some((addr, len)) = pattern.split_once('/') {
         len.split_once(':')
             .map(|(len, port)| (&pattern[..addr.len() + 1 + len.len()], port))
@@ -81,20 +124,18 @@ fn strip_port(pattern: &str) -> Result<&str, String> {
     if valid {
         Ok(rest)
     } else {
-        Err(format!(
-            "\"{port}\" is not a port (a number from 1 to 65535)"
-        ))
+        Err(RuleError::BadPort(port.to_owned()))
     }
 }
 
 /// `addr/prefix`, with the prefix within the address family's width.
-fn check_cidr(pattern: &str) -> Result<(), String> {
-    let bad = || Err(format!("\"{pattern}\" is not a valid CIDR"));
+fn check_cidr(pattern: &str) -> Result<(), RuleError> {
+    let bad = || Err(RuleError::BadCidr(pattern.to_owned()));
     let Some((addr, prefix)) = pattern.split_once('/') else {
         return bad();
     };
     let Ok(addr) = addr.parse::<IpAddr>() else {
-        return Err("only a CIDR holds \"/\"; a rule has no path".into());
+        return Err(RuleError::RulePath);
     };
     let max = if addr.is_ipv4() { 32 } else { 128 };
     match prefix.parse::<u8>() {
@@ -105,9 +146,9 @@ fn check_cidr(pattern: &str) -> Result<(), String> {
 
 /// A host name: dot-separated, non-empty labels of letters, digits, `-`, or non-ASCII letters
 /// and digits (IDNA-folded by netproxy).
-pub(crate) fn check_host(host: &str) -> Result<(), String> {
+pub(crate) fn check_host(host: &str) -> Result<(), RuleError> {
     if host.is_empty() {
-        return Err("a host cannot be empty".into());
+        return Err(RuleError::EmptyHost);
     }
     // A numeric last label makes the whole an IPv4 number to every resolver (`127.1`,
     // `0x7f.1`, `2130706433`): write addresses as dotted quads, names with a non-numeric TLD.
@@ -118,40 +159,35 @@ pub(crate) fn check_host(host: &str) -> Result<(), String> {
                 .strip_prefix("0x")
                 .is_some_and(|x| x.bytes().all(|b| b.is_ascii_hexdigit())));
     if numeric && host.parse::<std::net::Ipv4Addr>().is_err() {
-        return Err(format!(
-            "\"{host}\" ends in a number but is not an IPv4 address; write a.b.c.d"
-        ));
+        return Err(RuleError::NumericName(host.to_owned()));
     }
     for label in host.split('.') {
         if label.is_empty() {
-            return Err(format!("\"{host}\" has an empty label"));
+            return Err(RuleError::EmptyLabel(host.to_owned()));
         }
         if let Some(c) = label.chars().find(|&c| {
             !(c.is_ascii_alphanumeric() || c == '-' || (!c.is_ascii() && c.is_alphanumeric()))
         }) {
-            return Err(format!(
-                "{} is not allowed in a host name (letters, digits and \"-\" only)",
-                describe(c)
-            ));
+            return Err(RuleError::HostCharacter(c));
         }
     }
     Ok(())
 }
 
 /// How a character is named in a message.
-fn describe(c: char) -> String {
+fn describe(c: &char) -> String {
     match c {
         ' ' => "a space".to_owned(),
-        c if c.is_control() || c.is_whitespace() => format!("U+{:04X}", u32::from(c)),
+        c if c.is_control() || c.is_whitespace() => format!("U+{:04X}", u32::from(*c)),
         c => format!("\"{c}\""),
     }
 }
 
 /// Checks one secret `hosts` entry: a bare host name or an IP literal, with no scheme, path, port
 /// or wildcard. The error is the `{why}` of C092.
-pub(crate) fn check_hosts_entry(entry: &str) -> Result<(), String> {
+pub(crate) fn check_hosts_entry(entry: &str) -> Result<(), RuleError> {
     if entry.is_empty() {
-        return Err("it is empty".into());
+        return Err(RuleError::EmptyEntry);
     }
     if entry.parse::<IpAddr>().is_ok() {
         return Ok(());
@@ -162,16 +198,16 @@ pub(crate) fn check_hosts_entry(entry: &str) -> Result<(), String> {
         return Ok(());
     }
     if entry.contains("://") {
-        return Err("no scheme".into());
+        return Err(RuleError::EntryScheme);
     }
     if entry.contains('*') {
-        return Err("no wildcard; an entry already covers its subdomains".into());
+        return Err(RuleError::EntryWildcard);
     }
     if entry.contains('/') {
-        return Err("no path".into());
+        return Err(RuleError::EntryPath);
     }
     if entry.contains(':') {
-        return Err("no port".into());
+        return Err(RuleError::EntryPort);
     }
     check_host(entry)
 }
@@ -307,7 +343,11 @@ mod tests {
             ),
         ];
         for (rule, why) in cases {
-            assert_eq!(check_rule(rule), Err(why.to_owned()), "{rule:?}");
+            assert_eq!(
+                check_rule(rule).map_err(|e| e.to_string()),
+                Err(why.to_owned()),
+                "{rule:?}"
+            );
         }
     }
 
@@ -337,7 +377,11 @@ mod tests {
             ),
         ];
         for (entry, why) in cases {
-            assert_eq!(check_hosts_entry(entry), Err(why.to_owned()), "{entry:?}");
+            assert_eq!(
+                check_hosts_entry(entry).map_err(|e| e.to_string()),
+                Err(why.to_owned()),
+                "{entry:?}"
+            );
         }
     }
 

@@ -71,7 +71,7 @@ pub(super) fn check(syms: &Symbols<'_>, out: &mut Vec<Diagnostic>) {
 /// secret, for the clash check.
 fn check_delivery(s: &SecretDef, out: &mut Vec<Diagnostic>) -> Option<String> {
     let c094 = |lit: &StrLit, message: String| Diagnostic::new(Code::C094, lit.span, message);
-    let is_file = ir::secret_is_file(s);
+    let is_file = ir::lower::secret_is_file(s);
     if let (None, Some(w)) = (is_file, &s.as_) {
         out.push(
             Diagnostic::new(
@@ -164,7 +164,7 @@ pub(super) fn check_delivered(syms: &Symbols<'_>, opted_out: bool, out: &mut Vec
         }
         let reason = if opted_out {
             "workflow opts out of the sandbox"
-        } else if ir::secret_is_file(s) == Some(false)
+        } else if ir::lower::secret_is_file(s) == Some(false)
             && s.hosts.as_ref().is_none_or(|h| h.items.is_empty())
         {
             "no hosts"

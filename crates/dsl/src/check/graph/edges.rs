@@ -2,7 +2,7 @@
 //! C014, C015, C026, C123, C124, C145, C901, C903, C905.
 use std::collections::{HashMap, HashSet};
 
-use super::{Graph, OutputSchema, field, first_nodes, is_fan_out, is_pure, output_schema};
+use super::model::{Graph, OutputSchema, field, first_nodes, is_fan_out, is_pure, output_schema};
 use crate::ast::{self, VarType, When};
 use crate::check::symbols::Symbols;
 use crate::diag::{Code, Diagnostic};

@@ -8,7 +8,7 @@
 //! here, so only the breach is reported for it.
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use super::{Graph, await_span, first_nodes, has_await, is_fan_out, is_pure, is_terminal};
+use super::model::{Graph, await_span, first_nodes, has_await, is_fan_out, is_pure, is_terminal};
 use crate::ast;
 use crate::check::symbols::Symbols;
 use crate::diag::{Code, Diagnostic};

@@ -1,7 +1,7 @@
 //! Entry, reachability and cycles (DSL.md §3.8, §5.1): C008, C016, C019.
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use super::{Graph, first_nodes, is_terminal};
+use super::model::{Graph, first_nodes, is_terminal, tarjan};
 use crate::check::symbols::Symbols;
 use crate::diag::{Code, Diagnostic};
 
@@ -32,7 +32,7 @@ fn entry<'a>(g: &Graph<'a>, syms: &Symbols<'a>, out: &mut Vec<Diagnostic>) -> Op
                     w.span,
                     format!("entry \"{}\" is not a declared node", w.text),
                 );
-                if let Some(h) = super::did_you_mean(&w.text, syms.nodes.keys().copied()) {
+                if let Some(h) = super::model::did_you_mean(&w.text, syms.nodes.keys().copied()) {
                     d = d.with_hint(h);
                 }
                 out.push(d);
@@ -166,75 +166,4 @@ fn shortest_path(
     }
     path.reverse();
     path
-}
-
-/// Strongly connected components (Tarjan), iteratively so a long chain cannot overflow the
-/// stack. Returns every component, singletons included.
-pub(super) fn tarjan(adj: &[Vec<(usize, usize)>]) -> Vec<Vec<usize>> {
-    let n = adj.len();
-    let mut index = vec![usize::MAX; n];
-    let mut low = vec![0usize; n];
-    let mut on_stack = vec![false; n];
-    let mut stack: Vec<usize> = Vec::new();
-    let mut comps = Vec::new();
-    let mut next = 0usize;
-    // Call stack frames: (node, position in its adjacency list).
-    let mut frames: Vec<(usize, usize)> = Vec::new();
-    for root in 0..n {
-        if index.get(root) != Some(&usize::MAX) {
-            continue;
-        }
-        frames.push((root, 0));
-        while let Some(&mut (u, ref mut pos)) = frames.last_mut() {
-            if *pos == 0 && index.get(u) == Some(&usize::MAX) {
-                if let (Some(i), Some(l), Some(s)) =
-                    (index.get_mut(u), low.get_mut(u), on_stack.get_mut(u))
-                {
-                    *i = next;
-                    *l = next;
-                    *s = true;
-                }
-                next += 1;
-                stack.push(u);
-            }
-            let succ = adj.get(u).and_then(|l| l.get(*pos)).map(|&(_, v)| v);
-            match succ {
-                Some(v) => {
-                    *pos += 1;
-                    let vi = index.get(v).copied().unwrap_or(0);
-                    if vi == usize::MAX {
-                        frames.push((v, 0));
-                    } else if on_stack.get(v).copied().unwrap_or(false) {
-                        let lu = low.get(u).copied().unwrap_or(0);
-                        if let Some(l) = low.get_mut(u) {
-                            *l = lu.min(vi);
-                        }
-                    }
-                }
-                None => {
-                    frames.pop();
-                    let lu = low.get(u).copied().unwrap_or(0);
-                    if let Some(&(parent, _)) = frames.last()
-                        && let Some(lp) = low.get_mut(parent)
-                    {
-                        *lp = (*lp).min(lu);
-                    }
-                    if Some(&lu) == index.get(u) {
-                        let mut comp = Vec::new();
-                        while let Some(w) = stack.pop() {
-                            if let Some(s) = on_stack.get_mut(w) {
-                                *s = false;
-                            }
-                            comp.push(w);
-                            if w == u {
-                                break;
-                            }
-                        }
-                        comps.push(comp);
-                    }
-                }
-            }
-        }
-    }
-    comps
 }

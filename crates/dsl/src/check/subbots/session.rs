@@ -58,8 +58,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use super::Origin;
-use crate::{CompileOptions, LoadError, ReadFailure, diag::Diagnostic, ir};
+use super::children::Children;
+use crate::diag::Diagnostic;
+use crate::ir;
+use crate::load::{LoadError, ReadFailure, read_beneath, read_bounded};
+use crate::options::{CompileOptions, Compiled};
 
 /// Whether a session reuses what it has loaded (production always does).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,10 +101,14 @@ type Key<Dir> = (PathBuf, Dir, usize);
 /// A file's bytes, or why they could not be read.
 type Read = Result<Rc<[u8]>, ReadFailure>;
 
+/// The whole pipeline, handed in by the crate root: a child is compiled the way its parent is
+/// (the root passes `compile_in`), without this loader naming the pipeline that calls it.
+pub(crate) type CompileFn = fn(&[u8], &CompileOptions, Option<&Origin>) -> (Compiled, Children);
+
 /// The state of one top-level compile, shared by every [`Origin`] below the root.
-#[derive(Debug)]
 pub(crate) struct Session {
     reuse: Reuse,
+    compile: CompileFn,
     canonical: RefCell<HashMap<OsString, PathBuf>>,
     files: RefCell<HashMap<PathBuf, Read>>,
     /// Outcomes without errors, by the canonical directory.
@@ -120,10 +127,19 @@ pub(super) struct Stats {
     pub compiles: std::collections::BTreeMap<PathBuf, usize>,
 }
 
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("reuse", &self.reuse)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Session {
-    pub(crate) fn new(reuse: Reuse) -> Self {
+    pub(crate) fn new(reuse: Reuse, compile: CompileFn) -> Self {
         Session {
             reuse,
+            compile,
             canonical: RefCell::default(),
             files: RefCell::default(),
             clean: RefCell::default(),
@@ -166,8 +182,8 @@ impl Session {
                     .or_default() += 1;
             }
             match repo {
-                Some(root) => crate::read_beneath(root, canon).map(Rc::from),
-                None => crate::read_bounded(path).map(Rc::from),
+                Some(root) => read_beneath(root, canon).map(Rc::from),
+                None => read_bounded(path).map(Rc::from),
             }
         };
         if self.reuse != Reuse::Cached {
@@ -224,7 +240,7 @@ impl Session {
                 .entry(canon.to_path_buf())
                 .or_default() += 1;
         }
-        let (compiled, children) = crate::compile_in(&bytes, opts, Some(&origin));
+        let (compiled, children) = (self.compile)(&bytes, opts, Some(&origin));
         let outcome = match children.cycle {
             Some(chain) => Outcome::Cycle(chain),
             None => match compiled.diagnostics.into_iter().find(Diagnostic::is_error) {
@@ -255,3 +271,75 @@ impl Session {
 #[cfg(test)]
 #[path = "session_tests.rs"]
 mod tests;
+
+/// Where a source came from: what loading its children needs (DSL.md §3.9).
+#[derive(Clone, Debug)]
+pub(crate) struct Origin {
+    /// The directory `source` values are relative to.
+    pub dir: PathBuf,
+    /// The files from the root down to this one: canonical path and the name shown in C913.
+    pub chain: Vec<(PathBuf, String)>,
+    /// The canonical repository root of the root file, when it lies in one: every child must
+    /// resolve beneath it (C915) and is read beneath it.
+    pub repo: Option<PathBuf>,
+    /// The loader of this top-level compile, shared by every origin below the root.
+    pub(super) session: Rc<Session>,
+}
+
+impl Origin {
+    /// The origin of a root file read from `path`, with a new session: children are read and
+    /// compiled once per top-level compile.
+    pub(crate) fn root(path: &Path, compile: CompileFn) -> Self {
+        Self::root_with(path, Reuse::Cached, compile)
+    }
+
+    /// [`Self::root`] with the given reuse (tests compare against `Reuse::Fresh`).
+    pub(crate) fn root_with(path: &Path, reuse: Reuse, compile: CompileFn) -> Self {
+        let session = Rc::new(Session::new(reuse, compile));
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let shown = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let repo = repository_root_of(&dir);
+        Origin {
+            dir,
+            chain: vec![(session.canonical(path), shown)],
+            repo,
+            session,
+        }
+    }
+
+    /// The origin of the child at `path` (canonical path `canon`), shown as `source`.
+    fn child(&self, path: &Path, canon: &Path, source: &str) -> Self {
+        let mut chain = self.chain.clone();
+        chain.push((canon.to_path_buf(), source.to_owned()));
+        Origin {
+            dir: path
+                .parent()
+                .map_or_else(|| self.dir.clone(), Path::to_path_buf),
+            chain,
+            repo: self.repo.clone(),
+            session: Rc::clone(&self.session),
+        }
+    }
+
+    /// What this origin's session has read and compiled so far (tests).
+    #[cfg(test)]
+    fn session_stats(&self) -> Stats {
+        self.session.stats.borrow().clone()
+    }
+}
+
+/// The repository a root file in `dir` belongs to (issue 15 item 15): the nearest ancestor of
+/// `dir`'s canonical path holding a `.git` entry (a directory, or the file of a worktree), as
+/// git finds it. `None` outside any repository.
+fn repository_root_of(dir: &Path) -> Option<PathBuf> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    dir.ancestors()
+        .find(|d| std::fs::symlink_metadata(d.join(".git")).is_ok())
+        .map(Path::to_path_buf)
+}

@@ -61,7 +61,7 @@ type Output = (Vec<Diagnostic>, Option<ir::Workflow>);
 /// Compiles `root` as `compile_file` does, with the given reuse, and says what the session did.
 fn compile_with(root: &Path, reuse: Reuse) -> (Output, Stats) {
     let bytes = crate::load(root).expect("root loads");
-    let origin = Origin::root_with(root, reuse);
+    let origin = Origin::root_with(root, reuse, crate::compile_in);
     let (c, _) = crate::compile_in(&bytes, &CompileOptions::default(), Some(&origin));
     ((c.diagnostics, c.workflow), origin.session_stats())
 }

@@ -1,7 +1,12 @@
-//! The argument grammar (ARCHITECTURE.md §4). Parsing only; the commands act.
+//! The argument grammar (ARCHITECTURE.md §4): every clap type and value parser of every command.
+//! Parsing only; the commands (`commands/`) act, and no command defines an argument type.
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+mod listen;
+
+pub use listen::{ListenSpec, parse_listen};
 
 /// iterion runs declarative AI-agent workflows (`.iter` files), each run inside an isolated
 /// sandbox.
@@ -29,7 +34,7 @@ pub enum Command {
     /// Print a run's events.
     Events(EventsArgs),
     /// Sandbox diagnostics: `iterion sandbox doctor [--strict] [--json] …`.
-    Sandbox(crate::commands::sandbox_doctor::SandboxArgs),
+    Sandbox(SandboxArgs),
     /// Cloud worker: takes queued runs (`run --submit`) from the store's queue, executes them
     /// under a lease, redelivers infrastructure failures, reaps orphaned sandboxes. Runs until
     /// SIGTERM.
@@ -165,6 +170,56 @@ pub struct EgressBridgeArgs {
     /// A loopback TCP listener and the Unix socket its connections are spliced to (repeatable),
     /// e.g. `127.0.0.1:3128=/run/iterion/net/proxy.sock`.
     #[arg(long = "listen", value_name = "ADDR=SOCKET", required = true,
-          value_parser = crate::commands::egress_bridge::parse_listen)]
-    pub listen: Vec<crate::commands::egress_bridge::ListenSpec>,
+          value_parser = parse_listen)]
+    pub listen: Vec<ListenSpec>,
+}
+
+/// `iterion sandbox …`.
+#[derive(Debug, Args)]
+pub struct SandboxArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: SandboxCommand,
+}
+
+/// The `sandbox` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Report what this host offers a sandbox; with --strict, check the exact spec a workflow
+    /// would run with (exit 1 when a check fails, 2 on bad input).
+    Doctor(DoctorArgs),
+}
+
+/// `--target`: which battery.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum TargetArg {
+    /// Follow the selected driver.
+    #[default]
+    Auto,
+    /// docker/podman.
+    #[value(alias = "docker", alias = "podman")]
+    Local,
+    /// kubernetes.
+    #[value(alias = "kubernetes", alias = "k8s")]
+    Cloud,
+}
+
+/// `iterion sandbox doctor …`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Run the check battery on the spec FILE (or a workflow without sandbox: block) resolves to.
+    #[arg(long)]
+    pub strict: bool,
+    /// Print one JSON document instead of the human form.
+    #[arg(long)]
+    pub json: bool,
+    /// The battery: auto follows the selected driver; local|docker|podman, cloud|kubernetes|k8s.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub target: TargetArg,
+    /// As `iterion run`'s.
+    #[command(flatten)]
+    pub flags: SandboxFlags,
+    /// The workflow; without it, the spec of a workflow with no sandbox: block in this
+    /// directory's repository.
+    pub file: Option<std::path::PathBuf>,
 }

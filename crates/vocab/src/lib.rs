@@ -1,0 +1,34 @@
+//! iterion-vocab: the words every iterion crate shares.
+//!
+//! A workflow says `host_state: auto`, the sandbox plans from it, the store records the run's
+//! trust, the engine labels a node's kind and a log line's stream. Each of these words is one type
+//! here, so no crate keeps its own copy and no hand converter can drift from another:
+//!
+//! - [`Trust`]: how far a run's workflow is trusted (read fail-closed);
+//! - [`NetworkMode`] and [`HostState`]: the sandbox's egress mode and host-state setting;
+//! - [`NodeKind`]: the five node kinds, as keyword and event label;
+//! - [`LogStream`]: where a run-log line came from;
+//! - [`secret_file_name`]: the file a secret is delivered as, for the validator and the drivers
+//!   alike;
+//! - [`UnknownWord`] and [`escape_controls`]: how a word outside the vocabulary is refused
+//!   without letting a hostile value forge a log line.
+//!
+//! It is the bottom layer: it depends on serde and thiserror only, reads no environment and does
+//! no I/O.
+#![deny(missing_docs)]
+
+mod host_state;
+mod log;
+mod network;
+mod node;
+mod secrets;
+mod trust;
+mod word;
+
+pub use host_state::HostState;
+pub use log::LogStream;
+pub use network::NetworkMode;
+pub use node::NodeKind;
+pub use secrets::{SECRETS_DIR, default_secret_mount_path, secret_file_name};
+pub use trust::Trust;
+pub use word::{UnknownWord, escape_controls, has_control};
