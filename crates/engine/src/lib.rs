@@ -73,6 +73,7 @@ pub use executor::outcome::{RunOutcome, RunReport};
 pub use iterion_agent::envelope::{Envelope, EnvelopeReader, EnvelopeWriter};
 pub use iterion_agent::runner::TaskData;
 pub use iterion_agent::wire::Usage;
+pub use iterion_vocab::{Disposition, FailureCode, MAX_DELIVERIES, OutcomeStatus};
 pub use launcher::admission::AdmissionError;
 pub use launcher::engine::{
     Engine, EngineError, ResumeRequest, RunControl, RunRequest, RunSummary,
@@ -99,7 +100,6 @@ pub use records::events::{
     NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, PHASE_EXECUTION, RunCancelled, RunFailed,
     RunFinished, RunPaused, RunStarted,
 };
-pub use records::failure::{Disposition, FailureCode, MAX_DELIVERIES, OutcomeStatus};
 pub use records::record::{NoObserver, RunObserver};
 pub use records::sandbox_events::{
     Adoption, BUILD_ERROR_MAX_BYTES, DevboxTarget, DrainFailure, NetworkBlocked,

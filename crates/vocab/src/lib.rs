@@ -8,6 +8,8 @@
 //! - [`NetworkMode`] and [`HostState`]: the sandbox's egress mode and host-state setting;
 //! - [`NodeKind`]: the five node kinds, as keyword and event label;
 //! - [`LogStream`]: where a run-log line came from;
+//! - [`FailureCode`]: every stable code a run can end with, whichever layer found it, with the
+//!   [`OutcomeStatus`] it gives the run and how a runner treats it ([`Disposition`]);
 //! - [`secret_file_name`]: the file a secret is delivered as, for the validator and the drivers
 //!   alike;
 //! - [`UnknownWord`] and [`escape_controls`]: how a word outside the vocabulary is refused
@@ -17,6 +19,7 @@
 //! no I/O.
 #![deny(missing_docs)]
 
+mod failure;
 mod host_state;
 mod log;
 mod network;
@@ -25,6 +28,7 @@ mod secrets;
 mod trust;
 mod word;
 
+pub use failure::{Disposition, FailureCode, MAX_DELIVERIES, OutcomeStatus};
 pub use host_state::HostState;
 pub use log::LogStream;
 pub use network::NetworkMode;

@@ -17,7 +17,7 @@ use iterion_dsl::ir::Workflow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::records::failure::FailureCode;
+use iterion_vocab::FailureCode;
 
 /// The checkpoint format's version; a different one is refused on resume.
 pub const CHECKPOINT_VERSION: u32 = 1;

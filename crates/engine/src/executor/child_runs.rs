@@ -13,8 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::executor::outcome::{Failure, RunOutcome};
 use crate::records::events::RunStarted;
-use crate::records::failure::FailureCode;
 use crate::records::sink::EventSink;
+use iterion_vocab::FailureCode;
 
 /// Where a child run's record and events go.
 pub(crate) trait ChildRuns: Send + Sync {

@@ -18,10 +18,10 @@ use crate::executor::graph::Graph;
 use crate::executor::input::InputCtx;
 use crate::executor::outcome::Failure;
 use crate::records::events::{BudgetDimension, BudgetExceeded, Event};
-use crate::records::failure::FailureCode;
 use crate::records::secrets::Redactor;
 use crate::records::sink::{EventSink, RunLogSink};
 use crate::sandbox::active::SharedSandbox;
+use iterion_vocab::FailureCode;
 
 /// How a line of execution (the main line, or one fan-out branch) ended.
 pub(crate) enum LineEnd {

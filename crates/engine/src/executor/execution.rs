@@ -34,10 +34,10 @@ use crate::executor::{agent, fanout, tool};
 use crate::records::events::{
     BudgetDimension, Event, NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, RunPaused,
 };
-use crate::records::failure::{FailureCode, OutcomeStatus};
 use crate::records::secrets::{Redactor, ResolvedSecret};
 use crate::records::sink::{EventSink, NullRunLog, RunLogSink};
 use crate::sandbox::active::SharedSandbox;
+use iterion_vocab::{FailureCode, OutcomeStatus};
 
 /// The largest `node_finished.output` recorded whole: 64 KiB of compact JSON.
 pub(crate) const EVENT_OUTPUT_MAX_BYTES: usize = 64 * 1024;

@@ -20,7 +20,7 @@ use crate::executor::checkpoint::NextNode;
 use crate::executor::ctx::{BranchCtx, Ctx, LineEnd};
 use crate::executor::outcome::Failure;
 use crate::records::events::{EdgeSelected, Event};
-use crate::records::failure::FailureCode;
+use iterion_vocab::FailureCode;
 
 /// What a fan-out needs from the driver: a branch is a line of execution like the main one.
 pub(crate) trait Lines: Sync {

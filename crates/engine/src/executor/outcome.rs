@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::executor::checkpoint::Checkpoint;
 use crate::records::events::{Event, PHASE_EXECUTION, RunCancelled, RunFailed, RunFinished};
-use crate::records::failure::{FailureCode, OutcomeStatus};
+use iterion_vocab::{FailureCode, OutcomeStatus};
 
 /// How a run ended. Every text in it is redacted.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

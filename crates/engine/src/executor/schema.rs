@@ -7,7 +7,7 @@ use iterion_dsl::ir::{Schema, Workflow};
 use serde_json::Value;
 
 use crate::executor::outcome::Failure;
-use crate::records::failure::FailureCode;
+use iterion_vocab::FailureCode;
 
 /// The output schema `name` of `wf`; `SCHEMA_VALIDATION` when it is not declared.
 pub(crate) fn declared<'w>(wf: &'w Workflow, name: &str) -> Result<&'w Schema, Failure> {

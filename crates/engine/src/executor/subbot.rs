@@ -21,8 +21,8 @@ use crate::executor::ctx::Ctx;
 use crate::executor::outcome::{Failure, RunReport};
 use crate::executor::schema;
 use crate::records::events::Event;
-use crate::records::failure::{FailureCode, OutcomeStatus};
 use crate::records::sandbox_events::{Adoption, SandboxShared};
+use iterion_vocab::{FailureCode, OutcomeStatus};
 
 /// What [`should_adopt`] decided (SANDBOX.md §14).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -18,8 +18,8 @@ use crate::executor::ctx::Ctx;
 use crate::executor::input::{View, loop_scope};
 use crate::executor::outcome::{Failure, TAIL_BYTES};
 use crate::executor::schema;
-use crate::records::failure::FailureCode;
 use crate::records::sink::{LogLine, LogStream};
+use iterion_vocab::FailureCode;
 
 /// Runs tool node `node` on `input`. `token` stops it (the exec is dropped, which kills it).
 pub(crate) async fn run(

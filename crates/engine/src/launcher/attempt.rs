@@ -12,10 +12,10 @@ use serde_json::{Map, Value};
 
 use crate::executor::checkpoint::Checkpoint;
 use crate::launcher::launch::LaunchOptions;
-use crate::records::failure::FailureCode;
 use crate::records::sandbox_events::SandboxShared;
 use crate::records::secrets::ResolvedSecret;
 use crate::sandbox::resolve::SandboxSettings;
+use iterion_vocab::FailureCode;
 
 /// Everything one attempt needs.
 pub(crate) struct Attempt {

@@ -11,9 +11,9 @@ use crate::executor::child_runs::{ChildRun, ChildRuns, OwnRun};
 use crate::executor::outcome::{Failure, RunOutcome};
 use crate::launcher::attempt::{Attempt, Inputs};
 use crate::launcher::engine::Engine;
-use crate::records::failure::FailureCode;
 use crate::records::record::{RunObserver, StoreEvents};
 use crate::records::secrets::Redactor;
+use iterion_vocab::FailureCode;
 
 /// Child runs of subbot nodes as records of their own (DSL.md §3.9): each is created `running`
 /// as a child of the parent record (parent id, root id, the parent's trust), holds its own lease
@@ -139,7 +139,7 @@ impl ChildRuns for StoreChildRuns<'_> {
                 .lease(self.holder.clone(), crate::launcher::lease::LEASE_TTL);
             let mut run = self.store.create_run(new).await.map_err(|e| {
                 Failure::new(
-                    crate::records::failure::FailureCode::ExecutionFailed,
+                    iterion_vocab::FailureCode::ExecutionFailed,
                     format!("subbot {node}: cannot create the child run record: {e}"),
                 )
             })?;

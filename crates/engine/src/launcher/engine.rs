@@ -249,11 +249,9 @@ impl EngineError {
     pub fn code(&self) -> &'static str {
         match self {
             EngineError::Launch(e) => e.code(),
-            EngineError::ResumeRefused { .. } => {
-                crate::records::failure::FailureCode::ResumeInvalid.as_str()
-            }
+            EngineError::ResumeRefused { .. } => iterion_vocab::FailureCode::ResumeInvalid.as_str(),
             EngineError::ScratchNotPortable { .. } => {
-                crate::records::failure::FailureCode::ScratchNotPortable.as_str()
+                iterion_vocab::FailureCode::ScratchNotPortable.as_str()
             }
             EngineError::Admission(AdmissionError::Conflicted { .. }) => "ADMISSION_CONFLICTED",
             EngineError::Admission(AdmissionError::Store(e)) | EngineError::Store(e) => e.code(),

@@ -26,8 +26,8 @@ use crate::launcher::engine::{
 use crate::launcher::launch::settings_from_env;
 use crate::launcher::launch::{resolve_secrets, workflow_hash};
 use crate::launcher::lease::LEASE_TTL;
-use crate::records::failure::{Disposition, FailureCode, MAX_DELIVERIES};
 use crate::records::record::RunObserver;
+use iterion_vocab::{Disposition, FailureCode, MAX_DELIVERIES};
 
 /// How a worker runs.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -33,8 +33,8 @@ use iterion_store::{Liveness, NewEvent, RunId, RunQuery, RunStatus, Store};
 use tokio_util::sync::CancellationToken;
 
 use crate::records::events::{Event, PHASE_EXECUTION, RunFailed};
-use crate::records::failure::FailureCode;
 use crate::sandbox::rundir::runtime_root;
+use iterion_vocab::FailureCode;
 
 /// Why a resource was kept or reaped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

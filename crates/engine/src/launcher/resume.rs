@@ -23,12 +23,12 @@ use crate::records::record::RunObserver;
 
 /// The failure of a `failed_resumable` run, when its code is one that leaves a run
 /// `failed_resumable` (what a refused attempt puts back; SANDBOX.md §10).
-fn prior_failure(run: &Run) -> Option<(crate::records::failure::FailureCode, String)> {
+fn prior_failure(run: &Run) -> Option<(iterion_vocab::FailureCode, String)> {
     if run.status != RunStatus::FailedResumable {
         return None;
     }
-    let code = crate::records::failure::FailureCode::from_str_exact(run.failure_code.as_deref()?)?;
-    (code.status() == Some(crate::records::failure::OutcomeStatus::FailedResumable))
+    let code = iterion_vocab::FailureCode::from_str_exact(run.failure_code.as_deref()?)?;
+    (code.status() == Some(iterion_vocab::OutcomeStatus::FailedResumable))
         .then(|| (code, run.failure_message.clone().unwrap_or_default()))
 }
 

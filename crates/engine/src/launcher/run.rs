@@ -26,7 +26,6 @@ use crate::launcher::engine::{
 use crate::launcher::launch::settings_from_env;
 use crate::launcher::lease::{LEASE_TTL, LeaseKeeper};
 use crate::records::events::{Event, RunFailed, RunStarted};
-use crate::records::failure::{FailureCode, OutcomeStatus};
 use crate::records::record::{LogWriter, RunObserver, StoreEvents, StoreRunLog};
 use crate::records::secrets::{Redactor, ResolvedSecret};
 use crate::records::sink::EventSink;
@@ -39,6 +38,7 @@ use crate::sandbox::resolve::{Resolved, resolve};
 use crate::sandbox::start::{SandboxOutcome, resolve_and_start_sandbox};
 use crate::sandbox::start_ctx::StartCtx;
 use crate::sandbox::worktree::{RunWorktree, create_worktree, workspace_root};
+use iterion_vocab::{FailureCode, OutcomeStatus};
 
 /// The `phase` of an admission refusal's `run_failed` (defined here).
 pub(crate) const PHASE_ADMISSION: &str = "admission";

@@ -13,7 +13,6 @@
 use iterion_agent::wire::Usage;
 use serde::{Deserialize, Serialize};
 
-use crate::records::failure::{FailureCode, OutcomeStatus};
 use crate::records::sandbox_events::{
     NetworkBlocked, SandboxAttachmentsCopied, SandboxBuildFailed, SandboxBuildFinished,
     SandboxBuildStarted, SandboxClawRoutedViaRunner, SandboxDevboxProvisioned, SandboxEnvDenied,
@@ -23,6 +22,7 @@ use crate::records::sandbox_events::{
     SandboxUidMismatchWarning, SandboxUserRemap, SandboxWorkspaceCopied,
     SandboxWorkspaceExportFailed, SandboxWorkspaceLanded,
 };
+use iterion_vocab::{FailureCode, OutcomeStatus};
 
 /// One event. `type` is the variant in snake case, `data` its payload.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,6 +1,6 @@
 //! Where a run's records go: the [`events::Event`] vocabulary every decision is recorded in
 //! (SANDBOX.md §9.1), the `sandbox_*` payloads among them ([`sandbox_events`]), its stable
-//! [`failure::FailureCode`]s (§9.2), a run's status and trust in the store's words ([`status`]),
+//! [`iterion_vocab::FailureCode`]s (§9.2), a run's status and trust in the store's words ([`status`]),
 //! the event and run-log sinks, the store-backed sinks and the [`record::RunObserver`] a caller
 //! watches a run through, and redaction — the [`secrets::Redactor`] and the store wrapper that
 //! applies it to everything written.
@@ -8,7 +8,6 @@
 //! Nothing here runs a node or a sandbox; every other room records through this one.
 
 pub(crate) mod events;
-pub(crate) mod failure;
 pub(crate) mod record;
 pub(crate) mod redacting_store;
 pub(crate) mod sandbox_events;

@@ -6,7 +6,7 @@
 use iterion_agent::text::truncate_bytes;
 use serde::{Deserialize, Serialize};
 
-use crate::records::failure::FailureCode;
+use iterion_vocab::FailureCode;
 
 /// `sandbox_skipped`: three shapes share the type (degrade, refusal, pinned noop). Build it with
 /// [`SandboxSkipped::degrade`], [`SandboxSkipped::refusal`] or [`SandboxSkipped::pinned_noop`].

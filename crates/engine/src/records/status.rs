@@ -4,7 +4,7 @@
 use iterion_sandbox::Trust;
 use iterion_store::RunStatus;
 
-use crate::records::failure::OutcomeStatus;
+use iterion_vocab::OutcomeStatus;
 
 /// The record's status for an outcome.
 pub(crate) fn store_status(status: OutcomeStatus) -> RunStatus {

@@ -30,10 +30,10 @@ use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
 use tokio::task::JoinHandle;
 
 use crate::records::events::Event;
-use crate::records::failure::FailureCode;
 use crate::records::sandbox_events::NetworkBlocked;
 use crate::records::sink::EventSink;
 use crate::sandbox::error::SetupError;
+use iterion_vocab::FailureCode;
 
 /// How long the bridge has to print `ready` (§4.6).
 pub(crate) const BRIDGE_READY_TIMEOUT: Duration = Duration::from_secs(10);

@@ -9,8 +9,8 @@ use iterion_sandbox::{
 use pretty_assertions::assert_eq;
 
 use super::{ProxyRequest, start_network_proxy};
-use crate::records::failure::FailureCode;
 use crate::records::sink::MemoryEventSink;
+use iterion_vocab::FailureCode;
 
 fn policy(mode: NetworkMode, rules: &[&str]) -> NetworkPolicy {
     NetworkPolicy {

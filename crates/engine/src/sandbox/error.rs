@@ -2,7 +2,7 @@
 
 use iterion_sandbox::Error as SandboxError;
 
-use crate::records::failure::FailureCode;
+use iterion_vocab::FailureCode;
 
 /// The `phase` of a setup failure that is not one of §16.1's bounded phases.
 pub(crate) const PHASE_SANDBOX_SETUP: &str = "sandbox setup";

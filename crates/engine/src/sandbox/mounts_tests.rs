@@ -119,7 +119,7 @@ fn git_config_pairs_append_to_the_sequence() {
     let mut bad = BTreeMap::from([("GIT_CONFIG_COUNT".to_owned(), "x".to_owned())]);
     assert_eq!(
         append_git_config(&mut bad, "k", "v").unwrap_err().code,
-        crate::records::failure::FailureCode::SandboxSetupFailed
+        iterion_vocab::FailureCode::SandboxSetupFailed
     );
 }
 

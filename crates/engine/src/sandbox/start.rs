@@ -17,7 +17,6 @@ use iterion_sandbox::{
 };
 
 use crate::records::events::Event;
-use crate::records::failure::FailureCode;
 use crate::records::sandbox_events::{
     SandboxBuildFailed, SandboxBuildFinished, SandboxBuildStarted, SandboxEnvDenied,
     SandboxNetworkDefaulted, SandboxSkipped, SandboxStarted,
@@ -28,6 +27,7 @@ use crate::sandbox::error::{PHASE_SANDBOX_SETUP, SetupError};
 use crate::sandbox::resolve::Resolved;
 use crate::sandbox::start_ctx::StartCtx;
 use crate::sandbox::{copy, devbox, finalize, mounts, rundir, scratch};
+use iterion_vocab::FailureCode;
 
 /// What L5–L14 came to.
 pub(crate) enum SandboxOutcome {

@@ -33,10 +33,10 @@ use serde_json::{Value, json};
 use crate::executor::agent::operator::{AgentResult, Operator, PausedAgent, ask_operator};
 use crate::executor::outcome::{Failure, TAIL_BYTES};
 use crate::records::events::Event;
-use crate::records::failure::FailureCode;
 use crate::records::sandbox_events::SandboxClawRoutedViaRunner;
 use crate::records::secrets::Redactor;
 use crate::records::sink::{EventSink, LogLine, LogStream, RunLogSink};
+use iterion_vocab::FailureCode;
 
 /// The runner's argv in the container: `[$ITERION_ENGINE_BIN, "__claw-runner"]`.
 pub(crate) fn runner_argv(engine_bin: &str) -> Vec<String> {

@@ -23,8 +23,8 @@ use crate::executor::agent::operator::{AgentResult, Operator, PausedAgent, ask_o
 use crate::executor::ctx::Ctx;
 use crate::executor::input::{View, loop_scope};
 use crate::executor::outcome::Failure;
-use crate::records::failure::FailureCode;
 use crate::records::sink::{LogLine, LogStream};
+use iterion_vocab::FailureCode;
 
 /// The tools offered to a node: its `tools:` list, plus `ask_user` for `interaction: ask`.
 pub(crate) fn offered_tools(agent: &AgentNode) -> Vec<ToolSpec> {

@@ -220,27 +220,15 @@ impl FailureCode {
     /// The re-offer delay of an infrastructure failure: 120 s for `SANDBOX_SETUP_TIMEOUT`, 60 s
     /// for `SANDBOX_CAPACITY`, 0 for `INTERRUPTED`; `None` for every other code.
     pub fn redelivery_delay(self) -> Option<Duration> {
-        match self {
-            FailureCode::SandboxSetupTimeout => Some(Duration::from_secs(120)),
-            FailureCode::SandboxCapacity => Some(Duration::from_secs(60)),
-            FailureCode::Interrupted => Some(Duration::ZERO),
-            FailureCode::WorkflowFailed
-            | FailureCode::NoOutgoingEdge
-            | FailureCode::ExecutionFailed
-            | FailureCode::SchemaValidation
-            | FailureCode::TemplateUnresolved
-            | FailureCode::JoinFailed
-            | FailureCode::BudgetExceeded
-            | FailureCode::CapabilityUnsupported
-            | FailureCode::SubbotDepthExceeded
-            | FailureCode::SandboxDriverUnavailable
-            | FailureCode::SandboxSetupFailed
-            | FailureCode::SandboxAdoptionRefused
-            | FailureCode::LaunchFailed
-            | FailureCode::ScratchNotPortable
-            | FailureCode::ResumeInvalid
-            | FailureCode::Cancelled => None,
+        if self.disposition() != Disposition::Infrastructure {
+            return None;
         }
+        Some(match self {
+            FailureCode::SandboxSetupTimeout => Duration::from_secs(120),
+            FailureCode::SandboxCapacity => Duration::from_secs(60),
+            // Interrupted, and any infrastructure code without a reason to wait.
+            _ => Duration::ZERO,
+        })
     }
 }
 
