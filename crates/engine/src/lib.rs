@@ -73,6 +73,7 @@ pub use executor::outcome::{RunOutcome, RunReport};
 pub use iterion_agent::envelope::{Envelope, EnvelopeReader, EnvelopeWriter};
 pub use iterion_agent::runner::TaskData;
 pub use iterion_agent::wire::Usage;
+pub use iterion_vocab::LogStream;
 pub use iterion_vocab::{Disposition, FailureCode, MAX_DELIVERIES, OutcomeStatus};
 pub use launcher::admission::AdmissionError;
 pub use launcher::engine::{
@@ -112,7 +113,7 @@ pub use records::sandbox_events::{
     SandboxWorkspaceExportFailed, SandboxWorkspaceLanded, SkippedMount,
 };
 pub use records::secrets::ResolvedSecret;
-pub use records::sink::{EventSink, LogLine, LogStream, MemoryEventSink, MemoryRunLog, RunLogSink};
+pub use records::sink::{EventSink, LogLine, MemoryEventSink, MemoryRunLog, RunLogSink};
 pub use sandbox::engine_binary::{ContainerBinary, ITERION_BIN, container_binary_for};
 pub use sandbox::host::{claw_runner_main, host_sandbox};
 pub use sandbox::rundir::runtime_root;

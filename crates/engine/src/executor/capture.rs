@@ -19,7 +19,8 @@ use std::task::{Context, Poll};
 use tokio::io::AsyncWrite;
 
 use crate::records::secrets::Redactor;
-use crate::records::sink::{LogLine, LogStream, RunLogSink};
+use crate::records::sink::{LogLine, RunLogSink};
+use iterion_vocab::LogStream;
 
 /// stdout over this fails the node (16 MiB).
 pub(crate) const STDOUT_CAP: usize = 16 * 1024 * 1024;

@@ -32,7 +32,7 @@ use crate::executor::select::{self, WalkInput};
 use crate::executor::subbot::{self, ChildGraph, Prepared};
 use crate::executor::{agent, fanout, tool};
 use crate::records::events::{
-    BudgetDimension, Event, NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, RunPaused,
+    BudgetDimension, Event, NodeFailed, NodeFinished, NodeStarted, RunPaused,
 };
 use crate::records::secrets::{Redactor, ResolvedSecret};
 use crate::records::sink::{EventSink, NullRunLog, RunLogSink};
@@ -452,7 +452,7 @@ impl Ctx<'_> {
         };
         self.emit(Event::NodeStarted(NodeStarted {
             node: id.to_owned(),
-            kind: NodeKindLabel::from(node.kind),
+            kind: node.kind,
             attempt,
             branch: branch.map(|b| b.first.clone()),
         }))

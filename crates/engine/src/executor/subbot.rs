@@ -268,7 +268,7 @@ pub(crate) async fn prepare<'w>(
         tracing::warn!("{warning}");
         ctx.logs.line(crate::records::sink::LogLine {
             node: node.to_owned(),
-            stream: crate::records::sink::LogStream::System,
+            stream: iterion_vocab::LogStream::System,
             text: format!("warning: {warning}"),
         });
     }

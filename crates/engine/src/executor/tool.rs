@@ -18,8 +18,9 @@ use crate::executor::ctx::Ctx;
 use crate::executor::input::{View, loop_scope};
 use crate::executor::outcome::{Failure, TAIL_BYTES};
 use crate::executor::schema;
-use crate::records::sink::{LogLine, LogStream};
+use crate::records::sink::LogLine;
 use iterion_vocab::FailureCode;
+use iterion_vocab::LogStream;
 
 /// Runs tool node `node` on `input`. `token` stops it (the exec is dropped, which kills it).
 pub(crate) async fn run(

@@ -483,7 +483,7 @@ impl Engine {
                     run_log,
                     crate::records::sink::LogLine {
                         node: String::new(),
-                        stream: crate::records::sink::LogStream::System,
+                        stream: iterion_vocab::LogStream::System,
                         text: line.clone(),
                     },
                 );

@@ -154,34 +154,8 @@ impl Event {
     }
 }
 
-/// `node_started.kind` (SANDBOX.md §9.1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NodeKindLabel {
-    /// A tool node.
-    Tool,
-    /// An agent node.
-    Agent,
-    /// A judge node.
-    Judge,
-    /// A router.
-    Router,
-    /// A subbot (child run).
-    Subbot,
-}
-
-impl From<iterion_dsl::ir::NodeKind> for NodeKindLabel {
-    fn from(kind: iterion_dsl::ir::NodeKind) -> Self {
-        use iterion_dsl::ir::NodeKind;
-        match kind {
-            NodeKind::Tool => NodeKindLabel::Tool,
-            NodeKind::Agent => NodeKindLabel::Agent,
-            NodeKind::Judge => NodeKindLabel::Judge,
-            NodeKind::Router => NodeKindLabel::Router,
-            NodeKind::Subbot => NodeKindLabel::Subbot,
-        }
-    }
-}
+/// `node_started.kind` (SANDBOX.md §9.1): the node's kind, spelled as its keyword.
+pub use iterion_vocab::NodeKind as NodeKindLabel;
 
 /// `run_started` (SANDBOX.md §9.1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,13 +13,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use iterion_sandbox::{LogLevel, PullProgress, RunLog};
-use iterion_store::{LogStream as StoreStream, NewEvent, NewLogLine, RunId, Store};
+use iterion_store::{NewEvent, NewLogLine, RunId, Store};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::records::events::Event;
 use crate::records::secrets::Redactor;
-use crate::records::sink::{EventSink, LogLine, LogStream, RunLogSink};
+use crate::records::sink::{EventSink, LogLine, RunLogSink};
+use iterion_vocab::LogStream;
 
 /// Watches a run as it happens: the CLI prints a line per node and a pull progress bar from
 /// these. Every method defaults to doing nothing. Called from the run's task: must not block.
@@ -120,7 +121,7 @@ impl StoreRunLog {
         &self.redactor
     }
 
-    fn push(&self, stream: StoreStream, line: String) {
+    fn push(&self, stream: LogStream, line: String) {
         // The receiver lives until `finish`; a line sent after it is dropped on purpose.
         let _ = self.tx.send(NewLogLine::new(stream, line));
     }
@@ -138,12 +139,7 @@ impl LogWriter {
 
 impl RunLogSink for StoreRunLog {
     fn line(&self, line: LogLine) {
-        let stream = match line.stream {
-            LogStream::Stdout => StoreStream::Stdout,
-            LogStream::Stderr => StoreStream::Stderr,
-            LogStream::System => StoreStream::System,
-        };
-        self.push(stream, format!("[{}] {}", line.node, line.text));
+        self.push(line.stream, format!("[{}] {}", line.node, line.text));
     }
 }
 
@@ -153,9 +149,9 @@ impl RunLog for StoreRunLog {
         match level {
             // Node execs are logged at debug: the executor records their output already.
             LogLevel::Debug => {}
-            LogLevel::Info => self.push(StoreStream::System, text),
-            LogLevel::Warn => self.push(StoreStream::System, format!("warning: {text}")),
-            LogLevel::Error => self.push(StoreStream::System, format!("error: {text}")),
+            LogLevel::Info => self.push(LogStream::System, text),
+            LogLevel::Warn => self.push(LogStream::System, format!("warning: {text}")),
+            LogLevel::Error => self.push(LogStream::System, format!("error: {text}")),
         }
     }
 }

@@ -11,6 +11,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use iterion_vocab::LogStream;
+
 use crate::records::events::Event;
 
 /// Receives events in the order the executor produces them. Concurrent fan-out branches emit
@@ -19,29 +21,6 @@ use crate::records::events::Event;
 pub trait EventSink: Send + Sync {
     /// Records one event.
     async fn emit(&self, event: Event);
-}
-
-/// Which stream a run-log line came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LogStream {
-    /// A tool's stdout.
-    Stdout,
-    /// A tool's stderr.
-    Stderr,
-    /// iterion's own lines: the rendered command, truncation notes (the store's `system`).
-    System,
-}
-
-impl LogStream {
-    /// `stdout`, `stderr` or `system`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LogStream::Stdout => "stdout",
-            LogStream::Stderr => "stderr",
-            LogStream::System => "system",
-        }
-    }
 }
 
 /// One run-log line (redacted, without its newline).

@@ -35,8 +35,9 @@ use crate::executor::outcome::{Failure, TAIL_BYTES};
 use crate::records::events::Event;
 use crate::records::sandbox_events::SandboxClawRoutedViaRunner;
 use crate::records::secrets::Redactor;
-use crate::records::sink::{EventSink, LogLine, LogStream, RunLogSink};
+use crate::records::sink::{EventSink, LogLine, RunLogSink};
 use iterion_vocab::FailureCode;
+use iterion_vocab::LogStream;
 
 /// The runner's argv in the container: `[$ITERION_ENGINE_BIN, "__claw-runner"]`.
 pub(crate) fn runner_argv(engine_bin: &str) -> Vec<String> {

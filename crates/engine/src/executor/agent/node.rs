@@ -23,8 +23,9 @@ use crate::executor::agent::operator::{AgentResult, Operator, PausedAgent, ask_o
 use crate::executor::ctx::Ctx;
 use crate::executor::input::{View, loop_scope};
 use crate::executor::outcome::Failure;
-use crate::records::sink::{LogLine, LogStream};
+use crate::records::sink::LogLine;
 use iterion_vocab::FailureCode;
+use iterion_vocab::LogStream;
 
 /// The tools offered to a node: its `tools:` list, plus `ask_user` for `interaction: ask`.
 pub(crate) fn offered_tools(agent: &AgentNode) -> Vec<ToolSpec> {
