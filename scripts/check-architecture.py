@@ -10,6 +10,9 @@
 2. Crates point one way: each crate's iterion dependencies sit on a lower layer (LAYERS below).
 3. The sandbox core depends on no container-engine client (bollard, kube, k8s-openapi), not even
    through another iterion crate.
+4. The environment is read once, at the edge: no non-test code of the engine, agent or sandbox
+   crates calls `std::env::var`, `var_os`, `vars` or `vars_os` (they take an
+   `iterion_vocab::Environment` from their caller).
 
 Usage: scripts/check-architecture.py [--repo DIR] [--graph CRATE]. Exits 1 and names every circle
 or wrong-way dependency; `--graph CRATE` prints that crate's file graph.
@@ -45,6 +48,15 @@ LAYERS = {
 }
 ENGINE_CLIENTS = {"bollard", "kube", "k8s-openapi", "kube-client", "kube-runtime"}
 CORE = "iterion-sandbox"
+# Crates whose logic takes the environment as a value (rule 4).
+ENV_FREE = {
+    "iterion-engine",
+    "iterion-agent",
+    "iterion-sandbox",
+    "iterion-sandbox-docker",
+    "iterion-sandbox-kubernetes",
+}
+ENV_READ_RE = re.compile(r"\benv::(?:var|var_os|vars|vars_os)\s*\(")
 
 ITEM_RE = re.compile(
     r"\b(?:fn|struct|enum|trait|type|const|static|union|mod)\s+(r#)?([A-Za-z_]\w*)"
@@ -444,6 +456,23 @@ def main() -> int:
             bad = ENGINE_CLIENTS & set(manifests[c][1].get("dependencies", {}))
             if bad:
                 problems.append(f"{CORE} reaches {', '.join(sorted(bad))} through {c}: the core names no engine client")
+
+    # 4. the environment read at the edge only.
+    for name in sorted(ENV_FREE & set(manifests)):
+        crate_dir = manifests[name][0]
+        for f in sorted((crate_dir / "src").rglob("*.rs")):
+            if f.name.endswith("_tests.rs") or f.name in ("tests.rs",) or f.name.startswith("test_"):
+                continue
+            text = blank(f.read_text(encoding="utf-8"))
+            cut = re.search(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*mod\s+tests\s*\{", text)
+            if cut:
+                text = text[: cut.start()]
+            for m in ENV_READ_RE.finditer(text):
+                line = text.count("\n", 0, m.start()) + 1
+                problems.append(
+                    f"{name}: {f.relative_to(crate_dir)}:{line} reads the process environment; "
+                    "take an iterion_vocab::Environment from the caller"
+                )
 
     # 1. file circles.
     for name, (crate_dir, _data) in sorted(manifests.items()):

@@ -15,10 +15,14 @@
 //! - [`UnknownWord`] and [`escape_controls`]: how a word outside the vocabulary is refused
 //!   without letting a hostile value forge a log line.
 //!
-//! It is the bottom layer: it depends on serde and thiserror only, reads no environment and does
-//! no I/O.
+//! - [`Environment`]: the process environment as a value, read once by the binary's entry
+//!   points and handed down.
+//!
+//! It is the bottom layer: it depends on serde and thiserror only and does no I/O;
+//! [`Environment::from_process`] is the one reader of the process environment in the workspace.
 #![deny(missing_docs)]
 
+mod environment;
 mod failure;
 mod host_state;
 mod log;
@@ -28,6 +32,7 @@ mod secrets;
 mod trust;
 mod word;
 
+pub use environment::Environment;
 pub use failure::{Disposition, FailureCode, MAX_DELIVERIES, OutcomeStatus};
 pub use host_state::HostState;
 pub use log::LogStream;
