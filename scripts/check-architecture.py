@@ -1,0 +1,455 @@
+#!/usr/bin/env python3
+"""The house rules that no compiler checks (docs/architecture.md, "Rules the build checks").
+
+1. Inside every crate (library, binary and integration-test roots alike), no source file imports
+   another that imports it back, directly or through a longer circle. An edge F -> G is a path in
+   F (`use crate::a::B`, `super::x`, `self::y`, a child module's name, an inline `crate::a::f()`)
+   whose item is *defined* in G; a re-export is followed to the file that defines the item, and
+   `mod x;` alone is containment, not an edge.
+2. Crates point one way: each crate's iterion dependencies sit on a lower layer (LAYERS below).
+3. The sandbox core depends on no container-engine client (bollard, kube, k8s-openapi), not even
+   through another iterion crate.
+
+Usage: scripts/check-architecture.py [--repo DIR] [--graph CRATE]. Exits 1 and names every circle
+or wrong-way dependency; `--graph CRATE` prints that crate's file graph.
+
+It reads Rust as text (comments and string literals are blanked first) rather than parsing it: a
+name it cannot resolve is attributed to the module that was named, which can only add edges, so
+it errs towards reporting a circle, never towards hiding one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+# Lower number = lower layer. A crate may depend only on crates of a strictly lower layer.
+LAYERS = {
+    "iterion-vocab": 0,
+    "iterion-repofile": 0,
+    "iterion-test-support": 0,
+    "iterion-dsl": 1,
+    "iterion-netproxy": 1,
+    "iterion-store": 1,
+    "iterion-sandbox": 1,
+    "iterion-sandbox-docker": 2,
+    "iterion-sandbox-kubernetes": 2,
+    "iterion-sandbox-namespace": 2,
+    "iterion-agent": 2,
+    "iterion-engine": 3,
+    "iterion": 4,  # the cli crate (crates/cli)
+}
+ENGINE_CLIENTS = {"bollard", "kube", "k8s-openapi", "kube-client", "kube-runtime"}
+CORE = "iterion-sandbox"
+
+ITEM_RE = re.compile(
+    r"\b(?:fn|struct|enum|trait|type|const|static|union|mod)\s+(r#)?([A-Za-z_]\w*)"
+    r"|\bmacro_rules!\s*([A-Za-z_]\w*)"
+)
+MOD_DECL_RE = re.compile(r"((?:#\[[^\]]*\]\s*)*)(?:pub(?:\([^)]*\))?\s+)?mod\s+([A-Za-z_]\w*)\s*([;{])")
+PATH_ATTR_RE = re.compile(r'#\[path\s*=\s*"([^"]+)"\]')
+USE_RE = re.compile(r"\buse\s+([^;]+);")
+INLINE_PATH_RE = re.compile(r"(?<![\w:])((?:[A-Za-z_]\w*)(?:::[A-Za-z_]\w*)+)")
+
+
+def blank(src: str) -> str:
+    """Comments and string/char literals replaced by spaces (newlines kept); attributes'
+    `#[path = "…"]` strings survive because they are needed."""
+    out = []
+    i, n = 0, len(src)
+    while i < n:
+        c = src[i]
+        if src.startswith("//", i):
+            j = src.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif src.startswith("/*", i):
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if src.startswith("/*", j):
+                    depth, j = depth + 1, j + 2
+                elif src.startswith("*/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            out.append(re.sub(r"[^\n]", " ", src[i:j]))
+            i = j
+        elif c == "r" and re.match(r'r#*"', src[i:]) and (i == 0 or not (src[i - 1].isalnum() or src[i - 1] == "_")):
+            m = re.match(r'r(#*)"', src[i:])
+            close = '"' + m.group(1)
+            j = src.find(close, i + len(m.group(0)))
+            j = n if j < 0 else j + len(close)
+            out.append(re.sub(r"[^\n]", " ", src[i:j]))
+            i = j
+        elif c == '"':
+            keep = src[max(0, i - 12):i].rstrip().endswith("=") and "path" in src[max(0, i - 12):i]
+            j = i + 1
+            while j < n and src[j] != '"':
+                j += 2 if src[j] == "\\" else 1
+            j += 1
+            out.append(src[i:j] if keep else '"' + re.sub(r"[^\n]", " ", src[i + 1:j - 1]) + '"')
+            i = j
+        elif c == "'" and re.match(r"'(\\.|[^\\'])'", src[i:i + 4]) or (c == "'" and src.startswith("'\\", i)):
+            m = re.match(r"'(\\u\{[0-9a-fA-F]+\}|\\.|[^\\'])'", src[i:])
+            if m:
+                out.append(" " * len(m.group(0)))
+                i += len(m.group(0))
+            else:
+                out.append(c)
+                i += 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+class Module:
+    def __init__(self, path: tuple[str, ...], file: Path):
+        self.path = path
+        self.file = file
+        self.children: dict[str, Module] = {}
+        self.items: set[str] = set()
+        self.uses: dict[str, list[str]] = {}  # local name -> absolute-ish path segments
+        self.globs: list[list[str]] = []
+        self.refs: list[tuple[list[str], bool]] = []  # (segments, from_use)
+
+
+def split_use_tree(tree: str) -> list[tuple[list[str], str | None]]:
+    """`a::{b, c::{d as e, *}}` -> [(["a","b"], "b"), (["a","c","d"], "e"), (["a","c","*"], None)]."""
+    tree = re.sub(r"\s+", "", tree)
+    out: list[tuple[list[str], str | None]] = []
+
+    def walk(prefix: list[str], s: str) -> None:
+        # split s at top-level commas
+        parts, depth, cur = [], 0, ""
+        for ch in s:
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+            if ch == "," and depth == 0:
+                parts.append(cur)
+                cur = ""
+            else:
+                cur += ch
+        if cur:
+            parts.append(cur)
+        for p in parts:
+            if not p:
+                continue
+            if "{" in p:
+                head, _, rest = p.partition("{")
+                segs = [x for x in head.split("::") if x]
+                walk(prefix + segs, rest[:-1] if rest.endswith("}") else rest)
+                continue
+            segs_txt, _, alias = p.partition("@as@")
+            alias = alias or None
+            segs = prefix + [x for x in segs_txt.split("::") if x]
+            if segs and segs[-1] == "*":
+                out.append((segs, None))
+            elif segs and segs[-1] == "self":
+                out.append((segs[:-1], alias or (segs[-2] if len(segs) > 1 else None)))
+            elif segs:
+                out.append((segs, alias or segs[-1]))
+
+    walk([], tree)
+    return out
+
+
+def parse_use(stmt: str) -> list[tuple[list[str], str | None]]:
+    # Normalise "x as y" before whitespace is stripped.
+    stmt = re.sub(r"\s+as\s+", "@as@", stmt.strip())
+    stmt = stmt.lstrip(":")
+    return split_use_tree(stmt)
+
+
+class Crate:
+    def __init__(self, name: str, root_dir: Path, roots: list[Path]):
+        self.name = name
+        self.dir = root_dir
+        self.files: dict[Path, str] = {}
+        self.trees: list[Module] = []
+        for r in roots:
+            root = Module((), r)
+            self.load(root, r, r.parent, is_root=True)
+            self.trees.append(root)
+
+    def load(self, module: Module, file: Path, mod_dir: Path, is_root: bool) -> None:
+        text = blank(file.read_text(encoding="utf-8"))
+        self.files[file] = text
+        self.scan(module, file, text, 0, len(text), mod_dir)
+
+    def scan(self, module: Module, file: Path, text: str, start: int, end: int, mod_dir: Path) -> None:
+        """Reads module's body text[start:end]; inline `mod x { … }` bodies recurse."""
+        pos = start
+        body_parts: list[tuple[int, int]] = []
+        for m in MOD_DECL_RE.finditer(text, start, end):
+            if m.start() < pos:
+                continue
+            attrs, name, kind = m.group(1), m.group(2), m.group(3)
+            body_parts.append((pos, m.start()))
+            if kind == ";":
+                pa = PATH_ATTR_RE.search(attrs or "")
+                if pa:
+                    child_file = (file.parent / pa.group(1)).resolve()
+                    child_dir = child_file.parent
+                else:
+                    cand = [mod_dir / f"{name}.rs", mod_dir / name / "mod.rs"]
+                    child_file = next((c for c in cand if c.exists()), None)
+                    child_dir = mod_dir / name
+                if child_file is None or not child_file.exists():
+                    pos = m.end()
+                    continue
+                child = Module(module.path + (name,), child_file)
+                module.children[name] = child
+                is_mod_rs = child_file.name == "mod.rs"
+                self.load(child, child_file, child_file.parent if is_mod_rs or pa else child_dir, False)
+                pos = m.end()
+            else:
+                depth, j = 1, m.end()
+                while j < end and depth:
+                    if text[j] == "{":
+                        depth += 1
+                    elif text[j] == "}":
+                        depth -= 1
+                    j += 1
+                child = Module(module.path + (name,), file)
+                module.children[name] = child
+                self.scan(child, file, text, m.end(), j - 1, mod_dir / name)
+                pos = j
+        body_parts.append((pos, end))
+        body = "\n".join(text[a:b] for a, b in body_parts)
+        for m in ITEM_RE.finditer(body):
+            module.items.add(m.group(2) or m.group(3))
+        spans = []
+        for m in USE_RE.finditer(body):
+            spans.append((m.start(), m.end()))
+            for segs, alias in parse_use(m.group(1)):
+                if segs[-1] == "*":
+                    module.globs.append(segs[:-1])
+                    module.refs.append((segs[:-1], True))
+                else:
+                    if alias and alias != "_":
+                        module.uses[alias] = segs
+                    module.refs.append((segs, True))
+        rest = list(body)
+        for a, b in spans:
+            rest[a:b] = " " * (b - a)
+        for m in INLINE_PATH_RE.finditer("".join(rest)):
+            module.refs.append((m.group(1).split("::"), False))
+
+    # -- resolution -------------------------------------------------------------------------
+    def absolute(self, module: Module, root: Module, segs: list[str]) -> tuple[Module, list[str]] | None:
+        """Where a path starts: (module, remaining segments), or None when it leaves the crate."""
+        if not segs:
+            return None
+        head = segs[0]
+        if head == "crate":
+            return root, segs[1:]
+        if head in ("self", "super"):
+            cur = module
+            rest = list(segs)
+            while rest and rest[0] in ("self", "super"):
+                if rest[0] == "super":
+                    if not cur.path:
+                        return None
+                    cur = self.by_path(root, cur.path[:-1])
+                rest.pop(0)
+            return cur, rest
+        if head in module.children:
+            return module, segs
+        if head in module.uses and module.uses[head] != segs:
+            target = module.uses[head]
+            start = self.absolute(module, root, target)
+            if start is None:
+                return None
+            m, rest = start
+            return m, rest + segs[1:]
+        return None
+
+    def by_path(self, root: Module, path: tuple[str, ...]) -> Module:
+        cur = root
+        for p in path:
+            cur = cur.children[p]
+        return cur
+
+    def resolve(self, root: Module, module: Module, segs: list[str], seen: set) -> Path:
+        """The file that defines the item `segs` names, starting in `module`."""
+        key = (module.path, tuple(segs))
+        if key in seen or not segs:
+            return module.file
+        seen = seen | {key}
+        head = segs[0]
+        if head in module.children:
+            return self.resolve(root, module.children[head], segs[1:], seen)
+        if head in module.items:
+            return module.file
+        if head in module.uses:
+            start = self.absolute(module, root, module.uses[head])
+            if start is not None:
+                m, rest = start
+                return self.resolve(root, m, rest + segs[1:], seen)
+            return module.file
+        for g in module.globs:
+            start = self.absolute(module, root, g)
+            if start is None:
+                continue
+            m, rest = start
+            target = self.walk_module(root, m, rest)
+            if target is not None and (head in target.items or head in target.uses or head in target.children):
+                return self.resolve(root, target, segs, seen)
+        return module.file
+
+    def walk_module(self, root: Module, m: Module, rest: list[str]) -> Module | None:
+        for s in rest:
+            if s in m.children:
+                m = m.children[s]
+            elif s in m.uses:
+                start = self.absolute(m, root, m.uses[s])
+                if start is None:
+                    return None
+                m2, r2 = start
+                m = self.walk_module(root, m2, r2)
+                if m is None:
+                    return None
+            else:
+                return None
+        return m
+
+    def edges(self) -> dict[Path, dict[Path, str]]:
+        graph: dict[Path, dict[Path, str]] = {}
+        for root in self.trees:
+            stack = [root]
+            while stack:
+                mod = stack.pop()
+                stack.extend(mod.children.values())
+                for segs, _from_use in mod.refs:
+                    start = self.absolute(mod, root, segs)
+                    if start is None:
+                        continue
+                    m, rest = start
+                    target = self.resolve(root, m, rest, set())
+                    if target != mod.file:
+                        graph.setdefault(mod.file, {}).setdefault(target, "::".join(segs))
+        return graph
+
+
+def sccs(graph: dict[Path, dict[Path, str]]) -> list[list[Path]]:
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    nodes = set(graph) | {t for v in graph.values() for t in v}
+    sys.setrecursionlimit(10000)
+
+    def strong(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(nodes):
+        if v not in index:
+            strong(v)
+    return out
+
+
+def crate_roots(crate_dir: Path) -> list[Path]:
+    roots = []
+    for rel in ("src/lib.rs", "src/main.rs"):
+        if (crate_dir / rel).exists():
+            roots.append(crate_dir / rel)
+    for d in ("src/bin", "tests", "benches", "examples"):
+        p = crate_dir / d
+        if p.is_dir():
+            roots.extend(sorted(x for x in p.glob("*.rs")))
+    return roots
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repo", default=Path(__file__).resolve().parent.parent, type=Path)
+    ap.add_argument("--graph", metavar="CRATE")
+    args = ap.parse_args()
+    repo = args.repo.resolve()
+    problems: list[str] = []
+
+    manifests = {}
+    for toml_path in sorted((repo / "crates").glob("*/Cargo.toml")):
+        data = tomllib.loads(toml_path.read_text())
+        manifests[data["package"]["name"]] = (toml_path.parent, data)
+
+    # 2. layers, 3. the core's closure.
+    def iterion_deps(data) -> list[str]:
+        return [d for d in data.get("dependencies", {}) if d.startswith("iterion-")]
+
+    for name, (_dir, data) in manifests.items():
+        if name not in LAYERS:
+            problems.append(f"{name}: not in scripts/check-architecture.py LAYERS (give it a layer)")
+            continue
+        for dep in iterion_deps(data):
+            if LAYERS.get(dep, 99) >= LAYERS[name]:
+                problems.append(
+                    f"{name} (layer {LAYERS[name]}) depends on {dep} (layer {LAYERS.get(dep)}): "
+                    "crates depend only on lower layers"
+                )
+    if CORE in manifests:
+        closure, todo = set(), [CORE]
+        while todo:
+            c = todo.pop()
+            if c in closure or c not in manifests:
+                continue
+            closure.add(c)
+            todo.extend(iterion_deps(manifests[c][1]))
+        for c in sorted(closure):
+            bad = ENGINE_CLIENTS & set(manifests[c][1].get("dependencies", {}))
+            if bad:
+                problems.append(f"{CORE} reaches {', '.join(sorted(bad))} through {c}: the core names no engine client")
+
+    # 1. file circles.
+    for name, (crate_dir, _data) in sorted(manifests.items()):
+        crate = Crate(name, crate_dir, crate_roots(crate_dir))
+        graph = crate.edges()
+        if args.graph == name:
+            for f, ts in sorted(graph.items()):
+                for t, via in sorted(ts.items()):
+                    print(f"{f.relative_to(crate_dir)} -> {t.relative_to(crate_dir)}   ({via})")
+        for comp in sccs(graph):
+            members = set(comp)
+            shown = []
+            for f in comp:
+                for t, via in sorted(graph.get(f, {}).items()):
+                    if t in members:
+                        shown.append(f"    {f.relative_to(crate_dir)} -> {t.relative_to(crate_dir)}  ({via})")
+            problems.append(
+                f"{name}: a circle of {len(comp)} files:\n" + "\n".join(shown)
+            )
+
+    for p in problems:
+        print(f"check-architecture: {p}")
+    if problems:
+        print(f"check-architecture: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"check-architecture: ok ({len(manifests)} crates)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
