@@ -3,7 +3,7 @@
 //! [`ContainerApi`] has one method per Engine API call the driver makes, and nothing else: its
 //! arguments and answers are small typed values, so the driver's unit tests script a
 //! [`ContainerApi`] fake and assert the calls it recorded, and the real implementation
-//! ([`BollardApi`](super::BollardApi)) is a thin translation onto bollard.
+//! ([`BollardApi`](crate::BollardApi)) is a thin translation onto bollard.
 //!
 //! Errors are classified once, here, into [`ApiError`]: the driver branches on *what happened*
 //! (not found, conflict, removal already in progress) and never on an engine's message text.
@@ -17,8 +17,7 @@ use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use tokio::io::AsyncWrite;
 
-use crate::driver::{ImageConfig, PullProgress};
-use crate::labels::ListedResource;
+use iterion_sandbox::{ImageConfig, PullProgress, ListedResource};
 
 /// What an Engine API call answered when it did not succeed. The driver decides from the
 /// variant; the message is for humans.
@@ -231,7 +230,7 @@ pub struct ExecState {
 
 /// The Engine API calls the docker/podman driver makes, and only those (STYLE.md §5.4).
 ///
-/// Implementations: [`BollardApi`](super::BollardApi) (the real engine); a recording fake in the
+/// Implementations: [`BollardApi`](crate::BollardApi) (the real engine); a recording fake in the
 /// unit tests.
 #[async_trait]
 pub trait ContainerApi: Send + Sync {

@@ -20,12 +20,11 @@ use bollard::query_parameters::{
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 
-use super::api::{
+use crate::api::{
     ApiError, ApiResult, ApiStream, BuildRequest, ContainerApi, EngineKind, EngineVersion,
     ExecAttachment, ExecChunk, ExecRequest, ExecState,
 };
-use crate::driver::{ImageConfig, PullProgress};
-use crate::labels::ListedResource;
+use iterion_sandbox::{ImageConfig, PullProgress, ListedResource};
 
 /// The Engine API through bollard. Cheap to clone (one shared connection pool).
 #[derive(Clone, Debug)]

@@ -7,11 +7,11 @@ use std::time::Instant;
 use async_trait::async_trait;
 use futures_util::StreamExt;
 
-use super::{DockerDriver, build_request, engine_binary, render, resolve_build, tar_context_in};
-use crate::driver::{Builder, LogLevel, PreparedSpec, RunInfo};
-use crate::error::{Error, Result};
-use crate::labels::build_image_tag;
-use crate::phase::{Phase, run_with_phase_timeout};
+use crate::context::{resolve_build, tar_context_in};
+use crate::driver::DockerDriver;
+use crate::plan::build_request;
+use crate::{engine_binary, render};
+use iterion_sandbox::{Builder, LogLevel, PreparedSpec, RunInfo, Error, Result, build_image_tag, Phase, run_with_phase_timeout};
 
 #[async_trait]
 impl Builder for DockerDriver {
@@ -96,14 +96,14 @@ impl Builder for DockerDriver {
     }
 }
 
-/// The last [`OUTPUT_TAIL_BYTES`](crate::OUTPUT_TAIL_BYTES) of a build's output.
+/// The last [`OUTPUT_TAIL_BYTES`](iterion_sandbox::OUTPUT_TAIL_BYTES) of a build's output.
 #[derive(Default)]
 struct Tail(Vec<u8>);
 
 impl Tail {
     fn push(&mut self, text: &str) {
         self.0.extend_from_slice(text.as_bytes());
-        let excess = self.0.len().saturating_sub(crate::OUTPUT_TAIL_BYTES);
+        let excess = self.0.len().saturating_sub(iterion_sandbox::OUTPUT_TAIL_BYTES);
         self.0.drain(..excess);
     }
 

@@ -1,79 +1,15 @@
-//! Finding the engine: which endpoints the docker and podman constructors try (SANDBOX.md §4.2),
-//! and the factory's constructor that connects to the first that answers.
+//! The factory's and the reaper's constructor of the docker/podman driver: connects to the first
+//! endpoint of [`endpoints_for`](crate::endpoints_for) that answers.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use iterion_sandbox::{Driver, DriverConstructor, DriverKind, Reaper, ReaperConstructor, Result};
 
-use super::{DockerDriver, DockerSettings, EngineKind};
-use crate::driver::Driver;
-use crate::env as envvars;
-use crate::error::Result;
-use crate::factory::DriverConstructor;
-use crate::host::DriverKind;
-
-/// Read by the docker constructor: when set, the only endpoint it tries (SANDBOX.md §4.2).
-pub const DOCKER_HOST: &str = "DOCKER_HOST";
-/// Read by the podman constructor: when set, the only endpoint it tries (SANDBOX.md §4.2).
-pub const CONTAINER_HOST: &str = "CONTAINER_HOST";
-/// Where rootless sockets live.
-pub const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
-/// The endpoints a constructor tries, in order (SANDBOX.md §4.2). Pure: the variables come in
-/// as values.
-///
-/// - docker: `unix:///var/run/docker.sock`, then `unix://$XDG_RUNTIME_DIR/docker.sock`;
-/// - podman: `unix://$XDG_RUNTIME_DIR/podman/podman.sock`, then `unix:///run/podman/podman.sock`;
-/// - when `DOCKER_HOST` or `CONTAINER_HOST` is set, only the set ones are tried — `DOCKER_HOST`
-///   by docker, `CONTAINER_HOST` by podman — and no default socket is probed, so a dead
-///   `DOCKER_HOST` means "no engine", as for the CLIs.
-pub fn endpoints_for(kind: EngineKind, vars: &EndpointVars) -> Vec<String> {
-    let set = |value: &Option<String>| {
-        value
-            .as_deref()
-            .filter(|v| !v.is_empty())
-            .map(str::to_owned)
-    };
-    let (docker_host, container_host) = (set(&vars.docker_host), set(&vars.container_host));
-    if docker_host.is_some() || container_host.is_some() {
-        return match kind {
-            EngineKind::Docker => docker_host.into_iter().collect(),
-            EngineKind::Podman => container_host.into_iter().collect(),
-        };
-    }
-    let runtime = set(&vars.xdg_runtime_dir).filter(|dir| dir.starts_with('/'));
-    match kind {
-        EngineKind::Docker => std::iter::once("unix:///var/run/docker.sock".to_owned())
-            .chain(runtime.map(|dir| format!("unix://{dir}/docker.sock")))
-            .collect(),
-        EngineKind::Podman => runtime
-            .map(|dir| format!("unix://{dir}/podman/podman.sock"))
-            .into_iter()
-            .chain(std::iter::once("unix:///run/podman/podman.sock".to_owned()))
-            .collect(),
-    }
-}
-
-/// The variables [`endpoints_for`] reads.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EndpointVars {
-    /// `DOCKER_HOST`.
-    pub docker_host: Option<String>,
-    /// `CONTAINER_HOST`.
-    pub container_host: Option<String>,
-    /// `XDG_RUNTIME_DIR`.
-    pub xdg_runtime_dir: Option<String>,
-}
-
-impl EndpointVars {
-    /// Reads the three variables.
-    pub fn from_env() -> EndpointVars {
-        EndpointVars {
-            docker_host: envvars::var(DOCKER_HOST),
-            container_host: envvars::var(CONTAINER_HOST),
-            xdg_runtime_dir: envvars::var(XDG_RUNTIME_DIR),
-        }
-    }
-}
+use crate::api::EngineKind;
+use crate::driver::DockerDriver;
+use crate::endpoints::{EndpointVars, endpoints_for};
+use crate::settings::DockerSettings;
 
 /// Constructs the docker or podman driver for the factory: tries the endpoints of
 /// [`endpoints_for`] (read from the environment when the constructor is made).
@@ -126,6 +62,15 @@ impl DockerConstructor {
 #[async_trait]
 impl DriverConstructor for DockerConstructor {
     async fn construct(&self) -> Result<Arc<dyn Driver>> {
+        let driver =
+            DockerDriver::connect(self.kind, &self.endpoints, self.settings.clone()).await?;
+        Ok(Arc::new(driver))
+    }
+}
+
+#[async_trait]
+impl ReaperConstructor for DockerConstructor {
+    async fn reaper(&self) -> Result<Arc<dyn Reaper>> {
         let driver =
             DockerDriver::connect(self.kind, &self.endpoints, self.settings.clone()).await?;
         Ok(Arc::new(driver))

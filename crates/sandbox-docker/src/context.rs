@@ -15,11 +15,9 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::{Error, Result};
-use crate::mounts::validate_contains_workspace;
-use crate::spec::Build;
+use iterion_sandbox::{Error, Result, validate_contains_workspace, Build};
 
-use super::plan::build_paths;
+use crate::plan::build_paths;
 
 /// A `build:` spec's inputs, resolved and checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -449,7 +447,7 @@ mod tests {
         let ws_path = ws.path().canonicalize().unwrap();
         std::fs::create_dir(ws_path.join("ctx")).unwrap();
         std::fs::write(ws_path.join("ctx/Dockerfile"), "FROM x\n").unwrap();
-        let build = crate::spec::Build {
+        let build = iterion_sandbox::Build {
             dockerfile: "ctx/Dockerfile".to_owned(),
             context: Some("ctx".to_owned()),
             args: Default::default(),

@@ -1,207 +1,29 @@
-//! The docker/podman driver (SANDBOX.md §4): one long-lived container per run, through the Engine
-//! API (bollard; our decision 7). Podman is the same driver on podman's Docker-compatible socket;
-//! `/version` tells which engine answers, and that is the driver's name.
-//!
-//! How it is built:
-//!
-//! - **Plan, then execute** (STYLE.md §5.3). [`create_plan`], [`exec_plan`] and [`build_request`]
-//!   decide what to ask for; [`render`] turns each request into the `docker …` line the run log
-//!   keeps; the driver only sequences calls on a [`ContainerApi`].
-//! - **One narrow seam** ([`ContainerApi`]): the bollard calls we make and nothing else, with
-//!   [`BollardApi`] as the real implementation and a recording fake in the unit tests.
-//! - **The core decides, the driver obeys**: `prepare` starts with
-//!   [`Spec::validate`](crate::Spec::validate); `start` screens every mount with
-//!   [`validate_spec_mounts`](crate::validate_spec_mounts) before the first API call and binds
-//!   only canonical sources; phases are bounded by
-//!   [`run_with_phase_timeout`](crate::run_with_phase_timeout).
-//!
-//! Lifecycle guarantees: anything created is removed when a later step fails — on a fresh
-//! [`CLEANUP_TIMEOUT`] budget, and by a drop guard when the caller cancels `start` — and the
-//! error keeps a cleanup failure next to the original one ([`Error::CleanupFailed`]).
-//! [`SandboxRun::cleanup`] force-removes the container (already gone is success) and is
-//! idempotent.
-//!
-//! Deliberate differences from SANDBOX.md, each documented where it happens:
-//!
-//! - cleanup does not `stop --time 5` first: PID 1 is `sleep infinity`, which has no SIGTERM
-//!   handler, so the kernel ignores the signal for a namespace's init and every stop would wait
-//!   the full 5 s before killing. A force remove kills at once; nothing in the container is
-//!   owed a graceful shutdown (node execs are already over or being cancelled).
-//!
-//! File secrets are files in the per-run dir bound read-only ([`secret_plan`], SANDBOX.md §8.7),
-//! refreshed in place through the run's [`SecretFileRefresher`](crate::SecretFileRefresher).
-//!
-//! The egress bridge (§4.6) is not started here: a proxied run gets `--network none` and the
-//! `net/` mount from this driver, and the engine execs `iterion __egress-bridge` right after
-//! [`Driver::start`](crate::Driver::start) returns (crates/engine `sandbox/egress.rs`). Until the
-//! bridge is ready there is no route at all, which fails closed.
+//! The docker/podman driver itself ([`DockerDriver`]): connecting to an engine, `prepare` (pull),
+//! `start` (screen, create, start, `post_create`) and the listing and removal calls the reaper
+//! makes (SANDBOX.md §4).
 
-mod api;
-mod bollard_api;
-mod build;
-mod connect;
-mod context;
-mod engine_binary;
-mod plan;
-mod probe;
-pub mod render;
-mod run;
-mod secrets;
-
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
+use iterion_sandbox::{Capabilities, AdvertisedPort, Builder, Driver, LogLevel, NullRunLog, PreparedSpec, Progress, ProxyAddresses, ProxyBind, ProxyConfigurer, RunInfo, RunLog, SandboxRun, Error, Result, DriverKind, LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE, LABEL_RUN_ID, LABEL_STORE, ManagedResource, build_image_tag, filter_managed, managed_filters, nix_volume_name, ScreenContext, Stager, validate_spec_mounts, CLEANUP_TIMEOUT, Phase, run_with_phase_timeout, run_post_create, Spec};
 
-pub use api::{
-    ApiError, ApiResult, ApiStream, BuildRequest, ContainerApi, EngineKind, EngineVersion,
-    ExecAttachment, ExecChunk, ExecRequest, ExecState, ExecStdin,
-};
-pub use bollard_api::BollardApi;
-pub use connect::{
-    CONTAINER_HOST, DOCKER_HOST, DockerConstructor, EndpointVars, XDG_RUNTIME_DIR, endpoints_for,
-};
-pub use context::{DockerIgnore, ResolvedBuild, resolve_build, tar_context, tar_context_in};
-pub use engine_binary::{ENGINE_BINARY_PURPOSE, elf_problem};
-pub use plan::{
-    CA_TARGET, CreateInputs, CreatePlan, ExecInputs, ExecPlan, HOST_ALIAS, NET_DIR_TARGET,
-    NO_PROXY_BASE, PODMAN_ULIMIT, SANDBOX_CMD, SANDBOX_ENTRYPOINT, SCRIPT_STDIN_THRESHOLD,
-    build_paths, build_request, create_plan, exec_plan, nix_volume_labels, workspace_folder,
-};
-pub use probe::{EngineProbe, endpoint_is_local, probe_endpoints};
-pub use secrets::{
-    SECRETS_TARGET, SecretFilePlan, SecretModes, SecretPlan, secret_modes, secret_plan,
-};
-
-use self::run::{DockerRun, RemoveOnDrop, RunParts};
-use crate::capabilities::Capabilities;
-use crate::driver::{
-    AdvertisedPort, Builder, Driver, LogLevel, NullRunLog, PreparedSpec, Progress, ProxyAddresses,
-    ProxyBind, ProxyConfigurer, RunInfo, RunLog, SandboxRun,
-};
-use crate::env::{self as envvars, ITERION_SANDBOX_PERSIST_NIX, is_falsy};
-use crate::error::{Error, Result};
-use crate::host::DriverKind;
-use crate::labels::{
-    LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE, LABEL_RUN_ID, LABEL_STORE, ManagedResource,
-    build_image_tag, filter_managed, managed_filters, nix_volume_name,
-};
-use crate::mounts::{ScreenContext, Stager, validate_spec_mounts};
-use crate::phase::{CLEANUP_TIMEOUT, Phase, phase_timeout_from_env, run_with_phase_timeout};
-use crate::post_create::run_post_create;
-use crate::spec::Spec;
-use plan::NIX_VOLUME_PURPOSE;
+use crate::api::{ApiError, ContainerApi, EngineKind};
+use crate::bollard_api::BollardApi;
+use crate::endpoints::{CONTAINER_HOST, DOCKER_HOST};
+use crate::plan::{self, CreateInputs, NIX_VOLUME_PURPOSE, create_plan, nix_volume_labels, workspace_folder};
+use crate::run::{self, DockerRun, RemoveOnDrop, RunParts};
+use crate::secrets::{self, SecretPlan, secret_plan};
+use crate::settings::DockerSettings;
+use crate::shared::Shared;
+use crate::{engine_binary, render};
 
 /// How long connecting, negotiating and pinging one endpoint may take (SANDBOX.md §4.2).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-/// The bound of each remove call in cleanup (SANDBOX.md §4.8).
-pub const REMOVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The fixed in-sandbox port of the egress proxy (SANDBOX.md §4.6).
 pub const PROXY_PORT: u16 = 3128;
-
-/// The driver's knobs. Built with setters; [`DockerSettings::from_env`] reads the phase budgets
-/// and `ITERION_SANDBOX_PERSIST_NIX` the way the engine does.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DockerSettings {
-    pull_timeout: Duration,
-    build_timeout: Duration,
-    post_create_timeout: Duration,
-    persist_nix: bool,
-    extra_labels: BTreeMap<String, String>,
-}
-
-impl Default for DockerSettings {
-    fn default() -> Self {
-        DockerSettings {
-            pull_timeout: Phase::ImagePull.default_budget(),
-            build_timeout: Phase::ImageBuild.default_budget(),
-            post_create_timeout: Phase::PostCreate.default_budget(),
-            persist_nix: true,
-            extra_labels: BTreeMap::new(),
-        }
-    }
-}
-
-impl DockerSettings {
-    /// The phase budgets from `ITERION_SANDBOX_PULL_TIMEOUT`, `ITERION_SANDBOX_BUILD_TIMEOUT`
-    /// and `ITERION_SANDBOX_POST_CREATE_TIMEOUT`, and the `/nix` volume unless
-    /// `ITERION_SANDBOX_PERSIST_NIX` is falsy.
-    pub fn from_env() -> DockerSettings {
-        DockerSettings {
-            pull_timeout: phase_timeout_from_env(Phase::ImagePull),
-            build_timeout: phase_timeout_from_env(Phase::ImageBuild),
-            post_create_timeout: phase_timeout_from_env(Phase::PostCreate),
-            persist_nix: !envvars::var(ITERION_SANDBOX_PERSIST_NIX).is_some_and(|v| is_falsy(&v)),
-            extra_labels: BTreeMap::new(),
-        }
-    }
-
-    /// The `image pull` budget. Default: 10 min.
-    #[must_use]
-    pub fn pull_timeout(mut self, budget: Duration) -> Self {
-        self.pull_timeout = budget;
-        self
-    }
-
-    /// The `image build` budget. Default: 30 min.
-    #[must_use]
-    pub fn build_timeout(mut self, budget: Duration) -> Self {
-        self.build_timeout = budget;
-        self
-    }
-
-    /// The `post_create` budget. Default: 30 min.
-    #[must_use]
-    pub fn post_create_timeout(mut self, budget: Duration) -> Self {
-        self.post_create_timeout = budget;
-        self
-    }
-
-    /// Whether trusted runs share a `/nix` volume per image (SANDBOX.md §4.5). Default: on.
-    #[must_use]
-    pub fn persist_nix(mut self, persist: bool) -> Self {
-        self.persist_nix = persist;
-        self
-    }
-
-    /// A label put on every container and built image, besides the run's own (which it never
-    /// overrides). For embedders and tests (`iterion.io/test-id`). Default: none.
-    #[must_use]
-    pub fn extra_label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.extra_labels.insert(key.into(), value.into());
-        self
-    }
-}
-
-/// Shared by the driver and its runs.
-pub(crate) struct Shared {
-    pub(crate) api: Arc<dyn ContainerApi>,
-    pub(crate) engine: EngineKind,
-    pub(crate) settings: DockerSettings,
-    pub(crate) log: Arc<dyn RunLog>,
-}
-
-impl Shared {
-    pub(crate) fn log(&self, level: LogLevel, line: &str) {
-        self.log.line(level, line);
-    }
-
-    pub(crate) fn engine_error(
-        &self,
-        operation: impl Into<String>,
-    ) -> impl FnOnce(ApiError) -> Error {
-        let driver = self.engine.as_str().to_owned();
-        let operation = operation.into();
-        move |source| Error::Engine {
-            driver,
-            operation,
-            source: Box::new(source),
-        }
-    }
-}
 
 /// The docker/podman driver. Cheap to clone; safe for concurrent runs.
 #[derive(Clone)]
@@ -438,7 +260,7 @@ impl DockerDriver {
         image: &str,
         fallback: Option<&str>,
         progress: &dyn Progress,
-    ) -> Result<(String, crate::driver::ImageConfig)> {
+    ) -> Result<(String, iterion_sandbox::ImageConfig)> {
         let shared = &self.shared;
         if let Some(config) = shared
             .api
@@ -539,7 +361,7 @@ impl DockerDriver {
                     let inside_writable = ctx
                         .sandbox_writable_dir(source)
                         .is_some_and(|dir| dir != source);
-                    if mount.kind == crate::spec::EngineMountKind::Bind && inside_writable {
+                    if mount.kind == iterion_sandbox::EngineMountKind::Bind && inside_writable {
                         let rendered =
                             format!("type=bind,source={},target={}", mount.source, mount.target);
                         let pinned = stager.pin_engine(&rendered, source, mount.read_only, &ctx)?;
@@ -764,7 +586,7 @@ impl Driver for DockerDriver {
                 reason: format!("the {} driver needs an image or a build", self.name()),
             });
         };
-        crate::mounts::validate_plain_arg("image", image)?;
+        iterion_sandbox::validate_plain_arg("image", image)?;
         let (image, config) = self
             .ensure_image(image, spec.image_fallback.as_deref(), progress)
             .await?;

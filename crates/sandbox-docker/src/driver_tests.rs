@@ -5,14 +5,11 @@ use std::sync::Mutex;
 
 use pretty_assertions::assert_eq;
 
-use super::fake::{Call, FakeContainerApi, Reply};
+use crate::fake::{Call, FakeContainerApi, Reply};
 use super::*;
 use bytes::Bytes;
 
-use crate::driver::{ExecOpts, ExecResult, ImageConfig, NoProgress, PullProgress};
-use crate::labels::ListedResource;
-use crate::mode::Mode;
-use crate::spec::Build;
+use iterion_sandbox::{ExecOpts, ExecResult, ImageConfig, NoProgress, PullProgress, ListedResource, Mode, Build};
 
 #[derive(Default)]
 struct Lines(Mutex<Vec<(LogLevel, String)>>);
@@ -535,7 +532,7 @@ async fn file_secrets_are_bound_read_only_refreshable_and_gone_after_cleanup() {
         Reply::RemoveContainer(Ok(())),
     ]);
     let mut with_secret = spec("img:1");
-    with_secret.secret_files = vec![crate::spec::SecretFileMount {
+    with_secret.secret_files = vec![iterion_sandbox::SecretFileMount {
         name: "TOKEN".to_owned(),
         mount_path: "/run/iterion/secrets/TOKEN".to_owned(),
         env: Some("TOKEN_FILE".to_owned()),

@@ -7,8 +7,7 @@ use std::path::Path;
 
 use tokio::io::AsyncReadExt;
 
-use crate::error::{Error, Result};
-use crate::spec::{EngineMount, Spec};
+use iterion_sandbox::{Error, Result, EngineMount, Spec};
 
 /// The purpose the engine gives the engine-binary mount (SANDBOX.md §8 step M8).
 pub const ENGINE_BINARY_PURPOSE: &str = "engine-binary";
@@ -93,7 +92,7 @@ pub async fn check_engine_binary(spec: &Spec, architecture: &str) -> Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::EngineMountKind;
+    use iterion_sandbox::EngineMountKind;
     use pretty_assertions::assert_eq;
 
     fn header(class_data: u8, machine: u16) -> Vec<u8> {

@@ -15,12 +15,11 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::io::AsyncWrite;
 
-use super::api::{
+use crate::api::{
     ApiError, ApiResult, ApiStream, BuildRequest, ContainerApi, ExecAttachment, ExecChunk,
     ExecRequest, ExecState,
 };
-use crate::driver::{ImageConfig, PullProgress};
-use crate::labels::ListedResource;
+use iterion_sandbox::{ImageConfig, PullProgress, ListedResource};
 
 /// One call the driver made.
 #[derive(Clone, Debug, PartialEq)]

@@ -13,16 +13,9 @@ use bollard::models::{
 };
 use bytes::Bytes;
 
-use super::api::{BuildRequest, EngineKind, ExecRequest};
-use super::secrets::SecretPlan;
-use crate::driver::RunInfo;
-use crate::error::{Error, Result};
-use crate::labels::{
-    LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE, LABEL_STORE, container_name, managed_labels,
-};
-use crate::mode::Trust;
-use crate::mounts::{BindPropagation, MountKind, ScreenedMount};
-use crate::spec::{Build, EngineMountKind, Spec};
+use crate::api::{BuildRequest, EngineKind, ExecRequest};
+use crate::secrets::SecretPlan;
+use iterion_sandbox::{RunInfo, Error, Result, LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE, LABEL_STORE, container_name, managed_labels, Trust, BindPropagation, MountKind, ScreenedMount, Build, EngineMountKind, Spec};
 
 /// PID 1 of every sandbox: `sleep infinity`, with the image's ENTRYPOINT overridden.
 pub const SANDBOX_ENTRYPOINT: &str = "sleep";
@@ -76,7 +69,7 @@ pub struct CreateInputs<'a> {
     /// Labels added to the run's own (an embedder's or a test's); they never override
     /// `iterion.io/*`.
     pub extra_labels: &'a BTreeMap<String, String>,
-    /// The file secrets' binds and env ([`secret_plan`](super::secret_plan)).
+    /// The file secrets' binds and env ([`secret_plan`](crate::secret_plan)).
     pub secrets: &'a SecretPlan,
 }
 

@@ -5,12 +5,9 @@ use std::path::PathBuf;
 
 use pretty_assertions::assert_eq;
 
-use super::render::{render_build, render_exec, render_rm, render_run, shell_quote};
+use crate::render::{render_build, render_exec, render_rm, render_run, shell_quote};
 use super::*;
-use crate::driver::ProxyAttachment;
-use crate::mode::{Mode, Trust};
-use crate::mounts::{ScreenedMount, parse_mount};
-use crate::spec::{Build, EngineMount, EngineMountKind};
+use iterion_sandbox::{ProxyAttachment, Mode, Trust, ScreenedMount, parse_mount, Build, EngineMount, EngineMountKind};
 
 fn info() -> RunInfo {
     let mut info = RunInfo::new(
@@ -125,7 +122,7 @@ fn a_proxied_run_has_no_network_and_reaches_the_proxy_through_its_sockets() {
     info.proxy_ca_pem = Some("-----BEGIN CERTIFICATE-----".to_owned());
     info.no_proxy_extra = Some("10.0.0.7".to_owned());
     // File secrets bind read-only, and their env wins over the spec's but not over the proxy's.
-    let secret = |name: &str, path: &str, env: &str| crate::spec::SecretFileMount {
+    let secret = |name: &str, path: &str, env: &str| iterion_sandbox::SecretFileMount {
         name: name.to_owned(),
         mount_path: path.to_owned(),
         env: Some(env.to_owned()),

@@ -9,10 +9,10 @@
 
 use std::time::Duration;
 
-use super::api::{ApiResult, ContainerApi, EngineKind, EngineVersion};
-use super::bollard_api::BollardApi;
-use super::{EndpointVars, endpoints_for};
-use crate::driver::ImageConfig;
+use crate::api::{ApiResult, ContainerApi, EngineKind, EngineVersion};
+use crate::bollard_api::BollardApi;
+use crate::endpoints::{EndpointVars, endpoints_for};
+use iterion_sandbox::ImageConfig;
 
 /// A connection to the first docker/podman endpoint that answered, and what it said it is.
 #[derive(Clone, Debug)]

@@ -10,17 +10,12 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use super::api::{ApiError, ApiStream, ExecAttachment, ExecChunk};
-use super::plan::{ExecInputs, exec_plan};
-use super::render::{render_exec, render_rm, render_rmi};
-use super::secrets::{SecretPlan, refresh_secret};
-use super::{REMOVE_TIMEOUT, Shared};
-use crate::driver::{ExecOpts, ExecOutput, ExecResult, LogLevel, SandboxRun, SecretFileRefresher};
-use crate::error::{Error, Result};
-use crate::mounts::ArgRule;
-use crate::phase::CLEANUP_TIMEOUT;
-use crate::spec::SecretBytes;
-use crate::text::escape_controls;
+use crate::api::{ApiError, ApiStream, ExecAttachment, ExecChunk};
+use crate::plan::{ExecInputs, exec_plan};
+use crate::render::{render_exec, render_rm, render_rmi};
+use crate::secrets::{SecretPlan, refresh_secret};
+use crate::shared::{REMOVE_TIMEOUT, Shared};
+use iterion_sandbox::{ExecOpts, ExecOutput, ExecResult, LogLevel, SandboxRun, SecretFileRefresher, Error, Result, ArgRule, CLEANUP_TIMEOUT, SecretBytes, escape_controls};
 
 /// How long to wait, in all, for the engine to report an exec's exit code once its output has
 /// ended (engines can lag a few milliseconds behind the stream's end).
@@ -344,7 +339,7 @@ impl DockerRun {
     /// so no other build's cache is among them; children go before parents, so removal repeats
     /// while it makes progress. Best effort: the reaper collects what is left.
     async fn remove_run_intermediates(&self) {
-        let filter = vec![format!("{}={}", crate::labels::LABEL_RUN_ID, self.run_id)];
+        let filter = vec![format!("{}={}", iterion_sandbox::LABEL_RUN_ID, self.run_id)];
         for _ in 0..8 {
             let Ok(images) = self.shared.api.list_images(filter.clone()).await else {
                 return;
@@ -385,7 +380,7 @@ impl DockerRun {
         // Staged mounts (issue 15 item 1) are detached first; the dir is never emptied
         // through one.
         let run_dir = self.run_dir.clone();
-        match tokio::task::spawn_blocking(move || crate::mounts::remove_run_dir(&run_dir)).await {
+        match tokio::task::spawn_blocking(move || iterion_sandbox::remove_run_dir(&run_dir)).await {
             Ok(Ok(())) => {}
             Ok(Err(error)) => tracing::debug!(
                 "sandbox: could not remove the per-run dir {}: {error}",

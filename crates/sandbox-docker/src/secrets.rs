@@ -17,8 +17,7 @@ use std::io::{Seek, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
-use crate::spec::{SecretBytes, SecretFileMount};
+use iterion_sandbox::{Error, Result, SecretBytes, SecretFileMount};
 
 /// Where default-path secrets live in the container.
 pub const SECRETS_TARGET: &str = "/run/iterion/secrets";
@@ -257,7 +256,7 @@ pub fn refresh_secret(plan: &SecretPlan, name: &str, value: &SecretBytes) -> Res
             field: "secret_files".to_owned(),
             reason: format!(
                 "refusing to refresh {} with an empty value",
-                crate::text::escape_controls(name)
+                iterion_sandbox::escape_controls(name)
             ),
         });
     }
@@ -266,7 +265,7 @@ pub fn refresh_secret(plan: &SecretPlan, name: &str, value: &SecretBytes) -> Res
             field: "secret_files".to_owned(),
             reason: format!(
                 "no file secret named {} in this sandbox",
-                crate::text::escape_controls(name)
+                iterion_sandbox::escape_controls(name)
             ),
         });
     };

@@ -339,6 +339,14 @@ pub trait Driver: Send + Sync {
     }
 }
 
+/// Constructs one driver, probing its engine. Returning [`Error::Unavailable`] means "skip me":
+/// the factory records the reason and tries the next driver.
+#[async_trait]
+pub trait DriverConstructor: Send + Sync {
+    /// Connects to the engine and returns a ready driver.
+    async fn construct(&self) -> Result<Arc<dyn Driver>>;
+}
+
 /// A running sandbox (SANDBOX.md §4.1).
 #[async_trait]
 pub trait SandboxRun: Send + Sync {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::mounts::{ArgRule, EnvRule, MountRule};
+use crate::rules::{ArgRule, EnvRule, MountRule};
 use crate::phase::Phase;
 use pretty_assertions::assert_eq;
 

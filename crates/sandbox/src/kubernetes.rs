@@ -1,5 +1,6 @@
-//! Kubernetes `validate_spec` (SANDBOX.md §5.5): pure, called by `prepare`, the doctor and the
-//! pre-flight.
+//! Kubernetes policy (SANDBOX.md §5.5): what a spec must be to run as a pod — `validate_spec`,
+//! the numeric user and its default. Pure, so it lives in the core: the kubernetes driver's
+//! `prepare`, the doctor and the pre-flight all call it, and the last two need no cluster client.
 //!
 //! The engine path and the doctor path differ in one place, on purpose: `Driver::prepare` first
 //! defaults an absent `user` to [`DEFAULT_USER`] (`1000:1000`, the uid of the published images;
@@ -8,10 +9,9 @@
 //! cloud workflow that names no user: an operator learns before the fleet does that the image's
 //! user is a guess.
 
-use std::fmt;
-
 use crate::error::{Error, Result};
 use crate::mode::HostState;
+use crate::rules::KubernetesRule;
 use crate::spec::Spec;
 
 /// The user `prepare` gives a spec that names none (SANDBOX.md §5.5): uid and gid of the
@@ -20,53 +20,6 @@ pub const DEFAULT_USER: &str = "1000:1000";
 
 /// The gid used when the user names only a uid (pod `fsGroup`, `runAsGroup`; SANDBOX.md §5.8).
 pub const DEFAULT_GID: i64 = 1000;
-
-/// Why the kubernetes driver refuses a spec (SANDBOX.md §5.5). The `Display` is the message of
-/// the design, which names the knob to turn.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum KubernetesRule {
-    /// `build:` is set; there is no image builder in the cluster.
-    BuildIsLocalOnly,
-    /// No image is named.
-    ImageRequired,
-    /// `host_state: auto` asks for host binds, which a pod cannot have.
-    HostStateAutoNeedsBinds,
-    /// No user is named (the doctor and pre-flight path; the engine path defaults it).
-    UserRequired,
-    /// The user is a name, or its uid/gid is not all digits.
-    UserNotNumeric,
-}
-
-impl KubernetesRule {
-    /// A stable short id for tests and JSON (`build-local-only`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KubernetesRule::BuildIsLocalOnly => "build-local-only",
-            KubernetesRule::ImageRequired => "image-required",
-            KubernetesRule::HostStateAutoNeedsBinds => "host-state-auto",
-            KubernetesRule::UserRequired => "user-required",
-            KubernetesRule::UserNotNumeric => "user-not-numeric",
-        }
-    }
-}
-
-impl fmt::Display for KubernetesRule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            KubernetesRule::BuildIsLocalOnly => {
-                "kubernetes: build: is local-only; pin a pre-built image"
-            }
-            KubernetesRule::ImageRequired => "kubernetes: an image is required; set image:",
-            KubernetesRule::HostStateAutoNeedsBinds => {
-                "kubernetes: host_state: auto needs host binds; use none"
-            }
-            KubernetesRule::UserRequired => {
-                "kubernetes: user is required (numeric uid or uid:gid, runAsNonRoot); set user:"
-            }
-            KubernetesRule::UserNotNumeric => "kubernetes: user must be numeric (runAsNonRoot)",
-        })
-    }
-}
 
 /// A numeric user: `uid` or `uid:gid`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,5 +114,5 @@ pub fn validate_spec(spec: &Spec) -> Result<()> {
 }
 
 #[cfg(test)]
-#[path = "validate_tests.rs"]
+#[path = "kubernetes_tests.rs"]
 mod tests;

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::driver::RunInfo;
-use crate::env::is_falsy;
+use crate::vars::is_falsy;
 use crate::mode::Trust;
 
 /// `true` on every resource iterion creates.

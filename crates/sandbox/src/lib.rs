@@ -33,99 +33,66 @@
 mod capabilities;
 mod devcontainer;
 mod driver;
-mod drivers;
 mod elf;
 mod env;
 mod error;
 mod factory;
 mod host;
+mod kubernetes;
 mod labels;
 mod mode;
 mod mounts;
+mod noop;
+mod noop_procs;
 mod phase;
 mod post_create;
 mod precedence;
+mod reap;
+mod rules;
 mod runfiles;
 mod spec;
 mod text;
+mod timeout;
+mod vars;
 
 pub use capabilities::Capabilities;
 pub use devcontainer::{
     ALLOWED_ENV_EXCEPTIONS, AUTO_WITHOUT_REPOSITORY_ROOT, AutoInputs, CommandForm, DENIED_ENV,
     DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR, DEVBOX_INLINE_LIMIT_BYTES,
     DEVCONTAINER_CANDIDATES, DevboxConfig, DevboxInputs, DevboxPlan, DevboxRead, DevboxSource,
-    Devcontainer, DevcontainerBuild, DevcontainerError, DevcontainerText, EnvDenyRule, EnvMatch,
+    Devcontainer, DevcontainerBuild, DevcontainerText, EnvDenyRule, EnvMatch,
     EnvOverlay, FusedSpec, ITERION_REPO_DEVBOX, ITERION_SANDBOX_ENV_FILE, LOCAL_ENV_ALLOW_LIST,
     LifecycleCommand, LocalVars, MAX_DEVCONTAINER_BYTES, NO_DEVCONTAINER_NO_DEFAULT_IMAGE,
-    RepoDevbox, RepoSpec, ResolvedSpec, RunArgRule, apply_devbox_plan, default_network,
+    RepoDevbox, RepoSpec, ResolvedSpec, apply_devbox_plan, default_network,
     denied_env_rule, expand_local_vars, expand_sandbox_spec, fuse_devcontainer_spec,
     is_allowed_local_env, is_denied_env_key, merge_environment_overlay, parse_devcontainer,
     parse_env_file, parse_env_pairs, plan_devbox, posix_quote, read_devbox_config, read_from_repo,
     resolve_repo_devbox, resolve_sandbox_spec_with_fallback, screen_run_args, to_sandbox_spec,
 };
 pub use driver::{
-    AdvertisedPort, Builder, Driver, ExecInput, ExecOpts, ExecOutput, ExecResult, ImageConfig,
+    AdvertisedPort, Builder, Driver, DriverConstructor, ExecInput, ExecOpts, ExecOutput, ExecResult, ImageConfig,
     LogLevel, NoProgress, NullRunLog, PreparedSpec, Progress, ProxyAddresses, ProxyAttachment,
     ProxyBind, ProxyConfigurer, PullProgress, RunFilesDrainer, RunInfo, RunLog, SandboxRun,
     SecretFileRefresher, WorkspaceExporter, WorkspaceFileRefresher, WorkspaceHeadCapturer,
     proxy_addresses_for_driver, redact_proxy_url,
 };
-pub use drivers::docker::{
-    ApiError, ApiResult, ApiStream, BollardApi, BuildRequest, CA_TARGET, CONNECT_TIMEOUT,
-    CONTAINER_HOST, ContainerApi, CreateInputs, CreatePlan, DOCKER_HOST, DockerConstructor,
-    DockerDriver, DockerIgnore, DockerSettings, ENGINE_BINARY_PURPOSE, EndpointVars, EngineKind,
-    EngineProbe, EngineVersion, ExecAttachment, ExecChunk, ExecInputs, ExecPlan, ExecRequest,
-    ExecState, ExecStdin, HOST_ALIAS, NET_DIR_TARGET, NO_PROXY_BASE, PODMAN_ULIMIT, PROXY_PORT,
-    REMOVE_TIMEOUT, ResolvedBuild, SANDBOX_CMD, SANDBOX_ENTRYPOINT, SCRIPT_STDIN_THRESHOLD,
-    SECRETS_TARGET, SecretFilePlan, SecretModes, SecretPlan, XDG_RUNTIME_DIR, build_paths,
-    build_request, ca_host_path, create_plan, elf_problem, endpoint_is_local, endpoints_for,
-    exec_plan, nix_volume_labels, probe_endpoints, render as docker_render, resolve_build,
-    secret_modes, secret_plan, tar_context, workspace_folder,
+pub use kubernetes::{
+    DEFAULT_GID, DEFAULT_USER, NumericUser, apply_engine_user_default, parse_numeric_user,
+    validate_spec as kubernetes_validate_spec,
 };
-pub use drivers::kubernetes::scheduling::{
-    HOSTNAME_TOPOLOGY_KEY, ITERION_SANDBOX_K8S_LIMITS_CPU, ITERION_SANDBOX_K8S_LIMITS_MEMORY,
-    ITERION_SANDBOX_K8S_REQUESTS_CPU, ITERION_SANDBOX_K8S_REQUESTS_MEMORY,
-    ITERION_SANDBOX_K8S_SPREAD, Quantity, Resource, ResourceQuantities, SchedulingInputs,
-    SchedulingPolicy, parse_quantity,
-};
-pub use drivers::kubernetes::validate::{
-    DEFAULT_GID, DEFAULT_USER, KubernetesRule, NumericUser, apply_engine_user_default,
-    parse_numeric_user, validate_spec as kubernetes_validate_spec,
-};
-pub use drivers::kubernetes::{
-    CA_KEY, COMPONENT_SANDBOX_RUN, DEADLINE_MARGIN_SECONDS, DEFAULT_EGRESS_PROBE, EXPORT_TIMEOUT,
-    ExecSession, FIELD_MANAGER, GitDirCopy, HEAD_CAPTURE_TIMEOUT, ITERION_POD_IP,
-    ITERION_RUNNER_POD_NAME, ITERION_RUNNER_POD_UID, ITERION_SANDBOX_EGRESS_PROBE,
-    InClusterSignals, KUBE_CA_DIR, KUBE_CA_PATH, KUBE_ENGINE_BIN, KUBE_SECRETS_DIR, KubeApi,
-    KubeError, KubeMount, KubeMountKind, KubeObject, KubeReapError, KubeReapReport, KubeResult,
-    KubeRsApi, KubernetesConstructor, KubernetesDriver, KubernetesRun, KubernetesSettings,
-    LABEL_COMPONENT, NotReady, ObjectKind, PodInputs, PodPlan, PodProgress, RunnerOwner,
-    SECRET_MODE, SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT_TOKEN, TERMINAL_WAITING_REASONS,
-    TarWritten, WORKLOAD_CONTAINER, WORKTREE_GIT_VOLUME, WorkspaceTarPlan, ca_secret_name,
-    classify_not_ready, detect_in_cluster, exec_argv, exit_code_of, export_argv, git_dir_copy,
-    git_dir_target_problem, in_cluster_api, is_clean_relative, lexical_clean, mount_volume_name,
-    parse_gitfile, parse_kube_mount, pod_labels, pod_name, pod_plan, pod_progress,
-    probe_api_version, read_git_dir_copy, reap_kubernetes_objects, secret_data_key,
-    secret_files_name, secret_files_secret,
-};
-pub use drivers::noop::{NoopConstructor, NoopDriver, noop_file_secret_gate};
-pub use drivers::{HOST_RUN_MARKER, ProcessGroupGuard};
+pub use noop::{NoopConstructor, NoopDriver, noop_file_secret_gate};
+pub use noop_procs::{HOST_RUN_MARKER, ProcessGroupGuard};
 pub use elf::{LinkKind, link_kind, link_kind_of};
 pub use env::{
-    ITERION_DESKTOP, ITERION_MODE, ITERION_SANDBOX_BUILD_TIMEOUT, ITERION_SANDBOX_DEFAULT,
-    ITERION_SANDBOX_DEFAULT_IMAGE, ITERION_SANDBOX_HOST_STATE, ITERION_SANDBOX_K8S_APPLY_TIMEOUT,
-    ITERION_SANDBOX_K8S_POD_READY_TIMEOUT, ITERION_SANDBOX_OVERRIDE, ITERION_SANDBOX_PERSIST_NIX,
-    ITERION_SANDBOX_POST_CREATE_TIMEOUT, ITERION_SANDBOX_PULL_TIMEOUT,
-    ITERION_SANDBOX_WORKSPACE_COPY_TIMEOUT, KUBERNETES_SERVICE_HOST, default_image_from_env,
-    global_sandbox_default_from_env, host_state_from_env, is_falsy, is_truthy, parse_switch,
+    default_image_from_env, global_sandbox_default_from_env, host_state_from_env,
     sandbox_override_from_env,
 };
 pub use error::{
-    DRIVER_UNAVAILABLE_HINT, DriverAttempt, EngineError, Error, Result, SANDBOX_CAPACITY,
+    DRIVER_UNAVAILABLE_HINT, DevcontainerError, DriverAttempt, EngineError, Error, Result, SANDBOX_CAPACITY,
     SANDBOX_DRIVER_UNAVAILABLE, SANDBOX_SETUP_FAILED, SANDBOX_SETUP_TIMEOUT,
 };
 pub use factory::{
-    DriverConstructor, Factory, FactoryOptions, Registry, run_will_be_sandboxed,
+    Factory, FactoryOptions, Registry, run_will_be_sandboxed,
     select_sandbox_driver,
 };
 pub use host::{DriverKind, HostKind, HostSignals, detect_host, preference_order};
@@ -136,23 +103,23 @@ pub use labels::{
 };
 pub use mode::{HostState, Inherit, Mode, NetworkMode, SandboxFlag, Trust};
 pub use mounts::{
-    ArgRule, BindPropagation, CREDENTIAL_COMPONENTS, ENGINE_SOCKET_NAMES, EnvRule, MountKind,
-    MountRequest, MountRule, MountScope, MountSpec, Protected, RESERVED_TARGET_ROOT,
+    BindPropagation, CREDENTIAL_COMPONENTS, ENGINE_SOCKET_NAMES,
+    MountRequest, MountScope, MountSpec, RESERVED_TARGET_ROOT,
     RESERVED_VOLUME_PREFIX, SENSITIVE_SYSTEM_ENTRIES, SHELL_STARTUP_FILES, STAGE_DIR, SYSTEM_TREES,
-    ScreenContext, ScreenedMount, Sensitivity, Stager, is_reserved_volume, mount_is_host_bind,
+    ScreenContext, ScreenedMount, Stager, is_reserved_volume, mount_is_host_bind,
     parse_mount, release_staged, remove_run_dir, validate_contains_workspace,
     validate_engine_mount, validate_env_pair, validate_mount, validate_plain_arg,
     validate_spec_mounts,
 };
 pub use phase::{
     CLEANUP_TIMEOUT, DurationError, Phase, PhaseBudget, format_duration, parse_go_duration,
-    phase_timeout_from_env, resolve_phase_timeout, run_with_phase_timeout,
+    phase_timeout_from_env, resolve_phase_timeout,
 };
 pub use post_create::{OUTPUT_TAIL_BYTES, POST_CREATE_LOG_PREFIX, run_post_create};
 pub use precedence::{
     DEFAULT_IMAGE_FALLBACK, DEFAULT_IMAGE_REPOSITORY, DefaultImage, DefaultImageSource,
     HostStateSource, ImageVariant, ModeInputs, NETWORK_NO_MODE_WARNING, NetworkOrigin,
-    NetworkPolicy, NetworkSource, NotSandboxedCause, SANDBOX_DEFAULT_SOURCE, SandboxVerdict,
+    NetworkPolicy, NetworkSource, NotSandboxedCause, SANDBOX_DEFAULT_SOURCE, SandboxVerdict, Sandboxing,
     Source, SpecResolution, built_in_image, cli_tier, image_tag, pick_host_state, pick_mode,
     resolve_default_sandbox_image_with_fallback, resolve_global_sandbox_default,
     resolve_host_state_setting, resolve_network_policy, resolve_sandbox_override,
@@ -167,3 +134,17 @@ pub use spec::{
     Build, DEFAULT_PRESET, EngineMount, EngineMountKind, KNOWN_PRESETS, Network, SecretBytes,
     SecretFileMount, Spec,
 };
+pub use reap::{ReapError, ReapJudge, ReapReport, Reaper, ReaperConstructor, ResourceKind};
+pub use rules::{
+    ArgRule, EnvRule, KubernetesRule, MountKind, MountRule, Protected, RunArgRule, Sensitivity,
+};
+pub use timeout::run_with_phase_timeout;
+pub use vars::{
+    ITERION_DESKTOP, ITERION_MODE, ITERION_SANDBOX_BUILD_TIMEOUT, ITERION_SANDBOX_DEFAULT,
+    ITERION_SANDBOX_DEFAULT_IMAGE, ITERION_SANDBOX_HOST_STATE, ITERION_SANDBOX_K8S_APPLY_TIMEOUT,
+    ITERION_SANDBOX_K8S_POD_READY_TIMEOUT, ITERION_SANDBOX_OVERRIDE, ITERION_SANDBOX_PERSIST_NIX,
+    ITERION_SANDBOX_POST_CREATE_TIMEOUT, ITERION_SANDBOX_PULL_TIMEOUT,
+    ITERION_SANDBOX_WORKSPACE_COPY_TIMEOUT, KUBERNETES_SERVICE_HOST, is_falsy, is_truthy,
+    parse_switch, var as env_var,
+};
+pub use text::{escape_controls, is_clean_absolute};

@@ -21,14 +21,14 @@ use tokio::process::Command;
 
 use crate::capabilities::Capabilities;
 use crate::driver::{
-    Driver, ExecOpts, ExecOutput, ExecResult, PreparedSpec, Progress, RunInfo, SandboxRun,
+    Driver, DriverConstructor, ExecOpts, ExecOutput, ExecResult, PreparedSpec, Progress, RunInfo,
+    SandboxRun,
 };
 use crate::error::{Error, Result};
-use crate::factory::DriverConstructor;
-use crate::mounts::ArgRule;
+use crate::rules::ArgRule;
 use crate::spec::Spec;
 
-use super::noop_procs::HostProcesses;
+use crate::noop_procs::HostProcesses;
 
 const NAME: &str = "noop";
 

@@ -123,7 +123,7 @@ pub fn workflow_sandbox_active(
 /// [`Error::InvalidSetting`] naming the variable for anything but `auto` or `none`; entry points
 /// exit 2 on it.
 pub fn resolve_global_sandbox_default(value: Option<&str>) -> Result<SandboxFlag> {
-    parse_two_word(crate::env::ITERION_SANDBOX_DEFAULT, value)
+    parse_two_word(crate::vars::ITERION_SANDBOX_DEFAULT, value)
         .map(|flag| flag.unwrap_or(SandboxFlag::Auto))
 }
 
@@ -135,7 +135,7 @@ pub fn resolve_global_sandbox_default(value: Option<&str>) -> Result<SandboxFlag
 /// [`Error::InvalidSetting`] naming the variable for anything but `auto` or `none` (defined here:
 /// a misspelt override must not silently leave the run unsandboxed or sandboxed).
 pub fn resolve_sandbox_override(value: Option<&str>) -> Result<Option<SandboxFlag>> {
-    parse_two_word(crate::env::ITERION_SANDBOX_OVERRIDE, value)
+    parse_two_word(crate::vars::ITERION_SANDBOX_OVERRIDE, value)
 }
 
 fn parse_two_word(variable: &'static str, value: Option<&str>) -> Result<Option<SandboxFlag>> {
@@ -175,7 +175,7 @@ impl HostStateSource {
             HostStateSource::UntrustedRun => "untrusted run",
             HostStateSource::CliFlag => "cli flag --sandbox-host-state",
             HostStateSource::WorkflowBlock => "workflow sandbox.host_state",
-            HostStateSource::Env => crate::env::ITERION_SANDBOX_HOST_STATE,
+            HostStateSource::Env => crate::vars::ITERION_SANDBOX_HOST_STATE,
             HostStateSource::Default => "default",
         }
     }
@@ -230,7 +230,7 @@ pub fn resolve_host_state_setting(value: Option<&str>) -> Result<HostState> {
         Some("auto") => Ok(HostState::Auto),
         Some("none") => Ok(HostState::None),
         Some(_) => Err(Error::InvalidSetting {
-            variable: crate::env::ITERION_SANDBOX_HOST_STATE,
+            variable: crate::vars::ITERION_SANDBOX_HOST_STATE,
             value: value.unwrap_or_default().trim().to_owned(),
             want: "auto or none",
         }),
@@ -393,7 +393,7 @@ impl DefaultImageSource {
     pub fn label(self) -> &'static str {
         match self {
             DefaultImageSource::CliFlag => "cli flag --sandbox-default-image",
-            DefaultImageSource::Env => crate::env::ITERION_SANDBOX_DEFAULT_IMAGE,
+            DefaultImageSource::Env => crate::vars::ITERION_SANDBOX_DEFAULT_IMAGE,
             DefaultImageSource::BuiltIn => "built-in default",
         }
     }
@@ -487,18 +487,53 @@ impl From<NotSandboxedCause> for &'static str {
     }
 }
 
+/// Whether a run gets a sandbox; a "no" always says why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sandboxing {
+    /// A driver other than noop comes back.
+    Sandboxed,
+    /// No container, for this reason.
+    NotSandboxed(NotSandboxedCause),
+}
+
 /// The answer to "will this run be sandboxed?" (SANDBOX.md §2.5), shared by admission, the
-/// attachments-dir forecast and the file-secret delivery decision.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// attachments-dir forecast and the file-secret delivery decision. Serialized as
+/// `{yes, mode, source, cause}`, `cause` null exactly when `yes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SandboxVerdict {
-    /// True only when a driver other than noop comes back.
-    pub yes: bool,
+    /// Sandboxed, or why not.
+    pub answer: Sandboxing,
     /// The resolved mode.
     pub mode: Mode,
     /// The tier that chose it.
     pub source: Source,
-    /// Why not, exactly when `yes` is false.
-    pub cause: Option<NotSandboxedCause>,
+}
+
+impl SandboxVerdict {
+    /// Whether the run gets a sandbox.
+    pub fn is_sandboxed(&self) -> bool {
+        self.answer == Sandboxing::Sandboxed
+    }
+
+    /// Why not, when the run gets no sandbox.
+    pub fn cause(&self) -> Option<NotSandboxedCause> {
+        match self.answer {
+            Sandboxing::Sandboxed => None,
+            Sandboxing::NotSandboxed(cause) => Some(cause),
+        }
+    }
+}
+
+impl Serialize for SandboxVerdict {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = serializer.serialize_struct("SandboxVerdict", 4)?;
+        out.serialize_field("yes", &self.is_sandboxed())?;
+        out.serialize_field("mode", &self.mode)?;
+        out.serialize_field("source", &self.source)?;
+        out.serialize_field("cause", &self.cause())?;
+        out.end()
+    }
 }
 
 /// The mode inputs of one run, kept apart so the verdict can tell an override from an opt-out.
@@ -543,10 +578,9 @@ pub fn verdict_before_driver<'a>(
 ) -> Result<(Mode, Source, &'a Spec), SandboxVerdict> {
     let (mode, source) = inputs.pick();
     let no = |cause| SandboxVerdict {
-        yes: false,
+        answer: Sandboxing::NotSandboxed(cause),
         mode,
         source,
-        cause: Some(cause),
     };
     match mode {
         Mode::Inherit => Err(no(NotSandboxedCause::NoSandboxConfiguration)),

@@ -7,7 +7,7 @@ use crate::mode::Mode;
 use crate::spec::{Build, Spec};
 use crate::text::{clean, clean_path};
 
-use super::error::DevcontainerError;
+use crate::error::DevcontainerError;
 use super::expand::{LocalVars, expand_local_vars};
 use super::read::{CommandForm, Devcontainer, LifecycleCommand};
 

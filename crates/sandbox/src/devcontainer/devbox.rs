@@ -85,7 +85,7 @@ pub fn resolve_repo_devbox(
     }
     match env_value.map(str::trim).filter(|value| !value.is_empty()) {
         None => Ok(RepoDevbox::On),
-        Some(value) => match crate::env::parse_switch(value) {
+        Some(value) => match crate::vars::parse_switch(value) {
             Some(true) => Ok(RepoDevbox::On),
             Some(false) => Ok(RepoDevbox::Off {
                 by: "ITERION_REPO_DEVBOX=off",

@@ -24,7 +24,6 @@
 mod convert;
 mod devbox;
 mod env_deny;
-mod error;
 mod expand;
 mod fuse;
 mod overlay;
@@ -41,7 +40,6 @@ pub use devbox::{
 pub use env_deny::{
     ALLOWED_ENV_EXCEPTIONS, DENIED_ENV, EnvDenyRule, EnvMatch, denied_env_rule, is_denied_env_key,
 };
-pub use error::DevcontainerError;
 pub use expand::{
     LOCAL_ENV_ALLOW_LIST, LocalVars, expand_local_vars, expand_sandbox_spec, is_allowed_local_env,
 };
@@ -58,7 +56,7 @@ pub use resolve::{
     AUTO_WITHOUT_REPOSITORY_ROOT, AutoInputs, NO_DEVCONTAINER_NO_DEFAULT_IMAGE, ResolvedSpec,
     resolve_sandbox_spec_with_fallback,
 };
-pub use run_args::{RunArgRule, screen_run_args};
+pub use run_args::screen_run_args;
 
 #[cfg(test)]
 mod corpus_tests;

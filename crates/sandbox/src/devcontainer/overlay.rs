@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::spec::Spec;
 use crate::text::is_env_name;
 
-use super::error::DevcontainerError;
+use crate::error::DevcontainerError;
 
 /// The operator overlay file: `KEY=VALUE` lines, `#` comments, blank lines (§7.8, §17.1).
 pub const ITERION_SANDBOX_ENV_FILE: &str = "ITERION_SANDBOX_ENV_FILE";

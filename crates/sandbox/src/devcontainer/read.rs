@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use iterion_repofile::RepoFileError;
 
-use super::error::DevcontainerError;
+use crate::error::DevcontainerError;
 
 /// Where the devcontainer is looked for, relative to the repository root, in order (§7.1).
 pub const DEVCONTAINER_CANDIDATES: &[&str] =

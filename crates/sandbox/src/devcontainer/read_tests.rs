@@ -6,6 +6,8 @@ use std::path::Path;
 use pretty_assertions::assert_eq;
 
 use crate::mode::Mode;
+use crate::error::DevcontainerError;
+use crate::rules::RunArgRule;
 use crate::spec::{Build, Spec};
 
 use super::corpus_tests::Repo;

@@ -13,7 +13,7 @@ use crate::precedence::DefaultImage;
 use crate::spec::Spec;
 
 use super::convert::to_sandbox_spec;
-use super::error::DevcontainerError;
+use crate::error::DevcontainerError;
 use super::expand::{LocalVars, expand_sandbox_spec};
 use super::fuse::fuse_devcontainer_spec;
 use super::overlay::{EnvOverlay, merge_environment_overlay};

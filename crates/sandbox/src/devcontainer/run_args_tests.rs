@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use pretty_assertions::assert_eq;
 
-use crate::mounts::{MountRule, ScreenContext, Sensitivity};
+use crate::mounts::ScreenContext;
+use crate::rules::{MountRule, RunArgRule, Sensitivity};
 
 use super::corpus_tests::Repo;
 use super::*;

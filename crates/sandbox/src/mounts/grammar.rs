@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use crate::error::{Error, Result};
-use crate::mounts::rules::{ArgRule, EnvRule, MountKind, MountRule};
+use crate::rules::{ArgRule, EnvRule, MountKind, MountRule};
 use crate::text::{has_control, is_clean_absolute};
 
 /// The directory the engine reserves inside every sandbox (binary, secrets, CA, sockets).

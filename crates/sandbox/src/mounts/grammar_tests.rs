@@ -1,6 +1,7 @@
 //! The `--mount` grammar: what parses into what, and the predicate shared with §8.8.
 
 use super::*;
+use crate::rules::{ArgRule, EnvRule, MountKind};
 use crate::error::Error;
 use pretty_assertions::assert_eq;
 

@@ -4,12 +4,11 @@
 //! - [`grammar`]: the `--mount` grammar and the syntax checks (pure);
 //! - [`screen`]: resolving a source and judging it against the sensitive-path rules, the
 //!   workspace screen and build containment (resolves paths on the host filesystem);
-//! - [`rules`]: the typed refusal reasons;
+//! - the typed refusal reasons are [`crate::rules`]'s (a leaf the crate's error names too);
 //! - [`stage`]: pinning a screened bind source, so the container engine mounts exactly what
 //!   was screened (issue 15 item 1).
 
 mod grammar;
-mod rules;
 mod screen;
 mod stage;
 
@@ -18,7 +17,6 @@ pub use grammar::{
     BindPropagation, MountSpec, RESERVED_TARGET_ROOT, mount_is_host_bind, parse_mount,
     validate_env_pair, validate_plain_arg,
 };
-pub use rules::{ArgRule, EnvRule, MountKind, MountRule, Protected, Sensitivity};
 pub use screen::{
     CREDENTIAL_COMPONENTS, ENGINE_SOCKET_NAMES, MountRequest, MountScope, RESERVED_VOLUME_PREFIX,
     SENSITIVE_SYSTEM_ENTRIES, SHELL_STARTUP_FILES, SYSTEM_TREES, ScreenContext, ScreenedMount,

@@ -16,7 +16,7 @@ use crate::mode::Trust;
 use crate::mounts::grammar::{
     MountSpec, check_target, is_volume_name, parse_mount, validate_env_pair, validate_plain_arg,
 };
-use crate::mounts::rules::{MountKind, MountRule, Protected, Sensitivity};
+use crate::rules::{MountKind, MountRule, Protected, Sensitivity};
 use crate::spec::{EngineMount, EngineMountKind, Spec};
 use crate::text::{clean_path, has_control, is_clean_absolute};
 
@@ -223,19 +223,19 @@ impl ScreenContext {
     ///
     /// As [`ScreenContext::new`].
     pub fn from_env(workspace: &Path) -> Result<ScreenContext> {
-        let home = crate::env::var("HOME").filter(|home| !home.is_empty());
+        let home = crate::vars::var("HOME").filter(|home| !home.is_empty());
         let ctx = ScreenContext::new(workspace, home.as_deref().map(Path::new))?;
         let mut scope = MountScope::default();
-        if let Some(store) = crate::env::var("ITERION_HOME").filter(|h| !h.is_empty()) {
+        if let Some(store) = crate::vars::var("ITERION_HOME").filter(|h| !h.is_empty()) {
             scope.store.push(PathBuf::from(store));
         }
         if let Some(home) = home {
             scope.store.push(Path::new(&home).join(".iterion"));
         }
-        if let Some(binary) = crate::env::var("ITERION_BIN").filter(|b| b.starts_with('/')) {
+        if let Some(binary) = crate::vars::var("ITERION_BIN").filter(|b| b.starts_with('/')) {
             scope.engine_binaries.push(PathBuf::from(binary));
         }
-        if let Some(xdg) = crate::env::var("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
+        if let Some(xdg) = crate::vars::var("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
             scope.runtime_roots.push(Path::new(&xdg).join("iterion"));
         }
         Ok(ctx.for_run(Trust::Trusted, &scope))

@@ -37,7 +37,7 @@ use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat};
 
 use crate::error::{Error, Result};
-use crate::mounts::rules::MountRule;
+use crate::rules::MountRule;
 use crate::mounts::screen::ScreenContext;
 
 /// The staging dir inside a run dir.

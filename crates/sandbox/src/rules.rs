@@ -352,3 +352,76 @@ impl fmt::Display for EnvRule {
         })
     }
 }
+
+/// Why a `runArgs` entry refuses the run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunArgRule {
+    /// `--privileged`, `--cap-add`, `--security-opt` or `--device`, in any form.
+    HostPrivilege(&'static str),
+    /// `--pid=host`.
+    HostPidNamespace,
+    /// `--network=host` or `--net=host`.
+    HostNetwork,
+    /// `-v`, `--volume`, `--mount` or `--volumes-from` asking for what the run may not mount
+    /// ([`ScreenContext::admit`]: sensitive or protected paths for every run; any host path or
+    /// named volume for an untrusted one).
+    Mount(MountRule),
+}
+
+impl fmt::Display for RunArgRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunArgRule::HostPrivilege(flag) => write!(f, "{flag} grants host privileges"),
+            RunArgRule::HostPidNamespace => f.write_str("--pid=host shares the host's processes"),
+            RunArgRule::HostNetwork => f.write_str("host networking bypasses the egress proxy"),
+            RunArgRule::Mount(rule) => write!(f, "mount refused: {rule}"),
+        }
+    }
+}
+
+/// Why the kubernetes driver refuses a spec (SANDBOX.md §5.5). The `Display` is the message of
+/// the design, which names the knob to turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KubernetesRule {
+    /// `build:` is set; there is no image builder in the cluster.
+    BuildIsLocalOnly,
+    /// No image is named.
+    ImageRequired,
+    /// `host_state: auto` asks for host binds, which a pod cannot have.
+    HostStateAutoNeedsBinds,
+    /// No user is named (the doctor and pre-flight path; the engine path defaults it).
+    UserRequired,
+    /// The user is a name, or its uid/gid is not all digits.
+    UserNotNumeric,
+}
+
+impl KubernetesRule {
+    /// A stable short id for tests and JSON (`build-local-only`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KubernetesRule::BuildIsLocalOnly => "build-local-only",
+            KubernetesRule::ImageRequired => "image-required",
+            KubernetesRule::HostStateAutoNeedsBinds => "host-state-auto",
+            KubernetesRule::UserRequired => "user-required",
+            KubernetesRule::UserNotNumeric => "user-not-numeric",
+        }
+    }
+}
+
+impl fmt::Display for KubernetesRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KubernetesRule::BuildIsLocalOnly => {
+                "kubernetes: build: is local-only; pin a pre-built image"
+            }
+            KubernetesRule::ImageRequired => "kubernetes: an image is required; set image:",
+            KubernetesRule::HostStateAutoNeedsBinds => {
+                "kubernetes: host_state: auto needs host binds; use none"
+            }
+            KubernetesRule::UserRequired => {
+                "kubernetes: user is required (numeric uid or uid:gid, runAsNonRoot); set user:"
+            }
+            KubernetesRule::UserNotNumeric => "kubernetes: user must be numeric (runAsNonRoot)",
+        })
+    }
+}
