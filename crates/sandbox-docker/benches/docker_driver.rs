@@ -26,10 +26,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use iterion_sandbox::{
-    BollardApi, ContainerApi, DockerDriver, DockerSettings, Driver, DriverKind, ExecOpts,
-    ExecRequest, Mode, NoProgress, RunInfo, SandboxRun, Spec,
-};
+use iterion_sandbox::{Driver, DriverKind, ExecOpts, Mode, NoProgress, RunInfo, SandboxRun, Spec};
+use iterion_sandbox_docker::{BollardApi, ContainerApi, DockerDriver, DockerSettings, ExecRequest};
 use tokio::process::Command;
 
 type Result<T> = std::result::Result<T, Box<dyn Error>>;

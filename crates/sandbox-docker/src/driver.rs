@@ -28,7 +28,7 @@ pub const PROXY_PORT: u16 = 3128;
 /// The docker/podman driver. Cheap to clone; safe for concurrent runs.
 #[derive(Clone)]
 pub struct DockerDriver {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for DockerDriver {
@@ -669,12 +669,3 @@ impl ProxyConfigurer for DockerDriver {
 pub fn ca_host_path(run_dir: &Path) -> PathBuf {
     run_dir.join(plan::CA_RUN_DIR_FILE)
 }
-
-#[cfg(test)]
-#[path = "driver_tests.rs"]
-mod driver_tests;
-#[cfg(test)]
-mod fake;
-#[cfg(test)]
-#[path = "plan_tests.rs"]
-mod plan_tests;

@@ -1,7 +1,10 @@
 //! The driver's sequencing over a recording fake: which calls, in which order, what is logged,
 //! and what is cleaned up when a step fails.
 
-use std::sync::Mutex;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 
@@ -9,7 +12,12 @@ use crate::fake::{Call, FakeContainerApi, Reply};
 use super::*;
 use bytes::Bytes;
 
-use iterion_sandbox::{ExecOpts, ExecResult, ImageConfig, NoProgress, PullProgress, ListedResource, Mode, Build};
+use iterion_sandbox::{
+    AdvertisedPort, Build, Driver, Error, ExecOpts, ExecResult, ImageConfig, ListedResource, LogLevel,
+    Mode, NoProgress, PreparedSpec, Progress, ProxyAddresses, ProxyBind, ProxyConfigurer,
+    PullProgress, RunInfo,
+    RunLog, SandboxRun, Spec,
+};
 
 #[derive(Default)]
 struct Lines(Mutex<Vec<(LogLevel, String)>>);

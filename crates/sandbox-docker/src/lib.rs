@@ -86,3 +86,10 @@ pub use secrets::{
 };
 pub use settings::DockerSettings;
 pub use shared::REMOVE_TIMEOUT;
+
+#[cfg(test)]
+mod driver_tests;
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod plan_tests;

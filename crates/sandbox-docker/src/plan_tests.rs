@@ -7,7 +7,10 @@ use pretty_assertions::assert_eq;
 
 use crate::render::{render_build, render_exec, render_rm, render_run, shell_quote};
 use super::*;
-use iterion_sandbox::{ProxyAttachment, Mode, Trust, ScreenedMount, parse_mount, Build, EngineMount, EngineMountKind};
+use iterion_sandbox::{
+    Build, EngineMount, EngineMountKind, Mode, ProxyAttachment, RunInfo, ScreenedMount, Spec, Trust,
+    parse_mount,
+};
 
 fn info() -> RunInfo {
     let mut info = RunInfo::new(

@@ -12,11 +12,11 @@ use iterion_sandbox::{
 /// and `ITERION_SANDBOX_PERSIST_NIX` the way the engine does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DockerSettings {
-    pull_timeout: Duration,
-    build_timeout: Duration,
-    post_create_timeout: Duration,
-    persist_nix: bool,
-    extra_labels: BTreeMap<String, String>,
+    pub(crate) pull_timeout: Duration,
+    pub(crate) build_timeout: Duration,
+    pub(crate) post_create_timeout: Duration,
+    pub(crate) persist_nix: bool,
+    pub(crate) extra_labels: BTreeMap<String, String>,
 }
 
 impl Default for DockerSettings {

@@ -12,10 +12,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
-use iterion_sandbox::{
-    DockerDriver, DockerSettings, Driver, Error, ExecOpts, ExecResult, LogLevel, Mode, NoProgress,
-    ProxyAttachment, RunInfo, RunLog, SandboxRun, Spec,
-};
+use iterion_sandbox::{Driver, Error, ExecOpts, ExecResult, LogLevel, Mode, NoProgress, ProxyAttachment, RunInfo, RunLog, SandboxRun, Spec};
+use iterion_sandbox_docker::{DockerDriver, DockerSettings};
 use iterion_test_support::BUSYBOX_IMAGE;
 use pretty_assertions::assert_eq;
 use tokio::io::AsyncWrite;
@@ -897,10 +895,8 @@ async fn orphans_are_listed_by_store_and_removed_by_run(engine: Engine) {
 
 #[tokio::test]
 async fn docker_factory_takes_the_engine_that_answers_names_it_and_reports_dead_endpoints() {
-    use iterion_sandbox::{
-        DockerConstructor, DriverKind, Factory, FactoryOptions, HostKind, HostSignals,
-        NoopConstructor, Registry,
-    };
+    use iterion_sandbox::{DriverKind, Factory, FactoryOptions, HostKind, HostSignals, NoopConstructor, Registry};
+    use iterion_sandbox_docker::DockerConstructor;
     let test_id = "iterion-sandbox::docker_driver::docker_factory";
     let settings = DockerSettings::default().persist_nix(false);
     if Engine::Docker
@@ -1055,7 +1051,7 @@ async fn prepare_checks_the_engine_binary_against_the_image_architecture(engine:
             source: source.display().to_string(),
             target: "/run/iterion/bin/iterion".to_owned(),
             read_only: true,
-            purpose: iterion_sandbox::ENGINE_BINARY_PURPOSE.to_owned(),
+            purpose: iterion_sandbox_docker::ENGINE_BINARY_PURPOSE.to_owned(),
         }],
         ..busybox_spec()
     };

@@ -21,7 +21,8 @@ use bollard::Docker;
 use bollard::query_parameters::{
     ListContainersOptionsBuilder, RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder,
 };
-use iterion_sandbox::{DockerDriver, DockerSettings, DriverKind, EngineKind};
+use iterion_sandbox::DriverKind;
+use iterion_sandbox_docker::{DockerDriver, DockerSettings, EngineKind};
 use iterion_test_support::{REQUIRE_DOCKER_ENV, TEST_ID_LABEL, docker_required};
 
 const ENGINE_TIMEOUT: Duration = Duration::from_secs(10);

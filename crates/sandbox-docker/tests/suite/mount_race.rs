@@ -20,10 +20,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use iterion_sandbox::{
-    DockerSettings, Driver, EngineMount, EngineMountKind, Error, MountRule, MountScope, NoProgress,
-    STAGE_DIR, ScreenContext, Stager, Trust, validate_mount,
-};
+use iterion_sandbox::{Driver, EngineMount, EngineMountKind, Error, MountRule, MountScope, NoProgress, STAGE_DIR, ScreenContext, Stager, Trust, validate_mount};
+use iterion_sandbox_docker::DockerSettings;
 use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
 
 use super::docker_driver::{busybox_spec, ids, run_info, sh, text};

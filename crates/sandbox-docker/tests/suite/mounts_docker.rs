@@ -10,7 +10,8 @@ use std::os::unix::fs::symlink;
 use std::path::Path;
 
 use bollard::query_parameters::RemoveVolumeOptionsBuilder;
-use iterion_sandbox::{DockerSettings, Driver, Error, NoProgress, Spec};
+use iterion_sandbox::{Driver, Error, NoProgress, Spec};
+use iterion_sandbox_docker::DockerSettings;
 use pretty_assertions::assert_eq;
 
 use super::docker_driver::{busybox_spec, ids, run_info, sh, start, text};
