@@ -21,7 +21,7 @@ use kube::api::{Api, AttachParams, DeleteParams, ListParams, Patch, PatchParams}
 use serde::de::DeserializeOwned;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::labels::ListedResource;
+use iterion_sandbox::ListedResource;
 
 /// The field manager of every server-side apply (SANDBOX.md §5.7).
 pub const FIELD_MANAGER: &str = "iterion";

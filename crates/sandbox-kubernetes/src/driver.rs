@@ -1,64 +1,6 @@
-//! The kubernetes driver (SANDBOX.md §5.5–§5.11, §16.2–§16.3): one pod per run, in the runner's
-//! own namespace, through kube-rs (our decision 7).
-//!
-//! How it is built:
-//!
-//! - **Plan, then execute** (STYLE.md §5.3): [`validate_spec`](validate::validate_spec),
-//!   [`pod_plan`] (Pod, Secrets, NetworkPolicy as typed k8s-openapi objects),
-//!   [`classify_not_ready`] and the [`SchedulingPolicy`] are pure; the driver sequences calls on a
-//!   [`KubeApi`].
-//! - **One narrow seam** ([`KubeApi`]) with [`KubeRsApi`] as the real implementation. Tests run
-//!   that implementation against a fake API server on loopback (`iterion-test-support`), so the
-//!   kube-rs path, server-side apply and the exec websocket are exercised for real.
-//! - **Rollback**: once the first object is applied, any failure (or the caller dropping
-//!   `start`) deletes every object of the run, ignoring "not found" (§5.7).
-//!
-//! Deliberate differences from SANDBOX.md, each documented where it happens:
-//!
-//! - readiness is polled (`GET` the pod every [`KubernetesSettings::poll_interval`]) rather than
-//!   watched: the same bound and classification, without a long-lived watch stream per run;
-//! - a terminal pod seen after the `pod ready` timeout keeps the `PhaseTimeout` error (so the
-//!   engine classifies it `SANDBOX_SETUP_TIMEOUT`) and its `scheduling: …` detail goes to the run
-//!   log at warn, rather than into the error text;
-//! - a gitfile workspace (a linked worktree) gets its git dir copied in at the path where its
-//!   unchanged gitfile resolves (§5.7 step 8), into an `emptyDir` (`worktree-git`) mounted there,
-//!   so that a non-root pod user can have it at `/home/…`; a relative gitfile resolves against the
-//!   pod's workspace folder, and a gitfile without `commondir` (a submodule) gets its own git dir.
-//!   The export leaves the host's gitfile and the shared git dir alone (`--exclude=./.git`, no
-//!   loose-ref deletion): commits made in the pod stay there, their content comes back as
-//!   working-tree changes (`worktree.rs`);
-//! - the run-files drain (§5.11) streams the tar through a screening unpacker (`runfiles.rs`);
-//!   it declines any name *containing* `..` (the spec's words, so `a..b` too), and a file that
-//!   would pass the 256 MiB total, while smaller files after it may still be drained.
-//!   `ITERION_ARTIFACT_FILES_DIR` stays withdrawn unless a kept mount serves it (§8.8, §17), and
-//!   nothing creates `/iterion/artifact-files` in the pod: the drain serves a `pvc` mounted there,
-//!   or an image that ships the dir;
-//! - an exec's stdin is never closed before the process exits (closing it ends the whole exec on
-//!   the v4 protocol); every command the driver feeds reads a length (`head -c <n>`);
-//! - the copy-in (the workspace, the git dir too) and the export stream through bounded pipes;
-//!   neither archive is held in memory (`tar_stream.rs`). Because stdin is never closed and
-//!   `tar -x` reads a pipe to its EOF, the copy-in scans the tree first (stat only) to announce
-//!   the archive's exact length to `head -c`; a file whose size changes between the scan and
-//!   the read is copied at its scanned size (cut or zero-padded, warned), a member that vanishes
-//!   fails the copy, and sockets are left out (warned) where the tar crate refused them. The
-//!   archive is built by our own walk (name order, symlinks kept, no sparse-file encoding)
-//!   rather than `tar::Builder::append_dir_all`.
-//!
-//! The hidden `iterion __egress-probe HOST:PORT` (crates/cli) is the probe's other half; the
-//! engine exports a copy-based workspace back and drains its run files at teardown (crates/engine
-//! `sandbox/mod.rs`).
-
-mod api;
-mod classify;
-mod manifest;
-mod mounts;
-mod probe;
-mod reap;
-mod run;
-pub(crate) mod scheduling;
-mod tar_stream;
-pub(crate) mod validate;
-mod worktree;
+//! The kubernetes driver itself ([`KubernetesDriver`]): `prepare` (the core's policy), `start`
+//! (Secrets, the pod, the NetworkPolicy, readiness, copy-in, the egress probe, `post_create`) and
+//! the factory's constructor (SANDBOX.md §5.5–§5.7).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -66,179 +8,23 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-pub use api::{
-    ExecSession, FIELD_MANAGER, KubeApi, KubeError, KubeObject, KubeResult, KubeRsApi, ObjectKind,
-    exit_code_of,
-};
-pub use classify::{
-    NotReady, PodProgress, TERMINAL_WAITING_REASONS, classify_not_ready, pod_progress,
-};
-pub use manifest::{
-    CA_KEY, COMPONENT_SANDBOX_RUN, DEADLINE_MARGIN_SECONDS, KUBE_CA_DIR, KUBE_CA_PATH,
-    KUBE_ENGINE_BIN, KUBE_SECRETS_DIR, LABEL_COMPONENT, PodInputs, PodPlan, RunnerOwner,
-    SECRET_MODE, WORKLOAD_CONTAINER, ca_secret_name, pod_labels, pod_name, pod_plan,
-    secret_data_key, secret_files_name, secret_files_secret,
-};
-pub use mounts::{KubeMount, KubeMountKind, mount_volume_name, parse_kube_mount};
-pub use probe::probe_api_version;
-pub use reap::{KubeReapError, KubeReapReport, reap_kubernetes_objects};
-pub use run::{
-    EXPORT_TIMEOUT, HEAD_CAPTURE_TIMEOUT, KubernetesRun, exec_argv, export_argv, is_clean_relative,
-};
-pub use scheduling::{SchedulingInputs, SchedulingPolicy};
-pub use tar_stream::{TarWritten, WorkspaceTarPlan};
-pub use worktree::{
-    GitDirCopy, WORKTREE_GIT_VOLUME, git_dir_copy, git_dir_target_problem, lexical_clean,
-    parse_gitfile, read_git_dir_copy,
+use iterion_sandbox::{
+    AdvertisedPort, Capabilities, DEFAULT_USER, Driver, DriverConstructor, Error, KubernetesRule,
+    LogLevel, NullRunLog, PreparedSpec, Progress, ProxyAddresses, ProxyBind, ProxyConfigurer,
+    Result, RunInfo, RunLog, SandboxRun, Spec, apply_engine_user_default, kubernetes_validate_spec,
+    run_post_create, run_with_phase_timeout,
 };
 
-use self::run::{CleanupOnDrop, RunShared, engine_error, kube_error};
-use crate::capabilities::Capabilities;
-use crate::driver::{
-    AdvertisedPort, Driver, LogLevel, NullRunLog, PreparedSpec, Progress, ProxyAddresses,
-    ProxyBind, ProxyConfigurer, RunInfo, RunLog, SandboxRun,
-};
-use crate::env::var;
-use crate::error::{Error, Result};
-use crate::factory::DriverConstructor;
-use crate::phase::{Phase, phase_timeout_from_env, run_with_phase_timeout};
-use crate::post_create::run_post_create;
-use crate::spec::Spec;
-
-/// The service-account namespace file (SANDBOX.md §5.6).
-pub const SERVICE_ACCOUNT_NAMESPACE: &str =
-    "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
-/// The service-account token file.
-pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
-/// The runner pod's IP (downward API): the proxy's advertise address and the NetworkPolicy peer.
-pub const ITERION_POD_IP: &str = "ITERION_POD_IP";
-/// The runner pod's name; with [`ITERION_RUNNER_POD_UID`], the owner of every object.
-pub const ITERION_RUNNER_POD_NAME: &str = "ITERION_RUNNER_POD_NAME";
-/// The runner pod's uid.
-pub const ITERION_RUNNER_POD_UID: &str = "ITERION_RUNNER_POD_UID";
-/// `host:port` the egress probe dials directly (default [`DEFAULT_EGRESS_PROBE`]); `off` disables.
-pub const ITERION_SANDBOX_EGRESS_PROBE: &str = "ITERION_SANDBOX_EGRESS_PROBE";
-/// The probe's default target.
-pub const DEFAULT_EGRESS_PROBE: &str = "1.1.1.1:443";
-
-/// The in-cluster facts the constructor reads, as values (STYLE.md §5.3).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct InClusterSignals {
-    /// `KUBERNETES_SERVICE_HOST`.
-    pub service_host: Option<String>,
-    /// The namespace file's content, when readable.
-    pub namespace: Option<String>,
-    /// Whether the service-account token file exists.
-    pub token_present: bool,
-}
-
-impl InClusterSignals {
-    /// Reads the variable and the service-account files.
-    pub fn from_env() -> InClusterSignals {
-        InClusterSignals {
-            service_host: var(crate::env::KUBERNETES_SERVICE_HOST),
-            namespace: std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE).ok(),
-            token_present: Path::new(SERVICE_ACCOUNT_TOKEN).is_file(),
-        }
-    }
-}
-
-/// Whether this process runs in a pod with a service account (SANDBOX.md §5.6): the namespace, or
-/// why not (the constructor's [`Error::Unavailable`] reason).
-pub fn detect_in_cluster(signals: &InClusterSignals) -> std::result::Result<String, String> {
-    if signals
-        .service_host
-        .as_deref()
-        .is_none_or(|h| h.trim().is_empty())
-    {
-        return Err("KUBERNETES_SERVICE_HOST is not set (not running in a pod)".to_owned());
-    }
-    let namespace = signals
-        .namespace
-        .as_deref()
-        .map(str::trim)
-        .filter(|ns| !ns.is_empty())
-        .ok_or_else(|| format!("{SERVICE_ACCOUNT_NAMESPACE} is missing or empty"))?;
-    if !signals.token_present {
-        return Err(format!(
-            "{SERVICE_ACCOUNT_TOKEN} is missing (automountServiceAccountToken is off?)"
-        ));
-    }
-    Ok(namespace.to_owned())
-}
-
-/// The driver's knobs, read once from the runner's environment ([`KubernetesSettings::from_env`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct KubernetesSettings {
-    /// The runner pod that owns every object. Default: none.
-    pub owner: Option<RunnerOwner>,
-    /// The runner pod's IP. Default: none (a proxied run then fails closed).
-    pub pod_ip: Option<String>,
-    /// The egress probe target; `None` = off. Default: [`DEFAULT_EGRESS_PROBE`].
-    pub egress_probe: Option<String>,
-    /// The raw scheduling variables; parsed at every `start` (a bad policy fails each start).
-    pub scheduling: SchedulingInputs,
-    /// Each apply or delete call. Default: 2 min.
-    pub apply_timeout: Duration,
-    /// The wait for `Ready`. Default: 10 min.
-    pub pod_ready_timeout: Duration,
-    /// The workspace copy-in. Default: 15 min.
-    pub copy_timeout: Duration,
-    /// `post_create`. Default: 30 min.
-    pub post_create_timeout: Duration,
-    /// How often readiness is read. Default: 1 s.
-    pub poll_interval: Duration,
-}
-
-impl Default for KubernetesSettings {
-    fn default() -> Self {
-        KubernetesSettings {
-            owner: None,
-            pod_ip: None,
-            egress_probe: Some(DEFAULT_EGRESS_PROBE.to_owned()),
-            scheduling: SchedulingInputs::default(),
-            apply_timeout: Phase::KubernetesApply.default_budget(),
-            pod_ready_timeout: Phase::PodReady.default_budget(),
-            copy_timeout: Phase::WorkspaceCopy.default_budget(),
-            post_create_timeout: Phase::PostCreate.default_budget(),
-            poll_interval: Duration::from_secs(1),
-        }
-    }
-}
-
-fn non_empty(value: Option<String>) -> Option<String> {
-    value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
-}
-
-impl KubernetesSettings {
-    /// Reads `ITERION_RUNNER_POD_NAME`/`_UID` (both or neither), `ITERION_POD_IP`,
-    /// `ITERION_SANDBOX_EGRESS_PROBE`, the scheduling variables and the phase budgets.
-    pub fn from_env() -> KubernetesSettings {
-        let owner = match (
-            non_empty(var(ITERION_RUNNER_POD_NAME)),
-            non_empty(var(ITERION_RUNNER_POD_UID)),
-        ) {
-            (Some(name), Some(uid)) => Some(RunnerOwner { name, uid }),
-            _ => None,
-        };
-        let egress_probe = match non_empty(var(ITERION_SANDBOX_EGRESS_PROBE)) {
-            None => Some(DEFAULT_EGRESS_PROBE.to_owned()),
-            Some(off) if off.eq_ignore_ascii_case("off") => None,
-            Some(target) => Some(target),
-        };
-        KubernetesSettings {
-            owner,
-            pod_ip: non_empty(var(ITERION_POD_IP)),
-            egress_probe,
-            scheduling: SchedulingInputs::from_env(),
-            apply_timeout: phase_timeout_from_env(Phase::KubernetesApply),
-            pod_ready_timeout: phase_timeout_from_env(Phase::PodReady),
-            copy_timeout: phase_timeout_from_env(Phase::WorkspaceCopy),
-            post_create_timeout: phase_timeout_from_env(Phase::PostCreate),
-            poll_interval: Duration::from_secs(1),
-        }
-    }
-}
+use crate::api::{KubeApi, KubeError, KubeObject, KubeRsApi, ObjectKind, FIELD_MANAGER};
+use crate::classify::{NotReady, PodProgress, classify_not_ready, pod_progress};
+use crate::in_cluster::{InClusterError, in_cluster_client};
+use crate::manifest::{KUBE_ENGINE_BIN, PodInputs, pod_plan};
+use crate::mounts::parse_kube_mount;
+use crate::run::{self, CleanupOnDrop, KubernetesRun, RunShared, engine_error, kube_error};
+use crate::scheduling::SchedulingPolicy;
+use crate::settings::{ITERION_POD_IP, KubernetesSettings};
+use crate::worktree::{GitDirCopy, git_dir_target_problem, read_git_dir_copy};
+use iterion_sandbox::Phase;
 
 /// The kubernetes driver. Cheap to clone; safe for concurrent runs.
 #[derive(Clone)]
@@ -470,13 +256,13 @@ impl KubernetesDriver {
     ) -> Result<KubernetesRun> {
         prepared.check_driver(run::DRIVER)?;
         let spec = prepared.spec;
-        validate::validate_spec(&spec)?;
+        kubernetes_validate_spec(&spec)?;
         let image = prepared
             .image
             .clone()
             .or_else(|| spec.image_ref().map(str::to_owned))
             .ok_or(Error::KubernetesRefused {
-                rule: validate::KubernetesRule::ImageRequired,
+                rule: KubernetesRule::ImageRequired,
             })?;
         let scheduling = SchedulingPolicy::parse(&self.settings.scheduling)?;
         let mounts = spec
@@ -573,19 +359,19 @@ impl Driver for KubernetesDriver {
     }
 
     /// SANDBOX.md §5.5: default an absent user to `1000:1000` (logged), then
-    /// [`validate_spec`](validate::validate_spec). No pull: the kubelet pulls. Creates nothing.
+    /// [`validate_spec`](iterion_sandbox::kubernetes_validate_spec). No pull: the kubelet pulls. Creates nothing.
     async fn prepare(&self, spec: &Spec, _progress: &dyn Progress) -> Result<PreparedSpec> {
         let mut spec = spec.clone();
-        if validate::apply_engine_user_default(&mut spec) {
+        if apply_engine_user_default(&mut spec) {
             self.log(
                 LogLevel::Info,
                 &format!(
                     "sandbox: kubernetes: no user named; running as {}",
-                    validate::DEFAULT_USER
+                    DEFAULT_USER
                 ),
             );
         }
-        validate::validate_spec(&spec)?;
+        kubernetes_validate_spec(&spec)?;
         Ok(PreparedSpec::new(self.name(), spec))
     }
 
@@ -660,74 +446,22 @@ impl KubernetesConstructor {
     }
 }
 
-fn unavailable(reason: impl Into<String>) -> Error {
+fn unavailable(why: InClusterError) -> Error {
     Error::Unavailable {
         driver: run::DRIVER.to_owned(),
-        reason: reason.into(),
+        reason: why.to_string(),
     }
-}
-
-/// The API of this pod's namespace, for the runner's cloud reaper (SANDBOX.md §12.2): the same
-/// detection as the driver's constructor.
-///
-/// # Errors
-///
-/// [`Error::Unavailable`] when not in a pod with a service account.
-pub fn in_cluster_api() -> Result<Arc<dyn KubeApi>> {
-    let namespace = detect_in_cluster(&InClusterSignals::from_env()).map_err(unavailable)?;
-    let config =
-        kube::Config::incluster().map_err(|e| unavailable(format!("in-cluster config: {e}")))?;
-    let client = kube::Client::try_from(config).map_err(|e| unavailable(format!("client: {e}")))?;
-    Ok(Arc::new(KubeRsApi::new(client, namespace)))
 }
 
 #[async_trait]
 impl DriverConstructor for KubernetesConstructor {
     async fn construct(&self) -> Result<Arc<dyn Driver>> {
-        let namespace = detect_in_cluster(&InClusterSignals::from_env()).map_err(unavailable)?;
-        let config = kube::Config::incluster()
-            .map_err(|e| unavailable(format!("in-cluster config: {e}")))?;
-        let client =
-            kube::Client::try_from(config).map_err(|e| unavailable(format!("client: {e}")))?;
+        let (client, namespace) = in_cluster_client().map_err(unavailable)?;
         let settings = self
             .settings
             .clone()
             .unwrap_or_else(KubernetesSettings::from_env);
         let api = KubeRsApi::new(client, namespace);
         Ok(Arc::new(KubernetesDriver::new(Arc::new(api), settings)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use pretty_assertions::assert_eq;
-
-    #[test]
-    fn in_cluster_detection_needs_the_host_the_namespace_and_the_token() {
-        let signals = |host: Option<&str>, ns: Option<&str>, token| InClusterSignals {
-            service_host: host.map(str::to_owned),
-            namespace: ns.map(str::to_owned),
-            token_present: token,
-        };
-        assert_eq!(
-            [
-                detect_in_cluster(&signals(Some("10.0.0.1"), Some("iterion\n"), true)),
-                detect_in_cluster(&signals(None, Some("iterion"), true)),
-                detect_in_cluster(&signals(Some("10.0.0.1"), Some("  "), true)),
-                detect_in_cluster(&signals(Some("10.0.0.1"), Some("iterion"), false)),
-            ]
-            .map(|r| r.map_err(|why| why
-                .split(' ')
-                .next()
-                .unwrap_or_default()
-                .to_owned())),
-            [
-                Ok("iterion".to_owned()),
-                Err("KUBERNETES_SERVICE_HOST".to_owned()),
-                Err(SERVICE_ACCOUNT_NAMESPACE.to_owned()),
-                Err(SERVICE_ACCOUNT_TOKEN.to_owned()),
-            ]
-        );
     }
 }

@@ -18,14 +18,10 @@ use k8s_openapi::api::networking::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 
-use super::mounts::{KubeMount, KubeMountKind, mount_volume_name};
-use super::scheduling::{ResourceQuantities, SchedulingPolicy};
-use super::validate::parse_numeric_user;
-use super::worktree::WORKTREE_GIT_VOLUME;
-use crate::driver::RunInfo;
-use crate::error::{Error, Result};
-use crate::labels::{LABEL_RUN_ID, managed_labels};
-use crate::spec::{SecretFileMount, Spec};
+use crate::mounts::{KubeMount, KubeMountKind, mount_volume_name};
+use crate::scheduling::{ResourceQuantities, SchedulingPolicy};
+use iterion_sandbox::{KubernetesRule, parse_numeric_user, RunInfo, Error, Result, LABEL_RUN_ID, managed_labels, SecretFileMount, Spec};
+use crate::worktree::WORKTREE_GIT_VOLUME;
 
 /// The component label every iterion pod object carries; the sandbox pod's value is
 /// [`COMPONENT_SANDBOX_RUN`].
@@ -329,7 +325,7 @@ pub fn pod_plan(inputs: &PodInputs<'_>) -> Result<PodPlan> {
         .as_deref()
         .and_then(parse_numeric_user)
         .ok_or_else(|| Error::KubernetesRefused {
-            rule: super::validate::KubernetesRule::UserNotNumeric,
+            rule: KubernetesRule::UserNotNumeric,
         })?;
     let gid = user.gid_or_default();
 

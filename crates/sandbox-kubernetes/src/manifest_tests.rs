@@ -1,7 +1,5 @@
 use super::*;
-use crate::driver::ProxyAttachment;
-use crate::mode::Mode;
-use crate::spec::{SecretBytes, SecretFileMount};
+use iterion_sandbox::{ProxyAttachment, Mode, SecretBytes, SecretFileMount};
 use pretty_assertions::assert_eq;
 
 fn info() -> RunInfo {
@@ -34,7 +32,7 @@ fn plan(spec: &Spec, info: &RunInfo, pod_ip: Option<&str>, mounts: &[KubeMount])
         name: "iterion-runner-5d9c".to_owned(),
         uid: "0f4c-uid".to_owned(),
     };
-    let scheduling = SchedulingPolicy::parse(&super::super::scheduling::SchedulingInputs {
+    let scheduling = SchedulingPolicy::parse(&crate::scheduling::SchedulingInputs {
         requests_cpu: Some("500m".to_owned()),
         requests_memory: Some("1Gi".to_owned()),
         limits_memory: Some("2Gi".to_owned()),
@@ -106,13 +104,13 @@ fn a_proxied_run_with_secrets_ca_mounts_and_a_deadline_is_pinned() {
     info.proxy_ca_pem =
         Some("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n".to_owned());
     let mounts = [
-        super::super::mounts::parse_kube_mount("type=pvc,source=Cache_Claim,target=/cache")
+        crate::mounts::parse_kube_mount("type=pvc,source=Cache_Claim,target=/cache")
             .unwrap(),
-        super::super::mounts::parse_kube_mount(
+        crate::mounts::parse_kube_mount(
             "type=configmap,source=settings,target=/etc/app.toml,key=app.toml,ro",
         )
         .unwrap(),
-        super::super::mounts::parse_kube_mount("type=secret,source=creds,target=/run/creds,ro")
+        crate::mounts::parse_kube_mount("type=secret,source=creds,target=/run/creds,ro")
             .unwrap(),
     ];
     let plan = plan(&spec, &info, Some("10.1.2.3"), &mounts);

@@ -1,62 +1,48 @@
 //! The cloud half of the reaper (SANDBOX.md §12.2): list this store's pods, Secrets and
-//! NetworkPolicies by label, ask the caller's predicate about each run id, delete what it frees.
+//! NetworkPolicies by label, ask the engine's [`ReapJudge`] about each run id, delete what it
+//! frees. [`Reaper`] on [`KubeRsApi`]: the API of the runner's namespace is what reaps it.
 //!
 //! The predicate is the engine's (`sandbox_resource_reapable`, one for local containers and cloud
 //! objects alike): this crate knows no store. Deletions use background propagation, grace 0, and
 //! do not wait; "not found" is success; the first error is returned, the others logged.
 
 use std::collections::HashMap;
-use std::future::Future;
 
+use async_trait::async_trait;
 use futures_util::StreamExt;
+use iterion_sandbox::{
+    ReapError, ReapJudge, ReapReport, Reaper, ResourceKind, Result, filter_managed,
+    managed_filters,
+};
 
-use super::api::{KubeApi, KubeError, ObjectKind};
-use crate::labels::{filter_managed, managed_filters};
+use crate::api::{KubeApi, KubeError, KubeRsApi, ObjectKind};
 
 /// How many deletions are in flight at once.
 const DELETE_CONCURRENCY: usize = 16;
 
-/// What one pass did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct KubeReapReport {
-    /// The objects deleted (or already gone), by kind and name.
-    pub deleted: Vec<(ObjectKind, String)>,
-    /// How many managed objects were kept.
-    pub kept: usize,
+fn resource_kind(kind: ObjectKind) -> ResourceKind {
+    match kind {
+        ObjectKind::Pod => ResourceKind::Pod,
+        ObjectKind::Secret => ResourceKind::Secret,
+        ObjectKind::NetworkPolicy => ResourceKind::NetworkPolicy,
+    }
 }
 
-/// Why a pass stopped short.
-#[derive(Debug, thiserror::Error)]
-#[error("kubernetes reaper: {operation}: {source}")]
-pub struct KubeReapError {
-    /// `list pod`, `delete secret/x`, ….
-    pub operation: String,
-    /// The API's answer.
-    #[source]
-    pub source: KubeError,
-    /// What the pass did before (and despite) the error.
-    pub report: KubeReapReport,
-}
-
-/// One reaper pass over `api`'s namespace. `reapable(run_id)` decides each distinct run id once
-/// per pass (`""` for an object without the label); `true` deletes.
+/// One reaper pass over `api`'s namespace. `judge.reapable(run_id)` decides each distinct run id
+/// once per pass (`""` for an object without the label); `true` deletes.
 ///
 /// # Errors
 ///
 /// The first list or delete failure, with the report of what was done anyway (a failed list
 /// skips its kind; the other kinds are still walked).
-pub async fn reap_kubernetes_objects<F, Fut>(
+async fn reap_kubernetes_objects(
     api: &dyn KubeApi,
     store_id: &str,
-    mut reapable: F,
-) -> Result<KubeReapReport, KubeReapError>
-where
-    F: FnMut(String) -> Fut,
-    Fut: Future<Output = bool>,
-{
+    judge: &dyn ReapJudge,
+) -> std::result::Result<ReapReport, ReapError> {
     let selector = managed_filters(store_id).join(",");
     let mut verdicts: HashMap<String, bool> = HashMap::new();
-    let mut report = KubeReapReport::default();
+    let mut report = ReapReport::default();
     let mut first_error: Option<(String, KubeError)> = None;
     for kind in ObjectKind::ALL {
         let listed = match api.list(kind, &selector).await {
@@ -72,7 +58,7 @@ where
             let reap = match verdicts.get(&object.run_id) {
                 Some(reap) => *reap,
                 None => {
-                    let reap = reapable(object.run_id.clone()).await;
+                    let reap = judge.reapable(&object.run_id).await;
                     verdicts.insert(object.run_id.clone(), reap);
                     reap
                 }
@@ -91,8 +77,10 @@ where
             .buffer_unordered(DELETE_CONCURRENCY);
         while let Some((name, outcome)) = deletions.next().await {
             match outcome {
-                Ok(()) => report.deleted.push((kind, name)),
-                Err(error) if error.is_not_found() => report.deleted.push((kind, name)),
+                Ok(()) => report.deleted.push((resource_kind(kind), name)),
+                Err(error) if error.is_not_found() => {
+                    report.deleted.push((resource_kind(kind), name));
+                }
                 Err(error) => {
                     tracing::warn!(%kind, name, %error, "reaper: delete failed");
                     first_error.get_or_insert((format!("delete {kind}/{name}"), error));
@@ -103,10 +91,28 @@ where
     report.deleted.sort();
     match first_error {
         None => Ok(report),
-        Some((operation, source)) => Err(KubeReapError {
+        Some((operation, source)) => Err(ReapError {
+            driver: crate::run::DRIVER.to_owned(),
             operation,
-            source,
+            source: Box::new(source),
             report,
         }),
+    }
+}
+
+#[async_trait]
+impl Reaper for KubeRsApi {
+    async fn reap(
+        &self,
+        store_id: &str,
+        judge: &dyn ReapJudge,
+    ) -> std::result::Result<ReapReport, ReapError> {
+        reap_kubernetes_objects(self, store_id, judge).await
+    }
+
+    /// Nothing: a cancelled setup deletes its objects itself (the driver's drop guard, in
+    /// `run.rs`), and what a crash leaves is the next pass's.
+    async fn remove_run(&self, _store_id: &str, _run_id: &str) -> Result<usize> {
+        Ok(0)
     }
 }

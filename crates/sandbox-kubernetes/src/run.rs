@@ -14,16 +14,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::api::{ExecSession, KubeApi, KubeError, KubeObject, ObjectKind};
-use super::manifest::{PodPlan, RunnerOwner, WORKLOAD_CONTAINER, secret_files_secret};
-use crate::driver::{
-    ExecOpts, ExecResult, LogLevel, RunFilesDrainer, RunInfo, RunLog, SandboxRun,
-    SecretFileRefresher, WorkspaceExporter, WorkspaceFileRefresher, WorkspaceHeadCapturer,
-};
-use crate::error::{EngineError, Error, Result};
-use crate::phase::CLEANUP_TIMEOUT;
-use crate::runfiles::{DrainReason, DrainReport, RUN_FILES_DRAIN_TIMEOUT, unpack_screened};
-use crate::spec::{SecretBytes, SecretFileMount};
+use crate::api::{ExecSession, KubeApi, KubeError, KubeObject, ObjectKind};
+use crate::manifest::{PodPlan, RunnerOwner, WORKLOAD_CONTAINER, secret_files_secret};
+use iterion_sandbox::{ExecOpts, ExecResult, LogLevel, RunFilesDrainer, RunInfo, RunLog, SandboxRun, SecretFileRefresher, WorkspaceExporter, WorkspaceFileRefresher, WorkspaceHeadCapturer, EngineError, Error, Result, CLEANUP_TIMEOUT, DrainReason, DrainReport, RUN_FILES_DRAIN_TIMEOUT, unpack_screened, SecretBytes, SecretFileMount};
 
 /// The driver's name.
 pub(crate) const DRIVER: &str = "kubernetes";
@@ -610,7 +603,7 @@ impl RunFilesDrainer for KubernetesRun {
                 DrainReason::ExecFailed,
                 format!(
                     "deadline ({}) exceeded",
-                    crate::phase::format_duration(RUN_FILES_DRAIN_TIMEOUT)
+                    iterion_sandbox::format_duration(RUN_FILES_DRAIN_TIMEOUT)
                 ),
             ),
             Ok(Err(error)) => report.fail(DrainReason::ExecFailed, error.to_string()),

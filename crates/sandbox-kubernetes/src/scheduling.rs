@@ -16,8 +16,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::env::var;
-use crate::error::{Error, Result};
+use iterion_sandbox::{env_var, Error, Result};
 
 /// `resources.requests.cpu`.
 pub const ITERION_SANDBOX_K8S_REQUESTS_CPU: &str = "ITERION_SANDBOX_K8S_REQUESTS_CPU";
@@ -52,11 +51,11 @@ impl SchedulingInputs {
     /// Reads the five variables from the process environment.
     pub fn from_env() -> SchedulingInputs {
         SchedulingInputs {
-            requests_cpu: var(ITERION_SANDBOX_K8S_REQUESTS_CPU),
-            requests_memory: var(ITERION_SANDBOX_K8S_REQUESTS_MEMORY),
-            limits_cpu: var(ITERION_SANDBOX_K8S_LIMITS_CPU),
-            limits_memory: var(ITERION_SANDBOX_K8S_LIMITS_MEMORY),
-            spread: var(ITERION_SANDBOX_K8S_SPREAD),
+            requests_cpu: env_var(ITERION_SANDBOX_K8S_REQUESTS_CPU),
+            requests_memory: env_var(ITERION_SANDBOX_K8S_REQUESTS_MEMORY),
+            limits_cpu: env_var(ITERION_SANDBOX_K8S_LIMITS_CPU),
+            limits_memory: env_var(ITERION_SANDBOX_K8S_LIMITS_MEMORY),
+            spread: env_var(ITERION_SANDBOX_K8S_SPREAD),
         }
     }
 }

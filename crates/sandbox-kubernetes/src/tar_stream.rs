@@ -28,10 +28,9 @@ use std::path::{Path, PathBuf};
 use tar::{Builder, EntryType, Header};
 use tokio_util::io::SyncIoBridge;
 
-use super::manifest::WORKLOAD_CONTAINER;
-use super::run::{RunShared, engine_error, exit_error};
-use crate::driver::LogLevel;
-use crate::error::{Error, Result};
+use crate::manifest::WORKLOAD_CONTAINER;
+use crate::run::{RunShared, engine_error, exit_error};
+use iterion_sandbox::{LogLevel, Error, Result};
 
 /// Capacity of the in-process pipe between the tar thread and the exec (either way).
 pub(crate) const PIPE_CAPACITY: usize = 256 * 1024;

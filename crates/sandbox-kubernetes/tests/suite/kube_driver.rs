@@ -12,11 +12,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use iterion_sandbox::{
-    Decline, DeclinedMember, DrainReason, DrainReport, Driver, ExecOpts, KubeRsApi,
-    KubernetesDriver, KubernetesSettings, Mode, NoProgress, ProxyAttachment, RunInfo, SandboxRun,
-    SecretBytes, SecretFileMount, Spec,
-};
+use iterion_sandbox::{Decline, DeclinedMember, DrainReason, DrainReport, Driver, ExecOpts, Mode, NoProgress, ProxyAttachment, RunInfo, SandboxRun, SecretBytes, SecretFileMount, Spec};
+use iterion_sandbox_kubernetes::{KubeRsApi, KubernetesDriver, KubernetesSettings};
 use pretty_assertions::assert_eq;
 
 use crate::support::fake_kube::{FakeKube, Kind, PodBehaviour, ScriptedExec};
@@ -447,7 +444,7 @@ async fn kube_lists_managed_objects_by_label() {
     let api = setup.driver.api();
     let pods = api
         .list(
-            iterion_sandbox::ObjectKind::Pod,
+            iterion_sandbox_kubernetes::ObjectKind::Pod,
             "iterion.io/managed=true,iterion.io/store=store-1",
         )
         .await
@@ -1185,7 +1182,7 @@ async fn kube_a_linked_worktree_gets_its_git_dir_and_keeps_its_gitfile() {
     assert_eq!(git(&wt, &["status", "--porcelain"]), "?? new.txt");
     assert_eq!(
         setup.fake.exec_argvs().last().unwrap(),
-        &iterion_sandbox::export_argv(pod_ws.to_str().unwrap(), true)
+        &iterion_sandbox_kubernetes::export_argv(pod_ws.to_str().unwrap(), true)
     );
     run.cleanup().await.unwrap();
 }
