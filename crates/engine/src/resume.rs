@@ -310,7 +310,7 @@ impl Engine {
         }
         match tokio::time::timeout(
             std::time::Duration::from_secs(10),
-            crate::reaper::reap_local(store),
+            crate::reaper::reap_local(store, &crate::sandbox::registry::local_reapers()),
         )
         .await
         {

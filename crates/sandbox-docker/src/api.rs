@@ -17,7 +17,7 @@ use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use tokio::io::AsyncWrite;
 
-use iterion_sandbox::{ImageConfig, PullProgress, ListedResource};
+use iterion_sandbox::{ImageConfig, ListedResource, PullProgress};
 
 /// What an Engine API call answered when it did not succeed. The driver decides from the
 /// variant; the message is for humans.

@@ -24,7 +24,7 @@ use crate::api::{
     ApiError, ApiResult, ApiStream, BuildRequest, ContainerApi, EngineKind, EngineVersion,
     ExecAttachment, ExecChunk, ExecRequest, ExecState,
 };
-use iterion_sandbox::{ImageConfig, PullProgress, ListedResource};
+use iterion_sandbox::{ImageConfig, ListedResource, PullProgress};
 
 /// The Engine API through bollard. Cheap to clone (one shared connection pool).
 #[derive(Clone, Debug)]
@@ -60,6 +60,55 @@ fn sorted(labels: Option<HashMap<String, String>>) -> BTreeMap<String, String> {
     labels.unwrap_or_default().into_iter().collect()
 }
 
+/// The step of [`BollardApi::connect`] that failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectStep {
+    /// Building the client for the endpoint.
+    Client,
+    /// `GET /version`.
+    Version,
+    /// Negotiating the API version.
+    Negotiation,
+    /// `GET /_ping`.
+    Ping,
+}
+
+impl ConnectStep {
+    /// What the step is, in the message: nothing for the client, `/version failed: ` and so on.
+    fn prefix(self) -> &'static str {
+        match self {
+            ConnectStep::Client => "",
+            ConnectStep::Version => "/version failed: ",
+            ConnectStep::Negotiation => "version negotiation failed: ",
+            ConnectStep::Ping => "ping failed: ",
+        }
+    }
+}
+
+/// Why one endpoint does not answer (SANDBOX.md §4.2); the message names the endpoint.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// A step failed.
+    #[error("{endpoint}: {}{source}", step.prefix())]
+    Failed {
+        /// The endpoint tried.
+        endpoint: String,
+        /// The step that failed.
+        step: ConnectStep,
+        /// The client's error.
+        #[source]
+        source: bollard::errors::Error,
+    },
+    /// The whole connection did not finish in its budget.
+    #[error("{endpoint}: no answer within {within:?}")]
+    Timeout {
+        /// The endpoint tried.
+        endpoint: String,
+        /// The budget.
+        within: Duration,
+    },
+}
+
 impl BollardApi {
     /// Wraps a connected client (its API version already negotiated).
     pub fn new(docker: Docker) -> BollardApi {
@@ -72,12 +121,20 @@ impl BollardApi {
     ///
     /// # Errors
     ///
-    /// Why the endpoint does not answer, in words, for [`Error::Unavailable`](crate::Error).
+    /// Why the endpoint does not answer ([`ConnectError`]), for
+    /// [`Error::Unavailable`](iterion_sandbox::Error::Unavailable).
     pub async fn connect(
         endpoint: &str,
         within: Duration,
-    ) -> Result<(BollardApi, EngineVersion), String> {
-        let docker = Docker::connect_with_host(endpoint).map_err(|e| format!("{endpoint}: {e}"))?;
+    ) -> Result<(BollardApi, EngineVersion), ConnectError> {
+        let failed = |step| {
+            move |source| ConnectError::Failed {
+                endpoint: endpoint.to_owned(),
+                step,
+                source,
+            }
+        };
+        let docker = Docker::connect_with_host(endpoint).map_err(failed(ConnectStep::Client))?;
         let probe = async {
             // One `/version` both names the engine and negotiates the API version: podman
             // answers it by running its runtime and conmon binaries, so it is not cheap, and
@@ -85,23 +142,24 @@ impl BollardApi {
             let version = docker
                 .version()
                 .await
-                .map_err(|e| format!("{endpoint}: /version failed: {e}"))?;
+                .map_err(failed(ConnectStep::Version))?;
             let docker = match negotiated(endpoint, &docker, version.api_version.as_deref()) {
-                Some(downgraded) => downgraded.map_err(|e| format!("{endpoint}: {e}"))?,
+                Some(downgraded) => downgraded.map_err(failed(ConnectStep::Client))?,
                 None => docker
                     .negotiate_version()
                     .await
-                    .map_err(|e| format!("{endpoint}: version negotiation failed: {e}"))?,
+                    .map_err(failed(ConnectStep::Negotiation))?,
             };
-            docker
-                .ping()
-                .await
-                .map_err(|e| format!("{endpoint}: ping failed: {e}"))?;
-            Ok::<_, String>((docker, version))
+            docker.ping().await.map_err(failed(ConnectStep::Ping))?;
+            Ok::<_, ConnectError>((docker, version))
         };
-        let (docker, version) = tokio::time::timeout(within, probe)
-            .await
-            .map_err(|_| format!("{endpoint}: no answer within {within:?}"))??;
+        let (docker, version) =
+            tokio::time::timeout(within, probe)
+                .await
+                .map_err(|_| ConnectError::Timeout {
+                    endpoint: endpoint.to_owned(),
+                    within,
+                })??;
         let names = version
             .components
             .iter()

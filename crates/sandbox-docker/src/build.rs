@@ -11,7 +11,10 @@ use crate::context::{resolve_build, tar_context_in};
 use crate::driver::DockerDriver;
 use crate::plan::build_request;
 use crate::{engine_binary, render};
-use iterion_sandbox::{Builder, LogLevel, PreparedSpec, RunInfo, Error, Result, build_image_tag, Phase, run_with_phase_timeout};
+use iterion_sandbox::{
+    Builder, Error, LogLevel, Phase, PreparedSpec, Result, RunInfo, build_image_tag,
+    run_with_phase_timeout,
+};
 
 #[async_trait]
 impl Builder for DockerDriver {
@@ -103,7 +106,10 @@ struct Tail(Vec<u8>);
 impl Tail {
     fn push(&mut self, text: &str) {
         self.0.extend_from_slice(text.as_bytes());
-        let excess = self.0.len().saturating_sub(iterion_sandbox::OUTPUT_TAIL_BYTES);
+        let excess = self
+            .0
+            .len()
+            .saturating_sub(iterion_sandbox::OUTPUT_TAIL_BYTES);
         self.0.drain(..excess);
     }
 

@@ -15,7 +15,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use iterion_sandbox::{Error, Result, validate_contains_workspace, Build};
+use iterion_sandbox::{Build, Error, Result, validate_contains_workspace};
 
 use crate::plan::build_paths;
 

@@ -8,12 +8,21 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
-use iterion_sandbox::{Capabilities, AdvertisedPort, Builder, Driver, LogLevel, NullRunLog, PreparedSpec, Progress, ProxyAddresses, ProxyBind, ProxyConfigurer, RunInfo, RunLog, SandboxRun, Error, Result, DriverKind, LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE, LABEL_RUN_ID, LABEL_STORE, ManagedResource, build_image_tag, filter_managed, managed_filters, nix_volume_name, ScreenContext, Stager, validate_spec_mounts, CLEANUP_TIMEOUT, Phase, run_with_phase_timeout, run_post_create, Spec};
+use iterion_sandbox::{
+    AdvertisedPort, Builder, CLEANUP_TIMEOUT, Capabilities, Driver, DriverKind, Error, LABEL_IMAGE,
+    LABEL_MANAGED, LABEL_PURPOSE, LABEL_RUN_ID, LABEL_STORE, LogLevel, ManagedResource, NullRunLog,
+    Phase, PreparedSpec, Progress, ProxyAddresses, ProxyBind, ProxyConfigurer, Result, RunInfo,
+    RunLog, SandboxRun, ScreenContext, Spec, Stager, build_image_tag, filter_managed,
+    managed_filters, nix_volume_name, run_post_create, run_with_phase_timeout,
+    validate_spec_mounts,
+};
 
 use crate::api::{ApiError, ContainerApi, EngineKind};
 use crate::bollard_api::BollardApi;
 use crate::endpoints::{CONTAINER_HOST, DOCKER_HOST};
-use crate::plan::{self, CreateInputs, NIX_VOLUME_PURPOSE, create_plan, nix_volume_labels, workspace_folder};
+use crate::plan::{
+    self, CreateInputs, NIX_VOLUME_PURPOSE, create_plan, nix_volume_labels, workspace_folder,
+};
 use crate::run::{self, DockerRun, RemoveOnDrop, RunParts};
 use crate::secrets::{self, SecretPlan, secret_plan};
 use crate::settings::DockerSettings;
@@ -78,7 +87,7 @@ impl DockerDriver {
                     );
                     return Ok(DockerDriver::new(Arc::new(api), version.kind, settings));
                 }
-                Err(reason) => reasons.push(reason),
+                Err(reason) => reasons.push(reason.to_string()),
             }
         }
         Err(Error::Unavailable {

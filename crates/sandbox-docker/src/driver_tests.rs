@@ -8,15 +8,14 @@ use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 
-use crate::fake::{Call, FakeContainerApi, Reply};
 use super::*;
+use crate::fake::{Call, FakeContainerApi, Reply};
 use bytes::Bytes;
 
 use iterion_sandbox::{
-    AdvertisedPort, Build, Driver, Error, ExecOpts, ExecResult, ImageConfig, ListedResource, LogLevel,
-    Mode, NoProgress, PreparedSpec, Progress, ProxyAddresses, ProxyBind, ProxyConfigurer,
-    PullProgress, RunInfo,
-    RunLog, SandboxRun, Spec,
+    AdvertisedPort, Build, Driver, Error, ExecOpts, ExecResult, ImageConfig, ListedResource,
+    LogLevel, Mode, NoProgress, PreparedSpec, Progress, ProxyAddresses, ProxyBind, ProxyConfigurer,
+    PullProgress, RunInfo, RunLog, SandboxRun, Spec,
 };
 
 #[derive(Default)]

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use tokio::io::AsyncReadExt;
 
-use iterion_sandbox::{Error, Result, EngineMount, Spec};
+use iterion_sandbox::{EngineMount, Error, Result, Spec};
 
 /// The purpose the engine gives the engine-binary mount (SANDBOX.md §8 step M8).
 pub const ENGINE_BINARY_PURPOSE: &str = "engine-binary";

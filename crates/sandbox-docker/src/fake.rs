@@ -19,7 +19,7 @@ use crate::api::{
     ApiError, ApiResult, ApiStream, BuildRequest, ContainerApi, ExecAttachment, ExecChunk,
     ExecRequest, ExecState,
 };
-use iterion_sandbox::{ImageConfig, PullProgress, ListedResource};
+use iterion_sandbox::{ImageConfig, ListedResource, PullProgress};
 
 /// One call the driver made.
 #[derive(Clone, Debug, PartialEq)]

@@ -69,7 +69,7 @@ pub use api::{
     ApiError, ApiResult, ApiStream, BuildRequest, ContainerApi, EngineKind, EngineVersion,
     ExecAttachment, ExecChunk, ExecRequest, ExecState, ExecStdin,
 };
-pub use bollard_api::BollardApi;
+pub use bollard_api::{BollardApi, ConnectError, ConnectStep};
 pub use connect::DockerConstructor;
 pub use context::{DockerIgnore, ResolvedBuild, resolve_build, tar_context, tar_context_in};
 pub use driver::{CONNECT_TIMEOUT, DockerDriver, PROXY_PORT, ca_host_path};
@@ -80,7 +80,7 @@ pub use plan::{
     NO_PROXY_BASE, PODMAN_ULIMIT, SANDBOX_CMD, SANDBOX_ENTRYPOINT, SCRIPT_STDIN_THRESHOLD,
     build_paths, build_request, create_plan, exec_plan, nix_volume_labels, workspace_folder,
 };
-pub use probe::{EngineProbe, endpoint_is_local, probe_endpoints};
+pub use probe::{EngineProbe, NoEngine, endpoint_is_local, probe_endpoints};
 pub use secrets::{
     SECRETS_TARGET, SecretFilePlan, SecretModes, SecretPlan, secret_modes, secret_plan,
 };

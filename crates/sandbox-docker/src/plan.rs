@@ -15,7 +15,11 @@ use bytes::Bytes;
 
 use crate::api::{BuildRequest, EngineKind, ExecRequest};
 use crate::secrets::SecretPlan;
-use iterion_sandbox::{RunInfo, Error, Result, LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE, LABEL_STORE, container_name, managed_labels, Trust, BindPropagation, MountKind, ScreenedMount, Build, EngineMountKind, Spec};
+use iterion_sandbox::{
+    BindPropagation, Build, EngineMountKind, Error, LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE,
+    LABEL_STORE, MountKind, Result, RunInfo, ScreenedMount, Spec, Trust, container_name,
+    managed_labels,
+};
 
 /// PID 1 of every sandbox: `sleep infinity`, with the image's ENTRYPOINT overridden.
 pub const SANDBOX_ENTRYPOINT: &str = "sleep";

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 
 use pretty_assertions::assert_eq;
 
-use crate::render::{render_build, render_exec, render_rm, render_run, shell_quote};
 use super::*;
+use crate::render::{render_build, render_exec, render_rm, render_run, shell_quote};
 use iterion_sandbox::{
-    Build, EngineMount, EngineMountKind, Mode, ProxyAttachment, RunInfo, ScreenedMount, Spec, Trust,
-    parse_mount,
+    Build, EngineMount, EngineMountKind, Mode, ProxyAttachment, RunInfo, ScreenedMount, Spec,
+    Trust, parse_mount,
 };
 
 fn info() -> RunInfo {

@@ -7,12 +7,38 @@
 //! takes its budget, and each other call is one request the caller wraps in its own timeout, so
 //! a hung engine makes a check fail instead of the doctor hang.
 
+use std::fmt;
 use std::time::Duration;
 
 use crate::api::{ApiResult, ContainerApi, EngineKind, EngineVersion};
-use crate::bollard_api::BollardApi;
+use crate::bollard_api::{BollardApi, ConnectError};
 use crate::endpoints::{EndpointVars, endpoints_for};
 use iterion_sandbox::ImageConfig;
+
+/// Why [`EngineProbe::connect`] found no engine: each endpoint's reason, in order (none when
+/// there was no endpoint to try).
+#[derive(Debug)]
+pub struct NoEngine {
+    /// Why each endpoint did not answer.
+    pub reasons: Vec<ConnectError>,
+}
+
+impl fmt::Display for NoEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.reasons.is_empty() {
+            return f.write_str("no endpoint to try");
+        }
+        for (index, reason) in self.reasons.iter().enumerate() {
+            if index > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{reason}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for NoEngine {}
 
 /// A connection to the first docker/podman endpoint that answered, and what it said it is.
 #[derive(Clone, Debug)]
@@ -29,8 +55,8 @@ impl EngineProbe {
     ///
     /// # Errors
     ///
-    /// Why no endpoint answered, each endpoint's reason joined with `; `.
-    pub async fn connect(endpoints: &[String], budget: Duration) -> Result<EngineProbe, String> {
+    /// Why no endpoint answered ([`NoEngine`]: each endpoint's reason, joined with `; `).
+    pub async fn connect(endpoints: &[String], budget: Duration) -> Result<EngineProbe, NoEngine> {
         let mut reasons = Vec::new();
         for endpoint in endpoints {
             match BollardApi::connect(endpoint, budget).await {
@@ -44,11 +70,7 @@ impl EngineProbe {
                 Err(reason) => reasons.push(reason),
             }
         }
-        Err(if reasons.is_empty() {
-            "no endpoint to try".to_owned()
-        } else {
-            reasons.join("; ")
-        })
+        Err(NoEngine { reasons })
     }
 
     /// The endpoint that answered.

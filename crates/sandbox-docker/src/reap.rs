@@ -7,9 +7,7 @@
 //! is kept quietly, because only leftovers are meant to go.
 
 use async_trait::async_trait;
-use iterion_sandbox::{
-    Error, ReapError, ReapJudge, ReapReport, Reaper, ResourceKind, Result,
-};
+use iterion_sandbox::{Error, ReapError, ReapJudge, ReapReport, Reaper, ResourceKind, Result};
 
 use crate::driver::DockerDriver;
 

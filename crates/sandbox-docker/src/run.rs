@@ -15,7 +15,10 @@ use crate::plan::{ExecInputs, exec_plan};
 use crate::render::{render_exec, render_rm, render_rmi};
 use crate::secrets::{SecretPlan, refresh_secret};
 use crate::shared::{REMOVE_TIMEOUT, Shared};
-use iterion_sandbox::{ExecOpts, ExecOutput, ExecResult, LogLevel, SandboxRun, SecretFileRefresher, Error, Result, ArgRule, CLEANUP_TIMEOUT, SecretBytes, escape_controls};
+use iterion_sandbox::{
+    ArgRule, CLEANUP_TIMEOUT, Error, ExecOpts, ExecOutput, ExecResult, LogLevel, Result,
+    SandboxRun, SecretBytes, SecretFileRefresher, escape_controls,
+};
 
 /// How long to wait, in all, for the engine to report an exec's exit code once its output has
 /// ended (engines can lag a few milliseconds behind the stream's end).

@@ -15,7 +15,7 @@ use iterion_sandbox::{
     run_post_create, run_with_phase_timeout,
 };
 
-use crate::api::{KubeApi, KubeError, KubeObject, KubeRsApi, ObjectKind, FIELD_MANAGER};
+use crate::api::{FIELD_MANAGER, KubeApi, KubeError, KubeObject, KubeRsApi, ObjectKind};
 use crate::classify::{NotReady, PodProgress, classify_not_ready, pod_progress};
 use crate::in_cluster::{InClusterError, in_cluster_client};
 use crate::manifest::{KUBE_ENGINE_BIN, PodInputs, pod_plan};

@@ -20,8 +20,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 
 use crate::mounts::{KubeMount, KubeMountKind, mount_volume_name};
 use crate::scheduling::{ResourceQuantities, SchedulingPolicy};
-use iterion_sandbox::{KubernetesRule, parse_numeric_user, RunInfo, Error, Result, LABEL_RUN_ID, managed_labels, SecretFileMount, Spec};
 use crate::worktree::WORKTREE_GIT_VOLUME;
+use iterion_sandbox::{
+    Error, KubernetesRule, LABEL_RUN_ID, Result, RunInfo, SecretFileMount, Spec, managed_labels,
+    parse_numeric_user,
+};
 
 /// The component label every iterion pod object carries; the sandbox pod's value is
 /// [`COMPONENT_SANDBOX_RUN`].

@@ -1,5 +1,5 @@
 use super::*;
-use iterion_sandbox::{ProxyAttachment, Mode, SecretBytes, SecretFileMount};
+use iterion_sandbox::{Mode, ProxyAttachment, SecretBytes, SecretFileMount};
 use pretty_assertions::assert_eq;
 
 fn info() -> RunInfo {
@@ -104,14 +104,12 @@ fn a_proxied_run_with_secrets_ca_mounts_and_a_deadline_is_pinned() {
     info.proxy_ca_pem =
         Some("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n".to_owned());
     let mounts = [
-        crate::mounts::parse_kube_mount("type=pvc,source=Cache_Claim,target=/cache")
-            .unwrap(),
+        crate::mounts::parse_kube_mount("type=pvc,source=Cache_Claim,target=/cache").unwrap(),
         crate::mounts::parse_kube_mount(
             "type=configmap,source=settings,target=/etc/app.toml,key=app.toml,ro",
         )
         .unwrap(),
-        crate::mounts::parse_kube_mount("type=secret,source=creds,target=/run/creds,ro")
-            .unwrap(),
+        crate::mounts::parse_kube_mount("type=secret,source=creds,target=/run/creds,ro").unwrap(),
     ];
     let plan = plan(&spec, &info, Some("10.1.2.3"), &mounts);
     let secret = plan.secret_files.clone().unwrap();

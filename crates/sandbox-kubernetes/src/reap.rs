@@ -11,8 +11,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use iterion_sandbox::{
-    ReapError, ReapJudge, ReapReport, Reaper, ResourceKind, Result, filter_managed,
-    managed_filters,
+    ReapError, ReapJudge, ReapReport, Reaper, ResourceKind, Result, filter_managed, managed_filters,
 };
 
 use crate::api::{KubeApi, KubeError, KubeRsApi, ObjectKind};

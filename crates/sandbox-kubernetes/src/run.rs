@@ -16,7 +16,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::api::{ExecSession, KubeApi, KubeError, KubeObject, ObjectKind};
 use crate::manifest::{PodPlan, RunnerOwner, WORKLOAD_CONTAINER, secret_files_secret};
-use iterion_sandbox::{ExecOpts, ExecResult, LogLevel, RunFilesDrainer, RunInfo, RunLog, SandboxRun, SecretFileRefresher, WorkspaceExporter, WorkspaceFileRefresher, WorkspaceHeadCapturer, EngineError, Error, Result, CLEANUP_TIMEOUT, DrainReason, DrainReport, RUN_FILES_DRAIN_TIMEOUT, unpack_screened, SecretBytes, SecretFileMount};
+use iterion_sandbox::{
+    CLEANUP_TIMEOUT, DrainReason, DrainReport, EngineError, Error, ExecOpts, ExecResult, LogLevel,
+    RUN_FILES_DRAIN_TIMEOUT, Result, RunFilesDrainer, RunInfo, RunLog, SandboxRun, SecretBytes,
+    SecretFileMount, SecretFileRefresher, WorkspaceExporter, WorkspaceFileRefresher,
+    WorkspaceHeadCapturer, unpack_screened,
+};
 
 /// The driver's name.
 pub(crate) const DRIVER: &str = "kubernetes";

@@ -16,7 +16,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use iterion_sandbox::{env_var, Error, Result};
+use iterion_sandbox::{Error, Result, env_var};
 
 /// `resources.requests.cpu`.
 pub const ITERION_SANDBOX_K8S_REQUESTS_CPU: &str = "ITERION_SANDBOX_K8S_REQUESTS_CPU";

@@ -30,7 +30,7 @@ use tokio_util::io::SyncIoBridge;
 
 use crate::manifest::WORKLOAD_CONTAINER;
 use crate::run::{RunShared, engine_error, exit_error};
-use iterion_sandbox::{LogLevel, Error, Result};
+use iterion_sandbox::{Error, LogLevel, Result};
 
 /// Capacity of the in-process pipe between the tar thread and the exec (either way).
 pub(crate) const PIPE_CAPACITY: usize = 256 * 1024;

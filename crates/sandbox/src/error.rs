@@ -13,8 +13,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::rules::{ArgRule, EnvRule, KubernetesRule, MountRule, RunArgRule};
 use crate::phase::{Phase, format_duration};
+use crate::rules::{ArgRule, EnvRule, KubernetesRule, MountRule, RunArgRule};
 use crate::text::escape_controls;
 
 /// `Result` with this crate's [`Error`].

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use tokio::sync::OnceCell;
 
 use crate::driver::{Driver, DriverConstructor, RunLog};
-use crate::noop::NoopConstructor;
 use crate::error::{DriverAttempt, Error, Result};
 use crate::host::{DriverKind, HostKind, HostSignals, detect_host, preference_order};
+use crate::noop::NoopConstructor;
 use crate::precedence::{
     ModeInputs, NotSandboxedCause, SandboxVerdict, Sandboxing, SpecResolution,
     verdict_before_driver,

@@ -2,10 +2,10 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use super::*;
-use async_trait::async_trait;
 use crate::capabilities::Capabilities;
 use crate::driver::{NullRunLog, PreparedSpec, Progress, RunInfo, SandboxRun};
 use crate::mode::{Mode, SandboxFlag};
+use async_trait::async_trait;
 use pretty_assertions::assert_eq;
 
 /// Every constructor call, in order, across one test's fakes.
@@ -422,7 +422,11 @@ async fn run_will_be_sandboxed_says_yes_only_for_a_real_driver() {
     );
     let verdict = run_will_be_sandboxed(&opted_out, resolved, &never).await;
     assert_eq!(
-        (verdict.is_sandboxed(), verdict.cause(), untouched.lock().unwrap().len()),
+        (
+            verdict.is_sandboxed(),
+            verdict.cause(),
+            untouched.lock().unwrap().len()
+        ),
         (false, Some(NotSandboxedCause::OptedOut), 0)
     );
 }

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use crate::driver::RunInfo;
-use crate::vars::is_falsy;
 use crate::mode::Trust;
+use crate::vars::is_falsy;
 
 /// `true` on every resource iterion creates.
 pub const LABEL_MANAGED: &str = "iterion.io/managed";

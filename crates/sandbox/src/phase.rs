@@ -10,8 +10,8 @@ use std::fmt;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use serde::Serialize;
 use crate::vars;
+use serde::Serialize;
 
 /// A bounded setup phase (SANDBOX.md §16.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

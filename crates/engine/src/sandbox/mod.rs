@@ -20,6 +20,7 @@ pub(crate) mod devbox;
 mod egress;
 mod finalize;
 pub(crate) mod mounts;
+pub(crate) mod registry;
 pub(crate) mod resolve;
 pub(crate) mod rundir;
 mod scratch;

@@ -12,7 +12,10 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
-use iterion_sandbox::{Driver, Error, ExecOpts, ExecResult, LogLevel, Mode, NoProgress, ProxyAttachment, RunInfo, RunLog, SandboxRun, Spec};
+use iterion_sandbox::{
+    Driver, Error, ExecOpts, ExecResult, LogLevel, Mode, NoProgress, ProxyAttachment, RunInfo,
+    RunLog, SandboxRun, Spec,
+};
 use iterion_sandbox_docker::{DockerDriver, DockerSettings};
 use iterion_test_support::BUSYBOX_IMAGE;
 use pretty_assertions::assert_eq;
@@ -895,7 +898,9 @@ async fn orphans_are_listed_by_store_and_removed_by_run(engine: Engine) {
 
 #[tokio::test]
 async fn docker_factory_takes_the_engine_that_answers_names_it_and_reports_dead_endpoints() {
-    use iterion_sandbox::{DriverKind, Factory, FactoryOptions, HostKind, HostSignals, NoopConstructor, Registry};
+    use iterion_sandbox::{
+        DriverKind, Factory, FactoryOptions, HostKind, HostSignals, NoopConstructor, Registry,
+    };
     use iterion_sandbox_docker::DockerConstructor;
     let test_id = "iterion-sandbox::docker_driver::docker_factory";
     let settings = DockerSettings::default().persist_nix(false);

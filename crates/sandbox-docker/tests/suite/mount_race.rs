@@ -20,7 +20,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use iterion_sandbox::{Driver, EngineMount, EngineMountKind, Error, MountRule, MountScope, NoProgress, STAGE_DIR, ScreenContext, Stager, Trust, validate_mount};
+use iterion_sandbox::{
+    Driver, EngineMount, EngineMountKind, Error, MountRule, MountScope, NoProgress, STAGE_DIR,
+    ScreenContext, Stager, Trust, validate_mount,
+};
 use iterion_sandbox_docker::DockerSettings;
 use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
 

@@ -12,7 +12,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use iterion_sandbox::{Decline, DeclinedMember, DrainReason, DrainReport, Driver, ExecOpts, Mode, NoProgress, ProxyAttachment, RunInfo, SandboxRun, SecretBytes, SecretFileMount, Spec};
+use iterion_sandbox::{
+    Decline, DeclinedMember, DrainReason, DrainReport, Driver, ExecOpts, Mode, NoProgress,
+    ProxyAttachment, RunInfo, SandboxRun, SecretBytes, SecretFileMount, Spec,
+};
 use iterion_sandbox_kubernetes::{KubeRsApi, KubernetesDriver, KubernetesSettings};
 use pretty_assertions::assert_eq;
 

@@ -7,9 +7,9 @@ use crate::mode::Mode;
 use crate::spec::{Build, Spec};
 use crate::text::{clean, clean_path};
 
-use crate::error::DevcontainerError;
 use super::expand::{LocalVars, expand_local_vars};
 use super::read::{CommandForm, Devcontainer, LifecycleCommand};
+use crate::error::DevcontainerError;
 
 /// The repository's spec, before fusion: mode `auto`, `network` unset.
 #[derive(Clone, Debug, PartialEq, Eq)]

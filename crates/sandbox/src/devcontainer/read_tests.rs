@@ -5,8 +5,8 @@ use std::path::Path;
 
 use pretty_assertions::assert_eq;
 
-use crate::mode::Mode;
 use crate::error::DevcontainerError;
+use crate::mode::Mode;
 use crate::rules::RunArgRule;
 use crate::spec::{Build, Spec};
 

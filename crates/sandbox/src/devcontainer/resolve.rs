@@ -13,12 +13,12 @@ use crate::precedence::DefaultImage;
 use crate::spec::Spec;
 
 use super::convert::to_sandbox_spec;
-use crate::error::DevcontainerError;
 use super::expand::{LocalVars, expand_sandbox_spec};
 use super::fuse::fuse_devcontainer_spec;
 use super::overlay::{EnvOverlay, merge_environment_overlay};
 use super::read::{DevcontainerText, parse_devcontainer};
 use super::run_args::screen_run_args;
+use crate::error::DevcontainerError;
 
 /// `skip_reason` of auto without a repository root (SANDBOX.md §7.5); degrades from any tier.
 pub const AUTO_WITHOUT_REPOSITORY_ROOT: &str =

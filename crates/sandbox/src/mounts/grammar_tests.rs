@@ -1,8 +1,8 @@
 //! The `--mount` grammar: what parses into what, and the predicate shared with §8.8.
 
 use super::*;
-use crate::rules::{ArgRule, EnvRule, MountKind};
 use crate::error::Error;
+use crate::rules::{ArgRule, EnvRule, MountKind};
 use pretty_assertions::assert_eq;
 
 fn spec(kind: MountKind, source: Option<&str>, target: &str) -> MountSpec {

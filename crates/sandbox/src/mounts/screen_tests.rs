@@ -5,8 +5,8 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::rules::{MountRule, Sensitivity};
 use crate::error::Error;
+use crate::rules::{MountRule, Sensitivity};
 use crate::spec::{EngineMount, EngineMountKind, Spec};
 use pretty_assertions::assert_eq;
 

@@ -37,8 +37,8 @@ use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat};
 
 use crate::error::{Error, Result};
-use crate::rules::MountRule;
 use crate::mounts::screen::ScreenContext;
+use crate::rules::MountRule;
 
 /// The staging dir inside a run dir.
 pub const STAGE_DIR: &str = "stage";

@@ -10,9 +10,9 @@ use pretty_assertions::assert_eq;
 
 use super::*;
 use crate::devcontainer::screen_run_args;
-use crate::rules::{MountRule, Protected, RunArgRule, Sensitivity};
 use crate::error::Error;
 use crate::mode::Trust;
+use crate::rules::{MountRule, Protected, RunArgRule, Sensitivity};
 
 /// `<root>/home/user` the home, `<root>/home/user/proj` the workspace, `<root>/srv/store` the store,
 /// `<root>/rt` the runtime root, `<root>/outside` a harmless dir.
