@@ -9,6 +9,7 @@ use std::time::Duration;
 use pretty_assertions::assert_eq;
 
 use super::*;
+use crate::api::{BuildRequest, ExecChunk, ExecState};
 use crate::fake::{Call, FakeContainerApi, Reply};
 use bytes::Bytes;
 

@@ -59,33 +59,23 @@ mod engine_binary;
 mod plan;
 mod probe;
 mod reap;
-pub mod render;
+mod render;
 mod run;
 mod secrets;
 mod settings;
 mod shared;
 
-pub use api::{
-    ApiError, ApiResult, ApiStream, BuildRequest, ContainerApi, EngineKind, EngineVersion,
-    ExecAttachment, ExecChunk, ExecRequest, ExecState, ExecStdin,
-};
-pub use bollard_api::{BollardApi, ConnectError, ConnectStep};
+pub use api::{ApiError, ContainerApi, EngineKind, EngineVersion, ExecRequest};
+pub use bollard_api::BollardApi;
 pub use connect::DockerConstructor;
-pub use context::{DockerIgnore, ResolvedBuild, resolve_build, tar_context, tar_context_in};
-pub use driver::{CONNECT_TIMEOUT, DockerDriver, PROXY_PORT, ca_host_path};
-pub use endpoints::{CONTAINER_HOST, DOCKER_HOST, EndpointVars, XDG_RUNTIME_DIR, endpoints_for};
+pub use context::tar_context;
+pub use driver::{DockerDriver, ca_host_path};
+pub use endpoints::{EndpointVars, endpoints_for};
 pub use engine_binary::{ENGINE_BINARY_PURPOSE, elf_problem};
-pub use plan::{
-    CA_TARGET, CreateInputs, CreatePlan, ExecInputs, ExecPlan, HOST_ALIAS, NET_DIR_TARGET,
-    NO_PROXY_BASE, PODMAN_ULIMIT, SANDBOX_CMD, SANDBOX_ENTRYPOINT, SCRIPT_STDIN_THRESHOLD,
-    build_paths, build_request, create_plan, exec_plan, nix_volume_labels, workspace_folder,
-};
-pub use probe::{EngineProbe, NoEngine, endpoint_is_local, probe_endpoints};
-pub use secrets::{
-    SECRETS_TARGET, SecretFilePlan, SecretModes, SecretPlan, secret_modes, secret_plan,
-};
+
+pub use probe::{EngineProbe, endpoint_is_local, probe_endpoints};
+
 pub use settings::DockerSettings;
-pub use shared::REMOVE_TIMEOUT;
 
 #[cfg(test)]
 mod driver_tests;

@@ -72,41 +72,14 @@ mod settings;
 mod tar_stream;
 mod worktree;
 
-pub use api::{
-    ExecSession, FIELD_MANAGER, KubeApi, KubeError, KubeObject, KubeResult, KubeRsApi, ObjectKind,
-    exit_code_of,
-};
-pub use classify::{
-    NotReady, PodProgress, TERMINAL_WAITING_REASONS, classify_not_ready, pod_progress,
-};
+pub use api::{KubeRsApi, ObjectKind};
+
 pub use driver::{KubernetesConstructor, KubernetesDriver};
-pub use in_cluster::{
-    InClusterError, InClusterSignals, SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT_TOKEN,
-    detect_in_cluster, in_cluster_api,
-};
-pub use manifest::{
-    CA_KEY, COMPONENT_SANDBOX_RUN, DEADLINE_MARGIN_SECONDS, KUBE_CA_DIR, KUBE_CA_PATH,
-    KUBE_ENGINE_BIN, KUBE_SECRETS_DIR, LABEL_COMPONENT, PodInputs, PodPlan, RunnerOwner,
-    SECRET_MODE, WORKLOAD_CONTAINER, ca_secret_name, pod_labels, pod_name, pod_plan,
-    secret_data_key, secret_files_name, secret_files_secret,
-};
-pub use mounts::{KubeMount, KubeMountKind, mount_volume_name, parse_kube_mount};
+pub use in_cluster::in_cluster_api;
+
 pub use probe::probe_api_version;
-pub use run::{
-    EXPORT_TIMEOUT, HEAD_CAPTURE_TIMEOUT, KubernetesRun, exec_argv, export_argv, is_clean_relative,
-};
-pub use scheduling::{
-    HOSTNAME_TOPOLOGY_KEY, ITERION_SANDBOX_K8S_LIMITS_CPU, ITERION_SANDBOX_K8S_LIMITS_MEMORY,
-    ITERION_SANDBOX_K8S_REQUESTS_CPU, ITERION_SANDBOX_K8S_REQUESTS_MEMORY,
-    ITERION_SANDBOX_K8S_SPREAD, Quantity, Resource, ResourceQuantities, SchedulingInputs,
-    SchedulingPolicy, parse_quantity,
-};
-pub use settings::{
-    DEFAULT_EGRESS_PROBE, ITERION_POD_IP, ITERION_RUNNER_POD_NAME, ITERION_RUNNER_POD_UID,
-    ITERION_SANDBOX_EGRESS_PROBE, KubernetesSettings,
-};
-pub use tar_stream::{TarWritten, WorkspaceTarPlan};
-pub use worktree::{
-    GitDirCopy, WORKTREE_GIT_VOLUME, git_dir_copy, git_dir_target_problem, lexical_clean,
-    parse_gitfile, read_git_dir_copy,
-};
+pub use run::export_argv;
+pub use scheduling::SchedulingPolicy;
+pub use settings::{ITERION_RUNNER_POD_NAME, KubernetesSettings};
+pub use tar_stream::WorkspaceTarPlan;
+pub use worktree::parse_gitfile;

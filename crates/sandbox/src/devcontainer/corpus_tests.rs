@@ -15,6 +15,7 @@ use crate::spec::{Build, Network, Spec};
 use crate::{Error, Result};
 
 use super::*;
+use super::resolve::ResolvedSpec;
 
 const LABEL: &str = "cli flag --sandbox";
 const DEFAULT_IMAGE: &str = "iterion-default:test";

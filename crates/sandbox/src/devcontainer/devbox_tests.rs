@@ -8,6 +8,7 @@ use crate::spec::Spec;
 
 use super::corpus_tests::Repo;
 use super::*;
+use super::devbox::RepoDevbox;
 
 fn config(path: &str, lock: Option<&str>) -> DevboxRead {
     DevboxRead::Present(DevboxConfig {

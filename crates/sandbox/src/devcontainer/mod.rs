@@ -29,34 +29,23 @@ mod fuse;
 mod overlay;
 mod read;
 mod resolve;
-mod run_args;
+pub(crate) mod run_args;
 
-pub use convert::{RepoSpec, posix_quote, to_sandbox_spec};
 pub use devbox::{
-    DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR, DEVBOX_INLINE_LIMIT_BYTES,
-    DevboxConfig, DevboxInputs, DevboxPlan, DevboxRead, DevboxSource, ITERION_REPO_DEVBOX,
-    RepoDevbox, apply_devbox_plan, plan_devbox, read_devbox_config, resolve_repo_devbox,
+    DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR,
+    DevboxConfig, DevboxInputs, DevboxPlan, DevboxRead, DevboxSource, ITERION_REPO_DEVBOX, apply_devbox_plan, plan_devbox, read_devbox_config, resolve_repo_devbox,
 };
-pub use env_deny::{
-    ALLOWED_ENV_EXCEPTIONS, DENIED_ENV, EnvDenyRule, EnvMatch, denied_env_rule, is_denied_env_key,
-};
-pub use expand::{
-    LOCAL_ENV_ALLOW_LIST, LocalVars, expand_local_vars, expand_sandbox_spec, is_allowed_local_env,
-};
-pub use fuse::{FusedSpec, default_network, fuse_devcontainer_spec};
 pub use overlay::{
-    EnvOverlay, ITERION_SANDBOX_ENV_FILE, merge_environment_overlay, parse_env_file,
+    EnvOverlay, ITERION_SANDBOX_ENV_FILE, parse_env_file,
     parse_env_pairs,
 };
 pub use read::{
-    CommandForm, DEVCONTAINER_CANDIDATES, Devcontainer, DevcontainerBuild, DevcontainerText,
-    LifecycleCommand, MAX_DEVCONTAINER_BYTES, parse_devcontainer, read_from_repo,
+    DevcontainerText, read_from_repo,
 };
 pub use resolve::{
-    AUTO_WITHOUT_REPOSITORY_ROOT, AutoInputs, NO_DEVCONTAINER_NO_DEFAULT_IMAGE, ResolvedSpec,
+    AutoInputs, NO_DEVCONTAINER_NO_DEFAULT_IMAGE,
     resolve_sandbox_spec_with_fallback,
 };
-pub use run_args::screen_run_args;
 
 #[cfg(test)]
 mod corpus_tests;

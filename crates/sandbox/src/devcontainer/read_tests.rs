@@ -12,6 +12,9 @@ use crate::spec::{Build, Spec};
 
 use super::corpus_tests::Repo;
 use super::*;
+use super::convert::to_sandbox_spec;
+use super::expand::LocalVars;
+use super::read::{CommandForm, Devcontainer, LifecycleCommand, parse_devcontainer};
 
 fn found_path(text: &DevcontainerText) -> Option<&Path> {
     match text {

@@ -14,16 +14,13 @@ mod stage;
 
 pub(crate) use grammar::check_target;
 pub use grammar::{
-    BindPropagation, MountSpec, RESERVED_TARGET_ROOT, mount_is_host_bind, parse_mount,
-    validate_env_pair, validate_plain_arg,
+    BindPropagation, mount_is_host_bind, parse_mount, validate_plain_arg,
 };
 pub use screen::{
-    CREDENTIAL_COMPONENTS, ENGINE_SOCKET_NAMES, MountRequest, MountScope, RESERVED_VOLUME_PREFIX,
-    SENSITIVE_SYSTEM_ENTRIES, SHELL_STARTUP_FILES, SYSTEM_TREES, ScreenContext, ScreenedMount,
-    is_reserved_volume, validate_contains_workspace, validate_engine_mount, validate_mount,
+    MountRequest, MountScope, ScreenContext, ScreenedMount, validate_contains_workspace, validate_mount,
     validate_spec_mounts,
 };
-pub use stage::{STAGE_DIR, Stager, release_staged, remove_run_dir};
+pub use stage::{STAGE_DIR, Stager, remove_run_dir};
 
 #[cfg(test)]
 mod grammar_tests;

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use pretty_assertions::assert_eq;
 
 use super::*;
-use crate::devcontainer::screen_run_args;
+
+use crate::devcontainer::run_args::screen_run_args;
 use crate::error::Error;
 use crate::mode::Trust;
 use crate::rules::{MountRule, Protected, RunArgRule, Sensitivity};
