@@ -103,10 +103,10 @@ impl ApiError {
 }
 
 /// `Result` of a [`ContainerApi`] call.
-pub type ApiResult<T> = Result<T, ApiError>;
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 /// A stream of answers from a [`ContainerApi`] call.
-pub type ApiStream<T> = BoxStream<'static, ApiResult<T>>;
+pub(crate) type ApiStream<T> = BoxStream<'static, ApiResult<T>>;
 
 /// Which engine answers on the socket (SANDBOX.md §4.2): what `Driver::name` reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -202,7 +202,7 @@ pub enum ExecChunk {
 }
 
 /// An exec's stdin.
-pub type ExecStdin = Pin<Box<dyn AsyncWrite + Send>>;
+pub(crate) type ExecStdin = Pin<Box<dyn AsyncWrite + Send>>;
 
 /// An attached exec: its output as it arrives, and its stdin.
 pub struct ExecAttachment {

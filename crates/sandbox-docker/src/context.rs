@@ -21,7 +21,7 @@ use crate::plan::build_paths;
 
 /// A `build:` spec's inputs, resolved and checked.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolvedBuild {
+pub(crate) struct ResolvedBuild {
     /// The canonical context directory.
     pub context: PathBuf,
     /// The context as written, relative to the workspace (for the log line).
@@ -36,7 +36,7 @@ pub struct ResolvedBuild {
 ///
 /// [`Error::EscapesWorkspace`] (`build context …`/`dockerfile … escapes the workspace`),
 /// [`Error::DockerfileOutsideContext`], [`Error::Io`] when a path does not resolve.
-pub fn resolve_build(workspace: &Path, build: &Build) -> Result<ResolvedBuild> {
+pub(crate) fn resolve_build(workspace: &Path, build: &Build) -> Result<ResolvedBuild> {
     let (dockerfile, context_written) = build_paths(build);
     let context =
         validate_contains_workspace(workspace, Path::new(&context_written), "build context")?;
@@ -78,13 +78,13 @@ struct IgnoreRule {
 
 /// A parsed `.dockerignore`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DockerIgnore {
+pub(crate) struct DockerIgnore {
     rules: Vec<IgnoreRule>,
 }
 
 impl DockerIgnore {
     /// Parses the file's text.
-    pub fn parse(text: &str) -> DockerIgnore {
+    pub(crate) fn parse(text: &str) -> DockerIgnore {
         let rules = text
             .lines()
             .map(str::trim)
@@ -107,7 +107,7 @@ impl DockerIgnore {
 
     /// Whether `relative` (`/`-separated, relative to the context) is excluded: the last rule
     /// that matches it, or one of its parent directories, decides.
-    pub fn is_excluded(&self, relative: &str) -> bool {
+    pub(crate) fn is_excluded(&self, relative: &str) -> bool {
         let path: Vec<&str> = relative.split('/').filter(|s| !s.is_empty()).collect();
         let mut excluded = false;
         for rule in &self.rules {
@@ -146,7 +146,7 @@ fn glob(pattern: &[u8], name: &[u8]) -> bool {
 }
 
 /// The largest `.dockerignore` read (defined here).
-pub const MAX_DOCKERIGNORE_BYTES: u64 = 256 * 1024;
+pub(crate) const MAX_DOCKERIGNORE_BYTES: u64 = 256 * 1024;
 
 /// Packs `context` into a tar, honouring its `.dockerignore`, storing symlinks as links.
 ///
@@ -168,7 +168,7 @@ pub fn tar_context(context: &Path, dockerfile_in_context: &str) -> Result<Vec<u8
 ///
 /// As [`tar_context`]; a context that no longer resolves beneath the workspace is
 /// [`Error::RepoFile`].
-pub fn tar_context_in(
+pub(crate) fn tar_context_in(
     workspace: &Path,
     context: &Path,
     dockerfile_in_context: &str,

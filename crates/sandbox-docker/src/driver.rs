@@ -30,9 +30,9 @@ use crate::shared::Shared;
 use crate::{engine_binary, render};
 
 /// How long connecting, negotiating and pinging one endpoint may take (SANDBOX.md §4.2).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// The fixed in-sandbox port of the egress proxy (SANDBOX.md §4.6).
-pub const PROXY_PORT: u16 = 3128;
+pub(crate) const PROXY_PORT: u16 = 3128;
 
 /// The docker/podman driver. Cheap to clone; safe for concurrent runs.
 #[derive(Clone)]

@@ -6,11 +6,11 @@ use iterion_sandbox::env_var;
 use crate::api::EngineKind;
 
 /// Read by the docker constructor: when set, the only endpoint it tries (SANDBOX.md §4.2).
-pub const DOCKER_HOST: &str = "DOCKER_HOST";
+pub(crate) const DOCKER_HOST: &str = "DOCKER_HOST";
 /// Read by the podman constructor: when set, the only endpoint it tries (SANDBOX.md §4.2).
-pub const CONTAINER_HOST: &str = "CONTAINER_HOST";
+pub(crate) const CONTAINER_HOST: &str = "CONTAINER_HOST";
 /// Where rootless sockets live.
-pub const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
+pub(crate) const XDG_RUNTIME_DIR: &str = "XDG_RUNTIME_DIR";
 /// The endpoints a constructor tries, in order (SANDBOX.md §4.2). Pure: the variables come in
 /// as values.
 ///

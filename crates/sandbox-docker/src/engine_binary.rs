@@ -44,7 +44,7 @@ pub fn elf_problem(header: &[u8], architecture: &str) -> Option<String> {
 }
 
 /// The spec's engine-binary mount, if the engine planned one.
-pub fn engine_binary_mount(spec: &Spec) -> Option<&EngineMount> {
+pub(crate) fn engine_binary_mount(spec: &Spec) -> Option<&EngineMount> {
     spec.engine_mounts
         .iter()
         .find(|mount| mount.purpose == ENGINE_BINARY_PURPOSE)
@@ -55,7 +55,7 @@ pub fn engine_binary_mount(spec: &Spec) -> Option<&EngineMount> {
 /// # Errors
 ///
 /// [`Error::EngineBinary`] naming the binary (and `ITERION_BIN`, which chooses it).
-pub async fn check_engine_binary(spec: &Spec, architecture: &str) -> Result<()> {
+pub(crate) async fn check_engine_binary(spec: &Spec, architecture: &str) -> Result<()> {
     let Some(mount) = engine_binary_mount(spec) else {
         return Ok(());
     };

@@ -47,6 +47,7 @@
 //! bridge is ready there is no route at all, which fails closed.
 
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod api;
 mod bollard_api;
@@ -65,15 +66,18 @@ mod secrets;
 mod settings;
 mod shared;
 
-pub use api::{ApiError, ContainerApi, EngineKind, EngineVersion, ExecRequest};
-pub use bollard_api::BollardApi;
+pub use api::{
+    ApiError, BuildRequest, ContainerApi, EngineKind, EngineVersion, ExecAttachment, ExecChunk,
+    ExecRequest, ExecState,
+};
+pub use bollard_api::{BollardApi, ConnectError, ConnectStep};
 pub use connect::DockerConstructor;
 pub use context::tar_context;
 pub use driver::{DockerDriver, ca_host_path};
 pub use endpoints::{EndpointVars, endpoints_for};
 pub use engine_binary::{ENGINE_BINARY_PURPOSE, elf_problem};
 
-pub use probe::{EngineProbe, endpoint_is_local, probe_endpoints};
+pub use probe::{EngineProbe, NoEngine, endpoint_is_local, probe_endpoints};
 
 pub use settings::DockerSettings;
 

@@ -22,26 +22,26 @@ use iterion_sandbox::{
 };
 
 /// PID 1 of every sandbox: `sleep infinity`, with the image's ENTRYPOINT overridden.
-pub const SANDBOX_ENTRYPOINT: &str = "sleep";
+pub(crate) const SANDBOX_ENTRYPOINT: &str = "sleep";
 /// The argument of [`SANDBOX_ENTRYPOINT`].
-pub const SANDBOX_CMD: &str = "infinity";
+pub(crate) const SANDBOX_CMD: &str = "infinity";
 /// The host alias a per-run listener is reached through when the container keeps a network.
-pub const HOST_ALIAS: &str = "host.docker.internal:host-gateway";
+pub(crate) const HOST_ALIAS: &str = "host.docker.internal:host-gateway";
 /// Where the per-run `net/` dir (the proxy and listener sockets) is bound, read-only.
-pub const NET_DIR_TARGET: &str = "/run/iterion/net";
+pub(crate) const NET_DIR_TARGET: &str = "/run/iterion/net";
 /// Where the proxy's ephemeral CA is bound, read-only, when TLS inspection is on (§6.11).
-pub const CA_TARGET: &str = "/run/iterion/ca/egress-ca.pem";
+pub(crate) const CA_TARGET: &str = "/run/iterion/ca/egress-ca.pem";
 /// The file the CA is written to, inside the per-run dir.
-pub const CA_RUN_DIR_FILE: &str = "ca/egress-ca.pem";
+pub(crate) const CA_RUN_DIR_FILE: &str = "ca/egress-ca.pem";
 /// The soft and hard `nofile`/`nproc` limits of a podman sandbox (SANDBOX.md §4.5): rootful podman
 /// asks for the host's maximum, and without `CAP_SYS_RESOURCE` the runtime cannot set it.
-pub const PODMAN_ULIMIT: i64 = 16384;
+pub(crate) const PODMAN_ULIMIT: i64 = 16384;
 /// `NO_PROXY` inside a proxied sandbox (§6.11), before any extra entries.
-pub const NO_PROXY_BASE: &str = "localhost,127.0.0.1,::1";
+pub(crate) const NO_PROXY_BASE: &str = "localhost,127.0.0.1,::1";
 /// A `sh -c`/`bash -c` script longer than this goes through stdin (`sh -s`), not argv (§4.7).
-pub const SCRIPT_STDIN_THRESHOLD: usize = 100_000;
+pub(crate) const SCRIPT_STDIN_THRESHOLD: usize = 100_000;
 /// The label a shared `/nix` volume carries on top of [`LABEL_MANAGED`].
-pub const NIX_VOLUME_PURPOSE: &str = "nix-store";
+pub(crate) const NIX_VOLUME_PURPOSE: &str = "nix-store";
 
 /// The variables that carry the proxy endpoint (§6.11).
 const PROXY_KEYS: [&str; 4] = ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"];
@@ -57,7 +57,7 @@ const CA_KEYS: [&str; 6] = [
 
 /// Everything [`create_plan`] reads.
 #[derive(Clone, Copy, Debug)]
-pub struct CreateInputs<'a> {
+pub(crate) struct CreateInputs<'a> {
     /// Docker or podman (podman gets explicit ulimits).
     pub engine: EngineKind,
     /// The image to run (after any fallback or build).
@@ -79,7 +79,7 @@ pub struct CreateInputs<'a> {
 
 /// The container to create: its name and the create body (SANDBOX.md §4.5).
 #[derive(Clone, Debug, PartialEq)]
-pub struct CreatePlan {
+pub(crate) struct CreatePlan {
     /// `iterion-<run id>`.
     pub name: String,
     /// The body of `POST /containers/create`.
@@ -92,7 +92,7 @@ pub struct CreatePlan {
 /// # Errors
 ///
 /// [`Error::InvalidSpec`] when the host path is not UTF-8 (the Engine API speaks JSON strings).
-pub fn workspace_folder(spec: &Spec, info: &RunInfo) -> Result<String> {
+pub(crate) fn workspace_folder(spec: &Spec, info: &RunInfo) -> Result<String> {
     match spec.workspace_folder.as_deref() {
         Some(folder) => Ok(folder.to_owned()),
         None => utf8("workspace_path", &info.workspace_path),
@@ -110,12 +110,12 @@ fn utf8(field: &str, path: &Path) -> Result<String> {
 
 /// The capabilities an untrusted container drops: all of them, so its minimal set is empty
 /// (docs/security.md).
-pub const UNTRUSTED_CAP_DROP: &[&str] = &["ALL"];
+pub(crate) const UNTRUSTED_CAP_DROP: &[&str] = &["ALL"];
 /// The security options of an untrusted container.
-pub const UNTRUSTED_SECURITY_OPT: &[&str] = &["no-new-privileges"];
+pub(crate) const UNTRUSTED_SECURITY_OPT: &[&str] = &["no-new-privileges"];
 /// The most processes an untrusted container may hold at once: a fork bomb stays inside it
 /// instead of exhausting the host's pids.
-pub const UNTRUSTED_PIDS_LIMIT: i64 = 4096;
+pub(crate) const UNTRUSTED_PIDS_LIMIT: i64 = 4096;
 
 /// The create body of a run's one long-lived container (SANDBOX.md §4.5). Pure.
 ///
@@ -129,7 +129,7 @@ pub const UNTRUSTED_PIDS_LIMIT: i64 = 4096;
 /// # Errors
 ///
 /// [`Error::InvalidSpec`] when a host path is not UTF-8.
-pub fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
+pub(crate) fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
     let CreateInputs {
         engine,
         image,
@@ -350,7 +350,7 @@ fn author_mount(screened: &ScreenedMount) -> Result<Mount> {
 
 /// The labels of the shared `/nix` volume: managed, its purpose, the store, and the image it was
 /// made for ([`LABEL_IMAGE`]), so the reaper can tell when it is orphaned (issue 15 item 13).
-pub fn nix_volume_labels(store_id: &str, volume: &str) -> BTreeMap<String, String> {
+pub(crate) fn nix_volume_labels(store_id: &str, volume: &str) -> BTreeMap<String, String> {
     let mut labels = BTreeMap::from([
         (LABEL_MANAGED.to_owned(), "true".to_owned()),
         (LABEL_PURPOSE.to_owned(), NIX_VOLUME_PURPOSE.to_owned()),
@@ -364,7 +364,7 @@ pub fn nix_volume_labels(store_id: &str, volume: &str) -> BTreeMap<String, Strin
 
 /// Everything [`exec_plan`] reads.
 #[derive(Clone, Copy, Debug)]
-pub struct ExecInputs<'a> {
+pub(crate) struct ExecInputs<'a> {
     /// argv, non-empty.
     pub argv: &'a [String],
     /// The exec's extra env, in order.
@@ -385,7 +385,7 @@ pub struct ExecInputs<'a> {
 
 /// An exec, planned.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ExecPlan {
+pub(crate) struct ExecPlan {
     /// The `create_exec` request.
     pub request: ExecRequest,
     /// A script to write to stdin instead of passing it in argv (§4.7).
@@ -403,7 +403,7 @@ pub struct ExecPlan {
 ///   [`SCRIPT_STDIN_THRESHOLD`] bytes becomes `[shell, -s]` with the script on stdin, which
 ///   avoids `E2BIG`;
 /// - stdin is attached when supplied, kept open, or carrying the script.
-pub fn exec_plan(inputs: &ExecInputs<'_>) -> ExecPlan {
+pub(crate) fn exec_plan(inputs: &ExecInputs<'_>) -> ExecPlan {
     let mut skipped_env = Vec::new();
     let mut env = Vec::with_capacity(inputs.env.len());
     for (key, value) in inputs.env {
@@ -444,7 +444,7 @@ pub fn exec_plan(inputs: &ExecInputs<'_>) -> ExecPlan {
 
 /// A `build:` spec's paths relative to the workspace: the Dockerfile and the context (default:
 /// the Dockerfile's directory).
-pub fn build_paths(build: &Build) -> (String, String) {
+pub(crate) fn build_paths(build: &Build) -> (String, String) {
     let dockerfile = build.dockerfile.clone();
     let context = build.context.clone().unwrap_or_else(|| {
         Path::new(&dockerfile)
@@ -461,7 +461,7 @@ pub fn build_paths(build: &Build) -> (String, String) {
 /// is the canonical Dockerfile relative to the canonical context, already checked to lie inside
 /// it. Build args go sorted by key; the image is labelled like the run's container; an untrusted
 /// run builds with `networkmode=none`.
-pub fn build_request(
+pub(crate) fn build_request(
     build: &Build,
     dockerfile_in_context: &str,
     info: &RunInfo,

@@ -6,9 +6,12 @@ use std::path::PathBuf;
 use pretty_assertions::assert_eq;
 
 use super::*;
-use crate::plan::{CreateInputs, CreatePlan, ExecInputs, ExecPlan, HOST_ALIAS, SCRIPT_STDIN_THRESHOLD, build_paths, build_request, create_plan, exec_plan};
-use crate::secrets::{SecretPlan, secret_plan};
+use crate::plan::{
+    CreateInputs, CreatePlan, ExecInputs, ExecPlan, HOST_ALIAS, SCRIPT_STDIN_THRESHOLD,
+    build_paths, build_request, create_plan, exec_plan,
+};
 use crate::render::{render_build, render_exec, render_rm, render_run, shell_quote};
+use crate::secrets::{SecretPlan, secret_plan};
 use iterion_sandbox::{
     Build, EngineMount, EngineMountKind, Mode, ProxyAttachment, RunInfo, ScreenedMount, Spec,
     Trust, parse_mount,

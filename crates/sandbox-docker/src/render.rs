@@ -16,7 +16,7 @@ use iterion_sandbox::redact_proxy_url;
 
 /// Quotes `arg` for a POSIX shell: bare when it is only safe characters, `'…'` otherwise, and
 /// `$'…'` when it holds a control character (so the line stays one line).
-pub fn shell_quote(arg: &str) -> String {
+pub(crate) fn shell_quote(arg: &str) -> String {
     let safe = |c: char| c.is_ascii_alphanumeric() || "_-./:=,@%+".contains(c);
     if !arg.is_empty() && arg.chars().all(safe) {
         return arg.to_owned();
@@ -62,14 +62,14 @@ fn env_pair(pair: &str) -> String {
 }
 
 /// `docker pull <ref>`.
-pub fn render_pull(engine: EngineKind, image: &str) -> String {
+pub(crate) fn render_pull(engine: EngineKind, image: &str) -> String {
     let mut line = format!("{engine} pull");
     push(&mut line, image);
     line
 }
 
 /// `docker build -f <df> -t <tag> [--network none] [--label K=V]… [--build-arg K=V]… <ctx>`.
-pub fn render_build(engine: EngineKind, request: &BuildRequest, context: &str) -> String {
+pub(crate) fn render_build(engine: EngineKind, request: &BuildRequest, context: &str) -> String {
     let mut line = format!("{engine} build");
     push_flag(&mut line, "-f", &request.dockerfile);
     push_flag(&mut line, "-t", &request.tag);
@@ -139,7 +139,7 @@ fn render_mount(mount: &Mount) -> String {
 }
 
 /// `docker run --detach --rm --name … <image> sleep infinity`, from the create body itself.
-pub fn render_run(engine: EngineKind, plan: &CreatePlan) -> String {
+pub(crate) fn render_run(engine: EngineKind, plan: &CreatePlan) -> String {
     let ContainerCreateBody {
         image,
         entrypoint,
@@ -210,7 +210,7 @@ pub fn render_run(engine: EngineKind, plan: &CreatePlan) -> String {
 }
 
 /// `docker exec [--interactive] [--user U] [--workdir W] [--env K=V]… <id> argv…`.
-pub fn render_exec(engine: EngineKind, container: &str, request: &ExecRequest) -> String {
+pub(crate) fn render_exec(engine: EngineKind, container: &str, request: &ExecRequest) -> String {
     let mut line = format!("{engine} exec");
     if request.attach_stdin {
         line.push_str(" --interactive");
@@ -232,21 +232,21 @@ pub fn render_exec(engine: EngineKind, container: &str, request: &ExecRequest) -
 }
 
 /// `docker rm --force <id>`.
-pub fn render_rm(engine: EngineKind, container: &str) -> String {
+pub(crate) fn render_rm(engine: EngineKind, container: &str) -> String {
     let mut line = format!("{engine} rm --force");
     push(&mut line, container);
     line
 }
 
 /// `docker rmi --no-prune <image>`.
-pub fn render_rmi(engine: EngineKind, image: &str) -> String {
+pub(crate) fn render_rmi(engine: EngineKind, image: &str) -> String {
     let mut line = format!("{engine} rmi --no-prune");
     push(&mut line, image);
     line
 }
 
 /// `docker volume create --label K=V… <name>`.
-pub fn render_volume_create(
+pub(crate) fn render_volume_create(
     engine: EngineKind,
     name: &str,
     labels: &std::collections::BTreeMap<String, String>,

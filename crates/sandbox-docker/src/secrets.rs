@@ -20,11 +20,11 @@ use std::path::{Path, PathBuf};
 use iterion_sandbox::{Error, Result, SecretBytes, SecretFileMount};
 
 /// Where default-path secrets live in the container.
-pub const SECRETS_TARGET: &str = "/run/iterion/secrets";
+pub(crate) const SECRETS_TARGET: &str = "/run/iterion/secrets";
 
 /// How secret files and their dirs are owned and protected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SecretModes {
+pub(crate) struct SecretModes {
     /// Mode of each secret file.
     pub file: u32,
     /// Mode of `secrets/` and `secrets-custom/`.
@@ -35,7 +35,7 @@ pub struct SecretModes {
 
 /// The modes for a container running as `user` (the spec's; `None` = the image's, unknown)
 /// when the engine runs as `host_uid` (SANDBOX.md §8.7).
-pub fn secret_modes(user: Option<&str>, host_uid: u32) -> SecretModes {
+pub(crate) fn secret_modes(user: Option<&str>, host_uid: u32) -> SecretModes {
     let numeric = user.and_then(|user| {
         let (uid, gid) = match user.split_once(':') {
             Some((uid, gid)) => (uid, Some(gid)),
@@ -69,7 +69,7 @@ pub fn secret_modes(user: Option<&str>, host_uid: u32) -> SecretModes {
 
 /// One secret file to write.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SecretFilePlan {
+pub(crate) struct SecretFilePlan {
     /// The secret's name.
     pub name: String,
     /// Its host file, in the per-run dir.
@@ -82,7 +82,7 @@ pub struct SecretFilePlan {
 
 /// The file secrets of a run, planned.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SecretPlan {
+pub(crate) struct SecretPlan {
     /// The files, in the spec's order.
     pub files: Vec<SecretFilePlan>,
     /// The `secrets/` dir to bind at [`SECRETS_TARGET`], when any secret uses it.
@@ -96,7 +96,7 @@ pub struct SecretPlan {
 impl SecretPlan {
     /// The read-only binds, `(host source, container target)`, in order: the shared dir first,
     /// then each single-file bind.
-    pub fn binds(&self) -> Vec<(PathBuf, String)> {
+    pub(crate) fn binds(&self) -> Vec<(PathBuf, String)> {
         let shared = self
             .shared_dir
             .iter()
@@ -131,7 +131,7 @@ fn file_name(name: &str) -> String {
 }
 
 /// Plans the files, binds and env of `secrets` (already validated by `Spec::validate`). Pure.
-pub fn secret_plan(
+pub(crate) fn secret_plan(
     secrets: &[SecretFileMount],
     run_dir: &Path,
     user: Option<&str>,
@@ -207,7 +207,7 @@ fn chown(path: &Path, owner: Option<(u32, u32)>) -> Result<()> {
 /// # Errors
 ///
 /// [`Error::Io`] naming the path (never the value).
-pub fn write_secret_files(plan: &SecretPlan, secrets: &[SecretFileMount]) -> Result<()> {
+pub(crate) fn write_secret_files(plan: &SecretPlan, secrets: &[SecretFileMount]) -> Result<()> {
     let Some(modes) = plan.modes else {
         return Ok(());
     };
@@ -250,7 +250,7 @@ fn write_new(path: &Path, value: &[u8]) -> Result<()> {
 /// # Errors
 ///
 /// [`Error::InvalidSpec`] for an empty value or an unknown name; [`Error::Io`] naming the path.
-pub fn refresh_secret(plan: &SecretPlan, name: &str, value: &SecretBytes) -> Result<()> {
+pub(crate) fn refresh_secret(plan: &SecretPlan, name: &str, value: &SecretBytes) -> Result<()> {
     if value.is_empty() {
         return Err(Error::InvalidSpec {
             field: "secret_files".to_owned(),

@@ -10,7 +10,7 @@ use crate::api::{ApiError, ContainerApi, EngineKind};
 use crate::settings::DockerSettings;
 
 /// The bound of each remove call in cleanup (SANDBOX.md §4.8).
-pub const REMOVE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const REMOVE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Shared by the driver and its runs.
 pub(crate) struct Shared {

@@ -24,7 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use iterion_sandbox::ListedResource;
 
 /// The field manager of every server-side apply (SANDBOX.md §5.7).
-pub const FIELD_MANAGER: &str = "iterion";
+pub(crate) const FIELD_MANAGER: &str = "iterion";
 
 /// What an API call answered when it did not succeed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -65,7 +65,7 @@ impl KubeError {
 }
 
 /// `Result` of a [`KubeApi`] call.
-pub type KubeResult<T> = std::result::Result<T, KubeError>;
+pub(crate) type KubeResult<T> = std::result::Result<T, KubeError>;
 
 /// The object kinds the driver creates (and the reaper lists and deletes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -135,11 +135,11 @@ impl KubeObject {
 }
 
 /// A byte sink for an exec's stdin.
-pub type ExecWriter = Box<dyn AsyncWrite + Send + Unpin>;
+pub(crate) type ExecWriter = Box<dyn AsyncWrite + Send + Unpin>;
 /// A byte source for an exec's stdout or stderr.
-pub type ExecReader = Box<dyn AsyncRead + Send + Unpin>;
+pub(crate) type ExecReader = Box<dyn AsyncRead + Send + Unpin>;
 /// Resolves to the exit code once the process has ended.
-pub type ExitFuture = Pin<Box<dyn Future<Output = KubeResult<i64>> + Send>>;
+pub(crate) type ExitFuture = Pin<Box<dyn Future<Output = KubeResult<i64>> + Send>>;
 
 /// A started exec: its streams and its exit code. Read stdout and stderr while writing stdin
 /// (the transport's buffers are bounded).
@@ -229,7 +229,7 @@ fn classify(error: kube::Error) -> KubeError {
 
 /// The exit code a finished exec's status carries: 0 on `Success`, the `ExitCode` cause of a
 /// `NonZeroExitCode` failure; anything else is a transport error.
-pub fn exit_code_of(status: Option<&Status>) -> KubeResult<i64> {
+pub(crate) fn exit_code_of(status: Option<&Status>) -> KubeResult<i64> {
     let Some(status) = status else {
         return Err(KubeError::Transport {
             message: "the exec stream ended without a status".to_owned(),

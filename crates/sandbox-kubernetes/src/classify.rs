@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 /// Container waiting reasons that no amount of waiting fixes (SANDBOX.md §16.3).
-pub const TERMINAL_WAITING_REASONS: &[&str] = &[
+pub(crate) const TERMINAL_WAITING_REASONS: &[&str] = &[
     "ErrImagePull",
     "ImagePullBackOff",
     "InvalidImageName",
@@ -18,7 +18,7 @@ pub const TERMINAL_WAITING_REASONS: &[&str] = &[
 
 /// Where a pod stands while `start` waits for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PodProgress {
+pub(crate) enum PodProgress {
     /// Condition `Ready=True`.
     Ready,
     /// Phase `Failed` or `Succeeded`: it will never be ready.
@@ -34,7 +34,7 @@ pub enum PodProgress {
 
 /// The verdict on a pod that did not become ready in time (SANDBOX.md §16.3).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NotReady {
+pub(crate) enum NotReady {
     /// Retry elsewhere ([`crate::Error::Capacity`]): the cluster could not place or start it.
     Capacity {
         /// `the pod was never scheduled (…)` or `the pod was scheduled but …`.
@@ -67,7 +67,7 @@ fn reason_message(reason: Option<&str>, message: Option<&str>) -> String {
 }
 
 /// The readiness of a pod as last read.
-pub fn pod_progress(pod: &Pod) -> PodProgress {
+pub(crate) fn pod_progress(pod: &Pod) -> PodProgress {
     let status = pod.status.as_ref();
     let ready = status
         .and_then(|s| s.conditions.as_ref())
@@ -110,7 +110,7 @@ fn waiting<'a>(pod: &'a Pod) -> impl Iterator<Item = (&'a str, Option<&'a str>)>
 /// | phase other than `Pending` | terminal |
 /// | `Pending`, not scheduled | capacity: never scheduled |
 /// | `Pending`, scheduled | capacity: scheduled but not started |
-pub fn classify_not_ready(pod: Option<&Pod>) -> NotReady {
+pub(crate) fn classify_not_ready(pod: Option<&Pod>) -> NotReady {
     let Some(pod) = pod else {
         return NotReady::Terminal {
             scheduling: "the pod could not be read".to_owned(),

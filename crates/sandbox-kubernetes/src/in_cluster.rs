@@ -9,13 +9,14 @@ use iterion_sandbox::env_var;
 use crate::api::KubeRsApi;
 
 /// The service-account namespace file (SANDBOX.md §5.6).
-pub const SERVICE_ACCOUNT_NAMESPACE: &str =
+pub(crate) const SERVICE_ACCOUNT_NAMESPACE: &str =
     "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 /// The service-account token file.
-pub const SERVICE_ACCOUNT_TOKEN: &str = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+pub(crate) const SERVICE_ACCOUNT_TOKEN: &str =
+    "/var/run/secrets/kubernetes.io/serviceaccount/token";
 /// The in-cluster facts the constructor reads, as values (STYLE.md §5.3).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct InClusterSignals {
+pub(crate) struct InClusterSignals {
     /// `KUBERNETES_SERVICE_HOST`.
     pub service_host: Option<String>,
     /// The namespace file's content, when readable.
@@ -26,7 +27,7 @@ pub struct InClusterSignals {
 
 impl InClusterSignals {
     /// Reads the variable and the service-account files.
-    pub fn from_env() -> InClusterSignals {
+    pub(crate) fn from_env() -> InClusterSignals {
         InClusterSignals {
             service_host: env_var(iterion_sandbox::KUBERNETES_SERVICE_HOST),
             namespace: std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE).ok(),
@@ -67,7 +68,7 @@ pub enum InClusterError {
 ///
 /// [`InClusterError::NotInPod`], [`InClusterError::NoNamespace`] or
 /// [`InClusterError::NoToken`].
-pub fn detect_in_cluster(signals: &InClusterSignals) -> Result<String, InClusterError> {
+pub(crate) fn detect_in_cluster(signals: &InClusterSignals) -> Result<String, InClusterError> {
     if signals
         .service_host
         .as_deref()

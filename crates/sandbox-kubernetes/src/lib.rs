@@ -57,6 +57,7 @@
 //! `sandbox/mod.rs`).
 
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod api;
 mod classify;
@@ -72,14 +73,15 @@ mod settings;
 mod tar_stream;
 mod worktree;
 
-pub use api::{KubeRsApi, ObjectKind};
+pub use api::{ExecSession, KubeApi, KubeError, KubeObject, KubeRsApi, ObjectKind};
 
 pub use driver::{KubernetesConstructor, KubernetesDriver};
-pub use in_cluster::in_cluster_api;
+pub use in_cluster::{InClusterError, in_cluster_api};
 
+pub use manifest::RunnerOwner;
 pub use probe::probe_api_version;
 pub use run::export_argv;
-pub use scheduling::SchedulingPolicy;
+pub use scheduling::{Quantity, ResourceQuantities, SchedulingInputs, SchedulingPolicy};
 pub use settings::{ITERION_RUNNER_POD_NAME, KubernetesSettings};
-pub use tar_stream::WorkspaceTarPlan;
+pub use tar_stream::{TarWritten, WorkspaceTarPlan};
 pub use worktree::parse_gitfile;

@@ -28,26 +28,26 @@ use iterion_sandbox::{
 
 /// The component label every iterion pod object carries; the sandbox pod's value is
 /// [`COMPONENT_SANDBOX_RUN`].
-pub const LABEL_COMPONENT: &str = "iterion.io/component";
+pub(crate) const LABEL_COMPONENT: &str = "iterion.io/component";
 /// `iterion.io/component` of a sandbox pod (and the spread selector).
-pub const COMPONENT_SANDBOX_RUN: &str = "sandbox-run";
+pub(crate) const COMPONENT_SANDBOX_RUN: &str = "sandbox-run";
 /// The one container of the pod.
-pub const WORKLOAD_CONTAINER: &str = "workload";
+pub(crate) const WORKLOAD_CONTAINER: &str = "workload";
 /// The engine binary inside the published images (SANDBOX.md §17.2).
-pub const KUBE_ENGINE_BIN: &str = "/usr/local/bin/iterion";
+pub(crate) const KUBE_ENGINE_BIN: &str = "/usr/local/bin/iterion";
 /// Where the default-path file secrets are projected (SANDBOX.md §5.9).
-pub const KUBE_SECRETS_DIR: &str = "/run/iterion/secrets";
+pub(crate) const KUBE_SECRETS_DIR: &str = "/run/iterion/secrets";
 /// Where the egress CA Secret is mounted (SANDBOX.md §5.8, §6.11).
-pub const KUBE_CA_DIR: &str = "/run/iterion/ca";
+pub(crate) const KUBE_CA_DIR: &str = "/run/iterion/ca";
 /// The CA Secret's one key.
-pub const CA_KEY: &str = "egress-ca.pem";
+pub(crate) const CA_KEY: &str = "egress-ca.pem";
 /// The CA path the CA variables point at.
-pub const KUBE_CA_PATH: &str = "/run/iterion/ca/egress-ca.pem";
+pub(crate) const KUBE_CA_PATH: &str = "/run/iterion/ca/egress-ca.pem";
 /// File-secret and author-secret volumes: group-readable through `fsGroup` (plain 0400 would
 /// leave the file unreadable to the non-root user).
-pub const SECRET_MODE: i32 = 0o440;
+pub(crate) const SECRET_MODE: i32 = 0o440;
 /// `activeDeadlineSeconds` is the run's budget plus this (SANDBOX.md §5.7).
-pub const DEADLINE_MARGIN_SECONDS: u64 = 1800;
+pub(crate) const DEADLINE_MARGIN_SECONDS: u64 = 1800;
 
 const PROXY_KEYS: [&str; 4] = ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"];
 const CA_KEYS: [&str; 6] = [
@@ -72,7 +72,7 @@ pub struct RunnerOwner {
 
 /// What [`pod_plan`] renders from.
 #[derive(Clone, Copy, Debug)]
-pub struct PodInputs<'a> {
+pub(crate) struct PodInputs<'a> {
     /// The validated spec (user defaulted on the engine path).
     pub spec: &'a Spec,
     /// The image to run.
@@ -94,7 +94,7 @@ pub struct PodInputs<'a> {
 
 /// Everything `start` applies, in apply order: Secrets, Pod, NetworkPolicy.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PodPlan {
+pub(crate) struct PodPlan {
     /// `iterion-run-<run id>`.
     pub pod_name: String,
     /// The workspace folder in the pod.
@@ -113,7 +113,7 @@ pub struct PodPlan {
 
 /// The pod name of a run (SANDBOX.md §5.7): `iterion-run-<run id>`, lower-cased, `_` replaced by
 /// `-`, at most 63 characters (a trailing `-` or `.` left by the cut is trimmed).
-pub fn pod_name(run_id: &str) -> String {
+pub(crate) fn pod_name(run_id: &str) -> String {
     let mut name = format!(
         "iterion-run-{}",
         run_id.to_ascii_lowercase().replace('_', "-")
@@ -123,18 +123,18 @@ pub fn pod_name(run_id: &str) -> String {
 }
 
 /// The name of the file-secrets Secret.
-pub fn secret_files_name(pod: &str) -> String {
+pub(crate) fn secret_files_name(pod: &str) -> String {
     format!("{pod}-secret-files")
 }
 
 /// The name of the CA Secret.
-pub fn ca_secret_name(pod: &str) -> String {
+pub(crate) fn ca_secret_name(pod: &str) -> String {
     format!("{pod}-ca")
 }
 
 /// The data key of file secret `index` (SANDBOX.md §5.9): `secret-<index>-<name>`, each
 /// character outside `[A-Za-z0-9._-]` made `-`.
-pub fn secret_data_key(index: usize, name: &str) -> String {
+pub(crate) fn secret_data_key(index: usize, name: &str) -> String {
     let name: String = name
         .chars()
         .map(|c| {
@@ -150,7 +150,7 @@ pub fn secret_data_key(index: usize, name: &str) -> String {
 
 /// The `<pod>-secret-files` Secret of `secrets` (SANDBOX.md §5.9), or `None` when there are
 /// none. Its data holds the values (base64 on the wire); it carries the pod's labels and owner.
-pub fn secret_files_secret(
+pub(crate) fn secret_files_secret(
     pod: &str,
     secrets: &[SecretFileMount],
     info: &RunInfo,
@@ -178,7 +178,7 @@ pub fn secret_files_secret(
 }
 
 /// The labels of every object of the run: managed, run id, store, run name, and the component.
-pub fn pod_labels(info: &RunInfo) -> BTreeMap<String, String> {
+pub(crate) fn pod_labels(info: &RunInfo) -> BTreeMap<String, String> {
     let mut labels = managed_labels(info);
     labels.insert(LABEL_COMPONENT.to_owned(), COMPONENT_SANDBOX_RUN.to_owned());
     labels
@@ -299,7 +299,7 @@ fn container_env(
 /// [`Error::InvalidSpec`] for a non-numeric user (the spec was not validated) or a malformed
 /// `GIT_CONFIG_COUNT`; [`Error::InvalidSetting`] when a proxy is active and `pod_ip` is unknown
 /// (fail closed: no NetworkPolicy could be written).
-pub fn pod_plan(inputs: &PodInputs<'_>) -> Result<PodPlan> {
+pub(crate) fn pod_plan(inputs: &PodInputs<'_>) -> Result<PodPlan> {
     let PodInputs {
         spec,
         image,

@@ -8,7 +8,7 @@ use iterion_sandbox::{Error, Result, escape_controls, is_clean_absolute};
 
 /// The kind of volume an author mount names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KubeMountKind {
+pub(crate) enum KubeMountKind {
     /// `persistentVolumeClaim.claimName = source`; the claim must already exist.
     Pvc,
     /// `configMap.name = source`.
@@ -19,7 +19,7 @@ pub enum KubeMountKind {
 
 /// One parsed author mount.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KubeMount {
+pub(crate) struct KubeMount {
     /// The volume kind.
     pub kind: KubeMountKind,
     /// The claim, ConfigMap or Secret name.
@@ -47,7 +47,7 @@ fn refuse(mount: &str, reason: &str) -> Error {
 ///
 /// [`Error::InvalidSpec`] naming the mount: an unknown key, a missing or relative target, a
 /// `bind`/`volume`/`tmpfs` type (use `pvc`), or a `key` on a pvc.
-pub fn parse_kube_mount(mount: &str) -> Result<KubeMount> {
+pub(crate) fn parse_kube_mount(mount: &str) -> Result<KubeMount> {
     let (mut kind, mut source, mut target, mut key, mut read_only) =
         (None, None, None, None, false);
     for part in mount.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -118,7 +118,7 @@ pub fn parse_kube_mount(mount: &str) -> Result<KubeMount> {
 /// The volume name of author mount `index` (SANDBOX.md §5.6): `mount-<index>-<source>`, the
 /// source lower-cased, each character outside `[a-z0-9.-]` made `-`, the name cut to 50
 /// characters, and leading and trailing `-`/`.` trimmed.
-pub fn mount_volume_name(index: usize, source: &str) -> String {
+pub(crate) fn mount_volume_name(index: usize, source: &str) -> String {
     let source: String = source
         .to_ascii_lowercase()
         .chars()

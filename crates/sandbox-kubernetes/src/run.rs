@@ -26,9 +26,9 @@ use iterion_sandbox::{
 /// The driver's name.
 pub(crate) const DRIVER: &str = "kubernetes";
 /// Teardown bound of `export_workspace` (SANDBOX.md §16.1).
-pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const EXPORT_TIMEOUT: Duration = Duration::from_secs(300);
 /// Teardown bound of `capture_workspace_head`.
-pub const HEAD_CAPTURE_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const HEAD_CAPTURE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a run shares with its drop guard and its refreshers.
 pub(crate) struct RunShared {
@@ -283,7 +283,7 @@ async fn pump(
 /// The argv of an exec (SANDBOX.md §5.11): plain when the workdir and env are the defaults, else
 /// `env K=V… sh -c 'cd "$1" && shift && exec "$@"' sh <workdir> argv…`. Invalid env pairs are
 /// skipped and returned.
-pub fn exec_argv(
+pub(crate) fn exec_argv(
     argv: &[String],
     env: &[(String, String)],
     workdir: Option<&str>,
@@ -319,7 +319,7 @@ pub fn exec_argv(
 }
 
 /// A running pod. The caller must call [`SandboxRun::cleanup`].
-pub struct KubernetesRun {
+pub(crate) struct KubernetesRun {
     pub(crate) shared: Arc<RunShared>,
     /// The egress probe's verdict: `Some(true)` when it saw the direct connection blocked.
     pub(crate) egress_enforced: Option<bool>,
@@ -450,7 +450,7 @@ impl SecretFileRefresher for KubernetesRun {
 
 /// Whether `rel` is a clean relative path (SANDBOX.md §5.11): not empty, `.`, `..` or `../…`, no
 /// absolute path, no `.`/`..`/empty component, no control character.
-pub fn is_clean_relative(rel: &str) -> bool {
+pub(crate) fn is_clean_relative(rel: &str) -> bool {
     !rel.is_empty()
         && !rel.starts_with('/')
         && !rel.chars().any(char::is_control)

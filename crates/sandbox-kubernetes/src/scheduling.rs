@@ -19,18 +19,18 @@ use serde::Serialize;
 use iterion_sandbox::{Error, Result, env_var};
 
 /// `resources.requests.cpu`.
-pub const ITERION_SANDBOX_K8S_REQUESTS_CPU: &str = "ITERION_SANDBOX_K8S_REQUESTS_CPU";
+pub(crate) const ITERION_SANDBOX_K8S_REQUESTS_CPU: &str = "ITERION_SANDBOX_K8S_REQUESTS_CPU";
 /// `resources.requests.memory`.
-pub const ITERION_SANDBOX_K8S_REQUESTS_MEMORY: &str = "ITERION_SANDBOX_K8S_REQUESTS_MEMORY";
+pub(crate) const ITERION_SANDBOX_K8S_REQUESTS_MEMORY: &str = "ITERION_SANDBOX_K8S_REQUESTS_MEMORY";
 /// `resources.limits.cpu`; needs the CPU request and may not be below it.
-pub const ITERION_SANDBOX_K8S_LIMITS_CPU: &str = "ITERION_SANDBOX_K8S_LIMITS_CPU";
+pub(crate) const ITERION_SANDBOX_K8S_LIMITS_CPU: &str = "ITERION_SANDBOX_K8S_LIMITS_CPU";
 /// `resources.limits.memory`; needs the memory request and may not be below it.
-pub const ITERION_SANDBOX_K8S_LIMITS_MEMORY: &str = "ITERION_SANDBOX_K8S_LIMITS_MEMORY";
+pub(crate) const ITERION_SANDBOX_K8S_LIMITS_MEMORY: &str = "ITERION_SANDBOX_K8S_LIMITS_MEMORY";
 /// The topology key of a soft spread: `none`/`off` (unset), `hostname`, or a prefixed label key.
-pub const ITERION_SANDBOX_K8S_SPREAD: &str = "ITERION_SANDBOX_K8S_SPREAD";
+pub(crate) const ITERION_SANDBOX_K8S_SPREAD: &str = "ITERION_SANDBOX_K8S_SPREAD";
 
 /// The node label `ITERION_SANDBOX_K8S_SPREAD=hostname` spreads over.
-pub const HOSTNAME_TOPOLOGY_KEY: &str = "kubernetes.io/hostname";
+pub(crate) const HOSTNAME_TOPOLOGY_KEY: &str = "kubernetes.io/hostname";
 
 /// The raw values of the five variables (unset or blank = `None`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -62,7 +62,7 @@ impl SchedulingInputs {
 
 /// What a quantity measures; it decides which suffixes are refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Resource {
+pub(crate) enum Resource {
     /// Cores; `m` allowed, byte suffixes refused.
     Cpu,
     /// Bytes; `m` refused.
@@ -126,7 +126,7 @@ fn is_byte_suffix(suffix: &str) -> bool {
 }
 
 /// Parses one quantity of `resource` (SANDBOX.md §16.2). `Err` holds what is accepted.
-pub fn parse_quantity(
+pub(crate) fn parse_quantity(
     resource: Resource,
     text: &str,
 ) -> std::result::Result<Quantity, &'static str> {

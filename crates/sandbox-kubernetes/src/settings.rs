@@ -9,15 +9,15 @@ use crate::manifest::RunnerOwner;
 use crate::scheduling::SchedulingInputs;
 
 /// The runner pod's IP (downward API): the proxy's advertise address and the NetworkPolicy peer.
-pub const ITERION_POD_IP: &str = "ITERION_POD_IP";
+pub(crate) const ITERION_POD_IP: &str = "ITERION_POD_IP";
 /// The runner pod's name; with [`ITERION_RUNNER_POD_UID`], the owner of every object.
 pub const ITERION_RUNNER_POD_NAME: &str = "ITERION_RUNNER_POD_NAME";
 /// The runner pod's uid.
-pub const ITERION_RUNNER_POD_UID: &str = "ITERION_RUNNER_POD_UID";
+pub(crate) const ITERION_RUNNER_POD_UID: &str = "ITERION_RUNNER_POD_UID";
 /// `host:port` the egress probe dials directly (default [`DEFAULT_EGRESS_PROBE`]); `off` disables.
-pub const ITERION_SANDBOX_EGRESS_PROBE: &str = "ITERION_SANDBOX_EGRESS_PROBE";
+pub(crate) const ITERION_SANDBOX_EGRESS_PROBE: &str = "ITERION_SANDBOX_EGRESS_PROBE";
 /// The probe's default target.
-pub const DEFAULT_EGRESS_PROBE: &str = "1.1.1.1:443";
+pub(crate) const DEFAULT_EGRESS_PROBE: &str = "1.1.1.1:443";
 
 /// The driver's knobs, read once from the runner's environment ([`KubernetesSettings::from_env`]).
 #[derive(Clone, Debug, PartialEq)]

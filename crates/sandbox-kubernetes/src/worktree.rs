@@ -31,12 +31,12 @@
 use std::path::{Component, Path, PathBuf};
 
 /// The `emptyDir` volume holding the copied git dir.
-pub const WORKTREE_GIT_VOLUME: &str = "worktree-git";
+pub(crate) const WORKTREE_GIT_VOLUME: &str = "worktree-git";
 
 /// The git dir a gitfile workspace needs in the pod: where it is on the host, and where the
 /// gitfile resolves in the pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GitDirCopy {
+pub(crate) struct GitDirCopy {
     /// The dir to copy, on the host.
     pub host: PathBuf,
     /// Where it goes in the pod.
@@ -52,7 +52,7 @@ pub fn parse_gitfile(content: &str) -> Option<&str> {
 /// `path` with `.` and `..` components folded away, lexically (no symlink is resolved: the
 /// path must keep naming what the gitfile names). `None` when `..` climbs past the root or past
 /// the start of a relative path.
-pub fn lexical_clean(path: &Path) -> Option<PathBuf> {
+pub(crate) fn lexical_clean(path: &Path) -> Option<PathBuf> {
     let mut out = PathBuf::new();
     let mut depth = 0usize;
     for component in path.components() {
@@ -80,7 +80,7 @@ pub fn lexical_clean(path: &Path) -> Option<PathBuf> {
 /// `gitfile` is the content of `<host_workspace>/.git`; `commondir` the content of
 /// `<git dir>/commondir` when that file exists. `None` when the gitfile does not parse or a path
 /// does not clean (a `..` past the root).
-pub fn git_dir_copy(
+pub(crate) fn git_dir_copy(
     host_workspace: &Path,
     pod_workspace: &str,
     gitfile: &str,
@@ -108,7 +108,7 @@ pub fn git_dir_copy(
 }
 
 /// Why a git dir copy is not mounted where it should be (the run goes on without it, warned).
-pub fn git_dir_target_problem(pod_dir: &str, pod_workspace: &str) -> Option<&'static str> {
+pub(crate) fn git_dir_target_problem(pod_dir: &str, pod_workspace: &str) -> Option<&'static str> {
     let dir = Path::new(pod_dir);
     let workspace = Path::new(pod_workspace);
     if !dir.is_absolute() || dir.parent().is_none() {
@@ -193,7 +193,10 @@ fn core_worktree(config: &str) -> Option<&str> {
 
 /// Reads the workspace's gitfile and the git dir's `commondir` on the host. `None` when `.git`
 /// is absent, a directory, or unreadable, and when the git dir it names is not a directory.
-pub async fn read_git_dir_copy(host_workspace: &Path, pod_workspace: &str) -> Option<GitDirCopy> {
+pub(crate) async fn read_git_dir_copy(
+    host_workspace: &Path,
+    pod_workspace: &str,
+) -> Option<GitDirCopy> {
     let dot_git = host_workspace.join(".git");
     if !tokio::fs::symlink_metadata(&dot_git)
         .await

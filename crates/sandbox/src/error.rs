@@ -25,17 +25,17 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub type EngineError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Failure code: an active mode found no container-runtime driver (inline is refused and parked).
-pub const SANDBOX_DRIVER_UNAVAILABLE: &str = "SANDBOX_DRIVER_UNAVAILABLE";
+pub(crate) const SANDBOX_DRIVER_UNAVAILABLE: &str = "SANDBOX_DRIVER_UNAVAILABLE";
 /// Failure code: a setup phase overran its bound (redelivered to a healthy runner).
-pub const SANDBOX_SETUP_TIMEOUT: &str = "SANDBOX_SETUP_TIMEOUT";
+pub(crate) const SANDBOX_SETUP_TIMEOUT: &str = "SANDBOX_SETUP_TIMEOUT";
 /// Failure code: the orchestrator could not place the sandbox (redelivered).
-pub const SANDBOX_CAPACITY: &str = "SANDBOX_CAPACITY";
+pub(crate) const SANDBOX_CAPACITY: &str = "SANDBOX_CAPACITY";
 /// Failure code: every other setup error (refused mount or workspace, invalid spec, pull or build
 /// error, post_create failure, engine binary, noop file-secret gate).
-pub const SANDBOX_SETUP_FAILED: &str = "SANDBOX_SETUP_FAILED";
+pub(crate) const SANDBOX_SETUP_FAILED: &str = "SANDBOX_SETUP_FAILED";
 
 /// The remediation shown under a [`Error::DriverUnavailable`] (SANDBOX.md §3.3).
-pub const DRIVER_UNAVAILABLE_HINT: &str = "install and start Docker or Podman (local), or run inside a Kubernetes pod with a service account (cloud)";
+pub(crate) const DRIVER_UNAVAILABLE_HINT: &str = "install and start Docker or Podman (local), or run inside a Kubernetes pod with a service account (cloud)";
 
 /// One driver the factory tried, and why it could not be constructed.
 #[derive(Clone, Debug, PartialEq, Eq)]

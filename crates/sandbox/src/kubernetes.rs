@@ -19,7 +19,7 @@ use crate::spec::Spec;
 pub const DEFAULT_USER: &str = "1000:1000";
 
 /// The gid used when the user names only a uid (pod `fsGroup`, `runAsGroup`; SANDBOX.md §5.8).
-pub const DEFAULT_GID: i64 = 1000;
+pub(crate) const DEFAULT_GID: i64 = 1000;
 
 /// A numeric user: `uid` or `uid:gid`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

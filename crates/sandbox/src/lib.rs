@@ -29,6 +29,7 @@
 //! What it does not do: decide degrade versus refuse, emit events, write the run record, or start
 //! the egress proxy. Those belong to the engine and the proxy crate, which call in here.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod capabilities;
 mod devcontainer;
@@ -56,26 +57,75 @@ mod timeout;
 mod vars;
 
 pub use capabilities::Capabilities;
-pub use devcontainer::{AutoInputs, DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR, DevboxConfig, DevboxInputs, DevboxPlan, DevboxRead, DevboxSource, DevcontainerText, EnvOverlay, ITERION_REPO_DEVBOX, ITERION_SANDBOX_ENV_FILE, NO_DEVCONTAINER_NO_DEFAULT_IMAGE, apply_devbox_plan, parse_env_file, parse_env_pairs, plan_devbox, read_devbox_config, read_from_repo, resolve_repo_devbox, resolve_sandbox_spec_with_fallback};
-pub use driver::{AdvertisedPort, Builder, Driver, DriverConstructor, ExecInput, ExecOpts, ExecOutput, ExecResult, ImageConfig, LogLevel, NoProgress, NullRunLog, PreparedSpec, Progress, ProxyAddresses, ProxyAttachment, ProxyBind, ProxyConfigurer, PullProgress, RunFilesDrainer, RunInfo, RunLog, SandboxRun, SecretFileRefresher, WorkspaceExporter, WorkspaceFileRefresher, WorkspaceHeadCapturer, proxy_addresses_for_driver, redact_proxy_url};
+pub use devcontainer::{
+    AutoInputs, CommandForm, DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR,
+    DevboxConfig, DevboxInputs, DevboxPlan, DevboxRead, DevboxSource, Devcontainer,
+    DevcontainerBuild, DevcontainerText, EnvOverlay, ITERION_REPO_DEVBOX, ITERION_SANDBOX_ENV_FILE,
+    LifecycleCommand, LocalVars, NO_DEVCONTAINER_NO_DEFAULT_IMAGE, RepoDevbox, ResolvedSpec,
+    apply_devbox_plan, expand_local_vars, parse_devcontainer, parse_env_file, parse_env_pairs,
+    plan_devbox, read_devbox_config, read_from_repo, resolve_repo_devbox,
+    resolve_sandbox_spec_with_fallback,
+};
+pub use driver::{
+    AdvertisedPort, Builder, Driver, DriverConstructor, ExecInput, ExecOpts, ExecOutput,
+    ExecResult, ImageConfig, LogLevel, NoProgress, NullRunLog, PreparedSpec, Progress,
+    ProxyAddresses, ProxyAttachment, ProxyBind, ProxyConfigurer, PullProgress, RunFilesDrainer,
+    RunInfo, RunLog, SandboxRun, SecretFileRefresher, WorkspaceExporter, WorkspaceFileRefresher,
+    WorkspaceHeadCapturer, proxy_addresses_for_driver, redact_proxy_url,
+};
 pub use elf::{LinkKind, link_kind, link_kind_of};
-pub use env::{default_image_from_env, global_sandbox_default_from_env, host_state_from_env, sandbox_override_from_env};
-pub use error::{EngineError, Error, Result};
-pub use factory::{Factory, FactoryOptions, Registry, run_will_be_sandboxed, select_sandbox_driver};
+pub use env::{
+    default_image_from_env, global_sandbox_default_from_env, host_state_from_env,
+    sandbox_override_from_env,
+};
+pub use error::{DevcontainerError, DriverAttempt, EngineError, Error, Result};
+pub use factory::{
+    Factory, FactoryOptions, Registry, run_will_be_sandboxed, select_sandbox_driver,
+};
 pub use host::{DriverKind, HostKind, HostSignals, detect_host};
-pub use kubernetes::{DEFAULT_USER, apply_engine_user_default, parse_numeric_user, validate_spec as kubernetes_validate_spec};
-pub use labels::{LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE, LABEL_RUN_ID, LABEL_STORE, ListedResource, ManagedResource, build_image_tag, container_name, filter_managed, managed_filters, managed_labels, nix_volume_name};
+pub use kubernetes::{
+    DEFAULT_USER, NumericUser, apply_engine_user_default, parse_numeric_user,
+    validate_spec as kubernetes_validate_spec,
+};
+pub use labels::{
+    LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE, LABEL_RUN_ID, LABEL_STORE, ListedResource,
+    ManagedResource, build_image_tag, container_name, filter_managed, managed_filters,
+    managed_labels, nix_volume_name,
+};
 pub use mode::{HostState, Inherit, Mode, NetworkMode, SandboxFlag, Trust};
-pub use mounts::{BindPropagation, MountScope, STAGE_DIR, ScreenContext, ScreenedMount, Stager, mount_is_host_bind, parse_mount, remove_run_dir, validate_contains_workspace, validate_mount, validate_plain_arg, validate_spec_mounts};
+pub use mounts::{
+    BindPropagation, MountRequest, MountScope, MountSpec, STAGE_DIR, ScreenContext, ScreenedMount,
+    Stager, mount_is_host_bind, parse_mount, remove_run_dir, validate_contains_workspace,
+    validate_mount, validate_plain_arg, validate_spec_mounts,
+};
 pub use noop::{NoopConstructor, NoopDriver};
 pub use noop_procs::ProcessGroupGuard;
-pub use phase::{CLEANUP_TIMEOUT, Phase, format_duration, parse_go_duration, phase_timeout_from_env};
+pub use phase::{
+    CLEANUP_TIMEOUT, DurationError, Phase, format_duration, parse_go_duration,
+    phase_timeout_from_env,
+};
 pub use post_create::{OUTPUT_TAIL_BYTES, run_post_create};
-pub use precedence::{DefaultImage, HostStateSource, ImageVariant, ModeInputs, NetworkOrigin, NetworkPolicy, NetworkSource, NotSandboxedCause, SandboxVerdict, Sandboxing, Source, SpecResolution, built_in_image, pick_host_state, resolve_network_policy, workflow_sandbox_active};
+pub use precedence::{
+    DefaultImage, DefaultImageSource, HostStateSource, ImageVariant, ModeInputs, NetworkOrigin,
+    NetworkPolicy, NetworkSource, NotSandboxedCause, SandboxVerdict, Sandboxing, Source,
+    SpecResolution, built_in_image, pick_host_state, pick_mode, resolve_network_policy,
+    workflow_sandbox_active,
+};
 pub use reap::{ReapError, ReapJudge, ReapReport, Reaper, ReaperConstructor, ResourceKind};
-pub use rules::{ArgRule, KubernetesRule, MountKind, MountRule};
-pub use runfiles::{Decline, DeclinedMember, DrainReason, DrainReport, RUN_FILES_DRAIN_TIMEOUT, unpack_screened};
-pub use spec::{Build, DEFAULT_PRESET, EngineMount, EngineMountKind, Network, SecretBytes, SecretFileMount, Spec};
+pub use rules::{
+    ArgRule, EnvRule, KubernetesRule, MountKind, MountRule, Protected, RunArgRule, Sensitivity,
+};
+pub use runfiles::{
+    Decline, DeclinedMember, DrainError, DrainReason, DrainReport, RUN_FILES_DRAIN_TIMEOUT,
+    unpack_screened,
+};
+pub use spec::{
+    Build, DEFAULT_PRESET, EngineMount, EngineMountKind, Network, SecretBytes, SecretFileMount,
+    Spec,
+};
 pub use text::{escape_controls, is_clean_absolute};
 pub use timeout::run_with_phase_timeout;
-pub use vars::{ITERION_SANDBOX_DEFAULT, ITERION_SANDBOX_PERSIST_NIX, KUBERNETES_SERVICE_HOST, is_falsy, is_truthy, parse_switch, var as env_var};
+pub use vars::{
+    ITERION_SANDBOX_DEFAULT, ITERION_SANDBOX_PERSIST_NIX, KUBERNETES_SERVICE_HOST, is_falsy,
+    is_truthy, parse_switch, var as env_var,
+};

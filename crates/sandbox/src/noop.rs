@@ -52,7 +52,7 @@ impl DriverConstructor for NoopConstructor {
 /// # Errors
 ///
 /// [`Error::FileSecretsUnsupported`] when `spec` has any.
-pub fn noop_file_secret_gate(spec: &Spec) -> Result<()> {
+pub(crate) fn noop_file_secret_gate(spec: &Spec) -> Result<()> {
     if spec.secret_files.is_empty() {
         Ok(())
     } else {

@@ -26,10 +26,10 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
 /// The environment variable every host exec carries, naming its run.
-pub const HOST_RUN_MARKER: &str = "ITERION_HOST_RUN";
+pub(crate) const HOST_RUN_MARKER: &str = "ITERION_HOST_RUN";
 
 /// How long a SIGTERMed process has before SIGKILL (defined here).
-pub const GRACE: Duration = Duration::from_millis(500);
+pub(crate) const GRACE: Duration = Duration::from_millis(500);
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 

@@ -265,7 +265,7 @@ fn decimal(value: u128, unit: u128) -> String {
 
 /// A phase's budget, and the warning to give when the knob's value was ignored.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PhaseBudget {
+pub(crate) struct PhaseBudget {
     /// The budget to enforce.
     pub budget: Duration,
     /// Set when the knob held a value that does not parse or is ≤ 0.
@@ -275,7 +275,7 @@ pub struct PhaseBudget {
 /// The budget of `phase` given its knob's value (SANDBOX.md §16.1). Empty or unset means the
 /// default; a value that does not parse, or is ≤ 0 (including a bare `5`), means the default
 /// plus a warning. A budget under the phase's minimum is raised to it.
-pub fn resolve_phase_timeout(phase: Phase, value: Option<&str>) -> PhaseBudget {
+pub(crate) fn resolve_phase_timeout(phase: Phase, value: Option<&str>) -> PhaseBudget {
     let default = PhaseBudget {
         budget: phase.default_budget(),
         warning: None,

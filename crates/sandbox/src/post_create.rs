@@ -17,7 +17,7 @@ use crate::phase::Phase;
 use crate::timeout::run_with_phase_timeout;
 
 /// The prefix of every post_create log line.
-pub const POST_CREATE_LOG_PREFIX: &str = "sandbox: postCreate: ";
+pub(crate) const POST_CREATE_LOG_PREFIX: &str = "sandbox: postCreate: ";
 
 /// How much of each stream a failure keeps.
 pub const OUTPUT_TAIL_BYTES: usize = 4096;

@@ -29,7 +29,7 @@ pub enum Source {
 }
 
 /// The label of the global-default tier (the seed's `sandboxDefaultSource`).
-pub const SANDBOX_DEFAULT_SOURCE: &str = "global sandbox default";
+pub(crate) const SANDBOX_DEFAULT_SOURCE: &str = "global sandbox default";
 
 impl Source {
     /// The exact label of SANDBOX.md §2.1.
@@ -60,7 +60,7 @@ impl From<Source> for &'static str {
 
 /// The CLI tier: `--sandbox` when given, else `ITERION_SANDBOX_OVERRIDE` (the flag beats the
 /// variable; defined in SANDBOX.md §2.1).
-pub fn cli_tier(
+pub(crate) fn cli_tier(
     flag: Option<SandboxFlag>,
     override_env: Option<SandboxFlag>,
 ) -> Option<SandboxFlag> {
@@ -122,7 +122,7 @@ pub fn workflow_sandbox_active(
 ///
 /// [`Error::InvalidSetting`] naming the variable for anything but `auto` or `none`; entry points
 /// exit 2 on it.
-pub fn resolve_global_sandbox_default(value: Option<&str>) -> Result<SandboxFlag> {
+pub(crate) fn resolve_global_sandbox_default(value: Option<&str>) -> Result<SandboxFlag> {
     parse_two_word(crate::vars::ITERION_SANDBOX_DEFAULT, value)
         .map(|flag| flag.unwrap_or(SandboxFlag::Auto))
 }
@@ -134,7 +134,7 @@ pub fn resolve_global_sandbox_default(value: Option<&str>) -> Result<SandboxFlag
 ///
 /// [`Error::InvalidSetting`] naming the variable for anything but `auto` or `none` (defined here:
 /// a misspelt override must not silently leave the run unsandboxed or sandboxed).
-pub fn resolve_sandbox_override(value: Option<&str>) -> Result<Option<SandboxFlag>> {
+pub(crate) fn resolve_sandbox_override(value: Option<&str>) -> Result<Option<SandboxFlag>> {
     parse_two_word(crate::vars::ITERION_SANDBOX_OVERRIDE, value)
 }
 
@@ -224,7 +224,7 @@ pub fn pick_host_state(
 /// # Errors
 ///
 /// [`Error::InvalidSetting`] naming the variable for anything but `auto` or `none`.
-pub fn resolve_host_state_setting(value: Option<&str>) -> Result<HostState> {
+pub(crate) fn resolve_host_state_setting(value: Option<&str>) -> Result<HostState> {
     match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
         None | Some("") => Ok(HostState::Unset),
         Some("auto") => Ok(HostState::Auto),
@@ -281,7 +281,7 @@ impl From<NetworkSource> for &'static str {
 }
 
 /// The run-log warning for a network block without a mode (SANDBOX.md §2.3).
-pub const NETWORK_NO_MODE_WARNING: &str = "network: block has no mode; enforcing allowlist";
+pub(crate) const NETWORK_NO_MODE_WARNING: &str = "network: block has no mode; enforcing allowlist";
 
 /// The resolved egress policy (SANDBOX.md §2.3). The preset's rules come before `rules`; the
 /// preset is expanded by the proxy crate, which owns the preset tables (§6.7).
@@ -343,10 +343,10 @@ macro_rules! image_repository {
 
 /// The one place the published sandbox images' repository is named (SANDBOX.md §2.4); the
 /// variants append `-slim` or `-full`.
-pub const DEFAULT_IMAGE_REPOSITORY: &str = image_repository!();
+pub(crate) const DEFAULT_IMAGE_REPOSITORY: &str = image_repository!();
 
 /// The built-in default's fallback: pulled when the versioned tag is not published.
-pub const DEFAULT_IMAGE_FALLBACK: &str = concat!(image_repository!(), "-slim:latest");
+pub(crate) const DEFAULT_IMAGE_FALLBACK: &str = concat!(image_repository!(), "-slim:latest");
 
 /// The published image variants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -359,7 +359,7 @@ pub enum ImageVariant {
 
 /// The tag of the published images matching this build: `v<version>` in release builds, `edge`
 /// in any other build.
-pub fn image_tag() -> String {
+pub(crate) fn image_tag() -> String {
     if cfg!(debug_assertions) {
         "edge".to_owned()
     } else {
@@ -420,7 +420,7 @@ pub struct DefaultImage {
 /// Resolves auto's default image (SANDBOX.md §2.4): the flag, else `ITERION_SANDBOX_DEFAULT_IMAGE`,
 /// else the built-in slim image with [`DEFAULT_IMAGE_FALLBACK`]. Empty or blank values count as
 /// unset. An operator-chosen image never gets a fallback.
-pub fn resolve_default_sandbox_image_with_fallback(
+pub(crate) fn resolve_default_sandbox_image_with_fallback(
     flag: Option<&str>,
     env_value: Option<&str>,
 ) -> DefaultImage {
@@ -572,7 +572,7 @@ pub enum SpecResolution<'a> {
 /// The pure half of [`run_will_be_sandboxed`](crate::run_will_be_sandboxed): decides "no" for an
 /// inactive mode or an auto run without a repository; otherwise returns the spec to ask the
 /// factory about.
-pub fn verdict_before_driver<'a>(
+pub(crate) fn verdict_before_driver<'a>(
     inputs: &ModeInputs<'_>,
     resolution: SpecResolution<'a>,
 ) -> Result<(Mode, Source, &'a Spec), SandboxVerdict> {

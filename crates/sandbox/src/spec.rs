@@ -20,7 +20,7 @@ use crate::text::{clean, has_control, is_clean_absolute, is_env_name};
 
 /// The network presets this build knows (SANDBOX.md §6.7). An unknown preset name is an
 /// [`Error::InvalidSpec`], never silently dropped.
-pub const KNOWN_PRESETS: &[&str] = &["iterion-default"];
+pub(crate) const KNOWN_PRESETS: &[&str] = &["iterion-default"];
 
 /// The preset a devcontainer-fused spec defaults to (SANDBOX.md §7.9).
 pub const DEFAULT_PRESET: &str = "iterion-default";

@@ -7,31 +7,33 @@
 use std::ffi::OsStr;
 
 /// Host kind override: `local` or `cloud` (§3.1).
-pub const ITERION_MODE: &str = "ITERION_MODE";
+pub(crate) const ITERION_MODE: &str = "ITERION_MODE";
 /// Non-empty: the desktop app's host kind (§3.1).
-pub const ITERION_DESKTOP: &str = "ITERION_DESKTOP";
+pub(crate) const ITERION_DESKTOP: &str = "ITERION_DESKTOP";
 /// Set inside every Kubernetes pod; non-empty means cloud (§3.1).
 pub const KUBERNETES_SERVICE_HOST: &str = "KUBERNETES_SERVICE_HOST";
 /// The global default tier: `auto` or `none`; unset = `auto` at entry points (§2.1).
 pub const ITERION_SANDBOX_DEFAULT: &str = "ITERION_SANDBOX_DEFAULT";
 /// The CLI-strength tier when `--sandbox` is absent (§2.1).
-pub const ITERION_SANDBOX_OVERRIDE: &str = "ITERION_SANDBOX_OVERRIDE";
+pub(crate) const ITERION_SANDBOX_OVERRIDE: &str = "ITERION_SANDBOX_OVERRIDE";
 /// auto's default image, with no fallback (§2.4).
-pub const ITERION_SANDBOX_DEFAULT_IMAGE: &str = "ITERION_SANDBOX_DEFAULT_IMAGE";
+pub(crate) const ITERION_SANDBOX_DEFAULT_IMAGE: &str = "ITERION_SANDBOX_DEFAULT_IMAGE";
 /// The global host-state tier: `auto` or `none` (§2.2).
-pub const ITERION_SANDBOX_HOST_STATE: &str = "ITERION_SANDBOX_HOST_STATE";
+pub(crate) const ITERION_SANDBOX_HOST_STATE: &str = "ITERION_SANDBOX_HOST_STATE";
 /// Phase `image pull` budget (§16.1).
-pub const ITERION_SANDBOX_PULL_TIMEOUT: &str = "ITERION_SANDBOX_PULL_TIMEOUT";
+pub(crate) const ITERION_SANDBOX_PULL_TIMEOUT: &str = "ITERION_SANDBOX_PULL_TIMEOUT";
 /// Phase `image build` budget (§16.1).
-pub const ITERION_SANDBOX_BUILD_TIMEOUT: &str = "ITERION_SANDBOX_BUILD_TIMEOUT";
+pub(crate) const ITERION_SANDBOX_BUILD_TIMEOUT: &str = "ITERION_SANDBOX_BUILD_TIMEOUT";
 /// Phase `post_create` budget (§16.1).
-pub const ITERION_SANDBOX_POST_CREATE_TIMEOUT: &str = "ITERION_SANDBOX_POST_CREATE_TIMEOUT";
+pub(crate) const ITERION_SANDBOX_POST_CREATE_TIMEOUT: &str = "ITERION_SANDBOX_POST_CREATE_TIMEOUT";
 /// Phase `kubernetes apply` budget (§16.1).
-pub const ITERION_SANDBOX_K8S_APPLY_TIMEOUT: &str = "ITERION_SANDBOX_K8S_APPLY_TIMEOUT";
+pub(crate) const ITERION_SANDBOX_K8S_APPLY_TIMEOUT: &str = "ITERION_SANDBOX_K8S_APPLY_TIMEOUT";
 /// Phase `pod ready` budget (§16.1).
-pub const ITERION_SANDBOX_K8S_POD_READY_TIMEOUT: &str = "ITERION_SANDBOX_K8S_POD_READY_TIMEOUT";
+pub(crate) const ITERION_SANDBOX_K8S_POD_READY_TIMEOUT: &str =
+    "ITERION_SANDBOX_K8S_POD_READY_TIMEOUT";
 /// Phase `workspace copy` budget (§16.1).
-pub const ITERION_SANDBOX_WORKSPACE_COPY_TIMEOUT: &str = "ITERION_SANDBOX_WORKSPACE_COPY_TIMEOUT";
+pub(crate) const ITERION_SANDBOX_WORKSPACE_COPY_TIMEOUT: &str =
+    "ITERION_SANDBOX_WORKSPACE_COPY_TIMEOUT";
 /// Falsy disables the shared `/nix` volume (§4.5).
 pub const ITERION_SANDBOX_PERSIST_NIX: &str = "ITERION_SANDBOX_PERSIST_NIX";
 

@@ -13,7 +13,7 @@ use crate::error::DevcontainerError;
 
 /// The repository's spec, before fusion: mode `auto`, `network` unset.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RepoSpec {
+pub(super) struct RepoSpec {
     /// The converted spec.
     pub spec: Spec,
     /// `runArgs`, expanded, for [`screen_run_args`](super::screen_run_args); never mapped.
@@ -26,7 +26,7 @@ pub struct RepoSpec {
 
 /// Quotes `arg` for a POSIX `sh`: bare when it is only `[A-Za-z0-9_@%+=:,./-]`, otherwise in
 /// single quotes with each `'` written `'\''`. Never `$'…'`, which `sh` need not understand.
-pub fn posix_quote(arg: &str) -> String {
+pub(super) fn posix_quote(arg: &str) -> String {
     let safe = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
     if !arg.is_empty() && arg.chars().all(safe) {
         return arg.to_owned();
@@ -51,7 +51,7 @@ pub fn posix_quote(arg: &str) -> String {
 /// # Errors
 ///
 /// [`DevcontainerError::Shape`] for a relative `workspaceFolder` (unusable).
-pub fn to_sandbox_spec(
+pub(super) fn to_sandbox_spec(
     dc: &Devcontainer,
     repo_root: &Path,
     vars: &LocalVars<'_>,

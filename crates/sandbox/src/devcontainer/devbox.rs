@@ -29,7 +29,7 @@ pub const DEVBOX_BOT_STAGE_DIR: &str = "/tmp/iterion-devbox/bot";
 pub const DEVBOX_BUNDLE_DIR: &str = "/run/iterion/bundle";
 
 /// A bot config plus its lock larger than this is declined (§15).
-pub const DEVBOX_INLINE_LIMIT_BYTES: u64 = 512 * 1024;
+pub(super) const DEVBOX_INLINE_LIMIT_BYTES: u64 = 512 * 1024;
 
 const PROFILE_BIN: &str = ".devbox/nix/profile/default/bin";
 

@@ -7,8 +7,8 @@ use pretty_assertions::assert_eq;
 use crate::spec::Spec;
 
 use super::corpus_tests::Repo;
-use super::*;
 use super::devbox::RepoDevbox;
+use super::*;
 
 fn config(path: &str, lock: Option<&str>) -> DevboxRead {
     DevboxRead::Present(DevboxConfig {

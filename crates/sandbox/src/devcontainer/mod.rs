@@ -32,19 +32,18 @@ mod resolve;
 pub(crate) mod run_args;
 
 pub use devbox::{
-    DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR,
-    DevboxConfig, DevboxInputs, DevboxPlan, DevboxRead, DevboxSource, ITERION_REPO_DEVBOX, apply_devbox_plan, plan_devbox, read_devbox_config, resolve_repo_devbox,
+    DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR, DevboxConfig, DevboxInputs,
+    DevboxPlan, DevboxRead, DevboxSource, ITERION_REPO_DEVBOX, RepoDevbox, apply_devbox_plan,
+    plan_devbox, read_devbox_config, resolve_repo_devbox,
 };
-pub use overlay::{
-    EnvOverlay, ITERION_SANDBOX_ENV_FILE, parse_env_file,
-    parse_env_pairs,
-};
+pub use expand::{LocalVars, expand_local_vars};
+pub use overlay::{EnvOverlay, ITERION_SANDBOX_ENV_FILE, parse_env_file, parse_env_pairs};
 pub use read::{
-    DevcontainerText, read_from_repo,
+    CommandForm, Devcontainer, DevcontainerBuild, DevcontainerText, LifecycleCommand,
+    parse_devcontainer, read_from_repo,
 };
 pub use resolve::{
-    AutoInputs, NO_DEVCONTAINER_NO_DEFAULT_IMAGE,
-    resolve_sandbox_spec_with_fallback,
+    AutoInputs, NO_DEVCONTAINER_NO_DEFAULT_IMAGE, ResolvedSpec, resolve_sandbox_spec_with_fallback,
 };
 
 #[cfg(test)]

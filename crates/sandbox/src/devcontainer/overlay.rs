@@ -86,7 +86,7 @@ fn pair(origin: &str, entry: &str) -> Result<(String, String), DevcontainerError
 /// Applies the overlay to `spec.env` (SANDBOX.md §7.8) and returns the keys it set, sorted. A key
 /// fills a gap, **overwrites** a key the repository contributed (`repo_env`), and never
 /// overwrites a workflow-authored key. With no repository (`repo_env` empty) it only fills gaps.
-pub fn merge_environment_overlay(
+pub(super) fn merge_environment_overlay(
     spec: &mut Spec,
     overlay: &EnvOverlay,
     repo_env: &BTreeSet<String>,

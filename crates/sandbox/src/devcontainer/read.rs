@@ -13,12 +13,12 @@ use iterion_repofile::RepoFileError;
 use crate::error::DevcontainerError;
 
 /// Where the devcontainer is looked for, relative to the repository root, in order (§7.1).
-pub const DEVCONTAINER_CANDIDATES: &[&str] =
+pub(super) const DEVCONTAINER_CANDIDATES: &[&str] =
     &[".devcontainer/devcontainer.json", ".devcontainer.json"];
 
 /// The largest devcontainer file read (defined here): 256 KiB. A bigger file is unusable, so a
 /// hostile repository cannot make the engine parse an unbounded document.
-pub const MAX_DEVCONTAINER_BYTES: u64 = 256 * 1024;
+pub(super) const MAX_DEVCONTAINER_BYTES: u64 = 256 * 1024;
 
 /// What [`read_from_repo`] found.
 #[derive(Debug)]

@@ -10,11 +10,11 @@ use crate::mode::Mode;
 use crate::rules::RunArgRule;
 use crate::spec::{Build, Spec};
 
-use super::corpus_tests::Repo;
-use super::*;
 use super::convert::to_sandbox_spec;
+use super::corpus_tests::Repo;
 use super::expand::LocalVars;
 use super::read::{CommandForm, Devcontainer, LifecycleCommand, parse_devcontainer};
+use super::*;
 
 fn found_path(text: &DevcontainerText) -> Option<&Path> {
     match text {

@@ -21,7 +21,7 @@ use super::run_args::screen_run_args;
 use crate::error::DevcontainerError;
 
 /// `skip_reason` of auto without a repository root (SANDBOX.md §7.5); degrades from any tier.
-pub const AUTO_WITHOUT_REPOSITORY_ROOT: &str =
+pub(super) const AUTO_WITHOUT_REPOSITORY_ROOT: &str =
     "no repository root: sandbox: auto needs a git repository";
 
 /// The message of auto with no devcontainer and no default image (SANDBOX.md §7.5).

@@ -26,7 +26,7 @@ const SHORT_WITH_VALUE: &str = "acehlmpuw";
 /// # Errors
 ///
 /// The first refused entry, as `(entry as written, rule)`.
-pub fn screen_run_args(
+pub(crate) fn screen_run_args(
     args: &[String],
     ctx: &ScreenContext,
 ) -> Result<Vec<String>, (String, RunArgRule)> {

@@ -1,7 +1,7 @@
 //! The `--mount` grammar: what parses into what, and the predicate shared with §8.8.
 
-use super::*;
 use super::grammar::{MountSpec, validate_env_pair};
+use super::*;
 use crate::error::Error;
 use crate::rules::{ArgRule, EnvRule, MountKind};
 use pretty_assertions::assert_eq;

@@ -14,11 +14,11 @@ mod stage;
 
 pub(crate) use grammar::check_target;
 pub use grammar::{
-    BindPropagation, mount_is_host_bind, parse_mount, validate_plain_arg,
+    BindPropagation, MountSpec, mount_is_host_bind, parse_mount, validate_plain_arg,
 };
 pub use screen::{
-    MountRequest, MountScope, ScreenContext, ScreenedMount, validate_contains_workspace, validate_mount,
-    validate_spec_mounts,
+    MountRequest, MountScope, ScreenContext, ScreenedMount, validate_contains_workspace,
+    validate_mount, validate_spec_mounts,
 };
 pub use stage::{STAGE_DIR, Stager, remove_run_dir};
 

@@ -22,7 +22,7 @@ use crate::text::{clean_path, has_control, is_clean_absolute};
 
 /// System entries of SANDBOX.md §5.2 (a): a path equal to, under, or an ancestor of one of these
 /// is sensitive. The ancestor clause makes `/`, `/etc`, `/var` and `/var/run` sensitive.
-pub const SENSITIVE_SYSTEM_ENTRIES: &[&str] = &[
+pub(super) const SENSITIVE_SYSTEM_ENTRIES: &[&str] = &[
     "/var/run/docker.sock",
     "/run/docker.sock",
     "/var/run/podman/podman.sock",
@@ -66,14 +66,14 @@ pub const SENSITIVE_SYSTEM_ENTRIES: &[&str] = &[
 
 /// System trees a read-write author bind may not lie under (rule (g), ours): writing there is
 /// code execution on the host. Read-only binds of them stay possible for trusted runs.
-pub const SYSTEM_TREES: &[&str] = &[
+pub(super) const SYSTEM_TREES: &[&str] = &[
     "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/var", "/srv",
     "/boot", "/snap", "/run", "/root", "/home",
 ];
 
 /// Shell and session start-up files (rule (f), ours): judged by the last component, outside
 /// the workspace.
-pub const SHELL_STARTUP_FILES: &[&str] = &[
+pub(super) const SHELL_STARTUP_FILES: &[&str] = &[
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -100,14 +100,14 @@ pub const SHELL_STARTUP_FILES: &[&str] = &[
 
 /// The prefix of every volume (and container, image, dir) iterion makes: a workflow may never
 /// name such a volume (issue 15 item 3: the shared nix store is `iterion-nix-<image id>`).
-pub const RESERVED_VOLUME_PREFIX: &str = "iterion";
+pub(super) const RESERVED_VOLUME_PREFIX: &str = "iterion";
 
 /// Last components that name a container-engine socket (§5.2 (b)); covers rootless sockets.
-pub const ENGINE_SOCKET_NAMES: &[&str] =
+pub(super) const ENGINE_SOCKET_NAMES: &[&str] =
     &["docker.sock", "podman.sock", "containerd.sock", "crio.sock"];
 
 /// Components that name a credential store (§5.2 (c)); `.netrc` and `.git-credentials` are ours.
-pub const CREDENTIAL_COMPONENTS: &[&str] = &[
+pub(super) const CREDENTIAL_COMPONENTS: &[&str] = &[
     ".ssh",
     ".aws",
     ".gnupg",
@@ -511,7 +511,7 @@ impl ScreenContext {
 }
 
 /// Whether a volume name is iterion's own (case-insensitive `iterion` prefix).
-pub fn is_reserved_volume(name: &str) -> bool {
+pub(super) fn is_reserved_volume(name: &str) -> bool {
     name.get(..RESERVED_VOLUME_PREFIX.len())
         .is_some_and(|head| head.eq_ignore_ascii_case(RESERVED_VOLUME_PREFIX))
 }
@@ -689,7 +689,7 @@ fn screen_bind_source(
 /// # Errors
 ///
 /// [`Error::MountRefused`] with the mount rendered as `type=…,source=…,target=…`.
-pub fn validate_engine_mount(mount: &EngineMount) -> Result<()> {
+pub(super) fn validate_engine_mount(mount: &EngineMount) -> Result<()> {
     let kind = match mount.kind {
         EngineMountKind::Bind => "bind",
         EngineMountKind::Volume => "volume",

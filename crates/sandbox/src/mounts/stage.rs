@@ -366,7 +366,7 @@ fn walk_no_symlinks(root: OwnedFd, relative: &Path) -> std::result::Result<Owned
 /// # Errors
 ///
 /// [`Error::Io`] naming the first entry that could not be released.
-pub fn release_staged(run_dir: &Path) -> Result<()> {
+pub(super) fn release_staged(run_dir: &Path) -> Result<()> {
     release_staged_dir(&run_dir.join(STAGE_DIR))
 }
 
