@@ -10,7 +10,7 @@
 //! (`cleanup`, `docker rm -f`) is not timed. Prints a Markdown table for BENCHMARKS.md.
 //!
 //! ```text
-//! cargo bench -p iterion-sandbox --bench docker_driver -- [--runs 30] [--engine docker|podman] [--image REF]
+//! cargo bench -p iterion-sandbox-docker --bench docker_driver -- [--runs 30] [--engine docker|podman] [--image REF]
 //! ```
 //!
 //! With `--engine podman` both sides go through podman's API service (`podman --remote`), and

@@ -1,5 +1,5 @@
 //! The factory's and the reaper's constructor of the docker/podman driver: connects to the first
-//! endpoint of [`endpoints_for`](crate::endpoints_for) that answers.
+//! endpoint of [`endpoints_for`] that answers.
 
 use std::sync::Arc;
 

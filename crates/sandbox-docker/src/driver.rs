@@ -64,7 +64,7 @@ impl DockerDriver {
     }
 
     /// Connects to the first endpoint that answers (negotiating the API version, reading
-    /// `/version`, pinging; [`CONNECT_TIMEOUT`] each) and names the driver after the engine
+    /// `/version`, pinging; `CONNECT_TIMEOUT` each) and names the driver after the engine
     /// found there.
     ///
     /// # Errors
@@ -232,7 +232,7 @@ impl DockerDriver {
     ///
     /// # Errors
     ///
-    /// [`Error::Engine`] when the engine refuses or does not answer in [`REMOVE_TIMEOUT`].
+    /// [`Error::Engine`] when the engine refuses or does not answer in `REMOVE_TIMEOUT`.
     pub async fn remove(&self, id: &str) -> Result<()> {
         run::remove_container(&self.shared, id).await
     }

@@ -10,8 +10,8 @@
 //!
 //! How it is built:
 //!
-//! - **Plan, then execute** (STYLE.md §5.3). [`create_plan`], [`exec_plan`] and [`build_request`]
-//!   decide what to ask for; [`render`] turns each request into the `docker …` line the run log
+//! - **Plan, then execute** (STYLE.md §5.3). `create_plan`, `exec_plan` and `build_request`
+//!   decide what to ask for; `render` turns each request into the `docker …` line the run log
 //!   keeps; the driver only sequences calls on a [`ContainerApi`].
 //! - **One narrow seam** ([`ContainerApi`]): the bollard calls we make and nothing else, with
 //!   [`BollardApi`] as the real implementation and a recording fake in the unit tests.
@@ -38,7 +38,7 @@
 //! store's containers, images and `/nix` volumes by label and removes what the engine's judge
 //! frees; [`DockerConstructor`] is also the reaper's [`ReaperConstructor`](iterion_sandbox::ReaperConstructor).
 //!
-//! File secrets are files in the per-run dir bound read-only ([`secret_plan`], SANDBOX.md §8.7),
+//! File secrets are files in the per-run dir bound read-only (`secret_plan`, SANDBOX.md §8.7),
 //! refreshed in place through the run's [`SecretFileRefresher`](iterion_sandbox::SecretFileRefresher).
 //!
 //! The egress bridge (§4.6) is not started here: a proxied run gets `--network none` and the

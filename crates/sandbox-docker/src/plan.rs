@@ -66,14 +66,14 @@ pub(crate) struct CreateInputs<'a> {
     pub spec: &'a Spec,
     /// The run.
     pub info: &'a RunInfo,
-    /// The spec's author mounts, screened, in order ([`validate_spec_mounts`](crate::validate_spec_mounts)).
+    /// The spec's author mounts, screened, in order ([`validate_spec_mounts`](iterion_sandbox::validate_spec_mounts)).
     pub author_mounts: &'a [ScreenedMount],
-    /// The shared `/nix` volume, when one applies ([`nix_volume_name`](crate::nix_volume_name)).
+    /// The shared `/nix` volume, when one applies ([`nix_volume_name`](iterion_sandbox::nix_volume_name)).
     pub nix_volume: Option<&'a str>,
     /// Labels added to the run's own (an embedder's or a test's); they never override
     /// `iterion.io/*`.
     pub extra_labels: &'a BTreeMap<String, String>,
-    /// The file secrets' binds and env ([`secret_plan`](crate::secret_plan)).
+    /// The file secrets' binds and env ([`secret_plan`](crate::secrets::secret_plan)).
     pub secrets: &'a SecretPlan,
 }
 

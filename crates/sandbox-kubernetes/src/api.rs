@@ -168,7 +168,7 @@ pub trait KubeApi: Send + Sync {
     /// The namespace every call is scoped to.
     fn namespace(&self) -> &str;
 
-    /// Server-side apply (field manager [`FIELD_MANAGER`], force).
+    /// Server-side apply (field manager `FIELD_MANAGER`, force).
     async fn apply(&self, object: &KubeObject) -> KubeResult<()>;
 
     /// Deletes an object with background propagation and grace 0, without waiting. A missing

@@ -35,7 +35,7 @@ pub(crate) enum PodProgress {
 /// The verdict on a pod that did not become ready in time (SANDBOX.md §16.3).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum NotReady {
-    /// Retry elsewhere ([`crate::Error::Capacity`]): the cluster could not place or start it.
+    /// Retry elsewhere ([`Error::Capacity`](iterion_sandbox::Error::Capacity)): the cluster could not place or start it.
     Capacity {
         /// `the pod was never scheduled (…)` or `the pod was scheduled but …`.
         why: String,

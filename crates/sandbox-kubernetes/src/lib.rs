@@ -12,8 +12,8 @@
 //! How it is built:
 //!
 //! - **Plan, then execute** (STYLE.md §5.3): [`validate_spec`](iterion_sandbox::kubernetes_validate_spec),
-//!   [`pod_plan`] (Pod, Secrets, NetworkPolicy as typed k8s-openapi objects),
-//!   [`classify_not_ready`] and the [`SchedulingPolicy`] are pure; the driver sequences calls on a
+//!   `pod_plan` (Pod, Secrets, NetworkPolicy as typed k8s-openapi objects),
+//!   `classify_not_ready` and the [`SchedulingPolicy`] are pure; the driver sequences calls on a
 //!   [`KubeApi`].
 //! - **One narrow seam** ([`KubeApi`]) with [`KubeRsApi`] as the real implementation. Tests run
 //!   that implementation against a fake API server on loopback (`tests/support/fake_kube.rs`),
@@ -35,7 +35,7 @@
 //!   The export leaves the host's gitfile and the shared git dir alone (`--exclude=./.git`, no
 //!   loose-ref deletion): commits made in the pod stay there, their content comes back as
 //!   working-tree changes (`worktree.rs`);
-//! - the run-files drain (§5.11) streams the tar through a screening unpacker (`runfiles.rs`);
+//! - the run-files drain (§5.11) streams the tar through a screening unpacker (the core's `runfiles.rs`);
 //!   it declines any name *containing* `..` (the spec's words, so `a..b` too), and a file that
 //!   would pass the 256 MiB total, while smaller files after it may still be drained.
 //!   `ITERION_ARTIFACT_FILES_DIR` stays withdrawn unless a kept mount serves it (§8.8, §17), and

@@ -10,7 +10,7 @@ use crate::scheduling::SchedulingInputs;
 
 /// The runner pod's IP (downward API): the proxy's advertise address and the NetworkPolicy peer.
 pub(crate) const ITERION_POD_IP: &str = "ITERION_POD_IP";
-/// The runner pod's name; with [`ITERION_RUNNER_POD_UID`], the owner of every object.
+/// The runner pod's name; with `ITERION_RUNNER_POD_UID`, the owner of every object.
 pub const ITERION_RUNNER_POD_NAME: &str = "ITERION_RUNNER_POD_NAME";
 /// The runner pod's uid.
 pub(crate) const ITERION_RUNNER_POD_UID: &str = "ITERION_RUNNER_POD_UID";
@@ -26,7 +26,7 @@ pub struct KubernetesSettings {
     pub owner: Option<RunnerOwner>,
     /// The runner pod's IP. Default: none (a proxied run then fails closed).
     pub pod_ip: Option<String>,
-    /// The egress probe target; `None` = off. Default: [`DEFAULT_EGRESS_PROBE`].
+    /// The egress probe target; `None` = off. Default: `DEFAULT_EGRESS_PROBE`.
     pub egress_probe: Option<String>,
     /// The raw scheduling variables; parsed at every `start` (a bad policy fails each start).
     pub scheduling: SchedulingInputs,

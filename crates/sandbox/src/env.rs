@@ -14,7 +14,7 @@ use crate::vars::{
     ITERION_SANDBOX_HOST_STATE, ITERION_SANDBOX_OVERRIDE, KUBERNETES_SERVICE_HOST, var,
 };
 
-/// [`resolve_global_sandbox_default`] over `ITERION_SANDBOX_DEFAULT`.
+/// `resolve_global_sandbox_default` over `ITERION_SANDBOX_DEFAULT`.
 ///
 /// # Errors
 ///
@@ -23,7 +23,7 @@ pub fn global_sandbox_default_from_env() -> Result<SandboxFlag> {
     resolve_global_sandbox_default(var(ITERION_SANDBOX_DEFAULT).as_deref())
 }
 
-/// [`resolve_sandbox_override`] over `ITERION_SANDBOX_OVERRIDE`.
+/// `resolve_sandbox_override` over `ITERION_SANDBOX_OVERRIDE`.
 ///
 /// # Errors
 ///
@@ -32,7 +32,7 @@ pub fn sandbox_override_from_env() -> Result<Option<SandboxFlag>> {
     resolve_sandbox_override(var(ITERION_SANDBOX_OVERRIDE).as_deref())
 }
 
-/// [`resolve_host_state_setting`] over `ITERION_SANDBOX_HOST_STATE`.
+/// `resolve_host_state_setting` over `ITERION_SANDBOX_HOST_STATE`.
 ///
 /// # Errors
 ///
@@ -41,7 +41,7 @@ pub fn host_state_from_env() -> Result<HostState> {
     resolve_host_state_setting(var(ITERION_SANDBOX_HOST_STATE).as_deref())
 }
 
-/// [`resolve_default_sandbox_image_with_fallback`] with `ITERION_SANDBOX_DEFAULT_IMAGE`.
+/// `resolve_default_sandbox_image_with_fallback` with `ITERION_SANDBOX_DEFAULT_IMAGE`.
 pub fn default_image_from_env(flag: Option<&str>) -> DefaultImage {
     resolve_default_sandbox_image_with_fallback(flag, var(ITERION_SANDBOX_DEFAULT_IMAGE).as_deref())
 }

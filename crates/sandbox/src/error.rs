@@ -72,7 +72,7 @@ pub enum Error {
 
     /// No container-runtime driver is available for an active mode. A capability report, never a
     /// policy (invariant I1): the engine decides whether auto degrades or inline refuses.
-    /// Remediation: [`DRIVER_UNAVAILABLE_HINT`]; [`Error::obstacle`] lists what was tried.
+    /// Remediation: `DRIVER_UNAVAILABLE_HINT`; [`Error::obstacle`] lists what was tried.
     #[error("sandbox: no container-runtime driver available")]
     DriverUnavailable {
         /// Each driver tried, in preference order, with its reason.
@@ -452,7 +452,7 @@ pub enum DevcontainerError {
         source: iterion_repofile::RepoFileError,
     },
 
-    /// The file is larger than [`MAX_DEVCONTAINER_BYTES`](crate::devcontainer::MAX_DEVCONTAINER_BYTES).
+    /// The file is larger than `MAX_DEVCONTAINER_BYTES`.
     /// Unusable.
     #[error("{}: larger than {limit_bytes} bytes", path.display())]
     TooLarge {

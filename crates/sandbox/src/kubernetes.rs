@@ -31,7 +31,7 @@ pub struct NumericUser {
 }
 
 impl NumericUser {
-    /// The gid to run as: the named one, else [`DEFAULT_GID`].
+    /// The gid to run as: the named one, else `DEFAULT_GID`.
     pub fn gid_or_default(self) -> i64 {
         self.gid.unwrap_or(DEFAULT_GID)
     }

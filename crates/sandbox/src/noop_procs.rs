@@ -203,7 +203,7 @@ impl Drop for GroupGuard<'_> {
 
 /// A host process group the engine started outside a noop run (the host `devbox install`):
 /// dropped before [`ProcessGroupGuard::finished`] — the command timed out or its run was
-/// cancelled — the whole group is SIGTERMed, then SIGKILLed after [`GRACE`].
+/// cancelled — the whole group is SIGTERMed, then SIGKILLed after `GRACE`.
 #[derive(Debug)]
 pub struct ProcessGroupGuard {
     pgid: i32,

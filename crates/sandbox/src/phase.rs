@@ -307,7 +307,7 @@ pub(crate) fn resolve_phase_timeout(phase: Phase, value: Option<&str>) -> PhaseB
     }
 }
 
-/// [`resolve_phase_timeout`] over the phase's variable. An ignored value is warned about once
+/// `resolve_phase_timeout` over the phase's variable. An ignored value is warned about once
 /// per process and variable.
 pub fn phase_timeout_from_env(phase: Phase) -> Duration {
     let value = phase.env_var().and_then(vars::var);

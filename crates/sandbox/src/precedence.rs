@@ -70,7 +70,7 @@ pub(crate) fn cli_tier(
 /// Picks the run's mode and the tier that chose it (SANDBOX.md §2.1).
 ///
 /// `workflow_block` is the workflow's compiled `sandbox:` block (a block without `mode:` is
-/// already inline, per DSL.md); `cli` is [`cli_tier`]; `global` is the entry point's default
+/// already inline, per DSL.md); `cli` is `cli_tier`; `global` is the entry point's default
 /// (`None` for a neutral engine).
 ///
 /// Precedence, first match wins: CLI `none` beats everything, even an inline block; `--sandbox=auto`
@@ -298,7 +298,7 @@ pub struct NetworkPolicy {
 }
 
 impl NetworkPolicy {
-    /// The warning to log, when the row has one ([`NETWORK_NO_MODE_WARNING`]).
+    /// The warning to log, when the row has one (`NETWORK_NO_MODE_WARNING`).
     pub fn warning(&self) -> Option<&'static str> {
         (self.source == NetworkSource::WorkflowNoMode).then_some(NETWORK_NO_MODE_WARNING)
     }
@@ -367,7 +367,7 @@ pub(crate) fn image_tag() -> String {
     }
 }
 
-/// The published image reference of a variant at [`image_tag`].
+/// The published image reference of a variant at `image_tag`.
 pub fn built_in_image(variant: ImageVariant) -> String {
     let suffix = match variant {
         ImageVariant::Slim => "slim",
@@ -550,7 +550,7 @@ pub struct ModeInputs<'a> {
 }
 
 impl ModeInputs<'_> {
-    /// [`pick_mode`] over these inputs, with the CLI tier filled by [`cli_tier`].
+    /// [`pick_mode`] over these inputs, with the CLI tier filled by `cli_tier`.
     pub fn pick(&self) -> (Mode, Source) {
         pick_mode(
             self.workflow_block,

@@ -363,7 +363,7 @@ pub enum RunArgRule {
     /// `--network=host` or `--net=host`.
     HostNetwork,
     /// `-v`, `--volume`, `--mount` or `--volumes-from` asking for what the run may not mount
-    /// ([`ScreenContext::admit`]: sensitive or protected paths for every run; any host path or
+    /// ([`ScreenContext::admit`](crate::mounts::ScreenContext::admit): sensitive or protected paths for every run; any host path or
     /// named volume for an untrusted one).
     Mount(MountRule),
 }

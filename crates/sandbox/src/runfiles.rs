@@ -85,7 +85,7 @@ pub enum Decline {
     AbsoluteName,
     /// A name containing `..`.
     ParentName,
-    /// The file would take the drained total past [`RUN_FILES_DRAIN_CAP_BYTES`].
+    /// The file would take the drained total past `RUN_FILES_DRAIN_CAP_BYTES`.
     OverCap,
 }
 
@@ -248,7 +248,7 @@ impl DrainReport {
     }
 }
 
-/// Reads a tar from `reader` and writes the members [`screen_member`] accepts under `dest`
+/// Reads a tar from `reader` and writes the members `screen_member` accepts under `dest`
 /// (which must exist). Blocking. Fills `files`, `bytes`, `declined` and `error` of `report`; a
 /// malformed archive is [`DrainReason::ExecFailed`], a host write [`DrainReason::WriteFailed`]
 /// (the drain goes on with the next member). The reader is read to its end in every case, so the

@@ -61,7 +61,7 @@ pub struct Network {
     /// `open`, `allowlist` or `denylist`; `None` resolves to allowlist (fail closed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<NetworkMode>,
-    /// A named rule set from [`KNOWN_PRESETS`]; its rules come first.
+    /// A named rule set from `KNOWN_PRESETS`; its rules come first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<String>,
     /// Host rules, after the preset's.
@@ -228,7 +228,7 @@ impl Spec {
     /// 2. inline has an image or a build;
     /// 3. not both image and build;
     /// 4. network: `inherit` is replace/append (guaranteed by [`Inherit::parse`]); a preset is
-    ///    one of [`KNOWN_PRESETS`];
+    ///    one of `KNOWN_PRESETS`;
     /// 5. `workspace_folder` is absolute and clean, not `/` and not under `/run/iterion`;
     /// 6. each secret file: `mount_path` absolute, clean, not `/`, no newline, carriage return,
     ///    NUL or comma; `env` a portable name; no two sharing a `mount_path`.

@@ -65,7 +65,7 @@ pub(crate) fn clean(path: &str) -> String {
     }
 }
 
-/// Whether `path` is absolute and already in [`clean`] form.
+/// Whether `path` is absolute and already in `clean` form.
 pub fn is_clean_absolute(path: &str) -> bool {
     path.starts_with('/') && clean(path) == path
 }

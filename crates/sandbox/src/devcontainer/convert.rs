@@ -16,7 +16,7 @@ use crate::error::DevcontainerError;
 pub(super) struct RepoSpec {
     /// The converted spec.
     pub spec: Spec,
-    /// `runArgs`, expanded, for [`screen_run_args`](super::screen_run_args); never mapped.
+    /// `runArgs`, expanded, for [`screen_run_args`](super::run_args::screen_run_args); never mapped.
     pub run_args: Vec<String>,
     /// The devcontainer file (the source label's detail).
     pub path: PathBuf,

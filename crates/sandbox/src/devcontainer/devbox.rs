@@ -118,7 +118,7 @@ pub enum DevboxRead {
     /// Found and read.
     Present(DevboxConfig),
     /// Found but declined (unreadable, or config plus lock over
-    /// [`DEVBOX_INLINE_LIMIT_BYTES`]); reported with its reason.
+    /// `DEVBOX_INLINE_LIMIT_BYTES`); reported with its reason.
     Declined {
         /// The host path of `devbox.json`.
         path: PathBuf,

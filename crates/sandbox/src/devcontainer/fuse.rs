@@ -26,7 +26,7 @@ pub(super) struct FusedSpec {
     pub network_defaulted: bool,
 }
 
-/// Fuses the repository's spec (from [`to_sandbox_spec`](super::to_sandbox_spec)) with the
+/// Fuses the repository's spec (from [`to_sandbox_spec`](super::convert::to_sandbox_spec)) with the
 /// workflow's block (SANDBOX.md §7.6):
 ///
 /// - `image`/`build`: when the repository sets either, its pair replaces the workflow's as a

@@ -16,8 +16,8 @@
 //! - `initializeCommand` (a host command) is recorded, never run.
 //!
 //! Shape: a thin I/O shell ([`read_from_repo`], [`read_devbox_config`]) hands text to a pure
-//! core ([`parse_devcontainer`], [`to_sandbox_spec`], [`fuse_devcontainer_spec`],
-//! [`merge_environment_overlay`], [`resolve_sandbox_spec_with_fallback`], [`plan_devbox`]). The
+//! core ([`parse_devcontainer`], [`to_sandbox_spec`](convert::to_sandbox_spec), [`fuse_devcontainer_spec`](fuse::fuse_devcontainer_spec),
+//! [`merge_environment_overlay`](overlay::merge_environment_overlay), [`resolve_sandbox_spec_with_fallback`], [`plan_devbox`]). The
 //! engine emits the events; the functions return the facts it needs (denied keys sorted, network
 //! defaulted, the source-label detail, run-log lines).
 

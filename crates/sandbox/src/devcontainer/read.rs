@@ -39,7 +39,7 @@ pub enum DevcontainerText {
 
 /// Finds and reads the repository's devcontainer (SANDBOX.md §7.1): `.devcontainer/devcontainer.json`,
 /// then `.devcontainer.json`. The first candidate that exists decides: a read error other than
-/// "not found", a file larger than [`MAX_DEVCONTAINER_BYTES`], anything the repository-file
+/// "not found", a file larger than `MAX_DEVCONTAINER_BYTES`, anything the repository-file
 /// reader refuses (outside the repository root or through a symlink leaving it, not a regular
 /// file, not read in time) makes it unusable.
 pub fn read_from_repo(repo_root: &Path) -> DevcontainerText {
@@ -164,7 +164,7 @@ pub struct Devcontainer {
 ///
 /// # Errors
 ///
-/// [`DevcontainerError::TooLarge`] (over [`MAX_DEVCONTAINER_BYTES`]),
+/// [`DevcontainerError::TooLarge`] (over `MAX_DEVCONTAINER_BYTES`),
 /// [`DevcontainerError::NotJsonc`] or [`DevcontainerError::Shape`] — all unusable.
 ///
 /// ```

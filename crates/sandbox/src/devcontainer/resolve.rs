@@ -30,7 +30,7 @@ pub const NO_DEVCONTAINER_NO_DEFAULT_IMAGE: &str =
 
 /// Everything auto resolution needs, as values. The engine fills it from `pick_mode`,
 /// `git rev-parse --show-toplevel`, [`read_from_repo`](super::read_from_repo),
-/// [`resolve_default_sandbox_image_with_fallback`](crate::resolve_default_sandbox_image_with_fallback),
+/// `resolve_default_sandbox_image_with_fallback`,
 /// the overlay sources and [`ScreenContext::from_env`].
 pub struct AutoInputs<'a> {
     /// The resolved mode (`pick_mode(..).0`).
@@ -97,7 +97,7 @@ pub struct ResolvedSpec {
 /// | situation | result |
 /// |---|---|
 /// | mode none or inherit | no spec |
-/// | auto, no repository root | no spec, [`AUTO_WITHOUT_REPOSITORY_ROOT`] |
+/// | auto, no repository root | no spec, `AUTO_WITHOUT_REPOSITORY_ROOT` |
 /// | auto, devcontainer missing | workflow fields + mode auto + default image, ` (default image: <ref>)`; no default image: error |
 /// | auto, devcontainer unusable | the same, ` (devcontainer unusable — <error> — default image: <ref>)` plus a warning; no default image: skip `devcontainer.json unreadable: <error>` |
 /// | auto, devcontainer refused | error, no fallback |

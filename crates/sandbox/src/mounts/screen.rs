@@ -178,7 +178,7 @@ pub enum MountRequest<'a> {
 
 impl ScreenContext {
     /// Canonicalises `workspace` (it must exist), `home` (as written and, when it exists,
-    /// canonical) and every entry of [`SENSITIVE_SYSTEM_ENTRIES`] that exists here.
+    /// canonical) and every entry of `SENSITIVE_SYSTEM_ENTRIES` that exists here.
     ///
     /// The workspace itself is not screened: call [`ScreenContext::validate_workspace`].
     ///
@@ -739,7 +739,7 @@ pub(super) fn validate_engine_mount(mount: &EngineMount) -> Result<()> {
 /// Screens everything a spec would hand a container engine (SANDBOX.md §4.5 step 2, and the
 /// doctor's `spec-safety` check): the plain-argument checks of the image, the fallback image,
 /// the user and the workdir; each tmpfs entry (plain argument, then its target); every author
-/// mount through [`validate_mount`]; every engine mount through [`validate_engine_mount`]; every
+/// mount through [`validate_mount`]; every engine mount through `validate_engine_mount`; every
 /// env pair. Returns the screened author mounts, in order.
 ///
 /// # Errors

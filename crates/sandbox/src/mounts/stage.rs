@@ -422,7 +422,7 @@ fn release_staged_dir(dir: &Path) -> Result<()> {
     }
 }
 
-/// Removes a run dir: staged mounts first ([`release_staged`]), and only when they are all gone
+/// Removes a run dir: staged mounts first (`release_staged`), and only when they are all gone
 /// the dir itself, recursively. Absent is fine.
 ///
 /// # Errors
