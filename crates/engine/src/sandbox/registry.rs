@@ -12,8 +12,7 @@ use iterion_sandbox_kubernetes::KubernetesConstructor;
 
 /// The product registry: docker and podman (one bollard driver, endpoints from the environment,
 /// SANDBOX.md §4.2), kubernetes (in-cluster only, §5.6) and noop. Which of them a host tries, and
-/// in what order, is [`preference_order`](iterion_sandbox::preference_order)'s: kubernetes on
-/// cloud hosts.
+/// in what order, is the factory's preference order (§3.2): kubernetes on cloud hosts.
 pub(crate) fn product_registry() -> Registry {
     Registry::with_noop()
         .register(DriverKind::Kubernetes, KubernetesConstructor::from_env())
