@@ -1,10 +1,11 @@
 //! The seam between the kubernetes driver and the API server (STYLE.md §5.4).
 //!
-//! [`KubeApi`] has one method per API call the driver (and the cloud reaper) makes, over small
-//! typed values; [`KubeRsApi`] is the real implementation on a `kube::Client`. The driver's tests
-//! run [`KubeRsApi`] itself against a fake API server on loopback (`iterion-test-support`'s
-//! `fake_kube`), so the kube-rs request building, server-side apply and the exec websocket are
-//! exercised for real; only the cluster is fake.
+//! [`KubeApi`] has one method per API call the driver (and the cloud reaper, `reap.rs`) makes,
+//! over small typed values; [`KubeRsApi`] is the real implementation on a `kube::Client`. The
+//! driver's tests run [`KubeRsApi`] itself against a fake API server on loopback
+//! (`tests/support/fake_kube.rs` of this crate, which the engine's reaper tests and benchmark
+//! include by path), so the kube-rs request building, server-side apply and the exec websocket
+//! are exercised for real; only the cluster is fake.
 //!
 //! Errors are classified once, here, into [`KubeError`]: callers branch on *what happened* (not
 //! found, forbidden), never on a message.

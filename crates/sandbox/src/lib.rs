@@ -1,12 +1,18 @@
-//! iterion-sandbox: what a run's sandbox is and how a container engine provides one.
+//! iterion-sandbox: what a run's sandbox is, and the contract a driver fulfils to provide one.
 //!
-//! This crate owns the sandbox vocabulary of SANDBOX.md — `Mode`, `Spec`, the precedence
-//! functions, the host-kind factory, mount screening and the drivers (docker/podman, kubernetes,
-//! noop). It reports *capability* (`DriverUnavailable`) and never *policy*: whether an absent
-//! runtime degrades or refuses is the engine's decision (ARCHITECTURE.md §2, invariant I1).
+//! This is the sandbox core. It owns the vocabulary of SANDBOX.md — `Mode`, `Spec`, the
+//! precedence functions, host detection, the [`Driver`] traits and the host-kind [`Factory`],
+//! mount screening and staging, the devcontainer fusion, labels, phases, `post_create`, the
+//! run-files screen, the kubernetes spec policy ([`kubernetes_validate_spec`]), the [`Reaper`]
+//! capability, and the noop driver. The container drivers live in their own crates and depend on
+//! this one, never the reverse: `iterion-sandbox-docker` (docker and podman, bollard) and
+//! `iterion-sandbox-kubernetes` (kube-rs); the engine registers them ([`Registry`]). This crate
+//! names no container-engine client.
 //!
-//! It deliberately depends on none of the other iterion crates: the engine translates the
-//! workflow's IR into a `Spec`, so this crate can be tested and benchmarked alone.
+//! It reports *capability* (`DriverUnavailable`) and never *policy*: whether an absent runtime
+//! degrades or refuses is the engine's decision (ARCHITECTURE.md §2, invariant I1). Of the other
+//! iterion crates it depends only on `iterion-repofile`: the engine translates the workflow's IR
+//! into a `Spec`, so this crate can be tested alone.
 //!
 //! How it is built, and why:
 //!
@@ -20,11 +26,26 @@
 //!   SANDBOX.md §9.2, chosen by an exhaustive match.
 //! - **Secrets stay out of text.** [`SecretBytes`] has no `Display` or `Serialize` and a
 //!   redacting `Debug`; errors name keys and mounts, never values; proxy URLs print as `***`.
-//!
 //! - **The repository's devcontainer is untrusted input** ([`resolve_sandbox_spec_with_fallback`]):
 //!   read, expanded with allow-listed host variables only, screened, fused with the workflow
 //!   block; the facts the engine reports (denied env keys, network defaulted, the source-label
 //!   detail) come back as values.
+//!
+//! What a container driver takes from the core rather than re-deciding:
+//!
+//! - `prepare` starts with [`Spec::validate`] and bounds slow I/O with
+//!   [`run_with_phase_timeout`] and [`phase_timeout_from_env`];
+//! - `start` checks [`PreparedSpec::check_driver`], screens the spec with
+//!   [`validate_spec_mounts`] over a [`ScreenContext`] and binds each
+//!   [`ScreenedMount::host_source`] (the canonical path, never the written one), pinned by a
+//!   [`Stager`]; names and labels come from [`container_name`] and [`managed_labels`];
+//!   `post_create` goes through [`run_post_create`];
+//! - a `Builder` checks its context and Dockerfile with [`validate_contains_workspace`] and tags
+//!   with [`build_image_tag`];
+//! - its [`Reaper`] lists through [`filter_managed`] with [`managed_filters`] and asks the
+//!   engine's [`ReapJudge`] about each run;
+//! - "engine not reachable" is [`Error::Unavailable`] from the constructor, never a policy
+//!   decision.
 //!
 //! What it does not do: decide degrade versus refuse, emit events, write the run record, or start
 //! the egress proxy. Those belong to the engine and the proxy crate, which call in here.

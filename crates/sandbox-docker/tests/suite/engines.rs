@@ -67,14 +67,19 @@ impl Engine {
     }
 
     /// A plain bollard client for assertions (inspect, kill, list), version negotiated.
-    pub async fn client(self) -> Result<Docker, String> {
+    pub async fn client(self) -> Result<Docker, Trouble> {
         let endpoint = self.endpoint();
-        let docker =
-            Docker::connect_with_host(&endpoint).map_err(|e| format!("{endpoint}: {e}"))?;
+        let refused = |source| Trouble::Engine {
+            endpoint: endpoint.clone(),
+            source,
+        };
+        let docker = Docker::connect_with_host(&endpoint).map_err(refused)?;
         tokio::time::timeout(ENGINE_TIMEOUT, docker.negotiate_version())
             .await
-            .map_err(|_| format!("{endpoint}: no answer within {ENGINE_TIMEOUT:?}"))?
-            .map_err(|e| format!("{endpoint}: {e}"))
+            .map_err(|_| Trouble::Timeout {
+                what: endpoint.clone(),
+            })?
+            .map_err(refused)
     }
 
     /// The driver for this engine, labelling everything with `test_id`, or `None` to skip.
@@ -105,7 +110,7 @@ impl Engine {
                 Some((driver, client))
             }
             (Err(error), _) => self.unreachable(test_id, &error.to_string()),
-            (_, Err(error)) => self.unreachable(test_id, &error),
+            (_, Err(error)) => self.unreachable(test_id, &error.to_string()),
         }
     }
 
@@ -150,7 +155,33 @@ async fn remove_labelled(client: &Docker, test_id: &str) {
     }
 }
 
-async fn force_remove(client: &Docker, id: &str) -> Result<(), String> {
+/// Why a fixture could not do what it asked of an engine.
+#[derive(Debug, thiserror::Error)]
+pub enum Trouble {
+    /// The engine refused or failed.
+    #[error("{endpoint}: {source}")]
+    Engine {
+        /// The endpoint (or the object) asked.
+        endpoint: String,
+        /// bollard's error.
+        #[source]
+        source: bollard::errors::Error,
+    },
+    /// No answer in [`ENGINE_TIMEOUT`].
+    #[error("{what}: no answer within {ENGINE_TIMEOUT:?}")]
+    Timeout {
+        /// What was asked.
+        what: String,
+    },
+    /// The guard's thread or runtime could not start.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The guard's cleanup did not finish in time.
+    #[error("cleanup did not finish in time")]
+    Late,
+}
+
+async fn force_remove(client: &Docker, id: &str) -> Result<(), Trouble> {
     let options = RemoveContainerOptionsBuilder::new()
         .force(true)
         .v(true)
@@ -161,8 +192,13 @@ async fn force_remove(client: &Docker, id: &str) -> Result<(), String> {
             status_code: 404 | 409,
             ..
         })) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {ENGINE_TIMEOUT:?}")),
+        Ok(Err(source)) => Err(Trouble::Engine {
+            endpoint: id.to_owned(),
+            source,
+        }),
+        Err(_) => Err(Trouble::Timeout {
+            what: id.to_owned(),
+        }),
     }
 }
 
@@ -208,7 +244,7 @@ impl Drop for EngineGuard {
                 let result = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                    .map_err(|e| e.to_string())
+                    .map_err(Trouble::from)
                     .and_then(|runtime| {
                         runtime.block_on(async {
                             let client = engine.client().await?;
@@ -225,7 +261,10 @@ impl Drop for EngineGuard {
                                                 ..
                                             },
                                         ) => Ok(()),
-                                        Err(e) => Err(e.to_string()),
+                                        Err(source) => Err(Trouble::Engine {
+                                            endpoint: image.clone(),
+                                            source,
+                                        }),
                                     }
                                 }
                             }
@@ -234,10 +273,10 @@ impl Drop for EngineGuard {
                 let _ = tx.send(result);
             });
         let outcome = match spawned {
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(Trouble::Io(e)),
             Ok(_) => rx
                 .recv_timeout(ENGINE_TIMEOUT * 3)
-                .unwrap_or_else(|_| Err("cleanup did not finish in time".to_owned())),
+                .unwrap_or(Err(Trouble::Late)),
         };
         if let Err(reason) = outcome {
             #[allow(clippy::print_stderr)]
