@@ -15,9 +15,8 @@ use async_trait::async_trait;
 use bollard::models::ContainerCreateBody;
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
-use tokio::io::AsyncWrite;
-
 use iterion_sandbox::{ImageConfig, ListedResource, PullProgress};
+use tokio::io::AsyncWrite;
 
 /// What an Engine API call answered when it did not succeed. The driver decides from the
 /// variant; the message is for humans.

@@ -19,12 +19,12 @@ use bollard::query_parameters::{
 };
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
+use iterion_sandbox::{ImageConfig, ListedResource, PullProgress};
 
 use crate::api::{
     ApiError, ApiResult, ApiStream, BuildRequest, ContainerApi, EngineKind, EngineVersion,
     ExecAttachment, ExecChunk, ExecRequest, ExecState,
 };
-use iterion_sandbox::{ImageConfig, ListedResource, PullProgress};
 
 /// The Engine API through bollard. Cheap to clone (one shared connection pool).
 #[derive(Clone, Debug)]

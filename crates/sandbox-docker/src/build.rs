@@ -6,15 +6,15 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
+use iterion_sandbox::{
+    Builder, Error, LogLevel, Phase, PreparedSpec, Result, RunInfo, build_image_tag,
+    run_with_phase_timeout,
+};
 
 use crate::context::{resolve_build, tar_context_in};
 use crate::driver::DockerDriver;
 use crate::plan::build_request;
 use crate::{engine_binary, render};
-use iterion_sandbox::{
-    Builder, Error, LogLevel, Phase, PreparedSpec, Result, RunInfo, build_image_tag,
-    run_with_phase_timeout,
-};
 
 #[async_trait]
 impl Builder for DockerDriver {

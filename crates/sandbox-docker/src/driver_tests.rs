@@ -6,18 +6,17 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pretty_assertions::assert_eq;
-
-use super::*;
-use crate::api::{BuildRequest, ExecChunk, ExecState};
-use crate::fake::{Call, FakeContainerApi, Reply};
 use bytes::Bytes;
-
 use iterion_sandbox::{
     AdvertisedPort, Build, Driver, Error, ExecOpts, ExecResult, ImageConfig, ListedResource,
     LogLevel, Mode, NoProgress, PreparedSpec, Progress, ProxyAddresses, ProxyBind, ProxyConfigurer,
     PullProgress, RunInfo, RunLog, SandboxRun, Spec,
 };
+use pretty_assertions::assert_eq;
+
+use super::*;
+use crate::api::{BuildRequest, ExecChunk, ExecState};
+use crate::fake::{Call, FakeContainerApi, Reply};
 
 #[derive(Default)]
 struct Lines(Mutex<Vec<(LogLevel, String)>>);

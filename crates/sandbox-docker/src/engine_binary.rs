@@ -5,9 +5,8 @@
 
 use std::path::Path;
 
-use tokio::io::AsyncReadExt;
-
 use iterion_sandbox::{EngineMount, Error, Result, Spec};
+use tokio::io::AsyncReadExt;
 
 /// The purpose the engine gives the engine-binary mount (SANDBOX.md §8 step M8).
 pub const ENGINE_BINARY_PURPOSE: &str = "engine-binary";

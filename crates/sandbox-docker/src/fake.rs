@@ -13,13 +13,13 @@ use async_trait::async_trait;
 use bollard::models::ContainerCreateBody;
 use bytes::Bytes;
 use futures_util::StreamExt;
+use iterion_sandbox::{ImageConfig, ListedResource, PullProgress};
 use tokio::io::AsyncWrite;
 
 use crate::api::{
     ApiError, ApiResult, ApiStream, BuildRequest, ContainerApi, ExecAttachment, ExecChunk,
     ExecRequest, ExecState,
 };
-use iterion_sandbox::{ImageConfig, ListedResource, PullProgress};
 
 /// One call the driver made.
 #[derive(Clone, Debug, PartialEq)]

@@ -12,14 +12,14 @@ use bollard::models::{
     MountTmpfsOptions, MountType, MountVolumeOptions, ResourcesUlimits,
 };
 use bytes::Bytes;
-
-use crate::api::{BuildRequest, EngineKind, ExecRequest};
-use crate::secrets::SecretPlan;
 use iterion_sandbox::{
     BindPropagation, Build, EngineMountKind, Error, LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE,
     LABEL_STORE, MountKind, Result, RunInfo, ScreenedMount, Spec, Trust, container_name,
     managed_labels,
 };
+
+use crate::api::{BuildRequest, EngineKind, ExecRequest};
+use crate::secrets::SecretPlan;
 
 /// PID 1 of every sandbox: `sleep infinity`, with the image's ENTRYPOINT overridden.
 pub(crate) const SANDBOX_ENTRYPOINT: &str = "sleep";

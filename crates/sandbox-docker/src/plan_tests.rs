@@ -3,6 +3,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use iterion_sandbox::{
+    Build, EngineMount, EngineMountKind, Mode, ProxyAttachment, RunInfo, ScreenedMount, Spec,
+    Trust, parse_mount,
+};
 use pretty_assertions::assert_eq;
 
 use super::*;
@@ -12,10 +16,6 @@ use crate::plan::{
 };
 use crate::render::{render_build, render_exec, render_rm, render_run, shell_quote};
 use crate::secrets::{SecretPlan, secret_plan};
-use iterion_sandbox::{
-    Build, EngineMount, EngineMountKind, Mode, ProxyAttachment, RunInfo, ScreenedMount, Spec,
-    Trust, parse_mount,
-};
 
 fn info() -> RunInfo {
     let mut info = RunInfo::new(

@@ -10,10 +10,11 @@
 use std::fmt;
 use std::time::Duration;
 
+use iterion_sandbox::ImageConfig;
+
 use crate::api::{ApiResult, ContainerApi, EngineKind, EngineVersion};
 use crate::bollard_api::{BollardApi, ConnectError};
 use crate::endpoints::{EndpointVars, endpoints_for};
-use iterion_sandbox::ImageConfig;
 
 /// Why [`EngineProbe::connect`] found no engine: each endpoint's reason, in order (none when
 /// there was no endpoint to try).

@@ -9,10 +9,10 @@
 use std::fmt::Write as _;
 
 use bollard::models::{ContainerCreateBody, Mount, MountBindOptionsPropagationEnum, MountType};
+use iterion_sandbox::redact_proxy_url;
 
 use crate::api::{BuildRequest, EngineKind, ExecRequest};
 use crate::plan::CreatePlan;
-use iterion_sandbox::redact_proxy_url;
 
 /// Quotes `arg` for a POSIX shell: bare when it is only safe characters, `'…'` otherwise, and
 /// `$'…'` when it holds a control character (so the line stays one line).

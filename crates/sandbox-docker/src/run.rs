@@ -8,6 +8,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::StreamExt;
+use iterion_sandbox::{
+    ArgRule, CLEANUP_TIMEOUT, Error, ExecOpts, ExecOutput, ExecResult, LogLevel, Result,
+    SandboxRun, SecretBytes, SecretFileRefresher, escape_controls,
+};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use crate::api::{ApiError, ApiStream, ExecAttachment, ExecChunk};
@@ -15,10 +19,6 @@ use crate::plan::{ExecInputs, exec_plan};
 use crate::render::{render_exec, render_rm, render_rmi};
 use crate::secrets::{SecretPlan, refresh_secret};
 use crate::shared::{REMOVE_TIMEOUT, Shared};
-use iterion_sandbox::{
-    ArgRule, CLEANUP_TIMEOUT, Error, ExecOpts, ExecOutput, ExecResult, LogLevel, Result,
-    SandboxRun, SecretBytes, SecretFileRefresher, escape_controls,
-};
 
 /// How long to wait, in all, for the engine to report an exec's exit code once its output has
 /// ended (engines can lag a few milliseconds behind the stream's end).

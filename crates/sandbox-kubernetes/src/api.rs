@@ -15,14 +15,13 @@ use std::future::Future;
 use std::pin::Pin;
 
 use async_trait::async_trait;
+use iterion_sandbox::ListedResource;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::api::{Api, AttachParams, DeleteParams, ListParams, Patch, PatchParams};
 use serde::de::DeserializeOwned;
 use tokio::io::{AsyncRead, AsyncWrite};
-
-use iterion_sandbox::ListedResource;
 
 /// The field manager of every server-side apply (SANDBOX.md §5.7).
 pub(crate) const FIELD_MANAGER: &str = "iterion";

@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-
 use iterion_sandbox::{
     AdvertisedPort, Capabilities, DEFAULT_USER, Driver, DriverConstructor, Error, KubernetesRule,
-    LogLevel, NullRunLog, PreparedSpec, Progress, ProxyAddresses, ProxyBind, ProxyConfigurer,
-    Result, RunInfo, RunLog, SandboxRun, Spec, apply_engine_user_default, kubernetes_validate_spec,
-    run_post_create, run_with_phase_timeout,
+    LogLevel, NullRunLog, Phase, PreparedSpec, Progress, ProxyAddresses, ProxyBind,
+    ProxyConfigurer, Result, RunInfo, RunLog, SandboxRun, Spec, apply_engine_user_default,
+    kubernetes_validate_spec, run_post_create, run_with_phase_timeout,
 };
 
 use crate::api::{FIELD_MANAGER, KubeApi, KubeError, KubeObject, KubeRsApi, ObjectKind};
@@ -24,7 +23,6 @@ use crate::run::{self, CleanupOnDrop, KubernetesRun, RunShared, engine_error, ku
 use crate::scheduling::SchedulingPolicy;
 use crate::settings::{ITERION_POD_IP, KubernetesSettings};
 use crate::worktree::{GitDirCopy, git_dir_target_problem, read_git_dir_copy};
-use iterion_sandbox::Phase;
 
 /// The kubernetes driver. Cheap to clone; safe for concurrent runs.
 #[derive(Clone)]

@@ -4,6 +4,10 @@
 
 use std::collections::BTreeMap;
 
+use iterion_sandbox::{
+    Error, KubernetesRule, LABEL_RUN_ID, Result, RunInfo, SecretFileMount, Spec, managed_labels,
+    parse_numeric_user,
+};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{
     Capabilities as KubeCapabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource,
@@ -21,10 +25,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use crate::mounts::{KubeMount, KubeMountKind, mount_volume_name};
 use crate::scheduling::{ResourceQuantities, SchedulingPolicy};
 use crate::worktree::WORKTREE_GIT_VOLUME;
-use iterion_sandbox::{
-    Error, KubernetesRule, LABEL_RUN_ID, Result, RunInfo, SecretFileMount, Spec, managed_labels,
-    parse_numeric_user,
-};
 
 /// The component label every iterion pod object carries; the sandbox pod's value is
 /// [`COMPONENT_SANDBOX_RUN`].

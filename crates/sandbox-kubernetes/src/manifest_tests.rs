@@ -1,6 +1,7 @@
-use super::*;
 use iterion_sandbox::{Mode, ProxyAttachment, SecretBytes, SecretFileMount};
 use pretty_assertions::assert_eq;
+
+use super::*;
 
 fn info() -> RunInfo {
     let mut info = RunInfo::new(

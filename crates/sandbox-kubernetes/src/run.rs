@@ -12,16 +12,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-
-use crate::api::{ExecSession, KubeApi, KubeError, KubeObject, ObjectKind};
-use crate::manifest::{PodPlan, RunnerOwner, WORKLOAD_CONTAINER, secret_files_secret};
 use iterion_sandbox::{
     CLEANUP_TIMEOUT, DrainReason, DrainReport, EngineError, Error, ExecOpts, ExecResult, LogLevel,
     RUN_FILES_DRAIN_TIMEOUT, Result, RunFilesDrainer, RunInfo, RunLog, SandboxRun, SecretBytes,
     SecretFileMount, SecretFileRefresher, WorkspaceExporter, WorkspaceFileRefresher,
     WorkspaceHeadCapturer, unpack_screened,
 };
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::api::{ExecSession, KubeApi, KubeError, KubeObject, ObjectKind};
+use crate::manifest::{PodPlan, RunnerOwner, WORKLOAD_CONTAINER, secret_files_secret};
 
 /// The driver's name.
 pub(crate) const DRIVER: &str = "kubernetes";

@@ -14,9 +14,8 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-use serde::Serialize;
-
 use iterion_sandbox::{Error, Result, env_var};
+use serde::Serialize;
 
 /// `resources.requests.cpu`.
 pub(crate) const ITERION_SANDBOX_K8S_REQUESTS_CPU: &str = "ITERION_SANDBOX_K8S_REQUESTS_CPU";

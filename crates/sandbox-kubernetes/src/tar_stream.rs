@@ -25,12 +25,12 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use iterion_sandbox::{Error, LogLevel, Result};
 use tar::{Builder, EntryType, Header};
 use tokio_util::io::SyncIoBridge;
 
 use crate::manifest::WORKLOAD_CONTAINER;
 use crate::run::{RunShared, engine_error, exit_error};
-use iterion_sandbox::{Error, LogLevel, Result};
 
 /// Capacity of the in-process pipe between the tar thread and the exec (either way).
 pub(crate) const PIPE_CAPACITY: usize = 256 * 1024;
