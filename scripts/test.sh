@@ -135,7 +135,7 @@ fi
 
 # ---------------------------------------------------------------------------------------------
 section "podman API service"
-# The docker/podman driver suite (crates/sandbox/tests/suite/docker_driver.rs) runs against
+# The docker/podman driver suite (crates/sandbox-docker/tests/suite/docker_driver.rs) runs against
 # podman's Docker-compatible API as well as dockerd. Like dockerd, nothing starts it here, so
 # start it detached (--time=0: never exit for idleness) and let later runs reuse it.
 #

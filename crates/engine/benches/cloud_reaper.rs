@@ -1,5 +1,5 @@
 //! One cloud reaper pass (SANDBOX.md §12.2) over 1,000 labelled objects in the FAKE Kubernetes
-//! API server (`crates/sandbox/tests/support/fake_kube.rs`), judged by the real predicate against
+//! API server (`crates/sandbox-kubernetes/tests/support/fake_kube.rs`), judged by the real predicate against
 //! a real SQLite file store: half the objects belong to finished runs (deleted), half to leased
 //! running runs (kept). Goal (issue 9): one pass under 2 s. BENCHMARKS.md, "Cloud reaper".
 //!
@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iterion_engine::reap_cloud;
-use iterion_sandbox::KubeRsApi;
+use iterion_sandbox_kubernetes::KubeRsApi;
 use iterion_store::{NewRun, RunStatus, SqliteOptions, SqliteStore, Store};
 
-#[path = "../../sandbox/tests/support/fake_kube.rs"]
+#[path = "../../sandbox-kubernetes/tests/support/fake_kube.rs"]
 mod fake_kube;
 
 use fake_kube::{FakeKube, Kind};

@@ -339,6 +339,14 @@ pub trait Driver: Send + Sync {
     }
 }
 
+/// Constructs one driver, probing its engine. Returning [`Error::Unavailable`] means "skip me":
+/// the factory records the reason and tries the next driver.
+#[async_trait]
+pub trait DriverConstructor: Send + Sync {
+    /// Connects to the engine and returns a ready driver.
+    async fn construct(&self) -> Result<Arc<dyn Driver>>;
+}
+
 /// A running sandbox (SANDBOX.md §4.1).
 #[async_trait]
 pub trait SandboxRun: Send + Sync {
@@ -486,7 +494,7 @@ pub trait WorkspaceExporter: Send + Sync {
 #[async_trait]
 pub trait RunFilesDrainer: Send + Sync {
     /// Copies the sandbox directory `from` (when it exists) into the host directory `dest`
-    /// (created when missing), writing only what [`screen_member`](crate::screen_member)
+    /// (created when missing), writing only what `screen_member`
     /// accepts. Bounded by [`RUN_FILES_DRAIN_TIMEOUT`](crate::RUN_FILES_DRAIN_TIMEOUT). Never
     /// fails: what went wrong, and every member not written, is in the report.
     async fn drain_run_files(&self, from: &str, dest: &Path) -> crate::DrainReport;

@@ -1,4 +1,5 @@
-//! The crate's one error type (STYLE.md §5.5).
+//! The crate's error types (STYLE.md §5.5): [`Error`], and [`DevcontainerError`] folded into it
+//! as [`Error::Devcontainer`] (the two name each other, so they live together).
 //!
 //! Each variant is a precise, fixable reason with the fields an operator needs (the mount, the
 //! path, the driver, the phase). [`Error::code`] maps every variant to its stable failure code
@@ -12,8 +13,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::mounts::{ArgRule, EnvRule, MountRule};
 use crate::phase::{Phase, format_duration};
+use crate::rules::{ArgRule, EnvRule, KubernetesRule, MountRule, RunArgRule};
 use crate::text::escape_controls;
 
 /// `Result` with this crate's [`Error`].
@@ -24,17 +25,17 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub type EngineError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Failure code: an active mode found no container-runtime driver (inline is refused and parked).
-pub const SANDBOX_DRIVER_UNAVAILABLE: &str = "SANDBOX_DRIVER_UNAVAILABLE";
+pub(crate) const SANDBOX_DRIVER_UNAVAILABLE: &str = "SANDBOX_DRIVER_UNAVAILABLE";
 /// Failure code: a setup phase overran its bound (redelivered to a healthy runner).
-pub const SANDBOX_SETUP_TIMEOUT: &str = "SANDBOX_SETUP_TIMEOUT";
+pub(crate) const SANDBOX_SETUP_TIMEOUT: &str = "SANDBOX_SETUP_TIMEOUT";
 /// Failure code: the orchestrator could not place the sandbox (redelivered).
-pub const SANDBOX_CAPACITY: &str = "SANDBOX_CAPACITY";
+pub(crate) const SANDBOX_CAPACITY: &str = "SANDBOX_CAPACITY";
 /// Failure code: every other setup error (refused mount or workspace, invalid spec, pull or build
 /// error, post_create failure, engine binary, noop file-secret gate).
-pub const SANDBOX_SETUP_FAILED: &str = "SANDBOX_SETUP_FAILED";
+pub(crate) const SANDBOX_SETUP_FAILED: &str = "SANDBOX_SETUP_FAILED";
 
 /// The remediation shown under a [`Error::DriverUnavailable`] (SANDBOX.md §3.3).
-pub const DRIVER_UNAVAILABLE_HINT: &str = "install and start Docker or Podman (local), or run inside a Kubernetes pod with a service account (cloud)";
+pub(crate) const DRIVER_UNAVAILABLE_HINT: &str = "install and start Docker or Podman (local), or run inside a Kubernetes pod with a service account (cloud)";
 
 /// One driver the factory tried, and why it could not be constructed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,7 +72,7 @@ pub enum Error {
 
     /// No container-runtime driver is available for an active mode. A capability report, never a
     /// policy (invariant I1): the engine decides whether auto degrades or inline refuses.
-    /// Remediation: [`DRIVER_UNAVAILABLE_HINT`]; [`Error::obstacle`] lists what was tried.
+    /// Remediation: `DRIVER_UNAVAILABLE_HINT`; [`Error::obstacle`] lists what was tried.
     #[error("sandbox: no container-runtime driver available")]
     DriverUnavailable {
         /// Each driver tried, in preference order, with its reason.
@@ -149,7 +150,7 @@ pub enum Error {
     #[error("sandbox: {rule}")]
     KubernetesRefused {
         /// The rule the spec breaks.
-        rule: crate::drivers::kubernetes::validate::KubernetesRule,
+        rule: KubernetesRule,
     },
 
     /// A plain argument (image, user, workdir, tmpfs entry, argv) is refused (SANDBOX.md §5.1).
@@ -313,7 +314,7 @@ pub enum Error {
     /// The repository's devcontainer is unusable or refuses the run (SANDBOX.md §7); the inner
     /// error says which, and keeps its own code.
     #[error(transparent)]
-    Devcontainer(Box<crate::devcontainer::DevcontainerError>),
+    Devcontainer(Box<DevcontainerError>),
 
     /// The sandbox was already cleaned up; nothing more can run in it.
     #[error("sandbox: {driver} sandbox {sandbox_id} is cleaned up")]
@@ -411,6 +412,168 @@ impl Error {
 
 fn quoted(value: &str) -> String {
     format!("\"{}\"", escape_controls(value))
+}
+
+/// Why a devcontainer could not be used, or why it refuses the run.
+///
+/// Two families matter to resolution (SANDBOX.md §7.2, §7.5): a *shape* failure makes the file
+/// unusable and auto falls back to the default image ([`DevcontainerError::is_unusable`]); a
+/// *security* failure refuses the run with no fallback, because a repository asking for host
+/// privileges must not be silently replaced by another image. Messages name the file, the field
+/// and the entry, never an env value.
+#[derive(Debug, thiserror::Error)]
+pub enum DevcontainerError {
+    /// The file exists but could not be read (permission, a directory, an I/O error). Unusable.
+    #[error("{}: {error}", path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// The OS error, in words.
+        error: String,
+    },
+
+    /// The file resolves (through a symlink) outside the repository root (our decision 2).
+    /// Unusable.
+    #[error("{}: resolves to {} outside the repository", path.display(), resolved.display())]
+    OutsideRepository {
+        /// The file as found.
+        path: PathBuf,
+        /// Where it resolves.
+        resolved: PathBuf,
+    },
+
+    /// The repository file reader refused it (issue 15 item 12): outside the repository, through
+    /// a symlink leaving it, not a regular file (a FIFO, `/dev/stdin`), or not read in time.
+    /// Unusable.
+    #[error("{source}")]
+    Refused {
+        /// The rule it broke, naming the file.
+        #[source]
+        source: iterion_repofile::RepoFileError,
+    },
+
+    /// The file is larger than `MAX_DEVCONTAINER_BYTES`.
+    /// Unusable.
+    #[error("{}: larger than {limit_bytes} bytes", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The bound.
+        limit_bytes: u64,
+    },
+
+    /// The text is not JSONC (comments and trailing commas allowed; unquoted keys and single
+    /// quotes refused). Unusable.
+    #[error("{}: not JSONC: {error}", path.display())]
+    NotJsonc {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, with line and column.
+        error: String,
+    },
+
+    /// A field has the wrong shape (SANDBOX.md §7.2): neither or both of `image` and `build`, a
+    /// `build` without `dockerfile`, a relative `workspaceFolder`, a value of the wrong type, an
+    /// unknown key in an object mount. Unusable.
+    #[error("{}: {field}: {reason}", path.display())]
+    Shape {
+        /// The file.
+        path: PathBuf,
+        /// The field, in the file's spelling (`build.dockerfile`, `mounts[1].consistency`).
+        field: String,
+        /// What is wrong and what is accepted.
+        reason: String,
+    },
+
+    /// A `runArgs` entry asks for host privileges (SANDBOX.md §7.2). Refuses the run.
+    #[error("{}: runArgs entry \"{}\" refused: {rule}", path.display(), escape_controls(arg))]
+    RunArgRefused {
+        /// The file.
+        path: PathBuf,
+        /// The entry as written (with its value when the value was the next entry).
+        arg: String,
+        /// Why.
+        rule: RunArgRule,
+    },
+
+    /// A mount from the file failed screening (SANDBOX.md §5.1–§5.2). Refuses the run.
+    #[error("{}: mounts: {source}", path.display())]
+    MountRefused {
+        /// The file.
+        path: PathBuf,
+        /// The screening error ([`Error::MountRefused`] naming the mount and the rule).
+        source: Box<Error>,
+    },
+
+    /// auto found no devcontainer and the engine has no default image (SANDBOX.md §7.5).
+    #[error("mode=auto but no .devcontainer/devcontainer.json found")]
+    NoDefaultImage,
+
+    /// mode inline without a workflow `sandbox:` block (SANDBOX.md §7.5).
+    #[error("mode inline needs a workflow sandbox: block")]
+    InlineWithoutBlock,
+
+    /// An operator overlay key (`--sandbox-env`, `ITERION_SANDBOX_ENV_FILE`) is not a variable
+    /// name, or a line has no `=` (SANDBOX.md §7.8). An input error: the entry point exits 2.
+    #[error(
+        "{origin}: {}: want KEY=VALUE with KEY matching [A-Za-z_][A-Za-z0-9_]*",
+        quoted(entry)
+    )]
+    InvalidOverlay {
+        /// Where it came from (`--sandbox-env`, or the file and line).
+        origin: String,
+        /// The entry as written, up to its `=` (never the value).
+        entry: String,
+    },
+}
+
+impl DevcontainerError {
+    /// The stable failure code (SANDBOX.md §9.2).
+    pub fn code(&self) -> &'static str {
+        match self {
+            // No `_` arm: a new variant must choose its code.
+            DevcontainerError::Unreadable { .. }
+            | DevcontainerError::OutsideRepository { .. }
+            | DevcontainerError::Refused { .. }
+            | DevcontainerError::TooLarge { .. }
+            | DevcontainerError::NotJsonc { .. }
+            | DevcontainerError::Shape { .. }
+            | DevcontainerError::RunArgRefused { .. }
+            | DevcontainerError::MountRefused { .. }
+            | DevcontainerError::NoDefaultImage
+            | DevcontainerError::InlineWithoutBlock
+            | DevcontainerError::InvalidOverlay { .. } => SANDBOX_SETUP_FAILED,
+        }
+    }
+
+    /// Whether this is a *shape* failure: auto falls back to the default image and says why in
+    /// the source label (SANDBOX.md §7.5). Security failures are not: they refuse the run.
+    pub fn is_unusable(&self) -> bool {
+        match self {
+            DevcontainerError::Unreadable { .. }
+            | DevcontainerError::OutsideRepository { .. }
+            | DevcontainerError::Refused { .. }
+            | DevcontainerError::TooLarge { .. }
+            | DevcontainerError::NotJsonc { .. }
+            | DevcontainerError::Shape { .. } => true,
+            DevcontainerError::RunArgRefused { .. }
+            | DevcontainerError::MountRefused { .. }
+            | DevcontainerError::NoDefaultImage
+            | DevcontainerError::InlineWithoutBlock
+            | DevcontainerError::InvalidOverlay { .. } => false,
+        }
+    }
+
+    /// Whether the operator's input is at fault (exit code 2 before any run exists).
+    pub fn is_input_error(&self) -> bool {
+        matches!(self, DevcontainerError::InvalidOverlay { .. })
+    }
+}
+
+impl From<DevcontainerError> for Error {
+    fn from(error: DevcontainerError) -> Self {
+        Error::Devcontainer(Box::new(error))
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 use super::*;
-use crate::mounts::{ArgRule, EnvRule, MountRule};
 use crate::phase::Phase;
+use crate::rules::{ArgRule, EnvRule, MountRule};
 use pretty_assertions::assert_eq;
 
 fn unavailable() -> Error {

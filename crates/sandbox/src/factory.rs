@@ -2,32 +2,25 @@
 //!
 //! The factory walks the host's [`preference_order`] through a [`Registry`] of
 //! [`DriverConstructor`]s, the seam where engines are probed: tests register fakes, the product
-//! registers the docker/podman and kubernetes constructors. It reports capability and never
+//! registers the docker/podman and kubernetes constructors of the driver crates (the engine
+//! builds that registry; this crate names no concrete driver but noop). It reports capability and never
 //! policy (invariant I1): an active spec that would land on noop gets
 //! [`Error::DriverUnavailable`], for auto and inline alike; the engine decides what that means.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use tokio::sync::OnceCell;
 
-use crate::driver::{Driver, RunLog};
-use crate::drivers::noop::NoopConstructor;
+use crate::driver::{Driver, DriverConstructor, RunLog};
 use crate::error::{DriverAttempt, Error, Result};
 use crate::host::{DriverKind, HostKind, HostSignals, detect_host, preference_order};
+use crate::noop::NoopConstructor;
 use crate::precedence::{
-    ModeInputs, NotSandboxedCause, SandboxVerdict, SpecResolution, verdict_before_driver,
+    ModeInputs, NotSandboxedCause, SandboxVerdict, Sandboxing, SpecResolution,
+    verdict_before_driver,
 };
 use crate::spec::Spec;
-
-/// Constructs one driver, probing its engine. Returning [`Error::Unavailable`] means "skip me":
-/// the factory records the reason and tries the next driver.
-#[async_trait]
-pub trait DriverConstructor: Send + Sync {
-    /// Connects to the engine and returns a ready driver.
-    async fn construct(&self) -> Result<Arc<dyn Driver>>;
-}
 
 /// The constructors a factory may use, by driver kind. Kinds not registered are skipped.
 #[derive(Clone, Default)]
@@ -52,25 +45,6 @@ impl Registry {
     /// A registry with only the noop driver (what a host without any engine client offers).
     pub fn with_noop() -> Registry {
         Registry::empty().register(DriverKind::Noop, NoopConstructor)
-    }
-
-    /// The product registry: docker and podman (one bollard driver, endpoints from the
-    /// environment, SANDBOX.md §4.2), kubernetes (in-cluster only, §5.6) and noop. Which of them
-    /// a host tries, and in what order, is [`preference_order`]'s: kubernetes on cloud hosts.
-    pub fn local_engines() -> Registry {
-        Registry::with_noop()
-            .register(
-                DriverKind::Kubernetes,
-                crate::drivers::kubernetes::KubernetesConstructor::from_env(),
-            )
-            .register(
-                DriverKind::Docker,
-                crate::drivers::docker::DockerConstructor::docker_from_env(),
-            )
-            .register(
-                DriverKind::Podman,
-                crate::drivers::docker::DockerConstructor::podman_from_env(),
-            )
     }
 
     /// Registers (or replaces) the constructor of `kind`.
@@ -283,15 +257,18 @@ pub async fn run_will_be_sandboxed(
         Ok(ask) => ask,
         Err(verdict) => return verdict,
     };
-    let yes = factory
+    let sandboxed = factory
         .driver_for_spec(Some(spec))
         .await
         .is_ok_and(|driver| driver.name() != DriverKind::Noop.as_str());
     SandboxVerdict {
-        yes,
+        answer: if sandboxed {
+            Sandboxing::Sandboxed
+        } else {
+            Sandboxing::NotSandboxed(NotSandboxedCause::NoContainerRuntime)
+        },
         mode,
         source,
-        cause: (!yes).then_some(NotSandboxedCause::NoContainerRuntime),
     }
 }
 

@@ -5,6 +5,7 @@ use super::*;
 use crate::capabilities::Capabilities;
 use crate::driver::{NullRunLog, PreparedSpec, Progress, RunInfo, SandboxRun};
 use crate::mode::{Mode, SandboxFlag};
+use async_trait::async_trait;
 use pretty_assertions::assert_eq;
 
 /// Every constructor call, in order, across one test's fakes.
@@ -385,11 +386,13 @@ async fn run_will_be_sandboxed_says_yes_only_for_a_real_driver() {
         &local(),
     );
     let resolved = SpecResolution::Resolved(&inline);
-    let verdict = |yes, cause| SandboxVerdict {
-        yes,
+    let verdict = |yes: bool, cause: Option<NotSandboxedCause>| SandboxVerdict {
+        answer: match cause.filter(|_| !yes) {
+            None => Sandboxing::Sandboxed,
+            Some(cause) => Sandboxing::NotSandboxed(cause),
+        },
         mode: Mode::Inline,
         source: crate::precedence::Source::WorkflowBlock,
-        cause,
     };
     assert_eq!(
         [
@@ -419,7 +422,11 @@ async fn run_will_be_sandboxed_says_yes_only_for_a_real_driver() {
     );
     let verdict = run_will_be_sandboxed(&opted_out, resolved, &never).await;
     assert_eq!(
-        (verdict.yes, verdict.cause, untouched.lock().unwrap().len()),
+        (
+            verdict.is_sandboxed(),
+            verdict.cause(),
+            untouched.lock().unwrap().len()
+        ),
         (false, Some(NotSandboxedCause::OptedOut), 0)
     );
 }

@@ -126,7 +126,7 @@ impl fmt::Display for DriverKind {
 
 /// The drivers a host tries, in order (SANDBOX.md §3.2). noop is always last, so `driver()`
 /// always succeeds when it is registered; an active spec never gets it (§3.3).
-pub fn preference_order(host: HostKind) -> &'static [DriverKind] {
+pub(crate) fn preference_order(host: HostKind) -> &'static [DriverKind] {
     match host {
         HostKind::Cloud => &[DriverKind::Kubernetes, DriverKind::Noop],
         HostKind::Local | HostKind::Desktop => {

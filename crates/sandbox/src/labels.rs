@@ -7,15 +7,15 @@
 use std::collections::BTreeMap;
 
 use crate::driver::RunInfo;
-use crate::env::is_falsy;
 use crate::mode::Trust;
+use crate::vars::is_falsy;
 
 /// `true` on every resource iterion creates.
 pub const LABEL_MANAGED: &str = "iterion.io/managed";
 /// The run id.
 pub const LABEL_RUN_ID: &str = "iterion.io/run-id";
 /// The run's friendly name, sanitised (omitted when empty).
-pub const LABEL_RUN_NAME: &str = "iterion.io/run-name";
+pub(crate) const LABEL_RUN_NAME: &str = "iterion.io/run-name";
 /// The store id, so two stores sharing one engine never reap each other's runs.
 pub const LABEL_STORE: &str = "iterion.io/store";
 /// Why a long-lived resource exists (`nix-store`): reaped by its own rule, not by run liveness.
@@ -48,7 +48,7 @@ pub fn container_name(run_id: &str) -> String {
 
 /// The `iterion.io/run-name` value: every character outside `[A-Za-z0-9._-]` becomes `-`, cut to
 /// 63 characters; `None` when empty.
-pub fn run_name_label(friendly_name: &str) -> Option<String> {
+pub(crate) fn run_name_label(friendly_name: &str) -> Option<String> {
     let mut name = sanitize(friendly_name);
     name.truncate(63);
     (!name.is_empty()).then_some(name)

@@ -1,12 +1,18 @@
-//! iterion-sandbox: what a run's sandbox is and how a container engine provides one.
+//! iterion-sandbox: what a run's sandbox is, and the contract a driver fulfils to provide one.
 //!
-//! This crate owns the sandbox vocabulary of SANDBOX.md — `Mode`, `Spec`, the precedence
-//! functions, the host-kind factory, mount screening and the drivers (docker/podman, kubernetes,
-//! noop). It reports *capability* (`DriverUnavailable`) and never *policy*: whether an absent
-//! runtime degrades or refuses is the engine's decision (ARCHITECTURE.md §2, invariant I1).
+//! This is the sandbox core. It owns the vocabulary of SANDBOX.md — `Mode`, `Spec`, the
+//! precedence functions, host detection, the [`Driver`] traits and the host-kind [`Factory`],
+//! mount screening and staging, the devcontainer fusion, labels, phases, `post_create`, the
+//! run-files screen, the kubernetes spec policy ([`kubernetes_validate_spec`]), the [`Reaper`]
+//! capability, and the noop driver. The container drivers live in their own crates and depend on
+//! this one, never the reverse: `iterion-sandbox-docker` (docker and podman, bollard) and
+//! `iterion-sandbox-kubernetes` (kube-rs); the engine registers them ([`Registry`]). This crate
+//! names no container-engine client.
 //!
-//! It deliberately depends on none of the other iterion crates: the engine translates the
-//! workflow's IR into a `Spec`, so this crate can be tested and benchmarked alone.
+//! It reports *capability* (`DriverUnavailable`) and never *policy*: whether an absent runtime
+//! degrades or refuses is the engine's decision (ARCHITECTURE.md §2, invariant I1). Of the other
+//! iterion crates it depends only on `iterion-repofile`: the engine translates the workflow's IR
+//! into a `Spec`, so this crate can be tested alone.
 //!
 //! How it is built, and why:
 //!
@@ -20,150 +26,127 @@
 //!   SANDBOX.md §9.2, chosen by an exhaustive match.
 //! - **Secrets stay out of text.** [`SecretBytes`] has no `Display` or `Serialize` and a
 //!   redacting `Debug`; errors name keys and mounts, never values; proxy URLs print as `***`.
-//!
 //! - **The repository's devcontainer is untrusted input** ([`resolve_sandbox_spec_with_fallback`]):
 //!   read, expanded with allow-listed host variables only, screened, fused with the workflow
 //!   block; the facts the engine reports (denied env keys, network defaulted, the source-label
 //!   detail) come back as values.
 //!
+//! What a container driver takes from the core rather than re-deciding:
+//!
+//! - `prepare` starts with [`Spec::validate`] and bounds slow I/O with
+//!   [`run_with_phase_timeout`] and [`phase_timeout_from_env`];
+//! - `start` checks [`PreparedSpec::check_driver`], screens the spec with
+//!   [`validate_spec_mounts`] over a [`ScreenContext`] and binds each
+//!   [`ScreenedMount::host_source`] (the canonical path, never the written one), pinned by a
+//!   [`Stager`]; names and labels come from [`container_name`] and [`managed_labels`];
+//!   `post_create` goes through [`run_post_create`];
+//! - a `Builder` checks its context and Dockerfile with [`validate_contains_workspace`] and tags
+//!   with [`build_image_tag`];
+//! - its [`Reaper`] lists through [`filter_managed`] with [`managed_filters`] and asks the
+//!   engine's [`ReapJudge`] about each run;
+//! - "engine not reachable" is [`Error::Unavailable`] from the constructor, never a policy
+//!   decision.
+//!
 //! What it does not do: decide degrade versus refuse, emit events, write the run record, or start
 //! the egress proxy. Those belong to the engine and the proxy crate, which call in here.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
 mod capabilities;
 mod devcontainer;
 mod driver;
-mod drivers;
 mod elf;
 mod env;
 mod error;
 mod factory;
 mod host;
+mod kubernetes;
 mod labels;
 mod mode;
 mod mounts;
+mod noop;
+mod noop_procs;
 mod phase;
 mod post_create;
 mod precedence;
+mod reap;
+mod rules;
 mod runfiles;
 mod spec;
 mod text;
+mod timeout;
+mod vars;
 
 pub use capabilities::Capabilities;
 pub use devcontainer::{
-    ALLOWED_ENV_EXCEPTIONS, AUTO_WITHOUT_REPOSITORY_ROOT, AutoInputs, CommandForm, DENIED_ENV,
-    DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR, DEVBOX_INLINE_LIMIT_BYTES,
-    DEVCONTAINER_CANDIDATES, DevboxConfig, DevboxInputs, DevboxPlan, DevboxRead, DevboxSource,
-    Devcontainer, DevcontainerBuild, DevcontainerError, DevcontainerText, EnvDenyRule, EnvMatch,
-    EnvOverlay, FusedSpec, ITERION_REPO_DEVBOX, ITERION_SANDBOX_ENV_FILE, LOCAL_ENV_ALLOW_LIST,
-    LifecycleCommand, LocalVars, MAX_DEVCONTAINER_BYTES, NO_DEVCONTAINER_NO_DEFAULT_IMAGE,
-    RepoDevbox, RepoSpec, ResolvedSpec, RunArgRule, apply_devbox_plan, default_network,
-    denied_env_rule, expand_local_vars, expand_sandbox_spec, fuse_devcontainer_spec,
-    is_allowed_local_env, is_denied_env_key, merge_environment_overlay, parse_devcontainer,
-    parse_env_file, parse_env_pairs, plan_devbox, posix_quote, read_devbox_config, read_from_repo,
-    resolve_repo_devbox, resolve_sandbox_spec_with_fallback, screen_run_args, to_sandbox_spec,
+    AutoInputs, CommandForm, DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR,
+    DevboxConfig, DevboxInputs, DevboxPlan, DevboxRead, DevboxSource, Devcontainer,
+    DevcontainerBuild, DevcontainerText, EnvOverlay, ITERION_REPO_DEVBOX, ITERION_SANDBOX_ENV_FILE,
+    LifecycleCommand, LocalVars, NO_DEVCONTAINER_NO_DEFAULT_IMAGE, RepoDevbox, ResolvedSpec,
+    apply_devbox_plan, expand_local_vars, parse_devcontainer, parse_env_file, parse_env_pairs,
+    plan_devbox, read_devbox_config, read_from_repo, resolve_repo_devbox,
+    resolve_sandbox_spec_with_fallback,
 };
 pub use driver::{
-    AdvertisedPort, Builder, Driver, ExecInput, ExecOpts, ExecOutput, ExecResult, ImageConfig,
-    LogLevel, NoProgress, NullRunLog, PreparedSpec, Progress, ProxyAddresses, ProxyAttachment,
-    ProxyBind, ProxyConfigurer, PullProgress, RunFilesDrainer, RunInfo, RunLog, SandboxRun,
-    SecretFileRefresher, WorkspaceExporter, WorkspaceFileRefresher, WorkspaceHeadCapturer,
-    proxy_addresses_for_driver, redact_proxy_url,
+    AdvertisedPort, Builder, Driver, DriverConstructor, ExecInput, ExecOpts, ExecOutput,
+    ExecResult, ImageConfig, LogLevel, NoProgress, NullRunLog, PreparedSpec, Progress,
+    ProxyAddresses, ProxyAttachment, ProxyBind, ProxyConfigurer, PullProgress, RunFilesDrainer,
+    RunInfo, RunLog, SandboxRun, SecretFileRefresher, WorkspaceExporter, WorkspaceFileRefresher,
+    WorkspaceHeadCapturer, proxy_addresses_for_driver, redact_proxy_url,
 };
-pub use drivers::docker::{
-    ApiError, ApiResult, ApiStream, BollardApi, BuildRequest, CA_TARGET, CONNECT_TIMEOUT,
-    CONTAINER_HOST, ContainerApi, CreateInputs, CreatePlan, DOCKER_HOST, DockerConstructor,
-    DockerDriver, DockerIgnore, DockerSettings, ENGINE_BINARY_PURPOSE, EndpointVars, EngineKind,
-    EngineProbe, EngineVersion, ExecAttachment, ExecChunk, ExecInputs, ExecPlan, ExecRequest,
-    ExecState, ExecStdin, HOST_ALIAS, NET_DIR_TARGET, NO_PROXY_BASE, PODMAN_ULIMIT, PROXY_PORT,
-    REMOVE_TIMEOUT, ResolvedBuild, SANDBOX_CMD, SANDBOX_ENTRYPOINT, SCRIPT_STDIN_THRESHOLD,
-    SECRETS_TARGET, SecretFilePlan, SecretModes, SecretPlan, XDG_RUNTIME_DIR, build_paths,
-    build_request, ca_host_path, create_plan, elf_problem, endpoint_is_local, endpoints_for,
-    exec_plan, nix_volume_labels, probe_endpoints, render as docker_render, resolve_build,
-    secret_modes, secret_plan, tar_context, workspace_folder,
-};
-pub use drivers::kubernetes::scheduling::{
-    HOSTNAME_TOPOLOGY_KEY, ITERION_SANDBOX_K8S_LIMITS_CPU, ITERION_SANDBOX_K8S_LIMITS_MEMORY,
-    ITERION_SANDBOX_K8S_REQUESTS_CPU, ITERION_SANDBOX_K8S_REQUESTS_MEMORY,
-    ITERION_SANDBOX_K8S_SPREAD, Quantity, Resource, ResourceQuantities, SchedulingInputs,
-    SchedulingPolicy, parse_quantity,
-};
-pub use drivers::kubernetes::validate::{
-    DEFAULT_GID, DEFAULT_USER, KubernetesRule, NumericUser, apply_engine_user_default,
-    parse_numeric_user, validate_spec as kubernetes_validate_spec,
-};
-pub use drivers::kubernetes::{
-    CA_KEY, COMPONENT_SANDBOX_RUN, DEADLINE_MARGIN_SECONDS, DEFAULT_EGRESS_PROBE, EXPORT_TIMEOUT,
-    ExecSession, FIELD_MANAGER, GitDirCopy, HEAD_CAPTURE_TIMEOUT, ITERION_POD_IP,
-    ITERION_RUNNER_POD_NAME, ITERION_RUNNER_POD_UID, ITERION_SANDBOX_EGRESS_PROBE,
-    InClusterSignals, KUBE_CA_DIR, KUBE_CA_PATH, KUBE_ENGINE_BIN, KUBE_SECRETS_DIR, KubeApi,
-    KubeError, KubeMount, KubeMountKind, KubeObject, KubeReapError, KubeReapReport, KubeResult,
-    KubeRsApi, KubernetesConstructor, KubernetesDriver, KubernetesRun, KubernetesSettings,
-    LABEL_COMPONENT, NotReady, ObjectKind, PodInputs, PodPlan, PodProgress, RunnerOwner,
-    SECRET_MODE, SERVICE_ACCOUNT_NAMESPACE, SERVICE_ACCOUNT_TOKEN, TERMINAL_WAITING_REASONS,
-    TarWritten, WORKLOAD_CONTAINER, WORKTREE_GIT_VOLUME, WorkspaceTarPlan, ca_secret_name,
-    classify_not_ready, detect_in_cluster, exec_argv, exit_code_of, export_argv, git_dir_copy,
-    git_dir_target_problem, in_cluster_api, is_clean_relative, lexical_clean, mount_volume_name,
-    parse_gitfile, parse_kube_mount, pod_labels, pod_name, pod_plan, pod_progress,
-    probe_api_version, read_git_dir_copy, reap_kubernetes_objects, secret_data_key,
-    secret_files_name, secret_files_secret,
-};
-pub use drivers::noop::{NoopConstructor, NoopDriver, noop_file_secret_gate};
-pub use drivers::{HOST_RUN_MARKER, ProcessGroupGuard};
 pub use elf::{LinkKind, link_kind, link_kind_of};
 pub use env::{
-    ITERION_DESKTOP, ITERION_MODE, ITERION_SANDBOX_BUILD_TIMEOUT, ITERION_SANDBOX_DEFAULT,
-    ITERION_SANDBOX_DEFAULT_IMAGE, ITERION_SANDBOX_HOST_STATE, ITERION_SANDBOX_K8S_APPLY_TIMEOUT,
-    ITERION_SANDBOX_K8S_POD_READY_TIMEOUT, ITERION_SANDBOX_OVERRIDE, ITERION_SANDBOX_PERSIST_NIX,
-    ITERION_SANDBOX_POST_CREATE_TIMEOUT, ITERION_SANDBOX_PULL_TIMEOUT,
-    ITERION_SANDBOX_WORKSPACE_COPY_TIMEOUT, KUBERNETES_SERVICE_HOST, default_image_from_env,
-    global_sandbox_default_from_env, host_state_from_env, is_falsy, is_truthy, parse_switch,
+    default_image_from_env, global_sandbox_default_from_env, host_state_from_env,
     sandbox_override_from_env,
 };
-pub use error::{
-    DRIVER_UNAVAILABLE_HINT, DriverAttempt, EngineError, Error, Result, SANDBOX_CAPACITY,
-    SANDBOX_DRIVER_UNAVAILABLE, SANDBOX_SETUP_FAILED, SANDBOX_SETUP_TIMEOUT,
-};
+pub use error::{DevcontainerError, DriverAttempt, EngineError, Error, Result};
 pub use factory::{
-    DriverConstructor, Factory, FactoryOptions, Registry, run_will_be_sandboxed,
-    select_sandbox_driver,
+    Factory, FactoryOptions, Registry, run_will_be_sandboxed, select_sandbox_driver,
 };
-pub use host::{DriverKind, HostKind, HostSignals, detect_host, preference_order};
+pub use host::{DriverKind, HostKind, HostSignals, detect_host};
+pub use kubernetes::{
+    DEFAULT_USER, NumericUser, apply_engine_user_default, parse_numeric_user,
+    validate_spec as kubernetes_validate_spec,
+};
 pub use labels::{
-    LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE, LABEL_RUN_ID, LABEL_RUN_NAME, LABEL_STORE,
-    ListedResource, ManagedResource, build_image_tag, container_name, filter_managed,
-    managed_filters, managed_labels, nix_volume_name, run_name_label,
+    LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE, LABEL_RUN_ID, LABEL_STORE, ListedResource,
+    ManagedResource, build_image_tag, container_name, filter_managed, managed_filters,
+    managed_labels, nix_volume_name,
 };
 pub use mode::{HostState, Inherit, Mode, NetworkMode, SandboxFlag, Trust};
 pub use mounts::{
-    ArgRule, BindPropagation, CREDENTIAL_COMPONENTS, ENGINE_SOCKET_NAMES, EnvRule, MountKind,
-    MountRequest, MountRule, MountScope, MountSpec, Protected, RESERVED_TARGET_ROOT,
-    RESERVED_VOLUME_PREFIX, SENSITIVE_SYSTEM_ENTRIES, SHELL_STARTUP_FILES, STAGE_DIR, SYSTEM_TREES,
-    ScreenContext, ScreenedMount, Sensitivity, Stager, is_reserved_volume, mount_is_host_bind,
-    parse_mount, release_staged, remove_run_dir, validate_contains_workspace,
-    validate_engine_mount, validate_env_pair, validate_mount, validate_plain_arg,
-    validate_spec_mounts,
+    BindPropagation, MountRequest, MountScope, MountSpec, STAGE_DIR, ScreenContext, ScreenedMount,
+    Stager, mount_is_host_bind, parse_mount, remove_run_dir, validate_contains_workspace,
+    validate_mount, validate_plain_arg, validate_spec_mounts,
 };
+pub use noop::{NoopConstructor, NoopDriver};
+pub use noop_procs::ProcessGroupGuard;
 pub use phase::{
-    CLEANUP_TIMEOUT, DurationError, Phase, PhaseBudget, format_duration, parse_go_duration,
-    phase_timeout_from_env, resolve_phase_timeout, run_with_phase_timeout,
+    CLEANUP_TIMEOUT, DurationError, Phase, format_duration, parse_go_duration,
+    phase_timeout_from_env,
 };
-pub use post_create::{OUTPUT_TAIL_BYTES, POST_CREATE_LOG_PREFIX, run_post_create};
+pub use post_create::{OUTPUT_TAIL_BYTES, run_post_create};
 pub use precedence::{
-    DEFAULT_IMAGE_FALLBACK, DEFAULT_IMAGE_REPOSITORY, DefaultImage, DefaultImageSource,
-    HostStateSource, ImageVariant, ModeInputs, NETWORK_NO_MODE_WARNING, NetworkOrigin,
-    NetworkPolicy, NetworkSource, NotSandboxedCause, SANDBOX_DEFAULT_SOURCE, SandboxVerdict,
-    Source, SpecResolution, built_in_image, cli_tier, image_tag, pick_host_state, pick_mode,
-    resolve_default_sandbox_image_with_fallback, resolve_global_sandbox_default,
-    resolve_host_state_setting, resolve_network_policy, resolve_sandbox_override,
-    verdict_before_driver, workflow_sandbox_active,
+    DefaultImage, DefaultImageSource, HostStateSource, ImageVariant, ModeInputs, NetworkOrigin,
+    NetworkPolicy, NetworkSource, NotSandboxedCause, SandboxVerdict, Sandboxing, Source,
+    SpecResolution, built_in_image, pick_host_state, pick_mode, resolve_network_policy,
+    workflow_sandbox_active,
+};
+pub use reap::{ReapError, ReapJudge, ReapReport, Reaper, ReaperConstructor, ResourceKind};
+pub use rules::{
+    ArgRule, EnvRule, KubernetesRule, MountKind, MountRule, Protected, RunArgRule, Sensitivity,
 };
 pub use runfiles::{
-    Decline, DeclinedMember, DrainError, DrainReason, DrainReport, MemberKind,
-    RUN_FILES_DRAIN_CAP_BYTES, RUN_FILES_DRAIN_TIMEOUT, Screened, member_display_name,
-    screen_member, unpack_screened,
+    Decline, DeclinedMember, DrainError, DrainReason, DrainReport, RUN_FILES_DRAIN_TIMEOUT,
+    unpack_screened,
 };
 pub use spec::{
-    Build, DEFAULT_PRESET, EngineMount, EngineMountKind, KNOWN_PRESETS, Network, SecretBytes,
-    SecretFileMount, Spec,
+    Build, DEFAULT_PRESET, EngineMount, EngineMountKind, Network, SecretBytes, SecretFileMount,
+    Spec,
+};
+pub use text::{escape_controls, is_clean_absolute};
+pub use timeout::run_with_phase_timeout;
+pub use vars::{
+    ITERION_SANDBOX_DEFAULT, ITERION_SANDBOX_PERSIST_NIX, KUBERNETES_SERVICE_HOST, is_falsy,
+    is_truthy, parse_switch, var as env_var,
 };

@@ -1,24 +1,17 @@
 //! Setup phases and their time bounds (SANDBOX.md §16.1).
 //!
 //! [`resolve_phase_timeout`] is pure (the knob's value comes in); [`phase_timeout_from_env`]
-//! reads the variable and warns once per process about a value it had to ignore.
-//! [`run_with_phase_timeout`] bounds a future and turns an overrun into [`Error::PhaseTimeout`].
-//!
-//! Cancellation is Rust's: dropping the future returned by `run_with_phase_timeout` (the run was
-//! cancelled) drops the phase with it, so "a cancelled parent keeps its own error" holds by
-//! construction: nothing here reports it.
+//! reads the variable and warns once per process about a value it had to ignore. Bounding a
+//! future by its phase is [`crate::timeout`]'s, which names the error this file must not (the
+//! crate's error names a [`Phase`]).
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::future::Future;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use crate::vars;
 use serde::Serialize;
-use tokio::time::Instant;
-
-use crate::env;
-use crate::error::{Error, Result};
 
 /// A bounded setup phase (SANDBOX.md §16.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -68,13 +61,13 @@ impl Phase {
     /// The variable that sets the budget, or `None` for a fixed one.
     pub fn env_var(self) -> Option<&'static str> {
         match self {
-            Phase::ImagePull => Some(env::ITERION_SANDBOX_PULL_TIMEOUT),
-            Phase::ImageBuild => Some(env::ITERION_SANDBOX_BUILD_TIMEOUT),
+            Phase::ImagePull => Some(vars::ITERION_SANDBOX_PULL_TIMEOUT),
+            Phase::ImageBuild => Some(vars::ITERION_SANDBOX_BUILD_TIMEOUT),
             Phase::EgressBridge => None,
-            Phase::PostCreate => Some(env::ITERION_SANDBOX_POST_CREATE_TIMEOUT),
-            Phase::KubernetesApply => Some(env::ITERION_SANDBOX_K8S_APPLY_TIMEOUT),
-            Phase::PodReady => Some(env::ITERION_SANDBOX_K8S_POD_READY_TIMEOUT),
-            Phase::WorkspaceCopy => Some(env::ITERION_SANDBOX_WORKSPACE_COPY_TIMEOUT),
+            Phase::PostCreate => Some(vars::ITERION_SANDBOX_POST_CREATE_TIMEOUT),
+            Phase::KubernetesApply => Some(vars::ITERION_SANDBOX_K8S_APPLY_TIMEOUT),
+            Phase::PodReady => Some(vars::ITERION_SANDBOX_K8S_POD_READY_TIMEOUT),
+            Phase::WorkspaceCopy => Some(vars::ITERION_SANDBOX_WORKSPACE_COPY_TIMEOUT),
         }
     }
 
@@ -272,7 +265,7 @@ fn decimal(value: u128, unit: u128) -> String {
 
 /// A phase's budget, and the warning to give when the knob's value was ignored.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PhaseBudget {
+pub(crate) struct PhaseBudget {
     /// The budget to enforce.
     pub budget: Duration,
     /// Set when the knob held a value that does not parse or is ≤ 0.
@@ -282,7 +275,7 @@ pub struct PhaseBudget {
 /// The budget of `phase` given its knob's value (SANDBOX.md §16.1). Empty or unset means the
 /// default; a value that does not parse, or is ≤ 0 (including a bare `5`), means the default
 /// plus a warning. A budget under the phase's minimum is raised to it.
-pub fn resolve_phase_timeout(phase: Phase, value: Option<&str>) -> PhaseBudget {
+pub(crate) fn resolve_phase_timeout(phase: Phase, value: Option<&str>) -> PhaseBudget {
     let default = PhaseBudget {
         budget: phase.default_budget(),
         warning: None,
@@ -314,10 +307,10 @@ pub fn resolve_phase_timeout(phase: Phase, value: Option<&str>) -> PhaseBudget {
     }
 }
 
-/// [`resolve_phase_timeout`] over the phase's variable. An ignored value is warned about once
+/// `resolve_phase_timeout` over the phase's variable. An ignored value is warned about once
 /// per process and variable.
 pub fn phase_timeout_from_env(phase: Phase) -> Duration {
-    let value = phase.env_var().and_then(env::var);
+    let value = phase.env_var().and_then(vars::var);
     let resolved = resolve_phase_timeout(phase, value.as_deref());
     if let Some(warning) = resolved.warning
         && first_warning_for(phase)
@@ -333,53 +326,6 @@ fn first_warning_for(phase: Phase) -> bool {
     match warned.lock() {
         Ok(mut set) => set.insert(phase),
         Err(poisoned) => poisoned.into_inner().insert(phase),
-    }
-}
-
-/// Runs `phase` under `budget` (SANDBOX.md §16.1).
-///
-/// At half the budget a warning names the phase and its knob. When the deadline fires the phase
-/// is dropped and the result is [`Error::PhaseTimeout`] with the elapsed time. An error of the
-/// phase itself is returned as it is; a success at or after the deadline is kept and warned about.
-///
-/// # Errors
-///
-/// [`Error::PhaseTimeout`], or the phase's own error.
-pub async fn run_with_phase_timeout<T, F>(phase: Phase, budget: Duration, work: F) -> Result<T>
-where
-    F: Future<Output = Result<T>>,
-{
-    let started = Instant::now();
-    let deadline = started + budget;
-    let halfway = started + budget / 2;
-    let mut work = std::pin::pin!(work);
-    let mut warned = false;
-    loop {
-        tokio::select! {
-            biased;
-            outcome = &mut work => {
-                let elapsed = started.elapsed();
-                if outcome.is_ok() && elapsed >= budget {
-                    tracing::warn!(
-                        "sandbox: {phase} phase finished after its deadline ({} > {})",
-                        format_duration(elapsed),
-                        format_duration(budget)
-                    );
-                }
-                return outcome;
-            }
-            () = tokio::time::sleep_until(deadline) => {
-                return Err(Error::PhaseTimeout { phase, elapsed: started.elapsed(), budget });
-            }
-            () = tokio::time::sleep_until(halfway), if !warned => {
-                warned = true;
-                tracing::warn!(
-                    "sandbox: {phase} phase still running at half its budget of {}; raise {} if it needs longer",
-                    format_duration(budget),
-                    phase.env_var().unwrap_or("nothing (the budget is fixed)")
-                );
-            }
-        }
     }
 }
 

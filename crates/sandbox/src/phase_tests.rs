@@ -148,69 +148,6 @@ fn the_warning_is_given_once_per_process_and_phase() {
     );
 }
 
-#[tokio::test]
-async fn an_overrun_phase_is_a_typed_timeout_naming_the_phase_and_budget() {
-    let budget = Duration::from_millis(50);
-    let error = run_with_phase_timeout(Phase::ImagePull, budget, async {
-        tokio::time::sleep(Duration::from_secs(30)).await;
-        Ok(())
-    })
-    .await
-    .unwrap_err();
-    let Error::PhaseTimeout {
-        phase,
-        elapsed,
-        budget: reported,
-    } = &error
-    else {
-        panic!("not a PhaseTimeout: {error}");
-    };
-    assert_eq!(
-        (
-            *phase,
-            *reported,
-            *elapsed >= budget,
-            *elapsed < Duration::from_secs(5),
-            error.code()
-        ),
-        (
-            Phase::ImagePull,
-            budget,
-            true,
-            true,
-            "SANDBOX_SETUP_TIMEOUT"
-        )
-    );
-    assert!(
-        error
-            .to_string()
-            .starts_with("sandbox: image pull phase timed out after "),
-        "{error}"
-    );
-    assert!(
-        error.to_string().ends_with(" (deadline 50ms exceeded)"),
-        "{error}"
-    );
-}
-
-#[tokio::test]
-async fn a_phase_that_finishes_in_time_returns_its_own_result() {
-    let ok = run_with_phase_timeout(Phase::PostCreate, Duration::from_secs(5), async {
-        Ok::<_, Error>(7)
-    })
-    .await;
-    let failed = run_with_phase_timeout(Phase::PostCreate, Duration::from_secs(5), async {
-        Err::<(), _>(Error::Capacity {
-            why: "full".to_owned(),
-        })
-    })
-    .await;
-    assert_eq!(
-        (ok.ok(), failed.map_err(|e| e.code())),
-        (Some(7), Err("SANDBOX_CAPACITY"))
-    );
-}
-
 proptest::proptest! {
     #[test]
     fn printing_then_parsing_a_duration_gives_it_back(nanos in 0u64..400_000_000_000_000) {

@@ -13,10 +13,11 @@ use tokio::io::AsyncWrite;
 
 use crate::driver::{ExecOpts, LogLevel, RunLog, SandboxRun};
 use crate::error::{Error, Result};
-use crate::phase::{Phase, run_with_phase_timeout};
+use crate::phase::Phase;
+use crate::timeout::run_with_phase_timeout;
 
 /// The prefix of every post_create log line.
-pub const POST_CREATE_LOG_PREFIX: &str = "sandbox: postCreate: ";
+pub(crate) const POST_CREATE_LOG_PREFIX: &str = "sandbox: postCreate: ";
 
 /// How much of each stream a failure keeps.
 pub const OUTPUT_TAIL_BYTES: usize = 4096;

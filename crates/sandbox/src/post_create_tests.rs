@@ -1,6 +1,6 @@
 use super::*;
 use crate::driver::{Driver, NoProgress, RunInfo};
-use crate::drivers::noop::NoopDriver;
+use crate::noop::NoopDriver;
 use crate::spec::Spec;
 use pretty_assertions::assert_eq;
 

@@ -29,7 +29,7 @@ pub enum Source {
 }
 
 /// The label of the global-default tier (the seed's `sandboxDefaultSource`).
-pub const SANDBOX_DEFAULT_SOURCE: &str = "global sandbox default";
+pub(crate) const SANDBOX_DEFAULT_SOURCE: &str = "global sandbox default";
 
 impl Source {
     /// The exact label of SANDBOX.md §2.1.
@@ -60,7 +60,7 @@ impl From<Source> for &'static str {
 
 /// The CLI tier: `--sandbox` when given, else `ITERION_SANDBOX_OVERRIDE` (the flag beats the
 /// variable; defined in SANDBOX.md §2.1).
-pub fn cli_tier(
+pub(crate) fn cli_tier(
     flag: Option<SandboxFlag>,
     override_env: Option<SandboxFlag>,
 ) -> Option<SandboxFlag> {
@@ -70,7 +70,7 @@ pub fn cli_tier(
 /// Picks the run's mode and the tier that chose it (SANDBOX.md §2.1).
 ///
 /// `workflow_block` is the workflow's compiled `sandbox:` block (a block without `mode:` is
-/// already inline, per DSL.md); `cli` is [`cli_tier`]; `global` is the entry point's default
+/// already inline, per DSL.md); `cli` is `cli_tier`; `global` is the entry point's default
 /// (`None` for a neutral engine).
 ///
 /// Precedence, first match wins: CLI `none` beats everything, even an inline block; `--sandbox=auto`
@@ -122,8 +122,8 @@ pub fn workflow_sandbox_active(
 ///
 /// [`Error::InvalidSetting`] naming the variable for anything but `auto` or `none`; entry points
 /// exit 2 on it.
-pub fn resolve_global_sandbox_default(value: Option<&str>) -> Result<SandboxFlag> {
-    parse_two_word(crate::env::ITERION_SANDBOX_DEFAULT, value)
+pub(crate) fn resolve_global_sandbox_default(value: Option<&str>) -> Result<SandboxFlag> {
+    parse_two_word(crate::vars::ITERION_SANDBOX_DEFAULT, value)
         .map(|flag| flag.unwrap_or(SandboxFlag::Auto))
 }
 
@@ -134,8 +134,8 @@ pub fn resolve_global_sandbox_default(value: Option<&str>) -> Result<SandboxFlag
 ///
 /// [`Error::InvalidSetting`] naming the variable for anything but `auto` or `none` (defined here:
 /// a misspelt override must not silently leave the run unsandboxed or sandboxed).
-pub fn resolve_sandbox_override(value: Option<&str>) -> Result<Option<SandboxFlag>> {
-    parse_two_word(crate::env::ITERION_SANDBOX_OVERRIDE, value)
+pub(crate) fn resolve_sandbox_override(value: Option<&str>) -> Result<Option<SandboxFlag>> {
+    parse_two_word(crate::vars::ITERION_SANDBOX_OVERRIDE, value)
 }
 
 fn parse_two_word(variable: &'static str, value: Option<&str>) -> Result<Option<SandboxFlag>> {
@@ -175,7 +175,7 @@ impl HostStateSource {
             HostStateSource::UntrustedRun => "untrusted run",
             HostStateSource::CliFlag => "cli flag --sandbox-host-state",
             HostStateSource::WorkflowBlock => "workflow sandbox.host_state",
-            HostStateSource::Env => crate::env::ITERION_SANDBOX_HOST_STATE,
+            HostStateSource::Env => crate::vars::ITERION_SANDBOX_HOST_STATE,
             HostStateSource::Default => "default",
         }
     }
@@ -224,13 +224,13 @@ pub fn pick_host_state(
 /// # Errors
 ///
 /// [`Error::InvalidSetting`] naming the variable for anything but `auto` or `none`.
-pub fn resolve_host_state_setting(value: Option<&str>) -> Result<HostState> {
+pub(crate) fn resolve_host_state_setting(value: Option<&str>) -> Result<HostState> {
     match value.map(|v| v.trim().to_ascii_lowercase()).as_deref() {
         None | Some("") => Ok(HostState::Unset),
         Some("auto") => Ok(HostState::Auto),
         Some("none") => Ok(HostState::None),
         Some(_) => Err(Error::InvalidSetting {
-            variable: crate::env::ITERION_SANDBOX_HOST_STATE,
+            variable: crate::vars::ITERION_SANDBOX_HOST_STATE,
             value: value.unwrap_or_default().trim().to_owned(),
             want: "auto or none",
         }),
@@ -281,7 +281,7 @@ impl From<NetworkSource> for &'static str {
 }
 
 /// The run-log warning for a network block without a mode (SANDBOX.md §2.3).
-pub const NETWORK_NO_MODE_WARNING: &str = "network: block has no mode; enforcing allowlist";
+pub(crate) const NETWORK_NO_MODE_WARNING: &str = "network: block has no mode; enforcing allowlist";
 
 /// The resolved egress policy (SANDBOX.md §2.3). The preset's rules come before `rules`; the
 /// preset is expanded by the proxy crate, which owns the preset tables (§6.7).
@@ -298,7 +298,7 @@ pub struct NetworkPolicy {
 }
 
 impl NetworkPolicy {
-    /// The warning to log, when the row has one ([`NETWORK_NO_MODE_WARNING`]).
+    /// The warning to log, when the row has one (`NETWORK_NO_MODE_WARNING`).
     pub fn warning(&self) -> Option<&'static str> {
         (self.source == NetworkSource::WorkflowNoMode).then_some(NETWORK_NO_MODE_WARNING)
     }
@@ -343,10 +343,10 @@ macro_rules! image_repository {
 
 /// The one place the published sandbox images' repository is named (SANDBOX.md §2.4); the
 /// variants append `-slim` or `-full`.
-pub const DEFAULT_IMAGE_REPOSITORY: &str = image_repository!();
+pub(crate) const DEFAULT_IMAGE_REPOSITORY: &str = image_repository!();
 
 /// The built-in default's fallback: pulled when the versioned tag is not published.
-pub const DEFAULT_IMAGE_FALLBACK: &str = concat!(image_repository!(), "-slim:latest");
+pub(crate) const DEFAULT_IMAGE_FALLBACK: &str = concat!(image_repository!(), "-slim:latest");
 
 /// The published image variants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -359,7 +359,7 @@ pub enum ImageVariant {
 
 /// The tag of the published images matching this build: `v<version>` in release builds, `edge`
 /// in any other build.
-pub fn image_tag() -> String {
+pub(crate) fn image_tag() -> String {
     if cfg!(debug_assertions) {
         "edge".to_owned()
     } else {
@@ -367,7 +367,7 @@ pub fn image_tag() -> String {
     }
 }
 
-/// The published image reference of a variant at [`image_tag`].
+/// The published image reference of a variant at `image_tag`.
 pub fn built_in_image(variant: ImageVariant) -> String {
     let suffix = match variant {
         ImageVariant::Slim => "slim",
@@ -393,7 +393,7 @@ impl DefaultImageSource {
     pub fn label(self) -> &'static str {
         match self {
             DefaultImageSource::CliFlag => "cli flag --sandbox-default-image",
-            DefaultImageSource::Env => crate::env::ITERION_SANDBOX_DEFAULT_IMAGE,
+            DefaultImageSource::Env => crate::vars::ITERION_SANDBOX_DEFAULT_IMAGE,
             DefaultImageSource::BuiltIn => "built-in default",
         }
     }
@@ -420,7 +420,7 @@ pub struct DefaultImage {
 /// Resolves auto's default image (SANDBOX.md §2.4): the flag, else `ITERION_SANDBOX_DEFAULT_IMAGE`,
 /// else the built-in slim image with [`DEFAULT_IMAGE_FALLBACK`]. Empty or blank values count as
 /// unset. An operator-chosen image never gets a fallback.
-pub fn resolve_default_sandbox_image_with_fallback(
+pub(crate) fn resolve_default_sandbox_image_with_fallback(
     flag: Option<&str>,
     env_value: Option<&str>,
 ) -> DefaultImage {
@@ -487,18 +487,53 @@ impl From<NotSandboxedCause> for &'static str {
     }
 }
 
+/// Whether a run gets a sandbox; a "no" always says why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sandboxing {
+    /// A driver other than noop comes back.
+    Sandboxed,
+    /// No container, for this reason.
+    NotSandboxed(NotSandboxedCause),
+}
+
 /// The answer to "will this run be sandboxed?" (SANDBOX.md §2.5), shared by admission, the
-/// attachments-dir forecast and the file-secret delivery decision.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// attachments-dir forecast and the file-secret delivery decision. Serialized as
+/// `{yes, mode, source, cause}`, `cause` null exactly when `yes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SandboxVerdict {
-    /// True only when a driver other than noop comes back.
-    pub yes: bool,
+    /// Sandboxed, or why not.
+    pub answer: Sandboxing,
     /// The resolved mode.
     pub mode: Mode,
     /// The tier that chose it.
     pub source: Source,
-    /// Why not, exactly when `yes` is false.
-    pub cause: Option<NotSandboxedCause>,
+}
+
+impl SandboxVerdict {
+    /// Whether the run gets a sandbox.
+    pub fn is_sandboxed(&self) -> bool {
+        self.answer == Sandboxing::Sandboxed
+    }
+
+    /// Why not, when the run gets no sandbox.
+    pub fn cause(&self) -> Option<NotSandboxedCause> {
+        match self.answer {
+            Sandboxing::Sandboxed => None,
+            Sandboxing::NotSandboxed(cause) => Some(cause),
+        }
+    }
+}
+
+impl Serialize for SandboxVerdict {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = serializer.serialize_struct("SandboxVerdict", 4)?;
+        out.serialize_field("yes", &self.is_sandboxed())?;
+        out.serialize_field("mode", &self.mode)?;
+        out.serialize_field("source", &self.source)?;
+        out.serialize_field("cause", &self.cause())?;
+        out.end()
+    }
 }
 
 /// The mode inputs of one run, kept apart so the verdict can tell an override from an opt-out.
@@ -515,7 +550,7 @@ pub struct ModeInputs<'a> {
 }
 
 impl ModeInputs<'_> {
-    /// [`pick_mode`] over these inputs, with the CLI tier filled by [`cli_tier`].
+    /// [`pick_mode`] over these inputs, with the CLI tier filled by `cli_tier`.
     pub fn pick(&self) -> (Mode, Source) {
         pick_mode(
             self.workflow_block,
@@ -537,16 +572,15 @@ pub enum SpecResolution<'a> {
 /// The pure half of [`run_will_be_sandboxed`](crate::run_will_be_sandboxed): decides "no" for an
 /// inactive mode or an auto run without a repository; otherwise returns the spec to ask the
 /// factory about.
-pub fn verdict_before_driver<'a>(
+pub(crate) fn verdict_before_driver<'a>(
     inputs: &ModeInputs<'_>,
     resolution: SpecResolution<'a>,
 ) -> Result<(Mode, Source, &'a Spec), SandboxVerdict> {
     let (mode, source) = inputs.pick();
     let no = |cause| SandboxVerdict {
-        yes: false,
+        answer: Sandboxing::NotSandboxed(cause),
         mode,
         source,
-        cause: Some(cause),
     };
     match mode {
         Mode::Inherit => Err(no(NotSandboxedCause::NoSandboxConfiguration)),

@@ -487,7 +487,7 @@ fn the_pure_verdict_names_why_a_run_gets_no_container() {
             Err(verdict) => (
                 verdict.mode,
                 verdict.source.label(),
-                verdict.cause.map(|c| c.label()),
+                verdict.cause().map(|c| c.label()),
             ),
         };
     let resolved = SpecResolution::Resolved(&inline);

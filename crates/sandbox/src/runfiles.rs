@@ -28,13 +28,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The most the drain writes on the host (SANDBOX.md §5.11: "anything past 256 MiB in total").
-pub const RUN_FILES_DRAIN_CAP_BYTES: u64 = 256 * 1024 * 1024;
+pub(crate) const RUN_FILES_DRAIN_CAP_BYTES: u64 = 256 * 1024 * 1024;
 /// The drain's teardown bound (SANDBOX.md §16.1).
 pub const RUN_FILES_DRAIN_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What a tar member is, as far as screening cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MemberKind {
+pub(crate) enum MemberKind {
     /// A regular file (`0`, the old NUL type, or contiguous).
     File,
     /// A directory.
@@ -57,7 +57,7 @@ pub enum MemberKind {
 
 impl MemberKind {
     /// The kind of a tar entry type.
-    pub fn of(entry_type: tar::EntryType) -> MemberKind {
+    pub(crate) fn of(entry_type: tar::EntryType) -> MemberKind {
         match entry_type {
             tar::EntryType::Regular | tar::EntryType::Continuous => MemberKind::File,
             tar::EntryType::Directory => MemberKind::Directory,
@@ -85,7 +85,7 @@ pub enum Decline {
     AbsoluteName,
     /// A name containing `..`.
     ParentName,
-    /// The file would take the drained total past [`RUN_FILES_DRAIN_CAP_BYTES`].
+    /// The file would take the drained total past `RUN_FILES_DRAIN_CAP_BYTES`.
     OverCap,
 }
 
@@ -105,7 +105,7 @@ impl Decline {
 
 /// The verdict on one member.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Screened {
+pub(crate) enum Screened {
     /// Nothing to write: the archive's root (`.`, `./`) or a global header.
     Skip,
     /// Write it.
@@ -115,7 +115,7 @@ pub enum Screened {
 }
 
 /// The name a member is reported under: its raw name without leading `./`.
-pub fn member_display_name(name: &[u8]) -> String {
+pub(crate) fn member_display_name(name: &[u8]) -> String {
     String::from_utf8_lossy(strip_dot_slash(name)).into_owned()
 }
 
@@ -131,7 +131,7 @@ fn strip_dot_slash(mut name: &[u8]) -> &[u8] {
 /// `drained` the bytes of the files accepted so far.
 ///
 /// Order: names first (absolute, `..`), then the kind (links, devices, specials), then the cap.
-pub fn screen_member(name: &[u8], kind: MemberKind, size: u64, drained: u64) -> Screened {
+pub(crate) fn screen_member(name: &[u8], kind: MemberKind, size: u64, drained: u64) -> Screened {
     if kind == MemberKind::GlobalHeader {
         return Screened::Skip;
     }
@@ -248,7 +248,7 @@ impl DrainReport {
     }
 }
 
-/// Reads a tar from `reader` and writes the members [`screen_member`] accepts under `dest`
+/// Reads a tar from `reader` and writes the members `screen_member` accepts under `dest`
 /// (which must exist). Blocking. Fills `files`, `bytes`, `declined` and `error` of `report`; a
 /// malformed archive is [`DrainReason::ExecFailed`], a host write [`DrainReason::WriteFailed`]
 /// (the drain goes on with the next member). The reader is read to its end in every case, so the

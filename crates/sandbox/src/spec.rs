@@ -20,7 +20,7 @@ use crate::text::{clean, has_control, is_clean_absolute, is_env_name};
 
 /// The network presets this build knows (SANDBOX.md §6.7). An unknown preset name is an
 /// [`Error::InvalidSpec`], never silently dropped.
-pub const KNOWN_PRESETS: &[&str] = &["iterion-default"];
+pub(crate) const KNOWN_PRESETS: &[&str] = &["iterion-default"];
 
 /// The preset a devcontainer-fused spec defaults to (SANDBOX.md §7.9).
 pub const DEFAULT_PRESET: &str = "iterion-default";
@@ -61,7 +61,7 @@ pub struct Network {
     /// `open`, `allowlist` or `denylist`; `None` resolves to allowlist (fail closed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<NetworkMode>,
-    /// A named rule set from [`KNOWN_PRESETS`]; its rules come first.
+    /// A named rule set from `KNOWN_PRESETS`; its rules come first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<String>,
     /// Host rules, after the preset's.
@@ -228,7 +228,7 @@ impl Spec {
     /// 2. inline has an image or a build;
     /// 3. not both image and build;
     /// 4. network: `inherit` is replace/append (guaranteed by [`Inherit::parse`]); a preset is
-    ///    one of [`KNOWN_PRESETS`];
+    ///    one of `KNOWN_PRESETS`;
     /// 5. `workspace_folder` is absolute and clean, not `/` and not under `/run/iterion`;
     /// 6. each secret file: `mount_path` absolute, clean, not `/`, no newline, carriage return,
     ///    NUL or comma; `env` a portable name; no two sharing a `mount_path`.

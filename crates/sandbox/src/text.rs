@@ -17,7 +17,7 @@ fn is_control(c: char) -> bool {
 
 /// `s` with every control character written as an escape (`\n`, `\r`, `\t`, `\0`, `\u{1b}`), so an
 /// error message that names a hostile value cannot forge a log line.
-pub(crate) fn escape_controls(s: &str) -> Cow<'_, str> {
+pub fn escape_controls(s: &str) -> Cow<'_, str> {
     if !has_control(s) {
         return Cow::Borrowed(s);
     }
@@ -65,8 +65,8 @@ pub(crate) fn clean(path: &str) -> String {
     }
 }
 
-/// Whether `path` is absolute and already in [`clean`] form.
-pub(crate) fn is_clean_absolute(path: &str) -> bool {
+/// Whether `path` is absolute and already in `clean` form.
+pub fn is_clean_absolute(path: &str) -> bool {
     path.starts_with('/') && clean(path) == path
 }
 

@@ -18,9 +18,9 @@ use iterion_engine::{
     run_sandbox_reaper, run_worker,
 };
 use iterion_sandbox::{
-    HostKind, HostSignals, ITERION_RUNNER_POD_NAME, SandboxFlag, SchedulingPolicy, detect_host,
-    in_cluster_api, sandbox_override_from_env,
+    HostKind, HostSignals, Reaper, SandboxFlag, detect_host, sandbox_override_from_env,
 };
+use iterion_sandbox_kubernetes::{ITERION_RUNNER_POD_NAME, SchedulingPolicy, in_cluster_api};
 
 use crate::commands::{Failure, open_store, product_engine};
 use crate::exit::Exit;
@@ -81,7 +81,7 @@ async fn serve() -> Result<Exit, Failure> {
     } else {
         let cloud = if cloud_host {
             match in_cluster_api() {
-                Ok(api) => Some(api),
+                Ok(api) => Some(Arc::new(api) as Arc<dyn Reaper>),
                 Err(error) => {
                     eprintln!("runner: cloud reaper off: {error}");
                     None

@@ -59,7 +59,7 @@ pub(crate) fn decide_untrusted(
     override_env: Option<SandboxFlag>,
     now: Timestamp,
 ) -> Admission {
-    if verdict.yes {
+    if verdict.is_sandboxed() {
         return Admission {
             decision: AdmissionDecision::Allowed,
             phase: ADMISSION_PHASE.to_owned(),
@@ -88,7 +88,9 @@ pub(crate) fn refusal_reason(
     verdict: &SandboxVerdict,
     override_env: Option<SandboxFlag>,
 ) -> String {
-    let cause = verdict.cause.map_or("no container runtime", |c| c.label());
+    let cause = verdict
+        .cause()
+        .map_or("no container runtime", |c| c.label());
     let mode = match verdict.mode {
         Mode::Inherit => "\"\"",
         other => other.as_str(),

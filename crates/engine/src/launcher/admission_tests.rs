@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use iterion_sandbox::{NotSandboxedCause, Source};
+use iterion_sandbox::{NotSandboxedCause, Sandboxing, Source};
 use iterion_store::{
     Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, RunQuery,
     SqliteOptions, SqliteStore,
@@ -20,10 +20,12 @@ fn verdict(
     cause: Option<NotSandboxedCause>,
 ) -> SandboxVerdict {
     SandboxVerdict {
-        yes,
+        answer: match cause.filter(|_| !yes) {
+            None => Sandboxing::Sandboxed,
+            Some(cause) => Sandboxing::NotSandboxed(cause),
+        },
         mode,
         source,
-        cause,
     }
 }
 

@@ -55,7 +55,7 @@ impl Engine {
         Engine {
             store,
             iterion_home: iterion_home.into(),
-            registry: Registry::local_engines(),
+            registry: crate::sandbox::registry::product_registry(),
             factory_options: FactoryOptions::default(),
             sandbox_default: None,
             engine_binary: None,
@@ -99,7 +99,7 @@ impl Engine {
         self
     }
 
-    /// The driver registry. Default: [`Registry::local_engines`].
+    /// The driver registry. Default: the product registry (docker, podman, kubernetes, noop).
     #[must_use]
     pub fn with_registry(mut self, registry: Registry) -> Engine {
         self.registry = registry;

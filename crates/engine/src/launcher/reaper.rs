@@ -13,6 +13,11 @@
 //!    by label, in the runner's namespace; [`run_sandbox_reaper`] runs it at boot and on a
 //!    ticker (`ITERION_SANDBOX_REAP_INTERVAL`).
 //!
+//! Listing and removing is each driver's capability ([`Reaper`], built by a
+//! [`ReaperConstructor`]); this file names no driver. It hands the drivers the store's answers
+//! ([`ReapJudge`]) and keeps the host-side run dirs, which are the engine's own. The local
+//! reapers come from `sandbox/registry.rs`, next to the product registry.
+//!
 //! One predicate decides for every kind of resource, local or cloud:
 //! [`sandbox_resource_reapable`] (pure core: [`reapable`]). It is liveness-first and fails safe:
 //! a held lease, a lease check that errored or a transient store error all keep the resource;
@@ -26,8 +31,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use iterion_sandbox::{
-    DockerDriver, DockerSettings, DriverKind, EndpointVars, EngineKind, KubeApi, KubeReapError,
-    KubeReapReport, endpoints_for, parse_go_duration, reap_kubernetes_objects,
+    ReapError, ReapJudge, Reaper, ReaperConstructor, ResourceKind, parse_go_duration,
 };
 use iterion_store::{Liveness, NewEvent, RunId, RunQuery, RunStatus, Store};
 use tokio_util::sync::CancellationToken;
@@ -105,20 +109,36 @@ pub async fn sandbox_resource_reapable<S: LivenessSource + ?Sized>(
     }
 }
 
+/// The store's answers, as a driver's [`Reaper`] asks them.
+struct StoreJudge<'a>(&'a dyn Store);
+
+#[async_trait]
+impl ReapJudge for StoreJudge<'_> {
+    async fn reapable(&self, run_id: &str) -> bool {
+        sandbox_resource_reapable(self.0, run_id).await == Verdict::Reap
+    }
+
+    /// The store knows the run and nobody holds its lease.
+    async fn claims(&self, run_id: &str) -> bool {
+        let Ok(id) = RunId::parse(run_id) else {
+            return false;
+        };
+        matches!(self.0.liveness(&id).await, Ok(Liveness::Unleased { .. }))
+    }
+}
+
 /// One cloud reaper pass (SANDBOX.md §12.2): this store's pods, Secrets and NetworkPolicies in
-/// `api`'s namespace, each judged by [`sandbox_resource_reapable`] (once per run id per pass).
+/// the namespace of `reaper` (the runner's kubernetes API), each judged by
+/// [`sandbox_resource_reapable`] (once per run id per pass).
 ///
 /// # Errors
 ///
 /// The first list or delete failure (the others are logged), with what was done anyway.
 pub async fn reap_cloud(
     store: &dyn Store,
-    api: &dyn KubeApi,
-) -> Result<KubeReapReport, KubeReapError> {
-    reap_kubernetes_objects(api, store.store_id(), |run_id| async move {
-        sandbox_resource_reapable(store, &run_id).await == Verdict::Reap
-    })
-    .await
+    reaper: &dyn Reaper,
+) -> Result<iterion_sandbox::ReapReport, ReapError> {
+    reaper.reap(store.store_id(), &StoreJudge(store)).await
 }
 
 /// `ITERION_SANDBOX_REAP_INTERVAL`: the runner's reaper tick (SANDBOX.md §12.2).
@@ -149,17 +169,17 @@ pub fn reap_interval(value: Option<&str>) -> Option<Duration> {
 
 /// The runner's reaper (SANDBOX.md §12.2): a boot pass, then one every `interval` (`None`: boot
 /// only), until `shutdown`. Each pass reaps the cloud objects when `cloud` is given (the runner
-/// on kubernetes), else the local containers and run dirs. Errors are logged. The caller does
-/// not start it under `ITERION_SANDBOX_OVERRIDE=none`.
+/// on kubernetes: its namespace's reaper), else the local containers and run dirs. Errors are
+/// logged. The caller does not start it under `ITERION_SANDBOX_OVERRIDE=none`.
 pub async fn run_sandbox_reaper(
     store: Arc<dyn Store>,
-    cloud: Option<Arc<dyn KubeApi>>,
+    cloud: Option<Arc<dyn Reaper>>,
     interval: Option<Duration>,
     shutdown: CancellationToken,
 ) {
     loop {
         match &cloud {
-            Some(api) => match reap_cloud(store.as_ref(), api.as_ref()).await {
+            Some(reaper) => match reap_cloud(store.as_ref(), reaper.as_ref()).await {
                 Ok(report) if !report.deleted.is_empty() => {
                     tracing::info!(
                         "reaper: deleted {} orphaned object(s)",
@@ -170,11 +190,13 @@ pub async fn run_sandbox_reaper(
                 Err(error) => tracing::warn!("{error}"),
             },
             None => {
-                let report = reap_local(Arc::clone(&store)).await;
-                if !report.containers.is_empty() || !report.run_dirs.is_empty() {
+                let local = crate::sandbox::registry::local_reapers();
+                let report = reap_local(Arc::clone(&store), &local).await;
+                let containers = report.count(ResourceKind::Container);
+                if containers > 0 || !report.run_dirs.is_empty() {
                     tracing::info!(
                         "reaper: removed {} container(s), {} run dir(s)",
-                        report.containers.len(),
+                        containers,
                         report.run_dirs.len()
                     );
                 }
@@ -239,66 +261,55 @@ pub async fn recover_interrupted(store: &dyn Store) -> Vec<RunId> {
     moved
 }
 
-/// The local container engine this configuration runs containers on: docker, else podman —
-/// the factory's preference order (SANDBOX.md §3.2), so the reaper looks where runs are created.
-/// Used by the reaper and to remove a run's container by label when its setup was cancelled.
-///
-/// Only the first engine that answers is asked (defined here): probing a second engine on every
-/// `iterion run` costs more than the run (podman's API answers in hundreds of milliseconds),
-/// and with both present the factory never creates containers on the second one.
-pub(crate) async fn local_engines() -> Vec<DockerDriver> {
-    let vars = EndpointVars::from_env();
-    for (kind, engine) in [
-        (DriverKind::Docker, EngineKind::Docker),
-        (DriverKind::Podman, EngineKind::Podman),
-    ] {
-        let endpoints = endpoints_for(engine, &vars);
-        if let Ok(driver) = DockerDriver::connect(kind, &endpoints, DockerSettings::default()).await
-        {
-            return vec![driver];
+/// The first of `reapers` whose engine answers, and only it (SANDBOX.md §3.2: the reapers are
+/// in the factory's order, so it is the engine runs are created on).
+async fn first_reaper(reapers: &[Arc<dyn ReaperConstructor>]) -> Option<Arc<dyn Reaper>> {
+    for constructor in reapers {
+        if let Ok(reaper) = constructor.reaper().await {
+            return Some(reaper);
         }
     }
-    Vec::new()
+    None
 }
 
-/// What one reaper pass removed.
+/// What one local reaper pass removed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReapReport {
-    /// Container ids removed.
-    pub containers: Vec<String>,
-    /// Images removed: built images of reapable runs, and a build's unattributed intermediates.
-    pub images: Vec<String>,
-    /// Shared `/nix` volumes removed because their image is gone.
-    pub volumes: Vec<String>,
+    /// What the local engine's reaper removed, by kind and id: containers, images (built images
+    /// of reapable runs, and a build's unattributed intermediates) and shared `/nix` volumes whose
+    /// image is gone.
+    pub deleted: Vec<(ResourceKind, String)>,
     /// Per-run host dirs removed.
     pub run_dirs: Vec<String>,
 }
 
-/// One pass of the local reaper over this store's containers and per-run host dirs.
-pub async fn reap_local(store: Arc<dyn Store>) -> ReapReport {
+impl ReapReport {
+    /// How many resources of `kind` were removed.
+    pub fn count(&self, kind: ResourceKind) -> usize {
+        self.deleted.iter().filter(|(k, _)| *k == kind).count()
+    }
+}
+
+/// One pass of the local reaper over this store's containers, images, `/nix` volumes and per-run
+/// host dirs: the first of `reapers` that answers lists and removes (its failures are logged
+/// where they happen), then the run dirs.
+pub async fn reap_local(
+    store: Arc<dyn Store>,
+    reapers: &[Arc<dyn ReaperConstructor>],
+) -> ReapReport {
     let mut report = ReapReport::default();
-    let store_id = store.store_id().to_owned();
-    for engine in local_engines().await {
-        let listed = match engine.list_managed(&store_id).await {
-            Ok(listed) => listed,
+    if let Some(reaper) = first_reaper(reapers).await {
+        report.deleted = match reaper
+            .reap(store.store_id(), &StoreJudge(store.as_ref()))
+            .await
+        {
+            Ok(done) => done.deleted,
+            // Each failure was warned about where it happened; what was done anyway counts.
             Err(error) => {
-                tracing::warn!("reaper: {}: {error}", engine.engine());
-                continue;
+                tracing::debug!("{error}");
+                error.report.deleted
             }
         };
-        for resource in listed {
-            if sandbox_resource_reapable(store.as_ref(), &resource.run_id).await == Verdict::Reap {
-                match engine.remove(&resource.id).await {
-                    Ok(()) => report.containers.push(resource.id),
-                    Err(error) => tracing::warn!("reaper: remove {}: {error}", resource.name),
-                }
-            }
-        }
-        reap_images(&engine, store.as_ref(), &store_id, &mut report).await;
-        match engine.reap_nix_volumes(&store_id).await {
-            Ok(volumes) => report.volumes.extend(volumes),
-            Err(error) => tracing::warn!("reaper: {}: {error}", engine.engine()),
-        }
     }
     report.run_dirs = reap_run_dirs(store.as_ref(), &runtime_root()).await;
     // Untrusted runs' workspace copies (issue 15) are keyed the same way.
@@ -310,49 +321,6 @@ pub async fn reap_local(store: Arc<dyn Store>) -> ReapReport {
         .await,
     );
     report
-}
-
-/// Images (issue 15 item 13): this store's built images of reapable runs, then the managed
-/// images no store label attributes (a classic build's intermediates) — the engine refuses to
-/// remove one still in use or still a parent, so only leftovers go.
-async fn reap_images(
-    engine: &iterion_sandbox::DockerDriver,
-    store: &dyn Store,
-    store_id: &str,
-    report: &mut ReapReport,
-) {
-    let mut candidates = match engine.list_managed_images(store_id).await {
-        Ok(images) => images,
-        Err(error) => {
-            tracing::warn!("reaper: {}: {error}", engine.engine());
-            return;
-        }
-    };
-    // An intermediate carries no store label, so it may be another store's build in progress
-    // (seen: a concurrent run's boot reap removed a build's fresh layer, "No such image"). Only
-    // one whose run this store knows, and has ended, is ours to remove.
-    match engine.list_unattributed_images().await {
-        Ok(images) => {
-            for image in images {
-                let Ok(id) = RunId::parse(&image.run_id) else {
-                    continue;
-                };
-                if matches!(store.liveness(&id).await, Ok(Liveness::Unleased { .. })) {
-                    candidates.push(image);
-                }
-            }
-        }
-        Err(error) => tracing::warn!("reaper: {}: {error}", engine.engine()),
-    }
-    for image in candidates {
-        if sandbox_resource_reapable(store, &image.run_id).await != Verdict::Reap {
-            continue;
-        }
-        match engine.remove_image(&image.id).await {
-            Ok(()) => report.images.push(image.id),
-            Err(error) => tracing::debug!("reaper: keep image {}: {error}", image.id),
-        }
-    }
 }
 
 async fn reap_run_dirs(store: &dyn Store, root: &Path) -> Vec<String> {
@@ -384,13 +352,17 @@ async fn reap_run_dirs(store: &dyn Store, root: &Path) -> Vec<String> {
     removed
 }
 
-/// Removes every container of `run_id` in this store, on every local engine (a cancelled
-/// setup, where the driver's own cleanup may not have run).
-pub(crate) async fn remove_run_containers(store_id: &str, run_id: &str) {
-    for engine in local_engines().await {
-        if let Err(error) = engine.remove_run(store_id, run_id).await {
-            tracing::warn!("removing the containers of run {run_id}: {error}");
-        }
+/// Removes every container of `run_id` in this store, on the local engine of `reapers` (a
+/// cancelled setup, where the driver's own cleanup may not have run).
+pub(crate) async fn remove_run_containers(
+    reapers: &[Arc<dyn ReaperConstructor>],
+    store_id: &str,
+    run_id: &str,
+) {
+    if let Some(reaper) = first_reaper(reapers).await
+        && let Err(error) = reaper.remove_run(store_id, run_id).await
+    {
+        tracing::warn!("removing the containers of run {run_id}: {error}");
     }
 }
 

@@ -304,7 +304,7 @@ impl Engine {
         }
         match tokio::time::timeout(
             std::time::Duration::from_secs(10),
-            crate::launcher::reaper::reap_local(store),
+            crate::launcher::reaper::reap_local(store, &crate::sandbox::registry::local_reapers()),
         )
         .await
         {

@@ -412,7 +412,12 @@ impl Engine {
             None => {
                 // Stopped during setup: the driver's drop guard removes what it created; make
                 // sure by label before the process may exit.
-                crate::launcher::reaper::remove_run_containers(self.store.store_id(), run_id).await;
+                crate::launcher::reaper::remove_run_containers(
+                    &crate::sandbox::registry::local_reapers(),
+                    self.store.store_id(),
+                    run_id,
+                )
+                .await;
                 let code = stop_code();
                 ending.fail(code, stop_message(code), PHASE_SANDBOX_SETUP);
                 return;

@@ -4,10 +4,11 @@
 use std::time::Duration;
 
 use iterion_sandbox::{
-    Capabilities, EndpointVars, EngineProbe, Factory, HostKind, HostSignals,
-    ITERION_SANDBOX_DEFAULT, LinkKind, Mode, SandboxFlag, SchedulingPolicy, Spec,
-    default_image_from_env, link_kind_of, probe_endpoints,
+    Capabilities, Factory, HostKind, HostSignals, ITERION_SANDBOX_DEFAULT, LinkKind, Mode,
+    SandboxFlag, Spec, default_image_from_env, link_kind_of,
 };
+use iterion_sandbox_docker::{EndpointVars, EngineProbe, probe_endpoints};
+use iterion_sandbox_kubernetes::SchedulingPolicy;
 
 use super::report::BasicReport;
 use super::setup::PreflightSetup;

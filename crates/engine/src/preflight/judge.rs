@@ -4,9 +4,9 @@
 
 use iterion_netproxy::{compile, preset_rules};
 use iterion_sandbox::{
-    ApiError, Capabilities, EngineVersion, Error as SandboxError, LinkKind, NetworkPolicy, Spec,
-    elf_problem, endpoint_is_local, link_kind,
+    Capabilities, Error as SandboxError, LinkKind, NetworkPolicy, Spec, link_kind,
 };
+use iterion_sandbox_docker::{ApiError, EngineVersion, elf_problem, endpoint_is_local};
 
 use super::report::{Check, CheckId, CheckStatus};
 

@@ -1,9 +1,8 @@
 //! Every check's statuses from values (the CLI suite drives them on a real engine).
 use std::collections::BTreeMap;
 
-use iterion_sandbox::{
-    Build, EngineKind, Mode, Network, NetworkMode, NetworkOrigin, resolve_network_policy,
-};
+use iterion_sandbox::{Build, Mode, Network, NetworkMode, NetworkOrigin, resolve_network_policy};
+use iterion_sandbox_docker::EngineKind;
 use pretty_assertions::assert_eq;
 
 use super::*;

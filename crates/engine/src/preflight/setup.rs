@@ -31,7 +31,7 @@ impl PreflightSetup {
     /// Neutral (no global default), the local registry, host detection, no engine binary.
     pub fn new() -> PreflightSetup {
         PreflightSetup {
-            registry: Registry::local_engines(),
+            registry: crate::sandbox::registry::product_registry(),
             factory_options: FactoryOptions::default(),
             sandbox_default: None,
             engine_binary: None,

@@ -6,9 +6,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use iterion_sandbox::{
-    Capabilities, Driver, EndpointVars, EngineProbe, EnvOverlay, Factory, HostKind, HostSignals,
-    Mode, SchedulingPolicy, Spec, format_duration, probe_endpoints, resolve_network_policy,
+    Capabilities, Driver, EnvOverlay, Factory, HostKind, HostSignals, Mode, Spec, format_duration,
+    resolve_network_policy,
 };
+use iterion_sandbox_docker::{EndpointVars, EngineProbe, probe_endpoints};
+use iterion_sandbox_kubernetes::SchedulingPolicy;
 
 use super::judge::{self, BinaryFinding, DriverMiss, ImageFinding, Registry};
 use super::report::{Check, CheckId, Counts, HostClass, SCHEMA_VERSION, StrictReport, Target};
@@ -212,7 +214,7 @@ pub(crate) async fn run(
             let started = Instant::now();
             let endpoints = probe_endpoints(&EndpointVars::from_env());
             let answer = match bounded(budget, EngineProbe::connect(&endpoints, budget)).await {
-                Some(answer) => answer,
+                Some(answer) => answer.map_err(|error| error.to_string()),
                 None => Err(format!("no answer within {}", format_duration(budget))),
             };
             (started.elapsed(), answer)
@@ -505,8 +507,8 @@ async fn kubernetes_battery(
     rows.push(started, judge::k8s_spec_compatible(spec));
 
     let started = Instant::now();
-    let answer = match bounded(budget, iterion_sandbox::probe_api_version()).await {
-        Some(answer) => answer,
+    let answer = match bounded(budget, iterion_sandbox_kubernetes::probe_api_version()).await {
+        Some(answer) => answer.map_err(|error| error.to_string()),
         None => Err(format!("no answer within {}", format_duration(budget))),
     };
     rows.push(

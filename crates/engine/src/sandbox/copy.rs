@@ -579,10 +579,10 @@ fn names_back(gitdir: &Path, gitfile: &Path) -> bool {
     }
 }
 
-/// The directory a gitfile names ([`iterion_sandbox::parse_gitfile`]), relative to the
+/// The directory a gitfile names ([`iterion_sandbox_kubernetes::parse_gitfile`]), relative to the
 /// gitfile's own directory. Pure.
 fn gitfile_target(text: &str, gitfile: &Path) -> Option<PathBuf> {
-    let target = Path::new(iterion_sandbox::parse_gitfile(text)?);
+    let target = Path::new(iterion_sandbox_kubernetes::parse_gitfile(text)?);
     Some(if target.is_absolute() {
         target.to_owned()
     } else {

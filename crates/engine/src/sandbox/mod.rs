@@ -32,6 +32,7 @@ pub(crate) mod host;
 pub(crate) mod landing;
 pub(crate) mod mounts;
 pub(crate) mod nofollow;
+pub(crate) mod registry;
 pub(crate) mod resolve;
 pub(crate) mod rundir;
 pub(crate) mod scratch;

@@ -67,7 +67,7 @@ struct BindlessConstructor;
 #[async_trait]
 impl DriverConstructor for BindlessConstructor {
     async fn construct(&self) -> iterion_sandbox::Result<Arc<dyn Driver>> {
-        let docker = iterion_sandbox::DockerConstructor::docker_from_env()
+        let docker = iterion_sandbox_docker::DockerConstructor::docker_from_env()
             .construct()
             .await?;
         Ok(Arc::new(BindlessDockerTestDriver(docker)))

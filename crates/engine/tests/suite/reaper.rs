@@ -1,7 +1,7 @@
 //! The one reaper predicate (SANDBOX.md §12.1) against real store states, on SQLite and on
 //! PostgreSQL (`ITERION_IT_POSTGRES_URL`; skipped without it, a failure under
 //! `ITERION_IT_DOCKER=1`), and the cloud pass against a FAKE Kubernetes API server
-//! (`crates/sandbox/tests/support/fake_kube.rs`) with a real store behind the predicate.
+//! (`crates/sandbox-kubernetes/tests/support/fake_kube.rs`) with a real store behind the predicate.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,14 +11,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use iterion_engine::{LivenessSource, Verdict, reap_cloud, sandbox_resource_reapable};
-use iterion_sandbox::{KubeRsApi, ObjectKind};
+use iterion_sandbox::ResourceKind;
+use iterion_sandbox_kubernetes::KubeRsApi;
 use iterion_store::{
     InitialStatus, Liveness, ManualClock, NewRun, PgOptions, PgStore, RunId, RunStatus,
     SqliteOptions, SqliteStore, Store, Timestamp,
 };
 use pretty_assertions::assert_eq;
 
-#[path = "../../../sandbox/tests/support/fake_kube.rs"]
+#[path = "../../../sandbox-kubernetes/tests/support/fake_kube.rs"]
 mod fake_kube;
 
 use fake_kube::{FakeKube, Kind};
@@ -289,7 +290,7 @@ async fn cloud_pass(store: Arc<dyn Store>) {
     assert!(
         report
             .deleted
-            .contains(&(ObjectKind::Pod, "pod-done".to_owned()))
+            .contains(&(ResourceKind::Pod, "pod-done".to_owned()))
     );
     // A second pass finds nothing more to do.
     let again = reap_cloud(s, &api).await.unwrap();

@@ -7,16 +7,16 @@ use crate::mode::Mode;
 use crate::spec::{Build, Spec};
 use crate::text::{clean, clean_path};
 
-use super::error::DevcontainerError;
 use super::expand::{LocalVars, expand_local_vars};
 use super::read::{CommandForm, Devcontainer, LifecycleCommand};
+use crate::error::DevcontainerError;
 
 /// The repository's spec, before fusion: mode `auto`, `network` unset.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RepoSpec {
+pub(super) struct RepoSpec {
     /// The converted spec.
     pub spec: Spec,
-    /// `runArgs`, expanded, for [`screen_run_args`](super::screen_run_args); never mapped.
+    /// `runArgs`, expanded, for [`screen_run_args`](super::run_args::screen_run_args); never mapped.
     pub run_args: Vec<String>,
     /// The devcontainer file (the source label's detail).
     pub path: PathBuf,
@@ -26,7 +26,7 @@ pub struct RepoSpec {
 
 /// Quotes `arg` for a POSIX `sh`: bare when it is only `[A-Za-z0-9_@%+=:,./-]`, otherwise in
 /// single quotes with each `'` written `'\''`. Never `$'…'`, which `sh` need not understand.
-pub fn posix_quote(arg: &str) -> String {
+pub(super) fn posix_quote(arg: &str) -> String {
     let safe = |c: char| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c);
     if !arg.is_empty() && arg.chars().all(safe) {
         return arg.to_owned();
@@ -51,7 +51,7 @@ pub fn posix_quote(arg: &str) -> String {
 /// # Errors
 ///
 /// [`DevcontainerError::Shape`] for a relative `workspaceFolder` (unusable).
-pub fn to_sandbox_spec(
+pub(super) fn to_sandbox_spec(
     dc: &Devcontainer,
     repo_root: &Path,
     vars: &LocalVars<'_>,

@@ -14,6 +14,7 @@ use crate::precedence::{DefaultImage, resolve_default_sandbox_image_with_fallbac
 use crate::spec::{Build, Network, Spec};
 use crate::{Error, Result};
 
+use super::resolve::ResolvedSpec;
 use super::*;
 
 const LABEL: &str = "cli flag --sandbox";
@@ -27,7 +28,7 @@ pub(super) struct Repo {
 }
 
 impl Repo {
-    pub fn new() -> Repo {
+    pub(super) fn new() -> Repo {
         let dir = tempfile::tempdir().unwrap();
         let home_dir = tempfile::tempdir().unwrap();
         let root = dir.path().canonicalize().unwrap();
@@ -40,19 +41,19 @@ impl Repo {
         }
     }
 
-    pub fn with_file(at: &str, text: &str) -> Repo {
+    pub(super) fn with_file(at: &str, text: &str) -> Repo {
         let repo = Repo::new();
         repo.write(at, text);
         repo
     }
 
-    pub fn write(&self, at: &str, text: &str) {
+    pub(super) fn write(&self, at: &str, text: &str) {
         let path = self.root.join(at);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     }
 
-    pub fn basename(&self) -> String {
+    pub(super) fn basename(&self) -> String {
         self.root
             .file_name()
             .unwrap()
@@ -60,7 +61,7 @@ impl Repo {
             .into_owned()
     }
 
-    pub fn dc_path(&self) -> PathBuf {
+    pub(super) fn dc_path(&self) -> PathBuf {
         self.root.join(".devcontainer/devcontainer.json")
     }
 }

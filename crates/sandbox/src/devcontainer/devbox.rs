@@ -29,7 +29,7 @@ pub const DEVBOX_BOT_STAGE_DIR: &str = "/tmp/iterion-devbox/bot";
 pub const DEVBOX_BUNDLE_DIR: &str = "/run/iterion/bundle";
 
 /// A bot config plus its lock larger than this is declined (§15).
-pub const DEVBOX_INLINE_LIMIT_BYTES: u64 = 512 * 1024;
+pub(super) const DEVBOX_INLINE_LIMIT_BYTES: u64 = 512 * 1024;
 
 const PROFILE_BIN: &str = ".devbox/nix/profile/default/bin";
 
@@ -85,7 +85,7 @@ pub fn resolve_repo_devbox(
     }
     match env_value.map(str::trim).filter(|value| !value.is_empty()) {
         None => Ok(RepoDevbox::On),
-        Some(value) => match crate::env::parse_switch(value) {
+        Some(value) => match crate::vars::parse_switch(value) {
             Some(true) => Ok(RepoDevbox::On),
             Some(false) => Ok(RepoDevbox::Off {
                 by: "ITERION_REPO_DEVBOX=off",
@@ -118,7 +118,7 @@ pub enum DevboxRead {
     /// Found and read.
     Present(DevboxConfig),
     /// Found but declined (unreadable, or config plus lock over
-    /// [`DEVBOX_INLINE_LIMIT_BYTES`]); reported with its reason.
+    /// `DEVBOX_INLINE_LIMIT_BYTES`); reported with its reason.
     Declined {
         /// The host path of `devbox.json`.
         path: PathBuf,

@@ -7,6 +7,7 @@ use pretty_assertions::assert_eq;
 use crate::spec::Spec;
 
 use super::corpus_tests::Repo;
+use super::devbox::RepoDevbox;
 use super::*;
 
 fn config(path: &str, lock: Option<&str>) -> DevboxRead {

@@ -14,7 +14,7 @@
 
 /// How one rule matches a key (ASCII case-insensitively).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EnvMatch {
+pub(super) enum EnvMatch {
     /// The whole key.
     Exact(&'static str),
     /// The key begins with this.
@@ -42,7 +42,7 @@ impl EnvMatch {
 
 /// One rule of the class and why it is there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EnvDenyRule {
+pub(super) struct EnvDenyRule {
     /// What it matches.
     pub matches: EnvMatch,
     /// The kind of harm, for the docs and the tests.
@@ -75,7 +75,7 @@ const MODEL: &str = "it redirects the model endpoint or its credentials";
 const TOOL: &str = "a tool the engine or git starts runs the command it names";
 
 /// The class (SANDBOX.md §7.7 as widened by issue 15). Prefix classes first.
-pub const DENIED_ENV: &[EnvDenyRule] = &[
+pub(super) const DENIED_ENV: &[EnvDenyRule] = &[
     // What the engine plants.
     prefix("ITERION_", PLANTED),
     exact("PATH", PLANTED),
@@ -186,7 +186,7 @@ pub const DENIED_ENV: &[EnvDenyRule] = &[
 ];
 
 /// Keys a denying prefix covers that are known to be inert (identity, not commands): they stay.
-pub const ALLOWED_ENV_EXCEPTIONS: &[&str] = &[
+pub(super) const ALLOWED_ENV_EXCEPTIONS: &[&str] = &[
     "GIT_AUTHOR_NAME",
     "GIT_AUTHOR_EMAIL",
     "GIT_COMMITTER_NAME",
@@ -195,7 +195,7 @@ pub const ALLOWED_ENV_EXCEPTIONS: &[&str] = &[
 ];
 
 /// Why a repository may not set `key`, or `None` when it may (SANDBOX.md §7.7).
-pub fn denied_env_rule(key: &str) -> Option<EnvDenyRule> {
+pub(super) fn denied_env_rule(key: &str) -> Option<EnvDenyRule> {
     const NOT_A_NAME: EnvDenyRule = EnvDenyRule {
         matches: EnvMatch::Exact(""),
         why: "not a portable variable name ([A-Za-z_][A-Za-z0-9_]*)",
@@ -213,7 +213,7 @@ pub fn denied_env_rule(key: &str) -> Option<EnvDenyRule> {
 }
 
 /// Whether a repository may not set `key` (SANDBOX.md §7.7).
-pub fn is_denied_env_key(key: &str) -> bool {
+pub(super) fn is_denied_env_key(key: &str) -> bool {
     denied_env_rule(key).is_some()
 }
 

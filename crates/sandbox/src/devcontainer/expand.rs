@@ -9,7 +9,7 @@ use crate::spec::Spec;
 use crate::text::is_env_name;
 
 /// The host variables `${localEnv:NAME}` may read (SANDBOX.md §7.4), besides any `LC_*`.
-pub const LOCAL_ENV_ALLOW_LIST: &[&str] = &[
+pub(super) const LOCAL_ENV_ALLOW_LIST: &[&str] = &[
     "HOME",
     "USER",
     "USERNAME",
@@ -34,13 +34,13 @@ pub const LOCAL_ENV_ALLOW_LIST: &[&str] = &[
 ];
 
 /// Whether `${localEnv:NAME}` may read the host's `NAME`: on [`LOCAL_ENV_ALLOW_LIST`], or `LC_*`.
-pub fn is_allowed_local_env(name: &str) -> bool {
+pub(super) fn is_allowed_local_env(name: &str) -> bool {
     LOCAL_ENV_ALLOW_LIST.contains(&name) || (name.starts_with("LC_") && is_env_name(name))
 }
 
 /// What expansion may know about the host: the repository root (when there is one) and a
 /// lookup for host variables. The lookup is only ever called with allow-listed names
-/// ([`is_allowed_local_env`]); the engine passes `|name| std::env::var(name).ok()`.
+/// (`is_allowed_local_env`); the engine passes `|name| std::env::var(name).ok()`.
 pub struct LocalVars<'a> {
     /// The repository root: `${localWorkspaceFolder}` and its basename. `None` leaves both
     /// literal.
@@ -133,7 +133,7 @@ fn substitute(body: &str, vars: &LocalVars<'_>) -> Option<String> {
 
 /// Applies [`expand_local_vars`] to the fields of an inline or default-image spec (SANDBOX.md
 /// §7.4): image, user, workspace_folder, post_create, mounts, env values and build fields.
-pub fn expand_sandbox_spec(spec: &mut Spec, vars: &LocalVars<'_>) {
+pub(super) fn expand_sandbox_spec(spec: &mut Spec, vars: &LocalVars<'_>) {
     let expand = |value: &mut String| *value = expand_local_vars(value, vars);
     for value in [
         spec.image.as_mut(),

@@ -9,7 +9,9 @@ use pretty_assertions::assert_eq;
 use crate::mode::Mode;
 use crate::spec::{Build, Spec};
 
-use super::*;
+use super::expand::{
+    LOCAL_ENV_ALLOW_LIST, LocalVars, expand_local_vars, expand_sandbox_spec, is_allowed_local_env,
+};
 
 /// A host that has everything set, secrets included, and records what it was asked.
 struct Host {

@@ -11,7 +11,7 @@ use super::env_deny::is_denied_env_key;
 
 /// The fused spec and the facts the engine reports about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FusedSpec {
+pub(super) struct FusedSpec {
     /// Mode `auto`; the network defaulted per §7.9.
     pub spec: Spec,
     /// The keys the repository actually contributed: not authored by the workflow and not
@@ -26,7 +26,7 @@ pub struct FusedSpec {
     pub network_defaulted: bool,
 }
 
-/// Fuses the repository's spec (from [`to_sandbox_spec`](super::to_sandbox_spec)) with the
+/// Fuses the repository's spec (from [`to_sandbox_spec`](super::convert::to_sandbox_spec)) with the
 /// workflow's block (SANDBOX.md §7.6):
 ///
 /// - `image`/`build`: when the repository sets either, its pair replaces the workflow's as a
@@ -39,7 +39,7 @@ pub struct FusedSpec {
 ///   keys win per key; keys only the workflow has are carried;
 /// - `network`: the workflow's block, defaulted by [`default_network`];
 /// - `host_state`, `tmpfs`, `secret_files`, `engine_mounts`: the workflow's.
-pub fn fuse_devcontainer_spec(repo: &Spec, workflow: Option<&Spec>) -> FusedSpec {
+pub(super) fn fuse_devcontainer_spec(repo: &Spec, workflow: Option<&Spec>) -> FusedSpec {
     let empty = Spec::default();
     let workflow = workflow.unwrap_or(&empty);
     let (image, image_fallback, build) = if repo.names_container() {
@@ -106,7 +106,7 @@ pub fn fuse_devcontainer_spec(repo: &Spec, workflow: Option<&Spec>) -> FusedSpec
 /// | no mode, a known preset | allowlist, preset kept (our decision 6) | no |
 /// | no mode, rules but no or an unknown preset | allowlist + `iterion-default`, rules kept | yes |
 /// | mode set (even `open`) | unchanged | no |
-pub fn default_network(workflow: Option<&Network>) -> (Network, bool) {
+pub(super) fn default_network(workflow: Option<&Network>) -> (Network, bool) {
     let defaulted = |base: Network| Network {
         mode: Some(NetworkMode::Allowlist),
         preset: Some(DEFAULT_PRESET.to_owned()),

@@ -11,6 +11,10 @@ use crate::precedence::resolve_default_sandbox_image_with_fallback;
 use crate::spec::{Build, Network, Spec};
 
 use super::corpus_tests::{Repo, default_network};
+use super::env_deny::is_denied_env_key;
+use super::fuse::{FusedSpec, fuse_devcontainer_spec};
+use super::overlay::merge_environment_overlay;
+use super::resolve::ResolvedSpec;
 use super::*;
 
 fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -319,7 +323,11 @@ fn network_defaulting_follows_the_table() {
         ),
     ];
     for (input, want) in cases {
-        assert_eq!(super::default_network(input.as_ref()), want, "{input:?}");
+        assert_eq!(
+            super::fuse::default_network(input.as_ref()),
+            want,
+            "{input:?}"
+        );
     }
 }
 

@@ -16,49 +16,35 @@
 //! - `initializeCommand` (a host command) is recorded, never run.
 //!
 //! Shape: a thin I/O shell ([`read_from_repo`], [`read_devbox_config`]) hands text to a pure
-//! core ([`parse_devcontainer`], [`to_sandbox_spec`], [`fuse_devcontainer_spec`],
-//! [`merge_environment_overlay`], [`resolve_sandbox_spec_with_fallback`], [`plan_devbox`]). The
+//! core ([`parse_devcontainer`], [`to_sandbox_spec`](convert::to_sandbox_spec), [`fuse_devcontainer_spec`](fuse::fuse_devcontainer_spec),
+//! [`merge_environment_overlay`](overlay::merge_environment_overlay), [`resolve_sandbox_spec_with_fallback`], [`plan_devbox`]). The
 //! engine emits the events; the functions return the facts it needs (denied keys sorted, network
 //! defaulted, the source-label detail, run-log lines).
 
 mod convert;
 mod devbox;
 mod env_deny;
-mod error;
 mod expand;
 mod fuse;
 mod overlay;
 mod read;
 mod resolve;
-mod run_args;
+pub(crate) mod run_args;
 
-pub use convert::{RepoSpec, posix_quote, to_sandbox_spec};
 pub use devbox::{
-    DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR, DEVBOX_INLINE_LIMIT_BYTES,
-    DevboxConfig, DevboxInputs, DevboxPlan, DevboxRead, DevboxSource, ITERION_REPO_DEVBOX,
-    RepoDevbox, apply_devbox_plan, plan_devbox, read_devbox_config, resolve_repo_devbox,
+    DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR, DevboxConfig, DevboxInputs,
+    DevboxPlan, DevboxRead, DevboxSource, ITERION_REPO_DEVBOX, RepoDevbox, apply_devbox_plan,
+    plan_devbox, read_devbox_config, resolve_repo_devbox,
 };
-pub use env_deny::{
-    ALLOWED_ENV_EXCEPTIONS, DENIED_ENV, EnvDenyRule, EnvMatch, denied_env_rule, is_denied_env_key,
-};
-pub use error::DevcontainerError;
-pub use expand::{
-    LOCAL_ENV_ALLOW_LIST, LocalVars, expand_local_vars, expand_sandbox_spec, is_allowed_local_env,
-};
-pub use fuse::{FusedSpec, default_network, fuse_devcontainer_spec};
-pub use overlay::{
-    EnvOverlay, ITERION_SANDBOX_ENV_FILE, merge_environment_overlay, parse_env_file,
-    parse_env_pairs,
-};
+pub use expand::{LocalVars, expand_local_vars};
+pub use overlay::{EnvOverlay, ITERION_SANDBOX_ENV_FILE, parse_env_file, parse_env_pairs};
 pub use read::{
-    CommandForm, DEVCONTAINER_CANDIDATES, Devcontainer, DevcontainerBuild, DevcontainerText,
-    LifecycleCommand, MAX_DEVCONTAINER_BYTES, parse_devcontainer, read_from_repo,
+    CommandForm, Devcontainer, DevcontainerBuild, DevcontainerText, LifecycleCommand,
+    parse_devcontainer, read_from_repo,
 };
 pub use resolve::{
-    AUTO_WITHOUT_REPOSITORY_ROOT, AutoInputs, NO_DEVCONTAINER_NO_DEFAULT_IMAGE, ResolvedSpec,
-    resolve_sandbox_spec_with_fallback,
+    AutoInputs, NO_DEVCONTAINER_NO_DEFAULT_IMAGE, ResolvedSpec, resolve_sandbox_spec_with_fallback,
 };
-pub use run_args::{RunArgRule, screen_run_args};
 
 #[cfg(test)]
 mod corpus_tests;

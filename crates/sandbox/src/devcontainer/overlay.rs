@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::spec::Spec;
 use crate::text::is_env_name;
 
-use super::error::DevcontainerError;
+use crate::error::DevcontainerError;
 
 /// The operator overlay file: `KEY=VALUE` lines, `#` comments, blank lines (§7.8, §17.1).
 pub const ITERION_SANDBOX_ENV_FILE: &str = "ITERION_SANDBOX_ENV_FILE";
@@ -86,7 +86,7 @@ fn pair(origin: &str, entry: &str) -> Result<(String, String), DevcontainerError
 /// Applies the overlay to `spec.env` (SANDBOX.md §7.8) and returns the keys it set, sorted. A key
 /// fills a gap, **overwrites** a key the repository contributed (`repo_env`), and never
 /// overwrites a workflow-authored key. With no repository (`repo_env` empty) it only fills gaps.
-pub fn merge_environment_overlay(
+pub(super) fn merge_environment_overlay(
     spec: &mut Spec,
     overlay: &EnvOverlay,
     repo_env: &BTreeSet<String>,

@@ -8,7 +8,11 @@ use proptest::prelude::*;
 
 use crate::mounts::ScreenContext;
 
+use super::convert::to_sandbox_spec;
 use super::corpus_tests::Repo;
+use super::expand::{LocalVars, expand_local_vars, is_allowed_local_env};
+use super::read::parse_devcontainer;
+use super::run_args::screen_run_args;
 use super::*;
 
 /// JSON-ish text: the characters a devcontainer is made of, plus comments and quirks.

@@ -10,15 +10,15 @@ use serde_json::{Map, Value};
 
 use iterion_repofile::RepoFileError;
 
-use super::error::DevcontainerError;
+use crate::error::DevcontainerError;
 
 /// Where the devcontainer is looked for, relative to the repository root, in order (§7.1).
-pub const DEVCONTAINER_CANDIDATES: &[&str] =
+pub(super) const DEVCONTAINER_CANDIDATES: &[&str] =
     &[".devcontainer/devcontainer.json", ".devcontainer.json"];
 
 /// The largest devcontainer file read (defined here): 256 KiB. A bigger file is unusable, so a
 /// hostile repository cannot make the engine parse an unbounded document.
-pub const MAX_DEVCONTAINER_BYTES: u64 = 256 * 1024;
+pub(super) const MAX_DEVCONTAINER_BYTES: u64 = 256 * 1024;
 
 /// What [`read_from_repo`] found.
 #[derive(Debug)]
@@ -39,7 +39,7 @@ pub enum DevcontainerText {
 
 /// Finds and reads the repository's devcontainer (SANDBOX.md §7.1): `.devcontainer/devcontainer.json`,
 /// then `.devcontainer.json`. The first candidate that exists decides: a read error other than
-/// "not found", a file larger than [`MAX_DEVCONTAINER_BYTES`], anything the repository-file
+/// "not found", a file larger than `MAX_DEVCONTAINER_BYTES`, anything the repository-file
 /// reader refuses (outside the repository root or through a symlink leaving it, not a regular
 /// file, not read in time) makes it unusable.
 pub fn read_from_repo(repo_root: &Path) -> DevcontainerText {
@@ -164,7 +164,7 @@ pub struct Devcontainer {
 ///
 /// # Errors
 ///
-/// [`DevcontainerError::TooLarge`] (over [`MAX_DEVCONTAINER_BYTES`]),
+/// [`DevcontainerError::TooLarge`] (over `MAX_DEVCONTAINER_BYTES`),
 /// [`DevcontainerError::NotJsonc`] or [`DevcontainerError::Shape`] — all unusable.
 ///
 /// ```

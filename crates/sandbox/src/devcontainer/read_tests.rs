@@ -5,10 +5,15 @@ use std::path::Path;
 
 use pretty_assertions::assert_eq;
 
+use crate::error::DevcontainerError;
 use crate::mode::Mode;
+use crate::rules::RunArgRule;
 use crate::spec::{Build, Spec};
 
+use super::convert::to_sandbox_spec;
 use super::corpus_tests::Repo;
+use super::expand::LocalVars;
+use super::read::{CommandForm, Devcontainer, LifecycleCommand, parse_devcontainer};
 use super::*;
 
 fn found_path(text: &DevcontainerText) -> Option<&Path> {

@@ -13,15 +13,15 @@ use crate::precedence::DefaultImage;
 use crate::spec::Spec;
 
 use super::convert::to_sandbox_spec;
-use super::error::DevcontainerError;
 use super::expand::{LocalVars, expand_sandbox_spec};
 use super::fuse::fuse_devcontainer_spec;
 use super::overlay::{EnvOverlay, merge_environment_overlay};
 use super::read::{DevcontainerText, parse_devcontainer};
 use super::run_args::screen_run_args;
+use crate::error::DevcontainerError;
 
 /// `skip_reason` of auto without a repository root (SANDBOX.md §7.5); degrades from any tier.
-pub const AUTO_WITHOUT_REPOSITORY_ROOT: &str =
+pub(super) const AUTO_WITHOUT_REPOSITORY_ROOT: &str =
     "no repository root: sandbox: auto needs a git repository";
 
 /// The message of auto with no devcontainer and no default image (SANDBOX.md §7.5).
@@ -30,7 +30,7 @@ pub const NO_DEVCONTAINER_NO_DEFAULT_IMAGE: &str =
 
 /// Everything auto resolution needs, as values. The engine fills it from `pick_mode`,
 /// `git rev-parse --show-toplevel`, [`read_from_repo`](super::read_from_repo),
-/// [`resolve_default_sandbox_image_with_fallback`](crate::resolve_default_sandbox_image_with_fallback),
+/// `resolve_default_sandbox_image_with_fallback`,
 /// the overlay sources and [`ScreenContext::from_env`].
 pub struct AutoInputs<'a> {
     /// The resolved mode (`pick_mode(..).0`).
@@ -97,7 +97,7 @@ pub struct ResolvedSpec {
 /// | situation | result |
 /// |---|---|
 /// | mode none or inherit | no spec |
-/// | auto, no repository root | no spec, [`AUTO_WITHOUT_REPOSITORY_ROOT`] |
+/// | auto, no repository root | no spec, `AUTO_WITHOUT_REPOSITORY_ROOT` |
 /// | auto, devcontainer missing | workflow fields + mode auto + default image, ` (default image: <ref>)`; no default image: error |
 /// | auto, devcontainer unusable | the same, ` (devcontainer unusable — <error> — default image: <ref>)` plus a warning; no default image: skip `devcontainer.json unreadable: <error>` |
 /// | auto, devcontainer refused | error, no fallback |

@@ -2,37 +2,11 @@
 //! are screened because a repository that *asks* for host privileges is hostile or broken, and
 //! the run must say so instead of quietly running something else (our decision 2).
 
-use std::fmt;
 use std::path::PathBuf;
 
-use crate::mounts::{MountRequest, MountRule, ScreenContext, Sensitivity, mount_is_host_bind};
+use crate::mounts::{MountRequest, ScreenContext, mount_is_host_bind};
+use crate::rules::{MountRule, RunArgRule, Sensitivity};
 use crate::text::clean_path;
-
-/// Why a `runArgs` entry refuses the run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RunArgRule {
-    /// `--privileged`, `--cap-add`, `--security-opt` or `--device`, in any form.
-    HostPrivilege(&'static str),
-    /// `--pid=host`.
-    HostPidNamespace,
-    /// `--network=host` or `--net=host`.
-    HostNetwork,
-    /// `-v`, `--volume`, `--mount` or `--volumes-from` asking for what the run may not mount
-    /// ([`ScreenContext::admit`]: sensitive or protected paths for every run; any host path or
-    /// named volume for an untrusted one).
-    Mount(MountRule),
-}
-
-impl fmt::Display for RunArgRule {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RunArgRule::HostPrivilege(flag) => write!(f, "{flag} grants host privileges"),
-            RunArgRule::HostPidNamespace => f.write_str("--pid=host shares the host's processes"),
-            RunArgRule::HostNetwork => f.write_str("host networking bypasses the egress proxy"),
-            RunArgRule::Mount(rule) => write!(f, "mount refused: {rule}"),
-        }
-    }
-}
 
 /// Flags refused whatever their value (§7.2).
 const PRIVILEGE_FLAGS: &[&str] = &["--privileged", "--cap-add", "--security-opt", "--device"];
@@ -52,7 +26,7 @@ const SHORT_WITH_VALUE: &str = "acehlmpuw";
 /// # Errors
 ///
 /// The first refused entry, as `(entry as written, rule)`.
-pub fn screen_run_args(
+pub(crate) fn screen_run_args(
     args: &[String],
     ctx: &ScreenContext,
 ) -> Result<Vec<String>, (String, RunArgRule)> {

@@ -5,10 +5,11 @@ use std::path::PathBuf;
 
 use pretty_assertions::assert_eq;
 
-use crate::mounts::{MountRule, ScreenContext, Sensitivity};
+use crate::mounts::ScreenContext;
+use crate::rules::{MountRule, RunArgRule, Sensitivity};
 
 use super::corpus_tests::Repo;
-use super::*;
+use super::run_args::screen_run_args;
 
 fn screen(repo: &Repo, args: &[&str]) -> Result<Vec<String>, (String, RunArgRule)> {
     let ctx = ScreenContext::new(&repo.root, Some(&repo.home)).unwrap();

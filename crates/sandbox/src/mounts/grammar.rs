@@ -4,11 +4,11 @@
 use std::collections::BTreeSet;
 
 use crate::error::{Error, Result};
-use crate::mounts::rules::{ArgRule, EnvRule, MountKind, MountRule};
+use crate::rules::{ArgRule, EnvRule, MountKind, MountRule};
 use crate::text::{has_control, is_clean_absolute};
 
 /// The directory the engine reserves inside every sandbox (binary, secrets, CA, sockets).
-pub const RESERVED_TARGET_ROOT: &str = "/run/iterion";
+pub(super) const RESERVED_TARGET_ROOT: &str = "/run/iterion";
 
 /// Bind propagation modes we allow: the ones that cannot leak mounts back to the host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -361,7 +361,7 @@ pub fn validate_plain_arg(label: &str, value: &str) -> Result<()> {
 /// # Errors
 ///
 /// [`Error::InvalidEnv`] naming the key (never the value).
-pub fn validate_env_pair(key: &str, value: &str) -> Result<()> {
+pub(super) fn validate_env_pair(key: &str, value: &str) -> Result<()> {
     let forbidden = ['\n', '\r', '\0'];
     let rule = if key.is_empty() {
         EnvRule::EmptyKey

@@ -1,7 +1,9 @@
 //! The `--mount` grammar: what parses into what, and the predicate shared with §8.8.
 
+use super::grammar::{MountSpec, validate_env_pair};
 use super::*;
 use crate::error::Error;
+use crate::rules::{ArgRule, EnvRule, MountKind};
 use pretty_assertions::assert_eq;
 
 fn spec(kind: MountKind, source: Option<&str>, target: &str) -> MountSpec {

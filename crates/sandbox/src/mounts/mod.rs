@@ -4,28 +4,23 @@
 //! - [`grammar`]: the `--mount` grammar and the syntax checks (pure);
 //! - [`screen`]: resolving a source and judging it against the sensitive-path rules, the
 //!   workspace screen and build containment (resolves paths on the host filesystem);
-//! - [`rules`]: the typed refusal reasons;
+//! - the typed refusal reasons are [`crate::rules`]'s (a leaf the crate's error names too);
 //! - [`stage`]: pinning a screened bind source, so the container engine mounts exactly what
 //!   was screened (issue 15 item 1).
 
 mod grammar;
-mod rules;
 mod screen;
 mod stage;
 
 pub(crate) use grammar::check_target;
 pub use grammar::{
-    BindPropagation, MountSpec, RESERVED_TARGET_ROOT, mount_is_host_bind, parse_mount,
-    validate_env_pair, validate_plain_arg,
+    BindPropagation, MountSpec, mount_is_host_bind, parse_mount, validate_plain_arg,
 };
-pub use rules::{ArgRule, EnvRule, MountKind, MountRule, Protected, Sensitivity};
 pub use screen::{
-    CREDENTIAL_COMPONENTS, ENGINE_SOCKET_NAMES, MountRequest, MountScope, RESERVED_VOLUME_PREFIX,
-    SENSITIVE_SYSTEM_ENTRIES, SHELL_STARTUP_FILES, SYSTEM_TREES, ScreenContext, ScreenedMount,
-    is_reserved_volume, validate_contains_workspace, validate_engine_mount, validate_mount,
-    validate_spec_mounts,
+    MountRequest, MountScope, ScreenContext, ScreenedMount, validate_contains_workspace,
+    validate_mount, validate_spec_mounts,
 };
-pub use stage::{STAGE_DIR, Stager, release_staged, remove_run_dir};
+pub use stage::{STAGE_DIR, Stager, remove_run_dir};
 
 #[cfg(test)]
 mod grammar_tests;

@@ -7,6 +7,7 @@ use std::os::unix::fs::symlink;
 use proptest::prelude::*;
 
 use super::*;
+use crate::rules::MountKind;
 use crate::text::{clean, has_control, is_clean_absolute};
 
 fn item() -> impl Strategy<Value = String> {

@@ -16,13 +16,13 @@ use crate::mode::Trust;
 use crate::mounts::grammar::{
     MountSpec, check_target, is_volume_name, parse_mount, validate_env_pair, validate_plain_arg,
 };
-use crate::mounts::rules::{MountKind, MountRule, Protected, Sensitivity};
+use crate::rules::{MountKind, MountRule, Protected, Sensitivity};
 use crate::spec::{EngineMount, EngineMountKind, Spec};
 use crate::text::{clean_path, has_control, is_clean_absolute};
 
 /// System entries of SANDBOX.md §5.2 (a): a path equal to, under, or an ancestor of one of these
 /// is sensitive. The ancestor clause makes `/`, `/etc`, `/var` and `/var/run` sensitive.
-pub const SENSITIVE_SYSTEM_ENTRIES: &[&str] = &[
+pub(super) const SENSITIVE_SYSTEM_ENTRIES: &[&str] = &[
     "/var/run/docker.sock",
     "/run/docker.sock",
     "/var/run/podman/podman.sock",
@@ -66,14 +66,14 @@ pub const SENSITIVE_SYSTEM_ENTRIES: &[&str] = &[
 
 /// System trees a read-write author bind may not lie under (rule (g), ours): writing there is
 /// code execution on the host. Read-only binds of them stay possible for trusted runs.
-pub const SYSTEM_TREES: &[&str] = &[
+pub(super) const SYSTEM_TREES: &[&str] = &[
     "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/var", "/srv",
     "/boot", "/snap", "/run", "/root", "/home",
 ];
 
 /// Shell and session start-up files (rule (f), ours): judged by the last component, outside
 /// the workspace.
-pub const SHELL_STARTUP_FILES: &[&str] = &[
+pub(super) const SHELL_STARTUP_FILES: &[&str] = &[
     ".bashrc",
     ".bash_profile",
     ".bash_login",
@@ -100,14 +100,14 @@ pub const SHELL_STARTUP_FILES: &[&str] = &[
 
 /// The prefix of every volume (and container, image, dir) iterion makes: a workflow may never
 /// name such a volume (issue 15 item 3: the shared nix store is `iterion-nix-<image id>`).
-pub const RESERVED_VOLUME_PREFIX: &str = "iterion";
+pub(super) const RESERVED_VOLUME_PREFIX: &str = "iterion";
 
 /// Last components that name a container-engine socket (§5.2 (b)); covers rootless sockets.
-pub const ENGINE_SOCKET_NAMES: &[&str] =
+pub(super) const ENGINE_SOCKET_NAMES: &[&str] =
     &["docker.sock", "podman.sock", "containerd.sock", "crio.sock"];
 
 /// Components that name a credential store (§5.2 (c)); `.netrc` and `.git-credentials` are ours.
-pub const CREDENTIAL_COMPONENTS: &[&str] = &[
+pub(super) const CREDENTIAL_COMPONENTS: &[&str] = &[
     ".ssh",
     ".aws",
     ".gnupg",
@@ -178,7 +178,7 @@ pub enum MountRequest<'a> {
 
 impl ScreenContext {
     /// Canonicalises `workspace` (it must exist), `home` (as written and, when it exists,
-    /// canonical) and every entry of [`SENSITIVE_SYSTEM_ENTRIES`] that exists here.
+    /// canonical) and every entry of `SENSITIVE_SYSTEM_ENTRIES` that exists here.
     ///
     /// The workspace itself is not screened: call [`ScreenContext::validate_workspace`].
     ///
@@ -223,19 +223,19 @@ impl ScreenContext {
     ///
     /// As [`ScreenContext::new`].
     pub fn from_env(workspace: &Path) -> Result<ScreenContext> {
-        let home = crate::env::var("HOME").filter(|home| !home.is_empty());
+        let home = crate::vars::var("HOME").filter(|home| !home.is_empty());
         let ctx = ScreenContext::new(workspace, home.as_deref().map(Path::new))?;
         let mut scope = MountScope::default();
-        if let Some(store) = crate::env::var("ITERION_HOME").filter(|h| !h.is_empty()) {
+        if let Some(store) = crate::vars::var("ITERION_HOME").filter(|h| !h.is_empty()) {
             scope.store.push(PathBuf::from(store));
         }
         if let Some(home) = home {
             scope.store.push(Path::new(&home).join(".iterion"));
         }
-        if let Some(binary) = crate::env::var("ITERION_BIN").filter(|b| b.starts_with('/')) {
+        if let Some(binary) = crate::vars::var("ITERION_BIN").filter(|b| b.starts_with('/')) {
             scope.engine_binaries.push(PathBuf::from(binary));
         }
-        if let Some(xdg) = crate::env::var("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
+        if let Some(xdg) = crate::vars::var("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
             scope.runtime_roots.push(Path::new(&xdg).join("iterion"));
         }
         Ok(ctx.for_run(Trust::Trusted, &scope))
@@ -511,7 +511,7 @@ impl ScreenContext {
 }
 
 /// Whether a volume name is iterion's own (case-insensitive `iterion` prefix).
-pub fn is_reserved_volume(name: &str) -> bool {
+pub(super) fn is_reserved_volume(name: &str) -> bool {
     name.get(..RESERVED_VOLUME_PREFIX.len())
         .is_some_and(|head| head.eq_ignore_ascii_case(RESERVED_VOLUME_PREFIX))
 }
@@ -689,7 +689,7 @@ fn screen_bind_source(
 /// # Errors
 ///
 /// [`Error::MountRefused`] with the mount rendered as `type=…,source=…,target=…`.
-pub fn validate_engine_mount(mount: &EngineMount) -> Result<()> {
+pub(super) fn validate_engine_mount(mount: &EngineMount) -> Result<()> {
     let kind = match mount.kind {
         EngineMountKind::Bind => "bind",
         EngineMountKind::Volume => "volume",
@@ -739,7 +739,7 @@ pub fn validate_engine_mount(mount: &EngineMount) -> Result<()> {
 /// Screens everything a spec would hand a container engine (SANDBOX.md §4.5 step 2, and the
 /// doctor's `spec-safety` check): the plain-argument checks of the image, the fallback image,
 /// the user and the workdir; each tmpfs entry (plain argument, then its target); every author
-/// mount through [`validate_mount`]; every engine mount through [`validate_engine_mount`]; every
+/// mount through [`validate_mount`]; every engine mount through `validate_engine_mount`; every
 /// env pair. Returns the screened author mounts, in order.
 ///
 /// # Errors

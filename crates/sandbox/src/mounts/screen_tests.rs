@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 use crate::error::Error;
+use crate::rules::{MountRule, Sensitivity};
 use crate::spec::{EngineMount, EngineMountKind, Spec};
 use pretty_assertions::assert_eq;
 

@@ -37,8 +37,8 @@ use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat};
 
 use crate::error::{Error, Result};
-use crate::mounts::rules::MountRule;
 use crate::mounts::screen::ScreenContext;
+use crate::rules::MountRule;
 
 /// The staging dir inside a run dir.
 pub const STAGE_DIR: &str = "stage";
@@ -366,7 +366,7 @@ fn walk_no_symlinks(root: OwnedFd, relative: &Path) -> std::result::Result<Owned
 /// # Errors
 ///
 /// [`Error::Io`] naming the first entry that could not be released.
-pub fn release_staged(run_dir: &Path) -> Result<()> {
+pub(super) fn release_staged(run_dir: &Path) -> Result<()> {
     release_staged_dir(&run_dir.join(STAGE_DIR))
 }
 
@@ -422,7 +422,7 @@ fn release_staged_dir(dir: &Path) -> Result<()> {
     }
 }
 
-/// Removes a run dir: staged mounts first ([`release_staged`]), and only when they are all gone
+/// Removes a run dir: staged mounts first (`release_staged`), and only when they are all gone
 /// the dir itself, recursively. Absent is fine.
 ///
 /// # Errors

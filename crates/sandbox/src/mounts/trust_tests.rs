@@ -9,9 +9,11 @@ use std::path::{Path, PathBuf};
 use pretty_assertions::assert_eq;
 
 use super::*;
-use crate::devcontainer::{RunArgRule, screen_run_args};
+
+use crate::devcontainer::run_args::screen_run_args;
 use crate::error::Error;
 use crate::mode::Trust;
+use crate::rules::{MountRule, Protected, RunArgRule, Sensitivity};
 
 /// `<root>/home/user` the home, `<root>/home/user/proj` the workspace, `<root>/srv/store` the store,
 /// `<root>/rt` the runtime root, `<root>/outside` a harmless dir.

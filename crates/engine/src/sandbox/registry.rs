@@ -1,0 +1,43 @@
+//! The product's drivers (SANDBOX.md §3.2, §12): the one place the engine names the concrete
+//! driver crates. [`product_registry`] is what the factory selects from; [`local_reapers`] is what
+//! the local reaper asks, in the same order, so it looks where runs are created.
+
+use std::sync::Arc;
+
+use iterion_sandbox::{DriverKind, ReaperConstructor, Registry};
+use iterion_sandbox_docker::{
+    DockerConstructor, DockerSettings, EndpointVars, EngineKind, endpoints_for,
+};
+use iterion_sandbox_kubernetes::KubernetesConstructor;
+
+/// The product registry: docker and podman (one bollard driver, endpoints from the environment,
+/// SANDBOX.md §4.2), kubernetes (in-cluster only, §5.6) and noop. Which of them a host tries, and
+/// in what order, is the factory's preference order (§3.2): kubernetes on cloud hosts.
+pub(crate) fn product_registry() -> Registry {
+    Registry::with_noop()
+        .register(DriverKind::Kubernetes, KubernetesConstructor::from_env())
+        .register(DriverKind::Docker, DockerConstructor::docker_from_env())
+        .register(DriverKind::Podman, DockerConstructor::podman_from_env())
+}
+
+/// The local container engines runs are created on, in the factory's order (SANDBOX.md §3.2):
+/// docker, else podman. The reaper asks the first that answers, and only it: probing a second
+/// engine on every `iterion run` costs more than the run (podman's API answers in hundreds of
+/// milliseconds), and with both present the factory never creates containers on the second one.
+/// Used by the reaper and to remove a run's container by label when its setup was cancelled.
+pub(crate) fn local_reapers() -> Vec<Arc<dyn ReaperConstructor>> {
+    let vars = EndpointVars::from_env();
+    [
+        (DriverKind::Docker, EngineKind::Docker),
+        (DriverKind::Podman, EngineKind::Podman),
+    ]
+    .into_iter()
+    .map(|(kind, engine)| {
+        Arc::new(DockerConstructor::with_endpoints(
+            kind,
+            endpoints_for(engine, &vars),
+            DockerSettings::default(),
+        )) as Arc<dyn ReaperConstructor>
+    })
+    .collect()
+}

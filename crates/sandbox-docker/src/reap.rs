@@ -1,0 +1,124 @@
+//! The local half of the reaper (SANDBOX.md §12.1, issue 15 item 13): this store's containers,
+//! then its built images and a build's unattributed intermediates, then the shared `/nix` volumes
+//! whose image is gone, each judged by the engine's [`ReapJudge`].
+//!
+//! Failures are logged where they happen and the pass goes on where it can: a failed container
+//! listing ends the pass; an image the engine refuses to remove (still in use, still a parent)
+//! is kept quietly, because only leftovers are meant to go.
+
+use async_trait::async_trait;
+use iterion_sandbox::{Error, ReapError, ReapJudge, ReapReport, Reaper, ResourceKind, Result};
+
+use crate::driver::DockerDriver;
+
+impl DockerDriver {
+    fn reap_error(&self, operation: &str, error: Error, report: ReapReport) -> ReapError {
+        ReapError {
+            driver: self.engine().as_str().to_owned(),
+            operation: operation.to_owned(),
+            source: Box::new(error),
+            report,
+        }
+    }
+
+    /// Images: this store's built images of reapable runs, then the managed images no store
+    /// label attributes (a classic build's intermediates) that `judge` claims — the engine
+    /// refuses to remove one still in use or still a parent, so only leftovers go.
+    async fn reap_images(
+        &self,
+        store_id: &str,
+        judge: &dyn ReapJudge,
+        report: &mut ReapReport,
+    ) -> Option<(&'static str, Error)> {
+        let mut first = None;
+        let mut candidates = match self.list_managed_images(store_id).await {
+            Ok(images) => images,
+            Err(error) => {
+                tracing::warn!("reaper: {}: {error}", self.engine());
+                return Some(("list managed images", error));
+            }
+        };
+        // An intermediate carries no store label, so it may be another store's build in progress
+        // (seen: a concurrent run's boot reap removed a build's fresh layer, "No such image").
+        // Only one whose run this store knows, and has ended, is ours to remove.
+        match self.list_unattributed_images().await {
+            Ok(images) => {
+                for image in images {
+                    if judge.claims(&image.run_id).await {
+                        candidates.push(image);
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::warn!("reaper: {}: {error}", self.engine());
+                first = Some(("list unattributed images", error));
+            }
+        }
+        for image in candidates {
+            if !judge.reapable(&image.run_id).await {
+                report.kept += 1;
+                continue;
+            }
+            match self.remove_image(&image.id).await {
+                Ok(()) => report.deleted.push((ResourceKind::Image, image.id)),
+                Err(error) => tracing::debug!("reaper: keep image {}: {error}", image.id),
+            }
+        }
+        first
+    }
+}
+
+#[async_trait]
+impl Reaper for DockerDriver {
+    /// Containers, then images, then `/nix` volumes (each removal can free the next kind).
+    async fn reap(
+        &self,
+        store_id: &str,
+        judge: &dyn ReapJudge,
+    ) -> std::result::Result<ReapReport, ReapError> {
+        let mut report = ReapReport::default();
+        let listed = match self.list_managed(store_id).await {
+            Ok(listed) => listed,
+            Err(error) => {
+                tracing::warn!("reaper: {}: {error}", self.engine());
+                return Err(self.reap_error("list managed containers", error, report));
+            }
+        };
+        let mut first: Option<(&str, Error)> = None;
+        for resource in listed {
+            if !judge.reapable(&resource.run_id).await {
+                report.kept += 1;
+                continue;
+            }
+            match self.remove(&resource.id).await {
+                Ok(()) => report.deleted.push((ResourceKind::Container, resource.id)),
+                Err(error) => {
+                    tracing::warn!("reaper: remove {}: {error}", resource.name);
+                    first.get_or_insert(("remove container", error));
+                }
+            }
+        }
+        if let Some(failed) = self.reap_images(store_id, judge, &mut report).await {
+            first.get_or_insert(failed);
+        }
+        match self.reap_nix_volumes(store_id).await {
+            Ok(volumes) => report.deleted.extend(
+                volumes
+                    .into_iter()
+                    .map(|volume| (ResourceKind::Volume, volume)),
+            ),
+            Err(error) => {
+                tracing::warn!("reaper: {}: {error}", self.engine());
+                first.get_or_insert(("list managed volumes", error));
+            }
+        }
+        match first {
+            None => Ok(report),
+            Some((operation, error)) => Err(self.reap_error(operation, error, report)),
+        }
+    }
+
+    async fn remove_run(&self, store_id: &str, run_id: &str) -> Result<usize> {
+        DockerDriver::remove_run(self, store_id, run_id).await
+    }
+}

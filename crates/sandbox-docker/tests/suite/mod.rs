@@ -1,0 +1,5 @@
+mod docker_driver;
+mod engines;
+mod harness;
+mod mount_race;
+mod mounts_docker;
