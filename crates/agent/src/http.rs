@@ -16,6 +16,7 @@ use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
+use iterion_vocab::Environment;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -116,9 +117,9 @@ impl ProxyUrl {
         Some(ProxyUrl { authority, auth })
     }
 
-    /// The proxy from `HTTPS_PROXY`/`https_proxy` (for `https://` targets) or
+    /// The proxy from `env`'s `HTTPS_PROXY`/`https_proxy` (for `https://` targets) or
     /// `HTTP_PROXY`/`http_proxy`.
-    pub(crate) fn from_env(https: bool) -> Option<ProxyUrl> {
+    pub(crate) fn from_env(https: bool, env: &Environment) -> Option<ProxyUrl> {
         let names: &[&str] = if https {
             &["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"]
         } else {
@@ -126,7 +127,7 @@ impl ProxyUrl {
         };
         names
             .iter()
-            .filter_map(|n| std::env::var(n).ok())
+            .filter_map(|n| env.get(n))
             .find_map(|v| ProxyUrl::parse(&v))
     }
 }
@@ -134,10 +135,10 @@ impl ProxyUrl {
 /// Whether requests go direct or through a proxy.
 #[derive(Clone, Debug)]
 pub enum Route {
-    /// The engine process (no sandbox): the environment's proxy, unless `NO_PROXY` names the
-    /// target host.
+    /// The engine process (no sandbox): the client's environment's proxy, unless `NO_PROXY`
+    /// names the target host.
     HostEnv,
-    /// Through `HTTPS_PROXY`/`HTTP_PROXY` when set (the runner).
+    /// Through the client's environment's `HTTPS_PROXY`/`HTTP_PROXY` when set (the runner).
     EnvProxy,
     /// Through this proxy.
     #[cfg_attr(not(test), allow(dead_code))]
@@ -150,6 +151,8 @@ pub struct HttpClient {
     route: Route,
     tls: Arc<rustls::ClientConfig>,
     timeout: Duration,
+    /// Where [`Route::HostEnv`] and [`Route::EnvProxy`] find their proxy variables.
+    env: Environment,
 }
 
 impl std::fmt::Debug for HttpClient {
@@ -164,14 +167,22 @@ trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 impl HttpClient {
-    /// A client with the webpki roots and the PEM certificates of `SSL_CERT_FILE`, when set
-    /// (the proxy's ephemeral CA under TLS inspection, SANDBOX.md §6.11).
-    pub fn new(route: Route, timeout: Duration) -> Result<HttpClient, HttpError> {
-        let extra = std::env::var_os("SSL_CERT_FILE")
+    /// A client with the webpki roots and the PEM certificates of `env`'s `SSL_CERT_FILE`, when
+    /// set (the proxy's ephemeral CA under TLS inspection, SANDBOX.md §6.11); its route's proxy
+    /// variables are read from `env` too.
+    pub fn new(
+        route: Route,
+        timeout: Duration,
+        env: &Environment,
+    ) -> Result<HttpClient, HttpError> {
+        let extra = env
+            .get_os("SSL_CERT_FILE")
             .filter(|p| !p.is_empty())
             .and_then(|path| std::fs::read(path).ok())
             .unwrap_or_default();
-        HttpClient::with_roots(route, timeout, &extra)
+        let mut client = HttpClient::with_roots(route, timeout, &extra)?;
+        client.env = env.clone();
+        Ok(client)
     }
 
     /// A client with the webpki roots and the certificates of the PEM text `extra_pem`.
@@ -199,6 +210,7 @@ impl HttpClient {
             route,
             tls: Arc::new(tls),
             timeout,
+            env: Environment::empty(),
         })
     }
 
@@ -237,12 +249,14 @@ impl HttpClient {
             format!("{host}:{port}")
         };
         let proxy = match &self.route {
-            Route::EnvProxy => ProxyUrl::from_env(https),
+            Route::EnvProxy => ProxyUrl::from_env(https, &self.env),
             Route::HostEnv => {
-                let no_proxy = std::env::var("NO_PROXY")
-                    .or_else(|_| std::env::var("no_proxy"))
+                let no_proxy = self
+                    .env
+                    .get("NO_PROXY")
+                    .or_else(|| self.env.get("no_proxy"))
                     .unwrap_or_default();
-                ProxyUrl::from_env(https).filter(|_| !no_proxy_matches(&no_proxy, &host))
+                ProxyUrl::from_env(https, &self.env).filter(|_| !no_proxy_matches(&no_proxy, &host))
             }
             Route::Proxy(p) => Some(p.clone()),
         };

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use iterion_dsl::ir::Tool;
+use iterion_vocab::Environment;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncWrite};
@@ -81,13 +82,15 @@ pub struct Replay {
     pub answer: String,
 }
 
-/// Runs the runner over the process's stdin/stdout, its `bash` in the shell `shells` opens;
-/// returns the exit code.
-pub async fn claw_runner_main(shells: &dyn OpenShell) -> i32 {
+/// Runs the runner over the process's stdin/stdout, its `bash` in the shell `shells` opens,
+/// reading the container's environment `env` (the process's, snapshotted once at its entry
+/// point: the model client's proxy and CA); returns the exit code.
+pub async fn claw_runner_main(shells: &dyn OpenShell, env: &Environment) -> i32 {
     serve(
         tokio::io::BufReader::new(tokio::io::stdin()),
         tokio::io::stdout(),
         shells,
+        env,
     )
     .await
 }
@@ -125,8 +128,8 @@ impl Outbox {
     }
 }
 
-/// The runner over any byte streams (tests drive it in process).
-pub async fn serve<R, W>(input: R, output: W, shells: &dyn OpenShell) -> i32
+/// The runner over any byte streams (tests drive it in process), reading `env`.
+pub async fn serve<R, W>(input: R, output: W, shells: &dyn OpenShell, env: &Environment) -> i32
 where
     R: AsyncBufRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -137,7 +140,7 @@ where
         Ok(parts) => parts,
         Err(error) => return fatal(outbox, &error).await,
     };
-    let code = match run_task(task, replay, policy, reader, &outbox, shells).await {
+    let code = match run_task(task, replay, policy, reader, &outbox, shells, env).await {
         Ok(()) => 0,
         Err(error) => return fatal(outbox, &error).await,
     };
@@ -224,6 +227,7 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
     reader: EnvelopeReader<R>,
     outbox: &Outbox,
     shells: &dyn OpenShell,
+    env: &Environment,
 ) -> Result<(), String> {
     let provider = task
         .model
@@ -277,8 +281,8 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
             .unwrap_or(iterion_dsl::ir::DEFAULT_TOOL_MAX_STEPS),
         output: task.output.clone(),
     };
-    let client =
-        HttpClient::new(Route::EnvProxy, crate::http::MODEL_TIMEOUT).map_err(|e| e.to_string())?;
+    let client = HttpClient::new(Route::EnvProxy, crate::http::MODEL_TIMEOUT, env)
+        .map_err(|e| e.to_string())?;
     let observer = EventObserver {
         outbox: outbox.tx.clone(),
     };

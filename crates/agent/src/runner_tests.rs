@@ -16,8 +16,8 @@ struct Harness {
 }
 
 fn start() -> Harness {
-    // SAFETY of the test: each test is its own process under nextest; the runner must dial
-    // the fake directly, not through a proxy from the developer's environment.
+    // The runner must dial the fake directly, not through a proxy from the developer's
+    // environment: it is given an empty one.
     let (to_runner, runner_in) = tokio::io::duplex(1024 * 1024);
     let (runner_out, from_runner) = tokio::io::duplex(1024 * 1024);
     let runner = tokio::spawn(async move {
@@ -25,6 +25,7 @@ fn start() -> Harness {
             BufReader::new(runner_in),
             runner_out,
             &crate::test_shell::ProcessShell,
+            &iterion_vocab::Environment::empty(),
         )
         .await
     });

@@ -9,25 +9,28 @@ mod exit;
 mod terminal;
 
 use clap::Parser;
+use iterion_vocab::Environment;
 
 use crate::exit::Exit;
 
 fn main() -> std::process::ExitCode {
     let cli = args::Cli::parse();
+    // The one read of the process environment: every command is handed this snapshot.
+    let env = Environment::from_process();
     let code = match cli.command {
         args::Command::Validate(args) => commands::validate::run(&args),
         // Its own small runtime, no tracing subscriber: it reads no env (SANDBOX.md §4.6).
         args::Command::EgressBridge(args) => commands::egress_bridge::run(args),
         args::Command::EgressProbe { target } => commands::egress_probe::run(&target),
         // stdout carries NDJSON only; logs go to stderr (SANDBOX.md §13.1).
-        args::Command::ClawRunner => commands::claw_runner::run(),
-        command => async_main(command),
+        args::Command::ClawRunner => commands::claw_runner::run(&env),
+        command => async_main(command, env),
     };
     code.into()
 }
 
 /// The commands that talk to the store or the engine run on a multi-threaded tokio runtime.
-fn async_main(command: args::Command) -> Exit {
+fn async_main(command: args::Command, env: Environment) -> Exit {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -51,15 +54,15 @@ fn async_main(command: args::Command) -> Exit {
     runtime.block_on(async move {
         match command {
             args::Command::Validate(args) => commands::validate::run(&args),
-            args::Command::Run(args) => commands::run::run(args).await,
-            args::Command::Resume(args) => commands::resume::run(args).await,
+            args::Command::Run(args) => commands::run::run(args, &env).await,
+            args::Command::Resume(args) => commands::resume::run(args, &env).await,
             args::Command::Inspect(args) => commands::inspect::run(args).await,
             args::Command::Events(args) => commands::events::run(args).await,
-            args::Command::Sandbox(args) => commands::sandbox_doctor::run(args).await,
-            args::Command::Runner => commands::runner::run().await,
+            args::Command::Sandbox(args) => commands::sandbox_doctor::run(args, &env).await,
+            args::Command::Runner => commands::runner::run(&env).await,
             args::Command::EgressBridge(args) => commands::egress_bridge::run_async(args).await,
             args::Command::EgressProbe { target } => commands::egress_probe::run(&target),
-            args::Command::ClawRunner => commands::claw_runner::run(),
+            args::Command::ClawRunner => commands::claw_runner::run(&env),
         }
     })
 }

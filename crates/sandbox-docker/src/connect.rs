@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use iterion_sandbox::{Driver, DriverConstructor, DriverKind, Reaper, ReaperConstructor, Result};
+use iterion_vocab::Environment;
 
 use crate::api::EngineKind;
 use crate::driver::DockerDriver;
@@ -12,7 +13,7 @@ use crate::endpoints::{EndpointVars, endpoints_for};
 use crate::settings::DockerSettings;
 
 /// Constructs the docker or podman driver for the factory: tries the endpoints of
-/// [`endpoints_for`] (read from the environment when the constructor is made).
+/// [`endpoints_for`] (read from the environment snapshot the constructor is made from).
 #[derive(Clone, Debug)]
 pub struct DockerConstructor {
     kind: DriverKind,
@@ -22,21 +23,21 @@ pub struct DockerConstructor {
 
 impl DockerConstructor {
     /// The `docker` registry entry, endpoints from `DOCKER_HOST`/`CONTAINER_HOST`/
-    /// `XDG_RUNTIME_DIR`, settings from the `ITERION_SANDBOX_*` knobs.
-    pub fn docker_from_env() -> DockerConstructor {
+    /// `XDG_RUNTIME_DIR`, settings from the `ITERION_SANDBOX_*` knobs, all read from `env`.
+    pub fn docker_from_env(env: &Environment) -> DockerConstructor {
         DockerConstructor::with_endpoints(
             DriverKind::Docker,
-            endpoints_for(EngineKind::Docker, &EndpointVars::from_env()),
-            DockerSettings::from_env(),
+            endpoints_for(EngineKind::Docker, &EndpointVars::from_env(env)),
+            DockerSettings::from_env(env),
         )
     }
 
     /// The `podman` registry entry, as [`DockerConstructor::docker_from_env`].
-    pub fn podman_from_env() -> DockerConstructor {
+    pub fn podman_from_env(env: &Environment) -> DockerConstructor {
         DockerConstructor::with_endpoints(
             DriverKind::Podman,
-            endpoints_for(EngineKind::Podman, &EndpointVars::from_env()),
-            DockerSettings::from_env(),
+            endpoints_for(EngineKind::Podman, &EndpointVars::from_env(env)),
+            DockerSettings::from_env(env),
         )
     }
 

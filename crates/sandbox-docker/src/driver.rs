@@ -353,8 +353,9 @@ impl DockerDriver {
             let workspace = info.workspace_path.clone();
             let (trust, scope, run_dir) =
                 (info.trust, info.mount_scope.clone(), info.run_dir.clone());
+            let env = shared.settings.environment.clone();
             tokio::task::spawn_blocking(move || {
-                let ctx = ScreenContext::from_env(&workspace)?.for_run(trust, &scope);
+                let ctx = ScreenContext::from_env(&workspace, &env)?.for_run(trust, &scope);
                 let canonical = ctx.validate_workspace(&workspace)?;
                 let mut screened = validate_spec_mounts(&spec, &ctx)?;
                 let mut stager = Stager::new(&run_dir);

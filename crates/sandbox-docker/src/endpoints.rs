@@ -1,7 +1,7 @@
 //! Finding the engine (SANDBOX.md §4.2): which endpoints the docker and podman constructors try,
 //! from the variables that name them.
 
-use iterion_sandbox::env_var;
+use iterion_vocab::Environment;
 
 use crate::api::EngineKind;
 
@@ -58,12 +58,12 @@ pub struct EndpointVars {
 }
 
 impl EndpointVars {
-    /// Reads the three variables.
-    pub fn from_env() -> EndpointVars {
+    /// Reads the three variables from `env`.
+    pub fn from_env(env: &Environment) -> EndpointVars {
         EndpointVars {
-            docker_host: env_var(DOCKER_HOST),
-            container_host: env_var(CONTAINER_HOST),
-            xdg_runtime_dir: env_var(XDG_RUNTIME_DIR),
+            docker_host: env.get(DOCKER_HOST),
+            container_host: env.get(CONTAINER_HOST),
+            xdg_runtime_dir: env.get(XDG_RUNTIME_DIR),
         }
     }
 }

@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use iterion_sandbox::{
-    ITERION_SANDBOX_PERSIST_NIX, Phase, env_var, is_falsy, phase_timeout_from_env,
-};
+use iterion_sandbox::{ITERION_SANDBOX_PERSIST_NIX, Phase, is_falsy, phase_timeout_from_env};
+use iterion_vocab::Environment;
 
 /// The driver's knobs. Built with setters; [`DockerSettings::from_env`] reads the phase budgets
-/// and `ITERION_SANDBOX_PERSIST_NIX` the way the engine does.
+/// and `ITERION_SANDBOX_PERSIST_NIX` from an environment snapshot the way the engine does, and
+/// keeps the snapshot for the mount screen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DockerSettings {
     pub(crate) pull_timeout: Duration,
@@ -17,6 +17,7 @@ pub struct DockerSettings {
     pub(crate) post_create_timeout: Duration,
     pub(crate) persist_nix: bool,
     pub(crate) extra_labels: BTreeMap<String, String>,
+    pub(crate) environment: Environment,
 }
 
 impl Default for DockerSettings {
@@ -27,6 +28,7 @@ impl Default for DockerSettings {
             post_create_timeout: Phase::PostCreate.default_budget(),
             persist_nix: true,
             extra_labels: BTreeMap::new(),
+            environment: Environment::empty(),
         }
     }
 }
@@ -34,14 +36,18 @@ impl Default for DockerSettings {
 impl DockerSettings {
     /// The phase budgets from `ITERION_SANDBOX_PULL_TIMEOUT`, `ITERION_SANDBOX_BUILD_TIMEOUT`
     /// and `ITERION_SANDBOX_POST_CREATE_TIMEOUT`, and the `/nix` volume unless
-    /// `ITERION_SANDBOX_PERSIST_NIX` is falsy.
-    pub fn from_env() -> DockerSettings {
+    /// `ITERION_SANDBOX_PERSIST_NIX` is falsy, all read from `env`; the mount screen reads `env`
+    /// too (see [`DockerSettings::environment`]).
+    pub fn from_env(env: &Environment) -> DockerSettings {
         DockerSettings {
-            pull_timeout: phase_timeout_from_env(Phase::ImagePull),
-            build_timeout: phase_timeout_from_env(Phase::ImageBuild),
-            post_create_timeout: phase_timeout_from_env(Phase::PostCreate),
-            persist_nix: !env_var(ITERION_SANDBOX_PERSIST_NIX).is_some_and(|v| is_falsy(&v)),
+            pull_timeout: phase_timeout_from_env(Phase::ImagePull, env),
+            build_timeout: phase_timeout_from_env(Phase::ImageBuild, env),
+            post_create_timeout: phase_timeout_from_env(Phase::PostCreate, env),
+            persist_nix: !env
+                .get(ITERION_SANDBOX_PERSIST_NIX)
+                .is_some_and(|v| is_falsy(&v)),
             extra_labels: BTreeMap::new(),
+            environment: env.clone(),
         }
     }
 
@@ -78,6 +84,15 @@ impl DockerSettings {
     #[must_use]
     pub fn extra_label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.extra_labels.insert(key.into(), value.into());
+        self
+    }
+
+    /// The host environment the mount screen reads at `start`
+    /// ([`ScreenContext::from_env`](iterion_sandbox::ScreenContext::from_env): `HOME`,
+    /// `ITERION_HOME`, `ITERION_BIN`, `XDG_RUNTIME_DIR`). Default: empty (no home to protect).
+    #[must_use]
+    pub fn environment(mut self, env: Environment) -> Self {
+        self.environment = env;
         self
     }
 }

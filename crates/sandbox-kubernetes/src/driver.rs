@@ -13,6 +13,7 @@ use iterion_sandbox::{
     ProxyConfigurer, Result, RunInfo, RunLog, SandboxRun, Spec, apply_engine_user_default,
     kubernetes_validate_spec, run_post_create, run_with_phase_timeout,
 };
+use iterion_vocab::Environment;
 
 use crate::api::{FIELD_MANAGER, KubeApi, KubeError, KubeObject, KubeRsApi, ObjectKind};
 use crate::classify::{NotReady, PodProgress, classify_not_ready, pod_progress};
@@ -435,12 +436,16 @@ impl ProxyConfigurer for KubernetesDriver {
 #[derive(Clone, Debug, Default)]
 pub struct KubernetesConstructor {
     settings: Option<KubernetesSettings>,
+    env: Environment,
 }
 
 impl KubernetesConstructor {
-    /// The registry entry; settings are read from the environment at construction.
-    pub fn from_env() -> KubernetesConstructor {
-        KubernetesConstructor { settings: None }
+    /// The registry entry; the in-cluster detection and the settings read `env` at construction.
+    pub fn from_env(env: &Environment) -> KubernetesConstructor {
+        KubernetesConstructor {
+            settings: None,
+            env: env.clone(),
+        }
     }
 }
 
@@ -454,11 +459,11 @@ fn unavailable(why: InClusterError) -> Error {
 #[async_trait]
 impl DriverConstructor for KubernetesConstructor {
     async fn construct(&self) -> Result<Arc<dyn Driver>> {
-        let (client, namespace) = in_cluster_client().map_err(unavailable)?;
+        let (client, namespace) = in_cluster_client(&self.env).map_err(unavailable)?;
         let settings = self
             .settings
             .clone()
-            .unwrap_or_else(KubernetesSettings::from_env);
+            .unwrap_or_else(|| KubernetesSettings::from_env(&self.env));
         let api = KubeRsApi::new(client, namespace);
         Ok(Arc::new(KubernetesDriver::new(Arc::new(api), settings)))
     }

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use iterion_sandbox::env_var;
+use iterion_vocab::Environment;
 
 use crate::api::KubeRsApi;
 
@@ -26,10 +26,10 @@ pub(crate) struct InClusterSignals {
 }
 
 impl InClusterSignals {
-    /// Reads the variable and the service-account files.
-    pub(crate) fn from_env() -> InClusterSignals {
+    /// Reads the variable (from `env`) and the service-account files.
+    pub(crate) fn from_env(env: &Environment) -> InClusterSignals {
         InClusterSignals {
-            service_host: env_var(iterion_sandbox::KUBERNETES_SERVICE_HOST),
+            service_host: env.get(iterion_sandbox::KUBERNETES_SERVICE_HOST),
             namespace: std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE).ok(),
             token_present: Path::new(SERVICE_ACCOUNT_TOKEN).is_file(),
         }
@@ -88,14 +88,16 @@ pub(crate) fn detect_in_cluster(signals: &InClusterSignals) -> Result<String, In
     Ok(namespace.to_owned())
 }
 
-/// The client of this pod's cluster, and its namespace: [`detect_in_cluster`] on the process's
-/// signals, then the in-cluster configuration.
+/// The client of this pod's cluster, and its namespace: [`detect_in_cluster`] on the signals of
+/// `env` and the service-account files, then the in-cluster configuration.
 ///
 /// # Errors
 ///
 /// Why not, as an [`InClusterError`].
-pub(crate) fn in_cluster_client() -> Result<(kube::Client, String), InClusterError> {
-    let namespace = detect_in_cluster(&InClusterSignals::from_env())?;
+pub(crate) fn in_cluster_client(
+    env: &Environment,
+) -> Result<(kube::Client, String), InClusterError> {
+    let namespace = detect_in_cluster(&InClusterSignals::from_env(env))?;
     let config = kube::Config::incluster().map_err(InClusterError::Config)?;
     let client = kube::Client::try_from(config).map_err(InClusterError::Client)?;
     Ok((client, namespace))
@@ -107,8 +109,8 @@ pub(crate) fn in_cluster_client() -> Result<(kube::Client, String), InClusterErr
 /// # Errors
 ///
 /// Why not, as an [`InClusterError`].
-pub fn in_cluster_api() -> Result<KubeRsApi, InClusterError> {
-    let (client, namespace) = in_cluster_client()?;
+pub fn in_cluster_api(env: &Environment) -> Result<KubeRsApi, InClusterError> {
+    let (client, namespace) = in_cluster_client(env)?;
     Ok(KubeRsApi::new(client, namespace))
 }
 

@@ -2,7 +2,7 @@
 //! read once from the runner's environment.
 //!
 //! [`SchedulingPolicy::parse`] is pure (the values come in as [`SchedulingInputs`]);
-//! [`SchedulingInputs::from_env`] fetches them. A malformed policy is an
+//! [`SchedulingInputs::from_env`] fetches them from an environment snapshot. A malformed policy is an
 //! [`Error::InvalidSetting`] naming the variable: the runner refuses to start on it, the doctor
 //! reports it, and every `start` returns it — a policy is never half-applied.
 //!
@@ -14,7 +14,8 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-use iterion_sandbox::{Error, Result, env_var};
+use iterion_sandbox::{Error, Result};
+use iterion_vocab::Environment;
 use serde::Serialize;
 
 /// `resources.requests.cpu`.
@@ -47,14 +48,14 @@ pub struct SchedulingInputs {
 }
 
 impl SchedulingInputs {
-    /// Reads the five variables from the process environment.
-    pub fn from_env() -> SchedulingInputs {
+    /// Reads the five variables from `env`.
+    pub fn from_env(env: &Environment) -> SchedulingInputs {
         SchedulingInputs {
-            requests_cpu: env_var(ITERION_SANDBOX_K8S_REQUESTS_CPU),
-            requests_memory: env_var(ITERION_SANDBOX_K8S_REQUESTS_MEMORY),
-            limits_cpu: env_var(ITERION_SANDBOX_K8S_LIMITS_CPU),
-            limits_memory: env_var(ITERION_SANDBOX_K8S_LIMITS_MEMORY),
-            spread: env_var(ITERION_SANDBOX_K8S_SPREAD),
+            requests_cpu: env.get(ITERION_SANDBOX_K8S_REQUESTS_CPU),
+            requests_memory: env.get(ITERION_SANDBOX_K8S_REQUESTS_MEMORY),
+            limits_cpu: env.get(ITERION_SANDBOX_K8S_LIMITS_CPU),
+            limits_memory: env.get(ITERION_SANDBOX_K8S_LIMITS_MEMORY),
+            spread: env.get(ITERION_SANDBOX_K8S_SPREAD),
         }
     }
 }
@@ -346,13 +347,13 @@ impl SchedulingPolicy {
         })
     }
 
-    /// [`SchedulingPolicy::parse`] over the process environment.
+    /// [`SchedulingPolicy::parse`] over `env`.
     ///
     /// # Errors
     ///
     /// As [`SchedulingPolicy::parse`].
-    pub fn from_env() -> Result<SchedulingPolicy> {
-        SchedulingPolicy::parse(&SchedulingInputs::from_env())
+    pub fn from_env(env: &Environment) -> Result<SchedulingPolicy> {
+        SchedulingPolicy::parse(&SchedulingInputs::from_env(env))
     }
 
     /// One line for the doctor and the runner's start-up log:

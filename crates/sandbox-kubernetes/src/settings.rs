@@ -1,9 +1,11 @@
 //! The kubernetes driver's knobs ([`KubernetesSettings`]), read once from the runner's
-//! environment: the owner pod, its IP, the egress probe, scheduling and the phase budgets.
+//! environment snapshot: the owner pod, its IP, the egress probe, scheduling and the phase
+//! budgets.
 
 use std::time::Duration;
 
-use iterion_sandbox::{Phase, env_var, phase_timeout_from_env};
+use iterion_sandbox::{Phase, phase_timeout_from_env};
+use iterion_vocab::Environment;
 
 use crate::manifest::RunnerOwner;
 use crate::scheduling::SchedulingInputs;
@@ -64,29 +66,29 @@ fn non_empty(value: Option<String>) -> Option<String> {
 
 impl KubernetesSettings {
     /// Reads `ITERION_RUNNER_POD_NAME`/`_UID` (both or neither), `ITERION_POD_IP`,
-    /// `ITERION_SANDBOX_EGRESS_PROBE`, the scheduling variables and the phase budgets.
-    pub fn from_env() -> KubernetesSettings {
+    /// `ITERION_SANDBOX_EGRESS_PROBE`, the scheduling variables and the phase budgets from `env`.
+    pub fn from_env(env: &Environment) -> KubernetesSettings {
         let owner = match (
-            non_empty(env_var(ITERION_RUNNER_POD_NAME)),
-            non_empty(env_var(ITERION_RUNNER_POD_UID)),
+            non_empty(env.get(ITERION_RUNNER_POD_NAME)),
+            non_empty(env.get(ITERION_RUNNER_POD_UID)),
         ) {
             (Some(name), Some(uid)) => Some(RunnerOwner { name, uid }),
             _ => None,
         };
-        let egress_probe = match non_empty(env_var(ITERION_SANDBOX_EGRESS_PROBE)) {
+        let egress_probe = match non_empty(env.get(ITERION_SANDBOX_EGRESS_PROBE)) {
             None => Some(DEFAULT_EGRESS_PROBE.to_owned()),
             Some(off) if off.eq_ignore_ascii_case("off") => None,
             Some(target) => Some(target),
         };
         KubernetesSettings {
             owner,
-            pod_ip: non_empty(env_var(ITERION_POD_IP)),
+            pod_ip: non_empty(env.get(ITERION_POD_IP)),
             egress_probe,
-            scheduling: SchedulingInputs::from_env(),
-            apply_timeout: phase_timeout_from_env(Phase::KubernetesApply),
-            pod_ready_timeout: phase_timeout_from_env(Phase::PodReady),
-            copy_timeout: phase_timeout_from_env(Phase::WorkspaceCopy),
-            post_create_timeout: phase_timeout_from_env(Phase::PostCreate),
+            scheduling: SchedulingInputs::from_env(env),
+            apply_timeout: phase_timeout_from_env(Phase::KubernetesApply, env),
+            pod_ready_timeout: phase_timeout_from_env(Phase::PodReady, env),
+            copy_timeout: phase_timeout_from_env(Phase::WorkspaceCopy, env),
+            post_create_timeout: phase_timeout_from_env(Phase::PostCreate, env),
             poll_interval: Duration::from_secs(1),
         }
     }

@@ -1,6 +1,8 @@
-//! The thin readers that fetch the environment for the pure functions elsewhere in the crate
-//! (SANDBOX.md §17). Each does nothing but read its variable ([`crate::vars`] names them) and hand
-//! the value to a pure parser; tests call the parsers.
+//! The thin readers that take the environment for the pure functions elsewhere in the crate
+//! (SANDBOX.md §17). Each does nothing but read its variable ([`crate::vars`] names them) from the
+//! caller's [`Environment`] snapshot and hand the value to a pure parser; tests call the parsers.
+
+use iterion_vocab::Environment;
 
 use crate::error::Result;
 use crate::host::HostSignals;
@@ -11,7 +13,7 @@ use crate::precedence::{
 };
 use crate::vars::{
     ITERION_DESKTOP, ITERION_MODE, ITERION_SANDBOX_DEFAULT, ITERION_SANDBOX_DEFAULT_IMAGE,
-    ITERION_SANDBOX_HOST_STATE, ITERION_SANDBOX_OVERRIDE, KUBERNETES_SERVICE_HOST, var,
+    ITERION_SANDBOX_HOST_STATE, ITERION_SANDBOX_OVERRIDE, KUBERNETES_SERVICE_HOST,
 };
 
 /// `resolve_global_sandbox_default` over `ITERION_SANDBOX_DEFAULT`.
@@ -19,8 +21,8 @@ use crate::vars::{
 /// # Errors
 ///
 /// [`Error::InvalidSetting`](crate::Error::InvalidSetting) for a value other than `auto`/`none`.
-pub fn global_sandbox_default_from_env() -> Result<SandboxFlag> {
-    resolve_global_sandbox_default(var(ITERION_SANDBOX_DEFAULT).as_deref())
+pub fn global_sandbox_default_from_env(env: &Environment) -> Result<SandboxFlag> {
+    resolve_global_sandbox_default(env.get(ITERION_SANDBOX_DEFAULT).as_deref())
 }
 
 /// `resolve_sandbox_override` over `ITERION_SANDBOX_OVERRIDE`.
@@ -28,8 +30,8 @@ pub fn global_sandbox_default_from_env() -> Result<SandboxFlag> {
 /// # Errors
 ///
 /// [`Error::InvalidSetting`](crate::Error::InvalidSetting) for a value other than `auto`/`none`.
-pub fn sandbox_override_from_env() -> Result<Option<SandboxFlag>> {
-    resolve_sandbox_override(var(ITERION_SANDBOX_OVERRIDE).as_deref())
+pub fn sandbox_override_from_env(env: &Environment) -> Result<Option<SandboxFlag>> {
+    resolve_sandbox_override(env.get(ITERION_SANDBOX_OVERRIDE).as_deref())
 }
 
 /// `resolve_host_state_setting` over `ITERION_SANDBOX_HOST_STATE`.
@@ -37,22 +39,26 @@ pub fn sandbox_override_from_env() -> Result<Option<SandboxFlag>> {
 /// # Errors
 ///
 /// [`Error::InvalidSetting`](crate::Error::InvalidSetting) for a value other than `auto`/`none`.
-pub fn host_state_from_env() -> Result<HostState> {
-    resolve_host_state_setting(var(ITERION_SANDBOX_HOST_STATE).as_deref())
+pub fn host_state_from_env(env: &Environment) -> Result<HostState> {
+    resolve_host_state_setting(env.get(ITERION_SANDBOX_HOST_STATE).as_deref())
 }
 
 /// `resolve_default_sandbox_image_with_fallback` with `ITERION_SANDBOX_DEFAULT_IMAGE`.
-pub fn default_image_from_env(flag: Option<&str>) -> DefaultImage {
-    resolve_default_sandbox_image_with_fallback(flag, var(ITERION_SANDBOX_DEFAULT_IMAGE).as_deref())
+pub fn default_image_from_env(env: &Environment, flag: Option<&str>) -> DefaultImage {
+    resolve_default_sandbox_image_with_fallback(
+        flag,
+        env.get(ITERION_SANDBOX_DEFAULT_IMAGE).as_deref(),
+    )
 }
 
 impl HostSignals {
-    /// Reads `ITERION_MODE`, `KUBERNETES_SERVICE_HOST`, `ITERION_DESKTOP` and `argv[0]`.
-    pub fn from_env() -> HostSignals {
+    /// Reads `ITERION_MODE`, `KUBERNETES_SERVICE_HOST` and `ITERION_DESKTOP` from `env`, and the
+    /// process's `argv[0]`.
+    pub fn from_env(env: &Environment) -> HostSignals {
         HostSignals {
-            iterion_mode: var(ITERION_MODE),
-            kubernetes_service_host: var(KUBERNETES_SERVICE_HOST),
-            iterion_desktop: var(ITERION_DESKTOP),
+            iterion_mode: env.get(ITERION_MODE),
+            kubernetes_service_host: env.get(KUBERNETES_SERVICE_HOST),
+            iterion_desktop: env.get(ITERION_DESKTOP),
             argv0: std::env::args_os()
                 .next()
                 .map(|arg| arg.to_string_lossy().into_owned()),

@@ -1,7 +1,7 @@
 //! Host kind and driver preference (SANDBOX.md §3.1–§3.2).
 //!
 //! [`detect_host`] is pure: the signals come in as a [`HostSignals`] value, which
-//! [`HostSignals::from_env`] fills from the process.
+//! [`HostSignals::from_env`] fills from an [`Environment`](iterion_vocab::Environment) snapshot.
 
 use std::fmt;
 

@@ -19,7 +19,9 @@
 //! - **A pure core inside a thin I/O shell** (STYLE.md §5.3). Precedence ([`pick_mode`],
 //!   [`pick_host_state`], [`resolve_network_policy`], the default image), host detection
 //!   ([`detect_host`]), [`Spec::validate`], the mount grammar and the sensitive-path judgement take
-//!   their inputs as values; the `*_from_env` readers and [`ScreenContext::new`] fetch them.
+//!   their inputs as values; the `*_from_env` readers take them from the caller's
+//!   [`Environment`](iterion_vocab::Environment) (the crate never reads the process's) and
+//!   [`ScreenContext::new`] fetches the rest.
 //! - **Probing is a seam.** The [`Factory`] constructs drivers through [`DriverConstructor`]s in
 //!   a [`Registry`], so selection is tested with fakes and the engines are probed only there.
 //! - **One error type** ([`Error`]) whose [`Error::code`] is the stable failure code of
@@ -148,5 +150,5 @@ pub use text::{escape_controls, is_clean_absolute};
 pub use timeout::run_with_phase_timeout;
 pub use vars::{
     ITERION_SANDBOX_DEFAULT, ITERION_SANDBOX_PERSIST_NIX, KUBERNETES_SERVICE_HOST, is_falsy,
-    is_truthy, parse_switch, var as env_var,
+    is_truthy, parse_switch,
 };

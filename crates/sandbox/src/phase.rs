@@ -1,7 +1,7 @@
 //! Setup phases and their time bounds (SANDBOX.md §16.1).
 //!
 //! [`resolve_phase_timeout`] is pure (the knob's value comes in); [`phase_timeout_from_env`]
-//! reads the variable and warns once per process about a value it had to ignore. Bounding a
+//! reads the variable from the caller's environment and warns once per process about a value it had to ignore. Bounding a
 //! future by its phase is [`crate::timeout`]'s, which names the error this file must not (the
 //! crate's error names a [`Phase`]).
 
@@ -11,6 +11,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::vars;
+use iterion_vocab::Environment;
 use serde::Serialize;
 
 /// A bounded setup phase (SANDBOX.md §16.1).
@@ -307,10 +308,10 @@ pub(crate) fn resolve_phase_timeout(phase: Phase, value: Option<&str>) -> PhaseB
     }
 }
 
-/// `resolve_phase_timeout` over the phase's variable. An ignored value is warned about once
-/// per process and variable.
-pub fn phase_timeout_from_env(phase: Phase) -> Duration {
-    let value = phase.env_var().and_then(vars::var);
+/// `resolve_phase_timeout` over the phase's variable in `env`. An ignored value is warned about
+/// once per process and variable.
+pub fn phase_timeout_from_env(phase: Phase, env: &Environment) -> Duration {
+    let value = phase.env_var().and_then(|name| env.get(name));
     let resolved = resolve_phase_timeout(phase, value.as_deref());
     if let Some(warning) = resolved.warning
         && first_warning_for(phase)

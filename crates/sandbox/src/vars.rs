@@ -1,10 +1,9 @@
-//! The environment variables this crate reads (SANDBOX.md §17): their names, the switch grammar
-//! and the one raw lookup. A leaf: it imports nothing of the crate, so every module may name a
-//! variable; the typed readers that hand a value to a pure parser are in [`crate::env`].
+//! The environment variables this crate reads (SANDBOX.md §17): their names and the switch
+//! grammar. A leaf: it imports nothing of the crate, so every module may name a variable; the
+//! typed readers that hand a value from the caller's [`Environment`](iterion_vocab::Environment)
+//! to a pure parser are in [`crate::env`].
 //!
 //! Every variable name is a constant here, so a grep of this one file lists what the crate reads.
-
-use std::ffi::OsStr;
 
 /// Host kind override: `local` or `cloud` (§3.1).
 pub(crate) const ITERION_MODE: &str = "ITERION_MODE";
@@ -55,11 +54,6 @@ pub fn parse_switch(value: &str) -> Option<bool> {
         "0" | "false" | "no" | "off" => Some(false),
         _ => None,
     }
-}
-
-/// Reads a variable, lossily decoded; `None` when unset.
-pub fn var(name: impl AsRef<OsStr>) -> Option<String> {
-    std::env::var_os(name).map(|value| value.to_string_lossy().into_owned())
 }
 
 #[cfg(test)]

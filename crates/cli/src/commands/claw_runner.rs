@@ -4,8 +4,8 @@
 //! bootstrap or channel error.
 use crate::exit::Exit;
 
-/// Runs the runner on its own runtime.
-pub fn run() -> Exit {
+/// Runs the runner on its own runtime, reading `env` (the container process's environment).
+pub fn run(env: &iterion_vocab::Environment) -> Exit {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -27,7 +27,7 @@ pub fn run() -> Exit {
             return Exit::BadInput;
         }
     };
-    match runtime.block_on(iterion_engine::claw_runner_main()) {
+    match runtime.block_on(iterion_engine::claw_runner_main(env)) {
         0 => Exit::Success,
         _ => Exit::BadInput,
     }

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use iterion_engine::{Engine, PreflightSetup};
 use iterion_store::{Store, db_path, iterion_home_from_env};
+use iterion_vocab::Environment;
 
 use crate::exit::Exit;
 
@@ -67,16 +68,18 @@ pub async fn open_store() -> Result<(std::path::PathBuf, Arc<dyn Store>), Failur
     Ok((home, store))
 }
 
-/// The sandbox setup the product entry points use: the global default installed from
-/// `ITERION_SANDBOX_DEFAULT` (else `auto`), and this executable (or its static twin) as the
-/// engine binary. The doctor and the pre-flight take it without a store.
-pub fn product_setup() -> Result<PreflightSetup, Failure> {
-    let default = iterion_sandbox::global_sandbox_default_from_env().map_err(|e| {
+/// The sandbox setup the product entry points use: the process environment `env`, the global
+/// default installed from its `ITERION_SANDBOX_DEFAULT` (else `auto`), and this executable (or
+/// its static twin) as the engine binary. The doctor and the pre-flight take it without a store.
+pub fn product_setup(env: &Environment) -> Result<PreflightSetup, Failure> {
+    let default = iterion_sandbox::global_sandbox_default_from_env(env).map_err(|e| {
         Failure::bad_input(anyhow::anyhow!(
             "{e} (ITERION_SANDBOX_DEFAULT sets whether workflows without a sandbox: block are sandboxed)"
         ))
     })?;
-    let mut setup = PreflightSetup::new().with_sandbox_default(default);
+    let mut setup = PreflightSetup::new()
+        .with_environment(env.clone())
+        .with_sandbox_default(default);
     if let Ok(exe) = std::env::current_exe().and_then(std::fs::canonicalize) {
         // Its static twin when this build is dynamic (SANDBOX.md §8.4; engine_binary.rs).
         setup = setup.with_engine_binary(iterion_engine::container_binary_for(&exe).path);
@@ -84,9 +87,14 @@ pub fn product_setup() -> Result<PreflightSetup, Failure> {
     Ok(setup)
 }
 
-/// The engine the product entry points use: [`product_setup`] over the store.
-pub fn product_engine(store: Arc<dyn Store>, home: std::path::PathBuf) -> Result<Engine, Failure> {
-    let mut engine = Engine::new(store, home).with_preflight_setup(product_setup()?);
+/// The engine the product entry points use: [`product_setup`] (its environment included) over
+/// the store.
+pub fn product_engine(
+    store: Arc<dyn Store>,
+    home: std::path::PathBuf,
+    env: &Environment,
+) -> Result<Engine, Failure> {
+    let mut engine = Engine::new(store, home).with_preflight_setup(product_setup(env)?);
     if let Some(operator) = crate::commands::operator::TerminalOperator::if_interactive() {
         engine = engine.with_operator(Arc::new(operator));
     }

@@ -11,16 +11,16 @@ use crate::commands::{Failure, finish, install_signals, open_store, product_engi
 use crate::exit::Exit;
 
 /// Runs the command.
-pub async fn run(args: ResumeArgs) -> Exit {
-    match resume(args).await {
+pub async fn run(args: ResumeArgs, env: &iterion_vocab::Environment) -> Exit {
+    match resume(args, env).await {
         Ok(exit) => exit,
         Err(failure) => failure.report(),
     }
 }
 
-async fn resume(args: ResumeArgs) -> Result<Exit, Failure> {
+async fn resume(args: ResumeArgs, env: &iterion_vocab::Environment) -> Result<Exit, Failure> {
     let (home, store) = open_store().await?;
-    let engine = Arc::new(product_engine(store, home)?);
+    let engine = Arc::new(product_engine(store, home, env)?);
     engine.boot_maintenance().await;
     let control = RunControl::default();
     install_signals(&control);

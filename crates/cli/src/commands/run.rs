@@ -18,6 +18,8 @@ use iterion_sandbox::{
     parse_env_pairs,
 };
 
+use iterion_vocab::Environment;
+
 use crate::args::{AutoOrNone, RunArgs, SandboxFlags, TrustArg};
 use crate::commands::progress::Progress;
 use crate::commands::{
@@ -25,10 +27,14 @@ use crate::commands::{
 };
 use crate::exit::Exit;
 
-/// The operator overlay (SANDBOX.md §7.8): `--sandbox-env K=V` over `ITERION_SANDBOX_ENV_FILE`,
-/// key by key. A malformed entry or an unreadable file is bad input (exit 2, no run).
-pub(crate) fn operator_overlay(pairs: &[String]) -> Result<EnvOverlay, Failure> {
-    let from_file = match std::env::var_os(ITERION_SANDBOX_ENV_FILE).filter(|v| !v.is_empty()) {
+/// The operator overlay (SANDBOX.md §7.8): `--sandbox-env K=V` over `env`'s
+/// `ITERION_SANDBOX_ENV_FILE`, key by key. A malformed entry or an unreadable file is bad input
+/// (exit 2, no run).
+pub(crate) fn operator_overlay(pairs: &[String], env: &Environment) -> Result<EnvOverlay, Failure> {
+    let from_file = match env
+        .get_os(ITERION_SANDBOX_ENV_FILE)
+        .filter(|v| !v.is_empty())
+    {
         None => EnvOverlay::default(),
         Some(path) => {
             let shown = std::path::Path::new(&path).display().to_string();
@@ -44,9 +50,9 @@ pub(crate) fn operator_overlay(pairs: &[String]) -> Result<EnvOverlay, Failure> 
     Ok(from_file.overridden_by(from_flags))
 }
 
-/// Runs the command.
-pub async fn run(args: RunArgs) -> Exit {
-    match launch(args).await {
+/// Runs the command, reading `env`.
+pub async fn run(args: RunArgs, env: &Environment) -> Exit {
+    match launch(args, env).await {
         Ok(exit) => exit,
         Err(failure) => failure.report(),
     }
@@ -67,12 +73,13 @@ pub(crate) fn launch_options(
     flags: &SandboxFlags,
     sandbox_env: &[String],
     cwd: std::path::PathBuf,
+    env: &Environment,
 ) -> Result<LaunchOptions, Failure> {
     Ok(LaunchOptions {
         sandbox: sandbox_flag(flags.sandbox),
         host_state: host_state_flag(flags.sandbox_host_state),
         default_image: flags.sandbox_default_image.clone(),
-        sandbox_env: operator_overlay(sandbox_env)?.vars,
+        sandbox_env: operator_overlay(sandbox_env, env)?.vars,
         cwd,
     })
 }
@@ -124,15 +131,14 @@ pub(crate) fn compile_workflow(
     Ok((workflow, bytes))
 }
 
-async fn launch(args: RunArgs) -> Result<Exit, Failure> {
+async fn launch(args: RunArgs, env: &Environment) -> Result<Exit, Failure> {
     let shown = args.file.display().to_string();
     let (workflow, bytes) = compile_workflow(&args.file)?;
     let vars = resolve_vars(&workflow, &args.vars).map_err(Failure::bad_input)?;
-    let secrets =
-        resolve_secrets(&workflow, |k| std::env::var(k).ok()).map_err(Failure::bad_input)?;
+    let secrets = resolve_secrets(&workflow, |k| env.get(k)).map_err(Failure::bad_input)?;
     let cwd = std::env::current_dir().map_err(Failure::bad_input)?;
     // ITERION_SANDBOX_DEFAULT is checked before the store is opened.
-    let setup = product_setup()?;
+    let setup = product_setup(env)?;
     let request = RunRequest {
         workflow,
         workflow_hash: workflow_hash(&bytes),
@@ -143,17 +149,17 @@ async fn launch(args: RunArgs) -> Result<Exit, Failure> {
             TrustArg::Trusted => Trust::Trusted,
             TrustArg::Untrusted => Trust::Untrusted,
         },
-        options: launch_options(&args.sandbox, &args.sandbox_env, cwd)?,
+        options: launch_options(&args.sandbox, &args.sandbox_env, cwd, env)?,
     };
     // The strict pre-flight (SANDBOX.md §11.4): a failing check refuses the launch (exit 2)
     // before the store is even opened.
-    if iterion_engine::sandbox_preflight_enabled() {
+    if iterion_engine::sandbox_preflight_enabled(env) {
         iterion_engine::preflight_sandbox(&setup, &request, &shown)
             .await
             .map_err(Failure::bad_input)?;
     }
     let (home, store) = open_store().await?;
-    let engine = Arc::new(product_engine(store, home)?);
+    let engine = Arc::new(product_engine(store, home, env)?);
     if args.submit {
         // `--submit` (ARCHITECTURE.md §4): queue for `iterion runner`, print the id, exit 0.
         let run = engine.submit(request).await.map_err(|e| match e {

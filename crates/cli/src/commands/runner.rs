@@ -21,36 +21,36 @@ use iterion_sandbox::{
     HostKind, HostSignals, Reaper, SandboxFlag, detect_host, sandbox_override_from_env,
 };
 use iterion_sandbox_kubernetes::{ITERION_RUNNER_POD_NAME, SchedulingPolicy, in_cluster_api};
+use iterion_vocab::Environment;
 
 use crate::commands::{Failure, open_store, product_engine};
 use crate::exit::Exit;
 
-/// Runs the command.
-pub async fn run() -> Exit {
-    match serve().await {
+/// Runs the command, reading `env`.
+pub async fn run(env: &Environment) -> Exit {
+    match serve(env).await {
         Ok(exit) => exit,
         Err(failure) => failure.report(),
     }
 }
 
-fn holder() -> String {
-    std::env::var(ITERION_RUNNER_POD_NAME)
-        .ok()
+fn holder(env: &Environment) -> String {
+    env.get(ITERION_RUNNER_POD_NAME)
         .filter(|name| !name.trim().is_empty())
         .unwrap_or_else(|| format!("iterion-runner-pid{}", std::process::id()))
 }
 
-async fn serve() -> Result<Exit, Failure> {
-    let override_env = sandbox_override_from_env().map_err(Failure::bad_input)?;
-    let cloud_host = detect_host(&HostSignals::from_env()) == HostKind::Cloud;
+async fn serve(env: &Environment) -> Result<Exit, Failure> {
+    let override_env = sandbox_override_from_env(env).map_err(Failure::bad_input)?;
+    let cloud_host = detect_host(&HostSignals::from_env(env)) == HostKind::Cloud;
     // A malformed scheduling policy stops a cloud runner before it takes any run (SANDBOX.md
     // §16.2): every sandbox start would fail on it anyway.
     if cloud_host && override_env != Some(SandboxFlag::None) {
-        let policy = SchedulingPolicy::from_env().map_err(Failure::bad_input)?;
+        let policy = SchedulingPolicy::from_env(env).map_err(Failure::bad_input)?;
         eprintln!("runner: sandbox scheduling policy: {}", policy.summary());
     }
     let (home, store) = open_store().await?;
-    let engine = Arc::new(product_engine(Arc::clone(&store), home)?);
+    let engine = Arc::new(product_engine(Arc::clone(&store), home, env)?);
     // A fresh cancellation token (the engine's type; the CLI does not name tokio-util).
     let shutdown = iterion_engine::RunControl::default().interrupt;
     {
@@ -80,7 +80,7 @@ async fn serve() -> Result<Exit, Failure> {
         None
     } else {
         let cloud = if cloud_host {
-            match in_cluster_api() {
+            match in_cluster_api(env) {
                 Ok(api) => Some(Arc::new(api) as Arc<dyn Reaper>),
                 Err(error) => {
                     eprintln!("runner: cloud reaper off: {error}");
@@ -90,15 +90,16 @@ async fn serve() -> Result<Exit, Failure> {
         } else {
             None
         };
-        let interval = reap_interval(std::env::var(ITERION_SANDBOX_REAP_INTERVAL).ok().as_deref());
+        let interval = reap_interval(env.get(ITERION_SANDBOX_REAP_INTERVAL).as_deref());
         Some(tokio::spawn(run_sandbox_reaper(
             Arc::clone(&store),
             cloud,
             interval,
             shutdown.clone(),
+            env.clone(),
         )))
     };
-    let options = WorkerOptions::new(holder());
+    let options = WorkerOptions::new(holder(env));
     eprintln!("runner: {} taking queued runs", options.holder);
     let report = run_worker(&engine, &options, shutdown.clone(), Arc::new(NoObserver)).await;
     shutdown.cancel();

@@ -19,17 +19,17 @@ use crate::commands::{Failure, product_setup};
 use crate::exit::Exit;
 
 /// Runs the command.
-pub async fn run(args: SandboxArgs) -> Exit {
+pub async fn run(args: SandboxArgs, env: &iterion_vocab::Environment) -> Exit {
     let SandboxCommand::Doctor(args) = args.command;
-    match doctor(args).await {
+    match doctor(args, env).await {
         Ok(exit) => exit,
         Err(failure) => failure.report(),
     }
 }
 
-async fn doctor(args: DoctorArgs) -> Result<Exit, Failure> {
-    let setup = product_setup()?;
-    let timeout = doctor_timeout_from_env();
+async fn doctor(args: DoctorArgs, env: &iterion_vocab::Environment) -> Result<Exit, Failure> {
+    let setup = product_setup(env)?;
+    let timeout = doctor_timeout_from_env(env);
     if !args.strict {
         let report =
             build_basic_report(&setup, args.flags.sandbox_default_image.as_deref(), timeout).await;
@@ -51,6 +51,7 @@ async fn doctor(args: DoctorArgs) -> Result<Exit, Failure> {
         &args.flags,
         &[],
         std::env::current_dir().map_err(Failure::bad_input)?,
+        env,
     )?;
     let report = build_strict_report(
         &setup,

@@ -154,7 +154,10 @@ fn docker_sigkill_mid_run_leaves_an_orphan_that_the_next_run_reaps() {
     child.wait().unwrap();
     let store_id = env.store_id().unwrap();
     assert_eq!(containers_of(&store_id).len(), 1, "the orphan is there");
-    let run_dir = iterion_engine::runtime_root().join(killed.id.as_str());
+    // The child inherits this process's XDG_RUNTIME_DIR: its runtime root is computed from it.
+    let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(|dir| ("XDG_RUNTIME_DIR", dir));
+    let run_dir = iterion_engine::runtime_root(&iterion_vocab::Environment::from_pairs(xdg))
+        .join(killed.id.as_str());
     assert!(run_dir.exists(), "{} exists", run_dir.display());
 
     // While the dead process's lease is still live, the reaper keeps the container

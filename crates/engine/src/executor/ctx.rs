@@ -65,6 +65,8 @@ pub(crate) struct Ctx<'a> {
     pub stop_reason: Mutex<Option<BudgetDimension>>,
     pub state: Mutex<Checkpoint>,
     pub budget: RunBudget,
+    /// What the run reads of its host's environment ([`Execution::environment`](crate::Execution::environment)).
+    pub environment: iterion_vocab::Environment,
     pub agents: Option<Arc<AgentEnv>>,
 }
 

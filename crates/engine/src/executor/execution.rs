@@ -16,6 +16,7 @@ use std::time::Instant;
 use futures_util::future::BoxFuture;
 use iterion_dsl::ir::{NodeBody, RouterMode, SubbotNode, Target, Workflow};
 use iterion_sandbox::SandboxRun;
+use iterion_vocab::Environment;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -88,6 +89,7 @@ pub struct Execution<'a> {
     cancel: CancellationToken,
     resume: Option<Checkpoint>,
     budget: Option<RunBudget>,
+    environment: Environment,
     agents: Option<Arc<AgentEnv>>,
     depth: u32,
     redactor: Option<Arc<Redactor>>,
@@ -116,6 +118,7 @@ impl<'a> Execution<'a> {
             cancel: CancellationToken::new(),
             resume: None,
             budget: None,
+            environment: Environment::empty(),
             agents: None,
             depth: 0,
             redactor: None,
@@ -166,10 +169,17 @@ impl<'a> Execution<'a> {
         self
     }
 
-    /// The run's caps. Default: the workflow's `budget:`, its `${…}` expanded from the process
-    /// environment ([`RunBudget::resolve`]).
+    /// The run's caps. Default: the workflow's `budget:`, its `${…}` expanded from the
+    /// execution's environment ([`RunBudget::resolve`], [`Execution::environment`]).
     pub fn budget(mut self, budget: RunBudget) -> Self {
         self.budget = Some(budget);
+        self
+    }
+
+    /// The environment the run reads: the default budget's `${…}`, the host agents' proxy
+    /// variables, and a nested subbot's own. Default: empty (the engine passes its own).
+    pub fn environment(mut self, environment: Environment) -> Self {
+        self.environment = environment;
         self
     }
 
@@ -224,7 +234,7 @@ impl<'a> Execution<'a> {
         let wf = self.workflow;
         let budget = match self.budget {
             Some(b) => b,
-            None => RunBudget::resolve(&wf.budget, |k| std::env::var(k).ok())?,
+            None => RunBudget::resolve(&wf.budget, |k| self.environment.get(k))?,
         };
         let graph = Graph::new(wf);
         let vars = Value::Object(self.vars);
@@ -272,6 +282,7 @@ impl<'a> Execution<'a> {
             stop_reason: Mutex::new(None),
             state: Mutex::new(state),
             budget,
+            environment: self.environment,
             agents: self.agents,
         };
         let end = ctx.drive(start).await;
@@ -542,6 +553,7 @@ impl Ctx<'_> {
             opened.events.clone(),
         )
         .vars(vars)
+        .environment(self.environment.clone())
         .run_log(self.logs.clone())
         .cancel_token(token.clone())
         .nested(depth, self.redactor.clone())

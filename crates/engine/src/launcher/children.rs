@@ -236,10 +236,10 @@ impl StoreChildRuns<'_> {
             |bytes| crate::launcher::launch::workflow_hash(&bytes),
         );
         let secrets =
-            crate::launcher::launch::resolve_secrets(own.child, |k| std::env::var(k).ok())
+            crate::launcher::launch::resolve_secrets(own.child, |k| self.engine.environment.get(k))
                 .map_err(|e| fail(FailureCode::LaunchFailed, format!("subbot {node}: {e}")))?;
         let routes = iterion_agent::provider::resolve_routes(own.child, &own.vars, |k| {
-            std::env::var(k).ok()
+            self.engine.environment.get(k)
         })
         .map_err(|e| fail(FailureCode::LaunchFailed, format!("subbot {node}: {e}")))?;
         let new = iterion_store::NewRun::new(own.child.name.clone(), hash, file)

@@ -5,6 +5,10 @@
 //! An `Engine` is built once per process. Built with [`Engine::new`] it is *neutral*: a workflow
 //! that configures no sandbox runs unsandboxed. A product entry point installs the global default
 //! with [`Engine::with_sandbox_default`] (the CLI: `ITERION_SANDBOX_DEFAULT`, else `auto`).
+//!
+//! The engine never reads the process environment: it reads the [`Environment`] it is given
+//! ([`Engine::with_environment`]; the CLI hands it `Environment::from_process()`), empty by
+//! default. Every knob, secret, route, budget and driver setting a run reads comes from there.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,6 +16,7 @@ use std::sync::Arc;
 use iterion_dsl::ir::Workflow;
 use iterion_sandbox::{FactoryOptions, Registry, SandboxFlag, Trust};
 use iterion_store::{RunId, RunStatus, Store};
+use iterion_vocab::Environment;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -25,18 +30,14 @@ use crate::records::secrets::ResolvedSecret;
 pub struct Engine {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) iterion_home: PathBuf,
-    pub(crate) registry: Registry,
+    /// `None`: the product registry over `environment` ([`Engine::registry`]).
+    pub(crate) registry: Option<Registry>,
     pub(crate) factory_options: FactoryOptions,
     pub(crate) sandbox_default: Option<SandboxFlag>,
     pub(crate) engine_binary: Option<PathBuf>,
     pub(crate) operator: Option<Arc<dyn crate::executor::agent::operator::Operator>>,
-    pub(crate) host_env: HostEnv,
+    pub(crate) environment: Environment,
 }
-
-/// Reads one variable of the host environment (`PATH`, `ITERION_REPO_DEVBOX`) for what a host
-/// run does itself (SANDBOX.md §15, host devbox). The default reads the process environment; a
-/// test injects its own instead of mutating the process env.
-pub(crate) type HostEnv = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -55,13 +56,23 @@ impl Engine {
         Engine {
             store,
             iterion_home: iterion_home.into(),
-            registry: crate::sandbox::registry::product_registry(),
+            registry: None,
             factory_options: FactoryOptions::default(),
             sandbox_default: None,
             engine_binary: None,
             operator: None,
-            host_env: Arc::new(|name| std::env::var(name).ok()),
+            environment: Environment::empty(),
         }
+    }
+
+    /// The environment the engine reads — knobs, secrets, model routes, budgets, the product
+    /// registry's driver settings, and what a host run does itself (`PATH`,
+    /// `ITERION_REPO_DEVBOX`, SANDBOX.md §15). Default: empty (an entry point passes its
+    /// snapshot; the engine never reads the process's).
+    #[must_use]
+    pub fn with_environment(mut self, environment: Environment) -> Engine {
+        self.environment = environment;
+        self
     }
 
     /// Installs the global default (SANDBOX.md §2.1 tier 5). Default: none (neutral).
@@ -79,14 +90,6 @@ impl Engine {
         self
     }
 
-    /// Where a host run reads `PATH` and `ITERION_REPO_DEVBOX` for its devbox provisioning
-    /// (SANDBOX.md §15). Default: the process environment.
-    #[must_use]
-    pub fn with_host_env(mut self, host_env: HostEnv) -> Engine {
-        self.host_env = host_env;
-        self
-    }
-
     /// Who answers an `interaction: ask` node's `ask_user` at once (the CLI: the terminal, when
     /// it is interactive). Default: nobody, and the run pauses until `iterion resume RUN_ID
     /// --answer TEXT`.
@@ -99,11 +102,18 @@ impl Engine {
         self
     }
 
-    /// The driver registry. Default: the product registry (docker, podman, kubernetes, noop).
+    /// The driver registry. Default: the product registry (docker, podman, kubernetes, noop),
+    /// its settings read from the engine's environment.
     #[must_use]
     pub fn with_registry(mut self, registry: Registry) -> Engine {
-        self.registry = registry;
+        self.registry = Some(registry);
         self
+    }
+
+    /// The registry runs select from: the installed one, else the product registry over the
+    /// engine's environment.
+    pub(crate) fn registry(&self) -> Registry {
+        crate::sandbox::registry::registry_or_product(self.registry.as_ref(), &self.environment)
     }
 
     /// Factory options (host kind, pinned driver). Default: detect the host, walk its order.
@@ -120,13 +130,15 @@ impl Engine {
 }
 
 impl Engine {
-    /// Installs a whole setup: registry, factory options, global default and engine binary.
+    /// Installs a whole setup: registry, factory options, global default, engine binary and
+    /// environment.
     #[must_use]
     pub fn with_preflight_setup(mut self, setup: PreflightSetup) -> Engine {
         self.registry = setup.registry;
         self.factory_options = setup.factory_options;
         self.sandbox_default = setup.sandbox_default;
         self.engine_binary = setup.engine_binary;
+        self.environment = setup.environment;
         self
     }
 
@@ -137,6 +149,7 @@ impl Engine {
             factory_options: self.factory_options,
             sandbox_default: self.sandbox_default,
             engine_binary: self.engine_binary.clone(),
+            environment: self.environment.clone(),
         }
     }
 }

@@ -84,7 +84,7 @@ impl Engine {
     ///
     /// [`EngineError::Launch`] for a bad setting (exit 2); store errors.
     pub async fn submit(&self, request: RunRequest) -> Result<Run, EngineError> {
-        settings_from_env(self.sandbox_default, &request.options)?;
+        settings_from_env(self.sandbox_default, &request.options, &self.environment)?;
         let run = self
             .store
             .create_run(request.new_run().status(InitialStatus::Queued))
@@ -141,7 +141,8 @@ impl Engine {
                 ));
             }
         };
-        let (settings, override_env) = settings_from_env(self.sandbox_default, &launch)?;
+        let (settings, override_env) =
+            settings_from_env(self.sandbox_default, &launch, &self.environment)?;
         let resumed = checkpoint.is_some();
         let inputs = Inputs::recorded(&run, workflow, secrets, routes);
         let attempt = Attempt::prepare(run, holder, inputs, launch, (settings, override_env))
@@ -178,9 +179,9 @@ impl Engine {
         let workflow = crate::launcher::engine::compile_recorded(run, &bytes)
             .ok_or_else(|| format!("runner: the workflow file {path} no longer compiles"))?;
         let secrets =
-            resolve_secrets(&workflow, |k| std::env::var(k).ok()).map_err(|e| e.to_string())?;
+            resolve_secrets(&workflow, |k| self.environment.get(k)).map_err(|e| e.to_string())?;
         let routes = iterion_agent::provider::resolve_routes(&workflow, &run.vars, |k| {
-            std::env::var(k).ok()
+            self.environment.get(k)
         })
         .map_err(|e| e.to_string())?;
         let envelope = RunEnvelope::from_value(run.checkpoint.as_ref());

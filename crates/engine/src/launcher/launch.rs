@@ -4,7 +4,7 @@
 //! they make ([`settings_from_env`]).
 //!
 //! The vars, secrets and hash are pure — the environment comes in as a lookup closure;
-//! [`settings_from_env`] reads the sandbox variables of the process environment. Every refusal
+//! [`settings_from_env`] reads the sandbox variables of the environment it is given. Every refusal
 //! is a [`LaunchError`] whose message names the knob to turn. The CLI turns a `LaunchError` into
 //! exit code 2 with nothing written to the store.
 
@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use iterion_dsl::ir::{Delivery, ValueType, Workflow};
 use iterion_dsl::template::expand_host;
 use iterion_sandbox::{HostState, SandboxFlag, sandbox_override_from_env};
+use iterion_vocab::Environment;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -302,7 +303,8 @@ pub struct LaunchOptions {
     pub cwd: PathBuf,
 }
 
-/// The sandbox settings of a launch: the flags, the variables, the installed default.
+/// The sandbox settings of a launch: the flags, the variables (read from `env`), the installed
+/// default.
 ///
 /// # Errors
 ///
@@ -311,19 +313,23 @@ pub struct LaunchOptions {
 pub(crate) fn settings_from_env(
     global: Option<SandboxFlag>,
     launch: &LaunchOptions,
+    env: &Environment,
 ) -> Result<(SandboxSettings, Option<SandboxFlag>), LaunchError> {
     let invalid = |e: iterion_sandbox::Error| LaunchError::InvalidSetting {
         message: e.to_string(),
     };
-    let override_env = sandbox_override_from_env().map_err(invalid)?;
-    let host_state_env = iterion_sandbox::host_state_from_env().map_err(invalid)?;
+    let override_env = sandbox_override_from_env(env).map_err(invalid)?;
+    let host_state_env = iterion_sandbox::host_state_from_env(env).map_err(invalid)?;
     let settings = SandboxSettings {
         cli_flag: launch.sandbox,
         override_env,
         global,
         host_state_cli: launch.host_state.unwrap_or_default(),
         host_state_env,
-        default_image: iterion_sandbox::default_image_from_env(launch.default_image.as_deref()),
+        default_image: iterion_sandbox::default_image_from_env(
+            env,
+            launch.default_image.as_deref(),
+        ),
     };
     Ok((settings, override_env))
 }

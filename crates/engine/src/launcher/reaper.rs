@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::records::events::{Event, PHASE_EXECUTION, RunFailed};
 use crate::sandbox::rundir::runtime_root;
-use iterion_vocab::FailureCode;
+use iterion_vocab::{Environment, FailureCode};
 
 /// Why a resource was kept or reaped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,12 +170,14 @@ pub fn reap_interval(value: Option<&str>) -> Option<Duration> {
 /// The runner's reaper (SANDBOX.md §12.2): a boot pass, then one every `interval` (`None`: boot
 /// only), until `shutdown`. Each pass reaps the cloud objects when `cloud` is given (the runner
 /// on kubernetes: its namespace's reaper), else the local containers and run dirs. Errors are
-/// logged. The caller does not start it under `ITERION_SANDBOX_OVERRIDE=none`.
+/// logged. The caller does not start it under `ITERION_SANDBOX_OVERRIDE=none`. The local
+/// engines' endpoints and the runtime root are read from `env`.
 pub async fn run_sandbox_reaper(
     store: Arc<dyn Store>,
     cloud: Option<Arc<dyn Reaper>>,
     interval: Option<Duration>,
     shutdown: CancellationToken,
+    env: Environment,
 ) {
     loop {
         match &cloud {
@@ -190,8 +192,8 @@ pub async fn run_sandbox_reaper(
                 Err(error) => tracing::warn!("{error}"),
             },
             None => {
-                let local = crate::sandbox::registry::local_reapers();
-                let report = reap_local(Arc::clone(&store), &local).await;
+                let local = crate::sandbox::registry::local_reapers(&env);
+                let report = reap_local(Arc::clone(&store), &local, &env).await;
                 let containers = report.count(ResourceKind::Container);
                 if containers > 0 || !report.run_dirs.is_empty() {
                     tracing::info!(
@@ -292,10 +294,11 @@ impl ReapReport {
 
 /// One pass of the local reaper over this store's containers, images, `/nix` volumes and per-run
 /// host dirs: the first of `reapers` that answers lists and removes (its failures are logged
-/// where they happen), then the run dirs.
+/// where they happen), then the run dirs (under `env`'s runtime root).
 pub async fn reap_local(
     store: Arc<dyn Store>,
     reapers: &[Arc<dyn ReaperConstructor>],
+    env: &Environment,
 ) -> ReapReport {
     let mut report = ReapReport::default();
     if let Some(reaper) = first_reaper(reapers).await {
@@ -311,12 +314,12 @@ pub async fn reap_local(
             }
         };
     }
-    report.run_dirs = reap_run_dirs(store.as_ref(), &runtime_root()).await;
+    report.run_dirs = reap_run_dirs(store.as_ref(), &runtime_root(env)).await;
     // Untrusted runs' workspace copies (issue 15) are keyed the same way.
     report.run_dirs.extend(
         reap_run_dirs(
             store.as_ref(),
-            &runtime_root().join(crate::sandbox::rundir::COPIES_DIR),
+            &runtime_root(env).join(crate::sandbox::rundir::COPIES_DIR),
         )
         .await,
     );

@@ -112,17 +112,18 @@ impl Engine {
                 run.file_path.display()
             )));
         };
-        let secrets = resolve_secrets(&workflow, |k| std::env::var(k).ok())?;
+        let secrets = resolve_secrets(&workflow, |k| self.environment.get(k))?;
         let routes = iterion_agent::provider::resolve_routes(&workflow, &run.vars, |k| {
-            std::env::var(k).ok()
+            self.environment.get(k)
         })
         .map_err(crate::launcher::launch::LaunchError::from)?;
         let envelope = RunEnvelope::from_value(run.checkpoint.as_ref());
         let launch = envelope.launch_or_cwd();
-        let (settings, override_env) = settings_from_env(self.sandbox_default, &launch)?;
+        let (settings, override_env) =
+            settings_from_env(self.sandbox_default, &launch, &self.environment)?;
         // What `run` checks before a run exists is checked here before the record is reopened:
         // a refusal after `reopen` would turn `failed_resumable` into `failed`.
-        crate::executor::budget::RunBudget::resolve(&workflow.budget, |k| std::env::var(k).ok())
+        crate::executor::budget::RunBudget::resolve(&workflow.budget, |k| self.environment.get(k))
             .map_err(crate::launcher::launch::LaunchError::from)?;
         if workflow.worktree == iterion_dsl::ir::Worktree::Auto && run.worktree_path.is_none() {
             crate::sandbox::workspace::check_worktree_possible(&launch.cwd)
@@ -247,11 +248,12 @@ impl Engine {
             trust,
             repo_root.as_deref(),
             &overlay,
+            &self.environment,
         );
         let factory = iterion_sandbox::Factory::new(
-            self.registry.clone(),
+            self.registry(),
             self.factory_options,
-            &iterion_sandbox::HostSignals::from_env(),
+            &iterion_sandbox::HostSignals::from_env(&self.environment),
         );
         let admission =
             crate::launcher::admission::decide(trust, &resolved, settings, &factory, override_env)
@@ -295,7 +297,7 @@ impl Engine {
                 recovered.len()
             );
         }
-        let off = iterion_sandbox::sandbox_override_from_env()
+        let off = iterion_sandbox::sandbox_override_from_env(&self.environment)
             .ok()
             .flatten()
             .is_some_and(|flag| flag == iterion_sandbox::SandboxFlag::None);
@@ -304,7 +306,11 @@ impl Engine {
         }
         match tokio::time::timeout(
             std::time::Duration::from_secs(10),
-            crate::launcher::reaper::reap_local(store, &crate::sandbox::registry::local_reapers()),
+            crate::launcher::reaper::reap_local(
+                store,
+                &crate::sandbox::registry::local_reapers(&self.environment),
+                &self.environment,
+            ),
         )
         .await
         {

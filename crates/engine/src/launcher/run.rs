@@ -57,19 +57,20 @@ impl Engine {
         control: RunControl,
         observer: Arc<dyn RunObserver>,
     ) -> Result<RunSummary, EngineError> {
-        let (settings, override_env) = settings_from_env(self.sandbox_default, &request.options)?;
+        let (settings, override_env) =
+            settings_from_env(self.sandbox_default, &request.options, &self.environment)?;
         if request.workflow.worktree == Worktree::Auto {
             crate::sandbox::workspace::check_worktree_possible(&request.options.cwd)
                 .await
                 .map_err(crate::launcher::launch::LaunchError::from)?;
         }
         crate::executor::budget::RunBudget::resolve(&request.workflow.budget, |k| {
-            std::env::var(k).ok()
+            self.environment.get(k)
         })
         .map_err(crate::launcher::launch::LaunchError::from)?;
         let routes =
             iterion_agent::provider::resolve_routes(&request.workflow, &request.vars, |k| {
-                std::env::var(k).ok()
+                self.environment.get(k)
             })
             .map_err(crate::launcher::launch::LaunchError::from)?;
         let holder = holder_name();
@@ -131,7 +132,11 @@ impl Engine {
                     let in_worktree = match &worktree {
                         // A worktree run's repository root is the worktree itself (SANDBOX.md
                         // §7.1): its devcontainer is the one the run sees.
-                        Some(_) => Some(admitted.resolve_in(&attempt, &workspace).await),
+                        Some(_) => Some(
+                            admitted
+                                .resolve_in(&attempt, &workspace, &self.environment)
+                                .await,
+                        ),
                         None => None,
                     };
                     let stop_code = || stopping.code();
@@ -255,11 +260,12 @@ impl Engine {
             trust,
             repo_root.as_deref(),
             &overlay,
+            &self.environment,
         );
         let factory = Factory::new(
-            self.registry.clone(),
+            self.registry(),
             self.factory_options,
-            &HostSignals::from_env(),
+            &HostSignals::from_env(&self.environment),
         );
         let envelope = RunEnvelope {
             launch: attempt.launch.clone(),
@@ -338,7 +344,7 @@ impl Engine {
         let run_id = run.id.as_str();
         let budget =
             match crate::executor::budget::RunBudget::resolve(&attempt.workflow.budget, |k| {
-                std::env::var(k).ok()
+                self.environment.get(k)
             }) {
                 Ok(budget) => budget,
                 Err(error) => {
@@ -361,14 +367,18 @@ impl Engine {
             max_duration_seconds: budget.max_duration.map_or(0, |d| d.as_secs()),
             mount_inputs: MountInputs {
                 run_id: run_id.to_owned(),
+                env: self.environment.clone(),
                 iterion_home: self.iterion_home.clone(),
                 workspace: workspace.to_owned(),
-                home: std::env::var_os("HOME")
+                home: self
+                    .environment
+                    .get_os("HOME")
                     .map(PathBuf::from)
                     .filter(|h| h.is_absolute()),
                 host_state_source: resolved.host_state_source,
                 engine_binary: crate::sandbox::engine_binary::engine_binary_for_run(
                     self.engine_binary.as_deref(),
+                    &self.environment,
                 ),
                 host_binds: true,
                 post_create: true,
@@ -413,7 +423,7 @@ impl Engine {
                 // Stopped during setup: the driver's drop guard removes what it created; make
                 // sure by label before the process may exit.
                 crate::launcher::reaper::remove_run_containers(
-                    &crate::sandbox::registry::local_reapers(),
+                    &crate::sandbox::registry::local_reapers(&self.environment),
                     self.store.store_id(),
                     run_id,
                 )
@@ -465,7 +475,7 @@ impl Engine {
                     workspace,
                     attempt.run.file_path.parent(),
                     &stage_root,
-                    self.host_env.as_ref(),
+                    &self.environment,
                 )
                 .await
                 {
@@ -566,6 +576,7 @@ impl Engine {
         };
         let mut execution = Execution::new(&attempt.workflow, run_id, sandbox, sink)
             .vars(attempt.vars.clone())
+            .environment(self.environment.clone())
             .secrets(attempt.secrets.clone())
             .redactor(Arc::clone(run_log.redactor()))
             .run_log(Arc::new(run_log.clone()))
@@ -776,7 +787,12 @@ struct Admitted {
 
 impl Admitted {
     /// The resolution of a worktree run, whose repository root is the worktree at `workspace`.
-    async fn resolve_in(&self, attempt: &Attempt, workspace: &std::path::Path) -> Resolved {
+    async fn resolve_in(
+        &self,
+        attempt: &Attempt,
+        workspace: &std::path::Path,
+        env: &iterion_vocab::Environment,
+    ) -> Resolved {
         resolve(
             &attempt.workflow.sandbox,
             &attempt.settings,
@@ -785,6 +801,7 @@ impl Admitted {
                 .await
                 .as_deref(),
             &self.overlay,
+            env,
         )
     }
 }

@@ -23,13 +23,13 @@ pub(crate) async fn run(
     budget: Duration,
 ) -> BasicReport {
     let factory = Factory::new(
-        setup.registry.clone(),
+        setup.registry(),
         setup.factory_options,
-        &HostSignals::from_env(),
+        &HostSignals::from_env(&setup.environment),
     );
     // The selection, the probe of every driver and the engine's own answer, side by side: a
     // hung engine costs one budget, not three.
-    let endpoints = probe_endpoints(&EndpointVars::from_env());
+    let endpoints = probe_endpoints(&EndpointVars::from_env(&setup.environment));
     let (selection, available, probe) = tokio::join!(
         bounded(budget, factory.driver()),
         bounded(budget, factory.probe_available()),
@@ -54,7 +54,7 @@ pub(crate) async fn run(
             .err()
             .map(|error| error.obstacle()),
     };
-    let default_image = default_image_from_env(default_image_flag);
+    let default_image = default_image_from_env(&setup.environment, default_image_flag);
     let default_image_present = match &probe {
         Some(probe) => bounded(budget, probe.inspect_image(&default_image.image))
             .await
@@ -62,8 +62,10 @@ pub(crate) async fn run(
             .map(|config| config.is_some()),
         None => None,
     };
-    let engine_binary =
-        crate::sandbox::engine_binary::engine_binary_for_run(setup.engine_binary.as_deref());
+    let engine_binary = crate::sandbox::engine_binary::engine_binary_for_run(
+        setup.engine_binary.as_deref(),
+        &setup.environment,
+    );
     let link = match engine_binary.clone() {
         Some(path) => bounded(
             budget,
@@ -77,10 +79,12 @@ pub(crate) async fn run(
     let scheduling_policy = match selected.as_ref().and_then(|d| d.scheduling_policy()) {
         Some(Ok(policy)) => Some(policy),
         Some(Err(error)) => Some(format!("INVALID: {error}")),
-        None if factory.host() == HostKind::Cloud => Some(match SchedulingPolicy::from_env() {
-            Ok(policy) => policy.summary(),
-            Err(error) => format!("INVALID: {error}"),
-        }),
+        None if factory.host() == HostKind::Cloud => {
+            Some(match SchedulingPolicy::from_env(&setup.environment) {
+                Ok(policy) => policy.summary(),
+                Err(error) => format!("INVALID: {error}"),
+            })
+        }
         None => None,
     };
     let selected_name = selected.as_ref().map_or("<none>", |d| d.name()).to_owned();
@@ -102,8 +106,8 @@ pub(crate) async fn run(
             }
         ));
     }
-    let default_source = match std::env::var(ITERION_SANDBOX_DEFAULT) {
-        Ok(value) if !value.trim().is_empty() => ITERION_SANDBOX_DEFAULT,
+    let default_source = match setup.environment.get(ITERION_SANDBOX_DEFAULT) {
+        Some(value) if !value.trim().is_empty() => ITERION_SANDBOX_DEFAULT,
         _ => "built-in sandbox-by-default",
     };
     BasicReport {

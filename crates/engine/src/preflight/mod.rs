@@ -30,6 +30,7 @@ use std::sync::Once;
 use std::time::Duration;
 
 use iterion_sandbox::parse_go_duration;
+use iterion_vocab::Environment;
 
 pub use report::{
     BasicReport, Check, CheckId, CheckStatus, Counts, HostClass, SCHEMA_VERSION, StrictReport,
@@ -72,9 +73,11 @@ pub async fn build_basic_report(
     basic::run(setup, default_image_flag, timeout).await
 }
 
-/// Whether `ITERION_SANDBOX_PREFLIGHT` is truthy (`1`, `true`, `yes`, `on`; trimmed, any case).
-pub fn sandbox_preflight_enabled() -> bool {
-    std::env::var(ITERION_SANDBOX_PREFLIGHT).is_ok_and(|v| iterion_sandbox::is_truthy(&v))
+/// Whether `env`'s `ITERION_SANDBOX_PREFLIGHT` is truthy (`1`, `true`, `yes`, `on`; trimmed,
+/// any case).
+pub fn sandbox_preflight_enabled(env: &Environment) -> bool {
+    env.get(ITERION_SANDBOX_PREFLIGHT)
+        .is_some_and(|v| iterion_sandbox::is_truthy(&v))
 }
 
 /// Parses a doctor timeout as every duration knob is parsed (SANDBOX.md §16.1, §17): a Go-style
@@ -86,11 +89,11 @@ pub(crate) fn parse_doctor_timeout(text: &str) -> Option<Duration> {
         .filter(|duration| !duration.is_zero())
 }
 
-/// [`ITERION_SANDBOX_DOCTOR_TIMEOUT`], else [`DEFAULT_DOCTOR_TIMEOUT`]. A value that does not
-/// parse means the default and one warning per process.
-pub fn doctor_timeout_from_env() -> Duration {
-    let Some(value) = std::env::var(ITERION_SANDBOX_DOCTOR_TIMEOUT)
-        .ok()
+/// `env`'s [`ITERION_SANDBOX_DOCTOR_TIMEOUT`], else [`DEFAULT_DOCTOR_TIMEOUT`]. A value that
+/// does not parse means the default and one warning per process.
+pub fn doctor_timeout_from_env(env: &Environment) -> Duration {
+    let Some(value) = env
+        .get(ITERION_SANDBOX_DOCTOR_TIMEOUT)
         .filter(|v| !v.trim().is_empty())
     else {
         return DEFAULT_DOCTOR_TIMEOUT;
@@ -152,7 +155,7 @@ pub async fn preflight_sandbox(
             options: &request.options,
             trust: request.trust,
             target: Target::Auto,
-            timeout: doctor_timeout_from_env(),
+            timeout: doctor_timeout_from_env(&setup.environment),
         },
     )
     .await?;

@@ -6,19 +6,22 @@ use std::time::Duration;
 
 use iterion_dsl::ir;
 use iterion_sandbox::{FactoryOptions, Registry, SandboxFlag, Trust};
+use iterion_vocab::Environment;
 
 use crate::launcher::launch::LaunchOptions;
 use crate::preflight::report::Target;
 
 /// The parts of an engine that decide a sandbox — the driver registry, the factory options, the
-/// installed global default and the installed engine binary — without its store. Defaults are
-/// `Engine::new`'s; `Engine::preflight_setup` copies an engine's.
+/// installed global default, the installed engine binary and the environment — without its
+/// store. Defaults are `Engine::new`'s; `Engine::preflight_setup` copies an engine's.
 #[derive(Clone, Debug)]
 pub struct PreflightSetup {
-    pub(crate) registry: Registry,
+    /// `None`: the product registry over `environment`.
+    pub(crate) registry: Option<Registry>,
     pub(crate) factory_options: FactoryOptions,
     pub(crate) sandbox_default: Option<SandboxFlag>,
     pub(crate) engine_binary: Option<PathBuf>,
+    pub(crate) environment: Environment,
 }
 
 impl Default for PreflightSetup {
@@ -28,14 +31,29 @@ impl Default for PreflightSetup {
 }
 
 impl PreflightSetup {
-    /// Neutral (no global default), the local registry, host detection, no engine binary.
+    /// Neutral (no global default), the local registry, host detection, no engine binary, an
+    /// empty environment.
     pub fn new() -> PreflightSetup {
         PreflightSetup {
-            registry: crate::sandbox::registry::product_registry(),
+            registry: None,
             factory_options: FactoryOptions::default(),
             sandbox_default: None,
             engine_binary: None,
+            environment: Environment::empty(),
         }
+    }
+
+    /// The environment, as `Engine::with_environment`. Default: empty.
+    #[must_use]
+    pub fn with_environment(mut self, environment: Environment) -> PreflightSetup {
+        self.environment = environment;
+        self
+    }
+
+    /// The registry the battery selects from: the installed one, else the product registry over
+    /// the environment.
+    pub(crate) fn registry(&self) -> Registry {
+        crate::sandbox::registry::registry_or_product(self.registry.as_ref(), &self.environment)
     }
 
     /// The global default, as `Engine::with_sandbox_default`. Default: none (neutral).
@@ -55,7 +73,7 @@ impl PreflightSetup {
     /// The driver registry, as `Engine::with_registry`. Default: the local engines.
     #[must_use]
     pub fn with_registry(mut self, registry: Registry) -> PreflightSetup {
-        self.registry = registry;
+        self.registry = Some(registry);
         self
     }
 

@@ -87,12 +87,15 @@ pub(crate) async fn run(
     request: &PreflightRequest<'_>,
 ) -> Result<StrictReport, LaunchError> {
     let budget = request.timeout;
-    let (settings, _) =
-        crate::launcher::launch::settings_from_env(setup.sandbox_default, request.options)?;
+    let (settings, _) = crate::launcher::launch::settings_from_env(
+        setup.sandbox_default,
+        request.options,
+        &setup.environment,
+    )?;
     let factory = Factory::new(
-        setup.registry.clone(),
+        setup.registry(),
         setup.factory_options,
-        &HostSignals::from_env(),
+        &HostSignals::from_env(&setup.environment),
     );
     let host_class = class_of_host(factory.host());
     let mut rows = Rows { checks: Vec::new() };
@@ -126,9 +129,9 @@ pub(crate) async fn run(
     let resolved: Resolved = {
         let (block, settings, root) =
             (request.sandbox.clone(), settings.clone(), repo_root.clone());
-        let trust = request.trust;
+        let (trust, env) = (request.trust, setup.environment.clone());
         match bounded_blocking(budget, move || {
-            resolve(&block, &settings, trust, root.as_deref(), &overlay)
+            resolve(&block, &settings, trust, root.as_deref(), &overlay, &env)
         })
         .await
         {
@@ -209,10 +212,11 @@ pub(crate) async fn run(
     // The engine's own answer (docker-daemon) is asked beside the driver selection, so a hung
     // engine costs one budget, not two. Read-only, so asking it when the battery turns out to be
     // kubernetes's costs nothing but the call.
+    let vars = EndpointVars::from_env(&setup.environment);
     let daemon = (request.target != Target::Cloud).then(|| {
         tokio::spawn(async move {
             let started = Instant::now();
-            let endpoints = probe_endpoints(&EndpointVars::from_env());
+            let endpoints = probe_endpoints(&vars);
             let answer = match bounded(budget, EngineProbe::connect(&endpoints, budget)).await {
                 Some(answer) => answer.map_err(|error| error.to_string()),
                 None => Err(format!("no answer within {}", format_duration(budget))),
@@ -281,7 +285,14 @@ pub(crate) async fn run(
             docker_battery(setup, request, &spec, daemon, &mut rows).await;
         }
         HostClass::Cloud => {
-            kubernetes_battery(&spec, report.driver == "kubernetes", budget, &mut rows).await;
+            kubernetes_battery(
+                &spec,
+                report.driver == "kubernetes",
+                budget,
+                &setup.environment,
+                &mut rows,
+            )
+            .await;
         }
     }
 
@@ -353,12 +364,14 @@ async fn docker_battery(
         let spec = spec.clone();
         // The run's trust: an untrusted run's author mounts meet the allow-list (issue 15).
         let scope = iterion_sandbox::MountScope {
-            runtime_roots: vec![crate::sandbox::rundir::runtime_root()],
+            runtime_roots: vec![crate::sandbox::rundir::runtime_root(&setup.environment)],
             ..iterion_sandbox::MountScope::default()
         };
         let trust = request.trust;
+        let env = setup.environment.clone();
         bounded_blocking(budget, move || {
-            let ctx = iterion_sandbox::ScreenContext::from_env(&workspace)?.for_run(trust, &scope);
+            let ctx =
+                iterion_sandbox::ScreenContext::from_env(&workspace, &env)?.for_run(trust, &scope);
             ctx.validate_workspace(&workspace)?;
             iterion_sandbox::validate_spec_mounts(&spec, &ctx).map(|mounts| mounts.len())
         })
@@ -385,6 +398,7 @@ async fn docker_battery(
     let started = Instant::now();
     let finding = match crate::sandbox::engine_binary::engine_binary_for_run(
         setup.engine_binary.as_deref(),
+        &setup.environment,
     ) {
         None => BinaryFinding::Unknown,
         Some(path) => read_binary(path, budget).await,
@@ -501,13 +515,14 @@ async fn kubernetes_battery(
     spec: &Spec,
     kubernetes_selected: bool,
     budget: Duration,
+    env: &iterion_vocab::Environment,
     rows: &mut Rows,
 ) {
     let started = Instant::now();
     rows.push(started, judge::k8s_spec_compatible(spec));
 
     let started = Instant::now();
-    let answer = match bounded(budget, iterion_sandbox_kubernetes::probe_api_version()).await {
+    let answer = match bounded(budget, iterion_sandbox_kubernetes::probe_api_version(env)).await {
         Some(answer) => answer.map_err(|error| error.to_string()),
         None => Err(format!("no answer within {}", format_duration(budget))),
     };
@@ -520,7 +535,7 @@ async fn kubernetes_battery(
     );
 
     let started = Instant::now();
-    let policy = SchedulingPolicy::from_env();
+    let policy = SchedulingPolicy::from_env(env);
     rows.push(
         started,
         judge::k8s_scheduling_policy(policy.as_ref().map(SchedulingPolicy::summary)),

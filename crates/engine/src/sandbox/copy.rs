@@ -101,8 +101,9 @@ pub(crate) async fn prepare(
     let scope = ctx.mount_inputs.mount_scope();
     let screened = {
         let source = source.clone();
+        let env = ctx.mount_inputs.env.clone();
         tokio::task::spawn_blocking(move || {
-            iterion_sandbox::ScreenContext::from_env(&source)?
+            iterion_sandbox::ScreenContext::from_env(&source, &env)?
                 .for_run(iterion_sandbox::Trust::Untrusted, &scope)
                 .validate_workspace(&source)
         })
@@ -113,7 +114,9 @@ pub(crate) async fn prepare(
         Ok(Err(error)) => return Err(SetupError::classify(&error)),
         Err(error) => return Err(SetupError::failed(format!("sandbox: {error}"))),
     }
-    let dir = crate::sandbox::rundir::create_copy_dir(ctx.run_id, ctx.store_id).await?;
+    let dir =
+        crate::sandbox::rundir::create_copy_dir(ctx.run_id, ctx.store_id, &ctx.mount_inputs.env)
+            .await?;
     let copy = dir.join("workspace");
     let stats = match copy_workspace(&source, &copy, owner).await {
         Ok(stats) => stats,

@@ -16,6 +16,7 @@ use iterion_sandbox::{
     ImageConfig, ScreenContext, Spec, apply_devbox_plan, plan_devbox, read_devbox_config,
     resolve_repo_devbox,
 };
+use iterion_vocab::Environment;
 
 use crate::records::sandbox_events::{
     DevboxTarget, SandboxDevboxProvisioned, SandboxImageEnvPlanted,
@@ -35,11 +36,13 @@ pub(crate) fn add_bundle_mount(
     bundle_dir: Option<&Path>,
     workspace: &Path,
     host_binds: bool,
+    env: &Environment,
 ) -> bool {
     let Some(dir) = bundle_dir.filter(|_| host_binds) else {
         return false;
     };
-    let screened = ScreenContext::from_env(workspace).and_then(|ctx| ctx.validate_workspace(dir));
+    let screened =
+        ScreenContext::from_env(workspace, env).and_then(|ctx| ctx.validate_workspace(dir));
     match screened {
         Ok(canonical) if canonical != workspace => {
             spec.engine_mounts.push(EngineMount {
@@ -89,6 +92,8 @@ pub(crate) struct DevboxHost<'a> {
     pub bundle_dir: Option<&'a Path>,
     /// Whether M4 bound the bundle dir.
     pub bundle_mounted: bool,
+    /// The engine's environment (`ITERION_REPO_DEVBOX`).
+    pub env: &'a Environment,
 }
 
 /// M7 for the sandbox target (§15): plans from the files found, applies the plan to `spec`, and
@@ -102,7 +107,7 @@ pub(crate) async fn provision_in_sandbox(
     spec: &mut Spec,
     host: &DevboxHost<'_>,
 ) -> Result<Option<(SandboxDevboxProvisioned, Vec<String>)>, SetupError> {
-    let repo_devbox = resolve_repo_devbox(None, std::env::var(ITERION_REPO_DEVBOX).ok().as_deref())
+    let repo_devbox = resolve_repo_devbox(None, host.env.get(ITERION_REPO_DEVBOX).as_deref())
         .map_err(|e| SetupError::failed(format!("{ITERION_REPO_DEVBOX}: {e}")))?;
     // The config files are read off the runtime threads (ARCHITECTURE §6).
     let workspace = host.workspace.to_owned();
@@ -206,8 +211,8 @@ impl HostDevbox {
 /// paths, the bot config staged in `stage_root/bot`), executed on the host — `devbox install
 /// -c <dir>` for each source with `DEVBOX_NO_PROMPT=1`, each bounded by
 /// [`HOST_INSTALL_TIMEOUT`]. Failures never fail the run: they go to the event's `errors` and
-/// to the run log. `host_env` supplies `PATH` (where `devbox` is looked up, and the base of the
-/// threaded `PATH`) and `ITERION_REPO_DEVBOX`.
+/// to the run log. `host_env` (the engine's environment) supplies `PATH` (where `devbox` is
+/// looked up, and the base of the threaded `PATH`) and `ITERION_REPO_DEVBOX`.
 ///
 /// # Errors
 ///
@@ -216,9 +221,9 @@ pub(crate) async fn provision_host_devbox(
     workspace: &Path,
     bundle_dir: Option<&Path>,
     stage_root: &Path,
-    host_env: &(dyn Fn(&str) -> Option<String> + Send + Sync),
+    host_env: &Environment,
 ) -> Result<HostDevbox, SetupError> {
-    let repo_devbox = resolve_repo_devbox(None, host_env(ITERION_REPO_DEVBOX).as_deref())
+    let repo_devbox = resolve_repo_devbox(None, host_env.get(ITERION_REPO_DEVBOX).as_deref())
         .map_err(|e| SetupError::failed(format!("{ITERION_REPO_DEVBOX}: {e}")))?;
     let (workspace, bundle) = (workspace.to_owned(), bundle_dir.map(Path::to_owned));
     let (workspace, repo, bot) = tokio::task::spawn_blocking(move || {
@@ -252,7 +257,7 @@ pub(crate) async fn provision_host_devbox(
     if plan.is_empty() {
         return Ok(done);
     }
-    let host_path = host_env("PATH").filter(|p| !p.is_empty());
+    let host_path = host_env.get("PATH").filter(|p| !p.is_empty());
     let mut errors = Vec::new();
     match find_on_path("devbox", host_path.as_deref()) {
         None if !plan.sources.is_empty() => done.log.push(DEVBOX_NOT_ON_PATH.to_owned()),

@@ -33,7 +33,7 @@ use crate::records::events::Event;
 use crate::records::sandbox_events::NetworkBlocked;
 use crate::records::sink::EventSink;
 use crate::sandbox::error::SetupError;
-use iterion_vocab::FailureCode;
+use iterion_vocab::{Environment, FailureCode};
 
 /// How long the bridge has to print `ready` (§4.6).
 pub(crate) const BRIDGE_READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -91,6 +91,8 @@ pub(crate) struct ProxyRequest<'a> {
     pub max_duration_seconds: u64,
     /// The run's redactor, told the token as soon as it exists.
     pub redactor: &'a crate::records::secrets::Redactor,
+    /// The engine's environment: the `ITERION_SANDBOX_*` egress knobs.
+    pub env: &'a Environment,
 }
 
 /// §6.9: whether inspection is on, given the driver and `ITERION_SANDBOX_TLS_INSPECT`.
@@ -161,8 +163,9 @@ pub(crate) async fn start_network_proxy(
     run_log: &dyn RunLog,
 ) -> Result<Option<EngineProxy>, SetupError> {
     let (policy, run_id) = (request.policy, request.run_id);
-    let forced = std::env::var(TLS_INSPECT_ENV)
-        .ok()
+    let forced = request
+        .env
+        .get(TLS_INSPECT_ENV)
         .and_then(|v| iterion_sandbox::parse_switch(&v));
     if !request.tls_capable && request.secrets.iter().any(|s| !s.hosts.is_empty()) {
         run_log.line(
@@ -204,8 +207,9 @@ pub(crate) async fn start_network_proxy(
     let mut builder = builder.on_blocked(Arc::new(move |event| {
         let _ = tx.send(event);
     }));
-    if let Some(value) = std::env::var(PROXY_HOSTS_ENV)
-        .ok()
+    if let Some(value) = request
+        .env
+        .get(PROXY_HOSTS_ENV)
         .filter(|v| !v.trim().is_empty())
     {
         let resolver = StaticHostsResolver::from_env_value(&value)
@@ -227,8 +231,9 @@ pub(crate) async fn start_network_proxy(
         let ca = EphemeralCa::new(budget)
             .map_err(|e| SetupError::failed(format!("sandbox egress CA: {e}")))?;
         builder = builder.secrets(rewriter).tls_inspection(Arc::new(ca));
-        if let Some(value) = std::env::var(INSPECT_MAX_BODY_ENV)
-            .ok()
+        if let Some(value) = request
+            .env
+            .get(INSPECT_MAX_BODY_ENV)
             .filter(|v| !v.trim().is_empty())
         {
             let bytes = iterion_netproxy::parse_inspect_max_body(&value)

@@ -42,6 +42,7 @@ async fn open_without_inspection_starts_nothing_and_a_bad_rule_fails_the_setup()
         tls_capable: true,
         max_duration_seconds: 0,
         redactor: &crate::records::secrets::Redactor::default(),
+        env: &iterion_vocab::Environment::empty(),
     };
     let started = start_network_proxy(&request, Arc::new(MemoryEventSink::new()), &NullRunLog)
         .await
@@ -76,6 +77,7 @@ async fn an_allowlist_proxy_listens_on_its_socket_until_shutdown() {
         tls_capable: true,
         max_duration_seconds: 0,
         redactor: &crate::records::secrets::Redactor::default(),
+        env: &iterion_vocab::Environment::empty(),
     };
     let proxy = start_network_proxy(&request, Arc::new(MemoryEventSink::new()), &NullRunLog)
         .await

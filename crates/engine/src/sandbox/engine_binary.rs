@@ -16,6 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use iterion_sandbox::{LinkKind, link_kind_of};
+use iterion_vocab::Environment;
 
 /// The variable that names the binary to bind, overriding every other choice.
 pub const ITERION_BIN: &str = "ITERION_BIN";
@@ -31,9 +32,12 @@ pub struct ContainerBinary {
     pub reason: String,
 }
 
-/// The binary a run binds: `ITERION_BIN` when set and non-empty, else `installed`.
-pub(crate) fn engine_binary_for_run(installed: Option<&Path>) -> Option<PathBuf> {
-    std::env::var_os(ITERION_BIN)
+/// The binary a run binds: `env`'s `ITERION_BIN` when set and non-empty, else `installed`.
+pub(crate) fn engine_binary_for_run(
+    installed: Option<&Path>,
+    env: &Environment,
+) -> Option<PathBuf> {
+    env.get_os(ITERION_BIN)
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
         .or_else(|| installed.map(Path::to_path_buf))

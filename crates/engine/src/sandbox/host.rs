@@ -64,9 +64,10 @@ impl OpenShell for HostShells {
 }
 
 /// `iterion __claw-runner`: the runner ([`iterion_agent::runner`]) over the process's
-/// stdin/stdout, its `bash` on this host; returns the exit code.
-pub async fn claw_runner_main() -> i32 {
-    iterion_agent::runner::claw_runner_main(&HostShells).await
+/// stdin/stdout, its `bash` on this host, reading `env` (the container process's environment,
+/// taken once by its entry point); returns the exit code.
+pub async fn claw_runner_main(env: &iterion_vocab::Environment) -> i32 {
+    iterion_agent::runner::claw_runner_main(&HostShells, env).await
 }
 
 /// The devbox `PATH` of a host run (SANDBOX.md §15, "No sandbox"): the profile bin dirs go

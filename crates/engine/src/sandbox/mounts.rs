@@ -17,6 +17,7 @@ use std::time::Duration;
 use iterion_sandbox::{
     EngineMount, EngineMountKind, HostState, HostStateSource, SecretFileMount, Spec,
 };
+use iterion_vocab::Environment;
 
 use crate::records::events::Event;
 use crate::records::sandbox_events::{
@@ -56,6 +57,8 @@ pub(crate) struct MountPlan {
 #[derive(Clone, Debug)]
 pub(crate) struct MountInputs {
     pub run_id: String,
+    /// The engine's environment: the runtime root, the mount screen, `ITERION_REPO_DEVBOX`.
+    pub env: Environment,
     pub iterion_home: PathBuf,
     /// The host workspace, canonical.
     pub workspace: PathBuf,
@@ -90,7 +93,7 @@ impl MountInputs {
     pub(crate) fn mount_scope(&self) -> iterion_sandbox::MountScope {
         iterion_sandbox::MountScope {
             store: vec![self.iterion_home.clone()],
-            runtime_roots: vec![crate::sandbox::rundir::runtime_root()],
+            runtime_roots: vec![crate::sandbox::rundir::runtime_root(&self.env)],
             engine_binaries: self.engine_binary.iter().cloned().collect(),
             sandbox_writable: if self.child_of_live_sandbox {
                 vec![self.workspace.clone()]
@@ -268,6 +271,7 @@ pub(crate) async fn plan_mounts(
             inputs.bundle_dir.as_deref(),
             &inputs.workspace,
             inputs.host_binds,
+            &inputs.env,
         );
     // M5: host_state.
     let host_state = match (spec.host_state, inputs.host_binds) {
@@ -316,6 +320,7 @@ pub(crate) async fn plan_mounts(
                 workspace: &inputs.workspace,
                 bundle_dir: inputs.bundle_dir.as_deref(),
                 bundle_mounted,
+                env: &inputs.env,
             },
         )
         .await?

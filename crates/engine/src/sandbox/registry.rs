@@ -9,15 +9,21 @@ use iterion_sandbox_docker::{
     DockerConstructor, DockerSettings, EndpointVars, EngineKind, endpoints_for,
 };
 use iterion_sandbox_kubernetes::KubernetesConstructor;
+use iterion_vocab::Environment;
 
-/// The product registry: docker and podman (one bollard driver, endpoints from the environment,
+/// The product registry: docker and podman (one bollard driver, endpoints from `env`,
 /// SANDBOX.md §4.2), kubernetes (in-cluster only, §5.6) and noop. Which of them a host tries, and
 /// in what order, is the factory's preference order (§3.2): kubernetes on cloud hosts.
-pub(crate) fn product_registry() -> Registry {
+pub(crate) fn product_registry(env: &Environment) -> Registry {
     Registry::with_noop()
-        .register(DriverKind::Kubernetes, KubernetesConstructor::from_env())
-        .register(DriverKind::Docker, DockerConstructor::docker_from_env())
-        .register(DriverKind::Podman, DockerConstructor::podman_from_env())
+        .register(DriverKind::Kubernetes, KubernetesConstructor::from_env(env))
+        .register(DriverKind::Docker, DockerConstructor::docker_from_env(env))
+        .register(DriverKind::Podman, DockerConstructor::podman_from_env(env))
+}
+
+/// `installed` when an embedder or a test gave one, else [`product_registry`] over `env`.
+pub(crate) fn registry_or_product(installed: Option<&Registry>, env: &Environment) -> Registry {
+    installed.cloned().unwrap_or_else(|| product_registry(env))
 }
 
 /// The local container engines runs are created on, in the factory's order (SANDBOX.md §3.2):
@@ -25,8 +31,8 @@ pub(crate) fn product_registry() -> Registry {
 /// engine on every `iterion run` costs more than the run (podman's API answers in hundreds of
 /// milliseconds), and with both present the factory never creates containers on the second one.
 /// Used by the reaper and to remove a run's container by label when its setup was cancelled.
-pub(crate) fn local_reapers() -> Vec<Arc<dyn ReaperConstructor>> {
-    let vars = EndpointVars::from_env();
+pub(crate) fn local_reapers(env: &Environment) -> Vec<Arc<dyn ReaperConstructor>> {
+    let vars = EndpointVars::from_env(env);
     [
         (DriverKind::Docker, EngineKind::Docker),
         (DriverKind::Podman, EngineKind::Podman),

@@ -19,6 +19,7 @@ use iterion_sandbox::{
     Mode, ModeInputs, Network, NetworkMode, NetworkOrigin, SandboxFlag, ScreenContext, Spec,
     SpecResolution, Trust, pick_host_state, read_from_repo, resolve_sandbox_spec_with_fallback,
 };
+use iterion_vocab::Environment;
 
 /// The run-time knobs of the sandbox tiers, as the entry point read them.
 #[derive(Clone, Debug)]
@@ -155,6 +156,7 @@ pub(crate) fn resolve(
     trust: Trust,
     repo_root: Option<&Path>,
     overlay: &EnvOverlay,
+    env: &Environment,
 ) -> Resolved {
     let block = block_spec(sandbox);
     let inputs = ModeInputs {
@@ -195,17 +197,17 @@ pub(crate) fn resolve(
     // The run's trust decides the allow-list (issue 15 item 3); the store and the runtime root
     // are protected here already, and again with the engine's own paths at Start.
     let scope = iterion_sandbox::MountScope {
-        runtime_roots: vec![crate::sandbox::rundir::runtime_root()],
+        runtime_roots: vec![crate::sandbox::rundir::runtime_root(env)],
         ..iterion_sandbox::MountScope::default()
     };
-    let screen = match ScreenContext::from_env(repo_root.unwrap_or(Path::new("/"))) {
+    let screen = match ScreenContext::from_env(repo_root.unwrap_or(Path::new("/")), env) {
         Ok(screen) => screen.for_run(trust, &scope),
         Err(error) => {
             resolved.refusal = Some(error.to_string());
             return resolved;
         }
     };
-    let lookup = |name: &str| std::env::var(name).ok();
+    let lookup = |name: &str| env.get(name);
     let auto = AutoInputs {
         mode,
         source_label: source.label(),

@@ -1,13 +1,16 @@
 //! The per-run host dir (SANDBOX.md §4.5): `<runtime root>/<run id>`, mode 0700, created at L8
 //! and removed at teardown (the docker driver's `cleanup()` removes it too).
 //!
-//! The runtime root is `$XDG_RUNTIME_DIR/iterion` when that variable is absolute and the dir is
+//! The runtime root is `$XDG_RUNTIME_DIR/iterion` (from the engine's environment) when that
+//! variable is absolute and the dir is
 //! owned by this uid, else `<temp dir>/iterion-<uid>`; it must be private (0700, ours). Each run
 //! dir holds a `.store` file naming the store that owns it (defined here): several stores (one
 //! per `ITERION_HOME`) share the root, and the reaper only collects dirs of its own store.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use iterion_vocab::Environment;
 
 use crate::sandbox::error::SetupError;
 
@@ -18,10 +21,10 @@ fn uid() -> u32 {
     std::fs::metadata("/proc/self").map_or(0, |m| m.uid())
 }
 
-/// The runtime root (not created).
-pub fn runtime_root() -> PathBuf {
+/// The runtime root (not created), `XDG_RUNTIME_DIR` read from `env`.
+pub fn runtime_root(env: &Environment) -> PathBuf {
     let uid = uid();
-    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
+    if let Some(dir) = env.get_os("XDG_RUNTIME_DIR").map(PathBuf::from)
         && dir.is_absolute()
         && std::fs::metadata(&dir).is_ok_and(|m| m.uid() == uid)
     {
@@ -35,8 +38,12 @@ pub fn runtime_root() -> PathBuf {
 pub(crate) const COPIES_DIR: &str = "copies";
 
 /// Creates `<root>/copies/<run id>` (0700) with its store marker, for an untrusted run's copy.
-pub(crate) async fn create_copy_dir(run_id: &str, store_id: &str) -> Result<PathBuf, SetupError> {
-    let root = runtime_root();
+pub(crate) async fn create_copy_dir(
+    run_id: &str,
+    store_id: &str,
+    env: &Environment,
+) -> Result<PathBuf, SetupError> {
+    let root = runtime_root(env);
     private_root(&root).await?;
     let copies = root.join(COPIES_DIR);
     private_root(&copies).await?;
@@ -51,8 +58,9 @@ pub(crate) async fn create(
     run_id: &str,
     store_id: &str,
     with_net: bool,
+    env: &Environment,
 ) -> Result<PathBuf, SetupError> {
-    let root = runtime_root();
+    let root = runtime_root(env);
     private_root(&root).await?;
     let dir = make_run_dir(&root, run_id, store_id).await?;
     if with_net {

@@ -208,7 +208,14 @@ async fn start(
             .emit(Event::SandboxHostBindsDropped(dropped))
             .await;
     }
-    let run_dir = match rundir::create(ctx.run_id, ctx.store_id, closed_network).await {
+    let run_dir = match rundir::create(
+        ctx.run_id,
+        ctx.store_id,
+        closed_network,
+        &ctx.mount_inputs.env,
+    )
+    .await
+    {
         Ok(dir) => dir,
         Err(error) => {
             copy::discard(landing).await;
@@ -237,6 +244,7 @@ async fn start(
             tls_capable: driver.capabilities().supports_tls_inspection,
             max_duration_seconds: ctx.max_duration_seconds,
             redactor: &ctx.redactor,
+            env: &ctx.mount_inputs.env,
         },
         Arc::clone(&ctx.event_sink),
         ctx.run_log.as_ref(),

@@ -67,9 +67,11 @@ struct BindlessConstructor;
 #[async_trait]
 impl DriverConstructor for BindlessConstructor {
     async fn construct(&self) -> iterion_sandbox::Result<Arc<dyn Driver>> {
-        let docker = iterion_sandbox_docker::DockerConstructor::docker_from_env()
-            .construct()
-            .await?;
+        let docker = iterion_sandbox_docker::DockerConstructor::docker_from_env(
+            &iterion_vocab::Environment::from_process(),
+        )
+        .construct()
+        .await?;
         Ok(Arc::new(BindlessDockerTestDriver(docker)))
     }
 }
@@ -86,7 +88,9 @@ async fn docker_a_driver_without_host_binds_gets_no_host_bind_and_no_promise_of_
     let ws = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let store = sqlite_store(home.path()).await;
+    // The test's edge: the engine reads this process's environment, as the CLI's does.
     let engine = Engine::new(Arc::clone(&store), home.path())
+        .with_environment(iterion_vocab::Environment::from_process())
         .with_registry(Registry::with_noop().register(DriverKind::Docker, BindlessConstructor));
     let src = format!(
         "tool probe:\n  command: `jq -cn --arg m \"$(awk '{{print $5}}' /proc/self/mountinfo)\" '{{mounts: ($m|split(\"\\n\")), files: env.ITERION_ARTIFACT_FILES_DIR, bin: env.ITERION_ENGINE_BIN, scratch: env.PROJECT_SCRATCH_DIR}}' > probe.json`\n\nworkflow bindless:\n  entry: probe\n  sandbox:\n    image: \"{DEBIAN_IMAGE}\"\n    mounts: [\"source={},target=/cache\"]\n  probe -> done\n",

@@ -1,7 +1,7 @@
 //! Devbox provisioning on the host, for a run with no sandbox (SANDBOX.md §15 "No sandbox").
 //!
 //! The `devbox` here is a STAND-IN, not devbox: a shell script placed first on the `PATH` the
-//! engine is given (through `Engine::with_host_env`, not the process env) that records its
+//! engine is given (through `Engine::with_environment`, not the process env) that records its
 //! invocations and, like `devbox install -c DIR`, creates `DIR/devbox.lock` and a profile bin dir
 //! `DIR/.devbox/nix/profile/default/bin` holding a `hello-devbox` executable.
 
@@ -99,11 +99,11 @@ impl Fixture {
         if let Some(registry) = registry {
             engine = engine.with_registry(registry);
         }
-        let engine = engine.with_host_env(Arc::new(move |name| match name {
-            "PATH" => Some(path.clone()),
-            "ITERION_REPO_DEVBOX" => repo_devbox.map(str::to_owned),
-            _ => None,
-        }));
+        let mut env = iterion_vocab::Environment::from_pairs([("PATH", path)]);
+        if let Some(value) = repo_devbox {
+            env = env.with("ITERION_REPO_DEVBOX", value);
+        }
+        let engine = engine.with_environment(env);
         let request = run_request(workflow(src), &self.ws(), "bot/flow.iter");
         let summary = run_to_end(&engine, request).await;
         let events = events_of(store.as_ref(), &summary.run_id).await;

@@ -8,7 +8,9 @@
 //! the test; without it the test says why it is skipped and returns. Every container a test
 //! makes carries `iterion.io/test-id=<test id>` (through [`DockerSettings::extra_label`]) and is
 //! removed by an [`EngineGuard`] even when the test panics; leftovers of an earlier, killed run
-//! of the same test are removed first.
+//! of the same test are removed first. The driver's mount screen gets the test process's own
+//! `HOME`, `ITERION_HOME`, `ITERION_BIN` and `XDG_RUNTIME_DIR` ([`screen_environment`]), as the
+//! product's does.
 
 // Test code: a failed unwrap is the assertion.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -24,8 +26,18 @@ use bollard::query_parameters::{
 use iterion_sandbox::DriverKind;
 use iterion_sandbox_docker::{DockerDriver, DockerSettings, EngineKind};
 use iterion_test_support::{REQUIRE_DOCKER_ENV, TEST_ID_LABEL, docker_required};
+use iterion_vocab::Environment;
 
 const ENGINE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The variables the mount screen reads, as this test process has them.
+pub fn screen_environment() -> Environment {
+    Environment::from_pairs(
+        ["HOME", "ITERION_HOME", "ITERION_BIN", "XDG_RUNTIME_DIR"]
+            .into_iter()
+            .filter_map(|name| std::env::var_os(name).map(|value| (name, value))),
+    )
+}
 
 /// An engine under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,7 +100,9 @@ impl Engine {
         test_id: &str,
         settings: DockerSettings,
     ) -> Option<(DockerDriver, Docker)> {
-        let settings = settings.extra_label(TEST_ID_LABEL, test_id);
+        let settings = settings
+            .extra_label(TEST_ID_LABEL, test_id)
+            .environment(screen_environment());
         let kind = match self {
             Engine::Docker => DriverKind::Docker,
             Engine::Podman => DriverKind::Podman,

@@ -40,7 +40,7 @@ pub(super) fn is_allowed_local_env(name: &str) -> bool {
 
 /// What expansion may know about the host: the repository root (when there is one) and a
 /// lookup for host variables. The lookup is only ever called with allow-listed names
-/// (`is_allowed_local_env`); the engine passes `|name| std::env::var(name).ok()`.
+/// (`is_allowed_local_env`); the engine passes its environment's `|name| env.get(name)`.
 pub struct LocalVars<'a> {
     /// The repository root: `${localWorkspaceFolder}` and its basename. `None` leaves both
     /// literal.

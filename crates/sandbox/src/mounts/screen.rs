@@ -11,6 +11,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use iterion_vocab::Environment;
+
 use crate::error::{Error, Result};
 use crate::mode::Trust;
 use crate::mounts::grammar::{
@@ -215,27 +217,27 @@ impl ScreenContext {
         })
     }
 
-    /// [`ScreenContext::new`] with the home from `HOME`, protecting the store named by
+    /// [`ScreenContext::new`] with the home from `env`'s `HOME`, protecting the store named by
     /// `ITERION_HOME` (else `$HOME/.iterion`) and the runtime root under `$XDG_RUNTIME_DIR`.
     /// Trusted; see [`ScreenContext::for_run`].
     ///
     /// # Errors
     ///
     /// As [`ScreenContext::new`].
-    pub fn from_env(workspace: &Path) -> Result<ScreenContext> {
-        let home = crate::vars::var("HOME").filter(|home| !home.is_empty());
+    pub fn from_env(workspace: &Path, env: &Environment) -> Result<ScreenContext> {
+        let home = env.get("HOME").filter(|home| !home.is_empty());
         let ctx = ScreenContext::new(workspace, home.as_deref().map(Path::new))?;
         let mut scope = MountScope::default();
-        if let Some(store) = crate::vars::var("ITERION_HOME").filter(|h| !h.is_empty()) {
+        if let Some(store) = env.get("ITERION_HOME").filter(|h| !h.is_empty()) {
             scope.store.push(PathBuf::from(store));
         }
         if let Some(home) = home {
             scope.store.push(Path::new(&home).join(".iterion"));
         }
-        if let Some(binary) = crate::vars::var("ITERION_BIN").filter(|b| b.starts_with('/')) {
+        if let Some(binary) = env.get("ITERION_BIN").filter(|b| b.starts_with('/')) {
             scope.engine_binaries.push(PathBuf::from(binary));
         }
-        if let Some(xdg) = crate::vars::var("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
+        if let Some(xdg) = env.get("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
             scope.runtime_roots.push(Path::new(&xdg).join("iterion"));
         }
         Ok(ctx.for_run(Trust::Trusted, &scope))

@@ -207,7 +207,13 @@ async fn ask_user_round_trips_between_the_launcher_and_the_real_runner() {
     );
     let run: Arc<dyn SandboxRun> = Arc::new(FakeRun(|input, output| async move {
         i64::from(
-            iterion_agent::runner::serve(input, output, &crate::sandbox::host::HostShells).await,
+            iterion_agent::runner::serve(
+                input,
+                output,
+                &crate::sandbox::host::HostShells,
+                &iterion_vocab::Environment::empty(),
+            )
+            .await,
         )
     }));
     let spec = loop_spec(

@@ -170,7 +170,7 @@ async fn run_in_process(
     spec: &LoopSpec,
     resume: Option<(Snapshot, String)>,
 ) -> Result<AgentResult, Failure> {
-    let client = HttpClient::new(Route::HostEnv, MODEL_TIMEOUT)
+    let client = HttpClient::new(Route::HostEnv, MODEL_TIMEOUT, &ctx.environment)
         .map_err(|e| Failure::new(FailureCode::ExecutionFailed, e.to_string()))?;
     let shell = crate::sandbox::host::host_sandbox_with_path(&ctx.run_id, workspace, path)
         .await
