@@ -11,7 +11,9 @@
 #      database, and exports ITERION_IT_POSTGRES_URL for the store's PostgreSQL tests;
 #   3. builds the local test images (scripts/build-test-images.sh; cached by tag), the busybox one
 #      in podman's storage as well;
-#   4. cargo fmt --check, cargo clippy -D warnings, the static engine binary
+#   4. cargo fmt --check, the house rules no compiler checks (scripts/check-architecture.py: no
+#      import circles, crates pointing one way, the environment read only at the edge), cargo
+#      clippy -D warnings, the static engine binary
 #      (scripts/build-static.sh, exported as ITERION_STATIC_BIN for the container tests), the test
 #      suite with cargo-nextest and ITERION_IT_DOCKER=1 (so a missing engine or static binary
 #      fails the container tests instead of skipping them), and the doctests (which nextest does
@@ -235,6 +237,9 @@ cd "$REPO_ROOT"
 
 section "cargo fmt --all -- --check"
 cargo fmt --all -- --check
+
+section "python3 scripts/check-architecture.py"
+python3 "$REPO_ROOT/scripts/check-architecture.py" --repo "$REPO_ROOT"
 
 section "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings

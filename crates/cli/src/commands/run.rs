@@ -38,7 +38,7 @@ pub(crate) fn operator_overlay(pairs: &[String], env: &Environment) -> Result<En
         None => EnvOverlay::default(),
         Some(path) => {
             let shown = std::path::Path::new(&path).display().to_string();
-            let content = std::fs::read_to_string(&path).map_err(|e| {
+            let content = std::fs::read_to_string(path).map_err(|e| {
                 Failure::bad_input(anyhow::anyhow!(
                     "{ITERION_SANDBOX_ENV_FILE}={shown}: cannot read the operator env file: {e}"
                 ))

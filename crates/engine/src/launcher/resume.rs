@@ -126,7 +126,7 @@ impl Engine {
         crate::executor::budget::RunBudget::resolve(&workflow.budget, |k| self.environment.get(k))
             .map_err(crate::launcher::launch::LaunchError::from)?;
         if workflow.worktree == iterion_dsl::ir::Worktree::Auto && run.worktree_path.is_none() {
-            crate::sandbox::workspace::check_worktree_possible(&launch.cwd)
+            crate::sandbox::workspace::check_worktree_possible(&launch.cwd, &self.environment)
                 .await
                 .map_err(crate::launcher::launch::LaunchError::from)?;
         }
@@ -238,7 +238,8 @@ impl Engine {
         launch: &crate::launcher::launch::LaunchOptions,
     ) -> Result<Run, EngineError> {
         let trust = crate::records::status::sandbox_trust(run.trust);
-        let repo_root = crate::sandbox::workspace::repository_root_of(&launch.cwd).await;
+        let repo_root =
+            crate::sandbox::workspace::repository_root_of(&launch.cwd, &self.environment).await;
         let overlay = iterion_sandbox::EnvOverlay {
             vars: launch.sandbox_env.clone(),
         };

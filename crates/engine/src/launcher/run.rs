@@ -60,9 +60,12 @@ impl Engine {
         let (settings, override_env) =
             settings_from_env(self.sandbox_default, &request.options, &self.environment)?;
         if request.workflow.worktree == Worktree::Auto {
-            crate::sandbox::workspace::check_worktree_possible(&request.options.cwd)
-                .await
-                .map_err(crate::launcher::launch::LaunchError::from)?;
+            crate::sandbox::workspace::check_worktree_possible(
+                &request.options.cwd,
+                &self.environment,
+            )
+            .await
+            .map_err(crate::launcher::launch::LaunchError::from)?;
         }
         crate::executor::budget::RunBudget::resolve(&request.workflow.budget, |k| {
             self.environment.get(k)
@@ -253,7 +256,9 @@ impl Engine {
         let overlay = EnvOverlay {
             vars: attempt.launch.sandbox_env.clone(),
         };
-        let repo_root = crate::sandbox::workspace::repository_root_of(&attempt.launch.cwd).await;
+        let repo_root =
+            crate::sandbox::workspace::repository_root_of(&attempt.launch.cwd, &self.environment)
+                .await;
         let resolved = resolve(
             &attempt.workflow.sandbox,
             &attempt.settings,
@@ -311,13 +316,16 @@ impl Engine {
         let (workspace, worktree) = match attempt.workflow.worktree {
             Worktree::Auto => {
                 let made = match &run.worktree_path {
-                    Some(path) => RunWorktree::reopen(path).await,
-                    None => create_worktree(&self.iterion_home, run.id.as_str(), cwd).await,
+                    Some(path) => RunWorktree::reopen(path, &self.environment).await,
+                    None => {
+                        create_worktree(&self.iterion_home, run.id.as_str(), cwd, &self.environment)
+                            .await
+                    }
                 };
                 let worktree = made.map_err(|error| error.to_string())?;
                 (worktree.path().to_owned(), Some(worktree))
             }
-            Worktree::None => (workspace_root(cwd).await, None),
+            Worktree::None => (workspace_root(cwd, &self.environment).await, None),
         };
         let workspace = tokio::fs::canonicalize(&workspace)
             .await
@@ -392,6 +400,7 @@ impl Engine {
                     Worktree::Auto => crate::sandbox::worktree::git(
                         workspace,
                         &["rev-parse", "--absolute-git-dir"],
+                        &self.environment,
                     )
                     .await
                     .ok()
@@ -797,7 +806,7 @@ impl Admitted {
             &attempt.workflow.sandbox,
             &attempt.settings,
             sandbox_trust(attempt.run.trust),
-            crate::sandbox::workspace::repository_root_of(workspace)
+            crate::sandbox::workspace::repository_root_of(workspace, env)
                 .await
                 .as_deref(),
             &self.overlay,

@@ -122,7 +122,9 @@ pub(crate) async fn run(
 
     // spec-resolution: L3–L4 as a run does them, in the directory's repository.
     let started = Instant::now();
-    let repo_root = crate::sandbox::workspace::repository_root_of(&request.options.cwd).await;
+    let repo_root =
+        crate::sandbox::workspace::repository_root_of(&request.options.cwd, &setup.environment)
+            .await;
     let overlay = EnvOverlay {
         vars: request.options.sandbox_env.clone(),
     };
@@ -359,7 +361,8 @@ async fn docker_battery(
 
     // spec-safety: the workspace a run would bind, then every mount, argument and env pair.
     let started = Instant::now();
-    let workspace = crate::sandbox::worktree::workspace_root(&request.options.cwd).await;
+    let workspace =
+        crate::sandbox::worktree::workspace_root(&request.options.cwd, &setup.environment).await;
     let screened = {
         let spec = spec.clone();
         // The run's trust: an untrusted run's author mounts meet the allow-list (issue 15).

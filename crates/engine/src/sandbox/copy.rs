@@ -82,6 +82,8 @@ pub(crate) struct UntrustedLanding {
     pub events: Arc<dyn EventSink>,
     /// The run's redactor: no secret value is landed (issue 15 item 8).
     pub redactor: Arc<crate::records::secrets::Redactor>,
+    /// The engine's environment, whose `GIT_*` variables git runs without.
+    pub host: iterion_vocab::Environment,
 }
 
 /// Makes the copy and points the sandbox's workspace folder at the host path (the run sees its
@@ -149,9 +151,10 @@ pub(crate) async fn prepare(
         }
         result
     };
-    let repo = crate::sandbox::workspace::repository_root_of(&source).await;
+    let host = &ctx.mount_inputs.env;
+    let repo = crate::sandbox::workspace::repository_root_of(&source, host).await;
     let head = match &repo {
-        Some(repo) => crate::sandbox::git::HostGit::plain(repo)
+        Some(repo) => crate::sandbox::git::HostGit::plain(repo, host)
             .run(&["rev-parse", "--verify", "-q", "HEAD^{commit}"])
             .await
             .ok()
@@ -174,6 +177,7 @@ pub(crate) async fn prepare(
             .join(ctx.run_id)
             .join("changes.patch"),
         message: format!("iterion run {} (untrusted)", ctx.run_id),
+        host: host.clone(),
         events: Arc::clone(&ctx.event_sink),
         redactor: Arc::clone(&ctx.redactor),
     })
@@ -194,6 +198,7 @@ impl UntrustedLanding {
             patch: &self.patch,
             message: &self.message,
             redactor: Some(&self.redactor),
+            host: &self.host,
         };
         let event = match crate::sandbox::landing::land(&plan).await {
             Ok(crate::sandbox::landing::Landed::Changes {

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use iterion_vocab::Environment;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
@@ -91,17 +92,20 @@ pub(crate) struct HostGit {
     drivers: Vec<String>,
     /// Extra environment (e.g. `GIT_DIR` of a bare landing repository).
     env: Vec<(String, String)>,
+    /// The `GIT_*` variables of the engine's environment, removed from every command.
+    inherited: Vec<std::ffi::OsString>,
 }
 
 impl HostGit {
     /// A runner for `dir`, for commands that apply no attributes to a work tree (`rev-parse`,
     /// `config`, `ls-tree`, `fast-import`, `update-ref`, `worktree remove`): the fixed overrides
     /// only, no extra process.
-    pub(crate) fn plain(dir: &Path) -> HostGit {
+    pub(crate) fn plain(dir: &Path, host: &Environment) -> HostGit {
         HostGit {
             dir: dir.to_owned(),
             drivers: Vec::new(),
             env: Vec::new(),
+            inherited: inherited_git_vars(host),
         }
     }
 
@@ -109,17 +113,17 @@ impl HostGit {
     /// names (read with one `git config` first), for commands that check out or diff a work tree
     /// (`worktree add`, `diff-tree -p`). Outside a repository there are none, and that is not an
     /// error.
-    pub(crate) async fn open(dir: &Path) -> HostGit {
-        let mut git = HostGit::plain(dir);
+    pub(crate) async fn open(dir: &Path, host: &Environment) -> HostGit {
+        let mut git = HostGit::plain(dir, host);
         git.drivers = git.read_driver_overrides().await;
         git
     }
 
     /// A runner for the bare repository at `git_dir` (no work tree, so no driver can apply).
-    pub(crate) fn bare(git_dir: &Path) -> HostGit {
+    pub(crate) fn bare(git_dir: &Path, host: &Environment) -> HostGit {
         HostGit {
             env: vec![("GIT_DIR".to_owned(), git_dir.to_string_lossy().into_owned())],
-            ..HostGit::plain(git_dir)
+            ..HostGit::plain(git_dir, host)
         }
     }
 
@@ -146,7 +150,7 @@ impl HostGit {
     /// The base command: hardened environment and every override.
     pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new("git");
-        for key in inherited_git_vars() {
+        for key in &self.inherited {
             cmd.env_remove(key);
         }
         cmd.envs([
@@ -238,16 +242,14 @@ impl HostGit {
     }
 }
 
-/// The `GIT_*` variables of this process's environment, read once: every host git command is
-/// started without them.
-fn inherited_git_vars() -> &'static [std::ffi::OsString] {
-    static VARS: std::sync::OnceLock<Vec<std::ffi::OsString>> = std::sync::OnceLock::new();
-    VARS.get_or_init(|| {
-        std::env::vars_os()
-            .map(|(key, _)| key)
-            .filter(|key| key.to_string_lossy().starts_with("GIT_"))
-            .collect()
-    })
+/// The `GIT_*` variables of `host` (the engine's environment, the process's as its entry point
+/// read it): every host git command is started without them.
+fn inherited_git_vars(host: &Environment) -> Vec<std::ffi::OsString> {
+    host.iter()
+        .map(|(key, _)| key)
+        .filter(|key| key.to_string_lossy().starts_with("GIT_"))
+        .map(std::ffi::OsStr::to_os_string)
+        .collect()
 }
 
 /// The `-c` overrides that blank every command of the drivers named in `names` (the NUL-separated

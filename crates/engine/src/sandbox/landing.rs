@@ -544,18 +544,23 @@ pub(crate) struct LandingPlan<'a> {
     pub message: &'a str,
     /// The run's redactor: no secret value is landed.
     pub redactor: Option<&'a Arc<Redactor>>,
+    /// The engine's environment, whose `GIT_*` variables git runs without.
+    pub host: &'a iterion_vocab::Environment,
 }
 
 /// Lands `plan.result` as a commit on a new branch plus a patch file, diffed against the state
 /// the run started from (see the module doc: nothing of the result's runs on the host).
 pub(crate) async fn land(plan: &LandingPlan<'_>) -> Result<Landed, LandingError> {
     let git = match plan.repo {
-        Some(repo) => HostGit::open(repo).await,
+        Some(repo) => HostGit::open(repo, plan.host).await,
         None => {
-            let scratch = HostGit::plain(plan.scratch_repo.parent().unwrap_or(plan.scratch_repo));
+            let scratch = HostGit::plain(
+                plan.scratch_repo.parent().unwrap_or(plan.scratch_repo),
+                plan.host,
+            );
             let shown = plan.scratch_repo.to_string_lossy().into_owned();
             scratch.run(&["init", "--bare", "-q", &shown]).await?;
-            HostGit::bare(plan.scratch_repo)
+            HostGit::bare(plan.scratch_repo, plan.host)
         }
     };
     let identity = Identity::of(&git).await;

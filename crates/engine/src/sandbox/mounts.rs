@@ -281,7 +281,7 @@ pub(crate) async fn plan_mounts(
     if host_state == HostState::Auto {
         events.extend(apply_host_state_auto(spec, inputs, &ws).await?);
     } else {
-        seed_git_identity_env(spec, &inputs.workspace).await;
+        seed_git_identity_env(spec, &inputs.workspace, &inputs.env).await;
         events.push(Event::SandboxHostStateMounted(SandboxHostStateMounted {
             enabled: false,
             source: inputs.host_state_source.label().to_owned(),
@@ -515,11 +515,11 @@ pub(crate) fn writable_home_tmpfs(
 }
 
 /// §8.2: the host's git identity as four env vars (never overwriting the spec's).
-async fn seed_git_identity_env(spec: &mut Spec, workspace: &Path) {
-    let name = git_config(workspace, "user.name")
+async fn seed_git_identity_env(spec: &mut Spec, workspace: &Path, host: &Environment) {
+    let name = git_config(workspace, "user.name", host)
         .await
         .unwrap_or_else(|| "iterion".to_owned());
-    let email = git_config(workspace, "user.email")
+    let email = git_config(workspace, "user.email", host)
         .await
         .unwrap_or_else(|| "iterion@localhost".to_owned());
     for (key, value) in [
@@ -534,8 +534,8 @@ async fn seed_git_identity_env(spec: &mut Spec, workspace: &Path) {
     }
 }
 
-async fn git_config(workspace: &Path, key: &str) -> Option<String> {
-    let git = crate::sandbox::git::HostGit::plain(workspace);
+async fn git_config(workspace: &Path, key: &str, host: &Environment) -> Option<String> {
+    let git = crate::sandbox::git::HostGit::plain(workspace, host);
     let read = git.config(key);
     tokio::time::timeout(Duration::from_secs(5), read)
         .await

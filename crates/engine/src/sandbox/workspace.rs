@@ -4,16 +4,19 @@
 
 use std::path::{Path, PathBuf};
 
+use iterion_vocab::Environment;
+
 use crate::sandbox::worktree::WorktreeError;
 
-/// `git -C dir args…`, its trimmed stdout when it succeeded (the one runner lives in `worktree`).
-async fn git(dir: &Path, args: &[&str]) -> Option<String> {
-    crate::sandbox::worktree::git(dir, args).await.ok()
+/// `git -C dir args…`, its trimmed stdout when it succeeded (the one runner lives in `worktree`);
+/// it runs without the `GIT_*` variables of `host` (the engine's environment).
+async fn git(dir: &Path, args: &[&str], host: &Environment) -> Option<String> {
+    crate::sandbox::worktree::git(dir, args, host).await.ok()
 }
 
 /// The root of the git repository holding `cwd`; `None` outside one (or without git).
-pub(crate) async fn repository_root_of(cwd: &Path) -> Option<PathBuf> {
-    git(cwd, &["rev-parse", "--show-toplevel"])
+pub(crate) async fn repository_root_of(cwd: &Path, host: &Environment) -> Option<PathBuf> {
+    git(cwd, &["rev-parse", "--show-toplevel"], host)
         .await
         .filter(|top| !top.is_empty())
         .map(PathBuf::from)
@@ -24,13 +27,22 @@ pub(crate) async fn repository_root_of(cwd: &Path) -> Option<PathBuf> {
 /// # Errors
 ///
 /// [`WorktreeError::NoRepository`] or [`WorktreeError::NoCommit`].
-pub(crate) async fn check_worktree_possible(cwd: &Path) -> Result<(), WorktreeError> {
-    let Some(repo) = repository_root_of(cwd).await else {
+pub(crate) async fn check_worktree_possible(
+    cwd: &Path,
+    host: &Environment,
+) -> Result<(), WorktreeError> {
+    let Some(repo) = repository_root_of(cwd, host).await else {
         return Err(WorktreeError::NoRepository {
             cwd: cwd.to_owned(),
         });
     };
-    match git(&repo, &["rev-parse", "--verify", "-q", "HEAD^{commit}"]).await {
+    match git(
+        &repo,
+        &["rev-parse", "--verify", "-q", "HEAD^{commit}"],
+        host,
+    )
+    .await
+    {
         Some(_) => Ok(()),
         None => Err(WorktreeError::NoCommit { repo }),
     }

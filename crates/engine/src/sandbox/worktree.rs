@@ -17,6 +17,8 @@
 
 use std::path::{Path, PathBuf};
 
+use iterion_vocab::Environment;
+
 /// Why a worktree could not be made or landed.
 #[derive(Debug, thiserror::Error)]
 pub enum WorktreeError {
@@ -83,8 +85,12 @@ impl WorktreeError {
 
 /// Runs `git -C dir args…` through the hardened host runner ([`crate::sandbox::git::HostGit::plain`]: for
 /// commands that apply no attributes to a work tree); its trimmed stdout, or the failure.
-pub(crate) async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
-    crate::sandbox::git::HostGit::plain(dir)
+pub(crate) async fn git(
+    dir: &Path,
+    args: &[&str],
+    host: &Environment,
+) -> Result<String, WorktreeError> {
+    crate::sandbox::git::HostGit::plain(dir, host)
         .run(args)
         .await
         .map_err(WorktreeError::from)
@@ -114,8 +120,8 @@ impl From<crate::sandbox::git::GitError> for WorktreeError {
 }
 
 /// The root of the git repository holding `cwd`, or `None` outside one.
-async fn repository_root(cwd: &Path) -> Result<Option<PathBuf>, WorktreeError> {
-    match git(cwd, &["rev-parse", "--show-toplevel"]).await {
+async fn repository_root(cwd: &Path, host: &Environment) -> Result<Option<PathBuf>, WorktreeError> {
+    match git(cwd, &["rev-parse", "--show-toplevel"], host).await {
         Ok(top) => Ok(Some(PathBuf::from(top))),
         Err(WorktreeError::Git { .. }) => Ok(None),
         Err(e) => Err(e),
@@ -123,9 +129,10 @@ async fn repository_root(cwd: &Path) -> Result<Option<PathBuf>, WorktreeError> {
 }
 
 /// The workspace of a `worktree: none` run on the host (DSL.md §6.1): the root of the git
-/// repository holding `cwd`, or `cwd` itself when there is none (or git is missing).
-pub async fn workspace_root(cwd: &Path) -> PathBuf {
-    match repository_root(cwd).await {
+/// repository holding `cwd`, or `cwd` itself when there is none (or git is missing). Git runs
+/// without the `GIT_*` variables of `host` (the engine's environment).
+pub async fn workspace_root(cwd: &Path, host: &Environment) -> PathBuf {
+    match repository_root(cwd, host).await {
         Ok(Some(root)) => root,
         Ok(None) | Err(_) => cwd.to_owned(),
     }
@@ -137,6 +144,8 @@ pub struct RunWorktree {
     repo: PathBuf,
     path: PathBuf,
     base_commit: String,
+    /// The engine's environment, whose `GIT_*` variables git runs without.
+    host: Environment,
 }
 
 /// What [`RunWorktree::finish_done`] did.
@@ -158,7 +167,8 @@ pub fn worktree_branch(workflow: &str, run_id: &str) -> String {
     format!("iterion/{workflow}/{run_id}")
 }
 
-/// Creates `<iterion_home>/worktrees/<run_id>` from `HEAD` of the repository holding `cwd`.
+/// Creates `<iterion_home>/worktrees/<run_id>` from `HEAD` of the repository holding `cwd`; git
+/// runs without the `GIT_*` variables of `host` (the engine's environment).
 ///
 /// # Errors
 ///
@@ -168,13 +178,20 @@ pub async fn create_worktree(
     iterion_home: &Path,
     run_id: &str,
     cwd: &Path,
+    host: &Environment,
 ) -> Result<RunWorktree, WorktreeError> {
-    let repo = repository_root(cwd)
+    let repo = repository_root(cwd, host)
         .await?
         .ok_or_else(|| WorktreeError::NoRepository {
             cwd: cwd.to_owned(),
         })?;
-    let base_commit = match git(&repo, &["rev-parse", "--verify", "-q", "HEAD^{commit}"]).await {
+    let base_commit = match git(
+        &repo,
+        &["rev-parse", "--verify", "-q", "HEAD^{commit}"],
+        host,
+    )
+    .await
+    {
         Ok(commit) => commit,
         Err(WorktreeError::Git { .. }) => return Err(WorktreeError::NoCommit { repo }),
         Err(e) => return Err(e),
@@ -189,7 +206,7 @@ pub async fn create_worktree(
     let path = parent.join(run_id);
     let shown = path.to_string_lossy().into_owned();
     // The checkout applies the repository's attributes: its drivers are blanked.
-    crate::sandbox::git::HostGit::open(&repo)
+    crate::sandbox::git::HostGit::open(&repo, host)
         .await
         .run(&["worktree", "add", "--detach", &shown, &base_commit])
         .await?;
@@ -197,19 +214,22 @@ pub async fn create_worktree(
         repo,
         path,
         base_commit,
+        host: host.clone(),
     })
 }
 
 impl RunWorktree {
-    /// The worktree of an earlier attempt (on resume), found from its path.
+    /// The worktree of an earlier attempt (on resume), found from its path; git runs without
+    /// the `GIT_*` variables of `host`.
     ///
     /// # Errors
     ///
     /// A failure of git, e.g. when `path` is no longer a worktree.
-    pub async fn reopen(path: &Path) -> Result<RunWorktree, WorktreeError> {
+    pub async fn reopen(path: &Path, host: &Environment) -> Result<RunWorktree, WorktreeError> {
         let common = git(
             path,
             &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+            host,
         )
         .await?;
         let common = PathBuf::from(common);
@@ -217,11 +237,12 @@ impl RunWorktree {
             Some(name) if name == ".git" => common.parent().map_or(common.clone(), Path::to_owned),
             _ => common,
         };
-        let base_commit = git(path, &["rev-parse", "HEAD"]).await?;
+        let base_commit = git(path, &["rev-parse", "HEAD"], host).await?;
         Ok(RunWorktree {
             repo,
             path: path.to_owned(),
             base_commit,
+            host: host.clone(),
         })
     }
 
@@ -250,7 +271,7 @@ impl RunWorktree {
     /// hook, fsmonitor, filter or attribute of the worktree runs (issue 15 item 2).
     async fn land(&self, workflow: &str, run_id: &str) -> Result<WorktreeLanding, WorktreeError> {
         use crate::sandbox::landing::{Identity, commit_dir, same_tree};
-        let git = crate::sandbox::git::HostGit::plain(&self.repo);
+        let git = crate::sandbox::git::HostGit::plain(&self.repo, &self.host);
         let identity = Identity::of(&git).await;
         let message = format!("iterion run {run_id}");
         let commit = commit_dir(
@@ -284,7 +305,12 @@ impl RunWorktree {
     ) -> Result<WorktreeLanding, WorktreeError> {
         let landing = self.land(workflow, run_id).await?;
         let shown = self.path.to_string_lossy().into_owned();
-        git(&self.repo, &["worktree", "remove", "--force", &shown]).await?;
+        git(
+            &self.repo,
+            &["worktree", "remove", "--force", &shown],
+            &self.host,
+        )
+        .await?;
         Ok(landing)
     }
 }

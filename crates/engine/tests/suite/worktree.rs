@@ -6,6 +6,12 @@ use std::process::Command;
 use iterion_engine::{WorktreeLanding, create_worktree, workspace_root, worktree_branch};
 use pretty_assertions::assert_eq;
 
+/// The test's edge: the git commands inherit this process's environment, so they run without
+/// its `GIT_*` variables, as the CLI's engine runs without its own.
+fn host() -> iterion_vocab::Environment {
+    iterion_vocab::Environment::from_process()
+}
+
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
@@ -46,7 +52,9 @@ async fn changes_land_on_a_new_branch_and_the_worktree_is_removed() {
     // Uncommitted changes in the user's checkout are not carried over.
     std::fs::write(repo.path().join("a.txt"), "dirty\n").unwrap();
 
-    let wt = create_worktree(home.path(), "r1", &sub).await.unwrap();
+    let wt = create_worktree(home.path(), "r1", &sub, &host())
+        .await
+        .unwrap();
     assert_eq!(wt.path(), home.path().join("worktrees/r1"));
     assert_eq!(
         std::fs::read_to_string(wt.path().join("a.txt")).unwrap(),
@@ -91,7 +99,7 @@ async fn changes_land_on_a_new_branch_and_the_worktree_is_removed() {
 async fn nothing_changed_means_no_branch() {
     let repo = repo();
     let home = tempfile::tempdir().unwrap();
-    let wt = create_worktree(home.path(), "r2", repo.path())
+    let wt = create_worktree(home.path(), "r2", repo.path(), &host())
         .await
         .unwrap();
     std::fs::write(wt.path().join("only.log"), "ignored\n").unwrap();
@@ -113,7 +121,7 @@ async fn nothing_changed_means_no_branch() {
 async fn on_failure_the_worktree_is_kept_and_can_be_reopened() {
     let repo = repo();
     let home = tempfile::tempdir().unwrap();
-    let wt = create_worktree(home.path(), "r3", repo.path())
+    let wt = create_worktree(home.path(), "r3", repo.path(), &host())
         .await
         .unwrap();
     std::fs::write(wt.path().join("half.txt"), "work in progress\n").unwrap();
@@ -122,7 +130,9 @@ async fn on_failure_the_worktree_is_kept_and_can_be_reopened() {
         (kept.exists(), kept.join("half.txt").exists()),
         (true, true)
     );
-    let again = iterion_engine::RunWorktree::reopen(&kept).await.unwrap();
+    let again = iterion_engine::RunWorktree::reopen(&kept, &host())
+        .await
+        .unwrap();
     assert_eq!(again, wt);
 }
 
@@ -130,14 +140,14 @@ async fn on_failure_the_worktree_is_kept_and_can_be_reopened() {
 async fn no_repository_or_no_commit_is_refused() {
     let home = tempfile::tempdir().unwrap();
     let plain = tempfile::tempdir().unwrap();
-    let err = create_worktree(home.path(), "r", plain.path())
+    let err = create_worktree(home.path(), "r", plain.path(), &host())
         .await
         .unwrap_err();
     assert_eq!(err.code(), "WORKTREE_NO_REPOSITORY");
 
     let empty = tempfile::tempdir().unwrap();
     git(empty.path(), &["init", "-q"]);
-    let err = create_worktree(home.path(), "r", empty.path())
+    let err = create_worktree(home.path(), "r", empty.path(), &host())
         .await
         .unwrap_err();
     assert_eq!(err.code(), "WORKTREE_NO_COMMIT");
@@ -155,8 +165,8 @@ async fn the_unsandboxed_workspace_is_the_repository_root_or_the_directory() {
     let plain = tempfile::tempdir().unwrap();
     assert_eq!(
         (
-            workspace_root(&sub).await.canonicalize().unwrap(),
-            workspace_root(plain.path()).await
+            workspace_root(&sub, &host()).await.canonicalize().unwrap(),
+            workspace_root(plain.path(), &host()).await
         ),
         (repo.path().canonicalize().unwrap(), plain.path().to_owned())
     );
@@ -242,7 +252,7 @@ async fn attack_planted_hooks_filters_fsmonitor_and_pager_never_run_on_the_host(
     git(repo.path(), &["commit", "-q", "-m", "attributes"]);
     let marker = plant_everything(repo.path(), scripts.path());
 
-    let wt = create_worktree(home.path(), "r9", repo.path())
+    let wt = create_worktree(home.path(), "r9", repo.path(), &host())
         .await
         .unwrap();
     std::fs::write(wt.path().join("a.txt"), "changed by the run\n").unwrap();
@@ -276,7 +286,7 @@ async fn attack_planted_hooks_filters_fsmonitor_and_pager_never_run_on_the_host(
 async fn attack_no_spelling_of_dot_git_and_no_symlinked_gitmodules_is_landed() {
     let repo = repo();
     let home = tempfile::tempdir().unwrap();
-    let wt = create_worktree(home.path(), "r10", repo.path())
+    let wt = create_worktree(home.path(), "r10", repo.path(), &host())
         .await
         .unwrap();
     for dir in [".GIT/hooks", ".git./hooks", "git~1/hooks", "sub/.Git/hooks"] {
@@ -298,7 +308,7 @@ async fn attack_hostile_names_links_and_specials_land_as_data_and_nothing_is_fol
     use std::os::unix::ffi::OsStrExt;
     let repo = repo();
     let home = tempfile::tempdir().unwrap();
-    let wt = create_worktree(home.path(), "r11", repo.path())
+    let wt = create_worktree(home.path(), "r11", repo.path(), &host())
         .await
         .unwrap();
     let p = wt.path().to_owned();
