@@ -239,7 +239,7 @@ section "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 
 section "python3 scripts/check-architecture.py"
-python3 "$REPO_ROOT/scripts/check-architecture.py" --repo "$REPO_ROOT"
+python3 scripts/check-architecture.py
 
 section "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
