@@ -6,9 +6,9 @@
 //! (`<root>/.devcontainer/devcontainer.json`, then `<root>/.devcontainer.json`) from disk and
 //! resolves it with `resolve_sandbox_spec_with_fallback` (SANDBOX.md §7.5): fused, or the
 //! default image with the reason in the label, or refused; its `${localEnv:…}` references are
-//! looked up in the process environment; and the screening context is built from the process
-//! environment (`HOME`, `ITERION_HOME`, `ITERION_BIN`, `XDG_RUNTIME_DIR`) with its paths
-//! canonicalised on the host. Admission (`run_will_be_sandboxed`) and the start call it with the
+//! looked up in the engine's environment (the snapshot its entry point took); and the screening
+//! context is built from that environment (`HOME`, `ITERION_HOME`, `ITERION_BIN`,
+//! `XDG_RUNTIME_DIR`) with its paths canonicalised on the host. Admission (`run_will_be_sandboxed`) and the start call it with the
 //! same values, so they ask the same question of the same files and environment.
 
 use std::path::Path;
