@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::executor::child_runs::{ChildRun, OwnRun};
 use crate::executor::ctx::Ctx;
+use crate::executor::error::ExecutionError;
 use crate::executor::outcome::{Failure, RunReport};
 use crate::executor::schema;
 use crate::records::events::Event;
@@ -291,7 +292,7 @@ pub(crate) async fn finish(
     ctx: &Ctx<'_>,
     subbot: &SubbotNode,
     opened: ChildRun,
-    report: Result<RunReport, String>,
+    report: Result<RunReport, ExecutionError>,
     started: std::time::Instant,
 ) -> Result<Value, Failure> {
     let report = report.map_err(|e| {
