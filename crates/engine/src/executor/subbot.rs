@@ -147,7 +147,7 @@ fn typed(ty: ValueType, v: &Value) -> Option<Value> {
         return Some(v.clone());
     }
     match v {
-        Value::String(raw) => crate::launcher::launch::parse_var(ty, raw).ok(),
+        Value::String(raw) => ty.parse_value(raw).ok(),
         _ => None,
     }
 }
@@ -255,7 +255,7 @@ pub(crate) async fn prepare<'w>(
         // No file is prepared on the host for a child before it runs (no attachments, no prompt
         // files in this subset), so there is nothing to write through to a copy-based sandbox.
         files_written_through: false,
-        file_secrets_declared: crate::launcher::launch::workflow_has_file_secrets(child),
+        file_secrets_declared: child.has_file_secrets(),
         devbox_declared: opened.bundle_devbox.is_some(),
         ask_user_inherited: ctx.agents.is_some(),
     };

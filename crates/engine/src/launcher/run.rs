@@ -391,7 +391,7 @@ impl Engine {
                 untrusted_copy: None,
                 child_of_live_sandbox: attempt.run.parent_run_id.is_some(),
             },
-            file_secrets: crate::launcher::launch::workflow_has_file_secrets(&attempt.workflow),
+            file_secrets: attempt.workflow.has_file_secrets(),
             events,
             event_sink: Arc::new(events.clone()),
             egress_secrets: {
