@@ -405,6 +405,15 @@ def sccs(graph: dict[Path, dict[Path, str]]) -> list[list[Path]]:
     return out
 
 
+def shown(path: Path, crate_dir: Path) -> str:
+    """`path` relative to its crate, or to the repository for a file a `#[path]` pulls in from
+    another crate."""
+    try:
+        return str(path.relative_to(crate_dir))
+    except ValueError:
+        return str(path.relative_to(crate_dir.parent.parent))
+
+
 def crate_roots(crate_dir: Path) -> list[Path]:
     roots = []
     for rel in ("src/lib.rs", "src/main.rs"):
@@ -481,16 +490,16 @@ def main() -> int:
         if args.graph == name:
             for f, ts in sorted(graph.items()):
                 for t, via in sorted(ts.items()):
-                    print(f"{f.relative_to(crate_dir)} -> {t.relative_to(crate_dir)}   ({via})")
+                    print(f"{shown(f, crate_dir)} -> {shown(t, crate_dir)}   ({via})")
         for comp in sccs(graph):
             members = set(comp)
-            shown = []
+            lines = []
             for f in comp:
                 for t, via in sorted(graph.get(f, {}).items()):
                     if t in members:
-                        shown.append(f"    {f.relative_to(crate_dir)} -> {t.relative_to(crate_dir)}  ({via})")
+                        lines.append(f"    {shown(f, crate_dir)} -> {shown(t, crate_dir)}  ({via})")
             problems.append(
-                f"{name}: a circle of {len(comp)} files:\n" + "\n".join(shown)
+                f"{name}: a circle of {len(comp)} files:\n" + "\n".join(lines)
             )
 
     for p in problems:

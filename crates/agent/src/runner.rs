@@ -349,7 +349,7 @@ impl<R: AsyncBufRead + Unpin + Send> ToolHost for RunnerTools<R> {
         match sandbox_placement_of(&call.name) {
             Placement::Sandbox => match self.local.call(&call.name, &call.input).await {
                 Ok(text) => ToolOutcome::Output(text),
-                Err(text) => ToolOutcome::Error(text),
+                Err(error) => ToolOutcome::Error(error.to_string()),
             },
             Placement::Launcher => self.forward(call).await,
             Placement::Refused => {

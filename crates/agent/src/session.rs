@@ -281,9 +281,18 @@ async fn finish(
     })
 }
 
+/// Why an answer does not give the node's output.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Nonconforming {
+    #[error("the answer holds no JSON object")]
+    NoObject,
+    #[error(transparent)]
+    Schema(#[from] crate::schema::Violation),
+}
+
 /// The JSON object in an answer (the whole text, a fenced block, or the outermost braces),
 /// checked against the schema.
-pub(crate) fn conforming(schema: &Schema, text: &str) -> Result<Value, String> {
+pub(crate) fn conforming(schema: &Schema, text: &str) -> Result<Value, Nonconforming> {
     let trimmed = text.trim();
     let fenced = trimmed
         .strip_prefix("```json")
@@ -302,8 +311,8 @@ pub(crate) fn conforming(schema: &Schema, text: &str) -> Result<Value, String> {
                 .ok()
                 .filter(Value::is_object)
         })
-        .ok_or_else(|| "the answer holds no JSON object".to_owned())?;
-    crate::schema::conform(schema, value).map_err(|v| v.to_string())
+        .ok_or(Nonconforming::NoObject)?;
+    Ok(crate::schema::conform(schema, value)?)
 }
 
 /// One model request, with retries.

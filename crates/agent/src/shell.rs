@@ -29,14 +29,27 @@ pub struct Command<'a> {
 pub trait Shell: Send + Sync {
     /// Runs `command`, streaming its output into its sinks. Returns its exit code (128 + signal
     /// when killed by one), or why it could not be run; a non-zero exit is not an error.
-    async fn exec(&self, command: Command<'_>) -> Result<i64, String>;
+    async fn exec(&self, command: Command<'_>) -> Result<i64, ShellError>;
 }
 
 /// Opens the runner's [`Shell`] once its task named the workspace.
 #[async_trait]
 pub trait OpenShell: Send + Sync {
     /// A shell for session `session` whose commands run in `workdir` unless told otherwise.
-    async fn open(&self, session: &str, workdir: &Path) -> Result<Arc<dyn Shell>, String>;
+    async fn open(&self, session: &str, workdir: &Path) -> Result<Arc<dyn Shell>, ShellError>;
+}
+
+/// Why a [`Shell`] could not run a command, or could not be opened: the embedder's error, kept
+/// as the source.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ShellError(Box<dyn std::error::Error + Send + Sync + 'static>);
+
+impl ShellError {
+    /// Wraps the embedder's error.
+    pub fn new(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        ShellError(Box::new(error))
+    }
 }
 
 /// An [`AsyncWrite`] that keeps the first `max` bytes and counts the rest.

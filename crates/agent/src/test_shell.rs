@@ -8,14 +8,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 
-use crate::shell::{Command, OpenShell, Shell};
+use crate::shell::{Command, OpenShell, Shell, ShellError};
 
 /// Runs commands as plain child processes.
 pub struct ProcessShell;
 
 #[async_trait]
 impl Shell for ProcessShell {
-    async fn exec(&self, command: Command<'_>) -> Result<i64, String> {
+    async fn exec(&self, command: Command<'_>) -> Result<i64, ShellError> {
         let Command {
             argv,
             env,
@@ -29,7 +29,7 @@ impl Shell for ProcessShell {
             .current_dir(workdir)
             .output()
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ShellError::new)?;
         stdout.write_all(&out.stdout).await.unwrap();
         stderr.write_all(&out.stderr).await.unwrap();
         Ok(i64::from(out.status.code().unwrap_or(-1)))
@@ -38,7 +38,7 @@ impl Shell for ProcessShell {
 
 #[async_trait]
 impl OpenShell for ProcessShell {
-    async fn open(&self, _session: &str, _workdir: &Path) -> Result<Arc<dyn Shell>, String> {
+    async fn open(&self, _session: &str, _workdir: &Path) -> Result<Arc<dyn Shell>, ShellError> {
         Ok(Arc::new(ProcessShell))
     }
 }

@@ -15,7 +15,7 @@ use iterion_dsl::ir::Tool;
 use serde_json::{Value, json};
 
 use crate::glob::Glob;
-use crate::shell::{BoundedSink, Command, Shell};
+use crate::shell::{BoundedSink, Command, Shell, ShellError};
 use crate::wire::ToolSpec;
 
 /// The most text a tool gives back to the model.
@@ -103,10 +103,11 @@ impl LocalTools {
         LocalTools { root, shell, env }
     }
 
-    /// Runs `name` on `input`: `Ok(text)` or `Err(message)`, both given back to the model.
-    pub async fn call(&self, name: &str, input: &Value) -> Result<String, String> {
+    /// Runs `name` on `input`: `Ok(text)` or `Err(why)`, both given back to the model (the error
+    /// as its text).
+    pub async fn call(&self, name: &str, input: &Value) -> Result<String, ToolError> {
         let Some(tool) = Tool::ALL.into_iter().find(|t| t.as_str() == name) else {
-            return Err(format!("tool {name:?} is not a workspace tool"));
+            return Err(ToolError::UnknownTool(name.to_owned()));
         };
         let text = match tool {
             Tool::Bash => self.bash(str_arg(input, "command")?).await?,
@@ -121,13 +122,13 @@ impl LocalTools {
                 if let Some(parent) = path.parent() {
                     tokio::fs::create_dir_all(parent)
                         .await
-                        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+                        .map_err(|e| ToolError::io("create", parent.display(), e))?;
                 }
                 // The parent now exists: check again that it did not lead out (a symlink).
                 let path = self.resolve(rel)?;
                 tokio::fs::write(&path, content)
                     .await
-                    .map_err(|e| format!("cannot write {rel}: {e}"))?;
+                    .map_err(|e| ToolError::io("write", rel, e))?;
                 format!("wrote {} bytes to {rel}", content.len())
             }
             Tool::FileEdit => {
@@ -146,17 +147,18 @@ impl LocalTools {
                     text.matches(old).count()
                 };
                 let edited = match (n, all) {
-                    (0, _) => return Err(format!("old_string does not occur in {rel}")),
+                    (0, _) => return Err(ToolError::NoOccurrence(rel.to_owned())),
                     (1, _) | (_, true) => text.replace(old, new),
                     (n, false) => {
-                        return Err(format!(
-                            "old_string occurs {n} times in {rel}; make it unique or pass replace_all"
-                        ));
+                        return Err(ToolError::AmbiguousEdit {
+                            occurrences: n,
+                            path: rel.to_owned(),
+                        });
                     }
                 };
                 tokio::fs::write(&path, edited)
                     .await
-                    .map_err(|e| format!("cannot write {rel}: {e}"))?;
+                    .map_err(|e| ToolError::io("write", rel, e))?;
                 format!("replaced {n} occurrence(s) in {rel}")
             }
             Tool::Glob => {
@@ -173,7 +175,7 @@ impl LocalTools {
                     out
                 })
                 .await
-                .map_err(|e| format!("glob failed: {e}"))?;
+                .map_err(|e| ToolError::Task("glob", e.to_string()))?;
                 if found.is_empty() {
                     "no matches".to_owned()
                 } else {
@@ -182,7 +184,7 @@ impl LocalTools {
             }
             Tool::Grep => {
                 let re = regex::Regex::new(str_arg(input, "pattern")?)
-                    .map_err(|e| format!("bad regular expression: {e}"))?;
+                    .map_err(|e| ToolError::BadPattern(e.to_string()))?;
                 let start = match input.get("path").and_then(Value::as_str) {
                     Some(p) => self.resolve(p)?,
                     None => self.root.clone(),
@@ -191,7 +193,7 @@ impl LocalTools {
                 let root = self.root.clone();
                 let lines = tokio::task::spawn_blocking(move || grep(&root, &start, &re, filter))
                     .await
-                    .map_err(|e| format!("grep failed: {e}"))?;
+                    .map_err(|e| ToolError::Task("grep", e.to_string()))?;
                 if lines.is_empty() {
                     "no matches".to_owned()
                 } else {
@@ -202,7 +204,7 @@ impl LocalTools {
         Ok(clamp_text(&text, TOOL_OUTPUT_MAX))
     }
 
-    async fn bash(&self, command: &str) -> Result<String, String> {
+    async fn bash(&self, command: &str) -> Result<String, ToolError> {
         let out = BoundedSink::new(TOOL_OUTPUT_MAX);
         let err = BoundedSink::new(TOOL_OUTPUT_MAX / 4);
         let argv = ["bash".to_owned(), "-c".to_owned(), command.to_owned()];
@@ -216,7 +218,7 @@ impl LocalTools {
                 stderr: err.clone(),
             })
             .await
-            .map_err(|e| format!("bash could not be run: {e}"))?;
+            .map_err(ToolError::Shell)?;
         Ok(format!(
             "exit code: {}\nstdout:\n{}\nstderr:\n{}",
             exit_code,
@@ -227,9 +229,9 @@ impl LocalTools {
 
     /// `rel` as a path inside the workspace, or a refusal. The deepest existing ancestor is
     /// canonicalised, so a symlink cannot lead out.
-    pub(crate) fn resolve(&self, rel: &str) -> Result<PathBuf, String> {
+    pub(crate) fn resolve(&self, rel: &str) -> Result<PathBuf, ToolError> {
         if rel.is_empty() || rel.contains('\0') {
-            return Err("the path is empty or holds a NUL byte".to_owned());
+            return Err(ToolError::BadPath);
         }
         let joined = self.root.join(rel);
         let mut clean = PathBuf::new();
@@ -242,7 +244,7 @@ impl LocalTools {
                 other => clean.push(other),
             }
         }
-        let outside = || format!("path {rel:?} resolves outside the workspace");
+        let outside = || ToolError::OutsideWorkspace(rel.to_owned());
         if !clean.starts_with(&self.root) {
             return Err(outside());
         }
@@ -267,31 +269,102 @@ impl LocalTools {
     }
 }
 
-fn str_arg<'a>(input: &'a Value, key: &str) -> Result<&'a str, String> {
+fn str_arg<'a>(input: &'a Value, key: &str) -> Result<&'a str, ToolError> {
     input
         .get(key)
         .and_then(Value::as_str)
-        .ok_or_else(|| format!("input field {key:?} (a string) is required"))
+        .ok_or_else(|| ToolError::MissingInput(key.to_owned()))
 }
 
-async fn read_text(path: &Path) -> Result<String, String> {
+async fn read_text(path: &Path) -> Result<String, ToolError> {
     let meta = tokio::fs::metadata(path)
         .await
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        .map_err(|e| ToolError::io("read", path.display(), e))?;
     if !meta.is_file() {
-        return Err(format!("{} is not a file", path.display()));
+        return Err(ToolError::NotAFile(path.to_owned()));
     }
     if meta.len() > READ_MAX {
-        return Err(format!(
-            "{} is {} bytes; read_file reads files up to {READ_MAX} bytes",
-            path.display(),
-            meta.len()
-        ));
+        return Err(ToolError::TooLarge {
+            path: path.to_owned(),
+            bytes: meta.len(),
+        });
     }
     let bytes = tokio::fs::read(path)
         .await
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", path.display()))
+        .map_err(|e| ToolError::io("read", path.display(), e))?;
+    String::from_utf8(bytes).map_err(|_| ToolError::NotText(path.to_owned()))
+}
+
+/// Why a workspace tool call failed. Its text is what the model is given back.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// A name that is none of the workspace tools.
+    #[error("tool {0:?} is not a workspace tool")]
+    UnknownTool(String),
+    /// A required string input is missing.
+    #[error("input field {0:?} (a string) is required")]
+    MissingInput(String),
+    /// An empty path, or one with a NUL byte.
+    #[error("the path is empty or holds a NUL byte")]
+    BadPath,
+    /// A path that leads out of the workspace (`..`, an absolute path, a symlink).
+    #[error("path {0:?} resolves outside the workspace")]
+    OutsideWorkspace(String),
+    /// Reading, writing or creating failed.
+    #[error("cannot {verb} {path}: {source}")]
+    Io {
+        /// `read`, `write` or `create`.
+        verb: &'static str,
+        /// The path as the tool names it.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `read_file` on something that is not a regular file.
+    #[error("{} is not a file", .0.display())]
+    NotAFile(PathBuf),
+    /// `read_file` on a file over the read bound.
+    #[error("{} is {bytes} bytes; read_file reads files up to {READ_MAX} bytes", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        bytes: u64,
+    },
+    /// `read_file` or `file_edit` on a file that is not UTF-8.
+    #[error("{} is not UTF-8 text", .0.display())]
+    NotText(PathBuf),
+    /// `file_edit`'s `old_string` is not in the file.
+    #[error("old_string does not occur in {0}")]
+    NoOccurrence(String),
+    /// `file_edit`'s `old_string` occurs more than once, without `replace_all`.
+    #[error("old_string occurs {occurrences} times in {path}; make it unique or pass replace_all")]
+    AmbiguousEdit {
+        /// How often it occurs.
+        occurrences: usize,
+        /// The file.
+        path: String,
+    },
+    /// `grep`'s pattern is not a regular expression.
+    #[error("bad regular expression: {0}")]
+    BadPattern(String),
+    /// The blocking search task (`glob`, `grep`) failed.
+    #[error("{0} failed: {1}")]
+    Task(&'static str, String),
+    /// `bash` could not be started.
+    #[error("bash could not be run: {0}")]
+    Shell(ShellError),
+}
+
+impl ToolError {
+    fn io(verb: &'static str, path: impl std::fmt::Display, source: std::io::Error) -> Self {
+        ToolError::Io {
+            verb,
+            path: path.to_string(),
+            source,
+        }
+    }
 }
 
 /// Visits files under `root` (not following symlinks, skipping `.git`), calling `visit` with the

@@ -5,8 +5,21 @@ use serde_json::json;
 
 use super::*;
 
-async fn tools(dir: &Path) -> LocalTools {
-    LocalTools::new(dir, Arc::new(crate::test_shell::ProcessShell), Vec::new())
+/// The tools, their errors as the text the model is given.
+struct Tools(LocalTools);
+
+impl Tools {
+    async fn call(&self, name: &str, input: &Value) -> Result<String, String> {
+        self.0.call(name, input).await.map_err(|e| e.to_string())
+    }
+}
+
+async fn tools(dir: &Path) -> Tools {
+    Tools(LocalTools::new(
+        dir,
+        Arc::new(crate::test_shell::ProcessShell),
+        Vec::new(),
+    ))
 }
 
 #[tokio::test]

@@ -257,10 +257,19 @@ fn openai_body(
     body
 }
 
+/// What is wrong with a model's answer body.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DecodeError {
+    #[error("the answer is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// A required part is missing; the text names it.
+    #[error("{0}")]
+    Missing(&'static str),
+}
+
 /// Decodes an answer body; `Err` says what was wrong with it.
-pub(crate) fn decode(provider: Provider, body: &[u8]) -> Result<Turn, String> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| format!("the answer is not JSON: {e}"))?;
+pub(crate) fn decode(provider: Provider, body: &[u8]) -> Result<Turn, DecodeError> {
+    let value: Value = serde_json::from_slice(body).map_err(DecodeError::NotJson)?;
     if provider.is_messages_api() {
         decode_anthropic(&value)
     } else {
@@ -272,11 +281,11 @@ fn count(v: &Value, key: &str) -> u64 {
     v.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
-fn decode_anthropic(v: &Value) -> Result<Turn, String> {
+fn decode_anthropic(v: &Value) -> Result<Turn, DecodeError> {
     let blocks = v
         .get("content")
         .and_then(Value::as_array)
-        .ok_or("the answer has no content array")?;
+        .ok_or(DecodeError::Missing("the answer has no content array"))?;
     let mut text = String::new();
     let mut calls = Vec::new();
     for b in blocks {
@@ -286,12 +295,12 @@ fn decode_anthropic(v: &Value) -> Result<Turn, String> {
                 id: b
                     .get("id")
                     .and_then(Value::as_str)
-                    .ok_or("a tool_use block has no id")?
+                    .ok_or(DecodeError::Missing("a tool_use block has no id"))?
                     .to_owned(),
                 name: b
                     .get("name")
                     .and_then(Value::as_str)
-                    .ok_or("a tool_use block has no name")?
+                    .ok_or(DecodeError::Missing("a tool_use block has no name"))?
                     .to_owned(),
                 input: b.get("input").cloned().unwrap_or_else(|| json!({})),
             }),
@@ -309,12 +318,12 @@ fn decode_anthropic(v: &Value) -> Result<Turn, String> {
     })
 }
 
-fn decode_openai(v: &Value) -> Result<Turn, String> {
+fn decode_openai(v: &Value) -> Result<Turn, DecodeError> {
     let message = v
         .get("choices")
         .and_then(|c| c.get(0))
         .and_then(|c| c.get("message"))
-        .ok_or("the answer has no choices[0].message")?;
+        .ok_or(DecodeError::Missing("the answer has no choices[0].message"))?;
     let text = message
         .get("content")
         .and_then(Value::as_str)
@@ -327,7 +336,9 @@ fn decode_openai(v: &Value) -> Result<Turn, String> {
         .into_iter()
         .flatten()
     {
-        let function = c.get("function").ok_or("a tool call has no function")?;
+        let function = c
+            .get("function")
+            .ok_or(DecodeError::Missing("a tool call has no function"))?;
         let arguments = function
             .get("arguments")
             .and_then(Value::as_str)
@@ -336,12 +347,12 @@ fn decode_openai(v: &Value) -> Result<Turn, String> {
             id: c
                 .get("id")
                 .and_then(Value::as_str)
-                .ok_or("a tool call has no id")?
+                .ok_or(DecodeError::Missing("a tool call has no id"))?
                 .to_owned(),
             name: function
                 .get("name")
                 .and_then(Value::as_str)
-                .ok_or("a tool call has no name")?
+                .ok_or(DecodeError::Missing("a tool call has no name"))?
                 .to_owned(),
             // Arguments that are not JSON reach the tool as a string; it refuses them.
             input: serde_json::from_str(arguments)

@@ -95,6 +95,13 @@ impl Workflow {
         self.vars.iter().find(|v| v.name == name)
     }
 
+    /// Whether the workflow declares any `as: file` secret.
+    pub fn has_file_secrets(&self) -> bool {
+        self.secrets
+            .iter()
+            .any(|s| matches!(s.delivery, Delivery::File { .. }))
+    }
+
     /// The secret with this name.
     pub fn secret(&self, name: &str) -> Option<&Secret> {
         self.secrets.iter().find(|s| s.name == name)
@@ -143,6 +150,49 @@ impl ValueType {
             ValueType::Float => "float",
             ValueType::Json => "json",
             ValueType::StringList => "string[]",
+        }
+    }
+
+    /// Parses one `--var` value as this type (DSL.md §3.1's last column); the error completes
+    /// "value ... {why}".
+    pub fn parse_value(self, raw: &str) -> Result<serde_json::Value, &'static str> {
+        use serde_json::Value;
+        match self {
+            ValueType::String => Ok(Value::String(raw.to_owned())),
+            ValueType::Bool => match raw {
+                "true" => Ok(Value::Bool(true)),
+                "false" => Ok(Value::Bool(false)),
+                _ => Err("is not true or false"),
+            },
+            ValueType::Int => {
+                let digits = raw.strip_prefix('-').unwrap_or(raw);
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err("is not an integer (an optional -, then digits)");
+                }
+                raw.parse::<i64>()
+                    .map(Value::from)
+                    .map_err(|_| "does not fit in 64 bits")
+            }
+            ValueType::Float => {
+                let ok = !raw.is_empty()
+                    && raw
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || b == b'.' || b == b'-')
+                    && raw.bytes().any(|b| b.is_ascii_digit());
+                match raw.parse::<f64>() {
+                    Ok(f) if ok && f.is_finite() => serde_json::Number::from_f64(f)
+                        .map(Value::Number)
+                        .ok_or("is not a finite number"),
+                    _ => Err("is not a decimal number"),
+                }
+            }
+            ValueType::StringList => match serde_json::from_str::<Value>(raw) {
+                Ok(Value::Array(items)) if items.iter().all(Value::is_string) => {
+                    Ok(Value::Array(items))
+                }
+                _ => Err("is not a JSON array of strings"),
+            },
+            ValueType::Json => serde_json::from_str(raw).map_err(|_| "is not JSON text"),
         }
     }
 }

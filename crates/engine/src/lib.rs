@@ -68,7 +68,8 @@ pub use executor::budget::{BudgetError, RunBudget};
 pub use executor::checkpoint::{
     CHECKPOINT_VERSION, Checkpoint, LoopCounter, NextNode, ResumeError,
 };
-pub use executor::execution::{Execution, ExecutionError};
+pub use executor::error::ExecutionError;
+pub use executor::execution::Execution;
 pub use executor::outcome::{RunOutcome, RunReport};
 pub use iterion_agent::envelope::{Envelope, EnvelopeReader, EnvelopeWriter};
 pub use iterion_agent::runner::TaskData;

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use iterion_sandbox::{
     ArgRule, CLEANUP_TIMEOUT, Error, ExecOpts, ExecOutput, ExecResult, LogLevel, Result,
-    SandboxRun, SecretBytes, SecretFileRefresher, escape_controls,
+    SandboxRun, SecretBytes, SecretFileRefresher,
 };
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
@@ -209,7 +209,7 @@ impl DockerRun {
                 LogLevel::Warn,
                 &format!(
                     "sandbox: exec env \"{}\" skipped: a key may not be empty or hold =, NUL, CR or LF, nor a value NUL, CR or LF",
-                    escape_controls(key)
+                    iterion_vocab::escape_controls(key)
                 ),
             );
         }

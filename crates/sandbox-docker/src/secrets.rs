@@ -110,26 +110,6 @@ impl SecretPlan {
     }
 }
 
-/// A name safe in a file name: `[A-Za-z0-9_.-]`, others become `_`.
-fn file_name(name: &str) -> String {
-    let cleaned: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let trimmed = cleaned.trim_matches(|c| matches!(c, '.' | '_' | '-'));
-    if trimmed.is_empty() {
-        "secret".to_owned()
-    } else {
-        trimmed.to_owned()
-    }
-}
-
 /// Plans the files, binds and env of `secrets` (already validated by `Spec::validate`). Pure.
 pub(crate) fn secret_plan(
     secrets: &[SecretFileMount],
@@ -163,9 +143,10 @@ pub(crate) fn secret_plan(
             }
             None => SecretFilePlan {
                 name: secret.name.clone(),
-                host_path: run_dir
-                    .join("secrets-custom")
-                    .join(format!("{index}-{}", file_name(&secret.name))),
+                host_path: run_dir.join("secrets-custom").join(format!(
+                    "{index}-{}",
+                    iterion_vocab::secret_file_name(&secret.name)
+                )),
                 mount_path: secret.mount_path.clone(),
                 single_file: true,
             },
@@ -256,7 +237,7 @@ pub(crate) fn refresh_secret(plan: &SecretPlan, name: &str, value: &SecretBytes)
             field: "secret_files".to_owned(),
             reason: format!(
                 "refusing to refresh {} with an empty value",
-                iterion_sandbox::escape_controls(name)
+                iterion_vocab::escape_controls(name)
             ),
         });
     }
@@ -265,7 +246,7 @@ pub(crate) fn refresh_secret(plan: &SecretPlan, name: &str, value: &SecretBytes)
             field: "secret_files".to_owned(),
             reason: format!(
                 "no file secret named {} in this sandbox",
-                iterion_sandbox::escape_controls(name)
+                iterion_vocab::escape_controls(name)
             ),
         });
     };

@@ -4,7 +4,8 @@
 //! Host binds have no meaning in a pod; the engine drops them before Prepare (§8.8), and what
 //! reaches here anyway is refused with a message that points at `pvc`.
 
-use iterion_sandbox::{Error, Result, escape_controls, is_clean_absolute};
+use iterion_sandbox::{Error, Result, is_clean_absolute};
+use iterion_vocab::escape_controls;
 
 /// The kind of volume an author mount names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

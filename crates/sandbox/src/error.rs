@@ -13,6 +13,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use iterion_vocab::FailureCode;
+
 use crate::phase::{Phase, format_duration};
 use crate::rules::{ArgRule, EnvRule, KubernetesRule, MountRule, RunArgRule};
 use crate::text::escape_controls;
@@ -25,14 +27,14 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub type EngineError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Failure code: an active mode found no container-runtime driver (inline is refused and parked).
-pub(crate) const SANDBOX_DRIVER_UNAVAILABLE: &str = "SANDBOX_DRIVER_UNAVAILABLE";
+pub(crate) const SANDBOX_DRIVER_UNAVAILABLE: &str = FailureCode::SandboxDriverUnavailable.as_str();
 /// Failure code: a setup phase overran its bound (redelivered to a healthy runner).
-pub(crate) const SANDBOX_SETUP_TIMEOUT: &str = "SANDBOX_SETUP_TIMEOUT";
+pub(crate) const SANDBOX_SETUP_TIMEOUT: &str = FailureCode::SandboxSetupTimeout.as_str();
 /// Failure code: the orchestrator could not place the sandbox (redelivered).
-pub(crate) const SANDBOX_CAPACITY: &str = "SANDBOX_CAPACITY";
+pub(crate) const SANDBOX_CAPACITY: &str = FailureCode::SandboxCapacity.as_str();
 /// Failure code: every other setup error (refused mount or workspace, invalid spec, pull or build
 /// error, post_create failure, engine binary, noop file-secret gate).
-pub(crate) const SANDBOX_SETUP_FAILED: &str = "SANDBOX_SETUP_FAILED";
+pub(crate) const SANDBOX_SETUP_FAILED: &str = FailureCode::SandboxSetupFailed.as_str();
 
 /// The remediation shown under a [`Error::DriverUnavailable`] (SANDBOX.md §3.3).
 pub(crate) const DRIVER_UNAVAILABLE_HINT: &str = "install and start Docker or Podman (local), or run inside a Kubernetes pod with a service account (cloud)";
@@ -324,6 +326,16 @@ pub enum Error {
         /// The sandbox id (container id, pod name).
         sandbox_id: String,
     },
+}
+
+impl From<iterion_vocab::UnknownWord> for Error {
+    /// A word outside the shared vocabulary, written in a spec field.
+    fn from(word: iterion_vocab::UnknownWord) -> Self {
+        Error::InvalidSpec {
+            field: word.field.to_owned(),
+            reason: word.to_string(),
+        }
+    }
 }
 
 impl Error {

@@ -146,7 +146,7 @@ pub use spec::{
     Build, DEFAULT_PRESET, EngineMount, EngineMountKind, Network, SecretBytes, SecretFileMount,
     Spec,
 };
-pub use text::{escape_controls, is_clean_absolute};
+pub use text::is_clean_absolute;
 pub use timeout::run_with_phase_timeout;
 pub use vars::{
     ITERION_SANDBOX_DEFAULT, ITERION_SANDBOX_PERSIST_NIX, KUBERNETES_SERVICE_HOST, is_falsy,

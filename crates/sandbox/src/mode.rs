@@ -2,14 +2,17 @@
 //! operator's host state is bound ([`HostState`]), the egress stance ([`NetworkMode`],
 //! [`Inherit`]), the two-word knobs ([`SandboxFlag`]) and the run's [`Trust`].
 //!
-//! Each parses from its wire spelling at the boundary (`parse`, `FromStr`, serde) and prints with
-//! `as_str`. An unknown word is an [`Error::InvalidSpec`] or [`Error::InvalidSetting`] that names
+//! [`HostState`], [`NetworkMode`] and [`Trust`] are the shared words of `iterion-vocab`, the same
+//! types the workflow and the store use. Each parses from its wire spelling at the boundary
+//! (`parse`, `FromStr`, serde) and prints with `as_str`. An unknown word is an [`Error::InvalidSpec`] or [`Error::InvalidSetting`] that names
 //! what is accepted, so nothing downstream ever holds a string it has to re-check.
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+
+pub use iterion_vocab::{HostState, NetworkMode, Trust};
 
 use crate::error::Error;
 
@@ -85,102 +88,6 @@ impl Mode {
                     crate::text::escape_controls(word)
                 ),
             })
-    }
-}
-
-/// Whether the operator's host state (iterion home, agent CLI config, git config, package
-/// caches) is bound into the sandbox (SANDBOX.md §2.2, §8.1).
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
-#[serde(try_from = "String", into = "&'static str")]
-pub enum HostState {
-    /// Nothing spoke: acts as [`HostState::Auto`] on drivers with host binds and as
-    /// [`HostState::None`] elsewhere, so kubernetes refuses only an explicit `auto`.
-    #[default]
-    Unset,
-    /// Bind the host state read-write at its own absolute paths.
-    Auto,
-    /// Bind nothing of the host; pass the git identity as env instead.
-    None,
-}
-
-impl HostState {
-    /// The wire spelling: `""`, `auto` or `none`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HostState::Unset => "",
-            HostState::Auto => "auto",
-            HostState::None => "none",
-        }
-    }
-
-    /// Parses `auto` or `none` (exact), or `""` as [`HostState::Unset`].
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidSpec`] on field `host_state` for any other word.
-    pub fn parse(word: &str) -> Result<HostState, Error> {
-        match word {
-            "" => Ok(HostState::Unset),
-            "auto" => Ok(HostState::Auto),
-            "none" => Ok(HostState::None),
-            other => Err(Error::InvalidSpec {
-                field: "host_state".to_owned(),
-                reason: format!(
-                    "\"{}\": want auto or none",
-                    crate::text::escape_controls(other)
-                ),
-            }),
-        }
-    }
-
-    /// Whether a value was given (anything but [`HostState::Unset`]).
-    pub fn is_set(self) -> bool {
-        self != HostState::Unset
-    }
-}
-
-/// The egress stance of a sandbox (SANDBOX.md §2.3, §6.5).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "&'static str")]
-pub enum NetworkMode {
-    /// Every host is reachable; no proxy starts unless something needs rewriting.
-    Open,
-    /// Only the listed hosts are reachable; no rule matching is a denial (fail closed).
-    Allowlist,
-    /// Every host but the listed ones is reachable.
-    Denylist,
-}
-
-impl NetworkMode {
-    /// The wire spelling: `open`, `allowlist` or `denylist`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NetworkMode::Open => "open",
-            NetworkMode::Allowlist => "allowlist",
-            NetworkMode::Denylist => "denylist",
-        }
-    }
-
-    /// Parses a network mode spelling.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidSpec`] on field `network.mode` for any other word.
-    pub fn parse(word: &str) -> Result<NetworkMode, Error> {
-        match word {
-            "open" => Ok(NetworkMode::Open),
-            "allowlist" => Ok(NetworkMode::Allowlist),
-            "denylist" => Ok(NetworkMode::Denylist),
-            other => Err(Error::InvalidSpec {
-                field: "network.mode".to_owned(),
-                reason: format!(
-                    "\"{}\": want open, allowlist or denylist",
-                    crate::text::escape_controls(other)
-                ),
-            }),
-        }
     }
 }
 
@@ -265,39 +172,6 @@ impl SandboxFlag {
     }
 }
 
-/// Whether the run's working tree is the operator's own (SANDBOX.md §10). Any stored value other
-/// than `trusted` is [`Trust::Untrusted`] (fail closed).
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Trust {
-    /// The default: the operator's own working tree.
-    #[default]
-    Trusted,
-    /// A fork lane or `--trust untrusted`: no host state, no shared nix store, no build egress.
-    Untrusted,
-}
-
-impl Trust {
-    /// The wire spelling: `trusted` or `untrusted`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Trust::Trusted => "trusted",
-            Trust::Untrusted => "untrusted",
-        }
-    }
-
-    /// Reads a stored trust value: exactly `trusted` is trusted; anything else fails closed.
-    pub fn from_stored(word: &str) -> Trust {
-        if word == "trusted" {
-            Trust::Trusted
-        } else {
-            Trust::Untrusted
-        }
-    }
-}
-
 macro_rules! wire_conversions {
     ($($ty:ident),*) => {$(
         impl fmt::Display for $ty {
@@ -312,7 +186,7 @@ macro_rules! wire_conversions {
         }
     )*};
 }
-wire_conversions!(Mode, HostState, NetworkMode, Inherit, SandboxFlag);
+wire_conversions!(Mode, Inherit, SandboxFlag);
 
 macro_rules! parse_conversions {
     ($($ty:ident),*) => {$(
@@ -330,7 +204,7 @@ macro_rules! parse_conversions {
         }
     )*};
 }
-parse_conversions!(Mode, HostState, NetworkMode, Inherit);
+parse_conversions!(Mode, Inherit);
 
 impl TryFrom<String> for SandboxFlag {
     type Error = Error;
@@ -342,12 +216,6 @@ impl TryFrom<String> for SandboxFlag {
                 crate::text::escape_controls(&word)
             ),
         })
-    }
-}
-
-impl fmt::Display for Trust {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 

@@ -109,7 +109,7 @@ fn any_stored_trust_but_trusted_fails_closed() {
 #[test]
 fn host_state_parses_auto_none_and_empty() {
     assert_eq!(
-        ["", "auto", "none"].map(|w| HostState::parse(w).ok()),
+        ["", "auto", "none"].map(|w| w.parse::<HostState>().ok()),
         [
             Some(HostState::Unset),
             Some(HostState::Auto),
@@ -117,7 +117,7 @@ fn host_state_parses_auto_none_and_empty() {
         ]
     );
     assert_eq!(
-        HostState::parse("yes").unwrap_err().to_string(),
+        crate::Error::from("yes".parse::<HostState>().unwrap_err()).to_string(),
         "sandbox: invalid spec: host_state: \"yes\": want auto or none"
     );
 }

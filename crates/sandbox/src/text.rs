@@ -1,39 +1,9 @@
 //! Small text and path helpers shared by validation and screening. Private: callers see their
 //! effects through the typed errors.
 
-use std::borrow::Cow;
 use std::path::{Component, Path, PathBuf};
 
-/// Whether `s` holds a C0 control character (U+0000–U+001F) or DEL. Control characters are refused
-/// in every value that reaches a container engine or a log line: they can forge log lines, split
-/// a `--mount` list or truncate a C string.
-pub(crate) fn has_control(s: &str) -> bool {
-    s.chars().any(is_control)
-}
-
-fn is_control(c: char) -> bool {
-    c.is_ascii_control()
-}
-
-/// `s` with every control character written as an escape (`\n`, `\r`, `\t`, `\0`, `\u{1b}`), so an
-/// error message that names a hostile value cannot forge a log line.
-pub fn escape_controls(s: &str) -> Cow<'_, str> {
-    if !has_control(s) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\0' => out.push_str("\\0"),
-            c if is_control(c) => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
-}
+pub(crate) use iterion_vocab::{escape_controls, has_control};
 
 /// Go's `path.Clean` for slash-separated strings: the shortest equivalent path by purely lexical
 /// processing (collapse `//`, drop `.`, resolve `..` against the preceding element, drop a

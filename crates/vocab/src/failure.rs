@@ -29,7 +29,7 @@ pub enum OutcomeStatus {
 
 impl OutcomeStatus {
     /// The wire spelling: `finished`, `failed`, `failed_resumable`, `cancelled`.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             OutcomeStatus::Finished => "finished",
             OutcomeStatus::Failed => "failed",
@@ -137,7 +137,7 @@ impl FailureCode {
     ];
 
     /// The stable spelling (`EXECUTION_FAILED`).
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             FailureCode::WorkflowFailed => "WORKFLOW_FAILED",
             FailureCode::NoOutgoingEdge => "NO_OUTGOING_EDGE",

@@ -22,10 +22,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::executor::agent::env::AgentEnv;
 use crate::executor::agent::operator::AgentResult;
-use crate::executor::budget::{BudgetError, RunBudget};
-use crate::executor::checkpoint::{Checkpoint, NextNode, ResumeError};
+use crate::executor::budget::RunBudget;
+use crate::executor::checkpoint::{Checkpoint, NextNode};
 use crate::executor::child_runs::{ChildRuns, InlineChildRuns};
 use crate::executor::ctx::{BranchCtx, Ctx, LineEnd};
+use crate::executor::error::ExecutionError;
 use crate::executor::graph::Graph;
 use crate::executor::input::InputCtx;
 use crate::executor::outcome::{Failure, RunOutcome, RunReport};
@@ -42,27 +43,6 @@ use iterion_vocab::{FailureCode, OutcomeStatus};
 
 /// The largest `node_finished.output` recorded whole: 64 KiB of compact JSON.
 pub(crate) const EVENT_OUTPUT_MAX_BYTES: usize = 64 * 1024;
-
-/// Why a run could not start (nothing was executed, no event emitted).
-#[derive(Debug, thiserror::Error)]
-pub enum ExecutionError {
-    /// The checkpoint cannot be resumed (`RESUME_INVALID`).
-    #[error("cannot resume: {0}")]
-    Resume(#[from] ResumeError),
-    /// The workflow's budget could not be resolved (only when no budget was given).
-    #[error(transparent)]
-    Budget(#[from] BudgetError),
-}
-
-impl ExecutionError {
-    /// `RESUME_INVALID` or `BUDGET_INVALID`.
-    pub fn code(&self) -> &'static str {
-        match self {
-            ExecutionError::Resume(e) => e.code().as_str(),
-            ExecutionError::Budget(e) => e.code(),
-        }
-    }
-}
 
 /// One run of a workflow's graph: the inputs, then [`Execution::run`].
 ///
@@ -565,7 +545,7 @@ impl Ctx<'_> {
             execution = execution.shared_agents(agents.clone());
         }
         let started = Instant::now();
-        let report = execution.run().await.map_err(|e| e.to_string());
+        let report = execution.run().await;
         subbot::finish(self, node, opened, report, started).await
     }
 

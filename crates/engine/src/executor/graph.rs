@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use iterion_dsl::expr::{self, Expr};
+use iterion_dsl::expr::{self, Expr, ExprError};
 use iterion_dsl::ir::{Condition, NodeBody, RouterMode, Target, Workflow};
 
 /// One loop (DSL.md §5.5).
@@ -32,7 +32,7 @@ pub(crate) struct Graph {
     /// Fan-out router → its join.
     joins: HashMap<String, String>,
     /// Per edge: the parsed `when` expression (or the parse error's text).
-    exprs: Vec<Option<Result<Expr, String>>>,
+    exprs: Vec<Option<Result<Expr, ExprError>>>,
 }
 
 impl Graph {
@@ -47,7 +47,7 @@ impl Graph {
             .edges
             .iter()
             .map(|e| match &e.condition {
-                Condition::Expr(text) => Some(expr::parse(text).map_err(|err| err.to_string())),
+                Condition::Expr(text) => Some(expr::parse(text)),
                 Condition::None | Condition::Field { .. } | Condition::Else => None,
             })
             .collect();
@@ -70,7 +70,7 @@ impl Graph {
     }
 
     /// The parsed expression of edge `i`, when it has one.
-    pub(crate) fn expr(&self, i: usize) -> Option<&Result<Expr, String>> {
+    pub(crate) fn expr(&self, i: usize) -> Option<&Result<Expr, ExprError>> {
         self.exprs.get(i).and_then(Option::as_ref)
     }
 }

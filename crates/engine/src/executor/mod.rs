@@ -16,6 +16,7 @@ pub(crate) mod capture;
 pub(crate) mod checkpoint;
 pub(crate) mod child_runs;
 pub(crate) mod ctx;
+pub(crate) mod error;
 pub(crate) mod execution;
 pub(crate) mod fanout;
 pub(crate) mod graph;

@@ -92,7 +92,7 @@ pub(crate) fn walk(w: &WalkInput<'_>, source: &str, output: &Value) -> (Option<u
                 Some(Ok(expr)) => expr
                     .eval_condition(&expr_scope(w, expr, output))
                     .map_err(|err| err.to_string()),
-                Some(Err(parse_error)) => Err(parse_error.clone()),
+                Some(Err(parse_error)) => Err(parse_error.to_string()),
                 None => Err("the expression was not parsed".to_owned()),
             },
         };

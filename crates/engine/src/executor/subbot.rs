@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::executor::child_runs::{ChildRun, OwnRun};
 use crate::executor::ctx::Ctx;
+use crate::executor::error::ExecutionError;
 use crate::executor::outcome::{Failure, RunReport};
 use crate::executor::schema;
 use crate::records::events::Event;
@@ -146,7 +147,7 @@ fn typed(ty: ValueType, v: &Value) -> Option<Value> {
         return Some(v.clone());
     }
     match v {
-        Value::String(raw) => crate::launcher::launch::parse_var(ty, raw).ok(),
+        Value::String(raw) => ty.parse_value(raw).ok(),
         _ => None,
     }
 }
@@ -254,7 +255,7 @@ pub(crate) async fn prepare<'w>(
         // No file is prepared on the host for a child before it runs (no attachments, no prompt
         // files in this subset), so there is nothing to write through to a copy-based sandbox.
         files_written_through: false,
-        file_secrets_declared: crate::launcher::launch::workflow_has_file_secrets(child),
+        file_secrets_declared: child.has_file_secrets(),
         devbox_declared: opened.bundle_devbox.is_some(),
         ask_user_inherited: ctx.agents.is_some(),
     };
@@ -291,7 +292,7 @@ pub(crate) async fn finish(
     ctx: &Ctx<'_>,
     subbot: &SubbotNode,
     opened: ChildRun,
-    report: Result<RunReport, String>,
+    report: Result<RunReport, ExecutionError>,
     started: std::time::Instant,
 ) -> Result<Value, Failure> {
     let report = report.map_err(|e| {

@@ -167,9 +167,7 @@ impl ChildRuns for StoreChildRuns<'_> {
             let started = crate::records::events::RunStarted {
                 workflow: run.workflow.clone(),
                 workflow_hash: run.workflow_hash.clone(),
-                trust: crate::records::status::sandbox_trust(run.trust)
-                    .as_str()
-                    .to_owned(),
+                trust: run.trust.as_str().to_owned(),
                 resumed: false,
                 parent_run: run.parent_run_id.as_ref().map(ToString::to_string),
                 root_run: Some(run.root_run_id.to_string()),

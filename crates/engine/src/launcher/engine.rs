@@ -181,7 +181,7 @@ impl RunRequest {
             self.workflow_hash.clone(),
             self.file_path.clone(),
         )
-        .trust(crate::records::status::store_trust(self.trust))
+        .trust(self.trust)
         .vars(self.vars.clone())
     }
 }

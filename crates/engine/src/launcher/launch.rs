@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use iterion_dsl::ir::{Delivery, ValueType, Workflow};
+use iterion_dsl::ir::Workflow;
 use iterion_dsl::template::expand_host;
 use iterion_sandbox::{HostState, SandboxFlag, sandbox_override_from_env};
 use iterion_vocab::Environment;
@@ -165,12 +165,15 @@ pub fn resolve_vars(wf: &Workflow, args: &[String]) -> Result<Map<String, Value>
                 name: name.to_owned(),
             });
         }
-        let value = parse_var(var.ty, raw).map_err(|why| LaunchError::BadVarValue {
-            name: name.to_owned(),
-            ty: var.ty.as_str(),
-            value: raw.to_owned(),
-            why,
-        })?;
+        let value = var
+            .ty
+            .parse_value(raw)
+            .map_err(|why| LaunchError::BadVarValue {
+                name: name.to_owned(),
+                ty: var.ty.as_str(),
+                value: raw.to_owned(),
+                why,
+            })?;
         given.insert(name.to_owned(), value);
     }
     let mut vars = Map::new();
@@ -188,47 +191,6 @@ pub fn resolve_vars(wf: &Workflow, args: &[String]) -> Result<Map<String, Value>
         vars.insert(var.name.clone(), value);
     }
     Ok(vars)
-}
-
-/// Parses one `--var` value as `ty` (DSL.md §3.1's last column).
-pub(crate) fn parse_var(ty: ValueType, raw: &str) -> Result<Value, &'static str> {
-    match ty {
-        ValueType::String => Ok(Value::String(raw.to_owned())),
-        ValueType::Bool => match raw {
-            "true" => Ok(Value::Bool(true)),
-            "false" => Ok(Value::Bool(false)),
-            _ => Err("is not true or false"),
-        },
-        ValueType::Int => {
-            let digits = raw.strip_prefix('-').unwrap_or(raw);
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return Err("is not an integer (an optional -, then digits)");
-            }
-            raw.parse::<i64>()
-                .map(Value::from)
-                .map_err(|_| "does not fit in 64 bits")
-        }
-        ValueType::Float => {
-            let ok = !raw.is_empty()
-                && raw
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || b == b'.' || b == b'-')
-                && raw.bytes().any(|b| b.is_ascii_digit());
-            match raw.parse::<f64>() {
-                Ok(f) if ok && f.is_finite() => serde_json::Number::from_f64(f)
-                    .map(Value::Number)
-                    .ok_or("is not a finite number"),
-                _ => Err("is not a decimal number"),
-            }
-        }
-        ValueType::StringList => match serde_json::from_str::<Value>(raw) {
-            Ok(Value::Array(items)) if items.iter().all(Value::is_string) => {
-                Ok(Value::Array(items))
-            }
-            _ => Err("is not a JSON array of strings"),
-        },
-        ValueType::Json => serde_json::from_str(raw).map_err(|_| "is not JSON text"),
-    }
 }
 
 /// Expands each secret's `value` against the host environment (DSL.md §4.3, §7.5). Returns the
@@ -261,13 +223,6 @@ pub fn resolve_secrets(
         out.push(ResolvedSecret::new(secret.name.clone(), value));
     }
     Ok(out)
-}
-
-/// Whether the workflow declares any `as: file` secret (`sandbox_skipped.file_secrets_dropped`).
-pub(crate) fn workflow_has_file_secrets(wf: &Workflow) -> bool {
-    wf.secrets
-        .iter()
-        .any(|s| matches!(s.delivery, Delivery::File { .. }))
 }
 
 /// The first `${NAME…}` variable in `text`.

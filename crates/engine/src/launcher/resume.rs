@@ -237,7 +237,7 @@ impl Engine {
         override_env: Option<iterion_sandbox::SandboxFlag>,
         launch: &crate::launcher::launch::LaunchOptions,
     ) -> Result<Run, EngineError> {
-        let trust = crate::records::status::sandbox_trust(run.trust);
+        let trust = run.trust;
         let repo_root =
             crate::sandbox::workspace::repository_root_of(&launch.cwd, &self.environment).await;
         let overlay = iterion_sandbox::EnvOverlay {

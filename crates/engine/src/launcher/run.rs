@@ -29,7 +29,7 @@ use crate::records::events::{Event, RunFailed, RunStarted};
 use crate::records::record::{LogWriter, RunObserver, StoreEvents, StoreRunLog};
 use crate::records::secrets::{Redactor, ResolvedSecret};
 use crate::records::sink::EventSink;
-use crate::records::status::{sandbox_trust, store_status};
+use crate::records::status::store_status;
 use crate::sandbox::active::ActiveSandbox;
 use crate::sandbox::egress::EgressSecret;
 use crate::sandbox::error::{PHASE_SANDBOX_SETUP, SetupError};
@@ -219,7 +219,7 @@ impl Engine {
         let events = StoreEvents::new(Arc::clone(&store), run_id.clone(), Arc::clone(observer));
         let (run_log, writer) =
             StoreRunLog::start(Arc::clone(&store), run_id.clone(), Arc::clone(&redactor));
-        let trust = sandbox_trust(attempt.run.trust);
+        let trust = attempt.run.trust;
         events
             .emit(Event::RunStarted(RunStarted {
                 workflow: attempt.workflow.name.clone(),
@@ -252,7 +252,7 @@ impl Engine {
     /// Admission (seed steps 3–4) on the run's resolution, persisted (with the launch envelope)
     /// before a refusal is returned.
     async fn admit(&self, attempt: &Attempt, store: &dyn Store) -> Result<Admitted, EngineError> {
-        let trust = sandbox_trust(attempt.run.trust);
+        let trust = attempt.run.trust;
         let overlay = EnvOverlay {
             vars: attempt.launch.sandbox_env.clone(),
         };
@@ -371,7 +371,7 @@ impl Engine {
             run_id,
             store_id: self.store.store_id(),
             workflow: &attempt.workflow.name,
-            trust: sandbox_trust(run.trust),
+            trust: run.trust,
             max_duration_seconds: budget.max_duration.map_or(0, |d| d.as_secs()),
             mount_inputs: MountInputs {
                 run_id: run_id.to_owned(),
@@ -410,7 +410,7 @@ impl Engine {
                 untrusted_copy: None,
                 child_of_live_sandbox: attempt.run.parent_run_id.is_some(),
             },
-            file_secrets: crate::launcher::launch::workflow_has_file_secrets(&attempt.workflow),
+            file_secrets: attempt.workflow.has_file_secrets(),
             events,
             event_sink: Arc::new(events.clone()),
             egress_secrets: {
@@ -805,7 +805,7 @@ impl Admitted {
         resolve(
             &attempt.workflow.sandbox,
             &attempt.settings,
-            sandbox_trust(attempt.run.trust),
+            attempt.run.trust,
             crate::sandbox::workspace::repository_root_of(workspace, env)
                 .await
                 .as_deref(),

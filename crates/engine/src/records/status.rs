@@ -1,7 +1,7 @@
-//! A run's status and trust in the store's words, and back: the engine's [`OutcomeStatus`] and
-//! the sandbox's [`Trust`] as the run record keeps them.
+//! A run's status in the store's words: the engine's [`OutcomeStatus`] as the run record keeps
+//! it. (Trust needs no conversion: the workflow, the sandbox and the store share
+//! `iterion_vocab::Trust`.)
 
-use iterion_sandbox::Trust;
 use iterion_store::RunStatus;
 
 use iterion_vocab::OutcomeStatus;
@@ -14,21 +14,5 @@ pub(crate) fn store_status(status: OutcomeStatus) -> RunStatus {
         OutcomeStatus::FailedResumable => RunStatus::FailedResumable,
         OutcomeStatus::Cancelled => RunStatus::Cancelled,
         OutcomeStatus::Paused => RunStatus::Paused,
-    }
-}
-
-/// The record's trust.
-pub(crate) fn store_trust(trust: Trust) -> iterion_store::Trust {
-    match trust {
-        Trust::Trusted => iterion_store::Trust::Trusted,
-        Trust::Untrusted => iterion_store::Trust::Untrusted,
-    }
-}
-
-/// The sandbox's trust of a record's.
-pub(crate) fn sandbox_trust(trust: iterion_store::Trust) -> Trust {
-    match trust {
-        iterion_store::Trust::Trusted => Trust::Trusted,
-        iterion_store::Trust::Untrusted => Trust::Untrusted,
     }
 }

@@ -86,16 +86,16 @@ pub(crate) struct UntrustedLanding {
     pub host: iterion_vocab::Environment,
 }
 
-/// Makes the copy and points the sandbox's workspace folder at the host path (the run sees its
-/// usual path), and records what the landing needs. On a host-bind driver the copy is the
-/// sandbox's workspace and what is landed; on a driver that copies in itself (kubernetes) the
-/// copy is what it copies in — never the checkout, whose `.git/config` may carry tokens — and its
-/// export lands in a fresh empty `result` dir, so a file the run deleted stays deleted.
-pub(crate) async fn prepare(
+/// Plans the copy: screens the checkout, points the sandbox's workspace folder at the host path
+/// (the run sees its usual path), and says where the copy goes and what the landing needs.
+/// Reads only; [`make`] makes the copy. On a host-bind driver the copy is the sandbox's workspace
+/// and what is landed; on a driver that copies in itself (kubernetes) the copy is what it copies
+/// in — never the checkout, whose `.git/config` may carry tokens — and its export lands in a
+/// fresh empty `result` dir, so a file the run deleted stays deleted.
+pub(crate) async fn plan(
     ctx: &StartCtx<'_>,
     spec: &mut Spec,
     host_binds: bool,
-    owner: Option<(u32, u32)>,
 ) -> Result<UntrustedLanding, SetupError> {
     let source = ctx.mount_inputs.workspace.clone();
     // The checkout is screened as a workspace before anything of it is copied: a copy of a
@@ -116,40 +116,15 @@ pub(crate) async fn prepare(
         Ok(Err(error)) => return Err(SetupError::classify(&error)),
         Err(error) => return Err(SetupError::failed(format!("sandbox: {error}"))),
     }
-    let dir =
-        crate::sandbox::rundir::create_copy_dir(ctx.run_id, ctx.store_id, &ctx.mount_inputs.env)
-            .await?;
-    let copy = dir.join("workspace");
-    let stats = match copy_workspace(&source, &copy, owner).await {
-        Ok(stats) => stats,
-        Err(error) => {
-            crate::sandbox::rundir::remove(&dir).await;
-            return Err(error);
-        }
-    };
-    ctx.events
-        .emit(Event::SandboxWorkspaceCopied(SandboxWorkspaceCopied {
-            source: source.to_string_lossy().into_owned(),
-            files: stats.files as u64,
-            bytes: stats.bytes,
-            skipped: stats.skipped as u64,
-        }))
-        .await;
     if spec.workspace_folder.is_none() {
         spec.workspace_folder = Some(source.to_string_lossy().into_owned());
     }
+    let dir = crate::sandbox::rundir::copy_dir(ctx.run_id, &ctx.mount_inputs.env);
+    let copy = dir.join("workspace");
     let result = if host_binds {
         copy.clone()
     } else {
-        let result = dir.join("result");
-        if let Err(e) = std::fs::create_dir(&result) {
-            crate::sandbox::rundir::remove(&dir).await;
-            return Err(SetupError::failed(format!(
-                "cannot create {}: {e}",
-                result.display()
-            )));
-        }
-        result
+        dir.join("result")
     };
     let host = &ctx.mount_inputs.env;
     let repo = crate::sandbox::workspace::repository_root_of(&source, host).await;
@@ -181,6 +156,45 @@ pub(crate) async fn prepare(
         events: Arc::clone(&ctx.event_sink),
         redactor: Arc::clone(&ctx.redactor),
     })
+}
+
+/// Makes the planned copy: `<runtime root>/copies/<run id>` (a stale one of a dead attempt is
+/// replaced), the copy owned by `owner`, and the empty `result` dir of a copy-based driver. On a
+/// failure nothing of it is left.
+pub(crate) async fn make(
+    ctx: &StartCtx<'_>,
+    landing: &UntrustedLanding,
+    owner: Option<(u32, u32)>,
+) -> Result<(), SetupError> {
+    let dir =
+        crate::sandbox::rundir::create_copy_dir(ctx.run_id, ctx.store_id, &ctx.mount_inputs.env)
+            .await?;
+    debug_assert_eq!(dir, landing.dir);
+    let stats = match copy_workspace(&landing.source, &landing.copy, owner).await {
+        Ok(stats) => stats,
+        Err(error) => {
+            crate::sandbox::rundir::remove(&dir).await;
+            return Err(error);
+        }
+    };
+    ctx.events
+        .emit(Event::SandboxWorkspaceCopied(SandboxWorkspaceCopied {
+            source: landing.source.to_string_lossy().into_owned(),
+            files: stats.files as u64,
+            bytes: stats.bytes,
+            skipped: stats.skipped as u64,
+        }))
+        .await;
+    if landing.result != landing.copy
+        && let Err(e) = std::fs::create_dir(&landing.result)
+    {
+        crate::sandbox::rundir::remove(&dir).await;
+        return Err(SetupError::failed(format!(
+            "cannot create {}: {e}",
+            landing.result.display()
+        )));
+    }
+    Ok(())
 }
 
 impl UntrustedLanding {

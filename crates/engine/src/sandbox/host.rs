@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use iterion_agent::shell::{Command, OpenShell, Shell};
+use iterion_agent::shell::{Command, OpenShell, Shell, ShellError};
 use iterion_sandbox::{
     Driver, ExecOpts, ExecResult, NoProgress, NoopDriver, RunInfo, SandboxRun, Spec,
 };
@@ -33,7 +33,7 @@ pub(crate) struct SandboxShell(pub Arc<dyn SandboxRun>);
 
 #[async_trait]
 impl Shell for SandboxShell {
-    async fn exec(&self, command: Command<'_>) -> Result<i64, String> {
+    async fn exec(&self, command: Command<'_>) -> Result<i64, ShellError> {
         let opts = ExecOpts {
             env: command.env,
             workdir: Some(command.workdir.display().to_string()),
@@ -45,7 +45,7 @@ impl Shell for SandboxShell {
             .0
             .exec(command.argv, opts)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ShellError::new)?;
         Ok(result.exit_code)
     }
 }
@@ -55,10 +55,10 @@ pub(crate) struct HostShells;
 
 #[async_trait]
 impl OpenShell for HostShells {
-    async fn open(&self, session: &str, workdir: &Path) -> Result<Arc<dyn Shell>, String> {
+    async fn open(&self, session: &str, workdir: &Path) -> Result<Arc<dyn Shell>, ShellError> {
         let run = host_sandbox(session, workdir)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ShellError::new)?;
         Ok(Arc::new(SandboxShell(Arc::from(run))))
     }
 }

@@ -7,7 +7,8 @@
 //! attachments (no producer exists yet).
 //!
 //! The decisions are pure functions over what was found on the host ([`Candidate`] stats, the
-//! uid); only [`plan_mounts`] touches the filesystem and runs `git`.
+//! uid); [`plan_mounts`] reads the filesystem and runs `git` to find it, and makes nothing: the
+//! dirs its binds need are made by [`make_dirs`] when the start plan is applied.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -51,6 +52,18 @@ pub(crate) fn run_files_dir(iterion_home: &Path, run_id: &str) -> PathBuf {
 pub(crate) struct MountPlan {
     pub events: Vec<Event>,
     pub scratch_in_container: Option<String>,
+    /// The host dirs the planned binds need, made by [`make_dirs`] when the plan is applied.
+    pub dirs: Vec<PlannedDir>,
+}
+
+/// A host dir a bind of the plan needs: made (with its parents) and given `mode` when the plan
+/// is applied, never while it is computed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PlannedDir {
+    pub path: PathBuf,
+    pub mode: u32,
+    /// What it is, in the error when it cannot be made.
+    pub what: &'static str,
 }
 
 /// What the plan needs to know about the run and the host.
@@ -230,17 +243,19 @@ pub(crate) fn host_ids() -> Option<(u32, u32)> {
         .map(|m| (m.uid(), m.gid()))
 }
 
-/// Applies M2, M3, M5, M8 and M10 to `spec`; returns the events to emit, in order.
+/// Plans M2–M11 into `spec`: its binds, env and user; returns the events to emit, in order, and
+/// the host dirs the binds need. It reads the host (what exists, the git identity, devbox
+/// configs) but makes nothing: [`make_dirs`] does, when the plan is applied.
 ///
 /// # Errors
 ///
-/// `SANDBOX_SETUP_FAILED`: the run files dir cannot be made, the engine binary is unknown, or
-/// `GIT_CONFIG_COUNT` is malformed.
+/// `SANDBOX_SETUP_FAILED`: the engine binary is unknown, or `GIT_CONFIG_COUNT` is malformed.
 pub(crate) async fn plan_mounts(
     spec: &mut Spec,
     inputs: &MountInputs,
 ) -> Result<MountPlan, SetupError> {
     let mut events = Vec::new();
+    let mut dirs = Vec::new();
     let ws = inputs.workspace.to_string_lossy().into_owned();
     let folder = spec.workspace_folder.clone().unwrap_or_else(|| ws.clone());
 
@@ -253,9 +268,13 @@ pub(crate) async fn plan_mounts(
             Some(copy) if inputs.host_binds => copy.join(UNTRUSTED_FILES),
             _ => run_files_dir(&inputs.iterion_home, &inputs.run_id),
         };
-        make_world_writable_dir(&dir).await?;
         spec.engine_mounts
             .push(bind(&dir, ARTIFACT_FILES_TARGET, false, "run-files"));
+        dirs.push(PlannedDir {
+            path: dir,
+            mode: 0o777,
+            what: "run files dir",
+        });
         spec.env
             .entry("ITERION_ARTIFACT_FILES_DIR".to_owned())
             .or_insert_with(|| ARTIFACT_FILES_TARGET.to_owned());
@@ -301,7 +320,6 @@ pub(crate) async fn plan_mounts(
             .iterion_home
             .join("scratch")
             .join(inputs.root_run_id());
-        make_dir_with_mode(&dir, 0o1777, "scratch dir").await?;
         spec.engine_mounts
             .push(bind(&dir, &scratch, false, "scratch"));
         for event in &mut events {
@@ -309,6 +327,11 @@ pub(crate) async fn plan_mounts(
                 mounted.scratch = Some(format!("{}:{scratch}", dir.display()));
             }
         }
+        dirs.push(PlannedDir {
+            path: dir,
+            mode: 0o1777,
+            what: "scratch dir",
+        });
     } else {
         scratch_in_container = Some(scratch);
     }
@@ -376,6 +399,7 @@ pub(crate) async fn plan_mounts(
     Ok(MountPlan {
         events,
         scratch_in_container,
+        dirs,
     })
 }
 
@@ -543,8 +567,12 @@ async fn git_config(workspace: &Path, key: &str, host: &Environment) -> Option<S
         .flatten()
 }
 
-async fn make_world_writable_dir(dir: &Path) -> Result<(), SetupError> {
-    make_dir_with_mode(dir, 0o777, "run files dir").await
+/// Makes the dirs a mount plan needs, in order.
+pub(crate) async fn make_dirs(dirs: &[PlannedDir]) -> Result<(), SetupError> {
+    for dir in dirs {
+        make_dir_with_mode(&dir.path, dir.mode, dir.what).await?;
+    }
+    Ok(())
 }
 
 /// Creates `dir` (and its parents) and sets `mode` on it; `what` names it in the error.

@@ -16,8 +16,8 @@ use std::path::Path;
 use iterion_dsl::ir;
 use iterion_sandbox::{
     AutoInputs, Build, DefaultImage, DevcontainerText, EnvOverlay, HostState, HostStateSource,
-    Mode, ModeInputs, Network, NetworkMode, NetworkOrigin, SandboxFlag, ScreenContext, Spec,
-    SpecResolution, Trust, pick_host_state, read_from_repo, resolve_sandbox_spec_with_fallback,
+    Mode, ModeInputs, Network, NetworkOrigin, SandboxFlag, ScreenContext, Spec, SpecResolution,
+    Trust, pick_host_state, read_from_repo, resolve_sandbox_spec_with_fallback,
 };
 use iterion_vocab::Environment;
 
@@ -61,11 +61,7 @@ pub(crate) fn block_spec(block: &ir::Sandbox) -> Option<Spec> {
         env: block.env.clone(),
         mounts: block.mounts.clone(),
         network: block.network.as_ref().map(|n| Network {
-            mode: (!n.mode_defaulted).then_some(match n.mode {
-                ir::NetworkMode::Open => NetworkMode::Open,
-                ir::NetworkMode::Allowlist => NetworkMode::Allowlist,
-                ir::NetworkMode::Denylist => NetworkMode::Denylist,
-            }),
+            mode: (!n.mode_defaulted).then_some(n.mode),
             preset: n.preset.map(|_| iterion_sandbox::DEFAULT_PRESET.to_owned()),
             rules: n.rules.clone(),
             inherit: n.inherit.map(|i| match i {
@@ -75,14 +71,6 @@ pub(crate) fn block_spec(block: &ir::Sandbox) -> Option<Spec> {
         }),
         ..Spec::default()
     })
-}
-
-fn block_host_state(block: &ir::Sandbox) -> HostState {
-    match block.host_state {
-        ir::HostState::Unset => HostState::Unset,
-        ir::HostState::Auto => HostState::Auto,
-        ir::HostState::None => HostState::None,
-    }
 }
 
 /// What L3–L4 decided.
@@ -167,7 +155,7 @@ pub(crate) fn resolve(
     };
     let (mode, source) = inputs.pick();
     let (host_state, host_state_source) = pick_host_state(
-        block_host_state(sandbox),
+        sandbox.host_state,
         settings.host_state_cli,
         settings.host_state_env,
         trust,

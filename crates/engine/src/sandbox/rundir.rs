@@ -37,7 +37,12 @@ pub fn runtime_root(env: &Environment) -> PathBuf {
 /// outlives the container (the driver's cleanup removes the run dir), so it is landed after.
 pub(crate) const COPIES_DIR: &str = "copies";
 
-/// Creates `<root>/copies/<run id>` (0700) with its store marker, for an untrusted run's copy.
+/// Where an untrusted run's copy lives: `<root>/copies/<run id>` (made by [`create_copy_dir`]).
+pub(crate) fn copy_dir(run_id: &str, env: &Environment) -> PathBuf {
+    runtime_root(env).join(COPIES_DIR).join(run_id)
+}
+
+/// Creates [`copy_dir`] (0700) with its store marker, for an untrusted run's copy.
 pub(crate) async fn create_copy_dir(
     run_id: &str,
     store_id: &str,

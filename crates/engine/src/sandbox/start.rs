@@ -12,22 +12,23 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use iterion_sandbox::{
-    Driver, Error as SandboxError, Mode, NetworkMode, ProxyAttachment, RunInfo, RunLog, SandboxRun,
-    Spec, Trust, resolve_network_policy, select_sandbox_driver,
+    Driver, Error as SandboxError, Mode, NetworkMode, NetworkPolicy, ProxyAttachment, RunInfo,
+    RunLog, SandboxRun, Spec, Trust, resolve_network_policy, select_sandbox_driver,
 };
+use iterion_vocab::FailureCode;
 
 use crate::records::events::Event;
 use crate::records::sandbox_events::{
     SandboxBuildFailed, SandboxBuildFinished, SandboxBuildStarted, SandboxEnvDenied,
-    SandboxNetworkDefaulted, SandboxSkipped, SandboxStarted,
+    SandboxHostBindsDropped, SandboxNetworkDefaulted, SandboxSkipped, SandboxStarted,
 };
 use crate::sandbox::active::{ActiveSandbox, CopyBack};
+use crate::sandbox::copy::UntrustedLanding;
 use crate::sandbox::egress::{self};
 use crate::sandbox::error::{PHASE_SANDBOX_SETUP, SetupError};
 use crate::sandbox::resolve::Resolved;
 use crate::sandbox::start_ctx::StartCtx;
 use crate::sandbox::{copy, devbox, finalize, mounts, rundir, scratch};
-use iterion_vocab::FailureCode;
 
 /// What L5–L14 came to.
 pub(crate) enum SandboxOutcome {
@@ -130,12 +131,44 @@ pub(crate) async fn resolve_and_start_sandbox(ctx: StartCtx<'_>) -> SandboxOutco
     }
 }
 
-/// L8–L11 on a selected driver.
+/// What starting the sandbox on the selected driver will do, computed before anything is made:
+/// the final spec (mounts, env, user, workspace folder), the egress policy, the untrusted copy's
+/// place, the host dirs the binds need and the events the mount plan reports.
+struct StartPlan {
+    spec: Spec,
+    policy: NetworkPolicy,
+    network_source: String,
+    closed_network: bool,
+    inputs: mounts::MountInputs,
+    /// The untrusted run's copy (`None` for a trusted run).
+    copy: Option<PlannedCopy>,
+    mounts: mounts::MountPlan,
+    dropped: Option<SandboxHostBindsDropped>,
+}
+
+/// Where an untrusted run's copy goes and what its landing needs, and the uid:gid that owns it.
+struct PlannedCopy {
+    landing: Box<UntrustedLanding>,
+    owner: Option<(u32, u32)>,
+}
+
+/// L8–L11 on a selected driver: planned, then applied.
 async fn start(
+    ctx: &StartCtx<'_>,
+    spec: Spec,
+    driver: &dyn Driver,
+) -> Result<ActiveSandbox, SetupError> {
+    let plan = plan(ctx, spec, driver).await?;
+    apply(ctx, plan, driver).await
+}
+
+/// L8–L9 and the L10 policy, reading the host but making nothing: a refusal here leaves no copy,
+/// no dir and no listener behind.
+async fn plan(
     ctx: &StartCtx<'_>,
     mut spec: Spec,
     driver: &dyn Driver,
-) -> Result<ActiveSandbox, SetupError> {
+) -> Result<StartPlan, SetupError> {
     let resolved = ctx.resolved;
     let mut policy = resolve_network_policy(&spec, resolved.network_origin());
     // §13.1b: the model providers' hosts are the last rules of an allowlist, so the runner
@@ -176,34 +209,80 @@ async fn start(
     let mut inputs = ctx.mount_inputs.clone();
     inputs.host_binds = driver.capabilities().supports_host_bind_mounts;
     inputs.post_create = driver.capabilities().supports_post_create;
-    let copy_owner = match ctx.trust {
-        Trust::Untrusted => copy::untrusted_user(&mut spec),
-        Trust::Trusted => None,
-    };
     // Issue 15 item 2: an untrusted run never sees the host checkout, only a copy under the
     // root-only runtime root (a driver without host binds copies it in itself and exports into
     // it).
-    let landing = match ctx.trust {
-        Trust::Untrusted => Some(Box::new(
-            copy::prepare(ctx, &mut spec, inputs.host_binds, copy_owner).await?,
-        )),
+    let copy = match ctx.trust {
+        Trust::Untrusted => {
+            let owner = copy::untrusted_user(&mut spec);
+            let landing = Box::new(copy::plan(ctx, &mut spec, inputs.host_binds).await?);
+            Some(PlannedCopy { landing, owner })
+        }
         Trust::Trusted => None,
     };
-    inputs.untrusted_copy = landing.as_ref().map(|l| l.dir.clone());
-    let plan = match mounts::plan_mounts(&mut spec, &inputs).await {
-        Ok(plan) => plan,
-        Err(error) => {
-            copy::discard(landing).await;
-            return Err(error);
+    inputs.untrusted_copy = copy.as_ref().map(|c| c.landing.dir.clone());
+    let mounts = mounts::plan_mounts(&mut spec, &inputs).await?;
+    // M12: what a driver without host binds cannot honour goes, with the promises it made.
+    let dropped = finalize::finalize_mounts_for_driver(&mut spec, inputs.host_binds, driver.name());
+    Ok(StartPlan {
+        spec,
+        policy,
+        network_source,
+        closed_network,
+        inputs,
+        copy,
+        mounts,
+        dropped,
+    })
+}
+
+/// What applying a plan has made so far, undone when a later step fails.
+#[derive(Default)]
+struct Made {
+    landing: Option<Box<UntrustedLanding>>,
+    run_dir: Option<std::path::PathBuf>,
+}
+
+impl Made {
+    async fn undo(self) {
+        if let Some(dir) = &self.run_dir {
+            rundir::remove(dir).await;
         }
-    };
+        copy::discard(self.landing).await;
+    }
+}
+
+/// Applies a plan: the copy, the binds' dirs, the mount events, the run dir, the proxy
+/// (listening from here on), then the container (L11).
+async fn apply(
+    ctx: &StartCtx<'_>,
+    plan: StartPlan,
+    driver: &dyn Driver,
+) -> Result<ActiveSandbox, SetupError> {
+    let StartPlan {
+        spec,
+        policy,
+        network_source,
+        closed_network,
+        inputs,
+        copy,
+        mounts: plan,
+        dropped,
+    } = plan;
+    let resolved = ctx.resolved;
+    let mut made = Made::default();
+    if let Some(PlannedCopy { landing, owner }) = copy {
+        copy::make(ctx, &landing, owner).await?;
+        made.landing = Some(landing);
+    }
+    if let Err(error) = mounts::make_dirs(&plan.dirs).await {
+        made.undo().await;
+        return Err(error);
+    }
     for event in plan.events {
         ctx.events.emit(event).await;
     }
-    // M12: what a driver without host binds cannot honour goes, with the promises it made.
-    if let Some(dropped) =
-        finalize::finalize_mounts_for_driver(&mut spec, inputs.host_binds, driver.name())
-    {
+    if let Some(dropped) = dropped {
         ctx.events
             .emit(Event::SandboxHostBindsDropped(dropped))
             .await;
@@ -218,28 +297,29 @@ async fn start(
     {
         Ok(dir) => dir,
         Err(error) => {
-            copy::discard(landing).await;
+            made.undo().await;
             return Err(error);
         }
     };
-    let workspace_path = match &landing {
+    made.run_dir = Some(run_dir.clone());
+    let workspace_path = match &made.landing {
         Some(landing) => landing.copy.clone(),
         None => ctx.mount_inputs.workspace.clone(),
     };
     // L10: the proxy, listening from here on; every later failure shuts it down.
+    let addresses = match iterion_sandbox::proxy_addresses_for_driver(driver, &run_dir) {
+        Ok(addresses) => addresses,
+        Err(error) => {
+            made.undo().await;
+            return Err(SetupError::classify(&error));
+        }
+    };
     let proxy = match egress::start_network_proxy(
         &egress::ProxyRequest {
             policy: &policy,
             run_id: ctx.run_id,
             untrusted: ctx.trust == Trust::Untrusted,
-            addresses: match iterion_sandbox::proxy_addresses_for_driver(driver, &run_dir) {
-                Ok(addresses) => addresses,
-                Err(error) => {
-                    rundir::remove(&run_dir).await;
-                    copy::discard(landing).await;
-                    return Err(SetupError::classify(&error));
-                }
-            },
+            addresses,
             secrets: &ctx.egress_secrets,
             tls_capable: driver.capabilities().supports_tls_inspection,
             max_duration_seconds: ctx.max_duration_seconds,
@@ -253,8 +333,7 @@ async fn start(
     {
         Ok(proxy) => proxy,
         Err(error) => {
-            rundir::remove(&run_dir).await;
-            copy::discard(landing).await;
+            made.undo().await;
             return Err(error);
         }
     };
@@ -324,7 +403,7 @@ async fn start(
                 copy_back: copy_back.then(|| {
                     Box::new(CopyBack {
                         // An untrusted export goes into the copy, never into the checkout.
-                        workspace: landing.as_ref().map_or_else(
+                        workspace: made.landing.as_ref().map_or_else(
                             || ctx.mount_inputs.workspace.clone(),
                             |l| l.result.clone(),
                         ),
@@ -336,15 +415,14 @@ async fn start(
                     })
                 }),
                 workspace_folder,
-                landing,
+                landing: made.landing,
             })
         }
         Err(error) => {
             if let Some(proxy) = proxy {
                 proxy.shutdown(ctx.run_log.as_ref()).await;
             }
-            rundir::remove(&run_dir).await;
-            copy::discard(landing).await;
+            made.undo().await;
             Err(error)
         }
     }

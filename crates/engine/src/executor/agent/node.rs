@@ -233,7 +233,7 @@ impl ToolHost for InProcessTools {
         }
         match self.local.call(&call.name, &call.input).await {
             Ok(text) => ToolOutcome::Output(text),
-            Err(text) => ToolOutcome::Error(text),
+            Err(error) => ToolOutcome::Error(error.to_string()),
         }
     }
 }

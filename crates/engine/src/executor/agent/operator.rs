@@ -37,13 +37,18 @@ pub(crate) enum AgentResult {
     Paused(Box<PausedAgent>),
 }
 
+/// An `ask_user` call whose input holds no question.
+#[derive(Debug, thiserror::Error)]
+#[error("input field \"question\" (a non-empty string) is required")]
+pub(crate) struct NoQuestion;
+
 /// The question of an `ask_user` call's input.
-pub(crate) fn question_of(input: &Value) -> Result<Question, String> {
+pub(crate) fn question_of(input: &Value) -> Result<Question, NoQuestion> {
     let question = input
         .get("question")
         .and_then(Value::as_str)
         .filter(|q| !q.trim().is_empty())
-        .ok_or("input field \"question\" (a non-empty string) is required")?;
+        .ok_or(NoQuestion)?;
     let options = input
         .get("options")
         .and_then(Value::as_array)
@@ -68,7 +73,7 @@ pub(crate) async fn ask_operator(
 ) -> ToolOutcome {
     let question = match question_of(input) {
         Ok(q) => q,
-        Err(e) => return ToolOutcome::Error(e),
+        Err(e) => return ToolOutcome::Error(e.to_string()),
     };
     if let Some(op) = operator
         && let Some(answer) = op.ask(node, &question.question, &question.options).await
