@@ -10,8 +10,8 @@
 2. Crates point one way: each crate's iterion dependencies sit on a lower layer (LAYERS below).
 3. The sandbox core depends on no container-engine client (bollard, kube, k8s-openapi), not even
    through another iterion crate.
-4. The environment is read once, at the edge: no non-test code of the engine, agent or sandbox
-   crates calls `std::env::var`, `var_os`, `vars` or `vars_os` (they take an
+4. The environment is read once, at the edge: no non-test code of the engine, agent, sandbox or
+   store crates calls `std::env::var`, `var_os`, `vars` or `vars_os` (they take an
    `iterion_vocab::Environment` from their caller).
 
 Usage: scripts/check-architecture.py [--repo DIR] [--graph CRATE]. Exits 1 and names every circle
@@ -55,6 +55,7 @@ ENV_FREE = {
     "iterion-sandbox",
     "iterion-sandbox-docker",
     "iterion-sandbox-kubernetes",
+    "iterion-store",
 }
 ENV_READ_RE = re.compile(r"\benv::(?:var|var_os|vars|vars_os)\s*\(")
 

@@ -1,6 +1,6 @@
 //! Where the embedded store lives: `$ITERION_HOME/iterion.db`, with `ITERION_HOME` defaulting to
 //! `~/.iterion` (ARCHITECTURE.md §4). The decision takes values; only [`iterion_home_from_env`]
-//! reads the environment.
+//! reads an environment (the snapshot its caller took).
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -35,15 +35,13 @@ pub fn resolve_iterion_home(iterion_home: Option<&OsStr>, home: Option<&OsStr>) 
     }
 }
 
-/// [`resolve_iterion_home`] with the values of `ITERION_HOME` and `HOME` from the process
-/// environment.
+/// [`resolve_iterion_home`] with the values of `ITERION_HOME` and `HOME` from `env` (the
+/// process environment as the entry point read it).
 ///
 /// # Errors
 /// [`Error::HomeUnset`] when neither is set.
-pub fn iterion_home_from_env() -> Result<PathBuf> {
-    let iterion_home = std::env::var_os(ITERION_HOME);
-    let home = std::env::var_os("HOME");
-    resolve_iterion_home(iterion_home.as_deref(), home.as_deref())
+pub fn iterion_home_from_env(env: &iterion_vocab::Environment) -> Result<PathBuf> {
+    resolve_iterion_home(env.get_os(ITERION_HOME), env.get_os("HOME"))
 }
 
 /// The database file inside an iterion home.

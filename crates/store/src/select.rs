@@ -26,15 +26,15 @@ pub async fn open_store(location: &str) -> Result<Arc<dyn Store>> {
     Ok(Arc::new(store))
 }
 
-/// The store this process should use: `ITERION_STORE_URL` when set and non-empty (it must be a
-/// PostgreSQL URL), else SQLite under [`iterion_home_from_env`].
+/// The store this process should use: `env`'s `ITERION_STORE_URL` when set and non-empty (it must
+/// be a PostgreSQL URL), else SQLite under [`iterion_home_from_env`].
 ///
 /// # Errors
 /// [`Error::UnsupportedStoreUrl`] for a URL of another kind; [`Error::HomeUnset`]; and those of
 /// opening the store.
-pub async fn store_from_env() -> Result<Arc<dyn Store>> {
-    match std::env::var(ITERION_STORE_URL) {
-        Ok(url) if !url.is_empty() => {
+pub async fn store_from_env(env: &iterion_vocab::Environment) -> Result<Arc<dyn Store>> {
+    match env.get(ITERION_STORE_URL) {
+        Some(url) if !url.is_empty() => {
             if !is_postgres_url(&url) {
                 return Err(Error::UnsupportedStoreUrl {
                     url: redact_url(&url),
@@ -43,7 +43,7 @@ pub async fn store_from_env() -> Result<Arc<dyn Store>> {
             Ok(Arc::new(PgStore::connect(&url).await?))
         }
         _ => {
-            let home = iterion_home_from_env()?;
+            let home = iterion_home_from_env(env)?;
             let store = SqliteStore::open(db_path(&home), SqliteOptions::default()).await?;
             Ok(Arc::new(store))
         }

@@ -7,16 +7,16 @@ use crate::commands::{Failure, open_store};
 use crate::exit::Exit;
 
 /// Runs the command.
-pub async fn run(args: EventsArgs) -> Exit {
-    match events(args).await {
+pub async fn run(args: EventsArgs, env: &iterion_vocab::Environment) -> Exit {
+    match events(args, env).await {
         Ok(exit) => exit,
         Err(failure) => failure.report(),
     }
 }
 
-async fn events(args: EventsArgs) -> Result<Exit, Failure> {
+async fn events(args: EventsArgs, env: &iterion_vocab::Environment) -> Result<Exit, Failure> {
     let run_id = RunId::parse(&args.run_id).map_err(Failure::bad_input)?;
-    let (_, store) = open_store().await?;
+    let (_, store) = open_store(env).await?;
     if store
         .get_run(&run_id)
         .await

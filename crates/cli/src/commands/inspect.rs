@@ -7,19 +7,19 @@ use crate::commands::{Failure, open_store};
 use crate::exit::Exit;
 
 /// Runs the command.
-pub async fn run(args: InspectArgs) -> Exit {
-    match inspect(args).await {
+pub async fn run(args: InspectArgs, env: &iterion_vocab::Environment) -> Exit {
+    match inspect(args, env).await {
         Ok(exit) => exit,
         Err(failure) => failure.report(),
     }
 }
 
-async fn inspect(args: InspectArgs) -> Result<Exit, Failure> {
+async fn inspect(args: InspectArgs, env: &iterion_vocab::Environment) -> Result<Exit, Failure> {
     let id = match &args.run_id {
         Some(text) => Some(RunId::parse(text).map_err(Failure::bad_input)?),
         None => None,
     };
-    let (_, store) = open_store().await?;
+    let (_, store) = open_store(env).await?;
     let Some(id) = id else {
         let runs = store
             .list_runs(&RunQuery::newest(50))

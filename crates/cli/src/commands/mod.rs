@@ -52,16 +52,18 @@ impl Failure {
     }
 }
 
-/// `$ITERION_HOME` (default `~/.iterion`) and its store.
-pub async fn open_store() -> Result<(std::path::PathBuf, Arc<dyn Store>), Failure> {
-    let home = iterion_home_from_env()
+/// `env`'s `$ITERION_HOME` (default `~/.iterion`) and its store.
+pub async fn open_store(
+    env: &Environment,
+) -> Result<(std::path::PathBuf, Arc<dyn Store>), Failure> {
+    let home = iterion_home_from_env(env)
         .map_err(|e| Failure::bad_input(anyhow::Error::new(e).context("set ITERION_HOME")))?;
     // ITERION_STORE_URL=postgres://… selects PostgreSQL; otherwise SQLite under ITERION_HOME.
-    let shown = match std::env::var(iterion_store::ITERION_STORE_URL) {
-        Ok(url) if !url.is_empty() => "named by ITERION_STORE_URL".to_owned(),
+    let shown = match env.get(iterion_store::ITERION_STORE_URL) {
+        Some(url) if !url.is_empty() => "named by ITERION_STORE_URL".to_owned(),
         _ => db_path(&home).display().to_string(),
     };
-    let store = iterion_store::store_from_env()
+    let store = iterion_store::store_from_env(env)
         .await
         .with_context(|| format!("cannot open the run store {shown}"))
         .map_err(Failure::failed)?;

@@ -19,7 +19,7 @@ pub async fn run(args: ResumeArgs, env: &iterion_vocab::Environment) -> Exit {
 }
 
 async fn resume(args: ResumeArgs, env: &iterion_vocab::Environment) -> Result<Exit, Failure> {
-    let (home, store) = open_store().await?;
+    let (home, store) = open_store(env).await?;
     let engine = Arc::new(product_engine(store, home, env)?);
     engine.boot_maintenance().await;
     let control = RunControl::default();

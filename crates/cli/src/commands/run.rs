@@ -158,7 +158,7 @@ async fn launch(args: RunArgs, env: &Environment) -> Result<Exit, Failure> {
             .await
             .map_err(Failure::bad_input)?;
     }
-    let (home, store) = open_store().await?;
+    let (home, store) = open_store(env).await?;
     let engine = Arc::new(product_engine(store, home, env)?);
     if args.submit {
         // `--submit` (ARCHITECTURE.md §4): queue for `iterion runner`, print the id, exit 0.

@@ -49,7 +49,7 @@ async fn serve(env: &Environment) -> Result<Exit, Failure> {
         let policy = SchedulingPolicy::from_env(env).map_err(Failure::bad_input)?;
         eprintln!("runner: sandbox scheduling policy: {}", policy.summary());
     }
-    let (home, store) = open_store().await?;
+    let (home, store) = open_store(env).await?;
     let engine = Arc::new(product_engine(Arc::clone(&store), home, env)?);
     // A fresh cancellation token (the engine's type; the CLI does not name tokio-util).
     let shutdown = iterion_engine::RunControl::default().interrupt;

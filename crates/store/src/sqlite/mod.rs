@@ -118,7 +118,7 @@ impl SqliteStore {
     pub const SCHEMA_VERSION: i64 = schema::SCHEMA_VERSION;
 
     /// Opens (creating when absent) the store at `path`, typically
-    /// [`db_path`](crate::db_path)`(&`[`iterion_home_from_env`](crate::iterion_home_from_env)`()?)`.
+    /// [`db_path`](crate::db_path)`(&`[`iterion_home_from_env`](crate::iterion_home_from_env)`(env)?)`.
     /// Creates the parent directory (mode 0700) and the file (mode 0600) when missing, turns on
     /// WAL, `busy_timeout` and foreign keys, and migrates the schema.
     ///
