@@ -13,6 +13,8 @@
 4. The environment is read once, at the edge: no non-test code of the engine, agent, sandbox or
    store crates calls `std::env::var`, `var_os`, `vars` or `vars_os` (they take an
    `iterion_vocab::Environment` from their caller).
+5. A crate split into rooms (ROOMS below) imports downwards between them: a file of a room may use
+   its own room and the rooms listed before it, never one listed after.
 
 Usage: scripts/check-architecture.py [--repo DIR] [--graph CRATE]. Exits 1 and names every circle
 or wrong-way dependency; `--graph CRATE` prints that crate's file graph.
@@ -56,6 +58,11 @@ ENV_FREE = {
     "iterion-sandbox-docker",
     "iterion-sandbox-kubernetes",
     "iterion-store",
+}
+# Rule 5: the rooms of a crate, bottom first (folders under src/; files directly in src/ are
+# the crate's facade and belong to no room).
+ROOMS = {
+    "iterion-engine": ["records", "sandbox", "executor", "launcher", "preflight"],
 }
 ENV_READ_RE = re.compile(r"\benv::(?:var|var_os|vars|vars_os)\s*\(")
 
@@ -492,6 +499,27 @@ def main() -> int:
             for f, ts in sorted(graph.items()):
                 for t, via in sorted(ts.items()):
                     print(f"{shown(f, crate_dir)} -> {shown(t, crate_dir)}   ({via})")
+        rooms = ROOMS.get(name, [])
+
+        def room_of(path: Path):
+            try:
+                parts = path.relative_to(crate_dir / "src").parts
+            except ValueError:
+                return None
+            return parts[0] if len(parts) > 1 and parts[0] in rooms else None
+
+        for f, targets in sorted(graph.items()):
+            here = room_of(f)
+            if here is None:
+                continue
+            for t, via in sorted(targets.items()):
+                there = room_of(t)
+                if there is not None and rooms.index(there) > rooms.index(here):
+                    problems.append(
+                        f"{name}: {shown(f, crate_dir)} (room {here}) uses {shown(t, crate_dir)} "
+                        f"(room {there}, above it) via {via}; rooms import downwards: "
+                        + " < ".join(rooms)
+                    )
         for comp in sccs(graph):
             members = set(comp)
             lines = []

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::launcher::admission::AdmissionError;
 use crate::launcher::launch::{LaunchError, LaunchOptions};
-use crate::preflight::PreflightSetup;
+use crate::launcher::setup::PreflightSetup;
 use crate::records::secrets::ResolvedSecret;
 
 /// The engine: a store, the driver registry and the installed defaults.

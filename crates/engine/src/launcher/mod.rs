@@ -19,3 +19,4 @@ pub(crate) mod lease;
 pub(crate) mod reaper;
 pub(crate) mod resume;
 pub(crate) mod run;
+pub(crate) mod setup;

@@ -11,7 +11,7 @@ use iterion_sandbox_docker::{EndpointVars, EngineProbe, probe_endpoints};
 use iterion_sandbox_kubernetes::SchedulingPolicy;
 
 use super::report::BasicReport;
-use super::setup::PreflightSetup;
+use crate::launcher::setup::PreflightSetup;
 
 async fn bounded<T>(budget: Duration, future: impl Future<Output = T>) -> Option<T> {
     tokio::time::timeout(budget, future).await.ok()

@@ -32,11 +32,12 @@ use std::time::Duration;
 use iterion_sandbox::parse_go_duration;
 use iterion_vocab::Environment;
 
+pub use crate::launcher::setup::PreflightSetup;
 pub use report::{
     BasicReport, Check, CheckId, CheckStatus, Counts, HostClass, SCHEMA_VERSION, StrictReport,
     Target,
 };
-pub use setup::{PreflightRequest, PreflightSetup};
+pub use setup::PreflightRequest;
 
 use crate::launcher::engine::RunRequest;
 use crate::launcher::launch::LaunchError;

@@ -14,8 +14,9 @@ use iterion_sandbox_kubernetes::SchedulingPolicy;
 
 use super::judge::{self, BinaryFinding, DriverMiss, ImageFinding, Registry};
 use super::report::{Check, CheckId, Counts, HostClass, SCHEMA_VERSION, StrictReport, Target};
-use super::setup::{PreflightRequest, PreflightSetup};
+use super::setup::PreflightRequest;
 use crate::launcher::launch::LaunchError;
+use crate::launcher::setup::PreflightSetup;
 use crate::sandbox::resolve::{Resolved, resolve};
 
 /// How much of the engine binary is read: enough for any program header table.
