@@ -25,13 +25,13 @@ use crate::envelope::{
     ChannelError, Envelope, EnvelopeReader, EnvelopeWriter, RELAY_JSON_MAX, RELAY_TEXT_MAX,
     SNAPSHOT_MAX, clamp_json, clamp_text,
 };
-use crate::http::{HttpClient, Route};
-use crate::placement::{PermissionPolicy, Placement, sandbox_placement_of};
+use crate::http::{HttpClient, HttpError, Route};
+use crate::placement::{PermissionPolicy, Placement, PolicyError, sandbox_placement_of};
 use crate::provider::{Endpoint, Provider};
 use crate::session::{
     self, LoopEnd, LoopError, LoopObserver, LoopSpec, Question, Snapshot, ToolHost, ToolOutcome,
 };
-use crate::shell::OpenShell;
+use crate::shell::{OpenShell, ShellError};
 use crate::tools::LocalTools;
 use crate::wire::{ToolCall, ToolSpec};
 
@@ -138,11 +138,11 @@ where
     let mut reader = EnvelopeReader::new(input);
     let (task, replay, policy) = match bootstrap(&mut reader).await {
         Ok(parts) => parts,
-        Err(error) => return fatal(outbox, &error).await,
+        Err(error) => return fatal(outbox, &error.to_string()).await,
     };
     let code = match run_task(task, replay, policy, reader, &outbox, shells, env).await {
         Ok(()) => 0,
-        Err(error) => return fatal(outbox, &error).await,
+        Err(error) => return fatal(outbox, &error.to_string()).await,
     };
     outbox.close().await;
     code
@@ -160,61 +160,77 @@ async fn fatal(outbox: Outbox, error: &str) -> i32 {
 
 type Boot = (TaskData, Option<Replay>, Option<PermissionPolicy>);
 
+/// Why the runner stops before or while setting up its task (its text is the `result` error).
+#[derive(Debug, thiserror::Error)]
+enum RunnerError {
+    #[error("{0} [{code}] before task", code = .0.code())]
+    Channel(ChannelError),
+    #[error("session_replay does not decode: {0}")]
+    Replay(#[source] serde_json::Error),
+    #[error(transparent)]
+    Policy(PolicyError),
+    #[error("unexpected envelope {0:?} before task")]
+    Unexpected(String),
+    #[error("empty task")]
+    EmptyTask,
+    #[error("task does not decode: {0}")]
+    Task(#[source] serde_json::Error),
+    #[error("task model {0:?} names no known provider")]
+    UnknownProvider(String),
+    #[error("gateway task without the gateway capability marker (launcher/runner version skew)")]
+    GatewaySkew,
+    #[error("tool {0:?} executes in the sandbox but the runner has no registration for it")]
+    UnregisteredTool(String),
+    #[error("the runner has no working directory: {0}")]
+    NoWorkdir(#[source] std::io::Error),
+    #[error("the runner's shell could not be set up: {0}")]
+    Shell(ShellError),
+    #[error("{0}")]
+    Client(HttpError),
+}
+
 /// §13.2 steps 1–2: envelopes until `task`.
 async fn bootstrap<R: AsyncBufRead + Unpin>(
     reader: &mut EnvelopeReader<R>,
-) -> Result<Boot, String> {
+) -> Result<Boot, RunnerError> {
     let mut replay = None;
     let mut gateway = false;
     let mut policy = None;
     let data = loop {
-        let envelope = reader
-            .next()
-            .await
-            .map_err(|e| format!("{e} [{}] before task", e.code()))?;
+        let envelope = reader.next().await.map_err(RunnerError::Channel)?;
         match envelope.kind.as_str() {
             "session_replay" => {
                 let data = envelope.data.unwrap_or(Value::Null);
-                replay = Some(
-                    serde_json::from_value::<Replay>(data)
-                        .map_err(|e| format!("session_replay does not decode: {e}"))?,
-                );
+                replay = Some(serde_json::from_value::<Replay>(data).map_err(RunnerError::Replay)?);
             }
             "gateway_v1" => gateway = true,
             "permission_policy" => {
                 let raw = envelope.data.unwrap_or(Value::Null);
-                policy = Some(PermissionPolicy::parse(&raw).map_err(|e| e.to_string())?);
+                policy = Some(PermissionPolicy::parse(&raw).map_err(RunnerError::Policy)?);
             }
             "task" => break envelope.data,
-            other => return Err(format!("unexpected envelope {other:?} before task")),
+            other => return Err(RunnerError::Unexpected(other.to_owned())),
         }
     };
     let data = data
         .filter(|d| !d.is_null() && d.as_object().is_none_or(|o| !o.is_empty()))
-        .ok_or("empty task")?;
-    let task: TaskData =
-        serde_json::from_value(data).map_err(|e| format!("task does not decode: {e}"))?;
+        .ok_or(RunnerError::EmptyTask)?;
+    let task: TaskData = serde_json::from_value(data).map_err(RunnerError::Task)?;
     // Step 3: every route's key is a gateway credential under a sandbox.
     let provider = task
         .model
         .split_once('/')
         .and_then(|(p, _)| Provider::parse(p))
-        .ok_or_else(|| format!("task model {:?} names no known provider", task.model))?;
+        .ok_or_else(|| RunnerError::UnknownProvider(task.model.clone()))?;
     if provider.is_gateway_route() && !gateway {
-        return Err(
-            "gateway task without the gateway capability marker (launcher/runner version skew)"
-                .to_owned(),
-        );
+        return Err(RunnerError::GatewaySkew);
     }
     // A sandbox-placed tool must be registered here.
     for spec in &task.tools {
         if sandbox_placement_of(&spec.name) == Placement::Sandbox
             && Tool::from_name(&spec.name).is_none()
         {
-            return Err(format!(
-                "tool {:?} executes in the sandbox but the runner has no registration for it",
-                spec.name
-            ));
+            return Err(RunnerError::UnregisteredTool(spec.name.clone()));
         }
     }
     Ok((task, replay, policy))
@@ -228,12 +244,12 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
     outbox: &Outbox,
     shells: &dyn OpenShell,
     env: &Environment,
-) -> Result<(), String> {
+) -> Result<(), RunnerError> {
     let provider = task
         .model
         .split_once('/')
         .and_then(|(p, _)| Provider::parse(p))
-        .ok_or("no provider")?;
+        .ok_or_else(|| RunnerError::UnknownProvider(task.model.clone()))?;
     let model = task
         .model
         .split_once('/')
@@ -243,14 +259,14 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
         .unwrap_or_else(|| PermissionPolicy::allowing(task.tools.iter().map(|t| t.name.as_str())));
     // An empty workdir is the exec's own: the container's workspace folder.
     let workdir = if task.workdir.is_empty() {
-        std::env::current_dir().map_err(|e| format!("the runner has no working directory: {e}"))?
+        std::env::current_dir().map_err(RunnerError::NoWorkdir)?
     } else {
         PathBuf::from(&task.workdir)
     };
     let shell = shells
         .open(RUNNER_SESSION_ID, &workdir)
         .await
-        .map_err(|e| format!("the runner's shell could not be set up: {e}"))?;
+        .map_err(RunnerError::Shell)?;
     let host = RunnerTools {
         local: LocalTools::new(
             &workdir,
@@ -282,7 +298,7 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
         output: task.output.clone(),
     };
     let client = HttpClient::new(Route::EnvProxy, crate::http::MODEL_TIMEOUT, env)
-        .map_err(|e| e.to_string())?;
+        .map_err(RunnerError::Client)?;
     let observer = EventObserver {
         outbox: outbox.tx.clone(),
     };

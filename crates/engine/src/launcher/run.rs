@@ -37,7 +37,7 @@ use crate::sandbox::mounts::MountInputs;
 use crate::sandbox::resolve::{Resolved, resolve};
 use crate::sandbox::start::{SandboxOutcome, resolve_and_start_sandbox};
 use crate::sandbox::start_ctx::StartCtx;
-use crate::sandbox::worktree::{RunWorktree, create_worktree, workspace_root};
+use crate::sandbox::worktree::{RunWorktree, WorktreeError, create_worktree, workspace_root};
 use iterion_vocab::{FailureCode, OutcomeStatus};
 
 /// The `phase` of an admission refusal's `run_failed` (defined here).
@@ -127,9 +127,11 @@ impl Engine {
             ending.fail(code, message, PHASE_ADMISSION);
         } else {
             match self.workspace(&attempt, run).await {
-                Err(message) => {
-                    ending.fail(FailureCode::SandboxSetupFailed, message, "workspace setup")
-                }
+                Err(error) => ending.fail(
+                    FailureCode::SandboxSetupFailed,
+                    error.to_string(),
+                    "workspace setup",
+                ),
                 Ok((workspace, made)) => {
                     worktree = made;
                     let in_worktree = match &worktree {
@@ -311,7 +313,7 @@ impl Engine {
         &self,
         attempt: &Attempt,
         run: &Run,
-    ) -> Result<(PathBuf, Option<RunWorktree>), String> {
+    ) -> Result<(PathBuf, Option<RunWorktree>), WorktreeError> {
         let cwd = &attempt.launch.cwd;
         let (workspace, worktree) = match attempt.workflow.worktree {
             Worktree::Auto => {
@@ -322,7 +324,7 @@ impl Engine {
                             .await
                     }
                 };
-                let worktree = made.map_err(|error| error.to_string())?;
+                let worktree = made?;
                 (worktree.path().to_owned(), Some(worktree))
             }
             Worktree::None => (workspace_root(cwd, &self.environment).await, None),

@@ -9,7 +9,7 @@ use iterion_sandbox::{
     Capabilities, Driver, EnvOverlay, Factory, HostKind, HostSignals, Mode, Spec, format_duration,
     resolve_network_policy,
 };
-use iterion_sandbox_docker::{EndpointVars, EngineProbe, probe_endpoints};
+use iterion_sandbox_docker::{EndpointVars, EngineProbe, NoEngine, probe_endpoints};
 use iterion_sandbox_kubernetes::SchedulingPolicy;
 
 use super::judge::{self, BinaryFinding, DriverMiss, ImageFinding, Registry};
@@ -46,15 +46,35 @@ async fn bounded<T>(budget: Duration, future: impl Future<Output = T>) -> Option
     tokio::time::timeout(budget, future).await.ok()
 }
 
+/// Why the docker-daemon check has no engine to report.
+#[derive(Debug, thiserror::Error)]
+enum NoDaemon {
+    #[error(transparent)]
+    NoEngine(NoEngine),
+    #[error("no answer within {}", format_duration(*.0))]
+    TimedOut(Duration),
+    #[error("the engine probe stopped before answering")]
+    Stopped,
+}
+
+/// A bounded check that gave no answer.
+#[derive(Debug, thiserror::Error)]
+enum Unanswered {
+    #[error("the check stopped: {0}")]
+    Stopped(#[source] tokio::task::JoinError),
+    #[error("no answer within {}", format_duration(*.0))]
+    TimedOut(Duration),
+}
+
 /// Runs blocking `work` on the blocking pool within `budget`; `Err` names a timeout or a panic.
 async fn bounded_blocking<T: Send + 'static>(
     budget: Duration,
     work: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
+) -> Result<T, Unanswered> {
     match tokio::time::timeout(budget, tokio::task::spawn_blocking(work)).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(join)) => Err(format!("the check stopped: {join}")),
-        Err(_) => Err(format!("no answer within {}", format_duration(budget))),
+        Ok(Err(join)) => Err(Unanswered::Stopped(join)),
+        Err(_) => Err(Unanswered::TimedOut(budget)),
     }
 }
 
@@ -221,8 +241,8 @@ pub(crate) async fn run(
             let started = Instant::now();
             let endpoints = probe_endpoints(&vars);
             let answer = match bounded(budget, EngineProbe::connect(&endpoints, budget)).await {
-                Some(answer) => answer.map_err(|error| error.to_string()),
-                None => Err(format!("no answer within {}", format_duration(budget))),
+                Some(answer) => answer.map_err(NoDaemon::NoEngine),
+                None => Err(NoDaemon::TimedOut(budget)),
             };
             (started.elapsed(), answer)
         })
@@ -340,22 +360,18 @@ async fn docker_battery(
     setup: &PreflightSetup,
     request: &PreflightRequest<'_>,
     spec: &Spec,
-    daemon: Option<(Duration, Result<EngineProbe, String>)>,
+    daemon: Option<(Duration, Result<EngineProbe, NoDaemon>)>,
     rows: &mut Rows,
 ) {
     let budget = request.timeout;
     // docker-daemon: the answer asked beside the driver selection.
-    let (took, probe) = daemon.unwrap_or_else(|| {
-        (
-            Duration::ZERO,
-            Err("the engine probe stopped before answering".to_owned()),
-        )
-    });
+    let (took, probe) = daemon.unwrap_or_else(|| (Duration::ZERO, Err(NoDaemon::Stopped)));
+    let why = probe.as_ref().err().map(ToString::to_string);
     rows.push_took(
         took,
-        judge::docker_daemon(match &probe {
-            Ok(probe) => Ok((probe.endpoint(), probe.version())),
-            Err(why) => Err(why.as_str()),
+        judge::docker_daemon(match (&probe, &why) {
+            (Ok(probe), _) => Ok((probe.endpoint(), probe.version())),
+            (Err(_), why) => Err(why.as_deref().unwrap_or_default()),
         }),
     );
     let probe = probe.ok();
@@ -509,7 +525,7 @@ async fn read_binary(path: PathBuf, budget: Duration) -> BinaryFinding {
         },
         Err(why) => BinaryFinding::Unreadable {
             path: shown,
-            reason: why,
+            reason: why.to_string(),
         },
     }
 }

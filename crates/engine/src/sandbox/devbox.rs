@@ -280,7 +280,7 @@ pub(crate) async fn provision_host_devbox(
                             Some(DevboxRead::Present(config)) => {
                                 match stage_bot(&stage, config).await {
                                     Ok(()) => install(&devbox, &stage, host_path.as_deref()).await,
-                                    Err(e) => Err(format!("staging the bot config: {e}")),
+                                    Err(e) => Err(InstallError::Stage(e)),
                                 }
                             }
                             _ => Ok(()),
@@ -334,8 +334,26 @@ async fn stage_bot(stage: &Path, config: &DevboxConfig) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Why a host `devbox install` did not succeed (its text completes "devbox install failed for
+/// FILE: ...").
+#[derive(Debug, thiserror::Error)]
+enum InstallError {
+    #[error("staging the bot config: {0}")]
+    Stage(#[source] std::io::Error),
+    #[error("{0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("timed out after {}s", HOST_INSTALL_TIMEOUT.as_secs())]
+    TimedOut,
+    #[error("exit status {code}")]
+    Exit { code: i32 },
+    #[error("exit status {code}: {tail}")]
+    ExitSaying { code: i32, tail: String },
+    #[error("killed by a signal")]
+    Killed,
+}
+
 /// `devbox install -c <dir>` on the host, bounded; the reason when it did not succeed.
-async fn install(devbox: &Path, dir: &Path, host_path: Option<&str>) -> Result<(), String> {
+async fn install(devbox: &Path, dir: &Path, host_path: Option<&str>) -> Result<(), InstallError> {
     let mut command = tokio::process::Command::new(devbox);
     command
         .args(["install", "-c"])
@@ -351,16 +369,11 @@ async fn install(devbox: &Path, dir: &Path, host_path: Option<&str>) -> Result<(
     if let Some(path) = host_path {
         command.env("PATH", path);
     }
-    let child = command.spawn().map_err(|error| error.to_string())?;
+    let child = command.spawn().map_err(InstallError::Spawn)?;
     let group = iterion_sandbox::ProcessGroupGuard::new(child.id());
     let output = match tokio::time::timeout(HOST_INSTALL_TIMEOUT, child.wait_with_output()).await {
-        Err(_) => {
-            return Err(format!(
-                "timed out after {}s",
-                HOST_INSTALL_TIMEOUT.as_secs()
-            ));
-        }
-        Ok(Err(error)) => return Err(error.to_string()),
+        Err(_) => return Err(InstallError::TimedOut),
+        Ok(Err(error)) => return Err(InstallError::Spawn(error)),
         Ok(Ok(output)) => output,
     };
     group.finished();
@@ -370,9 +383,9 @@ async fn install(devbox: &Path, dir: &Path, host_path: Option<&str>) -> Result<(
     let stderr = String::from_utf8_lossy(&output.stderr);
     let tail: String = stderr.trim().lines().last().unwrap_or_default().to_owned();
     Err(match output.status.code() {
-        Some(code) if tail.is_empty() => format!("exit status {code}"),
-        Some(code) => format!("exit status {code}: {tail}"),
-        None => "killed by a signal".to_owned(),
+        Some(code) if tail.is_empty() => InstallError::Exit { code },
+        Some(code) => InstallError::ExitSaying { code, tail },
+        None => InstallError::Killed,
     })
 }
 
