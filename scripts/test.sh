@@ -78,6 +78,8 @@ command -v dockerd >/dev/null || missing+=(docker.io)
 command -v podman >/dev/null || missing+=(podman)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
+# scripts/check-architecture.py (tomllib: Python 3.11, Debian 12's).
+command -v python3 >/dev/null || missing+=(python3)
 [[ -n ${ITERION_IT_POSTGRES_URL:-} ]] || command -v pg_ctlcluster >/dev/null || missing+=(postgresql)
 if ((${#missing[@]})); then
     printf 'installing: %s\n' "${missing[*]}" >&2

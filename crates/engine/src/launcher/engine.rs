@@ -52,6 +52,10 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// A neutral engine over `store`, keeping run files under `iterion_home`, selecting drivers
     /// from the local registry (docker, podman, noop).
+    ///
+    /// Its environment is empty: the engine never reads the process's. An embedder installs the
+    /// one its runs should see with [`Engine::with_environment`] (the CLI passes
+    /// `Environment::from_process()`, taken once in `main`).
     pub fn new(store: Arc<dyn Store>, iterion_home: impl Into<PathBuf>) -> Engine {
         Engine {
             store,
