@@ -16,8 +16,9 @@
 5. A crate split into rooms (ROOMS below) imports downwards between them: a file of a room may use
    its own room and the rooms listed before it, never one listed after.
 
-Usage: scripts/check-architecture.py [--repo DIR] [--graph CRATE]. Exits 1 and names every circle
-or wrong-way dependency; `--graph CRATE` prints that crate's file graph.
+Usage: scripts/check-architecture.py [--repo DIR] [--graph CRATE] [--self-test]. Exits 1 and names every circle
+or wrong-way dependency; `--graph CRATE` prints that crate's file graph; `--self-test` breaks
+each rule once in a small tree and fails unless every one is reported (scripts/test.sh runs it).
 
 It reads Rust as text (comments and string literals are blanked first) rather than parsing it: a
 name it cannot resolve is attributed to the module that was named, which can only add edges, so
@@ -434,12 +435,9 @@ def crate_roots(crate_dir: Path) -> list[Path]:
     return roots
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--repo", default=Path(__file__).resolve().parent.parent, type=Path)
-    ap.add_argument("--graph", metavar="CRATE")
-    args = ap.parse_args()
-    repo = args.repo.resolve()
+def check(repo: Path, graph: str | None = None) -> tuple[list[str], int]:
+    """Every problem of the tree at `repo`, and how many crates it has; prints `graph`'s file
+    graph when asked."""
     problems: list[str] = []
 
     manifests = {}
@@ -495,7 +493,7 @@ def main() -> int:
     for name, (crate_dir, _data) in sorted(manifests.items()):
         crate = Crate(name, crate_dir, crate_roots(crate_dir))
         graph = crate.edges()
-        if args.graph == name:
+        if graph == name:
             for f, ts in sorted(graph.items()):
                 for t, via in sorted(ts.items()):
                     print(f"{shown(f, crate_dir)} -> {shown(t, crate_dir)}   ({via})")
@@ -531,12 +529,93 @@ def main() -> int:
                 f"{name}: a circle of {len(comp)} files:\n" + "\n".join(lines)
             )
 
+    return problems, len(manifests)
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def manifest(name: str, deps: list[str]) -> str:
+    lines = [f'[package]\nname = "{name}"\n', "[dependencies]"]
+    lines += [f"{d}.workspace = true" for d in deps]
+    return "\n".join(lines) + "\n"
+
+
+def self_test() -> int:
+    """Each rule, broken once in a small tree, is reported; the same tree mended is clean."""
+    import tempfile
+
+    clean = {
+        "crates/vocab/Cargo.toml": manifest("iterion-vocab", []),
+        "crates/vocab/src/lib.rs": "mod a;\nmod b;\npub use a::A;\n",
+        "crates/vocab/src/a.rs": "pub struct A;\n",
+        "crates/vocab/src/b.rs": "use crate::A;\npub struct B(A);\n",
+        "crates/sandbox/Cargo.toml": manifest("iterion-sandbox", ["iterion-vocab"]),
+        "crates/sandbox/src/lib.rs": "pub fn f(env: &E) { env.get(\"HOME\"); }\n",
+        "crates/engine/Cargo.toml": manifest("iterion-engine", ["iterion-sandbox"]),
+        "crates/engine/src/lib.rs": "mod records;\nmod launcher;\n",
+        "crates/engine/src/records/mod.rs": "pub(crate) mod sink;\n",
+        "crates/engine/src/records/sink.rs": "pub struct Sink;\n",
+        "crates/engine/src/launcher/mod.rs": "pub(crate) mod run;\n",
+        "crates/engine/src/launcher/run.rs": "use crate::records::sink::Sink;\npub struct Run(Sink);\n",
+    }
+    broken = {
+        # 1: b.rs uses a.rs (through lib's re-export), and a.rs uses b.rs.
+        "crates/vocab/src/a.rs": "use crate::b::B;\npub struct A(Box<B>);\n",
+        # 2: the bottom layer depends on the engine.
+        "crates/vocab/Cargo.toml": manifest("iterion-vocab", ["iterion-engine"]),
+        # 3: the core names an engine client; 4: it reads the process environment.
+        "crates/sandbox/Cargo.toml": manifest("iterion-sandbox", ["iterion-vocab", "bollard"]),
+        "crates/sandbox/src/lib.rs": "pub fn f() { std::env::var(\"HOME\").ok(); }\n",
+        # 5: the records room uses the launcher room above it.
+        "crates/engine/src/records/sink.rs": "pub struct Sink(crate::launcher::run::Run);\n",
+    }
+    expected = [
+        ("iterion-vocab: a circle of 2 files", "rule 1"),
+        ("depends on iterion-engine", "rule 2"),
+        ("reaches bollard", "rule 3"),
+        ("reads the process environment", "rule 4"),
+        ("(room records) uses src/launcher/run.rs", "rule 5"),
+    ]
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        write_tree(root, clean)
+        found, _ = check(root)
+        if found:
+            failures.append(f"the clean tree reports: {found}")
+        write_tree(root, broken)
+        found, _ = check(root)
+        for needle, rule in expected:
+            if not any(needle in p for p in found):
+                failures.append(f"{rule} is not reported (looked for {needle!r} in {found})")
+    for f in failures:
+        print(f"check-architecture --self-test: {f}", file=sys.stderr)
+    if failures:
+        return 1
+    print(f"check-architecture --self-test: ok ({len(expected)} rules each caught)")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repo", default=Path(__file__).resolve().parent.parent, type=Path)
+    ap.add_argument("--graph", metavar="CRATE")
+    ap.add_argument("--self-test", action="store_true", help="check that every rule can fail")
+    args = ap.parse_args()
+    if args.self_test:
+        return self_test()
+    problems, crates = check(args.repo.resolve(), args.graph)
     for p in problems:
         print(f"check-architecture: {p}")
     if problems:
         print(f"check-architecture: {len(problems)} problem(s)", file=sys.stderr)
         return 1
-    print(f"check-architecture: ok ({len(manifests)} crates)")
+    print(f"check-architecture: ok ({crates} crates)")
     return 0
 
 

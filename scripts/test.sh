@@ -11,8 +11,9 @@
 #      database, and exports ITERION_IT_POSTGRES_URL for the store's PostgreSQL tests;
 #   3. builds the local test images (scripts/build-test-images.sh; cached by tag), the busybox one
 #      in podman's storage as well;
-#   4. cargo fmt --check, the house rules no compiler checks (scripts/check-architecture.py: no
-#      import circles, crates pointing one way, the environment read only at the edge), cargo
+#   4. cargo fmt --check, the house rules no compiler checks (scripts/check-architecture.py, after
+#      its --self-test shows each rule can fail: no import circles, crates pointing one way, the
+#      environment read only at the edge, the engine's rooms importing downwards), cargo
 #      clippy -D warnings, the static engine binary
 #      (scripts/build-static.sh, exported as ITERION_STATIC_BIN for the container tests), the test
 #      suite with cargo-nextest and ITERION_IT_DOCKER=1 (so a missing engine or static binary
@@ -240,7 +241,8 @@ cd "$REPO_ROOT"
 section "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 
-section "python3 scripts/check-architecture.py"
+section "python3 scripts/check-architecture.py (--self-test, then the tree)"
+python3 scripts/check-architecture.py --self-test
 python3 scripts/check-architecture.py
 
 section "cargo clippy --workspace --all-targets -- -D warnings"
