@@ -236,6 +236,45 @@ async fn plan(
     })
 }
 
+/// The host side of applying a plan, recording in `made` what it made: the copy, the binds'
+/// dirs, the mount events, the run dir and the proxy's addresses on it.
+#[allow(clippy::too_many_arguments)]
+async fn make_host_side(
+    ctx: &StartCtx<'_>,
+    copy: Option<PlannedCopy>,
+    dirs: Vec<mounts::PlannedDir>,
+    events: Vec<Event>,
+    dropped: Option<SandboxHostBindsDropped>,
+    closed_network: bool,
+    driver: &dyn Driver,
+    made: &mut Made,
+) -> Result<(std::path::PathBuf, iterion_sandbox::ProxyAddresses), SetupError> {
+    if let Some(PlannedCopy { landing, owner }) = copy {
+        copy::make(ctx, &landing, owner).await?;
+        made.landing = Some(landing);
+    }
+    mounts::make_dirs(&dirs).await?;
+    for event in events {
+        ctx.events.emit(event).await;
+    }
+    if let Some(dropped) = dropped {
+        ctx.events
+            .emit(Event::SandboxHostBindsDropped(dropped))
+            .await;
+    }
+    let run_dir = rundir::create(
+        ctx.run_id,
+        ctx.store_id,
+        closed_network,
+        &ctx.mount_inputs.env,
+    )
+    .await?;
+    made.run_dir = Some(run_dir.clone());
+    let addresses = iterion_sandbox::proxy_addresses_for_driver(driver, &run_dir)
+        .map_err(|error| SetupError::classify(&error))?;
+    Ok((run_dir, addresses))
+}
+
 /// What applying a plan has made so far, undone when a later step fails.
 #[derive(Default)]
 struct Made {
@@ -271,49 +310,29 @@ async fn apply(
     } = plan;
     let resolved = ctx.resolved;
     let mut made = Made::default();
-    if let Some(PlannedCopy { landing, owner }) = copy {
-        copy::make(ctx, &landing, owner).await?;
-        made.landing = Some(landing);
-    }
-    if let Err(error) = mounts::make_dirs(&plan.dirs).await {
-        made.undo().await;
-        return Err(error);
-    }
-    for event in plan.events {
-        ctx.events.emit(event).await;
-    }
-    if let Some(dropped) = dropped {
-        ctx.events
-            .emit(Event::SandboxHostBindsDropped(dropped))
-            .await;
-    }
-    let run_dir = match rundir::create(
-        ctx.run_id,
-        ctx.store_id,
+    let (run_dir, addresses) = match make_host_side(
+        ctx,
+        copy,
+        plan.dirs,
+        plan.events,
+        dropped,
         closed_network,
-        &ctx.mount_inputs.env,
+        driver,
+        &mut made,
     )
     .await
     {
-        Ok(dir) => dir,
+        Ok(made_dirs) => made_dirs,
         Err(error) => {
             made.undo().await;
             return Err(error);
         }
     };
-    made.run_dir = Some(run_dir.clone());
     let workspace_path = match &made.landing {
         Some(landing) => landing.copy.clone(),
         None => ctx.mount_inputs.workspace.clone(),
     };
     // L10: the proxy, listening from here on; every later failure shuts it down.
-    let addresses = match iterion_sandbox::proxy_addresses_for_driver(driver, &run_dir) {
-        Ok(addresses) => addresses,
-        Err(error) => {
-            made.undo().await;
-            return Err(SetupError::classify(&error));
-        }
-    };
     let proxy = match egress::start_network_proxy(
         &egress::ProxyRequest {
             policy: &policy,
