@@ -85,5 +85,10 @@ else
     exit 1
 fi
 command -v file >/dev/null && echo "static binary: $(file -L "$bin")" >&2
+# Cargo has just judged the static build up to date with the sources; say so in its mtime too.
+# When cargo keeps it as is (nothing changed), a later relink of the dynamic target/debug/iterion
+# (another feature set) would otherwise leave the twin looking older than it, and the engine
+# (engine_binary.rs) refuses a stale-looking twin.
+touch "$bin"
 
 printf '%s\n' "$bin"
