@@ -97,6 +97,9 @@ pub use preflight::{
     PreflightSetup, SCHEMA_VERSION, StrictReport, Target, build_basic_report, build_strict_report,
     doctor_timeout_from_env, preflight_sandbox, sandbox_preflight_enabled,
 };
+pub use records::agent_events::{
+    AgentToolCall, AgentTurn, TRANSCRIPT_TEXT_MAX, bound_transcript_text,
+};
 pub use records::events::{
     BudgetDimension, BudgetExceeded, EdgeConditionError, EdgeSelected, Event, LoopExhausted,
     NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, PHASE_EXECUTION, RunCancelled, RunFailed,

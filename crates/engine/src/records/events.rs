@@ -13,6 +13,7 @@
 use iterion_agent::wire::Usage;
 use serde::{Deserialize, Serialize};
 
+use crate::records::agent_events::{AgentToolCall, AgentTurn};
 use crate::records::sandbox_events::{
     NetworkBlocked, SandboxAttachmentsCopied, SandboxBuildFailed, SandboxBuildFinished,
     SandboxBuildStarted, SandboxClawRoutedViaRunner, SandboxDevboxProvisioned, SandboxEnvDenied,
@@ -98,6 +99,10 @@ pub enum Event {
     SandboxRunfilesDrainFailed(SandboxRunfilesDrainFailed),
     /// The egress proxy refused a request.
     NetworkBlocked(NetworkBlocked),
+    /// An agent's model answered once (claw, delegates).
+    AgentTurn(AgentTurn),
+    /// An agent called a tool.
+    AgentToolCall(AgentToolCall),
 }
 
 impl Event {
@@ -139,6 +144,8 @@ impl Event {
             Event::SandboxWorkspaceExportFailed(_) => "sandbox_workspace_export_failed",
             Event::SandboxRunfilesDrainFailed(_) => "sandbox_runfiles_drain_failed",
             Event::NetworkBlocked(_) => "network_blocked",
+            Event::AgentTurn(_) => "agent_turn",
+            Event::AgentToolCall(_) => "agent_tool_call",
         }
     }
 

@@ -487,3 +487,51 @@ fn a_build_error_is_clamped_to_4096_bytes() {
         (4096, true)
     );
 }
+
+#[test]
+fn agent_transcript_events_have_exactly_their_keys() {
+    use crate::records::agent_events::*;
+    assert_wire(
+        Event::AgentTurn(AgentTurn {
+            node: "fix".into(),
+            backend: "claw".into(),
+            turn: 1,
+            model: None,
+            stop_reason: Some("tool_use".into()),
+            input_tokens: Some(12),
+            output_tokens: None,
+        }),
+        "agent_turn",
+        json!({"node": "fix", "backend": "claw", "turn": 1, "stop_reason": "tool_use",
+               "input_tokens": 12}),
+    );
+    assert_wire(
+        Event::AgentToolCall(AgentToolCall {
+            node: "fix".into(),
+            backend: "claude_code".into(),
+            turn: 2,
+            tool: "Bash".into(),
+            input: r#"{"command":"ls"}"#.into(),
+            result: None,
+            is_error: false,
+            exit_code: Some(0),
+            duration_ms: None,
+        }),
+        "agent_tool_call",
+        json!({"node": "fix", "backend": "claude_code", "turn": 2, "tool": "Bash",
+               "input": "{\"command\":\"ls\"}", "is_error": false, "exit_code": 0}),
+    );
+}
+
+#[test]
+fn transcript_texts_are_bounded_on_a_char_boundary_with_a_note() {
+    use crate::records::agent_events::*;
+    assert_eq!(bound_transcript_text("short"), "short");
+    let long = "é".repeat(TRANSCRIPT_TEXT_MAX);
+    let cut = bound_transcript_text(&long);
+    assert!(cut.len() < TRANSCRIPT_TEXT_MAX + 40, "{}", cut.len());
+    assert!(cut.ends_with(&format!(
+        "… [{} bytes cut]",
+        long.len() - TRANSCRIPT_TEXT_MAX
+    )));
+}

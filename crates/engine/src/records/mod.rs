@@ -7,6 +7,7 @@
 //!
 //! Nothing here runs a node or a sandbox; every other room records through this one.
 
+pub(crate) mod agent_events;
 pub(crate) mod events;
 pub(crate) mod record;
 pub(crate) mod redacting_store;
