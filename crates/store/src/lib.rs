@@ -34,6 +34,7 @@ mod error;
 mod home;
 mod model;
 mod postgres;
+mod removal;
 mod save_rules;
 mod select;
 mod sqlite;
@@ -43,8 +44,9 @@ mod time;
 pub use error::{BackendError, DbLocation, Error, Result};
 pub use home::{DB_FILE_NAME, ITERION_HOME, db_path, iterion_home_from_env, resolve_iterion_home};
 pub use model::{
-    Admission, AdmissionDecision, Claim, Event, InitialStatus, InvalidRunId, Lease, LeaseRequest,
-    Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId, RunStatus, Trust,
+    AMBIGUOUS_SHOWN, Admission, AdmissionDecision, Claim, Event, InitialStatus, InvalidRunId,
+    Lease, LeaseRequest, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
+    RunRef, RunStatus, Trust, resolve_run,
 };
 pub use postgres::{PgOptions, PgStore};
 pub use select::{ITERION_STORE_URL, open_store, store_from_env};
