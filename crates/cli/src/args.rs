@@ -12,9 +12,10 @@ pub use listen::{ListenSpec, parse_listen};
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0  success (a run finished; a check passed)
-  1  failed: a run ended failed, failed_resumable or cancelled; a refused resume or rm; a failed check
+  1  failed: a run ended failed, failed_resumable or cancelled; a refused resume or rm; a failed
+     check; a RUN that matches no run, or several
   2  bad input: an unreadable file, a bad flag, variable or config file, a workflow that does not
-     compile, a launch refused before the run exists, a run id that names no run
+     compile, a launch refused before the run exists, text that cannot name a run
   3  paused: the run waits for an answer (`iterion resume RUN --answer TEXT`)
 
 A RUN is a run id, the start of one (any unambiguous prefix), or `last` (the newest run).";

@@ -59,6 +59,9 @@ impl Failure {
             if let Some(e) = cause.downcast_ref::<iterion_store::Error>() {
                 return e.code();
             }
+            if let Some(e) = cause.downcast_ref::<iterion_dsl::LoadError>() {
+                return e.code();
+            }
             if let Some(e) = cause.downcast_ref::<crate::config::ConfigError>() {
                 return e.code();
             }
