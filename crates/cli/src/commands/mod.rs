@@ -221,6 +221,12 @@ pub fn finish(summary: &iterion_engine::RunSummary, json: bool) -> Exit {
                 crate::terminal::terminal_safe(&output.to_string())
             );
         }
+        if let Some(branch) = &summary.branch {
+            crate::output::outln!(
+                "changes committed on branch {}",
+                crate::terminal::terminal_safe(branch)
+            );
+        }
         if let Some(path) = &summary.worktree {
             crate::output::outln!("worktree kept at {}", path.display());
         }

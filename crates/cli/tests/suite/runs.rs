@@ -476,3 +476,41 @@ fn completions_are_generated_for_bash_zsh_and_fish() {
     }
     env.cmd().args(["completions", "tcsh"]).assert().code(2);
 }
+
+#[test]
+fn a_worktree_auto_run_prints_the_branch_its_changes_landed_on() {
+    let env = Env::new();
+    let file = env.write(
+        "wt.iter",
+        "tool edit:\n  command: `echo changed > a.txt; echo ok`\n\nworkflow wt:\n  entry: edit\n  worktree: auto\n  edit -> done\n",
+    );
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(env.ws.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["add", "wt.iter"]);
+    git(&["commit", "-qm", "init"]);
+    let out = env
+        .cmd()
+        .args(["run", "--sandbox", "none"])
+        .arg(&file)
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let run = env.only_run();
+    assert!(
+        stdout_of(&out).contains(&format!(
+            "changes committed on branch iterion/wt/{}",
+            run.id
+        )),
+        "{}",
+        stdout_of(&out)
+    );
+}
