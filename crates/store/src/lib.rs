@@ -35,6 +35,7 @@ mod home;
 mod model;
 mod postgres;
 mod removal;
+mod run_ref;
 mod save_rules;
 mod select;
 mod sqlite;
@@ -44,11 +45,11 @@ mod time;
 pub use error::{BackendError, DbLocation, Error, Result};
 pub use home::{DB_FILE_NAME, ITERION_HOME, db_path, iterion_home_from_env, resolve_iterion_home};
 pub use model::{
-    AMBIGUOUS_SHOWN, Admission, AdmissionDecision, Claim, Event, InitialStatus, InvalidRunId,
-    Lease, LeaseRequest, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
-    RunRef, RunStatus, Trust, resolve_run,
+    Admission, AdmissionDecision, Claim, Event, InitialStatus, InvalidRunId, Lease, LeaseRequest,
+    Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId, RunStatus, Trust,
 };
 pub use postgres::{PgOptions, PgStore};
+pub use run_ref::{AMBIGUOUS_SHOWN, RunRef, resolve_run};
 pub use select::{ITERION_STORE_URL, open_store, store_from_env};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 pub use store::{RunQuery, Store, update_run};

@@ -3,8 +3,8 @@
 
 use std::fmt;
 
-use super::id::RunId;
 use crate::error::{Error, Result};
+use crate::model::RunId;
 use crate::store::{RunQuery, Store};
 
 /// How many candidates an ambiguous prefix lists before "and N more".
