@@ -514,3 +514,169 @@ fn a_worktree_auto_run_prints_the_branch_its_changes_landed_on() {
         stdout_of(&out)
     );
 }
+
+fn docker(args: &[&str]) -> String {
+    let out = std::process::Command::new("docker")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "docker {args:?}: {}", stderr_of(&out));
+    stdout_of(&out).trim().to_owned()
+}
+
+fn docker_exists(kind: &str, name: &str) -> bool {
+    std::process::Command::new("docker")
+        .args([kind, "inspect", name])
+        .output()
+        .unwrap()
+        .status
+        .success()
+}
+
+/// An image committed from the busybox test image with `labels`, tagged `tag`; its id.
+fn labelled_image(tag: &str, labels: &[(&str, &str)]) -> String {
+    let container = docker(&["create", iterion_test_support::BUSYBOX_IMAGE, "true"]);
+    let mut args = vec!["commit".to_owned()];
+    for (k, v) in labels {
+        args.push("--change".to_owned());
+        args.push(format!("LABEL {k}={v}"));
+    }
+    args.push(container.clone());
+    args.push(tag.to_owned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let id = docker(&args);
+    docker(&["rm", &container]);
+    id
+}
+
+/// Removes what a test made, whatever happened.
+struct Leftovers(Vec<(&'static str, String)>);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for (kind, name) in &self.0 {
+            let _ = std::process::Command::new("docker")
+                .args([kind, "rm", "-f", name])
+                .output();
+        }
+    }
+}
+
+#[test]
+fn docker_prune_dry_run_lists_a_built_image_and_its_nix_volume_and_removes_nothing_then_prune_removes_them()
+ {
+    if !super::support::docker_or_skip("cli::runs::docker_prune") {
+        return;
+    }
+    let env = Env::new();
+    let (older, newer) = two_runs(&env);
+    let store = env.store_id().unwrap();
+    let built_tag = format!("iterion-sandbox-build:{older}");
+    let built = labelled_image(
+        &built_tag,
+        &[
+            ("iterion.io/managed", "true"),
+            ("iterion.io/store", &store),
+            ("iterion.io/run-id", &older),
+        ],
+    );
+    let hex = built.trim_start_matches("sha256:")[..12].to_owned();
+    let volume = format!("iterion-nix-{hex}");
+    let other_store_tag = format!("iterion-sandbox-build:{newer}-elsewhere");
+    let elsewhere = labelled_image(
+        &other_store_tag,
+        &[
+            ("iterion.io/managed", "true"),
+            ("iterion.io/store", "another-store"),
+            ("iterion.io/run-id", &older),
+        ],
+    );
+    let _leftovers = Leftovers(vec![
+        ("image", built_tag.clone()),
+        ("image", other_store_tag.clone()),
+        ("volume", volume.clone()),
+    ]);
+    docker(&[
+        "volume",
+        "create",
+        "--label",
+        "iterion.io/managed=true",
+        "--label",
+        &format!("iterion.io/store={store}"),
+        "--label",
+        "iterion.io/purpose=nix-store",
+        "--label",
+        &format!("iterion.io/image={hex}"),
+        &volume,
+    ]);
+
+    let prune = |extra: &[&str]| -> Value {
+        let out = env
+            .cmd()
+            .args(["prune", "--older-than", "0s", "--json"])
+            .args(extra)
+            .assert()
+            .code(0)
+            .get_output()
+            .clone();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let dry = prune(&["--dry-run"]);
+    assert!(
+        dry["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i == built.as_str()),
+        "{dry}"
+    );
+    assert!(
+        !dry["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i == elsewhere.as_str()),
+        "{dry}"
+    );
+    assert!(
+        dry["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == volume.as_str()),
+        "{dry}"
+    );
+    assert_eq!(dry["runs"], serde_json::json!([older, newer]));
+    // Nothing moved.
+    assert!(docker_exists("image", &built_tag) && docker_exists("volume", &volume));
+    assert_eq!(env.runs().len(), 2);
+
+    let done = prune(&[]);
+    assert!(
+        done["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i == built.as_str()),
+        "{done}"
+    );
+    assert!(
+        done["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == volume.as_str()),
+        "{done}"
+    );
+    assert!(
+        !docker_exists("image", &built_tag),
+        "the built image is still there"
+    );
+    assert!(
+        !docker_exists("volume", &volume),
+        "the nix volume is still there"
+    );
+    // Another store's image is never ours to remove.
+    assert!(docker_exists("image", &other_store_tag));
+    assert_eq!(env.runs().len(), 0);
+}
