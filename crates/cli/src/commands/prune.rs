@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use iterion_sandbox::ResourceKind;
-use iterion_store::{RunId, Store, Timestamp};
+use iterion_store::{RunId, Timestamp};
 use serde_json::json;
 
 use crate::args::PruneArgs;
@@ -43,10 +43,14 @@ async fn prune(args: PruneArgs, env: &iterion_vocab::Environment) -> Result<Exit
     let mut refused = Vec::new();
     let report = if args.dry_run {
         // The children go with their roots: the reaper is told about every run of each tree.
+        let every = store
+            .list_runs(&iterion_store::RunQuery::newest(MAX_RUNS))
+            .await
+            .map_err(Failure::failed)?;
         let mut doomed: Vec<RunId> = Vec::new();
         for run in &old {
             doomed.push(run.id.clone());
-            doomed.extend(descendants(store.as_ref(), &run.id).await);
+            doomed.extend(descendants(&every, &run.id));
         }
         removed = doomed;
         iterion_engine::survey_local(Arc::clone(&store), &reapers, env, &removed).await
@@ -144,19 +148,13 @@ async fn prune(args: PruneArgs, env: &iterion_vocab::Environment) -> Result<Exit
     })
 }
 
-/// The runs below `root` (children, theirs, …), for a dry run's accounting.
-async fn descendants(store: &dyn Store, root: &RunId) -> Vec<RunId> {
-    let Ok(runs) = store
-        .list_runs(&iterion_store::RunQuery::newest(MAX_RUNS))
-        .await
-    else {
-        return Vec::new();
-    };
+/// The runs of `runs` below `root` (children, theirs, …), for a dry run's accounting.
+fn descendants(runs: &[iterion_store::Run], root: &RunId) -> Vec<RunId> {
     let mut found = vec![root.clone()];
     let mut grew = true;
     while grew {
         grew = false;
-        for run in &runs {
+        for run in runs {
             if let Some(parent) = &run.parent_run_id
                 && found.contains(parent)
                 && !found.contains(&run.id)

@@ -35,6 +35,9 @@ pub async fn ps(args: PsArgs, env: &iterion_vocab::Environment) -> Exit {
 
 async fn list(args: &PsArgs, env: &iterion_vocab::Environment) -> Result<Exit, Failure> {
     let (_, store) = open_store(env).await?;
+    // A run whose process died is `running` until crash recovery notices its lapsed lease; ps
+    // shows what is true (every `run` and `resume` recovers the same way).
+    iterion_engine::recover_interrupted(store.as_ref()).await;
     let mut runs: Vec<Run> = if args.all {
         store
             .list_runs(&RunQuery::newest(args.limit))
