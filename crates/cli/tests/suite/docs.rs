@@ -371,3 +371,142 @@ fn docs_cli_check_reports_a_missing_command_or_flag() {
         ]
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// README.md and docs/: links stay inside the repository and land
+
+/// GitHub's anchor for a heading text: lower case, punctuation dropped, spaces as hyphens.
+fn slug(heading: &str) -> String {
+    heading
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The targets of the Markdown links `[text](target)` of `doc`, outside code.
+fn link_targets(doc: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_fence = false;
+    for line in doc.lines() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("](") {
+            rest = &rest[at + 2..];
+            if let Some(end) = rest.find(')') {
+                out.push(rest[..end].to_owned());
+                rest = &rest[end..];
+            }
+        }
+    }
+    out
+}
+
+/// What is wrong with the links of the document at `path` (text `doc`): a pointer outside the
+/// repository, a file that does not exist, an anchor no heading makes.
+fn link_problems(path: &Path, doc: &str, repo: &Path) -> Vec<String> {
+    let mut problems = Vec::new();
+    for needle in ["shared/design", "../shared"] {
+        if doc.contains(needle) {
+            problems.push(format!("{}: mentions {needle}", path.display()));
+        }
+    }
+    let repo = repo.canonicalize().unwrap();
+    for target in link_targets(doc) {
+        if target.starts_with("http://") || target.starts_with("https://") {
+            continue;
+        }
+        let (file, anchor) = match target.split_once('#') {
+            Some((f, a)) => (f, Some(a)),
+            None => (target.as_str(), None),
+        };
+        let linked = if file.is_empty() {
+            path.to_path_buf()
+        } else {
+            path.parent().unwrap().join(file)
+        };
+        let Ok(real) = linked.canonicalize() else {
+            problems.push(format!("{}: {target}: no such file", path.display()));
+            continue;
+        };
+        if !real.starts_with(&repo) {
+            problems.push(format!(
+                "{}: {target}: outside the repository",
+                path.display()
+            ));
+            continue;
+        }
+        if let Some(anchor) = anchor {
+            let text = std::fs::read_to_string(&real).unwrap_or_default();
+            if !headings(&text).iter().any(|(_, h)| slug(h) == anchor) {
+                problems.push(format!("{}: {target}: no such heading", path.display()));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn docs_links_stay_inside_the_repository_and_land() {
+    let repo = root();
+    let mut files = vec![repo.join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    let mut problems = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        problems.extend(link_problems(file, &text, &repo));
+    }
+    assert_eq!(problems, Vec::<String>::new());
+    let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
+    for doc in [
+        "language.md",
+        "cli.md",
+        "sandbox.md",
+        "security.md",
+        "cloud.md",
+        "subbots.md",
+    ] {
+        assert!(
+            readme.contains(&format!("](docs/{doc})")),
+            "README.md links docs/{doc}"
+        );
+    }
+}
+
+#[test]
+fn docs_link_check_reports_bad_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(repo.join("docs")).unwrap();
+    std::fs::write(repo.join("docs/a.md"), "# A\n\n## The `--sandbox` flag\n").unwrap();
+    std::fs::write(dir.path().join("outside.md"), "# Out\n").unwrap();
+    let doc = "See [a](docs/a.md#the---sandbox-flag), [b](docs/a.md#nope), [c](docs/b.md),\n\
+               [d](../outside.md), [e](#here), [f](https://example.com/x) and ../shared/design.\n\
+               \n## Here\n\n```\n[g](docs/none.md)\n```\n";
+    let readme = repo.join("README.md");
+    std::fs::write(&readme, doc).unwrap();
+    let shown = readme.display().to_string();
+    assert_eq!(
+        link_problems(&readme, doc, &repo),
+        vec![
+            format!("{shown}: mentions shared/design"),
+            format!("{shown}: mentions ../shared"),
+            format!("{shown}: docs/a.md#nope: no such heading"),
+            format!("{shown}: docs/b.md: no such file"),
+            format!("{shown}: ../outside.md: outside the repository"),
+        ]
+    );
+}
