@@ -174,9 +174,44 @@ fn iterion_literals(text: &str) -> BTreeSet<String> {
     out
 }
 
-/// Every `ITERION_*` name a non-test source of the workspace's crates names as a literal.
+/// The `ITERION_…` words of a shell script (`${ITERION_X:-…}`, comments included).
+fn iterion_words(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("ITERION_") {
+        let before = text.len() - rest.len() + at;
+        rest = &rest[at..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        rest = &rest[name.len()..];
+        let glued = text[..before]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !glued && !name.ends_with('_') {
+            out.insert(name);
+        }
+    }
+    out
+}
+
+/// Every `ITERION_*` name a non-test source of the workspace's crates names as a literal, and
+/// every one the scripts under `scripts/` use.
 fn variables_read() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
+    let mut stack = vec![root().join("scripts")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "sh") {
+                names.extend(iterion_words(&std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
     let crates = root().join("crates");
     for entry in std::fs::read_dir(&crates).unwrap() {
         let src = entry.unwrap().path().join("src");
@@ -233,6 +268,12 @@ fn docs_variable_check_reports_a_missing_variable() {
         "engine/src/executor/input_tests.rs"
     )));
     assert!(is_test_file(Path::new("test-support/src/lib.rs")));
+    let script = "# ITERION_DOC_ONLY is read below\nreadonly X=\"${ITERION_CACHE:-/var}\"\n\
+                  Y=MY_ITERION_OTHER; Z=ITERION_\n";
+    assert_eq!(
+        iterion_words(script).into_iter().collect::<Vec<_>>(),
+        vec!["ITERION_CACHE".to_owned(), "ITERION_DOC_ONLY".to_owned()]
+    );
     assert!(!is_test_file(Path::new("engine/src/executor/input.rs")));
 }
 
