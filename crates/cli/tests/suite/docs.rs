@@ -551,3 +551,52 @@ fn docs_link_check_reports_bad_links() {
         ]
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// docs/cli.md: event types
+
+/// The event types `Event::kind` spells (`crates/engine/src/records/events.rs`): the string of
+/// every arm of its match.
+fn event_kinds(source: &str) -> BTreeSet<String> {
+    let Some(start) = source.find("pub fn kind(&self)") else {
+        return BTreeSet::new();
+    };
+    let body = &source[start..];
+    let body = &body[..body.find("\n    }\n").unwrap_or(body.len())];
+    body.split("=> \"")
+        .skip(1)
+        .filter_map(|arm| arm.split_once('"').map(|(kind, _)| kind.to_owned()))
+        .collect()
+}
+
+#[test]
+fn docs_cli_md_documents_every_event_type() {
+    let source =
+        std::fs::read_to_string(root().join("crates/engine/src/records/events.rs")).unwrap();
+    let kinds = event_kinds(&source);
+    for known in ["run_started", "sandbox_started", "network_blocked"] {
+        assert!(kinds.contains(known), "the scan missed {known}: {kinds:?}");
+    }
+    let cli = doc("cli.md");
+    let events = section(&cli, "iterion events").expect("an `## iterion events` section");
+    let missing: Vec<&String> = kinds
+        .iter()
+        .filter(|k| !events.contains(&format!("`{k}`")))
+        .collect();
+    assert_eq!(
+        missing,
+        Vec::<&String>::new(),
+        "each event type needs a row in the `iterion events` section of docs/cli.md"
+    );
+}
+
+#[test]
+fn docs_event_scan_reads_the_kind_match_only() {
+    let source = "impl Event {\n    pub fn kind(&self) -> &'static str {\n        match self {\n            \
+                  Event::A(_) => \"a_b\",\n            Event::C(_) => \"c\",\n        }\n    }\n\n    \
+                  pub fn other(&self) -> &str {\n        match self { _ => \"not_a_kind\" }\n    }\n}\n";
+    assert_eq!(
+        event_kinds(source).into_iter().collect::<Vec<_>>(),
+        vec!["a_b".to_owned(), "c".to_owned()]
+    );
+}
