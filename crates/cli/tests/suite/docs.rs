@@ -600,3 +600,59 @@ fn docs_event_scan_reads_the_kind_match_only() {
         vec!["a_b".to_owned(), "c".to_owned()]
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// docs/: complete examples compile
+
+/// The bodies of the code blocks of `doc` fenced with ```` ```iter ````.
+fn iter_examples(doc: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for line in doc.lines() {
+        match &mut current {
+            None if line.trim_end() == "```iter" => current = Some(String::new()),
+            Some(_) if line.trim_start().starts_with("```") => out.extend(current.take()),
+            Some(body) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn docs_iter_examples_compile_without_errors() {
+    let opts = iterion_dsl::CompileOptions {
+        ask_user_in_sandbox: true,
+    };
+    let mut seen = 0;
+    for name in ["language.md", "sandbox.md", "cli.md"] {
+        for example in iter_examples(&doc(name)) {
+            seen += 1;
+            let compiled = iterion_dsl::compile(example.as_bytes(), &opts);
+            let errors: Vec<String> = compiled
+                .diagnostics
+                .iter()
+                .filter(|d| d.is_error())
+                .map(|d| format!("{}:{}: {} {}", d.span.line, d.span.col, d.code, d.message))
+                .collect();
+            assert_eq!(
+                errors,
+                Vec::<String>::new(),
+                "docs/{name} example:\n{example}"
+            );
+        }
+    }
+    assert!(seen >= 2, "the ```iter examples were not found");
+}
+
+#[test]
+fn docs_example_scan_finds_iter_fences_only() {
+    let doc = "```\nnot me\n```\n\n```iter\nworkflow w:\n  entry: a\n```\n\n```iter\nbad ->\n```\n";
+    let examples = iter_examples(doc);
+    assert_eq!(examples, vec!["workflow w:\n  entry: a\n", "bad ->\n"]);
+    let compiled = iterion_dsl::compile(examples[1].as_bytes(), &Default::default());
+    assert!(compiled.error_count() > 0, "a broken example is reported");
+}
