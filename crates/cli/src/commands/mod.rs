@@ -241,3 +241,37 @@ pub fn finish(summary: &iterion_engine::RunSummary, json: bool) -> Exit {
         RunStatus::Paused => Exit::Paused,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain_text;
+
+    /// An error whose Display already says its source, as `thiserror`'s `"…: {source}"` with
+    /// `#[source]` does: printed with its chain, the source would be said twice.
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read x.iter: {source}")]
+    struct Says {
+        #[source]
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn each_cause_is_said_once_even_when_a_display_includes_its_source() {
+        let io = || std::io::Error::from_raw_os_error(2);
+        let doubled = anyhow::Error::new(Says { source: io() });
+        assert_eq!(
+            format!("{doubled:#}"),
+            "cannot read x.iter: No such file or directory (os error 2): No such file or directory (os error 2)"
+        );
+        assert_eq!(
+            error_chain_text(&doubled),
+            "cannot read x.iter: No such file or directory (os error 2)"
+        );
+        // A context over a plain error keeps both.
+        let plain = anyhow::Error::new(io()).context("opening the store");
+        assert_eq!(
+            error_chain_text(&plain),
+            "opening the store: No such file or directory (os error 2)"
+        );
+    }
+}
