@@ -132,8 +132,8 @@ pub struct SandboxFlags {
     /// workflow's `host_state:`, ITERION_SANDBOX_HOST_STATE or the config file's `host_state`).
     #[arg(long = "sandbox-host-state", value_enum)]
     pub sandbox_host_state: Option<HostStateArg>,
-    /// The image `sandbox: auto` uses (instead of ITERION_SANDBOX_DEFAULT_IMAGE or the built-in
-    /// default).
+    /// The image `sandbox: auto` uses (instead of ITERION_SANDBOX_DEFAULT_IMAGE, the config
+    /// file's `default_image`, or the built-in default).
     #[arg(long = "sandbox-default-image", value_name = "REF")]
     pub sandbox_default_image: Option<String>,
 }

@@ -50,10 +50,10 @@ async fn resume(
         Ok(summary) => Ok(finish(&summary, args.json)),
         Err(EngineError::Launch(e)) => Err(Failure::bad_input(e)),
         Err(e @ (EngineError::ResumeRefused { .. } | EngineError::ScratchNotPortable { .. })) => {
-            Err(Failure::failed(anyhow::anyhow!(
-                "resume refused [{}]: {e}",
-                e.code()
-            )))
+            let code = e.code();
+            Err(Failure::failed(
+                anyhow::Error::new(e).context(format!("resume refused [{code}]")),
+            ))
         }
         Err(e) => Err(Failure::failed(e)),
     }

@@ -680,3 +680,30 @@ fn docker_prune_dry_run_lists_a_built_image_and_its_nix_volume_and_removes_nothi
     assert!(docker_exists("image", &other_store_tag));
     assert_eq!(env.runs().len(), 0);
 }
+
+#[test]
+fn resume_json_of_a_finished_run_names_the_refusal_code_and_the_run() {
+    let env = Env::new();
+    let (_, newer) = two_runs(&env);
+    let out = env
+        .cmd()
+        .args(["resume", "--json", "last"])
+        .assert()
+        .code(1)
+        .get_output()
+        .clone();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&doc["run_id"], &doc["failure_code"], &doc["exit_code"]),
+        (
+            &Value::from(newer.as_str()),
+            &Value::from("RESUME_INVALID"),
+            &Value::from(1)
+        )
+    );
+    assert!(
+        stderr_of(&out).starts_with("error: resume refused [RESUME_INVALID]: run "),
+        "{}",
+        stderr_of(&out)
+    );
+}
