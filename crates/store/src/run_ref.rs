@@ -10,6 +10,9 @@ use crate::store::{RunQuery, Store};
 /// How many candidates an ambiguous prefix lists before "and N more".
 pub const AMBIGUOUS_SHOWN: usize = 10;
 
+/// How many matches of an ambiguous prefix are counted at most.
+const COUNT_BOUND: usize = 1000;
+
 /// A run as a person names it.
 ///
 /// ```
@@ -44,9 +47,8 @@ impl RunRef {
         if text == Self::LAST {
             return Ok(Self::Last);
         }
-        if let Ok(id) = RunId::parse(text)
-            && text.len() == id.as_str().len()
-        {
+        // Any spelling of a whole UUID (hyphenated, 32 hex digits, braces) is that id.
+        if let Ok(id) = RunId::parse(text) {
             return Ok(Self::Id(id));
         }
         let well_formed = !text.is_empty()
@@ -104,7 +106,8 @@ pub async fn resolve_run<S: Store + ?Sized>(store: &S, text: &str) -> Result<Run
                 0 => Err(Error::NoRunMatches { reference: prefix }),
                 1 => Ok(found.remove(0).id),
                 _ => {
-                    let total = store.runs_by_id_prefix(&prefix, usize::MAX).await?.len();
+                    // Counted up to a bound: the message only needs an order of size.
+                    let total = store.runs_by_id_prefix(&prefix, COUNT_BOUND).await?.len();
                     found.truncate(AMBIGUOUS_SHOWN);
                     Err(Error::AmbiguousRunRef {
                         more: total.saturating_sub(found.len()),

@@ -155,7 +155,13 @@ pub async fn remove_run(store: &dyn Store, home: &Path, id: &RunId) -> Result<Re
                 let parked = if run_id == id {
                     aside.clone()
                 } else {
-                    park(&runs_dir, run_id).ok().flatten()
+                    match park(&runs_dir, run_id) {
+                        Ok(parked) => parked,
+                        Err(failure) => {
+                            leftover.push(failure.message());
+                            None
+                        }
+                    }
                 };
                 if let Some(dir) = parked
                     && let Err(error) = remove_dir(&dir)

@@ -54,6 +54,12 @@ async fn prefixes_and_last_resolve_and_an_ambiguous_prefix_lists_its_candidates(
         b
     );
     assert_eq!(
+        resolve_run(&*store, "0190b4c61d2e7f0080000000000000ab")
+            .await
+            .unwrap(),
+        b
+    );
+    assert_eq!(
         resolve_run(&*store, "0190b4c6-1d2e-7f00-8000-0000000000a")
             .await
             .map_err(|e| e.code()),
