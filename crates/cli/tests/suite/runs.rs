@@ -304,6 +304,8 @@ fn a_closed_stdout_exits_zero_quietly_for_every_command_that_prints() {
         vec!["validate", "--json", file],
         vec!["completions", "bash"],
         vec!["config", "show"],
+        vec!["--help"],
+        vec!["run", "--help"],
     ] {
         let mut child = env
             .std_cmd()
@@ -706,4 +708,29 @@ fn resume_json_of_a_finished_run_names_the_refusal_code_and_the_run() {
         "{}",
         stderr_of(&out)
     );
+}
+
+#[test]
+fn an_unset_base_url_says_it_is_not_set_and_names_the_variable() {
+    let env = Env::new();
+    let file = env.write(
+        "agent.iter",
+        "prompt sys:\n  You answer.\n\nprompt usr:\n  Say hi.\n\nagent a:\n  model: \"openai_compatible/m\"\n  system: sys\n  user: usr\n\nworkflow w:\n  entry: a\n  a -> done\n",
+    );
+    let out = env
+        .cmd()
+        .env("ITERION_OPENAI_COMPATIBLE_API_KEY", "k")
+        .env_remove("ITERION_OPENAI_COMPATIBLE_BASE_URL")
+        .args(["run", "--sandbox", "none"])
+        .arg(&file)
+        .assert()
+        .code(2)
+        .get_output()
+        .clone();
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("ITERION_OPENAI_COMPATIBLE_BASE_URL is not set"),
+        "{err}"
+    );
+    assert!(!err.contains("must be an http"), "{err}");
 }
