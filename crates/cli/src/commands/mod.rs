@@ -1,6 +1,7 @@
 //! One module per command, and what they share.
 pub mod claw_runner;
 pub mod egress_bridge;
+pub mod exec_agent;
 pub mod egress_probe;
 pub mod events;
 pub mod inspect;
