@@ -35,10 +35,16 @@ const QUEUED_CHUNKS: usize = 64;
 const AGENT_STDERR_TAIL: usize = 2048;
 
 struct Channel {
+    /// How the agent's own exec ended (`None` while it runs): `Some(code)`, or `Some(None)` when
+    /// the driver could not say.
+    agent_exit: tokio::sync::watch::Receiver<Option<Option<i64>>>,
     alive: AtomicBool,
     next_id: AtomicU32,
     to_agent: mpsc::UnboundedSender<Frame>,
     slots: Mutex<HashMap<u32, mpsc::Sender<Delivery>>>,
+    /// The task writing frames into the agent's stdin: ended when the agent is lost, so the
+    /// driver's exec of the agent sees its stdin end and can report how the agent ended.
+    writer: Mutex<Option<JoinHandle<()>>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -52,12 +58,14 @@ impl Channel {
         if self.alive.swap(false, Ordering::SeqCst) {
             tracing::debug!("sandbox: exec agent lost ({why}); execs use the driver's exec");
         }
+        if let Some(writer) = self.writer.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            writer.abort();
+        }
         self.slots().clear();
     }
 
     fn stop(&self) {
-        self.alive.store(false, Ordering::SeqCst);
-        self.slots().clear();
+        self.lose("stopped");
         for task in self
             .tasks
             .lock()
@@ -111,11 +119,19 @@ pub async fn start_exec_agent(
         ..ExecOpts::default()
     };
     let exec_run = Arc::clone(&run);
+    let (exit_tx, agent_exit) = tokio::sync::watch::channel(None);
     let exec = tokio::spawn(async move {
-        match exec_run.exec(&argv, opts).await {
-            Ok(result) => tracing::debug!("sandbox: exec agent exited {}", result.exit_code),
-            Err(error) => tracing::debug!("sandbox: exec agent exec: {error}"),
-        }
+        let code = match exec_run.exec(&argv, opts).await {
+            Ok(result) => {
+                tracing::debug!("sandbox: exec agent exited {}", result.exit_code);
+                Some(result.exit_code)
+            }
+            Err(error) => {
+                tracing::debug!("sandbox: exec agent exec: {error}");
+                None
+            }
+        };
+        let _ = exit_tx.send(Some(code));
     });
     let tail = Arc::new(Mutex::new(Vec::new()));
     let tail_writer = Arc::clone(&tail);
@@ -167,10 +183,12 @@ pub async fn start_exec_agent(
     }
     let (to_agent, mut outgoing) = mpsc::unbounded_channel::<Frame>();
     let channel = Arc::new(Channel {
+        agent_exit,
         alive: AtomicBool::new(true),
         next_id: AtomicU32::new(1),
         to_agent,
         slots: Mutex::new(HashMap::new()),
+        writer: Mutex::new(None),
         tasks: Mutex::new(Vec::new()),
     });
     let writer_channel = Arc::clone(&channel);
@@ -183,6 +201,7 @@ pub async fn start_exec_agent(
             }
         }
     });
+    *channel.writer.lock().unwrap_or_else(PoisonError::into_inner) = Some(writer);
     let reader_channel = Arc::clone(&channel);
     let reader = tokio::spawn(async move {
         let why = read_deliveries(&reader_channel, &mut from_agent_r).await;
@@ -192,7 +211,7 @@ pub async fn start_exec_agent(
         .tasks
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .extend([exec, stderr_task, writer, reader]);
+        .extend([exec, stderr_task, reader]);
     Ok(AgentRun {
         inner: run,
         channel,
@@ -252,7 +271,21 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// How long a lost channel waits for the driver to say how the agent's exec ended.
+const AGENT_EXIT_WAIT: Duration = Duration::from_secs(5);
+
 impl AgentRun {
+    /// The agent's exit code when a signal killed it (> 128), once the driver says; else `None`.
+    async fn killed_agent_code(&self) -> Option<i64> {
+        let mut exit = self.channel.agent_exit.clone();
+        let ended = tokio::time::timeout(AGENT_EXIT_WAIT, exit.wait_for(Option::is_some)).await;
+        let code = match ended {
+            Ok(Ok(code)) => (*code).flatten(),
+            Ok(Err(_)) | Err(_) => None,
+        };
+        code.filter(|code| *code > 128)
+    }
+
     async fn exec_via_agent(&self, argv: &[String], opts: ExecOpts) -> Result<ExecResult> {
         let channel = &*self.channel;
         let ExecOpts {
@@ -324,10 +357,17 @@ impl AgentRun {
         let exit_code = loop {
             let Some(delivery) = rx.recv().await else {
                 flight.done = true;
-                return Err(lost(
-                    self.inner.driver(),
-                    "the exec agent went away while the command ran",
-                ));
+                // An agent killed by a signal (the container killed, the cgroup OOM-killed) took
+                // the command with it: report what the driver's exec would have, 128 + signal.
+                match self.killed_agent_code().await {
+                    Some(code) => break code,
+                    None => {
+                        return Err(lost(
+                            self.inner.driver(),
+                            "the exec agent went away while the command ran",
+                        ));
+                    }
+                }
             };
             let (bytes, sink, buffer, label) = match delivery {
                 Delivery::Exit(code) => break code,

@@ -21,6 +21,8 @@ use crate::{ExecOpts, ExecResult, Result, SandboxRun};
 struct InProcess {
     driver_execs: AtomicUsize,
     kill_agent: Notify,
+    /// The exit code the agent's exec reports when `kill_agent` ends it.
+    killed_code: std::sync::atomic::AtomicI64,
 }
 
 #[async_trait]
@@ -40,11 +42,11 @@ impl SandboxRun for InProcess {
                     panic!("the agent is started with both streams");
                 };
                 let code = tokio::select! {
-                    code = serve(input, output) => code,
-                    () = self.kill_agent.notified() => 137,
+                    code = serve(input, output) => i64::from(code),
+                    () = self.kill_agent.notified() => self.killed_code.load(Ordering::SeqCst),
                 };
                 Ok(ExecResult {
-                    exit_code: i64::from(code),
+                    exit_code: code,
                     ..ExecResult::default()
                 })
             }
@@ -275,9 +277,11 @@ async fn an_exec_for_another_user_uses_the_driver() {
     assert_eq!(fake.driver_execs.load(Ordering::SeqCst), 1);
 }
 
-#[tokio::test]
-async fn a_killed_agent_fails_what_ran_and_later_execs_fall_back_to_the_driver() {
+/// The agent's exec ends while `sleep 30` runs through it, with `code`; returns what the
+/// running exec got, and checks that a later exec falls back to the driver.
+async fn agent_ends_mid_exec(code: i64) -> Result<ExecResult> {
     let (run, fake) = agent().await;
+    fake.killed_code.store(code, Ordering::SeqCst);
     let run = Arc::new(run);
     let running = {
         let run = Arc::clone(&run);
@@ -285,15 +289,29 @@ async fn a_killed_agent_fails_what_ran_and_later_execs_fall_back_to_the_driver()
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     fake.kill_agent.notify_one();
-    let failed = tokio::time::timeout(Duration::from_secs(5), running)
+    let got = tokio::time::timeout(Duration::from_secs(10), running)
         .await
         .expect("the running exec ends when the agent is gone")
         .unwrap();
-    assert!(failed.is_err(), "{failed:?}");
     assert!(!run.agent_alive());
     let result = run.exec(&sh("exit 0"), ExecOpts::default()).await.unwrap();
     assert_eq!(result.exit_code, 42, "the driver's exec answered");
     assert_eq!(fake.driver_execs.load(Ordering::SeqCst), 1);
+    got
+}
+
+#[tokio::test]
+async fn an_agent_killed_by_a_signal_reports_that_signal_for_what_ran_and_execs_fall_back() {
+    // The container killed: docker's exec of the command would have said 137 too.
+    let got = agent_ends_mid_exec(137).await.unwrap();
+    assert_eq!(got.exit_code, 137);
+}
+
+#[tokio::test]
+async fn an_agent_that_exits_fails_what_ran_and_execs_fall_back() {
+    let got = agent_ends_mid_exec(1).await;
+    let error = got.expect_err("no exit code to report");
+    assert!(error.to_string().contains("exec agent went away"), "{error}");
 }
 
 #[tokio::test]
