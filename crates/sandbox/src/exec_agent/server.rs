@@ -21,6 +21,10 @@ use crate::exec_agent::frame::{CHUNK, Frame, PROTOCOL_VERSION, StartRequest};
 
 type Sink<W> = Arc<tokio::sync::Mutex<W>>;
 
+/// How long output is still read after the process exited, for a background job that holds
+/// its pipes (what the process itself wrote is in the pipe already and read at once).
+const DRAIN_AFTER_EXIT: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// A started process: its group, and where its stdin frames go.
 struct Running {
     pgid: Option<i32>,
@@ -165,7 +169,21 @@ fn start<W>(
         let feeder = child_stdin.map(|pipe| AbortOnDrop(tokio::spawn(write_stdin(pipe, rx))));
         let out = pump(stdout, &sink, |bytes| Frame::Stdout(id, bytes));
         let err = pump(stderr, &sink, |bytes| Frame::Stderr(id, bytes));
-        let (_, _, status) = tokio::join!(out, err, child.wait());
+        let mut pumps = std::pin::pin!(async {
+            tokio::join!(out, err);
+        });
+        let mut pumped = false;
+        let status = loop {
+            tokio::select! {
+                status = child.wait() => break status,
+                () = &mut pumps, if !pumped => pumped = true,
+            }
+        };
+        // The exec ends with its process, as a driver's does: what it wrote is read, but a
+        // background job that keeps the pipes open does not hold the exec.
+        if !pumped {
+            let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, &mut pumps).await;
+        }
         drop(feeder);
         let code = match status {
             Ok(status) => status

@@ -378,3 +378,19 @@ async fn frames_round_trip_and_a_malformed_one_is_refused() {
     start.extend_from_slice(empty_argv);
     assert!(Frame::read(&mut start.as_slice()).await.is_err());
 }
+
+#[tokio::test]
+async fn an_exec_ends_with_its_process_even_when_a_background_job_holds_its_pipes() {
+    let (run, _) = agent().await;
+    let started = std::time::Instant::now();
+    let result = tokio::time::timeout(
+        Duration::from_secs(10),
+        run.exec(&sh("echo before; (sleep 30; echo late) & exit 5"), ExecOpts::default()),
+    )
+    .await
+    .expect("the exec ended with its process")
+    .unwrap();
+    assert_eq!(result.exit_code, 5);
+    assert_eq!(result.stdout.as_deref(), Some(&b"before\n"[..]));
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}
