@@ -18,9 +18,14 @@ pub fn run() -> Exit {
             return Exit::Failed;
         }
     };
-    let code = runtime.block_on(iterion_sandbox::exec_agent::serve(
+    match runtime.block_on(iterion_sandbox::exec_agent::serve(
         tokio::io::stdin(),
         tokio::io::stdout(),
-    ));
-    if code == 0 { Exit::Success } else { Exit::Failed }
+    )) {
+        Ok(()) => Exit::Success,
+        Err(error) => {
+            eprintln!("exec agent: {error}");
+            Exit::Failed
+        }
+    }
 }

@@ -1,9 +1,9 @@
 //! One module per command, and what they share.
 pub mod claw_runner;
 pub mod egress_bridge;
-pub mod exec_agent;
 pub mod egress_probe;
 pub mod events;
+pub mod exec_agent;
 pub mod inspect;
 pub mod operator;
 pub mod progress;

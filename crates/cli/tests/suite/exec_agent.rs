@@ -75,7 +75,8 @@ fn docker_node_commands_are_children_of_the_exec_agent_unless_it_is_turned_off()
     }
     let logs = env.logs(&env.only_run());
     assert!(
-        logs.iter().any(|(_, line)| line.contains("exec agent off (ITERION_SANDBOX_EXEC_AGENT)")),
+        logs.iter()
+            .any(|(_, line)| line.contains("exec agent off (ITERION_SANDBOX_EXEC_AGENT)")),
         "{logs:#?}"
     );
 }
@@ -87,14 +88,21 @@ fn docker_an_agent_that_cannot_start_leaves_the_drivers_exec_and_says_why() {
     }
     // A static binary that is not iterion: the agent cannot start from it.
     let busybox = std::path::Path::new("/bin/busybox");
-    assert!(busybox.is_file(), "busybox-static is installed by scripts/test.sh");
+    assert!(
+        busybox.is_file(),
+        "busybox-static is installed by scripts/test.sh"
+    );
     let env = Env::new();
     let (output, _) = run_parents(&env, &[("ITERION_BIN", "/bin/busybox")]);
-    assert!(!output["first"].as_str().unwrap().contains("__exec-agent"), "{output}");
+    assert!(
+        !output["first"].as_str().unwrap().contains("__exec-agent"),
+        "{output}"
+    );
     let logs = env.logs(&env.only_run());
     assert!(
-        logs.iter().any(|(_, line)| line.contains("exec agent unavailable")
-            && line.contains("node commands use the driver's exec")),
+        logs.iter()
+            .any(|(_, line)| line.contains("exec agent unavailable")
+                && line.contains("node commands use the driver's exec")),
         "{logs:#?}"
     );
 }
@@ -124,7 +132,13 @@ fn docker_a_node_cannot_write_into_the_exec_agents_channel() {
     env.write("inject.iter", INJECT);
     let out = env
         .cmd()
-        .args(["run", "inject.iter", "--sandbox-default-image", IMAGE, "--json"])
+        .args([
+            "run",
+            "inject.iter",
+            "--sandbox-default-image",
+            IMAGE,
+            "--json",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
@@ -132,5 +146,8 @@ fn docker_a_node_cannot_write_into_the_exec_agents_channel() {
     assert_eq!(output["inject"], "refused", "{output}");
     let after = output["check"].as_str().unwrap();
     assert!(after.starts_with("clean"), "{after}");
-    assert!(after.contains("__exec-agent"), "the agent is intact: {after}");
+    assert!(
+        after.contains("__exec-agent"),
+        "the agent is intact: {after}"
+    );
 }

@@ -37,7 +37,9 @@ pub(crate) async fn with_exec_agent(
     if !exec_agent_enabled(env) {
         run_log.line(
             LogLevel::Info,
-            &format!("sandbox: exec agent off ({EXEC_AGENT_ENV}); node commands use the driver's exec"),
+            &format!(
+                "sandbox: exec agent off ({EXEC_AGENT_ENV}); node commands use the driver's exec"
+            ),
         );
         return run;
     }

@@ -58,7 +58,12 @@ impl Channel {
         if self.alive.swap(false, Ordering::SeqCst) {
             tracing::debug!("sandbox: exec agent lost ({why}); execs use the driver's exec");
         }
-        if let Some(writer) = self.writer.lock().unwrap_or_else(PoisonError::into_inner).take() {
+        if let Some(writer) = self
+            .writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
             writer.abort();
         }
         self.slots().clear();
@@ -201,7 +206,10 @@ pub async fn start_exec_agent(
             }
         }
     });
-    *channel.writer.lock().unwrap_or_else(PoisonError::into_inner) = Some(writer);
+    *channel
+        .writer
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = Some(writer);
     let reader_channel = Arc::clone(&channel);
     let reader = tokio::spawn(async move {
         let why = read_deliveries(&reader_channel, &mut from_agent_r).await;

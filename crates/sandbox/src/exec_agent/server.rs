@@ -17,7 +17,7 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::exec_agent::frame::{CHUNK, Frame, PROTOCOL_VERSION, StartRequest};
+use crate::exec_agent::frame::{CHUNK, Frame, FrameError, PROTOCOL_VERSION, StartRequest};
 
 type Sink<W> = Arc<tokio::sync::Mutex<W>>;
 
@@ -33,9 +33,12 @@ struct Running {
 
 type Table = Arc<Mutex<HashMap<u32, Running>>>;
 
-/// Serves the engine on `input`/`output` until `input` ends; returns the process's exit code
-/// (0 at a clean end, 1 when the channel broke).
-pub async fn serve<R, W>(mut input: R, output: W) -> i32
+/// Serves the engine on `input`/`output` until `input` ends.
+///
+/// # Errors
+///
+/// The channel broke: the hello could not be written, or a frame could not be read.
+pub async fn serve<R, W>(mut input: R, output: W) -> Result<(), FrameError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -43,26 +46,19 @@ where
     // Best effort: a kernel that refuses leaves the agent as protected as the exec was.
     let _ = nix::sys::prctl::set_dumpable(false);
     let sink: Sink<W> = Arc::new(tokio::sync::Mutex::new(output));
-    if Frame::Hello(PROTOCOL_VERSION)
+    Frame::Hello(PROTOCOL_VERSION)
         .write(&mut *sink.lock().await)
-        .await
-        .is_err()
-    {
-        return 1;
-    }
+        .await?;
     let table: Table = Arc::new(Mutex::new(HashMap::new()));
     // The execs' tasks belong to this call: when it ends (or its future is dropped) they are
     // aborted, and with them their processes (`kill_on_drop`) and the output sink.
     let mut execs = tokio::task::JoinSet::new();
-    let code = loop {
+    let ended = loop {
         while execs.try_join_next().is_some() {}
         let frame = match Frame::read(&mut input).await {
             Ok(Some(frame)) => frame,
-            Ok(None) => break 0,
-            Err(error) => {
-                eprintln!("iterion exec agent: {error}");
-                break 1;
-            }
+            Ok(None) => break Ok(()),
+            Err(error) => break Err(error),
         };
         match frame {
             Frame::Start(id, request) => start(id, request, &table, &sink, &mut execs),
@@ -82,7 +78,7 @@ where
     for pgid in groups {
         let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
     }
-    code
+    ended
 }
 
 fn lock(table: &Table) -> std::sync::MutexGuard<'_, HashMap<u32, Running>> {

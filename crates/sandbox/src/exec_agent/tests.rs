@@ -42,7 +42,7 @@ impl SandboxRun for InProcess {
                     panic!("the agent is started with both streams");
                 };
                 let code = tokio::select! {
-                    code = serve(input, output) => i64::from(code),
+                    ended = serve(input, output) => i64::from(ended.is_err()),
                     () = self.kill_agent.notified() => self.killed_code.load(Ordering::SeqCst),
                 };
                 Ok(ExecResult {
@@ -311,7 +311,10 @@ async fn an_agent_killed_by_a_signal_reports_that_signal_for_what_ran_and_execs_
 async fn an_agent_that_exits_fails_what_ran_and_execs_fall_back() {
     let got = agent_ends_mid_exec(1).await;
     let error = got.expect_err("no exit code to report");
-    assert!(error.to_string().contains("exec agent went away"), "{error}");
+    assert!(
+        error.to_string().contains("exec agent went away"),
+        "{error}"
+    );
 }
 
 #[tokio::test]
@@ -385,12 +388,19 @@ async fn an_exec_ends_with_its_process_even_when_a_background_job_holds_its_pipe
     let started = std::time::Instant::now();
     let result = tokio::time::timeout(
         Duration::from_secs(10),
-        run.exec(&sh("echo before; (sleep 30; echo late) & exit 5"), ExecOpts::default()),
+        run.exec(
+            &sh("echo before; (sleep 30; echo late) & exit 5"),
+            ExecOpts::default(),
+        ),
     )
     .await
     .expect("the exec ended with its process")
     .unwrap();
     assert_eq!(result.exit_code, 5);
     assert_eq!(result.stdout.as_deref(), Some(&b"before\n"[..]));
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
