@@ -5,6 +5,7 @@ pub mod config;
 pub mod egress_bridge;
 pub mod egress_probe;
 pub mod events;
+pub mod exec_agent;
 pub mod inspect;
 pub mod operator;
 pub mod progress;
