@@ -58,6 +58,7 @@ fn async_main(command: args::Command, env: Environment) -> Exit {
             args::Command::Resume(args) => commands::resume::run(args, &env).await,
             args::Command::Inspect(args) => commands::inspect::run(args, &env).await,
             args::Command::Events(args) => commands::events::run(args, &env).await,
+            args::Command::Logs(args) => commands::logs::run(args, &env).await,
             args::Command::Sandbox(args) => commands::sandbox_doctor::run(args, &env).await,
             args::Command::Runner => commands::runner::run(&env).await,
             args::Command::EgressBridge(args) => commands::egress_bridge::run_async(args).await,

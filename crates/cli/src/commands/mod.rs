@@ -3,13 +3,16 @@ pub mod claw_runner;
 pub mod egress_bridge;
 pub mod egress_probe;
 pub mod events;
+pub mod follow;
 pub mod inspect;
+pub mod logs;
 pub mod operator;
 pub mod progress;
 pub mod resume;
 pub mod run;
 pub mod runner;
 pub mod sandbox_doctor;
+pub mod stdout;
 pub mod validate;
 
 use std::sync::Arc;

@@ -1,17 +1,23 @@
 //! Human progress of a run on stderr (ARCHITECTURE.md §4): the run id, the sandbox decision
-//! (degraded runs say loudly that they are not isolated), one line per node, an image-pull
-//! progress bar, and the run's end.
+//! (degraded runs say loudly that they are not isolated), one line per node, what each node
+//! prints as it prints it (`node │ line`, unless `--quiet`), an edge condition that could not be
+//! decided, an image-pull progress bar, and the run's end.
+//!
+//! Fan-out branches print at once: each line is written whole with its node's name, padded to
+//! the widest name seen so far, so interleaved branches stay readable.
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use iterion_engine::{Event, RunObserver};
+use iterion_engine::{Event, LogLine, RunObserver};
 use iterion_sandbox::PullProgress;
 
 /// Draws a run's progress on stderr.
 pub struct Progress {
     quiet_ids: bool,
+    quiet_output: bool,
     pull: Mutex<Option<Pull>>,
+    width: Mutex<usize>,
 }
 
 struct Pull {
@@ -21,11 +27,13 @@ struct Pull {
 
 impl Progress {
     /// With `json`, the run id line is left out (stdout carries the JSON document; stderr still
-    /// gets progress).
-    pub fn new(json: bool) -> Progress {
+    /// gets progress). With `quiet`, what nodes print is not shown (it is stored all the same).
+    pub fn new(json: bool, quiet: bool) -> Progress {
         Progress {
             quiet_ids: json,
+            quiet_output: quiet,
             pull: Mutex::new(None),
+            width: Mutex::new(0),
         }
     }
 
@@ -126,9 +134,31 @@ impl RunObserver for Progress {
                 format!("run cancelled: {}", cancelled.reason)
             }
             Event::RunFinished(finished) => format!("run finished in {} ms", finished.duration_ms),
+            // The reason an edge was not taken: often why the run then failed.
+            Event::EdgeConditionError(error) => format!(
+                "⚠ edge {} -> {}: condition `{}` could not be decided: {}",
+                error.from, error.to, error.condition, error.reason
+            ),
             _ => return,
         };
         self.say(&line);
+    }
+
+    fn output(&self, line: &LogLine) {
+        if self.quiet_output {
+            return;
+        }
+        let width = {
+            let mut width = self.width.lock().unwrap_or_else(PoisonError::into_inner);
+            *width = (*width).max(line.node.chars().count());
+            *width
+        };
+        self.say(&format!(
+            "{:<width$} │ {}",
+            line.node,
+            line.text,
+            width = width
+        ));
     }
 
     fn pull(&self, update: &PullProgress) {

@@ -24,7 +24,7 @@ async fn resume(args: ResumeArgs, env: &iterion_vocab::Environment) -> Result<Ex
     engine.boot_maintenance().await;
     let control = RunControl::default();
     install_signals(&control);
-    let progress = Arc::new(Progress::new(args.json));
+    let progress = Arc::new(Progress::new(args.json, args.quiet));
     let result = engine
         .resume(
             ResumeRequest {

@@ -1,0 +1,126 @@
+//! `iterion logs RUN_ID [--node N] [--stream stdout|stderr] [--follow] [--json]`: what the run's
+//! nodes printed, as stored in `node_logs` (redacted, bounded per node execution and stream),
+//! in the order it was recorded.
+//!
+//! Human form: `node │ line`, the node names padded to the widest seen so far, and a note
+//! where a node's stream reached its bound. `--json`: one object a line, `{run_id, seq, ts,
+//! node, stream, line}`, with `truncated: true` on the last line stored before the bound.
+//! `--follow` prints new output as it is recorded, until the run is over ([`follow::Watch`]).
+use iterion_store::{LogStream, NodeLog, NodeLogQuery, RunId};
+use serde_json::json;
+
+use crate::args::{LogsArgs, StreamArg};
+use crate::commands::follow::{self, Watch};
+use crate::commands::stdout::{Closed, print_line};
+use crate::commands::{Failure, open_store};
+use crate::exit::Exit;
+
+/// Runs the command.
+pub async fn run(args: LogsArgs, env: &iterion_vocab::Environment) -> Exit {
+    match logs(args, env).await {
+        Ok(Ok(())) => Exit::Success,
+        Ok(Err(closed)) => closed.exit(),
+        Err(failure) => failure.report(),
+    }
+}
+
+async fn logs(
+    args: LogsArgs,
+    env: &iterion_vocab::Environment,
+) -> Result<Result<(), Closed>, Failure> {
+    let run_id = RunId::parse(&args.run_id).map_err(Failure::bad_input)?;
+    let (_, store) = open_store(env).await?;
+    follow::existing(&store, &run_id).await?;
+    let mut query = NodeLogQuery::default();
+    query.node = args.node.clone();
+    query.stream = args.stream.map(|s| match s {
+        StreamArg::Stdout => LogStream::Stdout,
+        StreamArg::Stderr => LogStream::Stderr,
+    });
+    let mut printer = Printer {
+        json: args.json,
+        width: 0,
+    };
+    let mut watch = Watch::default();
+    loop {
+        let over = !args.follow || watch.over(&store, &run_id).await?;
+        // Page until this read is drained.
+        loop {
+            let chunks = store
+                .node_logs(&run_id, &query)
+                .await
+                .map_err(Failure::failed)?;
+            let full = chunks.len() >= query.limit;
+            for chunk in &chunks {
+                query.after_seq = chunk.seq;
+                if let Err(closed) = printer.chunk(chunk) {
+                    return Ok(Err(closed));
+                }
+            }
+            if !full {
+                break;
+            }
+        }
+        if over {
+            return Ok(Ok(()));
+        }
+        tokio::time::sleep(follow::POLL).await;
+    }
+}
+
+struct Printer {
+    json: bool,
+    width: usize,
+}
+
+impl Printer {
+    fn chunk(&mut self, chunk: &NodeLog) -> Result<(), Closed> {
+        let lines: Vec<&str> = if chunk.text.is_empty() {
+            Vec::new()
+        } else {
+            chunk.lines().collect()
+        };
+        if self.json {
+            let last = lines.len().saturating_sub(1);
+            for (i, line) in lines.iter().enumerate() {
+                let mut object = json!({
+                    "run_id": chunk.run_id.as_str(),
+                    "seq": chunk.seq,
+                    "ts": chunk.ts,
+                    "node": chunk.node,
+                    "stream": chunk.stream,
+                    "line": line,
+                });
+                if chunk.truncated && i == last {
+                    object["truncated"] = json!(true);
+                }
+                print_line(&object.to_string())?;
+            }
+            if chunk.truncated && lines.is_empty() {
+                print_line(
+                    &json!({"run_id": chunk.run_id.as_str(), "seq": chunk.seq, "ts": chunk.ts,
+                        "node": chunk.node, "stream": chunk.stream, "truncated": true})
+                    .to_string(),
+                )?;
+            }
+            return Ok(());
+        }
+        self.width = self.width.max(chunk.node.chars().count());
+        let node = crate::terminal::terminal_safe(&chunk.node);
+        for line in &lines {
+            print_line(&format!(
+                "{node:<width$} │ {}",
+                crate::terminal::terminal_safe(line),
+                width = self.width
+            ))?;
+        }
+        if chunk.truncated {
+            print_line(&format!(
+                "{node:<width$} │ … [{} truncated here: the rest of this execution's output was not stored]",
+                chunk.stream,
+                width = self.width
+            ))?;
+        }
+        Ok(())
+    }
+}
