@@ -9,6 +9,7 @@ mod egress_attacks;
 mod egress_bridge;
 mod faults;
 mod fleet;
+mod logs;
 mod matrix;
 mod mount_race;
 mod record_secrets;
