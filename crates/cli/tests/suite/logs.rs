@@ -121,7 +121,8 @@ fn output_streams_while_the_node_runs(env: &Env, args: &[&str]) {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let got: Vec<(&str, &str, &str)> = json
+    // In order within a stream (across the two, a container engine's demultiplexing may reorder).
+    let mut got: Vec<(&str, &str, &str)> = json
         .iter()
         .map(|o| {
             (
@@ -131,6 +132,7 @@ fn output_streams_while_the_node_runs(env: &Env, args: &[&str]) {
             )
         })
         .collect();
+    got.sort_by_key(|(_, stream, _)| *stream);
     assert_eq!(
         got,
         vec![
@@ -468,11 +470,21 @@ fn docker_a_claw_agents_bash_call_in_the_container_is_an_agent_tool_call_event()
         return;
     };
     let env = Env::new();
-    env.write("w.iter", AGENT);
+    // An allowlist: the model's host (the fake, on the host's loopback) is added as its last
+    // rule, as in agent_docker.
+    env.write(
+        "w.iter",
+        &AGENT.replace(
+            "  entry: worker\n",
+            &format!(
+                "  entry: worker\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"example.invalid\"]\n"
+            ),
+        ),
+    );
     let fake = transcript_model();
     let out = env
         .cmd()
-        .args(["run", "w.iter", "--sandbox-default-image", IMAGE])
+        .args(["run", "w.iter"])
         .env("ITERION_BIN", &static_bin)
         .env("ANTHROPIC_API_KEY", "sk-ant-real-key-0123456789abcdef")
         .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
