@@ -31,12 +31,14 @@ async fn logs(
     let run_id = RunId::parse(&args.run_id).map_err(Failure::bad_input)?;
     let (_, store) = open_store(env).await?;
     follow::existing(&store, &run_id).await?;
-    let mut query = NodeLogQuery::default();
-    query.node = args.node.clone();
-    query.stream = args.stream.map(|s| match s {
-        StreamArg::Stdout => LogStream::Stdout,
-        StreamArg::Stderr => LogStream::Stderr,
-    });
+    let mut query = NodeLogQuery {
+        node: args.node.clone(),
+        stream: args.stream.map(|s| match s {
+            StreamArg::Stdout => LogStream::Stdout,
+            StreamArg::Stderr => LogStream::Stderr,
+        }),
+        ..NodeLogQuery::default()
+    };
     let mut printer = Printer {
         json: args.json,
         width: 0,
