@@ -70,6 +70,42 @@ impl Progress {
     }
 }
 
+impl Progress {
+    /// `node │ text`, the name padded to the widest seen so far.
+    fn node_line(&self, node: &str, text: &str) -> String {
+        let width = {
+            let mut width = self.width.lock().unwrap_or_else(PoisonError::into_inner);
+            *width = (*width).max(node.chars().count());
+            *width
+        };
+        format!("{node:<width$} │ {text}")
+    }
+}
+
+/// `⚙ bash: cargo test → exit 0 (950 ms)`: the call in one line, its input cut to 200 bytes.
+fn tool_call_line(call: &iterion_engine::AgentToolCall) -> String {
+    let input = serde_json::from_str::<serde_json::Value>(&call.input)
+        .ok()
+        .and_then(|v| v.get("command").and_then(|c| c.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| call.input.clone());
+    let input = input.replace('\n', " ⏎ ");
+    let mut cut = input.len().min(200);
+    while !input.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let more = if cut < input.len() { "…" } else { "" };
+    let outcome = match (call.exit_code, call.is_error) {
+        (Some(code), _) => format!(" → exit {code}"),
+        (None, true) => " → error".to_owned(),
+        (None, false) => String::new(),
+    };
+    let took = call
+        .duration_ms
+        .map(|ms| format!(" ({ms} ms)"))
+        .unwrap_or_default();
+    format!("⚙ {}: {}{more}{outcome}{took}", call.tool, &input[..cut])
+}
+
 fn text(value: &serde_json::Value, key: &str) -> String {
     value
         .get(key)
@@ -134,6 +170,9 @@ impl RunObserver for Progress {
                 format!("run cancelled: {}", cancelled.reason)
             }
             Event::RunFinished(finished) => format!("run finished in {} ms", finished.duration_ms),
+            // What an agent did, beside what nodes print (hidden with them by --quiet).
+            Event::AgentToolCall(_) if self.quiet_output => return,
+            Event::AgentToolCall(call) => self.node_line(&call.node, &tool_call_line(call)),
             // The reason an edge was not taken: often why the run then failed.
             Event::EdgeConditionError(error) => format!(
                 "⚠ edge {} -> {}: condition `{}` could not be decided: {}",
@@ -148,17 +187,7 @@ impl RunObserver for Progress {
         if self.quiet_output {
             return;
         }
-        let width = {
-            let mut width = self.width.lock().unwrap_or_else(PoisonError::into_inner);
-            *width = (*width).max(line.node.chars().count());
-            *width
-        };
-        self.say(&format!(
-            "{:<width$} │ {}",
-            line.node,
-            line.text,
-            width = width
-        ));
+        self.say(&self.node_line(&line.node, &line.text));
     }
 
     fn pull(&self, update: &PullProgress) {

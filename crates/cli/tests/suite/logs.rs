@@ -459,6 +459,12 @@ fn a_claw_agents_bash_call_is_an_agent_tool_call_event_on_the_host() {
         .unwrap();
     let ended = env.only_run_ended(&out, 0);
     assert_bash_call_is_in_the_transcript(&ended.events);
+    // The console shows the call as it happens.
+    let console = stderr_of(&out);
+    assert!(
+        console.contains("worker │ ⚙ bash: echo transcript-probe; exit 3 → exit 3 ("),
+        "{console}"
+    );
 }
 
 #[test]
