@@ -505,3 +505,44 @@ fn docker_a_claw_agents_bash_call_in_the_container_is_an_agent_tool_call_event()
     assert_bash_call_is_in_the_transcript(&ended.events);
     assert_eq!(env.containers(), Vec::<String>::new());
 }
+
+#[test]
+fn docker_post_create_output_is_node_output_of_sandbox_post_create() {
+    if !docker_or_skip("cli::logs::docker_post_create_output") {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        &format!(
+            "tool t:\n  command: `echo in-node`\n\nworkflow w:\n  entry: t\n  sandbox:\n    image: \"{IMAGE}\"\n    post_create: \"echo setting-up; echo setup-warning >&2\"\n  t -> done\n"
+        ),
+    );
+    let out = env.cmd().args(["run", "w.iter"]).output().unwrap();
+    let ended = env.only_run_ended(&out, 0);
+    let console = stderr_of(&out);
+    assert!(
+        console.contains("sandbox.post_create │ setting-up")
+            && console.contains("sandbox.post_create │ setup-warning"),
+        "{console}"
+    );
+    let id = ended.run.id.as_str();
+    assert_eq!(
+        logs_of(
+            &env,
+            id,
+            &["--node", "sandbox.post_create", "--stream", "stdout"]
+        ),
+        "sandbox.post_create │ setting-up\n"
+    );
+    assert_eq!(
+        logs_of(
+            &env,
+            id,
+            &["--node", "sandbox.post_create", "--stream", "stderr"]
+        ),
+        "sandbox.post_create │ setup-warning\n"
+    );
+    assert_eq!(logs_of(&env, id, &["--node", "t"]), "t │ in-node\n");
+    assert_eq!(env.containers(), Vec::<String>::new());
+}
