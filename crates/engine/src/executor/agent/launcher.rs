@@ -45,6 +45,10 @@ pub(crate) fn runner_argv(engine_bin: &str) -> Vec<String> {
     vec![engine_bin.to_owned(), "__claw-runner".to_owned()]
 }
 
+/// The most transcript records one node's runner may report: the container's word, so a
+/// flood is cut (a real loop is bounded by `tool_max_steps` far below this).
+const TRANSCRIPT_RECORDS_MAX: usize = 4096;
+
 /// How long to wait for the runner's exit status once its stdout ended.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
 
@@ -204,6 +208,7 @@ impl Launcher {
             }
         }
         let mut snapshot: Option<Snapshot> = None;
+        let mut transcripts: usize = 0;
         loop {
             let envelope = match channel.reader.next().await {
                 Ok(e) => e,
@@ -230,6 +235,18 @@ impl Launcher {
                     );
                 }
                 iterion_agent::runner::TRANSCRIPT_ENVELOPE => {
+                    transcripts += 1;
+                    if transcripts > TRANSCRIPT_RECORDS_MAX {
+                        if transcripts == TRANSCRIPT_RECORDS_MAX + 1 {
+                            self.log(
+                                &sc,
+                                format!(
+                                    "claw: more than {TRANSCRIPT_RECORDS_MAX} transcript records; the rest are dropped"
+                                ),
+                            );
+                        }
+                        continue;
+                    }
                     let data = envelope.data.unwrap_or(Value::Null);
                     match crate::executor::agent::transcript::from_runner(sc.id, &data, sc.redactor)
                     {

@@ -330,6 +330,39 @@ async fn the_runners_turns_and_bash_calls_become_transcript_events() {
     );
 }
 
+#[tokio::test]
+async fn attack_a_runner_flooding_transcript_records_is_cut_and_cannot_name_another_node() {
+    let record = r#"{"type":"transcript","data":{"type":"agent_tool_call","record":{"turn":1,"tool":"bash","input":"{}","result":"x","is_error":false,"duration_ms":1,"node":"other"}}}"#;
+    let mut script = String::new();
+    for _ in 0..TRANSCRIPT_RECORDS_MAX + 50 {
+        script.push_str(record);
+        script.push('\n');
+    }
+    script.push_str(r#"{"type":"result","data":{"output":{"text":"x"}}}"#);
+    script.push('\n');
+    let spec = loop_spec("http://127.0.0.1:9", vec![]);
+    let events = crate::records::sink::MemoryEventSink::new();
+    let got = serve_recording(
+        scripted(script.into_bytes(), 0),
+        &env_with(None),
+        &spec,
+        &events,
+    )
+    .await;
+    assert!(got.is_ok(), "{:?}", got.err());
+    let calls: Vec<Event> = events
+        .events()
+        .into_iter()
+        .filter(|e| matches!(e, Event::AgentToolCall(_)))
+        .collect();
+    assert_eq!(calls.len(), TRANSCRIPT_RECORDS_MAX);
+    assert!(
+        calls
+            .iter()
+            .all(|e| matches!(e, Event::AgentToolCall(c) if c.node == "n" && c.backend == "claw"))
+    );
+}
+
 /// A runner that writes `bytes` on stdout and then stays silent until stdin closes.
 fn scripted(bytes: Vec<u8>, exit: i64) -> Arc<dyn SandboxRun> {
     Arc::new(FakeRun(
