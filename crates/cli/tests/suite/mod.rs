@@ -3,6 +3,7 @@ mod agent;
 mod agent_docker;
 mod devbox;
 mod devcontainer;
+mod docs;
 mod doctor;
 mod egress;
 mod egress_attacks;
@@ -19,3 +20,11 @@ mod subbots;
 pub mod support;
 mod trust;
 mod validate;
+
+/// The binary's argument grammar (`src/args.rs`), compiled in so that `docs` can walk clap's
+/// `Command` (the crate has no library target). Only `docs` uses it.
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../src"]
+mod cli_src {
+    pub mod args;
+}
