@@ -12,7 +12,8 @@
 //!   [`Store::append_logs`] (the engine's own lines). Output lines are shown to the observer as
 //!   they arrive. [`LogWriter::finish`] flushes and stops the writer.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use iterion_sandbox::{LogLevel, PullProgress, RunLog};
@@ -37,7 +38,7 @@ pub trait RunObserver: Send + Sync {
     /// Image pull progress.
     fn pull(&self, _update: &PullProgress) {}
     /// A line a node printed (stdout or stderr; redacted, without its newline), as it was
-    /// printed. Lines past a node's bound are not shown either.
+    /// printed. Lines past a node's bound (1 MiB per execution and stream) are not shown either.
     fn output(&self, _line: &LogLine) {}
 }
 
@@ -92,6 +93,9 @@ pub(crate) struct StoreRunLog {
     tx: mpsc::UnboundedSender<Entry>,
     redactor: Arc<Redactor>,
     observer: Arc<dyn RunObserver>,
+    /// Bytes recorded so far of each setup pseudo-node's stream, bounded like a node
+    /// execution's ([`crate::executor::capture::LOG_CAP`]).
+    setup_bytes: Arc<Mutex<HashMap<(&'static str, LogStream), usize>>>,
 }
 
 /// What the writer task is handed.
@@ -170,6 +174,7 @@ impl StoreRunLog {
                 tx,
                 redactor,
                 observer,
+                setup_bytes: Arc::default(),
             },
             LogWriter { task },
         )
@@ -272,6 +277,41 @@ impl RunLogSink for StoreRunLog {
     }
 }
 
+impl StoreRunLog {
+    /// A line of the sandbox's setup output, within its pseudo-node's bound: past it, the cut
+    /// is marked once and the rest dropped.
+    fn setup_output(&self, node: &'static str, stream: LogStream, text: &str) {
+        let cap = crate::executor::capture::LOG_CAP;
+        let kept = {
+            let mut bytes = self
+                .setup_bytes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let used = bytes.entry((node, stream)).or_default();
+            if *used >= cap {
+                return;
+            }
+            let kept = iterion_agent::text::truncate_bytes(text, cap - *used);
+            *used = (*used + kept.len() + 1).min(cap);
+            (kept, *used >= cap)
+        };
+        self.output(node, stream, kept.0);
+        if kept.1 {
+            self.send(Entry::Cut {
+                node: node.to_owned(),
+                stream,
+            });
+            self.push(
+                LogStream::System,
+                format!(
+                    "[{node}] {stream}: further output not recorded ({} KiB per stream)",
+                    cap / 1024
+                ),
+            );
+        }
+    }
+}
+
 impl RunLog for StoreRunLog {
     fn line(&self, level: LogLevel, line: &str) {
         // The sandbox's own setup output is node output of its pseudo-nodes.
@@ -284,8 +324,12 @@ impl RunLog for StoreRunLog {
         match (level, setup) {
             // Node execs are logged at debug: the executor records their output already.
             (LogLevel::Debug, _) => {}
-            (LogLevel::Info, Some((node, text))) => self.output(node, LogStream::Stdout, text),
-            (LogLevel::Warn, Some((node, text))) => self.output(node, LogStream::Stderr, text),
+            (LogLevel::Info, Some((node, text))) => {
+                self.setup_output(node, LogStream::Stdout, text);
+            }
+            (LogLevel::Warn, Some((node, text))) => {
+                self.setup_output(node, LogStream::Stderr, text);
+            }
             (LogLevel::Info, None) => self.push(LogStream::System, self.redactor.redact(line)),
             (LogLevel::Warn, None) => self.push(
                 LogStream::System,
@@ -340,6 +384,60 @@ mod tests {
                 NewNodeLog::new("a", LogStream::Stderr, "5"),
                 NewNodeLog::new("c", LogStream::Stdout, "").truncated(),
             ]
+        );
+    }
+
+    #[tokio::test]
+    async fn setup_output_is_bounded_per_pseudo_node_and_stream_and_the_cut_marked() {
+        let store: Arc<dyn Store> = Arc::new(
+            iterion_store::SqliteStore::in_memory(iterion_store::SqliteOptions::default())
+                .await
+                .unwrap(),
+        );
+        let run = store
+            .create_run(iterion_store::NewRun::new("w", "h", "w.iter"))
+            .await
+            .unwrap();
+        let (log, writer) = StoreRunLog::start(
+            Arc::clone(&store),
+            run.id.clone(),
+            Arc::new(Redactor::default()),
+            Arc::new(NoObserver),
+        );
+        let line = "y".repeat(1023);
+        let cap = crate::executor::capture::LOG_CAP;
+        for _ in 0..(cap / 1024 + 10) {
+            RunLog::line(&log, LogLevel::Info, &format!("{POST_CREATE_PREFIX}{line}"));
+        }
+        RunLog::line(
+            &log,
+            LogLevel::Warn,
+            &format!("{POST_CREATE_PREFIX}still-kept"),
+        );
+        drop(log);
+        writer.finish().await;
+        let chunks = store
+            .node_logs(&run.id, &iterion_store::NodeLogQuery::default())
+            .await
+            .unwrap();
+        let stdout: usize = chunks
+            .iter()
+            .filter(|c| c.stream == LogStream::Stdout)
+            .map(|c| c.text.len() + 1)
+            .sum();
+        assert!(stdout <= cap + 1, "{stdout}");
+        let last_stdout = chunks
+            .iter()
+            .rfind(|c| c.stream == LogStream::Stdout)
+            .unwrap();
+        assert_eq!(
+            (last_stdout.node.as_str(), last_stdout.truncated),
+            (POST_CREATE_NODE, true)
+        );
+        assert!(
+            chunks
+                .iter()
+                .any(|c| c.stream == LogStream::Stderr && c.text == "still-kept")
         );
     }
 
