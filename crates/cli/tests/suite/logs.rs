@@ -546,3 +546,40 @@ fn docker_post_create_output_is_node_output_of_sandbox_post_create() {
     assert_eq!(logs_of(&env, id, &["--node", "t"]), "t │ in-node\n");
     assert_eq!(env.containers(), Vec::<String>::new());
 }
+
+#[test]
+fn a_node_stream_past_its_bound_is_cut_and_the_cut_is_marked() {
+    let env = Env::new();
+    // 1300 lines of 1000 bytes on stderr: more than the 1 MiB kept per stream.
+    env.write(
+        "w.iter",
+        "tool big:\n  command: `head -c 1300000 /dev/zero | tr '\\\\0' x | fold -w 1000 >&2; echo small`\n\nworkflow w:\n  entry: big\n  big -> done\n",
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--quiet"])
+        .output()
+        .unwrap();
+    let ended = env.only_run_ended(&out, 0);
+    let id = ended.run.id.as_str();
+    let human = logs_of(&env, id, &["--stream", "stderr"]);
+    let lines: Vec<&str> = human.lines().collect();
+    assert_eq!(lines.len(), 1024 * 1024 / 1001 + 2, "{:?}", lines.last());
+    assert_eq!(
+        lines.last().copied(),
+        Some("big │ … [stderr truncated here: the rest of this execution's output was not stored]")
+    );
+    let json: Vec<Value> = logs_of(&env, id, &["--stream", "stderr", "--json"])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let marked: Vec<usize> = json
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.get("truncated") == Some(&json!(true)))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(marked, vec![json.len() - 1]);
+    // The other stream is not affected.
+    assert_eq!(logs_of(&env, id, &["--stream", "stdout"]), "big │ small\n");
+}
