@@ -7,8 +7,9 @@
 //! optional `session_replay`, then `task`), and serve the channel until `result`: forwarded
 //! `tool_call`s run here only when advertised to the node under that exact name, launcher-placed
 //! and allowed by the policy; `event`s go to the run log; `transcript`s become `agent_turn` /
-//! `agent_tool_call` events (decoded strictly, named, redacted and bounded by the engine). A channel error (a line over 4 MiB, a
-//! malformed envelope, the runner dying without a `result`) fails the node with a typed message
+//! `agent_tool_call` events (decoded strictly, named, redacted and bounded by the engine, at most
+//! 4096 per node); the runner's stderr is the node's output. A channel error (a line over 4 MiB,
+//! a malformed envelope, the runner dying without a `result`) fails the node with a typed message
 //! and ends the exec — never a hang.
 
 use std::collections::BTreeMap;
