@@ -68,9 +68,7 @@ impl Progress {
             None => eprintln!("{line}"),
         }
     }
-}
 
-impl Progress {
     /// `node │ text`, the name padded to the widest seen so far.
     fn node_line(&self, node: &str, text: &str) -> String {
         let width = {
