@@ -583,3 +583,38 @@ fn a_node_stream_past_its_bound_is_cut_and_the_cut_is_marked() {
     // The other stream is not affected.
     assert_eq!(logs_of(&env, id, &["--stream", "stdout"]), "big │ small\n");
 }
+
+#[test]
+fn fan_out_branches_printing_at_once_keep_each_line_whole_and_named() {
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        "router fan:\n  mode: fan_out_all\n\ntool left:\n  command: `for i in $(seq 1 200); do echo left-$i; done`\n\ntool right_branch:\n  command: `for i in $(seq 1 200); do echo right-$i; done`\n\ntool join:\n  command: `echo joined`\n  await: wait_all\n\nworkflow w:\n  entry: fan\n  fan -> left\n  fan -> right_branch\n  left -> join with { l: \"{{input.result}}\" }\n  right_branch -> join with { r: \"{{input.result}}\" }\n  join -> done\n",
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none"])
+        .output()
+        .unwrap();
+    let ended = env.only_run_ended(&out, 0);
+    let console = stderr_of(&out);
+    let mut seen = (0, 0);
+    for line in console.lines().filter(|l| l.contains(" │ ")) {
+        let (node, text) = line.split_once(" │ ").unwrap();
+        match (node.trim_end(), text) {
+            ("left", t) if t.starts_with("left-") => seen.0 += 1,
+            ("right_branch", t) if t.starts_with("right-") => seen.1 += 1,
+            ("join", "joined") => {}
+            other => panic!("a line lost its node or was torn: {other:?}\n{console}"),
+        }
+    }
+    assert_eq!(seen, (200, 200), "{console}");
+    // Stored per node.
+    let right = logs_of(&env, ended.run.id.as_str(), &["--node", "right_branch"]);
+    assert_eq!(right.lines().count(), 200);
+    assert!(
+        right
+            .lines()
+            .all(|l| l.starts_with("right_branch │ right-"))
+    );
+}
