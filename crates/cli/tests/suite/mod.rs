@@ -8,6 +8,7 @@ mod doctor;
 mod egress;
 mod egress_attacks;
 mod egress_bridge;
+mod exec_agent;
 mod faults;
 mod fleet;
 mod logs;
