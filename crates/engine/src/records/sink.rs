@@ -15,6 +15,10 @@ use iterion_vocab::LogStream;
 
 use crate::records::events::Event;
 
+/// The bytes of each stream recorded in the run log per node execution (1 MiB), and per setup
+/// pseudo-node of the sandbox.
+pub(crate) const LOG_CAP: usize = 1024 * 1024;
+
 /// Receives events in the order the executor produces them. Concurrent fan-out branches emit
 /// from the same task, one at a time.
 #[async_trait]
