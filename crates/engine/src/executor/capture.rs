@@ -25,7 +25,7 @@ use iterion_vocab::LogStream;
 /// stdout over this fails the node (16 MiB).
 pub(crate) const STDOUT_CAP: usize = 16 * 1024 * 1024;
 /// The bytes of each stream recorded in the run log per node execution (1 MiB).
-pub(crate) const LOG_CAP: usize = 1024 * 1024;
+pub(crate) const LOG_CAP: usize = crate::records::sink::NODE_OUTPUT_CAP;
 /// The bytes of stderr kept for the failure tail.
 const STDERR_KEPT: usize = 64 * 1024;
 

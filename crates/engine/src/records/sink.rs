@@ -23,6 +23,10 @@ pub trait EventSink: Send + Sync {
     async fn emit(&self, event: Event);
 }
 
+/// The bytes of each stream of a node's output recorded (and shown) per node execution, and per
+/// run attempt for the sandbox's setup pseudo-nodes (1 MiB).
+pub(crate) const NODE_OUTPUT_CAP: usize = 1024 * 1024;
+
 /// One run-log line (redacted, without its newline).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogLine {
