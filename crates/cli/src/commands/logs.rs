@@ -1,4 +1,4 @@
-//! `iterion logs RUN_ID [--node N] [--stream stdout|stderr] [--follow] [--json]`: what the run's
+//! `iterion logs RUN [--node N] [--stream stdout|stderr] [--follow] [--json]`: what the run's
 //! nodes printed, as stored in `node_logs` (redacted, bounded per node execution and stream),
 //! in the order it was recorded.
 //!
@@ -6,30 +6,25 @@
 //! where a node's stream reached its bound. `--json`: one object a line, `{run_id, seq, ts,
 //! node, stream, line}`, with `truncated: true` on the last line stored before the bound.
 //! `--follow` prints new output as it is recorded, until the run is over ([`follow::Watch`]).
-use iterion_store::{LogStream, NodeLog, NodeLogQuery, RunId};
+use iterion_store::{LogStream, NodeLog, NodeLogQuery};
 use serde_json::json;
 
 use crate::args::{LogsArgs, StreamArg};
 use crate::commands::follow::{self, Watch};
-use crate::commands::stdout::{Closed, print_line};
 use crate::commands::{Failure, open_store};
 use crate::exit::Exit;
 
 /// Runs the command.
 pub async fn run(args: LogsArgs, env: &iterion_vocab::Environment) -> Exit {
     match logs(args, env).await {
-        Ok(Ok(())) => Exit::Success,
-        Ok(Err(closed)) => closed.exit(),
+        Ok(()) => Exit::Success,
         Err(failure) => failure.report(),
     }
 }
 
-async fn logs(
-    args: LogsArgs,
-    env: &iterion_vocab::Environment,
-) -> Result<Result<(), Closed>, Failure> {
-    let run_id = RunId::parse(&args.run_id).map_err(Failure::bad_input)?;
+async fn logs(args: LogsArgs, env: &iterion_vocab::Environment) -> Result<(), Failure> {
     let (_, store) = open_store(env).await?;
+    let run_id = crate::commands::runs::resolve(store.as_ref(), &args.run_id).await?;
     follow::existing(&store, &run_id).await?;
     let mut query = NodeLogQuery {
         node: args.node.clone(),
@@ -55,16 +50,14 @@ async fn logs(
             let full = chunks.len() >= query.limit;
             for chunk in &chunks {
                 query.after_seq = chunk.seq;
-                if let Err(closed) = printer.chunk(chunk) {
-                    return Ok(Err(closed));
-                }
+                printer.chunk(chunk);
             }
             if !full {
                 break;
             }
         }
         if over {
-            return Ok(Ok(()));
+            return Ok(());
         }
         tokio::time::sleep(follow::POLL).await;
     }
@@ -76,7 +69,7 @@ struct Printer {
 }
 
 impl Printer {
-    fn chunk(&mut self, chunk: &NodeLog) -> Result<(), Closed> {
+    fn chunk(&mut self, chunk: &NodeLog) {
         let lines: Vec<&str> = if chunk.text.is_empty() {
             Vec::new()
         } else {
@@ -96,33 +89,30 @@ impl Printer {
                 if chunk.truncated && i == last {
                     object["truncated"] = json!(true);
                 }
-                print_line(&object.to_string())?;
+                crate::output::outln!("{object}");
             }
             if chunk.truncated && lines.is_empty() {
-                print_line(
-                    &json!({"run_id": chunk.run_id.as_str(), "seq": chunk.seq, "ts": chunk.ts,
-                        "node": chunk.node, "stream": chunk.stream, "truncated": true})
-                    .to_string(),
-                )?;
+                let object = json!({"run_id": chunk.run_id.as_str(), "seq": chunk.seq,
+                    "ts": chunk.ts, "node": chunk.node, "stream": chunk.stream, "truncated": true});
+                crate::output::outln!("{object}");
             }
-            return Ok(());
+            return;
         }
         self.width = self.width.max(chunk.node.chars().count());
         let node = crate::terminal::terminal_safe(&chunk.node);
         for line in &lines {
-            print_line(&format!(
+            crate::output::outln!(
                 "{node:<width$} │ {}",
                 crate::terminal::terminal_safe(line),
                 width = self.width
-            ))?;
+            );
         }
         if chunk.truncated {
-            print_line(&format!(
+            crate::output::outln!(
                 "{node:<width$} │ … [{} truncated here: the rest of this execution's output was not stored]",
                 chunk.stream,
                 width = self.width
-            ))?;
+            );
         }
-        Ok(())
     }
 }

@@ -65,7 +65,7 @@ impl Progress {
             .as_ref()
         {
             Some(pull) => pull.bar.println(line),
-            None => eprintln!("{line}"),
+            None => crate::output::errln!("{line}"),
         }
     }
 
@@ -115,7 +115,7 @@ fn text(value: &serde_json::Value, key: &str) -> String {
 impl RunObserver for Progress {
     fn run_created(&self, run_id: &str) {
         if !self.quiet_ids {
-            eprintln!("run {run_id}");
+            crate::output::errln!("run {run_id}");
         }
     }
 

@@ -32,6 +32,7 @@ mod node_logs;
 mod open;
 mod postgres;
 mod queue;
+mod removal;
 mod runs;
 mod serde_forms;
 
