@@ -512,7 +512,7 @@ impl StreamParser {
                 let usage = &v["usage"];
                 let text = match v.get("result").and_then(Value::as_str) {
                     Some(t) => t.to_owned(),
-                    None => v.get("errors").map(|e| content_text(e)).unwrap_or_default(),
+                    None => v.get("errors").map(content_text).unwrap_or_default(),
                 };
                 out.push(DelegateEvent::Final(Final {
                     text,

@@ -435,12 +435,9 @@ pub enum Session {
     Fork,
 }
 
-/// `agent` / `judge` properties (DSL.md §3.5). `backend` is checked (E020 outside `claw`,
-/// `claude_code`, `codex`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct AgentProps {
-    /// `model` (required).
-    pub model: StrLit,
+/// The properties a delegate backend reads.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DelegateProps {
     /// `backend`, with the value's span.
     pub backend: Option<(Backend, Span)>,
     /// `session` (delegates), with the value's span.
@@ -449,6 +446,16 @@ pub struct AgentProps {
     pub reasoning_effort: Option<Word>,
     /// `max_tokens` (≥ 1).
     pub max_tokens: Option<IntLit>,
+}
+
+/// `agent` / `judge` properties (DSL.md §3.5). `backend` is checked (E020 outside `claw`,
+/// `claude_code`, `codex`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgentProps {
+    /// `model` (required).
+    pub model: StrLit,
+    /// `backend`, `session`, `reasoning_effort`, `max_tokens` (boxed: most nodes have none).
+    pub delegate: Box<DelegateProps>,
     /// `system`.
     pub system: Option<PromptRef>,
     /// `user` (required).

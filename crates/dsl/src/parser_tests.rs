@@ -841,10 +841,7 @@ fn every_declaration_kind_becomes_its_tree() {
                 name: ident("a", 15, 7),
                 body: NodeBody::Agent(AgentProps {
                     model: q("anthropic/claude", 16, 10),
-                    backend: None,
-                    session: None,
-                    reasoning_effort: None,
-                    max_tokens: None,
+                    delegate: Box::default(),
                     system: Some(PromptRef::Named(ident("sys", 17, 11))),
                     user: PromptRef::Inline(user),
                     input: None,

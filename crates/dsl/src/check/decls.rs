@@ -179,7 +179,7 @@ fn check_nodes(
                 );
             }
             check_delegate(a, name, out);
-            let delegate = a.backend.filter(|(b, _)| *b != ast::Backend::Claw);
+            let delegate = a.delegate.backend.filter(|(b, _)| *b != ast::Backend::Claw);
             if let (Some((ast::Interaction::Ask, span)), Some((backend, _))) =
                 (a.interaction, delegate)
             {
@@ -233,18 +233,18 @@ fn backend_word(backend: ast::Backend) -> &'static str {
 /// (`session`, `reasoning_effort`) on a claw node are refused the same way (C914 names the
 /// property), since the built-in loop has no CLI session to carry.
 fn check_delegate(a: &ast::AgentProps, name: &str, out: &mut Vec<Diagnostic>) {
-    let backend = a.backend.map_or(ast::Backend::Claw, |(b, _)| b);
+    let backend = a.delegate.backend.map_or(ast::Backend::Claw, |(b, _)| b);
     let node_diag =
         |span: Span, message: String| Diagnostic::new(Code::C914, span, message).with_node(name);
     let speaks: &[&str] = match backend {
         ast::Backend::Claw => {
-            if let Some((_, span)) = a.session {
+            if let Some((_, span)) = a.delegate.session {
                 out.push(
                     node_diag(span, "session applies to delegate backends only".to_owned())
                         .with_hint("set backend: claude_code or codex, or remove session"),
                 );
             }
-            if let Some(w) = &a.reasoning_effort {
+            if let Some(w) = &a.delegate.reasoning_effort {
                 out.push(
                     node_diag(
                         w.span,

@@ -354,10 +354,12 @@ impl Parser<'_> {
         };
         Ok(ast::AgentProps {
             model,
-            backend,
-            session,
-            reasoning_effort,
-            max_tokens,
+            delegate: Box::new(ast::DelegateProps {
+                backend,
+                session,
+                reasoning_effort,
+                max_tokens,
+            }),
             system,
             user,
             input,
