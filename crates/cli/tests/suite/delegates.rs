@@ -1,0 +1,149 @@
+//! Delegate backends (`backend: claude_code`, `backend: codex`) with the real CLIs against the
+//! fake model server: on the host (`--sandbox none`) and inside a docker sandbox, where the key
+//! reaches the container only as the proxy-swapped placeholder.
+use std::path::Path;
+
+use iterion_test_support::fake_model::{Api, FakeModel, Recorded, Reply};
+use iterion_test_support::{DELEGATES_IMAGE, delegate_clis_or_skip, static_iterion_or_skip};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::suite::support::{Env, docker_or_skip, first, stderr_of};
+
+const ANTHROPIC_KEY: &str = "sk-ant-real-delegate-key-0123456789";
+const OPENAI_KEY: &str = "sk-openai-real-delegate-key-0123456789";
+
+/// Two nodes of `backend`: `first` runs a command through the CLI's shell tool and answers
+/// per the schema; `second` continues its session (`session: inherit`).
+fn workflow(backend: &str, model: &str, sandbox: &str) -> String {
+    format!(
+        "schema verdict:\n  answer: string\n\nprompt task:\n  Make the file.\n\nprompt again:\n  What did you make?\n\n\
+         agent first:\n  model: \"{model}\"\n  backend: {backend}\n  user: task\n  tools: [bash]\n  output: verdict\n  tool_max_steps: 4\n\n\
+         agent second:\n  model: \"{model}\"\n  backend: {backend}\n  session: inherit\n  user: again\n\n\
+         workflow w:\n  entry: first\n{sandbox}  first -> second\n  second -> done\n"
+    )
+}
+
+fn path_with(dir: &Path) -> String {
+    format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+fn of_kind<'a>(events: &'a [(String, Value)], kind: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|(k, _)| k == kind)
+        .map(|(_, v)| v)
+        .collect()
+}
+
+/// The text of every message of a Messages request, in order.
+fn message_texts(request: &Recorded) -> String {
+    request.body["messages"].to_string()
+}
+
+#[test]
+fn claude_code_on_the_host_runs_its_bash_tool_conforms_its_answer_and_inherits_its_session() {
+    let Some(clis) = delegate_clis_or_skip("cli::delegates::claude_code_on_the_host") else {
+        return;
+    };
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        &workflow("claude_code", "anthropic/claude-test", ""),
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::tool(
+                "Bash",
+                json!({"command": "echo made-by-claude > made.txt", "description": "make it"}),
+            ),
+            // Not JSON: the node asks once more in the same session.
+            Reply::text("I made it."),
+            Reply::text("{\"answer\": \"made.txt\"}"),
+            Reply::text("I made made.txt."),
+        ],
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none"])
+        .env("PATH", path_with(&clis))
+        .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}\n{:#?}",
+        stderr_of(&out),
+        env.logs(&run)
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path("made.txt")).unwrap(),
+        "made-by-claude\n"
+    );
+    let finished = of_kind(&events, "node_finished");
+    assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
+    assert_eq!(finished[1]["output"], json!({"text": "I made made.txt."}));
+    assert_eq!(finished[0]["usage"]["input_tokens"], json!(30));
+    let calls = of_kind(&events, "agent_tool_call");
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert_eq!(
+        (
+            calls[0]["backend"].clone(),
+            calls[0]["tool"].clone(),
+            calls[0]["is_error"].clone()
+        ),
+        (json!("claude_code"), json!("Bash"), json!(false))
+    );
+    assert!(
+        calls[0]["input"]
+            .as_str()
+            .unwrap()
+            .contains("echo made-by-claude"),
+        "{calls:#?}"
+    );
+    let turns = of_kind(&events, "agent_turn");
+    assert!(turns.len() >= 4, "{turns:#?}");
+    assert!(turns.iter().all(|t| t["backend"] == json!("claude_code")));
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 4);
+    assert!(requests.iter().all(|r| r.path.starts_with("/v1/messages")));
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.header("x-api-key") == Some(ANTHROPIC_KEY))
+    );
+    // Only the node's tool was offered, under the CLI's name (beside the CLI's own internal
+    // placeholder, which runs nothing).
+    let offered: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| *n != "DeferredToolPlaceholder")
+        .collect();
+    assert_eq!(offered, vec!["Bash"]);
+    // The correction and the second node both continued the first session: the fake saw the
+    // earlier conversation again.
+    assert!(message_texts(&requests[2]).contains("does not conform to the output schema"));
+    let last = message_texts(&requests[3]);
+    assert!(
+        last.contains("Make the file.") && last.contains("What did you make?"),
+        "{last}"
+    );
+    // The CLI's per-run config dir was removed with the run.
+    let leftovers: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains(run.id.as_str()))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
