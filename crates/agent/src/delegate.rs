@@ -94,7 +94,8 @@ pub struct DelegateTask {
     pub base_url: String,
     /// The credential: a gateway placeholder under a sandbox, the key on the host.
     pub api_key: String,
-    /// The per-run config directory (`CLAUDE_CONFIG_DIR` / `CODEX_HOME`), already made.
+    /// The per-run config directory (`CLAUDE_CONFIG_DIR` / `CODEX_HOME`), already made, with
+    /// a `tmp` directory inside it.
     pub config_dir: String,
     /// Whether the CLI runs inside the run's sandbox (codex's own sandbox is then off: ours is
     /// the boundary) rather than on the host.
@@ -250,6 +251,9 @@ pub fn codex_config(base_url: &str) -> String {
 
 fn codex(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
     env.push((CODEX_KEY_VAR.to_owned(), task.api_key.clone()));
+    // codex refuses to set up its sandbox helpers when CODEX_HOME lies under the temp dir;
+    // its temp dir is its own, inside the config dir (made with it).
+    env.push(("TMPDIR".to_owned(), format!("{}/tmp", task.config_dir)));
     let mut argv = vec!["codex".to_owned(), "exec".to_owned()];
     match &task.start {
         Start::Fresh => {}
@@ -262,19 +266,20 @@ fn codex(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
         // cannot nest in a container and would only break its commands.
         argv.push("--dangerously-bypass-approvals-and-sandbox".to_owned());
     } else {
-        argv.extend(
-            [
-                "--sandbox",
-                if task.tools.is_empty() {
-                    "read-only"
-                } else {
-                    "workspace-write"
-                },
-                "-c",
-                "approval_policy=\"never\"",
-            ]
-            .map(str::to_owned),
-        );
+        // On the host codex's own sandbox is the only boundary: the workspace is writable when
+        // the node has tools, nothing is otherwise. (`-c`, not `--sandbox`: `exec resume`
+        // takes no `--sandbox`.)
+        let mode = if task.tools.is_empty() {
+            "read-only"
+        } else {
+            "workspace-write"
+        };
+        argv.extend([
+            "-c".to_owned(),
+            format!("sandbox_mode=\"{mode}\""),
+            "-c".to_owned(),
+            "approval_policy=\"never\"".to_owned(),
+        ]);
     }
     argv.push("-m".to_owned());
     argv.push(task.model.clone());

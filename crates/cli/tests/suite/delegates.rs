@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use crate::suite::support::{Env, docker_or_skip, first, stderr_of};
 
-const ANTHROPIC_KEY: &str = "sk-ant-real-delegate-key-0123456789";
-const OPENAI_KEY: &str = "sk-openai-real-delegate-key-0123456789";
+const ANTHROPIC_KEY: &str = "sk-ant-Zq7vR2xW9kP4mN8bT3yH6cJ1";
+const OPENAI_KEY: &str = "sk-oai-Lw5gF8dS2aQ9eR4tY7uI3oP6";
 
 /// Two nodes of `backend`: `first` runs a command through the CLI's shell tool and answers
 /// per the schema; `second` continues its session (`session: inherit`).
@@ -146,4 +146,198 @@ fn claude_code_on_the_host_runs_its_bash_tool_conforms_its_answer_and_inherits_i
         .filter(|e| e.file_name().to_string_lossy().contains(run.id.as_str()))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// What the probe command leaves in the workspace: every process's environment, the CLI's
+/// config files, and the shell's own environment.
+const PROBE: &str = "echo made-in-the-box > made.txt; cat /etc/hostname > host.txt; \
+     for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < \"$f\"; echo; done > all-env.txt 2>/dev/null; \
+     for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < \"$f\"; echo; done > all-argv.txt 2>/dev/null; \
+     find \"${CLAUDE_CONFIG_DIR:-$CODEX_HOME}\" -type f -exec cat {} + > config-dump.txt 2>/dev/null; \
+     echo \"config=${CLAUDE_CONFIG_DIR:-$CODEX_HOME}\" >> config-dump.txt; env > shell-env.txt";
+
+fn sandbox_block() -> String {
+    format!(
+        "  sandbox:\n    image: \"{DELEGATES_IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"example.invalid\"]\n"
+    )
+}
+
+/// Asserts that `key` is nowhere the container or the records could show it.
+fn assert_key_absent(env: &Env, key: &str, records: &str) {
+    let read = |name: &str| std::fs::read_to_string(env.path(name)).unwrap_or_default();
+    let all_env = read("all-env.txt");
+    assert!(
+        all_env.contains("HTTPS_PROXY="),
+        "the probe ran in the container: {all_env}"
+    );
+    assert!(
+        all_env.contains("__ITERION_SECRET_ITERION_GATEWAY_"),
+        "the CLI got the placeholder"
+    );
+    for (what, text) in [
+        ("a process environment", all_env),
+        ("a process argv", read("all-argv.txt")),
+        ("the CLI's config dir", read("config-dump.txt")),
+        ("the shell's environment", read("shell-env.txt")),
+        ("the events and logs", records.to_owned()),
+    ] {
+        assert!(!text.contains(key), "the key leaked into {what}");
+    }
+}
+
+#[test]
+fn docker_claude_code_runs_in_the_container_with_the_placeholder_and_inherits_its_session() {
+    if !docker_or_skip("cli::delegates::docker_claude_code") {
+        return;
+    }
+    let Some(static_bin) = static_iterion_or_skip("cli::delegates::docker_claude_code") else {
+        return;
+    };
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        &workflow("claude_code", "anthropic/claude-test", &sandbox_block()),
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::tool("Bash", json!({"command": PROBE, "description": "probe"})),
+            Reply::text("{\"answer\": \"made.txt\"}"),
+            Reply::text("I made made.txt."),
+        ],
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter"])
+        .env("ITERION_BIN", &static_bin)
+        .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    let logs = env.logs(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}\n{logs:#?}",
+        stderr_of(&out)
+    );
+    // The command ran in the container's workspace (bind-mounted: the file is here).
+    assert_eq!(
+        std::fs::read_to_string(env.path("made.txt")).unwrap(),
+        "made-in-the-box\n"
+    );
+    let started = first(&events, "sandbox_started").unwrap();
+    assert_eq!(started["proxy"], json!(true));
+    let finished = of_kind(&events, "node_finished");
+    assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
+    let calls = of_kind(&events, "agent_tool_call");
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert_eq!(calls[0]["tool"], json!("Bash"));
+    // The proxy swapped the placeholder toward the provider: the fake got the real key.
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.header("x-api-key") == Some(ANTHROPIC_KEY))
+    );
+    let last = message_texts(&requests[2]);
+    assert!(
+        last.contains("Make the file.") && last.contains("What did you make?"),
+        "{last}"
+    );
+    let config = std::fs::read_to_string(env.path("config-dump.txt")).unwrap();
+    assert!(
+        config.contains("config=/tmp/iterion-delegate/claude_code"),
+        "{config}"
+    );
+    let records = format!("{events:?}{logs:?}{}", String::from_utf8_lossy(&out.stdout));
+    assert_key_absent(&env, ANTHROPIC_KEY, &records);
+    assert_eq!(env.containers(), Vec::<String>::new());
+}
+
+/// The text codex sent in every input item of a Responses request, in order.
+fn input_texts(request: &Recorded) -> String {
+    request.body["input"].to_string()
+}
+
+#[test]
+fn codex_on_the_host_runs_its_command_tool_conforms_its_answer_and_resumes_its_thread() {
+    let Some(clis) = delegate_clis_or_skip("cli::delegates::codex_on_the_host") else {
+        return;
+    };
+    // On the host, codex keeps its own sandbox (workspace-write), which needs bubblewrap.
+    assert!(
+        Path::new("/usr/bin/bwrap").is_file(),
+        "codex's host sandbox needs bubblewrap: apt-get install bubblewrap"
+    );
+    let env = Env::new();
+    env.write("w.iter", &workflow("codex", "openai/gpt-test", ""));
+    let fake = FakeModel::start(
+        Api::Responses,
+        vec![
+            Reply::tool(
+                "exec_command",
+                json!({"cmd": "echo made-by-codex > made.txt"}),
+            ),
+            Reply::text("I made it."),
+            Reply::text("{\"answer\": \"made.txt\"}"),
+            Reply::text("I made made.txt."),
+        ],
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none"])
+        .env("PATH", path_with(&clis))
+        .env("OPENAI_API_KEY", OPENAI_KEY)
+        .env("ITERION_OPENAI_BASE_URL", fake.base_url())
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}\n{:#?}",
+        stderr_of(&out),
+        env.logs(&run)
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path("made.txt"))
+            .ok()
+            .as_deref(),
+        Some("made-by-codex\n"),
+        "{:#?}",
+        of_kind(&events, "agent_tool_call")
+    );
+    let finished = of_kind(&events, "node_finished");
+    assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
+    assert_eq!(finished[1]["output"], json!({"text": "I made made.txt."}));
+    let calls = of_kind(&events, "agent_tool_call");
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert_eq!(
+        (
+            calls[0]["backend"].clone(),
+            calls[0]["tool"].clone(),
+            calls[0]["exit_code"].clone()
+        ),
+        (json!("codex"), json!("command_execution"), json!(0))
+    );
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 4, "{requests:#?}");
+    assert!(requests.iter().all(|r| r.path == "/v1/responses"));
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.header("authorization") == Some(format!("Bearer {OPENAI_KEY}").as_str()))
+    );
+    assert!(input_texts(&requests[2]).contains("does not conform to the output schema"));
+    let last = input_texts(&requests[3]);
+    assert!(
+        last.contains("Make the file.") && last.contains("What did you make?"),
+        "{last}"
+    );
 }

@@ -255,14 +255,14 @@ async fn config_dir(
             .host_root(ctx.environment.get("TMPDIR"), &ctx.run_id)
             .map_err(|e| failed(e.to_string()))?;
         let dir = root.join(cli.backend());
-        std::fs::create_dir_all(&dir).map_err(|e| failed(e.to_string()))?;
+        std::fs::create_dir_all(dir.join("tmp")).map_err(|e| failed(e.to_string()))?;
         return Ok(dir.to_string_lossy().into_owned());
     }
     let dir = format!("{CONTAINER_CONFIG_ROOT}/{}", cli.backend());
     let argv = [
         "sh".to_owned(),
         "-c".to_owned(),
-        "umask 077 && mkdir -p \"$1\"".to_owned(),
+        "umask 077 && mkdir -p \"$1/tmp\"".to_owned(),
         "sh".to_owned(),
         dir.clone(),
     ];
