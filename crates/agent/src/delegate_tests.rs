@@ -111,10 +111,10 @@ fn codex_reads_its_provider_from_the_per_run_config_and_runs_without_its_own_san
     assert!(
         !config.contains("__ITERION_SECRET"),
         "no credential in the file"
+    );
     assert_eq!(
         env_of(&inv, "TMPDIR"),
         Some("/tmp/iterion-delegate/claude_code/tmp")
-    );
     );
     assert_eq!(
         env_of(&inv, CODEX_KEY_VAR),
