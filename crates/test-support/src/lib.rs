@@ -418,48 +418,6 @@ pub fn docker_bridge_gateway() -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn truthy_values_require_the_engine() {
-        let verdicts: Vec<(&str, bool)> = ["1", "true", "YES", " on ", "0", "false", "", "2"]
-            .into_iter()
-            .map(|v| (v, is_truthy(v)))
-            .collect();
-        assert_eq!(
-            verdicts,
-            [
-                ("1", true),
-                ("true", true),
-                ("YES", true),
-                (" on ", true),
-                ("0", false),
-                ("false", false),
-                ("", false),
-                ("2", false),
-            ]
-        );
-    }
-
-    #[test]
-    fn label_for_test_keeps_existing_labels() {
-        let body = ContainerCreateBody {
-            labels: Some(HashMap::from([("a".to_owned(), "b".to_owned())])),
-            ..Default::default()
-        };
-        let labels = label_for_test(body, "t1").labels;
-        assert_eq!(
-            labels,
-            Some(HashMap::from([
-                ("a".to_owned(), "b".to_owned()),
-                (TEST_ID_LABEL.to_owned(), "t1".to_owned()),
-            ]))
-        );
-    }
-}
-
 /// A directory holding the `claude` and `codex` executables of [`DELEGATES_IMAGE`], for tests
 /// that run a delegate node on the host: copied out of the image once (the same pinned CLIs the
 /// container tests run) into the temp dir, keyed by the image's tag. `None` (the test is
@@ -531,4 +489,46 @@ pub fn delegate_clis_or_skip(test_id: &str) -> Option<std::path::PathBuf> {
         let _ = std::fs::remove_dir_all(&staging);
     }
     Some(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truthy_values_require_the_engine() {
+        let verdicts: Vec<(&str, bool)> = ["1", "true", "YES", " on ", "0", "false", "", "2"]
+            .into_iter()
+            .map(|v| (v, is_truthy(v)))
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                ("1", true),
+                ("true", true),
+                ("YES", true),
+                (" on ", true),
+                ("0", false),
+                ("false", false),
+                ("", false),
+                ("2", false),
+            ]
+        );
+    }
+
+    #[test]
+    fn label_for_test_keeps_existing_labels() {
+        let body = ContainerCreateBody {
+            labels: Some(HashMap::from([("a".to_owned(), "b".to_owned())])),
+            ..Default::default()
+        };
+        let labels = label_for_test(body, "t1").labels;
+        assert_eq!(
+            labels,
+            Some(HashMap::from([
+                ("a".to_owned(), "b".to_owned()),
+                (TEST_ID_LABEL.to_owned(), "t1".to_owned()),
+            ]))
+        );
+    }
 }

@@ -164,7 +164,9 @@ fn sandbox_block() -> String {
 
 /// Asserts that `key` is nowhere the container or the records could show it.
 fn assert_key_absent(env: &Env, key: &str, records: &str) {
-    let read = |name: &str| std::fs::read_to_string(env.path(name)).unwrap_or_default();
+    let read = |name: &str| {
+        String::from_utf8_lossy(&std::fs::read(env.path(name)).unwrap_or_default()).into_owned()
+    };
     let all_env = read("all-env.txt");
     assert!(
         all_env.contains("HTTPS_PROXY="),
@@ -249,7 +251,8 @@ fn docker_claude_code_runs_in_the_container_with_the_placeholder_and_inherits_it
         last.contains("Make the file.") && last.contains("What did you make?"),
         "{last}"
     );
-    let config = std::fs::read_to_string(env.path("config-dump.txt")).unwrap();
+    let config =
+        String::from_utf8_lossy(&std::fs::read(env.path("config-dump.txt")).unwrap()).into_owned();
     assert!(
         config.contains("config=/tmp/iterion-delegate/claude_code"),
         "{config}"
@@ -340,4 +343,83 @@ fn codex_on_the_host_runs_its_command_tool_conforms_its_answer_and_resumes_its_t
         last.contains("Make the file.") && last.contains("What did you make?"),
         "{last}"
     );
+}
+
+#[test]
+fn docker_codex_runs_in_the_container_without_its_own_sandbox_with_the_placeholder() {
+    if !docker_or_skip("cli::delegates::docker_codex") {
+        return;
+    }
+    let Some(static_bin) = static_iterion_or_skip("cli::delegates::docker_codex") else {
+        return;
+    };
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        &workflow("codex", "openai/gpt-test", &sandbox_block()),
+    );
+    let fake = FakeModel::start(
+        Api::Responses,
+        vec![
+            Reply::tool("exec_command", json!({"cmd": PROBE})),
+            Reply::text("{\"answer\": \"made.txt\"}"),
+            Reply::text("I made made.txt."),
+        ],
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter"])
+        .env("ITERION_BIN", &static_bin)
+        .env("OPENAI_API_KEY", OPENAI_KEY)
+        .env("ITERION_OPENAI_BASE_URL", fake.base_url())
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    let logs = env.logs(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}\n{logs:#?}",
+        stderr_of(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path("made.txt"))
+            .ok()
+            .as_deref(),
+        Some("made-in-the-box\n"),
+        "{:#?}",
+        of_kind(&events, "agent_tool_call")
+    );
+    let finished = of_kind(&events, "node_finished");
+    assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
+    let calls = of_kind(&events, "agent_tool_call");
+    assert_eq!(calls.len(), 1, "{calls:#?}");
+    assert_eq!(
+        (calls[0]["tool"].clone(), calls[0]["exit_code"].clone()),
+        (json!("command_execution"), json!(0))
+    );
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.header("authorization") == Some(format!("Bearer {OPENAI_KEY}").as_str()))
+    );
+    let last = input_texts(&requests[2]);
+    assert!(
+        last.contains("Make the file.") && last.contains("What did you make?"),
+        "{last}"
+    );
+    let config =
+        String::from_utf8_lossy(&std::fs::read(env.path("config-dump.txt")).unwrap()).into_owned();
+    assert!(
+        config.contains("config=/tmp/iterion-delegate/codex"),
+        "{config}"
+    );
+    assert!(config.contains("model_provider = \"iterion\""), "{config}");
+    let records = format!("{events:?}{logs:?}{}", String::from_utf8_lossy(&out.stdout));
+    assert_key_absent(&env, OPENAI_KEY, &records);
+    assert_eq!(env.containers(), Vec::<String>::new());
 }
