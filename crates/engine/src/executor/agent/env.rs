@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use iterion_agent::provider::Routes;
 
-use crate::executor::agent::delegate::DelegateState;
+use crate::executor::agent::delegate_state::DelegateState;
 use crate::executor::agent::launcher::Launcher;
 use crate::executor::agent::operator::Operator;
 use crate::sandbox::host::HostPath;

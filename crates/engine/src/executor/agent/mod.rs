@@ -15,6 +15,7 @@
 //! Either way the node gets the same tools, the same output rules and the same events.
 
 pub(crate) mod delegate;
+pub(crate) mod delegate_state;
 pub(crate) mod env;
 pub(crate) mod launcher;
 pub(crate) mod node;
