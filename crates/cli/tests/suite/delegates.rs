@@ -423,3 +423,53 @@ fn docker_codex_runs_in_the_container_without_its_own_sandbox_with_the_placehold
     assert_key_absent(&env, OPENAI_KEY, &records);
     assert_eq!(env.containers(), Vec::<String>::new());
 }
+
+/// An image without the CLI fails the node with a message naming the CLI and the image fix,
+/// not an opaque exit code, and no model call is made.
+#[test]
+fn docker_an_image_without_the_cli_fails_the_node_naming_what_to_install() {
+    if !docker_or_skip("cli::delegates::docker_missing_cli") {
+        return;
+    }
+    let Some(static_bin) = static_iterion_or_skip("cli::delegates::docker_missing_cli") else {
+        return;
+    };
+    let env = Env::new();
+    let block = sandbox_block().replace(DELEGATES_IMAGE, iterion_test_support::DEBIAN_IMAGE);
+    env.write(
+        "w.iter",
+        &workflow("claude_code", "anthropic/claude-test", &block),
+    );
+    let fake = FakeModel::start(Api::Anthropic, vec![Reply::text("never")]);
+    let out = env
+        .cmd()
+        .args(["run", "w.iter"])
+        .env("ITERION_BIN", &static_bin)
+        .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}\n{events:#?}",
+        stderr_of(&out)
+    );
+    let failed = first(&events, "node_failed").unwrap();
+    assert_eq!(failed["code"], json!("EXECUTION_FAILED"));
+    assert!(
+        [json!(126), json!(127)].contains(&failed["exit_code"]),
+        "{failed:#?}"
+    );
+    let message = failed["message"].as_str().unwrap();
+    assert!(
+        message.contains("claude is not installed where the node runs")
+            && message.contains("scripts/build-default-image.sh"),
+        "{message}"
+    );
+    assert!(fake.requests().is_empty());
+    assert_eq!(env.containers(), Vec::<String>::new());
+}

@@ -357,7 +357,10 @@ async fn run_cli(
             });
         }
     };
-    let missing = exit == 127 || (read.end.is_none() && stderr.text().contains("not found"));
+    // 127: a shell's "not found"; 126: the engine could not exec it (docker's "executable
+    // file not found in $PATH").
+    let missing =
+        read.end.is_none() && (exit == 127 || exit == 126 || stderr.text().contains("not found"));
     match read.end {
         Some(end) if !end.is_error && exit == 0 => Ok(CliRun {
             session: read.session,
