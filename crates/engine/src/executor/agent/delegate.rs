@@ -27,7 +27,7 @@ use iterion_agent::wire::Usage;
 use iterion_dsl::ir::{AgentNode, Backend, Session};
 use iterion_sandbox::ExecOpts;
 use serde_json::json;
-use tokio::io::AsyncBufReadExt;
+use tokio::io::AsyncBufReadExt as _;
 
 use crate::executor::agent::env::{AgentEnv, AgentPlace};
 use crate::executor::agent::operator::AgentResult;
@@ -417,14 +417,12 @@ async fn read_stream(
         end: None,
         turns: offset,
     };
-    let mut buf = Vec::new();
     loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        if buf.len() > LINE_MAX {
+        let (line, over) = match read_bounded_line(&mut reader, LINE_MAX).await {
+            Some(l) => l,
+            None => break,
+        };
+        if over {
             log(
                 ctx,
                 id,
@@ -432,7 +430,7 @@ async fn read_stream(
             );
             continue;
         }
-        let line = String::from_utf8_lossy(&buf);
+        let line = String::from_utf8_lossy(&line);
         for event in parser.line(&line) {
             record(ctx, id, cli, offset, event, &mut read).await;
         }
@@ -441,6 +439,41 @@ async fn read_stream(
         record(ctx, id, cli, offset, event, &mut read).await;
     }
     read
+}
+
+/// The next line (without its newline), never holding more than `max` bytes of it: a longer
+/// line is read to its end and dropped (`true`). `None` at the end of the stream.
+async fn read_bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    max: usize,
+) -> Option<(Vec<u8>, bool)> {
+    let mut line = Vec::new();
+    let mut over = false;
+    loop {
+        let chunk = match reader.fill_buf().await {
+            Ok(c) => c,
+            Err(_) => return (!line.is_empty() || over).then_some((line, over)),
+        };
+        if chunk.is_empty() {
+            return (!line.is_empty() || over).then_some((line, over));
+        }
+        let (take, end) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i, true),
+            None => (chunk.len(), false),
+        };
+        if !over {
+            if line.len() + take > max {
+                over = true;
+                line.clear();
+            } else {
+                line.extend_from_slice(&chunk[..take]);
+            }
+        }
+        reader.consume(if end { take + 1 } else { take });
+        if end {
+            return Some((line, over));
+        }
+    }
 }
 
 async fn record(
@@ -507,5 +540,32 @@ async fn record(
             }
             read.end = Some(end);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_bounded_line;
+    use pretty_assertions::assert_eq;
+
+    #[tokio::test]
+    async fn a_delegate_line_over_the_cap_is_dropped_whole_without_being_held() {
+        let mut input = b"short\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', 100_000));
+        input.extend_from_slice(b"\nafter\nlast");
+        let mut reader = tokio::io::BufReader::with_capacity(1024, &input[..]);
+        let mut got = Vec::new();
+        while let Some((line, over)) = read_bounded_line(&mut reader, 4096).await {
+            got.push((String::from_utf8(line).unwrap(), over));
+        }
+        assert_eq!(
+            got,
+            vec![
+                ("short".to_owned(), false),
+                (String::new(), true),
+                ("after".to_owned(), false),
+                ("last".to_owned(), false),
+            ]
+        );
     }
 }
