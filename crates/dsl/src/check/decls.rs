@@ -230,7 +230,7 @@ fn backend_word(backend: ast::Backend) -> &'static str {
 
 /// A delegate node's model must name the provider its CLI speaks (C914): `claude_code` talks
 /// to Anthropic, `codex` to an OpenAI Responses server. The delegate-only properties
-/// (`session`, `reasoning_effort`) on a claw node are refused the same way (C914 names the
+/// (`session`, `reasoning_effort`, `max_tokens`) on a claw node are refused the same way (C914 names the
 /// property), since the built-in loop has no CLI session to carry.
 fn check_delegate(a: &ast::AgentProps, name: &str, out: &mut Vec<Diagnostic>) {
     let backend = a.delegate.backend.map_or(ast::Backend::Claw, |(b, _)| b);
@@ -251,6 +251,15 @@ fn check_delegate(a: &ast::AgentProps, name: &str, out: &mut Vec<Diagnostic>) {
                         "reasoning_effort applies to delegate backends only".to_owned(),
                     )
                     .with_hint("set backend: claude_code or codex, or remove reasoning_effort"),
+                );
+            }
+            if let Some(n) = a.delegate.max_tokens {
+                out.push(
+                    node_diag(
+                        n.span,
+                        "max_tokens applies to delegate backends only".to_owned(),
+                    )
+                    .with_hint("set backend: claude_code or codex, or remove max_tokens"),
                 );
             }
             return;

@@ -185,9 +185,10 @@ fn c914_a_delegate_backend_refuses_a_provider_its_cli_cannot_speak() {
 
 #[test]
 fn c914_session_on_a_claw_node_is_refused() {
-    let src =
-        run_nodes("agent x:\n  model: \"anthropic/claude\"\n  session: inherit\n  user: \"hi\"\n");
-    expect(&src, &[("C914", 3)]);
+    let src = run_nodes(
+        "agent x:\n  model: \"anthropic/claude\"\n  session: inherit\n  max_tokens: 9\n  user: \"hi\"\n",
+    );
+    expect(&src, &[("C914", 3), ("C914", 4)]);
 }
 
 #[test]
