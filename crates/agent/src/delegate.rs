@@ -144,10 +144,12 @@ pub fn invocation(task: &DelegateTask) -> Invocation {
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
     env.push((task.cli.config_var().to_owned(), task.config_dir.clone()));
-    if task.sandboxed {
-        // The sandbox's NO_PROXY names loopback, which inside the container is the container
-        // itself: every request of the CLI must go through the run's proxy, where the
-        // placeholder is swapped and the allowlist applies.
+    if task.sandboxed && is_loopback_url(&task.base_url) {
+        // A model server on the host's loopback: the sandbox's NO_PROXY names loopback, which
+        // inside the container is the container itself, so the CLI would bypass the proxy and
+        // miss. Its requests must go through the run's proxy (which swaps the placeholder and
+        // reaches the host's loopback). Only then: the CLI's commands inherit this environment,
+        // and a service the workload runs on the container's loopback should stay direct.
         env.push(("NO_PROXY".to_owned(), String::new()));
         env.push(("no_proxy".to_owned(), String::new()));
     }
@@ -155,6 +157,21 @@ pub fn invocation(task: &DelegateTask) -> Invocation {
         Cli::ClaudeCode => claude(task, env),
         Cli::Codex => codex(task, env),
     }
+}
+
+/// Whether a base URL names a loopback host (`localhost`, `127.0.0.0/8`, `::1`).
+fn is_loopback_url(url: &str) -> bool {
+    let Ok(uri) = url.parse::<http::Uri>() else {
+        return false;
+    };
+    let Some(host) = uri.host() else {
+        return false;
+    };
+    let host = host.trim_matches(['[', ']']);
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn claude(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {

@@ -61,7 +61,18 @@ fn claude_gets_only_the_nodes_tools_its_config_dir_and_the_prompt_on_stdin() {
         env_of(&inv, "ANTHROPIC_API_KEY"),
         Some("__ITERION_SECRET_ITERION_GATEWAY_ANTHROPIC__")
     );
-    assert_eq!(env_of(&inv, "NO_PROXY"), Some(""));
+    assert_eq!(
+        env_of(&inv, "NO_PROXY"),
+        Some(""),
+        "a loopback model goes through the proxy"
+    );
+    let mut remote = task(Cli::ClaudeCode);
+    remote.base_url = "https://api.anthropic.com".into();
+    assert_eq!(
+        env_of(&invocation(&remote), "NO_PROXY"),
+        None,
+        "the sandbox's own stays"
+    );
     assert_eq!(env_of(&inv, "CLAUDE_CODE_MAX_OUTPUT_TOKENS"), Some("900"));
     assert_eq!(
         env_of(&inv, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"),
