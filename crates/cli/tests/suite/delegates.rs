@@ -536,3 +536,57 @@ fn claude_code_on_the_host_does_not_run_hooks_the_repository_carries() {
         .collect();
     assert_eq!(fired, Vec::<String>::new());
 }
+
+/// `session: fork` continues a copy: the fork sees the parent's conversation, and a later
+/// `inherit` continues the parent, not the fork.
+#[test]
+fn claude_code_fork_sees_the_parent_and_a_later_inherit_continues_the_parent_not_the_fork() {
+    let Some(clis) = delegate_clis_or_skip("cli::delegates::fork") else {
+        return;
+    };
+    let env = Env::new();
+    let node = |name: &str, session: &str, user: &str| {
+        format!(
+            "agent {name}:\n  model: \"anthropic/claude-test\"\n  backend: claude_code\n  session: {session}\n  user: \"{user}\"\n\n"
+        )
+    };
+    env.write(
+        "w.iter",
+        &format!(
+            "{}{}{}workflow w:\n  entry: parent\n  parent -> branch\n  branch -> last\n  last -> done\n",
+            node("parent", "fresh", "Parent prompt."),
+            node("branch", "fork", "Branch prompt."),
+            node("last", "inherit", "Last prompt."),
+        ),
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::text("parent answer"),
+            Reply::text("branch answer"),
+            Reply::text("last answer"),
+        ],
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none"])
+        .env("PATH", path_with(&clis))
+        .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    let branch = message_texts(&requests[1]);
+    assert!(
+        branch.contains("Parent prompt.") && branch.contains("Branch prompt."),
+        "{branch}"
+    );
+    let last = message_texts(&requests[2]);
+    assert!(
+        last.contains("Parent prompt.") && last.contains("Last prompt."),
+        "{last}"
+    );
+    assert!(!last.contains("Branch prompt."), "{last}");
+}

@@ -10,7 +10,7 @@
 //!   run's agent environment). codex's provider is written there as `config.toml`.
 //! - Every assistant turn the CLI reports becomes an `agent_turn`, every tool call an
 //!   `agent_tool_call` (redacted, bounded); the session id is kept per backend so a later node
-//!   with `session: inherit | fork` continues it.
+//!   with `session: inherit | fork` continues it (a fork's own session is not kept).
 //! - The final answer is conformed to the node's output schema exactly like a claw node's; on a
 //!   miss the CLI's session is resumed once with a correction request.
 //! - A CLI that exits without an answer, reports an error or overruns [`DELEGATE_TIMEOUT`]
@@ -119,7 +119,10 @@ pub(crate) async fn run(
         input_tokens: first.end.input_tokens,
         output_tokens: first.end.output_tokens,
     };
-    if let Some(session) = &first.session {
+    // A fork leaves the session it came from as the one to continue: fan-out branches can each
+    // fork the same parent, and a later `inherit` continues the parent, not a branch.
+    let keeps = agent.session != Session::Fork;
+    if keeps && let Some(session) = &first.session {
         env.delegates.keep_session(backend, session.clone());
     }
     let Some((name, schema)) = &spec.output else {
@@ -152,7 +155,7 @@ pub(crate) async fn run(
     let retry = run_cli(ctx, id, &task, &mut turns).await?;
     usage.input_tokens = usage.input_tokens.saturating_add(retry.end.input_tokens);
     usage.output_tokens = usage.output_tokens.saturating_add(retry.end.output_tokens);
-    if let Some(session) = retry.session {
+    if keeps && let Some(session) = retry.session {
         env.delegates.keep_session(backend, session);
     }
     conforming(schema, &retry.end.text)
