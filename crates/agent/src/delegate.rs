@@ -56,7 +56,7 @@ impl Cli {
 
 /// The variable carrying codex's credential: the provider iterion writes into the per-run
 /// `config.toml` reads its key from it (`env_key`).
-pub const CODEX_KEY_VAR: &str = "ITERION_CODEX_API_KEY";
+pub const CODEX_KEY_VAR: &str = "OPENAI_API_KEY";
 
 /// How the CLI session starts.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -115,10 +115,7 @@ fn codex_reads_its_provider_from_the_per_run_config_and_runs_without_its_own_san
         config.contains("base_url = \"http://127.0.0.1:9/v1\""),
         "{config}"
     );
-    assert!(
-        config.contains("env_key = \"ITERION_CODEX_API_KEY\""),
-        "{config}"
-    );
+    assert!(config.contains("env_key = \"OPENAI_API_KEY\""), "{config}");
     assert!(
         !config.contains("__ITERION_SECRET"),
         "no credential in the file"
