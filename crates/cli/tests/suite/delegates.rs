@@ -590,3 +590,60 @@ fn claude_code_fork_sees_the_parent_and_a_later_inherit_continues_the_parent_not
     );
     assert!(!last.contains("Branch prompt."), "{last}");
 }
+
+/// The same for codex (`codex exec fork`, then `codex exec resume` of the parent).
+#[test]
+fn codex_fork_sees_the_parent_and_a_later_inherit_continues_the_parent_not_the_fork() {
+    let Some(clis) = delegate_clis_or_skip("cli::delegates::codex_fork") else {
+        return;
+    };
+    assert!(
+        Path::new("/usr/bin/bwrap").is_file(),
+        "codex's host sandbox needs bubblewrap: apt-get install bubblewrap"
+    );
+    let env = Env::new();
+    let node = |name: &str, session: &str, user: &str| {
+        format!(
+            "agent {name}:\n  model: \"openai/gpt-test\"\n  backend: codex\n  session: {session}\n  user: \"{user}\"\n\n"
+        )
+    };
+    env.write(
+        "w.iter",
+        &format!(
+            "{}{}{}workflow w:\n  entry: parent\n  parent -> branch\n  branch -> last\n  last -> done\n",
+            node("parent", "fresh", "Parent prompt."),
+            node("branch", "fork", "Branch prompt."),
+            node("last", "inherit", "Last prompt."),
+        ),
+    );
+    let fake = FakeModel::start(
+        Api::Responses,
+        vec![
+            Reply::text("parent answer"),
+            Reply::text("branch answer"),
+            Reply::text("last answer"),
+        ],
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none"])
+        .env("PATH", path_with(&clis))
+        .env("OPENAI_API_KEY", OPENAI_KEY)
+        .env("ITERION_OPENAI_BASE_URL", fake.base_url())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    let branch = input_texts(&requests[1]);
+    assert!(
+        branch.contains("Parent prompt.") && branch.contains("Branch prompt."),
+        "{branch}"
+    );
+    let last = input_texts(&requests[2]);
+    assert!(
+        last.contains("Parent prompt.") && last.contains("Last prompt."),
+        "{last}"
+    );
+    assert!(!last.contains("Branch prompt."), "{last}");
+}
