@@ -34,6 +34,8 @@ mod error;
 mod home;
 mod model;
 mod postgres;
+mod removal;
+mod run_ref;
 mod save_rules;
 mod select;
 mod sqlite;
@@ -47,6 +49,7 @@ pub use model::{
     Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId, RunStatus, Trust,
 };
 pub use postgres::{PgOptions, PgStore};
+pub use run_ref::{AMBIGUOUS_SHOWN, RunRef, resolve_run};
 pub use select::{ITERION_STORE_URL, open_store, store_from_env};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 pub use store::{RunQuery, Store, update_run};

@@ -13,23 +13,24 @@ use crate::model::{
     Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
     RunStatus,
 };
+use crate::time::Timestamp;
 
 /// Which runs [`Store::list_runs`] returns: newest first (by creation), at most `limit`,
-/// optionally only those in one status.
+/// optionally only those in one status, optionally only top-level runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunQuery {
     /// Only runs in this status; by default any.
     pub status: Option<RunStatus>,
     /// At most this many; by default 50.
     pub limit: usize,
+    /// Only runs without a parent (what a person started, not subbot children); by default
+    /// every run.
+    pub top_level: bool,
 }
 
 impl Default for RunQuery {
     fn default() -> Self {
-        Self {
-            status: None,
-            limit: 50,
-        }
+        Self::newest(50)
     }
 }
 
@@ -39,7 +40,14 @@ impl RunQuery {
         Self {
             status: None,
             limit,
+            top_level: false,
         }
+    }
+
+    /// Keeps only runs without a parent.
+    pub fn top_level(mut self) -> Self {
+        self.top_level = true;
+        self
     }
 
     /// Keeps only runs in `status`.
@@ -87,6 +95,27 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// Runs newest first (ties broken by id, also newest first).
     async fn list_runs(&self, query: &RunQuery) -> Result<Vec<Run>>;
+
+    /// The runs whose id starts with `prefix`, newest first, at most `limit`. `prefix` is
+    /// compared byte for byte with the stored (lowercase) ids; [`resolve_run`](crate::resolve_run)
+    /// validates and lowercases what a person typed before it gets here.
+    async fn runs_by_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<Run>>;
+
+    /// Top-level runs in a terminal status ([`RunStatus::is_terminal`]) that finished strictly
+    /// before `before`, oldest first, at most `limit`: what `iterion prune` removes.
+    async fn runs_finished_before(&self, before: Timestamp, limit: usize) -> Result<Vec<Run>>;
+
+    /// Deletes run `id` and every run below it (its subbot children, theirs, …) with their
+    /// events, log lines and leases, in one transaction: all of them or none. Returns the ids
+    /// deleted, `id` first.
+    ///
+    /// # Errors
+    /// - `RunNotFound`;
+    /// - `RunActive` when a run of the tree is `queued` or `running` (a process may be executing
+    ///   it, or a runner is about to);
+    /// - `LeaseHeld` when a run of the tree is leased;
+    /// - backend errors.
+    async fn delete_run(&self, id: &RunId) -> Result<Vec<RunId>>;
 
     /// Saves the state fields of `run` if the stored version is still `expected_version`
     /// (usually the `run.version` that was loaded), and returns the new version. `updated_at`

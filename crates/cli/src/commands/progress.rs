@@ -57,7 +57,7 @@ impl Progress {
             .as_ref()
         {
             Some(pull) => pull.bar.println(line),
-            None => eprintln!("{line}"),
+            None => crate::output::errln!("{line}"),
         }
     }
 }
@@ -73,7 +73,7 @@ fn text(value: &serde_json::Value, key: &str) -> String {
 impl RunObserver for Progress {
     fn run_created(&self, run_id: &str) {
         if !self.quiet_ids {
-            eprintln!("run {run_id}");
+            crate::output::errln!("run {run_id}");
         }
     }
 

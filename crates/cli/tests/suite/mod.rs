@@ -17,6 +17,7 @@ mod mount_race;
 mod record_secrets;
 mod resume;
 mod run;
+mod runs;
 mod subbots;
 pub mod support;
 mod trust;

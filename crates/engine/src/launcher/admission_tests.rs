@@ -103,6 +103,23 @@ impl Store for Conflicting {
     async fn list_runs(&self, query: &RunQuery) -> iterion_store::Result<Vec<Run>> {
         self.inner.list_runs(query).await
     }
+    async fn runs_by_id_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> iterion_store::Result<Vec<Run>> {
+        self.inner.runs_by_id_prefix(prefix, limit).await
+    }
+    async fn runs_finished_before(
+        &self,
+        before: iterion_store::Timestamp,
+        limit: usize,
+    ) -> iterion_store::Result<Vec<Run>> {
+        self.inner.runs_finished_before(before, limit).await
+    }
+    async fn delete_run(&self, id: &RunId) -> iterion_store::Result<Vec<RunId>> {
+        self.inner.delete_run(id).await
+    }
     async fn save_run(&self, run: &Run, expected_version: u64) -> iterion_store::Result<u64> {
         self.saves.fetch_add(1, Ordering::SeqCst);
         let left = self.conflicts.load(Ordering::SeqCst);

@@ -92,6 +92,22 @@ impl Store for RedactingStore {
         self.inner.list_runs(query).await
     }
 
+    async fn runs_by_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<Run>> {
+        self.inner.runs_by_id_prefix(prefix, limit).await
+    }
+
+    async fn runs_finished_before(
+        &self,
+        before: iterion_store::Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Run>> {
+        self.inner.runs_finished_before(before, limit).await
+    }
+
+    async fn delete_run(&self, id: &RunId) -> Result<Vec<RunId>> {
+        self.inner.delete_run(id).await
+    }
+
     async fn save_run(&self, run: &Run, expected_version: u64) -> Result<u64> {
         self.inner.save_run(&self.run(run), expected_version).await
     }

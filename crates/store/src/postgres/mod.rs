@@ -40,7 +40,7 @@ use crate::model::{
     Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
 };
 use crate::store::{RunQuery, Store};
-use crate::time::{Clock, SystemClock};
+use crate::time::{Clock, SystemClock, Timestamp};
 
 /// Options for [`PgStore::connect_with`]; a builder whose setters state their defaults.
 #[derive(Clone, Debug)]
@@ -293,6 +293,18 @@ impl Store for PgStore {
 
     async fn list_runs(&self, query: &RunQuery) -> Result<Vec<Run>> {
         ops::list(&**self.client().await?, &self.inner.ctx, *query).await
+    }
+
+    async fn runs_by_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<Run>> {
+        ops::by_id_prefix(&**self.client().await?, &self.inner.ctx, prefix, limit).await
+    }
+
+    async fn runs_finished_before(&self, before: Timestamp, limit: usize) -> Result<Vec<Run>> {
+        ops::finished_before(&**self.client().await?, &self.inner.ctx, before, limit).await
+    }
+
+    async fn delete_run(&self, id: &RunId) -> Result<Vec<RunId>> {
+        ops::delete(&mut **self.client().await?, &self.inner.ctx, id).await
     }
 
     async fn save_run(&self, run: &Run, expected_version: u64) -> Result<u64> {

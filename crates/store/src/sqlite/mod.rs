@@ -36,7 +36,7 @@ use crate::model::{
     Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
 };
 use crate::store::{RunQuery, Store};
-use crate::time::{Clock, SystemClock};
+use crate::time::{Clock, SystemClock, Timestamp};
 
 /// How hard SQLite works to make a commit durable (`PRAGMA synchronous`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -286,6 +286,23 @@ impl Store for SqliteStore {
     async fn list_runs(&self, query: &RunQuery) -> Result<Vec<Run>> {
         let query = *query;
         self.call(move |conn, env| runs::list(conn, env, query))
+            .await
+    }
+
+    async fn runs_by_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<Run>> {
+        let prefix = prefix.to_owned();
+        self.call(move |conn, env| runs::by_id_prefix(conn, env, &prefix, limit))
+            .await
+    }
+
+    async fn runs_finished_before(&self, before: Timestamp, limit: usize) -> Result<Vec<Run>> {
+        self.call(move |conn, env| runs::finished_before(conn, env, before, limit))
+            .await
+    }
+
+    async fn delete_run(&self, id: &RunId) -> Result<Vec<RunId>> {
+        let id = id.clone();
+        self.call(move |conn, env| runs::delete(conn, env, &id))
             .await
     }
 

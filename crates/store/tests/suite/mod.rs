@@ -31,6 +31,7 @@ mod leases;
 mod open;
 mod postgres;
 mod queue;
+mod removal;
 mod runs;
 mod serde_forms;
 
