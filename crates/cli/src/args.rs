@@ -46,7 +46,7 @@ pub enum Command {
     Resume(ResumeArgs),
     /// List runs, or show one: status, failure code, admission.
     Inspect(InspectArgs),
-    /// Print a run's events.
+    /// Print a run's events (`--follow`: as they are recorded, until the run ends).
     Events(EventsArgs),
     /// List the runs that are running, paused or queued (`--all`: every run).
     Ps(PsArgs),
@@ -60,6 +60,8 @@ pub enum Command {
     Config(ConfigArgs),
     /// Print a shell completion script: `iterion completions bash > /etc/bash_completion.d/iterion`.
     Completions(CompletionsArgs),
+    /// Print what a run's nodes printed, per node and stream (`--follow`: as they print).
+    Logs(LogsArgs),
     /// Sandbox diagnostics: `iterion sandbox doctor [--strict] [--json] …`.
     Sandbox(SandboxArgs),
     /// Cloud worker: takes queued runs (`run --submit`) from the store's queue, executes them
@@ -168,6 +170,10 @@ pub struct RunArgs {
     /// exits 0 once the run is `queued`.
     #[arg(long)]
     pub submit: bool,
+    /// Do not show what nodes print (`node │ line` on stderr); it is stored all the same
+    /// (`iterion logs RUN`).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 /// `iterion resume RUN [--force]`.
@@ -185,6 +191,9 @@ pub struct ResumeArgs {
     /// Print one JSON document on stdout, as `run --json`.
     #[arg(long)]
     pub json: bool,
+    /// Do not show what nodes print, as `run --quiet`.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 /// `iterion inspect [RUN_ID] [--json]`.
@@ -198,13 +207,48 @@ pub struct InspectArgs {
     pub json: bool,
 }
 
-/// `iterion events RUN [--json]`.
+/// `iterion events RUN [--json] [--follow]`.
 #[derive(Debug, Args)]
 pub struct EventsArgs {
     /// The run: its id, the start of it, or `last`.
     #[arg(value_name = "RUN")]
     pub run_id: String,
     /// One JSON object a line: `{run_id, seq, ts, type, data}`.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep printing new events as the run records them, until it ends (finished, failed,
+    /// cancelled or paused, and its process let go of it).
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+}
+
+/// `stdout` or `stderr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StreamArg {
+    /// What nodes wrote to standard output.
+    Stdout,
+    /// What nodes wrote to standard error.
+    Stderr,
+}
+
+/// `iterion logs RUN [--node N] [--stream S] [--follow] [--json]`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The run: its id, the start of it, or `last`.
+    #[arg(value_name = "RUN")]
+    pub run_id: String,
+    /// Only this node's output (`sandbox.post_create` and `sandbox.build` name the sandbox's
+    /// setup).
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+    /// Only this stream.
+    #[arg(long, value_enum)]
+    pub stream: Option<StreamArg>,
+    /// Keep printing new output as the run records it, until it ends.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// One JSON object a line: `{run_id, seq, ts, node, stream, line}` (and `truncated: true`
+    /// on the last line stored before a node's bound).
     #[arg(long)]
     pub json: bool,
 }

@@ -72,6 +72,7 @@ fn async_main(command: args::Command, process_env: Environment) -> Exit {
             args::Command::Resume(args) => commands::resume::run(args, &env).await,
             args::Command::Inspect(args) => commands::inspect::run(args, &env).await,
             args::Command::Events(args) => commands::events::run(args, &env).await,
+            args::Command::Logs(args) => commands::logs::run(args, &env).await,
             args::Command::Sandbox(args) => commands::sandbox_doctor::run(args, &env).await,
             args::Command::Ps(args) => commands::runs::ps(args, &env).await,
             args::Command::Rm(args) => commands::runs::rm(args, &env).await,

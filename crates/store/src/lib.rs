@@ -46,7 +46,8 @@ pub use error::{BackendError, DbLocation, Error, Result};
 pub use home::{DB_FILE_NAME, ITERION_HOME, db_path, iterion_home_from_env, resolve_iterion_home};
 pub use model::{
     Admission, AdmissionDecision, Claim, Event, InitialStatus, InvalidRunId, Lease, LeaseRequest,
-    Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId, RunStatus, Trust,
+    Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewNodeLog, NewRun, NodeLog, NodeLogQuery,
+    Run, RunId, RunStatus, Trust,
 };
 pub use postgres::{PgOptions, PgStore};
 pub use run_ref::{AMBIGUOUS_SHOWN, RunRef, resolve_run};

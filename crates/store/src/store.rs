@@ -10,8 +10,8 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::model::{
-    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
-    RunStatus,
+    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewNodeLog, NewRun,
+    NodeLog, NodeLogQuery, Run, RunId, RunStatus,
 };
 use crate::time::Timestamp;
 
@@ -66,7 +66,7 @@ impl RunQuery {
 ///   version is the one the caller loaded, and enforces the status state machine
 ///   ([`RunStatus::can_transition_to`]) and the immutability of identity fields against the
 ///   stored row, in the same transaction.
-/// - **Events and log lines** are append-only. Each run has two sequences (events, log lines),
+/// - **Events, log lines and node-log chunks** are append-only. Each run has three sequences,
 ///   numbered 1, 2, 3, … with no gap and in commit order, also under concurrent appenders; a
 ///   batch gets consecutive numbers.
 /// - **Leases** say a process is executing a run. A lease is held while its expiry, by the
@@ -171,6 +171,17 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// The run's log lines with `seq > after_seq`, in order. Empty for an unknown run.
     async fn logs(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<LogLine>>;
+
+    /// Appends chunks of node output in one transaction (all or none), returning their `seq`
+    /// range in the run's node log (its own sequence, gap-free like the others).
+    ///
+    /// # Errors
+    /// `RunNotFound`, and backend errors.
+    async fn append_node_logs(&self, run_id: &RunId, chunks: Vec<NewNodeLog>)
+    -> Result<Range<u64>>;
+
+    /// The run's node-log chunks that `query` selects, in `seq` order. Empty for an unknown run.
+    async fn node_logs(&self, run_id: &RunId, query: &NodeLogQuery) -> Result<Vec<NodeLog>>;
 
     /// Takes the run's lease for `holder` until now + `ttl`. Succeeds when the run has no lease,
     /// when its lease lapsed, or when `holder` already holds it (which renews it).

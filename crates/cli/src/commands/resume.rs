@@ -33,7 +33,7 @@ async fn resume(
     engine.boot_maintenance().await;
     let control = RunControl::default();
     install_signals(&control);
-    let progress = Arc::new(Progress::new(args.json));
+    let progress = Arc::new(Progress::new(args.json, args.quiet));
     let result = engine
         .resume(
             ResumeRequest {

@@ -183,7 +183,7 @@ async fn launch(args: RunArgs, env: &Environment) -> Result<Exit, Failure> {
     };
     let control = RunControl::default();
     install_signals(&control);
-    let progress = Arc::new(Progress::new(args.json));
+    let progress = Arc::new(Progress::new(args.json, args.quiet));
     let result = engine.run(request, control, progress.clone()).await;
     progress.done();
     let _ = maintenance.await;

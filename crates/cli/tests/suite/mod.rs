@@ -12,6 +12,7 @@ mod egress_bridge;
 mod exec_agent;
 mod faults;
 mod fleet;
+mod logs;
 mod matrix;
 mod mount_race;
 mod record_secrets;

@@ -6,8 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use iterion_sandbox::{NotSandboxedCause, Sandboxing, Source};
 use iterion_store::{
-    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, RunQuery,
-    SqliteOptions, SqliteStore,
+    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewNodeLog, NewRun,
+    NodeLog, NodeLogQuery, RunQuery, SqliteOptions, SqliteStore,
 };
 use pretty_assertions::assert_eq;
 
@@ -174,6 +174,22 @@ impl Store for Conflicting {
     async fn logs(&self, run_id: &RunId, after_seq: u64) -> iterion_store::Result<Vec<LogLine>> {
         self.inner.logs(run_id, after_seq).await
     }
+    async fn append_node_logs(
+        &self,
+        run_id: &RunId,
+        chunks: Vec<NewNodeLog>,
+    ) -> iterion_store::Result<Range<u64>> {
+        self.inner.append_node_logs(run_id, chunks).await
+    }
+
+    async fn node_logs(
+        &self,
+        run_id: &RunId,
+        query: &NodeLogQuery,
+    ) -> iterion_store::Result<Vec<NodeLog>> {
+        self.inner.node_logs(run_id, query).await
+    }
+
     async fn acquire_lease(
         &self,
         run_id: &RunId,

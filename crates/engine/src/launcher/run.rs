@@ -220,8 +220,12 @@ impl Engine {
             Arc::clone(&redactor),
         );
         let events = StoreEvents::new(Arc::clone(&store), run_id.clone(), Arc::clone(observer));
-        let (run_log, writer) =
-            StoreRunLog::start(Arc::clone(&store), run_id.clone(), Arc::clone(&redactor));
+        let (run_log, writer) = StoreRunLog::start(
+            Arc::clone(&store),
+            run_id.clone(),
+            Arc::clone(&redactor),
+            Arc::clone(observer),
+        );
         let trust = attempt.run.trust;
         events
             .emit(Event::RunStarted(RunStarted {

@@ -37,7 +37,8 @@ use tokio_postgres::NoTls;
 use self::ctx::{Ctx, classify};
 use crate::error::{DbLocation, Error, Result};
 use crate::model::{
-    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
+    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewNodeLog, NewRun,
+    NodeLog, NodeLogQuery, Run, RunId,
 };
 use crate::store::{RunQuery, Store};
 use crate::time::{Clock, SystemClock, Timestamp};
@@ -357,6 +358,24 @@ impl Store for PgStore {
 
     async fn logs(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<LogLine>> {
         ops::read_logs(&**self.client().await?, &self.inner.ctx, run_id, after_seq).await
+    }
+
+    async fn append_node_logs(
+        &self,
+        run_id: &RunId,
+        chunks: Vec<NewNodeLog>,
+    ) -> Result<Range<u64>> {
+        ops::node_logs(
+            &mut **self.client().await?,
+            &self.inner.ctx,
+            run_id,
+            &chunks,
+        )
+        .await
+    }
+
+    async fn node_logs(&self, run_id: &RunId, query: &NodeLogQuery) -> Result<Vec<NodeLog>> {
+        ops::read_node_logs(&**self.client().await?, &self.inner.ctx, run_id, query).await
     }
 
     async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease> {

@@ -11,13 +11,13 @@ use tokio_postgres::{Client, GenericClient, Row};
 
 use super::ctx::Ctx;
 use crate::codec::{
-    NewRunRow, RUN_COLUMN_COUNT, RUN_COLUMNS, RawRun, Table, decode_log_line, fresh_run, json_text,
-    lease_expiry, to_i64, to_u64,
+    NODE_LOG_COLUMNS, NewRunRow, RUN_COLUMN_COUNT, RUN_COLUMNS, RawRun, Table, decode_log_line,
+    decode_node_log, fresh_run, json_text, lease_expiry, to_i64, to_u64,
 };
 use crate::error::{Error, Result};
 use crate::model::{
-    Claim, Event, InvalidRunId, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun,
-    Run, RunId, RunStatus, Trust,
+    Claim, Event, InvalidRunId, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine,
+    NewNodeLog, NewRun, NodeLog, NodeLogQuery, Run, RunId, RunStatus, Trust,
 };
 use crate::removal::{TreeRow, check_removable, terminal_statuses_sql};
 use crate::save_rules::{StoredRun, check_save, encode_for_save};
@@ -496,6 +496,33 @@ async fn append_rows(
 ) -> Result<(u64, Timestamp)> {
     let op = table.op();
     let tx = client.transaction().await.map_err(ctx.sql(op))?;
+    let (first, ts) = next_seq(&tx, ctx, table, run_id).await?;
+    if !rows.is_empty() {
+        let insert = tx.prepare(&insert_sql(table)).await.map_err(ctx.sql(op))?;
+        for (offset, (a, b)) in (0_u64..).zip(rows) {
+            let params: [&(dyn ToSql + Sync); 5] = [
+                &run_id.as_str(),
+                &to_i64(first + offset),
+                &ts.as_millis(),
+                a,
+                b,
+            ];
+            tx.execute(&insert, &params).await.map_err(ctx.sql(op))?;
+        }
+    }
+    tx.commit().await.map_err(ctx.sql(op))?;
+    Ok((first, ts))
+}
+
+/// Inside `tx`: locks the run row (appenders everywhere take turns) and returns the next `seq`
+/// of `table` for the run and the timestamp its rows get.
+async fn next_seq(
+    tx: &tokio_postgres::Transaction<'_>,
+    ctx: &Ctx,
+    table: Table,
+    run_id: &RunId,
+) -> Result<(u64, Timestamp)> {
+    let op = table.op();
     let locked = tx
         .query_opt(
             "SELECT 1 FROM runs WHERE id = $1 FOR NO KEY UPDATE",
@@ -513,23 +540,85 @@ async fn append_rows(
         .await
         .and_then(|row| row.try_get(0))
         .map_err(ctx.sql(op))?;
-    let ts = ctx.clock.now();
-    let first = to_u64(last) + 1;
-    if !rows.is_empty() {
-        let insert = tx.prepare(&insert_sql(table)).await.map_err(ctx.sql(op))?;
-        for (offset, (a, b)) in (0_u64..).zip(rows) {
-            let params: [&(dyn ToSql + Sync); 5] = [
+    Ok((to_u64(last) + 1, ctx.clock.now()))
+}
+
+/// Appends `chunks` to the run's node log in one transaction.
+pub(crate) async fn node_logs(
+    client: &mut Client,
+    ctx: &Ctx,
+    run_id: &RunId,
+    chunks: &[NewNodeLog],
+) -> Result<Range<u64>> {
+    let table = Table::NodeLogs;
+    let op = table.op();
+    let tx = client.transaction().await.map_err(ctx.sql(op))?;
+    let (first, ts) = next_seq(&tx, ctx, table, run_id).await?;
+    if !chunks.is_empty() {
+        let sql = format!(
+            "INSERT INTO {} ({}) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            table.name(),
+            table.columns()
+        );
+        let insert = tx.prepare(&sql).await.map_err(ctx.sql(op))?;
+        for (offset, chunk) in (0_u64..).zip(chunks) {
+            let params: [&(dyn ToSql + Sync); 7] = [
                 &run_id.as_str(),
                 &to_i64(first + offset),
                 &ts.as_millis(),
-                a,
-                b,
+                &chunk.node,
+                &chunk.stream.as_str(),
+                &chunk.text,
+                &chunk.truncated,
             ];
             tx.execute(&insert, &params).await.map_err(ctx.sql(op))?;
         }
     }
     tx.commit().await.map_err(ctx.sql(op))?;
-    Ok((first, ts))
+    Ok(first..first + chunks.len() as u64)
+}
+
+pub(crate) async fn read_node_logs(
+    client: &Client,
+    ctx: &Ctx,
+    run_id: &RunId,
+    query: &NodeLogQuery,
+) -> Result<Vec<NodeLog>> {
+    let op = "reading node output";
+    let sql = format!(
+        "SELECT {NODE_LOG_COLUMNS} FROM node_logs WHERE run_id = $1 AND seq > $2 \
+         AND ($3::TEXT IS NULL OR node = $3) AND ($4::TEXT IS NULL OR stream = $4) \
+         ORDER BY seq LIMIT $5"
+    );
+    let node = query.node.as_deref();
+    let stream = query.stream.map(LogStream::as_str);
+    let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+    let rows = client
+        .query(
+            &sql,
+            &[
+                &run_id.as_str(),
+                &to_i64(query.after_seq),
+                &node,
+                &stream,
+                &limit,
+            ],
+        )
+        .await
+        .map_err(ctx.sql(op))?;
+    rows.iter()
+        .map(|row| {
+            let raw = (
+                row.try_get(0).map_err(ctx.sql(op))?,
+                row.try_get(1).map_err(ctx.sql(op))?,
+                row.try_get(2).map_err(ctx.sql(op))?,
+                row.try_get(3).map_err(ctx.sql(op))?,
+                row.try_get(4).map_err(ctx.sql(op))?,
+                row.try_get(5).map_err(ctx.sql(op))?,
+            );
+            decode_node_log(&ctx.db, run_id, raw)
+        })
+        .collect()
 }
 
 pub(crate) async fn event(

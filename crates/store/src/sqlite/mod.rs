@@ -33,7 +33,8 @@ use rusqlite::{Connection, OpenFlags};
 use self::env::Env;
 use crate::error::{DbLocation, Error, Result};
 use crate::model::{
-    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
+    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewNodeLog, NewRun,
+    NodeLog, NodeLogQuery, Run, RunId,
 };
 use crate::store::{RunQuery, Store};
 use crate::time::{Clock, SystemClock, Timestamp};
@@ -351,6 +352,22 @@ impl Store for SqliteStore {
     async fn logs(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<LogLine>> {
         let run_id = run_id.clone();
         self.call(move |conn, env| append::read_logs(conn, env, &run_id, after_seq))
+            .await
+    }
+
+    async fn append_node_logs(
+        &self,
+        run_id: &RunId,
+        chunks: Vec<NewNodeLog>,
+    ) -> Result<Range<u64>> {
+        let run_id = run_id.clone();
+        self.call(move |conn, env| append::node_logs(conn, env, &run_id, &chunks))
+            .await
+    }
+
+    async fn node_logs(&self, run_id: &RunId, query: &NodeLogQuery) -> Result<Vec<NodeLog>> {
+        let (run_id, query) = (run_id.clone(), query.clone());
+        self.call(move |conn, env| append::read_node_logs(conn, env, &run_id, &query))
             .await
     }
 

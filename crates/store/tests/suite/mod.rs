@@ -28,6 +28,7 @@ macro_rules! on_both_backends {
 mod cas;
 mod events;
 mod leases;
+mod node_logs;
 mod open;
 mod postgres;
 mod queue;

@@ -20,3 +20,4 @@ pub(crate) mod env;
 pub(crate) mod launcher;
 pub(crate) mod node;
 pub(crate) mod operator;
+pub(crate) mod transcript;
