@@ -503,8 +503,9 @@ async fn record(
                     node: id.to_owned(),
                     backend,
                     turn: offset + turn,
-                    model,
-                    stop_reason,
+                    model: model.map(|m| bound_transcript_text(&ctx.redactor.redact(&m))),
+                    stop_reason: stop_reason
+                        .map(|r| bound_transcript_text(&ctx.redactor.redact(&r))),
                     input_tokens,
                     output_tokens,
                 }))
@@ -524,7 +525,7 @@ async fn record(
                     node: id.to_owned(),
                     backend,
                     turn: offset + turn,
-                    tool: ctx.redactor.redact(&tool),
+                    tool: bound(&tool),
                     input: bound(&input),
                     result: result.as_deref().map(bound),
                     is_error,
