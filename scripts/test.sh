@@ -79,6 +79,10 @@ command -v dockerd >/dev/null || missing+=(docker.io)
 command -v podman >/dev/null || missing+=(podman)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
+# The delegate test image's CLIs come from npm; codex's host sandbox (the delegate host tests)
+# needs bubblewrap.
+command -v npm >/dev/null || missing+=(npm)
+command -v bwrap >/dev/null || missing+=(bubblewrap)
 # scripts/check-architecture.py (tomllib: Python 3.11, Debian 12's).
 command -v python3 >/dev/null || missing+=(python3)
 [[ -n ${ITERION_IT_POSTGRES_URL:-} ]] || command -v pg_ctlcluster >/dev/null || missing+=(postgresql)
@@ -88,7 +92,7 @@ if ((${#missing[@]})); then
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" >/dev/null
 else
-    echo "docker.io, podman, busybox-static, debootstrap and postgresql already installed" >&2
+    echo "docker.io, podman, busybox-static, debootstrap, npm, bubblewrap and postgresql already installed" >&2
 fi
 
 # ---------------------------------------------------------------------------------------------
