@@ -7,6 +7,7 @@ mod doctor;
 mod egress;
 mod egress_attacks;
 mod egress_bridge;
+mod execfix;
 mod faults;
 mod fleet;
 mod matrix;

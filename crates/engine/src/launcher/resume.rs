@@ -239,7 +239,7 @@ impl Engine {
     ) -> Result<Run, EngineError> {
         let trust = run.trust;
         let repo_root =
-            crate::sandbox::workspace::repository_root_of(&launch.cwd, &self.environment).await;
+            crate::sandbox::workspace::sandbox_root_of(&launch.cwd, &self.environment).await;
         let overlay = iterion_sandbox::EnvOverlay {
             vars: launch.sandbox_env.clone(),
         };
@@ -247,7 +247,7 @@ impl Engine {
             &workflow.sandbox,
             settings,
             trust,
-            repo_root.as_deref(),
+            Some(repo_root.as_path()),
             &overlay,
             &self.environment,
         );

@@ -259,13 +259,13 @@ impl Engine {
             vars: attempt.launch.sandbox_env.clone(),
         };
         let repo_root =
-            crate::sandbox::workspace::repository_root_of(&attempt.launch.cwd, &self.environment)
+            crate::sandbox::workspace::sandbox_root_of(&attempt.launch.cwd, &self.environment)
                 .await;
         let resolved = resolve(
             &attempt.workflow.sandbox,
             &attempt.settings,
             trust,
-            repo_root.as_deref(),
+            Some(repo_root.as_path()),
             &overlay,
             &self.environment,
         );

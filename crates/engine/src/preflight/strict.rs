@@ -144,8 +144,7 @@ pub(crate) async fn run(
     // spec-resolution: L3–L4 as a run does them, in the directory's repository.
     let started = Instant::now();
     let repo_root =
-        crate::sandbox::workspace::repository_root_of(&request.options.cwd, &setup.environment)
-            .await;
+        crate::sandbox::workspace::sandbox_root_of(&request.options.cwd, &setup.environment).await;
     let overlay = EnvOverlay {
         vars: request.options.sandbox_env.clone(),
     };
@@ -154,7 +153,14 @@ pub(crate) async fn run(
             (request.sandbox.clone(), settings.clone(), repo_root.clone());
         let (trust, env) = (request.trust, setup.environment.clone());
         match bounded_blocking(budget, move || {
-            resolve(&block, &settings, trust, root.as_deref(), &overlay, &env)
+            resolve(
+                &block,
+                &settings,
+                trust,
+                Some(root.as_path()),
+                &overlay,
+                &env,
+            )
         })
         .await
         {
@@ -197,7 +203,7 @@ pub(crate) async fn run(
         ),
     );
 
-    // sandbox-configured: an inactive mode (or auto without a repository) stops here.
+    // sandbox-configured: an inactive mode stops here.
     let started = Instant::now();
     let spec = match (resolved.mode.is_active(), resolved.spec.clone()) {
         (true, Some(spec)) => spec,
@@ -216,7 +222,7 @@ pub(crate) async fn run(
                 Check::warn(
                     CheckId::SandboxConfigured,
                     why,
-                    "add a sandbox: block, pass --sandbox auto, or leave ITERION_SANDBOX_DEFAULT at auto (in a git repository)",
+                    "add a sandbox: block, pass --sandbox auto, or leave ITERION_SANDBOX_DEFAULT at auto",
                 ),
             );
             return Ok(finish(report, rows));
