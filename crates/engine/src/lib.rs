@@ -92,10 +92,10 @@ pub use launcher::reaper::{
     run_sandbox_reaper, sandbox_resource_reapable,
 };
 pub use preflight::{
-    BasicReport, Check, CheckId, CheckStatus, Counts, DEFAULT_DOCTOR_TIMEOUT, HostClass,
-    ITERION_SANDBOX_DOCTOR_TIMEOUT, ITERION_SANDBOX_PREFLIGHT, PreflightError, PreflightRequest,
-    PreflightSetup, SCHEMA_VERSION, StrictReport, Target, build_basic_report, build_strict_report,
-    doctor_timeout_from_env, preflight_sandbox, sandbox_preflight_enabled,
+    BasicReport, Check, CheckId, CheckStatus, ContainerNeeds, Counts, DEFAULT_DOCTOR_TIMEOUT,
+    HostClass, ITERION_SANDBOX_DOCTOR_TIMEOUT, ITERION_SANDBOX_PREFLIGHT, PreflightError,
+    PreflightRequest, PreflightSetup, SCHEMA_VERSION, StrictReport, Target, build_basic_report,
+    build_strict_report, doctor_timeout_from_env, preflight_sandbox, sandbox_preflight_enabled,
 };
 pub use records::agent_events::{
     AgentToolCall, AgentTurn, TRANSCRIPT_TEXT_MAX, bound_transcript_text,

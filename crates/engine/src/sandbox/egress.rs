@@ -284,6 +284,24 @@ impl EgressBridge {
     }
 }
 
+/// What to add to a bridge failure when the bound engine binary is not statically linked: it
+/// then needs a libc the image may lack, and the exec's `no such file or directory` names neither
+/// the file nor the fix (issue 19). Empty for a static binary (the failure is something else).
+pub(crate) fn dynamic_binary_hint(binary: Option<&std::path::Path>) -> String {
+    let Some(binary) = binary else {
+        return String::new();
+    };
+    match iterion_sandbox::link_kind_of(binary) {
+        iterion_sandbox::LinkKind::Static => String::new(),
+        kind => format!(
+            "\nthe egress bridge is the engine binary {} bound at {}; it is not statically linked ({kind}), so it needs a libc this image may lack: {}",
+            binary.display(),
+            crate::sandbox::mounts::ENGINE_BIN_TARGET,
+            crate::sandbox::engine_binary::STATIC_BUILD_REMEDY,
+        ),
+    }
+}
+
 /// §4.6: execs the bridge as `0:0` and waits for `ready`.
 pub(crate) async fn start_egress_bridge(
     run: Arc<dyn SandboxRun>,

@@ -576,7 +576,10 @@ async fn start_in(
         Some(proxy) if !proxy.bridged => None,
         Some(_) => match egress::start_egress_bridge(Arc::clone(&run)).await {
             Ok(bridge) => Some(bridge),
-            Err(error) => {
+            Err(mut error) => {
+                error.message.push_str(&egress::dynamic_binary_hint(
+                    ctx.mount_inputs.engine_binary.as_deref(),
+                ));
                 if let Err(cleanup) =
                     tokio::time::timeout(iterion_sandbox::CLEANUP_TIMEOUT, run.cleanup())
                         .await
@@ -592,9 +595,15 @@ async fn start_in(
 }
 
 /// A Prepare failure; when auto's default image could not be had, the message says how to get
-/// one (issue 4, "The default image").
+/// one (issue 4, "The default image"); when another image could not be pulled, it says so first
+/// and what to check (issue 19: a typo must not read as a raw registry error).
 fn prepare_error(resolved: &Resolved, error: &SandboxError) -> SetupError {
     let mut failure = SetupError::classify(error);
+    if let (None, SandboxError::PullFailed { image, reason }) = (&resolved.default_image, error) {
+        failure.message = format!(
+            "image {image} is not present locally and could not be pulled: check its name (image: in the workflow's sandbox: block, or the devcontainer's), pull it yourself (docker pull {image}) or build it; iterion sandbox doctor --strict checks this before a run\n(the engine said: {reason})"
+        );
+    }
     if let (Some(default), SandboxError::PullFailed { .. }) = (&resolved.default_image, error) {
         failure.message = format!(
             "{}\nThe default sandbox image {image} is neither present locally nor pullable ({source}). To get one:\n  - pull it: docker pull {image}\n  - or point --sandbox-default-image (or ITERION_SANDBOX_DEFAULT_IMAGE) at an image you have locally\n  - or build one with no registry: scripts/build-default-image.sh (it tags the image so that it is found by default)\n  - or run on the host: --sandbox none",
