@@ -139,6 +139,11 @@ pub struct ResumeArgs {
     /// The answer to the question a paused run waits on (`ask_user`).
     #[arg(long, value_name = "TEXT")]
     pub answer: Option<String>,
+    /// Start again at NODE, a node the run already reached, with the input it had then: NODE
+    /// and the nodes that ran after it run again (their outputs are dropped); the nodes before
+    /// it keep theirs.
+    #[arg(long, value_name = "NODE")]
+    pub from: Option<String>,
     /// Print one JSON document on stdout, as `run --json`.
     #[arg(long)]
     pub json: bool,

@@ -66,7 +66,7 @@ pub use iterion_dsl as dsl;
 pub use executor::agent::operator::{Operator, PausedAgent};
 pub use executor::budget::{BudgetError, RunBudget};
 pub use executor::checkpoint::{
-    CHECKPOINT_VERSION, Checkpoint, LoopCounter, NextNode, ResumeError,
+    CHECKPOINT_VERSION, Checkpoint, LoopCounter, NextNode, NodeStart, ResumeError, RewindError,
 };
 pub use executor::error::ExecutionError;
 pub use executor::execution::Execution;
@@ -103,7 +103,7 @@ pub use records::agent_events::{
 pub use records::events::{
     BudgetDimension, BudgetExceeded, EdgeConditionError, EdgeSelected, Event, LoopExhausted,
     NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, PHASE_EXECUTION, RunCancelled, RunFailed,
-    RunFinished, RunPaused, RunStarted,
+    RunFinished, RunPaused, RunRewound, RunStarted,
 };
 pub use records::record::{NoObserver, RunObserver};
 pub use records::sandbox_events::{

@@ -272,3 +272,150 @@ fn docker_execfix_strict_doctor_and_the_run_name_an_image_that_cannot_be_pulled(
         "{stderr}"
     );
 }
+
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+#[test]
+fn docker_execfix_ctrl_c_leaves_a_resumable_run_that_resume_finishes() {
+    if !docker_or_skip("cli::execfix::ctrl_c_resume") {
+        return;
+    }
+    let env = Env::new();
+    // `nap` sleeps until the operator has fixed things (the file `go`), then says so.
+    env.write(
+        "c.iter",
+        "tool first:\n  command: `echo first >> trail.txt`\n\ntool nap:\n  command: `echo nap >> trail.txt; if test -f go; then echo woke; else sleep 60; fi`\n\nworkflow c:\n  entry: first\n  first -> nap\n  nap -> done\n",
+    );
+    let child = env.spawn(&["run", "c.iter", "--sandbox-default-image", IMAGE]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, events) = env.wait_for_event("node_started", 60);
+        if events
+            .iter()
+            .any(|(k, d)| k == "node_started" && d["node"] == "nap")
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "nap never started");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // The command is running once it has written its line.
+    while !std::fs::read_to_string(env.path("trail.txt"))
+        .unwrap_or_default()
+        .contains("nap")
+    {
+        assert!(std::time::Instant::now() < deadline, "nap never ran");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    signal(child.id(), "-INT");
+    let out = child.wait_with_output().unwrap();
+    let ended = env.only_run_ended(&out, 1);
+    assert_eq!(
+        (ended.run.status.as_str(), ended.run.failure_code.as_deref()),
+        ("failed_resumable", Some("INTERRUPTED")),
+        "{}",
+        stderr_of(&out)
+    );
+    assert!(
+        stderr_of(&out).contains("press Ctrl-C again to cancel it"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(env.containers(), Vec::<String>::new());
+
+    env.write("go", "");
+    let id = ended.run.id.to_string();
+    let out = env.cmd().args(["resume", &id, "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["status"], "finished", "{summary}");
+    assert_eq!(summary["output"]["result"], "woke", "{summary}");
+    // `first` ran once: the resume started at the interrupted node.
+    assert_eq!(
+        std::fs::read_to_string(env.path("trail.txt")).unwrap(),
+        "first\nnap\nnap\n"
+    );
+}
+
+/// `a → b → c`, `c` failing until the file `ok` exists; `b` says how many lines the trail has,
+/// and `c` prints what `b` said. `maybe` is declared, reachable, and never taken.
+const REWIND: &str = "tool a:\n  command: `echo a >> trail.txt; echo A`\n\ntool maybe:\n  command: `echo maybe`\n\ntool b:\n  command: `echo b >> trail.txt; wc -l < trail.txt`\n\ntool c:\n  command: `echo c >> trail.txt; test -f ok && echo {{input.n}}`\n\nworkflow r:\n  entry: a\n  a -> maybe when \"input.result == 'never'\"\n  a -> b\n  maybe -> done\n  b -> c with { n: \"{{input.result}}\" }\n  c -> done\n";
+
+#[test]
+fn docker_execfix_resume_from_an_earlier_node_runs_it_and_the_later_ones_again() {
+    if !docker_or_skip("cli::execfix::resume_from") {
+        return;
+    }
+    let env = Env::new();
+    env.write("r.iter", REWIND);
+    let out = env
+        .cmd()
+        .args(["run", "r.iter", "--sandbox-default-image", IMAGE])
+        .output()
+        .unwrap();
+    let ended = env.only_run_ended(&out, 1);
+    assert_eq!(ended.run.status.as_str(), "failed_resumable");
+    let id = ended.run.id.to_string();
+
+    // Typed refusals, exit 2, and the run is left as it was.
+    for (node, want) in [
+        ("nope", "the workflow declares no node \"nope\""),
+        (
+            "maybe",
+            "run never reached node \"maybe\" on its main line; it can start again only from a node it reached: a, b, c",
+        ),
+    ] {
+        let out = env
+            .cmd()
+            .args(["resume", &id, "--from", node])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+        let stderr = stderr_of(&out);
+        assert!(
+            stderr.contains("RESUME_INVALID") && stderr.contains(want),
+            "{stderr}"
+        );
+        assert_eq!(env.only_run().status.as_str(), "failed_resumable");
+    }
+
+    env.write("ok", "");
+    let out = env
+        .cmd()
+        .args(["resume", &id, "--from", "b", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["status"], "finished", "{summary}");
+    // `b` ran again (the trail had a, b, c, then b: 4 lines) and `c` read its new output.
+    assert_eq!(summary["output"]["result"], "4", "{summary}");
+    // `a`, started before `b`, kept its output and did not run again.
+    assert_eq!(
+        std::fs::read_to_string(env.path("trail.txt")).unwrap(),
+        "a\nb\nc\nb\nc\n"
+    );
+    // `c` failed, so only `b` had an output to drop.
+    assert!(
+        stderr_of(&out).contains(
+            "resume --from b: starting again there; the outputs of b are dropped and computed again"
+        ),
+        "{}",
+        stderr_of(&out)
+    );
+    let events = env.events(&env.only_run());
+    assert_eq!(
+        first(&events, "run_rewound"),
+        Some(&serde_json::json!({"node": "b", "dropped_outputs": ["b"]}))
+    );
+    let ks = kinds(&events);
+    let resumed_at = ks.iter().rposition(|k| *k == "run_started").unwrap();
+    assert_eq!(ks[resumed_at + 1], "run_rewound", "{ks:?}");
+}

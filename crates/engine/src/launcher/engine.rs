@@ -199,11 +199,17 @@ pub struct ResumeRequest {
     pub force: bool,
     /// The operator's answer to the question a `paused` run waits on (`--answer TEXT`).
     pub answer: Option<String>,
+    /// Start again at this earlier node (`--from NODE`, [`Checkpoint::rewind_to`]) instead of
+    /// where the run stopped.
+    ///
+    /// [`Checkpoint::rewind_to`]: crate::Checkpoint::rewind_to
+    pub from: Option<String>,
 }
 
-/// How the caller stops a run: `cancel` ends it `cancelled` / `CANCELLED` (Ctrl-C), `interrupt`
-/// ends it `failed_resumable` / `INTERRUPTED` (SIGTERM: the operator means to resume it). Either
-/// way running commands are stopped and the sandbox is torn down.
+/// How the caller stops a run: `interrupt` ends it `failed_resumable` / `INTERRUPTED` (Ctrl-C,
+/// SIGTERM: the operator means to resume it), `cancel` ends it `cancelled` / `CANCELLED` (a second
+/// Ctrl-C), and wins over an earlier interrupt. Either way running commands are stopped and the
+/// sandbox is torn down.
 #[derive(Clone, Debug, Default)]
 pub struct RunControl {
     /// Cancels the run.
@@ -253,6 +259,10 @@ pub enum EngineError {
         /// Why, naming the knob.
         message: String,
     },
+    /// `--from NODE` names a node the run cannot start again at; the run is left as it was
+    /// (`RESUME_INVALID`, exit 2).
+    #[error(transparent)]
+    ResumeFrom(#[from] crate::executor::checkpoint::RewindError),
     /// The admission decision could not be persisted.
     #[error(transparent)]
     Admission(#[from] AdmissionError),
@@ -267,6 +277,7 @@ impl EngineError {
         match self {
             EngineError::Launch(e) => e.code(),
             EngineError::ResumeRefused { .. } => iterion_vocab::FailureCode::ResumeInvalid.as_str(),
+            EngineError::ResumeFrom(e) => e.code().as_str(),
             EngineError::ScratchNotPortable { .. } => {
                 iterion_vocab::FailureCode::ScratchNotPortable.as_str()
             }

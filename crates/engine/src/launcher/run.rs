@@ -237,6 +237,9 @@ impl Engine {
                     .then(|| attempt.run.root_run_id.to_string()),
             }))
             .await;
+        if let Some(rewound) = attempt.rewound.take() {
+            events.emit(Event::RunRewound(rewound)).await;
+        }
         if let Some(shared) = attempt.shared.take() {
             events.emit(Event::SandboxShared(shared)).await;
         }
@@ -745,6 +748,7 @@ struct Stopping {
     interrupt_children: CancellationToken,
     interrupted: Arc<AtomicBool>,
     interrupt: CancellationToken,
+    cancel: CancellationToken,
 }
 
 impl Stopping {
@@ -773,12 +777,17 @@ impl Stopping {
             interrupt_children,
             interrupted,
             interrupt: control.interrupt.clone(),
+            cancel: control.cancel.clone(),
         }
     }
 
-    /// Why the attempt stopped: `INTERRUPTED` (an interrupt, or the lease lost) or `CANCELLED`.
+    /// Why the attempt stopped: `CANCELLED` once a cancel came (even after an interrupt: the
+    /// operator's second Ctrl-C), else `INTERRUPTED` (an interrupt, or the lease lost), else
+    /// `CANCELLED`.
     fn code(&self) -> FailureCode {
-        if self.interrupted.load(Ordering::SeqCst) || self.interrupt.is_cancelled() {
+        if self.cancel.is_cancelled() {
+            FailureCode::Cancelled
+        } else if self.interrupted.load(Ordering::SeqCst) || self.interrupt.is_cancelled() {
             FailureCode::Interrupted
         } else {
             FailureCode::Cancelled
