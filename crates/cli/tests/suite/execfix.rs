@@ -419,3 +419,66 @@ fn docker_execfix_resume_from_an_earlier_node_runs_it_and_the_later_ones_again()
     let resumed_at = ks.iter().rposition(|k| *k == "run_started").unwrap();
     assert_eq!(ks[resumed_at + 1], "run_rewound", "{ks:?}");
 }
+
+/// `check -> gate`, the router testing the field `check` printed.
+const ROUTED: &str = "schema verdict:\n  ok: bool\n\ntool check:\n  command: `echo '{\"ok\": true}'`\n  output: verdict\n\nrouter gate:\n  mode: condition\n\nworkflow r:\n  entry: check\n  check -> gate\n  gate -> done when ok\n  gate -> fail\n";
+
+#[test]
+fn docker_execfix_a_router_reads_its_predecessors_output() {
+    if !docker_or_skip("cli::execfix::router_input") {
+        return;
+    }
+    let env = Env::new();
+    env.write("r.iter", ROUTED);
+    let out = env
+        .cmd()
+        .args(["run", "r.iter", "--sandbox-default-image", IMAGE, "--json"])
+        .output()
+        .unwrap();
+    let ended = env.only_run_ended(&out, 0);
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["output"], serde_json::json!({"ok": true}));
+    let selected: Vec<(&Value, &Value)> = ended
+        .events
+        .iter()
+        .filter(|(k, _)| k == "edge_selected")
+        .map(|(_, d)| (&d["from"], &d["to"]))
+        .collect();
+    assert_eq!(
+        selected,
+        vec![
+            (&Value::from("check"), &Value::from("gate")),
+            (&Value::from("gate"), &Value::from("done"))
+        ]
+    );
+    assert!(first(&ended.events, "sandbox_started").is_some());
+}
+
+#[test]
+fn docker_execfix_the_console_shows_the_condition_error_that_sent_a_run_to_fail() {
+    if !docker_or_skip("cli::execfix::router_condition_error") {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        "r.iter",
+        &ROUTED.replace(
+            "gate -> done when ok",
+            "gate -> done when \"input.ok and input.missing\"",
+        ),
+    );
+    let out = env
+        .cmd()
+        .args(["run", "r.iter", "--sandbox-default-image", IMAGE])
+        .output()
+        .unwrap();
+    env.only_run_ended(&out, 1);
+    let stderr = stderr_of(&out);
+    assert!(
+        stderr.contains(
+            "! gate -> done: condition input.ok and input.missing could not be decided ("
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("the edge to fail was taken"), "{stderr}");
+}
