@@ -120,6 +120,7 @@ pub use records::secrets::ResolvedSecret;
 pub use records::sink::{EventSink, LogLine, MemoryEventSink, MemoryRunLog, RunLogSink};
 pub use sandbox::engine_binary::{ContainerBinary, ITERION_BIN, container_binary_for};
 pub use sandbox::host::{claw_runner_main, host_sandbox};
+pub use sandbox::host_services::{HostService, HostServiceError, UntrustedHostServices};
 pub use sandbox::rundir::runtime_root;
 pub use sandbox::worktree::{
     RunWorktree, WorktreeError, WorktreeLanding, create_worktree, workspace_root, worktree_branch,

@@ -482,3 +482,158 @@ fn docker_execfix_the_console_shows_the_condition_error_that_sent_a_run_to_fail(
     );
     assert!(stderr.contains("the edge to fail was taken"), "{stderr}");
 }
+
+/// A service listening on this machine's loopback only, answering `local-service:<tag>`.
+fn loopback_service(tag: &'static str) -> u16 {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let body = format!("local-service:{tag}");
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// An allowlisted workflow whose tool asks `host.docker.internal` on `port` and on `other`.
+fn asks_the_host(port: u16, other: u16) -> String {
+    let script = format!(
+        "a=$(curl -s --max-time 10 http://host.docker.internal:{port}/); b=$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 10 http://host.docker.internal:{other}/); echo \"$a $b\""
+    );
+    format!(
+        "tool ask:\n  command: `{script}`\n\nworkflow h:\n  entry: ask\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"example.com\"]\n  ask -> done\n"
+    )
+}
+
+#[test]
+fn docker_execfix_allow_host_lets_an_allowlisted_sandbox_reach_one_local_service() {
+    if !docker_or_skip("cli::execfix::allow_host") {
+        return;
+    }
+    let Some(static_bin) = iterion_test_support::static_iterion_or_skip("cli::execfix::allow_host")
+    else {
+        return;
+    };
+    let (port, other) = (loopback_service("wanted"), loopback_service("other"));
+    let run = |extra: &[&str]| {
+        let env = Env::new();
+        env.write("h.iter", &asks_the_host(port, other));
+        let mut args = vec!["run", "h.iter", "--json"];
+        args.extend_from_slice(extra);
+        let out = env
+            .cmd()
+            .args(&args)
+            .env("ITERION_BIN", &static_bin)
+            .output()
+            .unwrap();
+        (env, out)
+    };
+    // Control: without the flag the name is refused like any other.
+    let (env, out) = run(&[]);
+    env.only_run_ended(&out, 0);
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary["output"]["result"],
+        "host 'host.docker.internal' blocked by sandbox network policy 403",
+        "{summary}"
+    );
+
+    // With it: that port of this machine answers, and another port of it does not.
+    let allow = format!("host.docker.internal:{port}");
+    let (env, out) = run(&["--allow-host", &allow]);
+    let ended = env.only_run_ended(&out, 0);
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary["output"]["result"], "local-service:wanted 403",
+        "{summary}"
+    );
+    let started = first(&ended.events, "sandbox_started").unwrap();
+    assert_eq!(started["egress_enforced"], true, "{started}");
+    assert!(
+        started["network_source"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("+ host services (host.docker.internal:{port})")),
+        "{started}"
+    );
+}
+
+#[test]
+fn docker_execfix_attack_an_untrusted_run_gets_no_host_service_unless_the_operator_insists() {
+    if !docker_or_skip("cli::execfix::allow_host_untrusted") {
+        return;
+    }
+    let Some(static_bin) =
+        iterion_test_support::static_iterion_or_skip("cli::execfix::allow_host_untrusted")
+    else {
+        return;
+    };
+    let (port, other) = (loopback_service("wanted"), loopback_service("other"));
+    let allow = format!("host.docker.internal:{port}");
+    let env = Env::new();
+    env.write("h.iter", &asks_the_host(port, other));
+    // Refused before any run exists, naming the flag that would allow it.
+    let out = env
+        .cmd()
+        .args([
+            "run",
+            "h.iter",
+            "--trust",
+            "untrusted",
+            "--allow-host",
+            &allow,
+        ])
+        .env("ITERION_BIN", &static_bin)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("--dangerously-allow-host-untrusted"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_eq!(env.runs().len(), 0);
+    // A malformed one is refused the same way.
+    let out = env
+        .cmd()
+        .args(["run", "h.iter", "--allow-host", "127.0.0.1:5432"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("NAME must be a host name, not an address"),
+        "{}",
+        stderr_of(&out)
+    );
+    // With the explicit consent, the one service opens (and only it).
+    let out = env
+        .cmd()
+        .args([
+            "run",
+            "h.iter",
+            "--trust",
+            "untrusted",
+            "--allow-host",
+            &allow,
+            "--dangerously-allow-host-untrusted",
+            "--json",
+        ])
+        .env("ITERION_BIN", &static_bin)
+        .output()
+        .unwrap();
+    env.only_run_ended(&out, 0);
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary["output"]["result"], "local-service:wanted 403",
+        "{summary}"
+    );
+}

@@ -59,6 +59,12 @@ impl Engine {
     ) -> Result<RunSummary, EngineError> {
         let (settings, override_env) =
             settings_from_env(self.sandbox_default, &request.options, &self.environment)?;
+        crate::sandbox::host_services::check_trust(
+            &request.options.allow_hosts,
+            request.trust,
+            request.options.allow_hosts_untrusted,
+        )
+        .map_err(crate::launcher::launch::LaunchError::from)?;
         if request.workflow.worktree == Worktree::Auto {
             crate::sandbox::workspace::check_worktree_possible(
                 &request.options.cwd,
@@ -378,6 +384,7 @@ impl Engine {
             workflow: &attempt.workflow.name,
             trust: run.trust,
             max_duration_seconds: budget.max_duration.map_or(0, |d| d.as_secs()),
+            host_services: attempt.launch.allow_hosts.clone(),
             mount_inputs: MountInputs {
                 run_id: run_id.to_owned(),
                 env: self.environment.clone(),

@@ -189,6 +189,34 @@ async fn plan(
             policy.rules.extend(added.into_iter().cloned());
         }
     }
+    // --allow-host: the operator's host services, after every other rule so they win.
+    if !ctx.host_services.is_empty() {
+        if policy.mode == NetworkMode::Open && ctx.trust == Trust::Trusted {
+            return Err(SetupError::failed(format!(
+                "--allow-host needs the run's egress proxy, which an open network does not start: give the workflow's sandbox a network block (mode: allowlist with its rules, or mode: denylist), or run --trust untrusted with --dangerously-allow-host-untrusted; an open sandbox reaches services that listen on the docker gateway's address directly ({})",
+                ctx.host_services
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        for service in &ctx.host_services {
+            for rule in service.rules() {
+                if !policy.rules.contains(&rule) {
+                    policy.rules.push(rule);
+                }
+            }
+        }
+        network_source = format!(
+            "{network_source} + host services ({})",
+            ctx.host_services
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     if let Some(warning) = policy.warning() {
         ctx.run_log.line(
             iterion_sandbox::LogLevel::Warn,
@@ -344,6 +372,7 @@ async fn apply(
             max_duration_seconds: ctx.max_duration_seconds,
             redactor: &ctx.redactor,
             env: &ctx.mount_inputs.env,
+            host_services: &ctx.host_services,
         },
         Arc::clone(&ctx.event_sink),
         ctx.run_log.as_ref(),
