@@ -637,3 +637,49 @@ fn docker_execfix_attack_an_untrusted_run_gets_no_host_service_unless_the_operat
         "{summary}"
     );
 }
+
+#[test]
+fn docker_execfix_a_model_server_that_is_down_reads_the_same_sandboxed_and_not() {
+    if !docker_or_skip("cli::execfix::model_down") {
+        return;
+    }
+    let Some(static_bin) = iterion_test_support::static_iterion_or_skip("cli::execfix::model_down")
+    else {
+        return;
+    };
+    // A port nothing listens on any more.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let wf = format!(
+        "prompt task:\n  Do it.\n\nagent worker:\n  model: \"anthropic/claude-test\"\n  user: task\n\nworkflow w:\n  entry: worker\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"example.invalid\"]\n  worker -> done\n"
+    );
+    let message = |extra: &[&str]| {
+        let env = Env::new();
+        env.write("w.iter", &wf);
+        let mut args = vec!["run", "w.iter"];
+        args.extend_from_slice(extra);
+        let out = env
+            .cmd()
+            .args(&args)
+            .env("ITERION_BIN", &static_bin)
+            .env("ANTHROPIC_API_KEY", "sk-ant-test-0123456789")
+            .env(
+                "ITERION_ANTHROPIC_BASE_URL",
+                format!("http://127.0.0.1:{port}"),
+            )
+            .output()
+            .unwrap();
+        let ended = env.only_run_ended(&out, 1);
+        let failed = first(&ended.events, "node_failed")
+            .expect("node_failed")
+            .clone();
+        failed["message"].as_str().unwrap().to_owned()
+    };
+    let host = message(&["--sandbox", "none"]);
+    let sandboxed = message(&[]);
+    assert!(host.contains("Connection refused"), "{host}");
+    assert_eq!(sandboxed, host);
+}
