@@ -257,3 +257,7 @@ impl Checkpoint {
         Ok(next)
     }
 }
+
+#[cfg(test)]
+#[path = "checkpoint_tests.rs"]
+mod tests;
