@@ -107,7 +107,7 @@ pub fn product_engine(
 /// continues it); a second Ctrl-C cancels it (`cancelled`, not resumable). Either way the engine
 /// tears the sandbox down before the process exits.
 pub fn install_signals(control: &iterion_engine::RunControl) {
-    let (interrupt, cancel) = (control.interrupt.clone(), control.cancel.clone());
+    let (interrupt, abandon) = (control.interrupt.clone(), control.abandon.clone());
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_err() {
             return;
@@ -118,7 +118,7 @@ pub fn install_signals(control: &iterion_engine::RunControl) {
         interrupt.cancel();
         if tokio::signal::ctrl_c().await.is_ok() {
             eprintln!("interrupt: cancelling the run (not resumable)…");
-            cancel.cancel();
+            abandon.cancel();
         }
     });
     let interrupt = control.interrupt.clone();

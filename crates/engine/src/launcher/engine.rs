@@ -207,15 +207,18 @@ pub struct ResumeRequest {
 }
 
 /// How the caller stops a run: `interrupt` ends it `failed_resumable` / `INTERRUPTED` (Ctrl-C,
-/// SIGTERM: the operator means to resume it), `cancel` ends it `cancelled` / `CANCELLED` (a second
-/// Ctrl-C), and wins over an earlier interrupt. Either way running commands are stopped and the
-/// sandbox is torn down.
+/// SIGTERM: the operator means to resume it), `cancel` ends it `cancelled` / `CANCELLED` unless an
+/// interrupt came too (a subbot child's parent stopping sends both: the child stays resumable),
+/// and `abandon` ends it `cancelled` whatever came before (the operator's second Ctrl-C). Either
+/// way running commands are stopped and the sandbox is torn down.
 #[derive(Clone, Debug, Default)]
 pub struct RunControl {
     /// Cancels the run.
     pub cancel: CancellationToken,
     /// Interrupts the run.
     pub interrupt: CancellationToken,
+    /// Cancels the run even after an interrupt.
+    pub abandon: CancellationToken,
 }
 
 /// How a run ended.

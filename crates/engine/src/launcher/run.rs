@@ -755,7 +755,7 @@ struct Stopping {
     interrupt_children: CancellationToken,
     interrupted: Arc<AtomicBool>,
     interrupt: CancellationToken,
-    cancel: CancellationToken,
+    abandon: CancellationToken,
 }
 
 impl Stopping {
@@ -770,6 +770,7 @@ impl Stopping {
         tokio::spawn(async move {
             tokio::select! {
                 () = control_w.cancel.cancelled() => {}
+                () = control_w.abandon.cancelled() => {}
                 () = control_w.interrupt.cancelled() => flag.store(true, Ordering::SeqCst),
                 () = lost.cancelled() => flag.store(true, Ordering::SeqCst),
                 () = watched.cancelled() => return,
@@ -784,15 +785,15 @@ impl Stopping {
             interrupt_children,
             interrupted,
             interrupt: control.interrupt.clone(),
-            cancel: control.cancel.clone(),
+            abandon: control.abandon.clone(),
         }
     }
 
-    /// Why the attempt stopped: `CANCELLED` once a cancel came (even after an interrupt: the
-    /// operator's second Ctrl-C), else `INTERRUPTED` (an interrupt, or the lease lost), else
+    /// Why the attempt stopped: `CANCELLED` once an abandon came (the operator's second Ctrl-C,
+    /// even after an interrupt), else `INTERRUPTED` (an interrupt, or the lease lost), else
     /// `CANCELLED`.
     fn code(&self) -> FailureCode {
-        if self.cancel.is_cancelled() {
+        if self.abandon.is_cancelled() {
             FailureCode::Cancelled
         } else if self.interrupted.load(Ordering::SeqCst) || self.interrupt.is_cancelled() {
             FailureCode::Interrupted
