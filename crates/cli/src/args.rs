@@ -53,6 +53,10 @@ pub enum Command {
     /// runs it, people don't.
     #[command(name = "__claw-runner", hide = true)]
     ClawRunner,
+    /// In-sandbox exec agent (issue 18): spawns node commands asked for over stdin/stdout; the
+    /// engine runs it, people don't.
+    #[command(name = "__exec-agent", hide = true)]
+    ExecAgent,
 }
 
 /// `iterion validate FILE [--json]`.

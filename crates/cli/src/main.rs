@@ -24,6 +24,8 @@ fn main() -> std::process::ExitCode {
         args::Command::EgressProbe { target } => commands::egress_probe::run(&target),
         // stdout carries NDJSON only; logs go to stderr (SANDBOX.md §13.1).
         args::Command::ClawRunner => commands::claw_runner::run(&env),
+        // Framed stdin/stdout only, no tracing subscriber, no env read.
+        args::Command::ExecAgent => commands::exec_agent::run(),
         command => async_main(command, env),
     };
     code.into()
@@ -63,6 +65,7 @@ fn async_main(command: args::Command, env: Environment) -> Exit {
             args::Command::EgressBridge(args) => commands::egress_bridge::run_async(args).await,
             args::Command::EgressProbe { target } => commands::egress_probe::run(&target),
             args::Command::ClawRunner => commands::claw_runner::run(&env),
+            args::Command::ExecAgent => commands::exec_agent::run(),
         }
     })
 }

@@ -3,6 +3,7 @@ pub mod claw_runner;
 pub mod egress_bridge;
 pub mod egress_probe;
 pub mod events;
+pub mod exec_agent;
 pub mod inspect;
 pub mod operator;
 pub mod progress;

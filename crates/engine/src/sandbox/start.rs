@@ -28,7 +28,7 @@ use crate::sandbox::egress::{self};
 use crate::sandbox::error::{PHASE_SANDBOX_SETUP, SetupError};
 use crate::sandbox::resolve::Resolved;
 use crate::sandbox::start_ctx::StartCtx;
-use crate::sandbox::{copy, devbox, finalize, mounts, rundir, scratch};
+use crate::sandbox::{copy, devbox, exec_agent, finalize, mounts, rundir, scratch};
 
 /// What L5–L14 came to.
 pub(crate) enum SandboxOutcome {
@@ -388,7 +388,17 @@ async fn apply(
     let workspace_folder = spec.workspace_folder.clone();
     let result = start_in(ctx, spec, driver, &run_dir, &workspace_path, proxy.as_ref()).await;
     match result {
-        Ok(run) => {
+        Ok(mut run) => {
+            // Drivers that bind the engine binary run node commands through its exec agent.
+            if inputs.host_binds && ctx.mount_inputs.engine_binary.is_some() {
+                run.0 = exec_agent::with_exec_agent(
+                    run.0,
+                    mounts::ENGINE_BIN_TARGET,
+                    &ctx.mount_inputs.env,
+                    ctx.run_log.as_ref(),
+                )
+                .await;
+            }
             if let Some(scratch) = &plan.scratch_in_container {
                 make_container_scratch(run.0.as_ref(), scratch, ctx.run_log.as_ref()).await;
             }
