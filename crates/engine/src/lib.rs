@@ -89,7 +89,7 @@ pub use launcher::launch::{
 pub use launcher::reaper::{
     DEFAULT_REAP_INTERVAL, INTERRUPTED_MESSAGE, ITERION_SANDBOX_REAP_INTERVAL, LivenessSource,
     ReapReport, Verdict, reap_cloud, reap_interval, reap_local, reapable, recover_interrupted,
-    run_sandbox_reaper, sandbox_resource_reapable,
+    run_sandbox_reaper, sandbox_resource_reapable, survey_local,
 };
 pub use preflight::{
     BasicReport, Check, CheckId, CheckStatus, ContainerNeeds, Counts, DEFAULT_DOCTOR_TIMEOUT,
@@ -121,6 +121,7 @@ pub use records::sink::{EventSink, LogLine, MemoryEventSink, MemoryRunLog, RunLo
 pub use sandbox::engine_binary::{ContainerBinary, ITERION_BIN, container_binary_for};
 pub use sandbox::host::{claw_runner_main, host_sandbox};
 pub use sandbox::host_services::{HostService, HostServiceError, UntrustedHostServices};
+pub use sandbox::registry::local_reapers;
 pub use sandbox::rundir::runtime_root;
 pub use sandbox::worktree::{
     RunWorktree, WorktreeError, WorktreeLanding, create_worktree, workspace_root, worktree_branch,

@@ -645,7 +645,7 @@ fn prepare_error(resolved: &Resolved, error: &SandboxError) -> SetupError {
     }
     if let (Some(default), SandboxError::PullFailed { .. }) = (&resolved.default_image, error) {
         failure.message = format!(
-            "{}\nThe default sandbox image {image} is neither present locally nor pullable ({source}). To get one:\n  - pull it: docker pull {image}\n  - or point --sandbox-default-image (or ITERION_SANDBOX_DEFAULT_IMAGE) at an image you have locally\n  - or build one with no registry: scripts/build-default-image.sh (it tags the image so that it is found by default)\n  - or run on the host: --sandbox none",
+            "{}\nThe default sandbox image {image} is neither present locally nor pullable ({source}). To get one:\n  - pull it: docker pull {image}\n  - or point --sandbox-default-image (or ITERION_SANDBOX_DEFAULT_IMAGE) at an image you have locally\n  - or build one with no registry, as root: sudo scripts/build-default-image.sh (it tags the image so that it is found by default)\n  - or run on the host: --sandbox none",
             failure.message,
             image = default.image,
             source = default.source.label(),
