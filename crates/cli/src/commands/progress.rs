@@ -162,12 +162,6 @@ impl RunObserver for Progress {
                     .unwrap_or_default();
                 format!("✗ {} [{}]{exit}: {}", node.node, node.code, node.message)
             }
-            // A condition that could not be decided: the edge was not taken, which is often
-            // why the run then took `fail` or found no edge (issue 19).
-            Event::EdgeConditionError(error) => format!(
-                "! {} -> {}: condition {} could not be decided ({}); the edge was not taken",
-                error.from, error.to, error.condition, error.reason
-            ),
             Event::RunFailed(_) => {
                 self.end_pull();
                 format!(

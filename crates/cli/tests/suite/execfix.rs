@@ -476,7 +476,7 @@ fn docker_execfix_the_console_shows_the_condition_error_that_sent_a_run_to_fail(
     let stderr = stderr_of(&out);
     assert!(
         stderr.contains(
-            "! gate -> done: condition input.ok and input.missing could not be decided ("
+            "edge gate -> done: condition `input.ok and input.missing` could not be decided: "
         ),
         "{stderr}"
     );
