@@ -327,6 +327,18 @@ impl HttpClient {
                 message: e.to_string(),
             })?;
         let status = response.status().as_u16();
+        // The proxy could not reach the model server: the connect error it would have been
+        // without the proxy (and retried as such).
+        if status == 502
+            && proxy.is_some()
+            && let Some(reason) = upstream_error(response.headers())
+        {
+            driver.abort();
+            return Err(HttpError::Transport {
+                what: "connect",
+                message: reason,
+            });
+        }
         let retry_after = response
             .headers()
             .get("retry-after")
@@ -430,19 +442,43 @@ async fn connect_tunnel(
         }
         answer.push(byte[0]);
     }
-    let status = std::str::from_utf8(&answer)
-        .ok()
+    let head = std::str::from_utf8(&answer).ok();
+    let status = head
         .and_then(|s| s.split_whitespace().nth(1))
         .and_then(|s| s.parse::<u16>().ok())
         .unwrap_or(0);
+    // The proxy could not reach the upstream: the connect error it would have been without it.
+    let reason = head.and_then(|h| {
+        h.split("\r\n").skip(1).find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.trim()
+                .eq_ignore_ascii_case(iterion_vocab::UPSTREAM_ERROR_HEADER)
+                .then(|| value.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        })
+    });
     if (200..300).contains(&status) {
         Ok(tcp)
+    } else if let (502, Some(message)) = (status, reason) {
+        Err(HttpError::Transport {
+            what: "connect",
+            message,
+        })
     } else {
         Err(HttpError::ProxyRefused {
             status,
             authority: authority.to_owned(),
         })
     }
+}
+
+/// The egress proxy's [`iterion_vocab::UPSTREAM_ERROR_HEADER`], when it set one.
+fn upstream_error(headers: &http::HeaderMap) -> Option<String> {
+    headers
+        .get(iterion_vocab::UPSTREAM_ERROR_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
 }
 
 /// The DER bytes of every `CERTIFICATE` block of a PEM text.

@@ -160,6 +160,16 @@ pub struct RunArgs {
     /// repository's devcontainer set, but never a key the workflow wrote.
     #[arg(long = "sandbox-env", value_name = "K=V")]
     pub sandbox_env: Vec<String>,
+    /// A service on this machine the sandbox may reach through its egress proxy (repeatable):
+    /// `--allow-host NAME[:PORT]`. In the sandbox, NAME:PORT is this machine's 127.0.0.1:PORT
+    /// (e.g. `--allow-host host.docker.internal:11434` for a local model server); nothing else
+    /// of the host opens. Needs a network that goes through the proxy (allowlist, denylist, or
+    /// an untrusted run).
+    #[arg(long = "allow-host", value_name = "NAME[:PORT]")]
+    pub allow_hosts: Vec<String>,
+    /// Let an untrusted run have its --allow-host services too (refused without it).
+    #[arg(long = "dangerously-allow-host-untrusted")]
+    pub dangerously_allow_host_untrusted: bool,
     /// The run's trust; an untrusted run is refused unless it gets a container.
     #[arg(long, value_enum, default_value = "trusted")]
     pub trust: TrustArg,
@@ -188,6 +198,11 @@ pub struct ResumeArgs {
     /// The answer to the question a paused run waits on (`ask_user`).
     #[arg(long, value_name = "TEXT")]
     pub answer: Option<String>,
+    /// Start again at NODE, a node the run already reached, with the input it had then: NODE
+    /// and the nodes that ran after it run again (their outputs are dropped); the nodes before
+    /// it keep theirs.
+    #[arg(long, value_name = "NODE")]
+    pub from: Option<String>,
     /// Print one JSON document on stdout, as `run --json`.
     #[arg(long)]
     pub json: bool,

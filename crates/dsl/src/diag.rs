@@ -161,6 +161,9 @@ pub enum Code {
     C914,
     /// `C915`: a subbot `source` that resolves outside the workflow's repository.
     C915,
+    /// `C920` (warning): a router's condition reads an input field that the output of one of
+    /// its predecessors cannot have.
+    C920,
 }
 
 impl Code {
@@ -244,6 +247,7 @@ impl Code {
         Code::C913,
         Code::C914,
         Code::C915,
+        Code::C920,
     ];
 
     /// The stable wire spelling (`"C044"`).
@@ -327,6 +331,7 @@ impl Code {
             Code::C913 => "C913",
             Code::C914 => "C914",
             Code::C915 => "C915",
+            Code::C920 => "C920",
         }
     }
 
@@ -345,7 +350,8 @@ impl Code {
             | Code::C904
             | Code::C908
             | Code::C909
-            | Code::C912 => Severity::Warning,
+            | Code::C912
+            | Code::C920 => Severity::Warning,
             _ => Severity::Error,
         }
     }

@@ -257,7 +257,12 @@ fn unknown_prop(kind: &str, key: &ast::Ident, valid: &[&str]) -> Box<Diagnostic>
         key.span,
         format!("unknown property \"{}\" in {kind}", key.name),
     );
-    if let Some(p) = closest(&key.name, valid) {
+    if kind == "router" && key.name == "await" {
+        // The usual slip: the join's `await` written on the fan-out router (issue 19).
+        d = d.with_hint(
+            "await belongs on the join, the node where a fan_out_all router's branches meet (await: wait_all or best_effort), not on the router",
+        );
+    } else if let Some(p) = closest(&key.name, valid) {
         d = d.with_hint(format!("did you mean \"{p}\"?"));
     }
     Box::new(d)

@@ -66,7 +66,7 @@ pub use iterion_dsl as dsl;
 pub use executor::agent::operator::{Operator, PausedAgent};
 pub use executor::budget::{BudgetError, RunBudget};
 pub use executor::checkpoint::{
-    CHECKPOINT_VERSION, Checkpoint, LoopCounter, NextNode, ResumeError,
+    CHECKPOINT_VERSION, Checkpoint, LoopCounter, NextNode, NodeStart, ResumeError, RewindError,
 };
 pub use executor::error::ExecutionError;
 pub use executor::execution::Execution;
@@ -92,10 +92,10 @@ pub use launcher::reaper::{
     run_sandbox_reaper, sandbox_resource_reapable, survey_local,
 };
 pub use preflight::{
-    BasicReport, Check, CheckId, CheckStatus, Counts, DEFAULT_DOCTOR_TIMEOUT, HostClass,
-    ITERION_SANDBOX_DOCTOR_TIMEOUT, ITERION_SANDBOX_PREFLIGHT, PreflightError, PreflightRequest,
-    PreflightSetup, SCHEMA_VERSION, StrictReport, Target, build_basic_report, build_strict_report,
-    doctor_timeout_from_env, preflight_sandbox, sandbox_preflight_enabled,
+    BasicReport, Check, CheckId, CheckStatus, ContainerNeeds, Counts, DEFAULT_DOCTOR_TIMEOUT,
+    HostClass, ITERION_SANDBOX_DOCTOR_TIMEOUT, ITERION_SANDBOX_PREFLIGHT, PreflightError,
+    PreflightRequest, PreflightSetup, SCHEMA_VERSION, StrictReport, Target, build_basic_report,
+    build_strict_report, doctor_timeout_from_env, preflight_sandbox, sandbox_preflight_enabled,
 };
 pub use records::agent_events::{
     AgentToolCall, AgentTurn, TRANSCRIPT_TEXT_MAX, bound_transcript_text,
@@ -103,7 +103,7 @@ pub use records::agent_events::{
 pub use records::events::{
     BudgetDimension, BudgetExceeded, EdgeConditionError, EdgeSelected, Event, LoopExhausted,
     NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, PHASE_EXECUTION, RunCancelled, RunFailed,
-    RunFinished, RunPaused, RunStarted,
+    RunFinished, RunPaused, RunRewound, RunStarted,
 };
 pub use records::record::{NoObserver, RunObserver};
 pub use records::sandbox_events::{
@@ -120,6 +120,7 @@ pub use records::secrets::ResolvedSecret;
 pub use records::sink::{EventSink, LogLine, MemoryEventSink, MemoryRunLog, RunLogSink};
 pub use sandbox::engine_binary::{ContainerBinary, ITERION_BIN, container_binary_for};
 pub use sandbox::host::{claw_runner_main, host_sandbox};
+pub use sandbox::host_services::{HostService, HostServiceError, UntrustedHostServices};
 pub use sandbox::registry::local_reapers;
 pub use sandbox::rundir::runtime_root;
 pub use sandbox::worktree::{

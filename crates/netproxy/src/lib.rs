@@ -58,7 +58,7 @@ pub use proxy::{
 };
 pub use redact_stream::ResponseRedactor;
 pub use resolve::{BoxFuture, Resolver, StaticHostsResolver, SystemResolver, parse_static_hosts};
-pub use response::POLICY_REASON_HEADER;
+pub use response::{POLICY_REASON_HEADER, UPSTREAM_ERROR_HEADER};
 pub use rewrite::{
     HEADER_GROWTH_BUDGET, MIN_SCANNED_VALUE_LEN, Secret, SecretKind, SecretRewriter,
     is_model_api_request, placeholder_for,

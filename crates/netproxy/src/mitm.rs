@@ -202,7 +202,7 @@ async fn inspected(
         }
         Err(e) => {
             tracing::info!(host, error = %e, "inspected upstream failed");
-            text(StatusCode::BAD_GATEWAY, "upstream error")
+            crate::response::upstream_unreachable(host, &crate::response::root_cause(&*e))
         }
     }
 }

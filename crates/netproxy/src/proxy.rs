@@ -470,7 +470,10 @@ async fn forward(
         Ok(r) => r,
         Err(e) => {
             tracing::info!(host = %target.host, error = %e, "upstream error");
-            return text(StatusCode::BAD_GATEWAY, "upstream error");
+            return crate::response::upstream_unreachable(
+                &format!("{}:{}", target.host, target.port),
+                &crate::response::root_cause(&e),
+            );
         }
     };
     let (mut rparts, rbody) = resp.into_parts();

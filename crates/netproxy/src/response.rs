@@ -35,6 +35,40 @@ pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Response<Prox
     r
 }
 
+pub use iterion_vocab::UPSTREAM_ERROR_HEADER;
+
+/// The innermost cause of `error`, printable and bounded (it travels in a header).
+pub(crate) fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause
+        .to_string()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
+        .take(256)
+        .collect()
+}
+
+/// `502`: the upstream `authority` could not be reached, for `reason` ([`root_cause`]).
+pub(crate) fn upstream_unreachable(authority: &str, reason: &str) -> Response<ProxyBody> {
+    let mut r = text(
+        StatusCode::BAD_GATEWAY,
+        format!("could not reach the upstream {authority}: {reason}"),
+    );
+    if let Ok(value) = HeaderValue::from_str(reason) {
+        r.headers_mut().insert(UPSTREAM_ERROR_HEADER, value);
+    }
+    r
+}
+
 pub(crate) fn policy_denied(host: &str) -> Response<ProxyBody> {
     let mut r = text(
         StatusCode::FORBIDDEN,

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::dial::dial;
 use crate::head::RequestTarget;
-use crate::response::{ProxyBody, established, text};
+use crate::response::{ProxyBody, established};
 use crate::shared::Shared;
 
 /// After one direction of a tunnel ends, the other gets this long before both close.
@@ -36,7 +36,10 @@ pub(crate) async fn connect(
         Ok(s) => s,
         Err(e) => {
             tracing::info!(host = %target.host, error = %e, "tunnel dial failed");
-            return text(StatusCode::BAD_GATEWAY, "could not reach the upstream");
+            return crate::response::upstream_unreachable(
+                &format!("{}:{}", target.host, target.port),
+                &crate::response::root_cause(&e),
+            );
         }
     };
     let cancel = shared.cancel.clone();

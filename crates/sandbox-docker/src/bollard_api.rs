@@ -190,6 +190,63 @@ impl BollardApi {
             .map(drop)
             .map_err(classify)
     }
+
+    /// Which of `paths` exist in `image`'s filesystem, in order, for the doctor's
+    /// `image-contents` check (issue 19): a container is created from the image — never
+    /// started, no network, labelled `iterion.io/doctor` — each path is stat'ed through
+    /// `HEAD /containers/{id}/archive` (a final symlink counts as present), and the container is
+    /// removed whatever happened. The image must be local (nothing is pulled).
+    ///
+    /// # Errors
+    ///
+    /// The engine's answer to the create or a stat, classified.
+    pub async fn paths_in_image(&self, image: &str, paths: &[String]) -> ApiResult<Vec<bool>> {
+        let body = ContainerCreateBody {
+            image: Some(image.to_owned()),
+            entrypoint: Some(vec!["/iterion-doctor-never-started".to_owned()]),
+            cmd: Some(Vec::new()),
+            network_disabled: Some(true),
+            labels: Some(HashMap::from([(
+                "iterion.io/doctor".to_owned(),
+                "image-contents".to_owned(),
+            )])),
+            ..ContainerCreateBody::default()
+        };
+        let id = self
+            .docker
+            .create_container(
+                None::<bollard::query_parameters::CreateContainerOptions>,
+                body,
+            )
+            .await
+            .map(|created| created.id)
+            .map_err(classify)?;
+        let mut found = Vec::with_capacity(paths.len());
+        let mut failure = None;
+        for path in paths {
+            let options = bollard::query_parameters::ContainerArchiveInfoOptionsBuilder::default()
+                .path(path)
+                .build();
+            match self
+                .docker
+                .get_container_archive_info(&id, Some(options))
+                .await
+                .map_err(classify)
+            {
+                Ok(_) => found.push(true),
+                Err(error) if error.is_not_found() => found.push(false),
+                Err(error) => {
+                    failure = Some(error);
+                    break;
+                }
+            }
+        }
+        let removed = self.remove_container(&id).await;
+        match (failure, removed) {
+            (Some(error), _) | (None, Err(error)) => Err(error),
+            (None, Ok(())) => Ok(found),
+        }
+    }
 }
 
 /// A client for `endpoint` speaking `api_version` when the engine speaks an older API than

@@ -3,7 +3,8 @@
 //! image is in its local cache, and whether the image's registry knows it — asked through the
 //! engine (`GET /distribution/<ref>/json`), which reads the manifest and pulls nothing.
 //!
-//! Nothing here creates, changes or pulls. The caller bounds every call: [`EngineProbe::connect`]
+//! Nothing here changes or pulls; the one thing created is the never-started container
+//! [`EngineProbe::paths_in_image`] stats an image's files through, removed before it returns. The caller bounds every call: [`EngineProbe::connect`]
 //! takes its budget, and each other call is one request the caller wraps in its own timeout, so
 //! a hung engine makes a check fail instead of the doctor hang.
 
@@ -101,6 +102,15 @@ impl EngineProbe {
     /// The engine's error, classified.
     pub async fn inspect_registry_image(&self, image: &str) -> ApiResult<()> {
         self.api.inspect_registry_image(image).await
+    }
+
+    /// Which of `paths` exist in the local `image` ([`BollardApi::paths_in_image`]).
+    ///
+    /// # Errors
+    ///
+    /// The engine's error, classified.
+    pub async fn paths_in_image(&self, image: &str, paths: &[String]) -> ApiResult<Vec<bool>> {
+        self.api.paths_in_image(image, paths).await
     }
 }
 

@@ -144,6 +144,42 @@ fn program_headers_have_interp(b: &[u8]) -> Option<bool> {
     Some(false)
 }
 
+/// The loader a dynamically linked ELF names (its `PT_INTERP`, e.g.
+/// `/lib64/ld-linux-x86-64.so.2`), when `bytes` holds the headers and the string. `None` for a
+/// static binary, a non-ELF file, or a string outside `bytes` or not valid UTF-8. The doctor asks
+/// the image for this path: without it the bound binary cannot start (`exec …: no such file or
+/// directory`).
+pub fn interpreter(bytes: &[u8]) -> Option<String> {
+    let layout = Layout::of(bytes)?;
+    let wide = bytes.get(4)? == &2;
+    for i in 0..layout.phnum {
+        let at = layout.phoff.checked_add(i.checked_mul(layout.entsize)?)?;
+        if uint_at(bytes, layout.little, at, 4)? != u64::from(PT_INTERP) {
+            continue;
+        }
+        let (offset, size) = if wide {
+            (
+                uint_at(bytes, layout.little, at.checked_add(8)?, 8)?,
+                uint_at(bytes, layout.little, at.checked_add(32)?, 8)?,
+            )
+        } else {
+            (
+                uint_at(bytes, layout.little, at.checked_add(4)?, 4)?,
+                uint_at(bytes, layout.little, at.checked_add(16)?, 4)?,
+            )
+        };
+        let start = usize::try_from(offset).ok()?;
+        let end = start.checked_add(usize::try_from(size).ok()?)?;
+        let raw = bytes.get(start..end)?;
+        let text = raw.split(|b| *b == 0).next()?;
+        return std::str::from_utf8(text)
+            .ok()
+            .filter(|t| t.starts_with('/'))
+            .map(str::to_owned);
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,5 +264,20 @@ mod tests {
         if let Some(bin) = std::env::var_os("ITERION_STATIC_BIN") {
             assert_eq!(link_kind_of(Path::new(&bin)), LinkKind::Static);
         }
+    }
+
+    #[test]
+    fn interpreter_reads_the_loader_a_dynamic_build_names_and_none_for_a_static_one() {
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        let loader = interpreter(&exe);
+        match link_kind(&exe) {
+            LinkKind::Dynamic => {
+                let loader = loader.unwrap();
+                assert!(std::path::Path::new(&loader).exists(), "{loader}");
+            }
+            LinkKind::Static | LinkKind::Unknown => assert_eq!(loader, None),
+        }
+        assert_eq!(interpreter(&elf64(&[1, 6])), None);
+        assert_eq!(interpreter(b"not an elf"), None);
     }
 }

@@ -97,7 +97,7 @@ pub use driver::{
     RunInfo, RunLog, SandboxRun, SecretFileRefresher, WorkspaceExporter, WorkspaceFileRefresher,
     WorkspaceHeadCapturer, proxy_addresses_for_driver, redact_proxy_url,
 };
-pub use elf::{LinkKind, link_kind, link_kind_of};
+pub use elf::{LinkKind, interpreter, link_kind, link_kind_of};
 pub use env::{
     default_image_from_env, global_sandbox_default_from_env, host_state_from_env,
     sandbox_override_from_env,

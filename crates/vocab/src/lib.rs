@@ -36,7 +36,7 @@ pub use environment::Environment;
 pub use failure::{Disposition, FailureCode, MAX_DELIVERIES, OutcomeStatus};
 pub use host_state::HostState;
 pub use log::LogStream;
-pub use network::NetworkMode;
+pub use network::{NetworkMode, UPSTREAM_ERROR_HEADER};
 pub use node::NodeKind;
 pub use secrets::{SECRETS_DIR, default_secret_mount_path, secret_file_name};
 pub use trust::Trust;

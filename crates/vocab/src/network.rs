@@ -36,6 +36,12 @@ impl NetworkMode {
 
 word_conversions!(NetworkMode, "network.mode", "open, allowlist or denylist");
 
+/// The header on a `502` the egress proxy made because it could not reach the upstream: the
+/// innermost error (e.g. `Connection refused (os error 111)`). The agent's model client turns it
+/// back into the connect error it would have had without the proxy, so a model server that is
+/// down reads the same sandboxed and unsandboxed (issue 19).
+pub const UPSTREAM_ERROR_HEADER: &str = "x-iterion-upstream-error";
+
 #[cfg(test)]
 mod tests {
     use super::*;

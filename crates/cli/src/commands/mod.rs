@@ -174,14 +174,24 @@ pub fn product_engine(
     Ok(engine)
 }
 
-/// Ctrl-C cancels the run (`cancelled`); SIGTERM interrupts it (`failed_resumable`,
-/// `INTERRUPTED`). Either way the engine tears the sandbox down before the process exits.
+/// Ctrl-C and SIGTERM interrupt the run (`failed_resumable`, `INTERRUPTED`: `iterion resume`
+/// continues it); a second Ctrl-C cancels it (`cancelled`, not resumable). Either way the engine
+/// tears the sandbox down before the process exits.
 pub fn install_signals(control: &iterion_engine::RunControl) {
-    let cancel = control.cancel.clone();
+    let (interrupt, abandon) = (control.interrupt.clone(), control.abandon.clone());
     tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        crate::output::errln!(
+            "interrupt: stopping the run, resumable with iterion resume (tearing down the sandbox); press Ctrl-C again to cancel it…"
+        );
+        interrupt.cancel();
         if tokio::signal::ctrl_c().await.is_ok() {
-            crate::output::errln!("interrupt: cancelling the run (tearing down the sandbox)…");
-            cancel.cancel();
+            crate::output::errln!(
+                "interrupt: cancelling the run, not resumable (tearing down the sandbox)…"
+            );
+            abandon.cancel();
         }
     });
     let interrupt = control.interrupt.clone();

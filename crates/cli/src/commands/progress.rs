@@ -145,6 +145,14 @@ impl RunObserver for Progress {
             Event::SandboxBuildStarted(build) => {
                 format!("sandbox: building {} ({})", build.dockerfile, build.context)
             }
+            Event::RunRewound(rewound) => match rewound.dropped_outputs.as_slice() {
+                [] => format!("resume --from {}: starting again there", rewound.node),
+                dropped => format!(
+                    "resume --from {}: starting again there; the outputs of {} are dropped and computed again",
+                    rewound.node,
+                    dropped.join(", ")
+                ),
+            },
             Event::NodeStarted(node) => format!("▸ {}", node.node),
             Event::NodeFinished(node) => format!("✓ {} ({} ms)", node.node, node.duration_ms),
             Event::NodeFailed(node) => {

@@ -1,5 +1,5 @@
-//! `iterion resume RUN_ID [--force] [--json]`: a `failed_resumable` run again, from its
-//! checkpoint (SANDBOX.md §16.4). Crash recovery runs first, so a run whose process died (its
+//! `iterion resume RUN_ID [--from NODE] [--force] [--json]`: a `failed_resumable` run again,
+//! from its checkpoint (or from an earlier node it reached, `--from`) (SANDBOX.md §16.4). Crash recovery runs first, so a run whose process died (its
 //! lease lapsed) is resumable at once; a refusal (`RESUME_INVALID`) exits 1.
 use std::sync::Arc;
 
@@ -40,6 +40,7 @@ async fn resume(
                 run_id: run_id.as_str().to_owned(),
                 force: args.force,
                 answer: args.answer.clone(),
+                from: args.from.clone(),
             },
             control,
             progress.clone(),
@@ -49,6 +50,10 @@ async fn resume(
     match result {
         Ok(summary) => Ok(finish(&summary, args.json)),
         Err(EngineError::Launch(e)) => Err(Failure::bad_input(e)),
+        Err(e @ EngineError::ResumeFrom(_)) => Err(Failure::bad_input(anyhow::anyhow!(
+            "resume refused [{}]: {e}",
+            e.code()
+        ))),
         Err(e @ (EngineError::ResumeRefused { .. } | EngineError::ScratchNotPortable { .. })) => {
             let code = e.code();
             Err(Failure::failed(

@@ -82,6 +82,7 @@ pub(crate) fn launch_options(
         default_image: flags.sandbox_default_image.clone(),
         sandbox_env: operator_overlay(sandbox_env, env)?.vars,
         cwd,
+        ..LaunchOptions::default()
     })
 }
 
@@ -150,7 +151,20 @@ async fn launch(args: RunArgs, env: &Environment) -> Result<Exit, Failure> {
             TrustArg::Trusted => Trust::Trusted,
             TrustArg::Untrusted => Trust::Untrusted,
         },
-        options: launch_options(&args.sandbox, &args.sandbox_env, cwd, env)?,
+        options: LaunchOptions {
+            allow_hosts: args
+                .allow_hosts
+                .iter()
+                .map(|arg| iterion_engine::HostService::parse(arg))
+                .collect::<Result<_, _>>()
+                .map_err(Failure::bad_input)?,
+            allow_hosts_untrusted: if args.dangerously_allow_host_untrusted {
+                iterion_engine::UntrustedHostServices::Allowed
+            } else {
+                iterion_engine::UntrustedHostServices::Refused
+            },
+            ..launch_options(&args.sandbox, &args.sandbox_env, cwd, env)?
+        },
     };
     // The strict pre-flight (SANDBOX.md §11.4): a failing check refuses the launch (exit 2)
     // before the store is even opened.

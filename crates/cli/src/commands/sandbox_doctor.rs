@@ -43,9 +43,16 @@ async fn doctor(args: DoctorArgs, env: &iterion_vocab::Environment) -> Result<Ex
         }
         return Ok(Exit::Success);
     }
-    let sandbox = match &args.file {
-        Some(file) => compile_workflow(file)?.0.sandbox,
-        None => iterion_dsl::ir::Sandbox::default(),
+    let (sandbox, needs) = match &args.file {
+        Some(file) => {
+            let workflow = compile_workflow(file)?.0;
+            let needs = iterion_engine::ContainerNeeds::of(&workflow);
+            (workflow.sandbox, needs)
+        }
+        None => (
+            iterion_dsl::ir::Sandbox::default(),
+            iterion_engine::ContainerNeeds::default(),
+        ),
     };
     let options = launch_options(
         &args.flags,
@@ -65,6 +72,7 @@ async fn doctor(args: DoctorArgs, env: &iterion_vocab::Environment) -> Result<Ex
                 TargetArg::Cloud => Target::Cloud,
             },
             timeout,
+            needs,
         },
     )
     .await

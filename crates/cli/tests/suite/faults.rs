@@ -76,7 +76,7 @@ fn docker_a_container_killed_mid_run_fails_the_node_and_teardown_still_runs() {
 }
 
 #[test]
-fn docker_ctrl_c_during_a_node_cancels_the_run_and_removes_the_container() {
+fn docker_ctrl_c_during_a_node_interrupts_the_run_resumably_and_removes_the_container() {
     if !docker_or_skip("cli::faults::docker_ctrl_c_during_a_node") {
         return;
     }
@@ -94,20 +94,21 @@ fn docker_ctrl_c_during_a_node_cancels_the_run_and_removes_the_container() {
     );
     assert_eq!(out.status.code(), Some(1));
     let run = env.only_run();
+    // Ctrl-C is an interrupt, as SIGTERM is: the run can be resumed (issue 19).
     assert_eq!(
         (run.status.as_str(), run.failure_code.as_deref()),
-        ("cancelled", Some("CANCELLED"))
+        ("failed_resumable", Some("INTERRUPTED"))
     );
     let events = env.events(&run);
     assert_eq!(
-        first(&events, "run_cancelled").map(|d| d["phase"].clone()),
-        Some(json!("execution"))
+        first(&events, "run_failed").map(|d| (d["code"].clone(), d["resumable"].clone())),
+        Some((json!("INTERRUPTED"), json!(true)))
     );
     assert_eq!(env.containers(), Vec::<String>::new());
 }
 
 #[test]
-fn docker_ctrl_c_during_post_create_cancels_and_leaves_no_container() {
+fn docker_a_second_ctrl_c_during_post_create_cancels_and_leaves_no_container() {
     if !docker_or_skip("cli::faults::docker_ctrl_c_during_post_create") {
         return;
     }
@@ -120,13 +121,18 @@ fn docker_ctrl_c_during_post_create_cancels_and_leaves_no_container() {
         assert!(Instant::now() < deadline, "no container appeared");
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The first Ctrl-C interrupts; the second, while the first is being handled, cancels.
+    signal(child.id(), "-INT");
+    std::thread::sleep(Duration::from_millis(100));
     signal(child.id(), "-INT");
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let run = env.only_run();
     assert_eq!(
         (run.status.as_str(), run.failure_code.as_deref()),
-        ("cancelled", Some("CANCELLED"))
+        ("cancelled", Some("CANCELLED")),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     let events = env.events(&run);
     assert!(!kinds(&events).contains(&"node_started"));

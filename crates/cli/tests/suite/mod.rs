@@ -10,6 +10,7 @@ mod egress;
 mod egress_attacks;
 mod egress_bridge;
 mod exec_agent;
+mod execfix;
 mod faults;
 mod fleet;
 mod logs;

@@ -40,6 +40,17 @@ pub struct NextNode {
     pub input: Value,
 }
 
+/// When a main-line node last started, and with what input: what `iterion resume --from` starts
+/// it again with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeStart {
+    /// The start's place among the run's main-line starts (1, 2, …): the nodes started after
+    /// it are those with a larger one.
+    pub order: u64,
+    /// Its input map, as it was built.
+    pub input: Value,
+}
+
 /// A serialisable snapshot of a run's progress.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {
@@ -60,6 +71,10 @@ pub struct Checkpoint {
     /// The `ask_user` the run paused on (its node is `next`), with where its loop stood.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<crate::executor::agent::operator::PausedAgent>,
+    /// The latest start of every main-line node (fan-out branches are not on it: they resume
+    /// from their router). Absent in checkpoints written before `resume --from` existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub starts: BTreeMap<String, NodeStart>,
 }
 
 impl Default for Checkpoint {
@@ -73,6 +88,7 @@ impl Default for Checkpoint {
             last_completed_node: None,
             next: None,
             paused: None,
+            starts: BTreeMap::new(),
         }
     }
 }
@@ -97,6 +113,40 @@ pub enum ResumeError {
     },
 }
 
+/// Why `iterion resume --from NODE` cannot start at `NODE` (`RESUME_INVALID`; the run keeps its
+/// status and checkpoint).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RewindError {
+    /// The workflow declares no such node.
+    #[error("--from {node}: the workflow declares no node \"{node}\"")]
+    UnknownNode {
+        /// The node asked for.
+        node: String,
+    },
+    /// The node exists but this run never started it on its main line (a fan-out branch
+    /// resumes from its router).
+    #[error(
+        "--from {node}: run never reached node \"{node}\" on its main line; it can start again only from a node it reached: {reached}"
+    )]
+    NeverReached {
+        /// The node asked for.
+        node: String,
+        /// The nodes it did reach, in the order they last started (`none` when none).
+        reached: String,
+    },
+}
+
+impl RewindError {
+    /// Always [`FailureCode::ResumeInvalid`].
+    pub fn code(&self) -> FailureCode {
+        match self {
+            RewindError::UnknownNode { .. } | RewindError::NeverReached { .. } => {
+                FailureCode::ResumeInvalid
+            }
+        }
+    }
+}
+
 impl ResumeError {
     /// Always [`FailureCode::ResumeInvalid`].
     pub fn code(&self) -> FailureCode {
@@ -109,6 +159,83 @@ impl ResumeError {
 }
 
 impl Checkpoint {
+    /// Records that main-line node `next` starts now with its input (see [`NodeStart`]).
+    pub(crate) fn record_start(&mut self, next: &NextNode) {
+        let order = self.starts.values().map(|s| s.order).max().unwrap_or(0) + 1;
+        self.starts.insert(
+            next.node.clone(),
+            NodeStart {
+                order,
+                input: next.input.clone(),
+            },
+        );
+    }
+
+    /// Rewinds the checkpoint so the run starts again at `node` (`iterion resume --from`), with
+    /// the input it last started with. `node` and every node started after it lose their
+    /// outputs and start records (they run again, so a condition or template reading them sees
+    /// the new value, or none until they ran); nodes started before it keep theirs. Loop
+    /// counters, attempt counts and the iteration count are kept: the run's caps still count
+    /// what already ran. A pending `ask_user` is dropped. Returns the nodes whose outputs were
+    /// dropped, in start order.
+    ///
+    /// # Errors
+    ///
+    /// [`RewindError`] when the workflow does not declare `node`, or the run never started it.
+    pub fn rewind_to(&mut self, wf: &Workflow, node: &str) -> Result<Vec<String>, RewindError> {
+        if wf.node(node).is_none() {
+            return Err(RewindError::UnknownNode {
+                node: node.to_owned(),
+            });
+        }
+        let Some(start) = self.starts.get(node).cloned() else {
+            let mut reached: Vec<(&u64, &String)> =
+                self.starts.iter().map(|(n, s)| (&s.order, n)).collect();
+            reached.sort();
+            let reached = reached
+                .into_iter()
+                .map(|(_, n)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(RewindError::NeverReached {
+                node: node.to_owned(),
+                reached: if reached.is_empty() {
+                    "none".to_owned()
+                } else {
+                    reached
+                },
+            });
+        };
+        let mut later: Vec<(u64, String)> = self
+            .starts
+            .iter()
+            .filter(|(_, s)| s.order >= start.order)
+            .map(|(n, s)| (s.order, n.clone()))
+            .collect();
+        later.sort();
+        let later: Vec<String> = later.into_iter().map(|(_, n)| n).collect();
+        let mut dropped = Vec::new();
+        for name in &later {
+            self.starts.remove(name);
+            if self.outputs.remove(name).is_some() {
+                dropped.push(name.clone());
+            }
+        }
+        if self
+            .last_completed_node
+            .as_ref()
+            .is_some_and(|n| later.contains(n))
+        {
+            self.last_completed_node = None;
+        }
+        self.next = Some(NextNode {
+            node: node.to_owned(),
+            input: start.input,
+        });
+        self.paused = None;
+        Ok(dropped)
+    }
+
     /// Checks that this checkpoint can resume `wf`, and returns the node to run.
     ///
     /// # Errors
@@ -130,3 +257,7 @@ impl Checkpoint {
         Ok(next)
     }
 }
+
+#[cfg(test)]
+#[path = "checkpoint_tests.rs"]
+mod tests;

@@ -296,7 +296,9 @@ impl Ctx<'_> {
             let mut pending = start;
             loop {
                 if branch.is_none() {
-                    self.lock_state().next = Some(pending.clone());
+                    let mut state = self.lock_state();
+                    state.record_start(&pending);
+                    state.next = Some(pending.clone());
                 }
                 let Some(node) = self.wf.node(&pending.node) else {
                     return LineEnd::Failed(Failure::new(
@@ -579,6 +581,9 @@ impl Ctx<'_> {
         }
         if let Some(next) = &mut checkpoint.next {
             next.input = redactor.redact_json(&next.input);
+        }
+        for start in checkpoint.starts.values_mut() {
+            start.input = redactor.redact_json(&start.input);
         }
         // The paused loop's conversation is recorded too: a tool may have printed a secret.
         if let Some(paused) = &mut checkpoint.paused

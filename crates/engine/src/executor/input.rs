@@ -137,9 +137,24 @@ impl InputCtx<'_> {
     /// The input of a node that is not a join (§5.3 steps 2–3): the mappings of every edge into
     /// it whose source has produced an output, in declaration order, then the taken edge's again
     /// so that they win; for the entry node with no key at all, the map of all vars.
+    ///
+    /// A router starts from the output of the node it was reached from (the taken edge's
+    /// source), so its conditions read what its predecessor produced; the mappings are applied
+    /// over it (issue 19: a router after a node got an empty input).
     pub(crate) fn node_input(&self, state: &Checkpoint, node: &str, taken: Option<usize>) -> Value {
         let loops = loop_scope(self.graph, state);
         let mut map = Map::new();
+        let is_router = matches!(
+            self.wf.node(node).map(|n| &n.body),
+            Some(ir::NodeBody::Router(_))
+        );
+        if is_router
+            && let Some(Value::Object(from)) = taken
+                .and_then(|i| self.wf.edges.get(i))
+                .and_then(|e| state.outputs.get(&e.from))
+        {
+            map.extend(from.clone());
+        }
         for &i in self.graph.incoming(node) {
             if let Some(m) = self.edge_mapping(state, &loops, i) {
                 map.extend(m);

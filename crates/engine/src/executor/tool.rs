@@ -107,6 +107,19 @@ pub(crate) async fn run(
     // 4. Result.
     if result.exit_code != 0 {
         let redacted_stdout = ctx.redactor.redact(&stdout_text);
+        if (result.exit_code == 126 || result.exit_code == 127) && !bash_starts(ctx).await {
+            // The container runtime reports a missing program as 126 on some engines; the
+            // language reference says 127, and the message names what is missing (issue 19).
+            return Err(Failure {
+                exit_code: Some(127),
+                stderr_tail,
+                stdout_tail: non_empty(tail_bytes(&redacted_stdout, TAIL_BYTES)),
+                ..Failure::new(
+                    FailureCode::ExecutionFailed,
+                    "bash could not be started in the sandbox (exit 127): tool nodes run `bash -c`, and this image has no bash in its PATH; use an image with bash (debian, ubuntu, the default image) or install it in yours (apk add bash); iterion sandbox doctor --strict checks this before a run".to_owned(),
+                )
+            });
+        }
         return Err(Failure {
             exit_code: Some(result.exit_code),
             stderr_tail,
@@ -126,6 +139,17 @@ pub(crate) async fn run(
         Some(name) => schema::conform_output(ctx.wf, name, output, "the output"),
         None => Ok(output),
     }
+}
+
+/// Whether `bash -c 'exit 0'` runs in the run's sandbox: asked only after a tool exited 126 or
+/// 127, to tell "bash is missing" from the command's own "not found" / "not executable".
+async fn bash_starts(ctx: &Ctx<'_>) -> bool {
+    let argv = ["bash".to_owned(), "-c".to_owned(), "exit 0".to_owned()];
+    let opts = ExecOpts {
+        workdir: ctx.workdir.clone(),
+        ..ExecOpts::default()
+    };
+    matches!(ctx.sandbox.exec(&argv, opts).await, Ok(result) if result.exit_code == 0)
 }
 
 fn non_empty(s: &str) -> Option<String> {

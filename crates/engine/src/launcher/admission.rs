@@ -7,7 +7,9 @@
 //! decision is persisted on the run under compare-and-swap ([`persist_admission`], 3 attempts)
 //! **before** a refusal returns, so the run record explains itself.
 
-use iterion_sandbox::{Factory, Mode, SandboxFlag, SandboxVerdict, Trust, run_will_be_sandboxed};
+use iterion_sandbox::{
+    Factory, Mode, NotSandboxedCause, SandboxFlag, SandboxVerdict, Trust, run_will_be_sandboxed,
+};
 use iterion_store::{Admission, AdmissionDecision, Run, RunId, Store, Timestamp};
 
 use crate::sandbox::resolve::{Resolved, SandboxSettings};
@@ -102,8 +104,26 @@ pub(crate) fn refusal_reason(
         ),
         None => "no ITERION_SANDBOX_OVERRIDE is set".to_owned(),
     };
+    // Only the fix that applies to this cause is suggested (issue 19).
+    let fix = match verdict.cause() {
+        Some(NotSandboxedCause::OverrideNone) => {
+            "unset ITERION_SANDBOX_OVERRIDE, or pass --sandbox auto"
+        }
+        Some(NotSandboxedCause::OptedOut) => {
+            "remove the none (--sandbox none, sandbox: none, ITERION_SANDBOX_DEFAULT=none), or pass --sandbox auto"
+        }
+        Some(NotSandboxedCause::NoSandboxConfiguration) => {
+            "add a sandbox: block (sandbox: auto or an inline image), pass --sandbox auto, or set ITERION_SANDBOX_DEFAULT=auto"
+        }
+        Some(NotSandboxedCause::AutoWithoutRepositoryRoot) => {
+            "run from the directory the run should work on"
+        }
+        Some(NotSandboxedCause::NoContainerRuntime) | None => {
+            "install and start Docker or Podman (iterion sandbox doctor says which endpoint it asked)"
+        }
+    };
     format!(
-        "run refused: trust=untrusted requires a per-run sandbox, but this run resolves to no container: {cause} (mode {mode} from {}; {override_state}). To get a container: remove the none override (--sandbox none, ITERION_SANDBOX_OVERRIDE=none, ITERION_SANDBOX_DEFAULT=none), configure a sandbox (sandbox: auto or an inline image), or install and start Docker or Podman",
+        "run refused: trust=untrusted requires a per-run sandbox, but this run resolves to no container: {cause} (mode {mode} from {}; {override_state}). To get a container: {fix}",
         verdict.source.label()
     )
 }

@@ -33,6 +33,8 @@ pub(crate) struct Attempt {
     pub routes: Routes,
     /// `iterion resume --answer`.
     pub answer: Option<String>,
+    /// Recorded right after `run_started`: a resume `--from` an earlier node.
+    pub rewound: Option<crate::records::events::RunRewound>,
     /// Recorded right after `run_started`: how a subbot child stands towards its parent's
     /// sandbox (SANDBOX.md §14: declined, or a forced resume).
     pub shared: Option<SandboxShared>,
@@ -83,6 +85,8 @@ pub(crate) struct Continuation {
     pub answer: Option<String>,
     /// The failure the run had before it was reopened (see [`Attempt::prior_failure`]).
     pub prior_failure: Option<(FailureCode, String)>,
+    /// `iterion resume --from`: where the checkpoint was moved back to.
+    pub rewound: Option<crate::records::events::RunRewound>,
 }
 
 impl Attempt {
@@ -115,6 +119,7 @@ impl Attempt {
             resumed: false,
             routes,
             answer: None,
+            rewound: None,
             shared: None,
             prior_failure: None,
         }
@@ -127,12 +132,14 @@ impl Attempt {
             resumed,
             answer,
             prior_failure,
+            rewound,
         } = continuation;
         Attempt {
             checkpoint,
             resumed,
             answer,
             prior_failure,
+            rewound,
             ..self
         }
     }

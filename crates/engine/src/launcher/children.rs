@@ -280,6 +280,7 @@ impl StoreChildRuns<'_> {
         let control = crate::launcher::engine::RunControl {
             cancel: own.cancel,
             interrupt: self.interrupt.child_token(),
+            abandon: tokio_util::sync::CancellationToken::new(),
         };
         let launched: futures_util::future::BoxFuture<'_, _> = Box::pin(self.engine.attempt(
             attempt,

@@ -199,10 +199,17 @@ pub struct ResumeRequest {
     pub force: bool,
     /// The operator's answer to the question a `paused` run waits on (`--answer TEXT`).
     pub answer: Option<String>,
+    /// Start again at this earlier node (`--from NODE`, [`Checkpoint::rewind_to`]) instead of
+    /// where the run stopped.
+    ///
+    /// [`Checkpoint::rewind_to`]: crate::Checkpoint::rewind_to
+    pub from: Option<String>,
 }
 
-/// How the caller stops a run: `cancel` ends it `cancelled` / `CANCELLED` (Ctrl-C), `interrupt`
-/// ends it `failed_resumable` / `INTERRUPTED` (SIGTERM: the operator means to resume it). Either
+/// How the caller stops a run: `interrupt` ends it `failed_resumable` / `INTERRUPTED` (Ctrl-C,
+/// SIGTERM: the operator means to resume it), `cancel` ends it `cancelled` / `CANCELLED` unless an
+/// interrupt came too (a subbot child's parent stopping sends both: the child stays resumable),
+/// and `abandon` ends it `cancelled` whatever came before (the operator's second Ctrl-C). Either
 /// way running commands are stopped and the sandbox is torn down.
 #[derive(Clone, Debug, Default)]
 pub struct RunControl {
@@ -210,6 +217,8 @@ pub struct RunControl {
     pub cancel: CancellationToken,
     /// Interrupts the run.
     pub interrupt: CancellationToken,
+    /// Cancels the run even after an interrupt.
+    pub abandon: CancellationToken,
 }
 
 /// How a run ended.
@@ -257,6 +266,10 @@ pub enum EngineError {
         /// Why, naming the knob.
         message: String,
     },
+    /// `--from NODE` names a node the run cannot start again at; the run is left as it was
+    /// (`RESUME_INVALID`, exit 2).
+    #[error(transparent)]
+    ResumeFrom(#[from] crate::executor::checkpoint::RewindError),
     /// The admission decision could not be persisted.
     #[error(transparent)]
     Admission(#[from] AdmissionError),
@@ -271,6 +284,7 @@ impl EngineError {
         match self {
             EngineError::Launch(e) => e.code(),
             EngineError::ResumeRefused { .. } => iterion_vocab::FailureCode::ResumeInvalid.as_str(),
+            EngineError::ResumeFrom(e) => e.code().as_str(),
             EngineError::ScratchNotPortable { .. } => {
                 iterion_vocab::FailureCode::ScratchNotPortable.as_str()
             }

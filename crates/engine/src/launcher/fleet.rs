@@ -338,8 +338,8 @@ pub async fn run_worker(
         );
         report.taken.push(run_id.clone());
         let control = RunControl {
-            cancel: CancellationToken::new(),
             interrupt: shutdown.child_token(),
+            ..RunControl::default()
         };
         let summary = match engine
             .execute_claimed(claim, control, Arc::clone(&observer))

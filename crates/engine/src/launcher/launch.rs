@@ -8,6 +8,7 @@
 //! is a [`LaunchError`] whose message names the knob to turn. The CLI turns a `LaunchError` into
 //! exit code 2 with nothing written to the store.
 
+use crate::sandbox::host_services::UntrustedHostServices;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
@@ -91,6 +92,9 @@ pub enum LaunchError {
         /// The message, naming the variable or flag.
         message: String,
     },
+    /// A bad `--allow-host`, or one an untrusted run may not have.
+    #[error(transparent)]
+    HostService(#[from] crate::sandbox::host_services::HostServiceError),
     /// `worktree: auto` without a repository or commit.
     #[error(transparent)]
     Worktree(#[from] crate::sandbox::worktree::WorktreeError),
@@ -115,7 +119,7 @@ impl LaunchError {
             LaunchError::MissingSecret { .. } | LaunchError::BadSecretValue { .. } => {
                 "SECRET_UNRESOLVED"
             }
-            LaunchError::InvalidSetting { .. } => "SETTING_INVALID",
+            LaunchError::InvalidSetting { .. } | LaunchError::HostService(_) => "SETTING_INVALID",
             LaunchError::Worktree(e) => e.code(),
             LaunchError::Budget(e) => e.code(),
             LaunchError::Model(_) => "MODEL_UNRESOLVED",
@@ -256,6 +260,13 @@ pub struct LaunchOptions {
     /// The directory `iterion run` was started in (the workspace's anchor).
     #[serde(default)]
     pub cwd: PathBuf,
+    /// `--allow-host NAME[:PORT]`: services on this machine the sandbox may reach through its
+    /// proxy ([`crate::HostService`]). Kept so a resume reaches the same ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_hosts: Vec<crate::sandbox::host_services::HostService>,
+    /// `--dangerously-allow-host-untrusted`: whether an untrusted run may have them.
+    #[serde(default, skip_serializing_if = "UntrustedHostServices::is_refused")]
+    pub allow_hosts_untrusted: UntrustedHostServices,
 }
 
 /// The sandbox settings of a launch: the flags, the variables (read from `env`), the installed

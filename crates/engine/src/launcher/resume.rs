@@ -117,7 +117,18 @@ impl Engine {
             self.environment.get(k)
         })
         .map_err(crate::launcher::launch::LaunchError::from)?;
-        let envelope = RunEnvelope::from_value(run.checkpoint.as_ref());
+        let mut envelope = RunEnvelope::from_value(run.checkpoint.as_ref());
+        let mut rewound = None;
+        if let Some(node) = &request.from {
+            // Before the lease and the reopen: a refusal leaves the run as it was.
+            let mut checkpoint = envelope.executor.clone().unwrap_or_default();
+            let dropped_outputs = checkpoint.rewind_to(&workflow, node)?;
+            envelope.executor = Some(checkpoint);
+            rewound = Some(crate::records::events::RunRewound {
+                node: node.clone(),
+                dropped_outputs,
+            });
+        }
         let launch = envelope.launch_or_cwd();
         let (settings, override_env) =
             settings_from_env(self.sandbox_default, &launch, &self.environment)?;
@@ -172,6 +183,7 @@ impl Engine {
                 resumed: true,
                 answer: request.answer.clone(),
                 prior_failure: prior_failure(&before),
+                rewound,
             })
             .shared(shared);
         let outcome = self.attempt(attempt, control, observer).await;
@@ -239,7 +251,7 @@ impl Engine {
     ) -> Result<Run, EngineError> {
         let trust = run.trust;
         let repo_root =
-            crate::sandbox::workspace::repository_root_of(&launch.cwd, &self.environment).await;
+            crate::sandbox::workspace::sandbox_root_of(&launch.cwd, &self.environment).await;
         let overlay = iterion_sandbox::EnvOverlay {
             vars: launch.sandbox_env.clone(),
         };
@@ -247,7 +259,7 @@ impl Engine {
             &workflow.sandbox,
             settings,
             trust,
-            repo_root.as_deref(),
+            Some(repo_root.as_path()),
             &overlay,
             &self.environment,
         );

@@ -59,6 +59,12 @@ impl Engine {
     ) -> Result<RunSummary, EngineError> {
         let (settings, override_env) =
             settings_from_env(self.sandbox_default, &request.options, &self.environment)?;
+        crate::sandbox::host_services::check_trust(
+            &request.options.allow_hosts,
+            request.trust,
+            request.options.allow_hosts_untrusted,
+        )
+        .map_err(crate::launcher::launch::LaunchError::from)?;
         if request.workflow.worktree == Worktree::Auto {
             crate::sandbox::workspace::check_worktree_possible(
                 &request.options.cwd,
@@ -242,6 +248,9 @@ impl Engine {
                     .then(|| attempt.run.root_run_id.to_string()),
             }))
             .await;
+        if let Some(rewound) = attempt.rewound.take() {
+            events.emit(Event::RunRewound(rewound)).await;
+        }
         if let Some(shared) = attempt.shared.take() {
             events.emit(Event::SandboxShared(shared)).await;
         }
@@ -264,13 +273,13 @@ impl Engine {
             vars: attempt.launch.sandbox_env.clone(),
         };
         let repo_root =
-            crate::sandbox::workspace::repository_root_of(&attempt.launch.cwd, &self.environment)
+            crate::sandbox::workspace::sandbox_root_of(&attempt.launch.cwd, &self.environment)
                 .await;
         let resolved = resolve(
             &attempt.workflow.sandbox,
             &attempt.settings,
             trust,
-            repo_root.as_deref(),
+            Some(repo_root.as_path()),
             &overlay,
             &self.environment,
         );
@@ -380,6 +389,7 @@ impl Engine {
             workflow: &attempt.workflow.name,
             trust: run.trust,
             max_duration_seconds: budget.max_duration.map_or(0, |d| d.as_secs()),
+            host_services: attempt.launch.allow_hosts.clone(),
             mount_inputs: MountInputs {
                 run_id: run_id.to_owned(),
                 env: self.environment.clone(),
@@ -751,6 +761,7 @@ struct Stopping {
     interrupt_children: CancellationToken,
     interrupted: Arc<AtomicBool>,
     interrupt: CancellationToken,
+    abandon: CancellationToken,
 }
 
 impl Stopping {
@@ -765,6 +776,7 @@ impl Stopping {
         tokio::spawn(async move {
             tokio::select! {
                 () = control_w.cancel.cancelled() => {}
+                () = control_w.abandon.cancelled() => {}
                 () = control_w.interrupt.cancelled() => flag.store(true, Ordering::SeqCst),
                 () = lost.cancelled() => flag.store(true, Ordering::SeqCst),
                 () = watched.cancelled() => return,
@@ -779,12 +791,17 @@ impl Stopping {
             interrupt_children,
             interrupted,
             interrupt: control.interrupt.clone(),
+            abandon: control.abandon.clone(),
         }
     }
 
-    /// Why the attempt stopped: `INTERRUPTED` (an interrupt, or the lease lost) or `CANCELLED`.
+    /// Why the attempt stopped: `CANCELLED` once an abandon came (the operator's second Ctrl-C,
+    /// even after an interrupt), else `INTERRUPTED` (an interrupt, or the lease lost), else
+    /// `CANCELLED`.
     fn code(&self) -> FailureCode {
-        if self.interrupted.load(Ordering::SeqCst) || self.interrupt.is_cancelled() {
+        if self.abandon.is_cancelled() {
+            FailureCode::Cancelled
+        } else if self.interrupted.load(Ordering::SeqCst) || self.interrupt.is_cancelled() {
             FailureCode::Interrupted
         } else {
             FailureCode::Cancelled

@@ -2,6 +2,7 @@
 //! as values, a [`Check`] comes out. Nothing here probes, so every status of every check is
 //! unit-tested without an engine; [`super::strict`] does the probing and calls these.
 
+use crate::sandbox::engine_binary::STATIC_BUILD_REMEDY;
 use iterion_netproxy::{compile, preset_rules};
 use iterion_sandbox::{
     Capabilities, Error as SandboxError, LinkKind, NetworkPolicy, Spec, link_kind,
@@ -267,9 +268,10 @@ pub(crate) fn image_resolvable(finding: &ImageFinding) -> Check {
                         format!("{primary}, nor the fallback {fallback} ({why})"),
                         get_one(image),
                     ),
-                    Registry::Refused(why) | Registry::Unreachable(why) => Check::warn(
+                    // The pull asks the same registry through the same engine: it fails too.
+                    Registry::Refused(why) | Registry::Unreachable(why) => Check::fail(
                         id,
-                        format!("{primary}; the fallback {fallback} could not be checked ({why})"),
+                        format!("{primary}; the fallback {fallback} could not be had ({why})"),
                         get_one(image),
                     ),
                 };
@@ -288,20 +290,22 @@ pub(crate) fn image_resolvable(finding: &ImageFinding) -> Check {
                     ),
                     get_one(image),
                 ),
-                Registry::Refused(why) => Check::warn(
+                // A run pulls through the same engine with the same credentials: what the
+                // registry will not answer here, it will not serve at run start (issue 19).
+                Registry::Refused(why) => Check::fail(
                     id,
                     format!(
-                        "{image} is not present locally and its registry refused to say ({why})"
+                        "{image} is not present locally and its registry refused it ({why}); is the name right?"
                     ),
                     format!(
                         "log in to the registry (docker login), or {}",
                         get_one(image)
                     ),
                 ),
-                Registry::Unreachable(why) => Check::warn(
+                Registry::Unreachable(why) => Check::fail(
                     id,
                     format!(
-                        "{image} is not present locally and its registry could not be asked ({why})"
+                        "{image} is not present locally and cannot be pulled: its registry could not be reached ({why}); is the name right?"
                     ),
                     get_one(image),
                 ),
@@ -309,6 +313,68 @@ pub(crate) fn image_resolvable(finding: &ImageFinding) -> Check {
         }
     }
 }
+
+/// What the image lacks of what the run will exec in it, for `image-contents`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Lack {
+    /// No `bash` in any directory of the image's `PATH` (the directories searched).
+    Bash(Vec<String>),
+    /// The loader the dynamically linked engine binary names.
+    Loader {
+        /// The host path of the binary bound at `/run/iterion/bin/iterion`.
+        binary: String,
+        /// Its `PT_INTERP`.
+        loader: String,
+        /// What execs it (the egress bridge, the agent runner).
+        for_what: String,
+    },
+}
+
+/// `image-contents` (issue 19): the files a run execs in the image are there. A missing `bash`
+/// (tool nodes run `bash -c`) or a missing loader of a dynamically linked engine binary fails,
+/// since the run then fails at its first exec.
+pub(crate) fn image_contents(image: &str, answer: Result<&[Lack], &str>) -> Check {
+    let id = CheckId::ImageContents;
+    let lacks = match answer {
+        Ok(lacks) => lacks,
+        Err(why) => {
+            return Check::warn(
+                id,
+                format!("{image}: its files could not be checked ({why})"),
+                START_ENGINE,
+            );
+        }
+    };
+    let Some(first) = lacks.first() else {
+        return Check::pass(id, format!("{image} has what the run execs in it"));
+    };
+    let summary = lacks
+        .iter()
+        .map(|lack| match lack {
+            Lack::Bash(dirs) => format!(
+                "{image} has no bash (searched {}); tool nodes run `bash -c` and would exit 127",
+                dirs.join(":")
+            ),
+            Lack::Loader {
+                binary,
+                loader,
+                for_what,
+            } => format!(
+                "the engine binary {binary}, bound at /run/iterion/bin/iterion for {for_what}, is dynamically linked and {image} lacks its loader {loader}"
+            ),
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let remedy = match (first, lacks.get(1)) {
+        (Lack::Loader { .. }, None) => STATIC_BUILD_REMEDY.to_owned(),
+        (Lack::Bash(_), None) => BASH_REMEDY.to_owned(),
+        _ => format!("{BASH_REMEDY}; and {STATIC_BUILD_REMEDY}"),
+    };
+    Check::fail(id, summary, remedy)
+}
+
+/// How to get a `bash` into the sandbox.
+const BASH_REMEDY: &str = "use an image with bash (debian, ubuntu, or the default image), or install it in yours (apk add bash)";
 
 /// What was read of the engine binary, for `engine-binary`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -102,7 +102,7 @@ fn the_daemon_passes_locally_warns_remotely_and_fails_without_a_version_or_an_an
 }
 
 #[test]
-fn the_image_passes_built_or_present_fails_unknown_and_warns_when_nothing_can_be_concluded() {
+fn the_image_passes_built_or_present_fails_when_it_cannot_be_pulled_and_warns_without_an_engine() {
     let absent = |registry: Registry, fallback: Option<(String, Registry)>| ImageFinding::Absent {
         image: "r.example/a:1".to_owned(),
         registry,
@@ -139,7 +139,7 @@ fn the_image_passes_built_or_present_fails_unknown_and_warns_when_nothing_can_be
     assert_eq!(
         got,
         vec![
-            Pass, Pass, Pass, Fail, Warn, Warn, Pass, Fail, Warn, Warn, Fail
+            Pass, Pass, Pass, Fail, Fail, Fail, Pass, Fail, Fail, Warn, Fail
         ]
     );
 }
@@ -415,4 +415,29 @@ fn the_binary_is_judged_against_the_image_architecture_before_the_engine_one() {
             None
         )
     );
+}
+
+#[test]
+fn image_contents_passes_when_nothing_lacks_and_fails_with_each_remedy() {
+    let bash = Lack::Bash(vec!["/bin".to_owned()]);
+    let loader = Lack::Loader {
+        binary: "/x/iterion".to_owned(),
+        loader: "/lib64/ld-linux-x86-64.so.2".to_owned(),
+        for_what: "the egress bridge".to_owned(),
+    };
+    assert_eq!(image_contents("i:1", Ok(&[])).status, CheckStatus::Pass);
+    assert_eq!(image_contents("i:1", Err("gone")).status, CheckStatus::Warn);
+    let only_bash = image_contents("i:1", Ok(std::slice::from_ref(&bash)));
+    assert_eq!(only_bash.status, CheckStatus::Fail);
+    assert!(only_bash.remediation.contains("apk add bash"));
+    assert!(!only_bash.remediation.contains("build-static"));
+    let only_loader = image_contents("i:1", Ok(std::slice::from_ref(&loader)));
+    assert!(
+        only_loader
+            .summary
+            .contains("lacks its loader /lib64/ld-linux-x86-64.so.2")
+    );
+    assert!(only_loader.remediation.contains("scripts/build-static.sh"));
+    let both = image_contents("i:1", Ok(&[bash, loader]));
+    assert!(both.remediation.contains("apk add bash") && both.remediation.contains("ITERION_BIN"));
 }

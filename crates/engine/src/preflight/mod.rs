@@ -37,7 +37,7 @@ pub use report::{
     BasicReport, Check, CheckId, CheckStatus, Counts, HostClass, SCHEMA_VERSION, StrictReport,
     Target,
 };
-pub use setup::PreflightRequest;
+pub use setup::{ContainerNeeds, PreflightRequest};
 
 use crate::launcher::engine::RunRequest;
 use crate::launcher::launch::LaunchError;
@@ -157,6 +157,7 @@ pub async fn preflight_sandbox(
             trust: request.trust,
             target: Target::Auto,
             timeout: doctor_timeout_from_env(&setup.environment),
+            needs: setup::ContainerNeeds::of(&request.workflow),
         },
     )
     .await?;

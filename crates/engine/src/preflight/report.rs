@@ -86,6 +86,8 @@ pub enum CheckId {
     ImageResolvable,
     /// docker battery: the engine binary can run in the image.
     EngineBinary,
+    /// docker battery: the image holds what the run execs in it (bash, the binary's loader).
+    ImageContents,
     /// kubernetes battery: `validate_spec`, with no user default.
     K8sSpecCompatible,
     /// kubernetes battery: the API server answers.
@@ -112,6 +114,7 @@ impl CheckId {
             CheckId::SpecSafety => "spec-safety",
             CheckId::ImageResolvable => "image-resolvable",
             CheckId::EngineBinary => "engine-binary",
+            CheckId::ImageContents => "image-contents",
             CheckId::K8sSpecCompatible => "k8s-spec-compatible",
             CheckId::K8sContext => "k8s-context",
             CheckId::K8sSchedulingPolicy => "k8s-scheduling-policy",

@@ -23,4 +23,34 @@ pub struct PreflightRequest<'a> {
     pub target: Target,
     /// The bound of each probe.
     pub timeout: Duration,
+    /// What the workflow's nodes will exec in the container ([`ContainerNeeds::of`]).
+    pub needs: ContainerNeeds,
+}
+
+/// What a workflow's nodes exec inside its container, so the doctor can look for it in the image
+/// (issue 19: a run that would fail at its first exec fails the strict doctor instead).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ContainerNeeds {
+    /// A tool node runs `bash -c` (DSL.md §6.1), an agent's `bash` tool too.
+    pub bash: bool,
+    /// An agent node runs the claw runner: the engine binary, in the container.
+    pub agent_runner: bool,
+}
+
+impl ContainerNeeds {
+    /// What `workflow`'s nodes need (routers and subbots exec nothing themselves).
+    pub fn of(workflow: &ir::Workflow) -> ContainerNeeds {
+        let mut needs = ContainerNeeds::default();
+        for node in &workflow.nodes {
+            match &node.body {
+                ir::NodeBody::Tool(_) => needs.bash = true,
+                ir::NodeBody::Agent(_) => {
+                    needs.bash = true;
+                    needs.agent_runner = true;
+                }
+                ir::NodeBody::Router(_) | ir::NodeBody::Subbot(_) => {}
+            }
+        }
+        needs
+    }
 }

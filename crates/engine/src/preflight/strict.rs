@@ -144,8 +144,7 @@ pub(crate) async fn run(
     // spec-resolution: L3–L4 as a run does them, in the directory's repository.
     let started = Instant::now();
     let repo_root =
-        crate::sandbox::workspace::repository_root_of(&request.options.cwd, &setup.environment)
-            .await;
+        crate::sandbox::workspace::sandbox_root_of(&request.options.cwd, &setup.environment).await;
     let overlay = EnvOverlay {
         vars: request.options.sandbox_env.clone(),
     };
@@ -154,7 +153,14 @@ pub(crate) async fn run(
             (request.sandbox.clone(), settings.clone(), repo_root.clone());
         let (trust, env) = (request.trust, setup.environment.clone());
         match bounded_blocking(budget, move || {
-            resolve(&block, &settings, trust, root.as_deref(), &overlay, &env)
+            resolve(
+                &block,
+                &settings,
+                trust,
+                Some(root.as_path()),
+                &overlay,
+                &env,
+            )
         })
         .await
         {
@@ -197,7 +203,7 @@ pub(crate) async fn run(
         ),
     );
 
-    // sandbox-configured: an inactive mode (or auto without a repository) stops here.
+    // sandbox-configured: an inactive mode stops here.
     let started = Instant::now();
     let spec = match (resolved.mode.is_active(), resolved.spec.clone()) {
         (true, Some(spec)) => spec,
@@ -216,7 +222,7 @@ pub(crate) async fn run(
                 Check::warn(
                     CheckId::SandboxConfigured,
                     why,
-                    "add a sandbox: block, pass --sandbox auto, or leave ITERION_SANDBOX_DEFAULT at auto (in a git repository)",
+                    "add a sandbox: block, pass --sandbox auto, or leave ITERION_SANDBOX_DEFAULT at auto",
                 ),
             );
             return Ok(finish(report, rows));
@@ -305,7 +311,19 @@ pub(crate) async fn run(
                 Some(task) => task.await.ok(),
                 None => None,
             };
-            docker_battery(setup, request, &spec, daemon, &mut rows).await;
+            // What execs the engine binary in the container: the egress bridge whenever a
+            // proxy is started (a closed network or an untrusted run), the agent runner.
+            let mut binary_for = Vec::new();
+            if resolve_network_policy(&spec, resolved.network_origin()).mode
+                != iterion_vocab::NetworkMode::Open
+                || request.trust == iterion_sandbox::Trust::Untrusted
+            {
+                binary_for.push("the egress bridge");
+            }
+            if request.needs.agent_runner {
+                binary_for.push("the agent runner");
+            }
+            docker_battery(setup, request, &spec, daemon, &binary_for, &mut rows).await;
         }
         HostClass::Cloud => {
             kubernetes_battery(
@@ -361,6 +379,7 @@ async fn docker_battery(
     request: &PreflightRequest<'_>,
     spec: &Spec,
     daemon: Option<(Duration, Result<EngineProbe, NoDaemon>)>,
+    binary_for: &[&str],
     rows: &mut Rows,
 ) {
     let budget = request.timeout;
@@ -431,6 +450,91 @@ async fn docker_battery(
             judge::binary_arch(image_arch.as_deref(), engine_arch.as_deref()),
         ),
     );
+
+    // image-contents: only a local image can be looked into (a built one is not built yet).
+    let (Some(probe), Some(image), true) = (
+        probe.as_ref(),
+        spec.image_ref(),
+        image_arch.is_some() && spec.build.is_none(),
+    ) else {
+        return;
+    };
+    let started = Instant::now();
+    let loader = match (&finding, binary_for.is_empty()) {
+        (BinaryFinding::Read { path, head, .. }, false) => {
+            iterion_sandbox::interpreter(head).map(|loader| (path.clone(), loader))
+        }
+        _ => None,
+    };
+    if !request.needs.bash && loader.is_none() {
+        return;
+    }
+    let answer = bounded(
+        budget,
+        image_lacks(probe, image, request.needs.bash, loader, binary_for),
+    )
+    .await
+    .unwrap_or_else(|| Err(format!("no answer within {}", format_duration(budget))));
+    rows.push(
+        started,
+        judge::image_contents(image, answer.as_deref().map_err(String::as_str)),
+    );
+}
+
+/// The search path when an image sets none (docker's default).
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// What `image` lacks: `bash` in its `PATH` (when `bash`), the binary's loader (when given).
+async fn image_lacks(
+    probe: &EngineProbe,
+    image: &str,
+    bash: bool,
+    loader: Option<(String, String)>,
+    binary_for: &[&str],
+) -> Result<Vec<judge::Lack>, String> {
+    let config = probe
+        .inspect_image(image)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "the image is no longer local".to_owned())?;
+    let dirs: Vec<String> = config
+        .env
+        .iter()
+        .find_map(|pair| pair.strip_prefix("PATH="))
+        .unwrap_or(DEFAULT_PATH)
+        .split(':')
+        .filter(|dir| dir.starts_with('/'))
+        .map(str::to_owned)
+        .collect();
+    let mut paths: Vec<String> = if bash {
+        dirs.iter()
+            .map(|dir| format!("{}/bash", dir.trim_end_matches('/')))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if let Some((_, loader)) = &loader {
+        paths.push(loader.clone());
+    }
+    let found = probe
+        .paths_in_image(image, &paths)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut lacks = Vec::new();
+    let bash_found = &found[..if bash { dirs.len() } else { 0 }];
+    if bash && !bash_found.iter().any(|f| *f) {
+        lacks.push(judge::Lack::Bash(dirs));
+    }
+    if let Some((binary, loader)) = loader
+        && found.last() == Some(&false)
+    {
+        lacks.push(judge::Lack::Loader {
+            binary,
+            loader,
+            for_what: binary_for.join(" and "),
+        });
+    }
+    Ok(lacks)
 }
 
 /// What the engine says about the spec's image (and its architecture when present locally).

@@ -31,6 +31,9 @@ use iterion_vocab::{FailureCode, OutcomeStatus};
 pub enum Event {
     /// The run began (or resumed). Emitted by the launcher, before any sandbox event.
     RunStarted(RunStarted),
+    /// `iterion resume --from NODE` moved the run back to an earlier node, right after
+    /// `run_started`: which outputs were dropped to be computed again.
+    RunRewound(RunRewound),
     /// A node began.
     NodeStarted(NodeStarted),
     /// A node produced its output.
@@ -110,6 +113,7 @@ impl Event {
     pub fn kind(&self) -> &'static str {
         match self {
             Event::RunStarted(_) => "run_started",
+            Event::RunRewound(_) => "run_rewound",
             Event::NodeStarted(_) => "node_started",
             Event::NodeFinished(_) => "node_finished",
             Event::NodeFailed(_) => "node_failed",
@@ -163,6 +167,16 @@ impl Event {
 
 /// `node_started.kind` (SANDBOX.md §9.1): the node's kind, spelled as its keyword.
 pub use iterion_vocab::NodeKind as NodeKindLabel;
+
+/// `run_rewound`: a resume that starts again at an earlier node (`iterion resume --from`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRewound {
+    /// The node the run starts again at, with the input it last started with.
+    pub node: String,
+    /// The nodes whose outputs were dropped, in the order they had last started: `node` and
+    /// those after it. They run again; the nodes before `node` keep their outputs.
+    pub dropped_outputs: Vec<String>,
+}
 
 /// `run_started` (SANDBOX.md §9.1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -47,6 +47,14 @@ fn run_node_and_edge_events_have_exactly_their_keys() {
         json!({"workflow": "w", "workflow_hash": "h", "trust": "untrusted", "resumed": true, "parent_run": "p", "root_run": "r"}),
     );
     assert_wire(
+        Event::RunRewound(RunRewound {
+            node: "b".into(),
+            dropped_outputs: vec!["b".into(), "c".into()],
+        }),
+        "run_rewound",
+        json!({"node": "b", "dropped_outputs": ["b", "c"]}),
+    );
+    assert_wire(
         Event::NodeStarted(NodeStarted {
             node: "n".into(),
             kind: NodeKindLabel::Subbot,

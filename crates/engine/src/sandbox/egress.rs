@@ -93,6 +93,9 @@ pub(crate) struct ProxyRequest<'a> {
     pub redactor: &'a crate::records::secrets::Redactor,
     /// The engine's environment: the `ITERION_SANDBOX_*` egress knobs.
     pub env: &'a Environment,
+    /// `--allow-host`: names the proxy resolves to the host's loopback (their rules are in
+    /// `policy` already).
+    pub host_services: &'a [crate::sandbox::host_services::HostService],
 }
 
 /// §6.9: whether inspection is on, given the driver and `ITERION_SANDBOX_TLS_INSPECT`.
@@ -207,13 +210,22 @@ pub(crate) async fn start_network_proxy(
     let mut builder = builder.on_blocked(Arc::new(move |event| {
         let _ = tx.send(event);
     }));
-    if let Some(value) = request
+    let mut static_hosts = match request
         .env
         .get(PROXY_HOSTS_ENV)
         .filter(|v| !v.trim().is_empty())
     {
-        let resolver = StaticHostsResolver::from_env_value(&value)
-            .map_err(|e| SetupError::failed(format!("{PROXY_HOSTS_ENV}: {e}")))?;
+        Some(value) => iterion_netproxy::parse_static_hosts(&value)
+            .map_err(|e| SetupError::failed(format!("{PROXY_HOSTS_ENV}: {e}")))?,
+        None => std::collections::HashMap::new(),
+    };
+    // --allow-host names win over the variable: the operator named them for this run.
+    static_hosts.extend(crate::sandbox::host_services::static_hosts(
+        request.host_services,
+    ));
+    if !static_hosts.is_empty() {
+        let resolver =
+            StaticHostsResolver::new(static_hosts, Arc::new(iterion_netproxy::SystemResolver));
         builder = builder.resolver(Arc::new(resolver));
     }
     if inspect {
@@ -281,6 +293,24 @@ impl EgressBridge {
         for task in self.tasks {
             task.abort();
         }
+    }
+}
+
+/// What to add to a bridge failure when the bound engine binary is not statically linked: it
+/// then needs a libc the image may lack, and the exec's `no such file or directory` names neither
+/// the file nor the fix (issue 19). Empty for a static binary (the failure is something else).
+pub(crate) fn dynamic_binary_hint(binary: Option<&std::path::Path>) -> String {
+    let Some(binary) = binary else {
+        return String::new();
+    };
+    match iterion_sandbox::link_kind_of(binary) {
+        iterion_sandbox::LinkKind::Static => String::new(),
+        kind => format!(
+            "\nthe egress bridge is the engine binary {} bound at {}; it is not statically linked ({kind}), so it needs a libc this image may lack: {}",
+            binary.display(),
+            crate::sandbox::mounts::ENGINE_BIN_TARGET,
+            crate::sandbox::engine_binary::STATIC_BUILD_REMEDY,
+        ),
     }
 }
 

@@ -34,6 +34,7 @@ async fn open_without_inspection_starts_nothing_and_a_bad_rule_fails_the_setup()
     let dir = tempfile::tempdir().unwrap();
     let open = policy(NetworkMode::Open, &[]);
     let request = ProxyRequest {
+        host_services: &[],
         untrusted: false,
         policy: &open,
         run_id: "r1",
@@ -52,6 +53,7 @@ async fn open_without_inspection_starts_nothing_and_a_bad_rule_fails_the_setup()
 
     let bad = policy(NetworkMode::Allowlist, &["a.*.b"]);
     let request = ProxyRequest {
+        host_services: &[],
         untrusted: false,
         policy: &bad,
         ..request
@@ -69,6 +71,7 @@ async fn an_allowlist_proxy_listens_on_its_socket_until_shutdown() {
     let dir = tempfile::tempdir().unwrap();
     let allow = policy(NetworkMode::Allowlist, &["example.com"]);
     let request = ProxyRequest {
+        host_services: &[],
         untrusted: false,
         policy: &allow,
         run_id: "r2",

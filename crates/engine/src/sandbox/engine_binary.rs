@@ -21,6 +21,9 @@ use iterion_vocab::Environment;
 /// The variable that names the binary to bind, overriding every other choice.
 pub const ITERION_BIN: &str = "ITERION_BIN";
 
+/// How to get a static engine binary bound: the one remedy every message names.
+pub(crate) const STATIC_BUILD_REMEDY: &str = "build the static engine binary with scripts/build-static.sh (it is found beside the executable), or point ITERION_BIN at a static Linux build of iterion";
+
 /// The engine binary chosen for containers, with why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerBinary {

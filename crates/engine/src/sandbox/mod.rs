@@ -30,6 +30,7 @@ pub(crate) mod finalize;
 pub(crate) mod gateway;
 pub(crate) mod git;
 pub(crate) mod host;
+pub(crate) mod host_services;
 pub(crate) mod landing;
 pub(crate) mod mounts;
 pub(crate) mod nofollow;

@@ -189,6 +189,34 @@ async fn plan(
             policy.rules.extend(added.into_iter().cloned());
         }
     }
+    // --allow-host: the operator's host services, after every other rule so they win.
+    if !ctx.host_services.is_empty() {
+        if policy.mode == NetworkMode::Open && ctx.trust == Trust::Trusted {
+            return Err(SetupError::failed(format!(
+                "--allow-host needs the run's egress proxy, which an open network does not start: give the workflow's sandbox a network block (mode: allowlist with its rules, or mode: denylist), or run --trust untrusted with --dangerously-allow-host-untrusted; an open sandbox reaches services that listen on the docker gateway's address directly ({})",
+                ctx.host_services
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        for service in &ctx.host_services {
+            for rule in service.rules() {
+                if !policy.rules.contains(&rule) {
+                    policy.rules.push(rule);
+                }
+            }
+        }
+        network_source = format!(
+            "{network_source} + host services ({})",
+            ctx.host_services
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     if let Some(warning) = policy.warning() {
         ctx.run_log.line(
             iterion_sandbox::LogLevel::Warn,
@@ -344,6 +372,7 @@ async fn apply(
             max_duration_seconds: ctx.max_duration_seconds,
             redactor: &ctx.redactor,
             env: &ctx.mount_inputs.env,
+            host_services: &ctx.host_services,
         },
         Arc::clone(&ctx.event_sink),
         ctx.run_log.as_ref(),
@@ -586,7 +615,10 @@ async fn start_in(
         Some(proxy) if !proxy.bridged => None,
         Some(_) => match egress::start_egress_bridge(Arc::clone(&run)).await {
             Ok(bridge) => Some(bridge),
-            Err(error) => {
+            Err(mut error) => {
+                error.message.push_str(&egress::dynamic_binary_hint(
+                    ctx.mount_inputs.engine_binary.as_deref(),
+                ));
                 if let Err(cleanup) =
                     tokio::time::timeout(iterion_sandbox::CLEANUP_TIMEOUT, run.cleanup())
                         .await
@@ -602,9 +634,15 @@ async fn start_in(
 }
 
 /// A Prepare failure; when auto's default image could not be had, the message says how to get
-/// one (issue 4, "The default image").
+/// one (issue 4, "The default image"); when another image could not be pulled, it says so first
+/// and what to check (issue 19: a typo must not read as a raw registry error).
 fn prepare_error(resolved: &Resolved, error: &SandboxError) -> SetupError {
     let mut failure = SetupError::classify(error);
+    if let (None, SandboxError::PullFailed { image, reason }) = (&resolved.default_image, error) {
+        failure.message = format!(
+            "image {image} is not present locally and could not be pulled: check its name (image: in the workflow's sandbox: block, or the devcontainer's), pull it yourself (docker pull {image}) or build it; iterion sandbox doctor --strict checks this before a run\n(the engine said: {reason})"
+        );
+    }
     if let (Some(default), SandboxError::PullFailed { .. }) = (&resolved.default_image, error) {
         failure.message = format!(
             "{}\nThe default sandbox image {image} is neither present locally nor pullable ({source}). To get one:\n  - pull it: docker pull {image}\n  - or point --sandbox-default-image (or ITERION_SANDBOX_DEFAULT_IMAGE) at an image you have locally\n  - or build one with no registry, as root: sudo scripts/build-default-image.sh (it tags the image so that it is found by default)\n  - or run on the host: --sandbox none",

@@ -21,6 +21,8 @@ pub(crate) struct StartCtx<'a> {
     pub workflow: &'a str,
     pub trust: Trust,
     pub max_duration_seconds: u64,
+    /// `--allow-host`: the host services the proxy lets through (`host_services`).
+    pub host_services: Vec<crate::sandbox::host_services::HostService>,
     pub mount_inputs: mounts::MountInputs,
     pub file_secrets: bool,
     pub events: &'a dyn EventSink,

@@ -22,6 +22,15 @@ pub(crate) async fn repository_root_of(cwd: &Path, host: &Environment) -> Option
         .map(PathBuf::from)
 }
 
+/// The directory a run's sandbox is anchored on (its devcontainer, its workspace bind): the
+/// git repository root holding `cwd`, else `cwd` itself. `sandbox: auto` outside a repository
+/// is therefore still sandboxed, on the current directory (issue 19): a missing `.git` never
+/// sends a run to the host. The workspace screening (`ScreenContext::validate_workspace`) still
+/// refuses `/` and the home directory.
+pub(crate) async fn sandbox_root_of(cwd: &Path, host: &Environment) -> PathBuf {
+    crate::sandbox::worktree::workspace_root(cwd, host).await
+}
+
 /// Refuses `worktree: auto` where it cannot work, before any run exists.
 ///
 /// # Errors

@@ -36,6 +36,7 @@ async fn a_resume_refused_by_admission_leaves_the_record_failed_resumable() {
     let refused = engine
         .resume(
             ResumeRequest {
+                from: None,
                 run_id: created.id.to_string(),
                 force: false,
                 answer: None,
@@ -79,6 +80,7 @@ async fn a_resume_refused_by_admission_leaves_the_record_failed_resumable() {
     let again = engine
         .resume(
             ResumeRequest {
+                from: None,
                 run_id: created.id.to_string(),
                 force: false,
                 answer: None,
@@ -175,6 +177,7 @@ async fn a_resume_whose_attempt_is_refused_after_all_restores_the_record() {
     let refused = engine
         .resume(
             ResumeRequest {
+                from: None,
                 run_id: created.id.to_string(),
                 force: false,
                 answer: None,

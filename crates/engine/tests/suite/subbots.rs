@@ -448,6 +448,7 @@ async fn a_child_of_a_copy_based_parent_resumes_only_with_force() {
         .await
         .unwrap();
     let resume = |force: bool| ResumeRequest {
+        from: None,
         run_id: child.id.to_string(),
         force,
         answer: None,

@@ -48,6 +48,7 @@ const OURS: &[Code] = &[
     Code::C906,
     Code::C907,
     Code::C908,
+    Code::C920,
 ];
 
 fn diags(src: &str) -> Vec<Diagnostic> {
@@ -526,5 +527,58 @@ fn a_long_prompt_with_many_references_stays_linear() {
     assert_eq!(
         got.last(),
         Some(&(Code::C033, u32::try_from(n + 1).unwrap()))
+    );
+}
+
+/// Issue 19: a router's input is its predecessor's output, so its conditions are checked
+/// against every predecessor's output schema (C920, a warning), unless the edge maps the field.
+#[test]
+fn a_router_condition_reading_a_field_a_predecessor_cannot_have_warns_c920() {
+    let src = "schema verdict:\n  ok: bool\n\nschema other:\n  note: string\n\ntool check:\n  command: `true`\n  output: verdict\n\ntool side:\n  command: `true`\n  output: other\n\nrouter gate:\n  mode: condition\n\nworkflow r:\n  entry: check\n  check -> side when not ok\n  check -> gate\n  side -> gate\n  gate -> done when ok\n  gate -> fail when \"input.note == 'x'\"\n  gate -> fail\n";
+    let got: Vec<(Code, u32, String)> = diags(src)
+        .into_iter()
+        .filter(|d| d.code == Code::C920)
+        .map(|d| (d.code, d.span.line, d.message))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                Code::C920,
+                23,
+                "router \"gate\" reads input.ok, which its input from \"side\" cannot have: output schema \"other\" of \"side\" has no field \"ok\"".to_owned()
+            ),
+            (
+                Code::C920,
+                24,
+                "router \"gate\" reads input.note, which its input from \"check\" cannot have: output schema \"verdict\" of \"check\" has no field \"note\"".to_owned()
+            ),
+        ]
+    );
+    // Mapping the field on the edge from `side` makes it something `side`'s input has.
+    let mapped = src.replace("  side -> gate\n", "  side -> gate with { ok: false }\n");
+    assert_eq!(
+        diags(&mapped)
+            .iter()
+            .filter(|d| d.code == Code::C920)
+            .map(|d| d.span.line)
+            .collect::<Vec<_>>(),
+        vec![24]
+    );
+}
+
+#[test]
+fn await_on_a_router_is_e012_with_a_hint_naming_the_join() {
+    let src = "tool a:\n  command: `true`\n\nrouter r:\n  await: wait_all\n\nworkflow w:\n  entry: a\n  a -> r\n  r -> done\n";
+    let e012: Vec<Diagnostic> = diags(src)
+        .into_iter()
+        .filter(|d| d.code == Code::E012)
+        .collect();
+    assert_eq!(e012.len(), 1, "{e012:?}");
+    assert_eq!(
+        e012[0].hint.as_deref(),
+        Some(
+            "await belongs on the join, the node where a fan_out_all router's branches meet (await: wait_all or best_effort), not on the router"
+        )
     );
 }

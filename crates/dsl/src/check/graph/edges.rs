@@ -1,8 +1,10 @@
 //! Per-source edge rules and loop clauses (DSL.md §5.1, §5.6): C005, C010, C011, C012, C013,
-//! C014, C015, C026, C123, C124, C145, C901, C903, C905.
+//! C014, C015, C026, C123, C124, C145, C901, C903, C905, C920 (a router's `when F`).
 use std::collections::{HashMap, HashSet};
 
-use super::model::{Graph, OutputSchema, field, first_nodes, is_fan_out, is_pure, output_schema};
+use super::model::{
+    Graph, OutputSchema, field, first_nodes, is_fan_out, is_pure, output_schema, router_input_lacks,
+};
 use crate::ast::{self, VarType, When};
 use crate::check::symbols::Symbols;
 use crate::diag::{Code, Diagnostic};
@@ -190,6 +192,12 @@ impl Source<'_, '_> {
                 self.push(Code::C011, w.span(), msg, None);
             } else {
                 seen.insert(c, e);
+            }
+        }
+        // C920: a router's `when F` against its predecessors' outputs.
+        for e in edges.iter().copied() {
+            if let Some(When::Field { field: f, span, .. }) = &e.when {
+                router_input_lacks(syms, n, &f.name, *span, self.out);
             }
         }
         // C013 / C014: a `when F` field of the source's output schema, of type bool.

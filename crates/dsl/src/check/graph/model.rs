@@ -69,6 +69,62 @@ pub(super) fn output_schema<'a>(syms: &Symbols<'a>, node: &str) -> OutputSchema<
     }
 }
 
+/// C920 for a condition on input field `f` of `router`, once per predecessor whose output cannot
+/// hold `f`: a router's input is the output of the node it was reached from, with the `with`
+/// entries of the edges into it applied over it (DSL.md §3.7). A predecessor whose edge sets
+/// `f` with `with`, or whose output is unchecked (no schema, or a router), says nothing.
+pub(super) fn router_input_lacks(
+    syms: &Symbols<'_>,
+    router: &str,
+    f: &str,
+    span: Span,
+    out: &mut Vec<Diagnostic>,
+) {
+    if !matches!(
+        syms.nodes.get(router).map(|n| &n.body),
+        Some(ast::NodeBody::Router(r)) if r.mode == ast::RouterMode::Condition
+    ) {
+        return;
+    }
+    let Some(wf) = syms.workflows.first() else {
+        return;
+    };
+    let into: Vec<&ast::Edge> = wf.edges.iter().filter(|e| e.to.name == router).collect();
+    let mapped = into.iter().any(|e| {
+        e.with
+            .as_ref()
+            .is_some_and(|w| w.entries.iter().any(|(k, _)| k.name == f))
+    });
+    if mapped {
+        return;
+    }
+    let mut seen = HashSet::new();
+    for e in into {
+        let pred = e.from.name.as_str();
+        if !seen.insert(pred) {
+            continue;
+        }
+        if let OutputSchema::Known(schema) = output_schema(syms, pred)
+            && field(schema, f).is_none()
+        {
+            out.push(
+                Diagnostic::new(
+                    Code::C920,
+                    span,
+                    format!(
+                        "router \"{router}\" reads input.{f}, which its input from \"{pred}\" cannot have: output schema \"{}\" of \"{pred}\" has no field \"{f}\"",
+                        schema.name.name
+                    ),
+                )
+                .with_node(router)
+                .with_hint(format!(
+                    "a router's input is its predecessor's output; map the field on the edge ({pred} -> {router} with {{ {f}: \"{{{{input.…}}}}\" }}) or test a field \"{pred}\" has"
+                )),
+            );
+        }
+    }
+}
+
 pub(super) fn field<'a>(schema: &'a ast::Schema, name: &str) -> Option<&'a ast::Field> {
     schema.fields.iter().find(|f| f.name.name == name)
 }

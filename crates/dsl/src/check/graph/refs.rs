@@ -2,7 +2,7 @@
 //! fields), C029, C031, C032, C033, C034, C036, C040, C093, C095, C137, C138, C147, C148, C904.
 use std::collections::{HashMap, HashSet};
 
-use super::model::{Graph, OutputSchema, did_you_mean, field, output_schema};
+use super::model::{Graph, OutputSchema, did_you_mean, field, output_schema, router_input_lacks};
 use crate::ast::{self, Decl, NodeBody, PromptRef, Span, StrLit, When};
 use crate::check::symbols::Symbols;
 use crate::diag::{Code, Diagnostic};
@@ -407,6 +407,10 @@ impl<'a> Refs<'_, 'a> {
                                 place.node,
                                 None,
                             );
+                        }
+                        OutputSchema::Missing if origin == Origin::Expression => {
+                            // A router: its input is its predecessor's output (C920).
+                            router_input_lacks(self.syms, src, f, span, self.out);
                         }
                         OutputSchema::Missing if origin == Origin::Template => self.push(
                             Code::C032,
