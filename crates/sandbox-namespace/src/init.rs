@@ -133,6 +133,7 @@ pub(crate) struct Pinned {
     pub path: String,
     pub dev: u64,
     pub ino: u64,
+    pub is_dir: bool,
 }
 
 impl Pinned {
@@ -147,6 +148,7 @@ impl Pinned {
             path: path.to_string_lossy().into_owned(),
             dev: meta.dev(),
             ino: meta.ino(),
+            is_dir: meta.is_dir(),
         })
     }
 

@@ -72,7 +72,7 @@ pub(crate) struct StartInputs {
 pub(crate) fn start(inputs: StartInputs) -> Result<NamespaceRun> {
     let StartInputs {
         run_id,
-        plan,
+        mut plan,
         staging,
         made,
         log,
@@ -89,6 +89,14 @@ pub(crate) fn start(inputs: StartInputs) -> Result<NamespaceRun> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    // What a bind mounts is what the source is, found when it was pinned.
+    for (bind, pinned) in plan.binds.iter_mut().zip(&bind_sources) {
+        bind.object = if pinned.is_dir {
+            crate::plan::Object::Dir
+        } else {
+            crate::plan::Object::File
+        };
+    }
     let devices = crate::init::device_names()
         .iter()
         .map(|name| crate::init::Pinned::new(&Path::new("/dev").join(name)).ok())

@@ -84,3 +84,23 @@ async fn a_command_runs_in_the_workspace_and_its_exit_code_comes_back() {
 }
 
 fn _unused(_: &Path) {}
+
+#[tokio::test]
+async fn debug_file_engine_mount() {
+    let fx = fixture();
+    std::fs::write(fx.home.join("gc"), "[user]").unwrap();
+    let spec = Spec {
+        engine_mounts: vec![iterion_sandbox::EngineMount {
+            kind: iterion_sandbox::EngineMountKind::Bind,
+            source: fx.home.join("gc").to_string_lossy().into_owned(),
+            target: "/root/.gitconfig".to_owned(),
+            read_only: true,
+            purpose: "host-state".to_owned(),
+        }],
+        ..Spec::default()
+    };
+    let run = start(&fx, spec, Trust::Trusted).await;
+    let (code, out, err) = sh(run.as_ref(), "cat /root/.gitconfig").await;
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "[user]", ""));
+    run.cleanup().await.unwrap();
+}
