@@ -337,6 +337,14 @@ fn p1(inputs: &ChildInputs, channels: &Channels) -> Result<Never, Fail> {
         }
         Err(errno) => return Err(fail("uid_map")(errno)),
     }
+    // Become the mapped ids: a root engine's own uid is not mapped for an untrusted run, and a
+    // process whose uid has no mapping cannot create a file. The capabilities of the new user
+    // namespace survive the change (the old uid was not the namespace's root).
+    let ids = inputs.plan.ids;
+    let gid = nix::unistd::Gid::from_raw(ids.inside_gid);
+    let uid = nix::unistd::Uid::from_raw(ids.inside_uid);
+    nix::unistd::setresgid(gid, gid, gid).map_err(fail("setresgid"))?;
+    nix::unistd::setresuid(uid, uid, uid).map_err(fail("setresuid"))?;
     // SAFETY: P1 is single-threaded; the child runs `p2`, which ends in `_exit`.
     match unsafe { fork() }.map_err(fail("fork init"))? {
         ForkResult::Parent { child } => {

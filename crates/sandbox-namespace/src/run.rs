@@ -277,30 +277,48 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     })
 }
 
+/// How long output is still read once the command has exited: what it wrote is in the pipe
+/// already; a background process it left holding the pipe must not hold the exec open.
+const OUTPUT_GRACE: Duration = Duration::from_millis(100);
+
+/// Reads a command's output into `sink` (or a buffer) until EOF, or until [`OUTPUT_GRACE`]
+/// passes without data once `exited` is true.
 async fn drain(
     fd: OwnedFd,
     sink: Option<iterion_sandbox::ExecOutput>,
+    mut exited: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<Option<Bytes>> {
     let mut receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?;
+    let mut buffered = Vec::new();
+    let mut sink = sink;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = if *exited.borrow() {
+            match tokio::time::timeout(OUTPUT_GRACE, receiver.read(&mut buf)).await {
+                Ok(read) => read?,
+                Err(_) => break,
+            }
+        } else {
+            tokio::select! {
+                read = receiver.read(&mut buf) => read?,
+                _ = exited.changed() => continue,
+            }
+        };
+        if n == 0 {
+            break;
+        }
+        match sink.as_mut() {
+            Some(sink) => sink.write_all(&buf[..n]).await?,
+            None => buffered.extend_from_slice(&buf[..n]),
+        }
+    }
     match sink {
         Some(mut sink) => {
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                let n = receiver.read(&mut buf).await?;
-                if n == 0 {
-                    break;
-                }
-                sink.write_all(&buf[..n]).await?;
-            }
             sink.flush().await?;
             let _ = sink.shutdown().await;
             Ok(None)
         }
-        None => {
-            let mut all = Vec::new();
-            receiver.read_to_end(&mut all).await?;
-            Ok(Some(Bytes::from(all)))
-        }
+        None => Ok(Some(Bytes::from(buffered))),
     }
 }
 
@@ -394,6 +412,7 @@ impl SandboxRun for NamespaceRun {
                 source,
             })?;
         let keep_open = opts.keep_stdin_open;
+        let (exited_tx, exited_rx) = tokio::sync::watch::channel(false);
         let stdin_task = {
             let mut sender =
                 tokio::net::unix::pipe::Sender::from_owned_fd(stdin_w).map_err(|source| {
@@ -404,9 +423,14 @@ impl SandboxRun for NamespaceRun {
                     }
                 })?;
             let input = opts.stdin;
+            let mut exited = exited_rx.clone();
             async move {
                 if let Some(mut input) = input {
-                    let _ = tokio::io::copy(&mut input, &mut sender).await;
+                    // A command that exits without reading all of its stdin ends the copy.
+                    tokio::select! {
+                        _ = tokio::io::copy(&mut input, &mut sender) => {}
+                        _ = exited.wait_for(|done| *done) => {}
+                    }
                 }
                 if keep_open { Some(sender) } else { None }
             }
@@ -414,14 +438,15 @@ impl SandboxRun for NamespaceRun {
         let io = async {
             let (held, out, err) = tokio::join!(
                 stdin_task,
-                drain(stdout_r, opts.stdout),
-                drain(stderr_r, opts.stderr)
+                drain(stdout_r, opts.stdout, exited_rx.clone()),
+                drain(stderr_r, opts.stderr, exited_rx)
             );
             (held, out, err)
         };
         let wait = async {
             let mut text = String::new();
             let _ = status.read_to_string(&mut text).await;
+            let _ = exited_tx.send(true);
             text
         };
         let ((held, out, err), text) = tokio::join!(io, wait);

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use iterion_sandbox::{
-    Driver, DriverConstructor, ExecOpts, NoProgress, RunInfo, SandboxRun, Spec, Trust,
+    DriverConstructor, EngineMount, EngineMountKind, ExecOpts, LogLevel, NoProgress, RunInfo,
+    RunLog, SandboxRun, SecretBytes, SecretFileMount, Spec, Trust,
 };
 use iterion_sandbox_namespace::NamespaceConstructor;
 use iterion_vocab::Environment;
@@ -48,11 +49,31 @@ fn env(fx: &Fixture) -> Environment {
     ])
 }
 
+/// The run log's lines, kept.
+#[derive(Default)]
+struct Lines(std::sync::Mutex<Vec<String>>);
+
+impl RunLog for Lines {
+    fn line(&self, _level: LogLevel, line: &str) {
+        self.0.lock().unwrap().push(line.to_owned());
+    }
+}
+
 async fn start(fx: &Fixture, spec: Spec, trust: Trust) -> Arc<dyn SandboxRun> {
+    start_logged(fx, spec, trust, Arc::new(Lines::default())).await
+}
+
+async fn start_logged(
+    fx: &Fixture,
+    spec: Spec,
+    trust: Trust,
+    log: Arc<Lines>,
+) -> Arc<dyn SandboxRun> {
     let driver = NamespaceConstructor::from_env(&env(fx))
         .construct()
         .await
         .expect("user namespaces must be usable here (see `iterion sandbox doctor`)");
+    let driver = driver.with_run_log(log).unwrap();
     let prepared = driver.prepare(&spec, &NoProgress).await.unwrap();
     let mut info = RunInfo::new(
         "0199aaaa-bbbb-7ccc-8ddd-eeeeffff0000",
@@ -83,24 +104,380 @@ async fn a_command_runs_in_the_workspace_and_its_exit_code_comes_back() {
     run.cleanup().await.unwrap();
 }
 
-fn _unused(_: &Path) {}
+/// The engine's own binary, bound read-only where the engine binds it.
+fn engine_binary_mount() -> EngineMount {
+    EngineMount {
+        kind: EngineMountKind::Bind,
+        source: std::env::current_exe()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned(),
+        target: "/run/iterion/bin/iterion".to_owned(),
+        read_only: true,
+        purpose: "engine-binary".to_owned(),
+    }
+}
 
 #[tokio::test]
-async fn debug_file_engine_mount() {
+async fn the_host_pid_namespace_is_invisible_and_proc_1_root_is_the_sandbox_root() {
     let fx = fixture();
-    std::fs::write(fx.home.join("gc"), "[user]").unwrap();
+    let run = start(&fx, Spec::default(), Trust::Trusted).await;
+    let host_pid = std::process::id();
+    let script = format!(
+        "test ! -e /proc/{host_pid} && echo no-host-pid; ls /proc | grep -c '^[0-9]*$'; \
+         cat /proc/1/root{home}/secret-in-home 2>/dev/null || echo no-escape; \
+         test -e /proc/1/root/run/iterion || echo same-root",
+        home = fx.home.display()
+    );
+    let (code, out, _) = sh(run.as_ref(), &script).await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(code, 0);
+    assert_eq!(lines[0], "no-host-pid");
+    // The init, the shell, and ls/grep: a handful, never the host's hundreds.
+    assert!(lines[1].parse::<u32>().unwrap() <= 5, "{out}");
+    assert_eq!(&lines[2..], ["no-escape", "same-root"]);
+    run.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn only_loopback_exists_and_a_direct_connection_to_the_host_fails() {
+    let fx = fixture();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let run = start(&fx, Spec::default(), Trust::Trusted).await;
+    let script = format!(
+        "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; \
+         (echo x > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo reached-host || echo refused; \
+         (echo x > /dev/tcp/1.1.1.1/443) 2>/dev/null && echo reached-internet || echo unreachable"
+    );
+    let argv = ["bash", "-c", &script].map(str::to_owned);
+    let result = run.exec(&argv, ExecOpts::default()).await.unwrap();
+    let out = String::from_utf8_lossy(result.stdout.as_deref().unwrap_or_default()).into_owned();
+    assert_eq!(out, "lo\nrefused\nunreachable\n");
+    run.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn homes_are_empty_and_the_operator_home_and_shadow_are_masked() {
+    let fx = fixture();
+    let run = start(&fx, Spec::default(), Trust::Trusted).await;
+    let script = format!(
+        "ls -A /home | wc -l; ls -A /root | wc -l; ls -A {home} | wc -l; wc -c < /etc/shadow",
+        home = fx.home.display()
+    );
+    let (code, out, _) = sh(run.as_ref(), &script).await;
+    assert_eq!(
+        (code, out.split_whitespace().collect::<Vec<_>>()),
+        (0, vec!["0", "0", "0", "0"])
+    );
+    run.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn writes_land_only_in_the_workspace_and_tmp() {
+    let fx = fixture();
+    let run = start(&fx, Spec::default(), Trust::Trusted).await;
+    let script = "for p in /usr/iterion-x /etc/iterion-x /var/tmp/iterion-x /iterion-x /run/iterion-x /dev/iterion-x; do \
+                    (echo x > $p) 2>/dev/null && echo \"wrote $p\"; done; \
+                  echo ok > /tmp/t && echo ok > ./made-inside && cat /tmp/t";
+    let (code, out, _) = sh(run.as_ref(), script).await;
+    assert_eq!((code, out.as_str()), (0, "ok\n"));
+    assert_eq!(
+        std::fs::read_to_string(fx.workspace.join("made-inside")).unwrap(),
+        "ok\n"
+    );
+    run.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn mount_unshare_and_ptrace_are_refused() {
+    let fx = fixture();
+    let run = start(&fx, Spec::default(), Trust::Trusted).await;
+    // ctypes calls the syscalls themselves, so the answer is the kernel's, not a tool's.
+    let script = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def errno_of(rc):
+    return "ok" if rc == 0 else os.strerror(ctypes.get_errno())
+print("mount", errno_of(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)))
+print("unshare-user", errno_of(libc.unshare(0x10000000)))
+print("unshare-mnt", errno_of(libc.unshare(0x00020000)))
+pid = os.fork()
+if pid == 0:
+    import time; time.sleep(5); os._exit(0)
+print("ptrace", errno_of(libc.ptrace(16, pid, None, None)))
+os.kill(pid, 9)
+"#;
+    let argv = ["python3", "-c", script].map(str::to_owned);
+    let result = run.exec(&argv, ExecOpts::default()).await.unwrap();
+    let out = String::from_utf8_lossy(result.stdout.as_deref().unwrap_or_default()).into_owned();
+    assert_eq!(
+        out,
+        "mount Operation not permitted\nunshare-user Operation not permitted\nunshare-mnt Operation not permitted\nptrace Operation not permitted\n"
+    );
+    // The util-linux tools meet the same walls.
+    let (code, _, _) = sh(
+        run.as_ref(),
+        "unshare -Ur true 2>/dev/null || unshare -m true 2>/dev/null",
+    )
+    .await;
+    assert_ne!(code, 0);
+    run.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_engine_binary_cannot_be_written_where_it_is_bound_or_where_it_lives() {
+    let fx = fixture();
     let spec = Spec {
-        engine_mounts: vec![iterion_sandbox::EngineMount {
-            kind: iterion_sandbox::EngineMountKind::Bind,
-            source: fx.home.join("gc").to_string_lossy().into_owned(),
-            target: "/root/.gitconfig".to_owned(),
-            read_only: true,
-            purpose: "host-state".to_owned(),
+        engine_mounts: vec![engine_binary_mount()],
+        ..Spec::default()
+    };
+    let run = start(&fx, spec, Trust::Trusted).await;
+    let exe = std::env::current_exe().unwrap();
+    let script = format!(
+        "(echo x >> /run/iterion/bin/iterion) 2>/dev/null && echo wrote-bound; \
+         (echo x >> {host}) 2>/dev/null && echo wrote-host; \
+         test -x /run/iterion/bin/iterion && echo executable",
+        host = exe.display()
+    );
+    let (code, out, _) = sh(run.as_ref(), &script).await;
+    assert_eq!((code, out.as_str()), (0, "executable\n"));
+    run.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_hosts_abstract_unix_sockets_are_out_of_reach() {
+    use std::os::linux::net::SocketAddrExt as _;
+    let fx = fixture();
+    let name = format!("iterion-ns-test-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    // The control: from the host, the socket answers.
+    assert!(std::os::unix::net::UnixStream::connect_addr(&addr).is_ok());
+    let run = start(&fx, Spec::default(), Trust::Trusted).await;
+    let script = format!(
+        r#"
+import socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("\0{name}")
+    print("reached")
+except OSError as e:
+    print("refused", e.errno)
+"#
+    );
+    let argv = ["python3", "-c", &script].map(str::to_owned);
+    let result = run.exec(&argv, ExecOpts::default()).await.unwrap();
+    let out = String::from_utf8_lossy(result.stdout.as_deref().unwrap_or_default()).into_owned();
+    assert_eq!(out, "refused 111\n");
+    drop(listener);
+    run.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_sandbox_holds_no_capability_and_runs_under_seccomp_no_new_privs_and_landlock() {
+    let fx = fixture();
+    let log = Arc::new(Lines::default());
+    let run = start_logged(&fx, Spec::default(), Trust::Trusted, Arc::clone(&log)).await;
+    let (code, out, _) = sh(
+        run.as_ref(),
+        "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):' /proc/self/status | tr -s '\t ' ' '",
+    )
+    .await;
+    assert_eq!(
+        (code, out.as_str()),
+        (
+            0,
+            "CapInh: 0000000000000000\nCapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapBnd: 0000000000000000\nCapAmb: 0000000000000000\nNoNewPrivs: 1\nSeccomp: 2\n"
+        )
+    );
+    // This kernel has Landlock (ABI ≥ 5): the sandbox says it is fully enforced.
+    let lines = log.0.lock().unwrap().clone();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("sandbox active: driver=namespace")
+                && l.contains("landlock=full")),
+        "{lines:?}"
+    );
+    run.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_untrusted_run_of_a_root_engine_is_the_copy_owner_not_root() {
+    if !nix::unistd::geteuid().is_root() {
+        return; // the mapping under test is a root engine's; a user engine maps itself
+    }
+    let fx = fixture();
+    std::os::unix::fs::chown(&fx.workspace, Some(65532), Some(65532)).unwrap();
+    let spec = Spec {
+        user: Some("65532:65532".to_owned()),
+        ..Spec::default()
+    };
+    let run = start(&fx, spec, Trust::Untrusted).await;
+    let (code, out, _) = sh(
+        run.as_ref(),
+        "id -u; echo x > mine; cat /etc/shadow 2>&1 | wc -c",
+    )
+    .await;
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().next(), Some("65532"));
+    use std::os::unix::fs::MetadataExt as _;
+    assert_eq!(
+        std::fs::metadata(fx.workspace.join("mine")).unwrap().uid(),
+        65532
+    );
+    run.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_file_secret_is_read_only_at_its_path_and_named_by_its_variable() {
+    let fx = fixture();
+    let spec = Spec {
+        secret_files: vec![SecretFileMount {
+            name: "TOKEN".to_owned(),
+            mount_path: "/run/secrets/token".to_owned(),
+            env: Some("TOKEN_FILE".to_owned()),
+            value: SecretBytes::new("s3cret"),
         }],
         ..Spec::default()
     };
     let run = start(&fx, spec, Trust::Trusted).await;
-    let (code, out, err) = sh(run.as_ref(), "cat /root/.gitconfig").await;
-    assert_eq!((code, out.as_str(), err.as_str()), (0, "[user]", ""));
+    let (code, out, _) = sh(
+        run.as_ref(),
+        "cat \"$TOKEN_FILE\"; (echo x > /run/secrets/token) 2>/dev/null && echo wrote; true",
+    )
+    .await;
+    assert_eq!((code, out.as_str()), (0, "s3cret"));
     run.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn stdin_is_fed_and_streams_and_a_dropped_exec_kills_its_command() {
+    let fx = fixture();
+    let run = start(&fx, Spec::default(), Trust::Trusted).await;
+    let argv = ["sh", "-c", "tr a-z A-Z"].map(str::to_owned);
+    let opts = ExecOpts {
+        stdin: Some(Box::new(std::io::Cursor::new(b"hello".to_vec()))),
+        ..ExecOpts::default()
+    };
+    let result = run.exec(&argv, opts).await.unwrap();
+    assert_eq!(result.stdout.as_deref(), Some(&b"HELLO"[..]));
+    // A hung command whose exec is dropped (a cancelled node) is killed, not left running.
+    let argv = ["sh", "-c", "exec sleep 300"].map(str::to_owned);
+    let hung = tokio::time::timeout(
+        std::time::Duration::from_millis(300),
+        run.exec(&argv, ExecOpts::default()),
+    )
+    .await;
+    assert!(hung.is_err());
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let (_, out, _) = sh(
+        run.as_ref(),
+        "for p in /proc/[0-9]*; do cat $p/comm; done | grep -c sleep",
+    )
+    .await;
+    assert_eq!(out.trim(), "0");
+    run.cleanup().await.unwrap();
+}
+
+#[tokio::test]
+async fn teardown_leaves_no_process_behind_and_later_execs_are_refused() {
+    let fx = fixture();
+    let run = start(&fx, Spec::default(), Trust::Trusted).await;
+    let argv = ["sh", "-c", "sleep 300 & sleep 300 & echo started"].map(str::to_owned);
+    run.exec(&argv, ExecOpts::default()).await.unwrap();
+    let before = descendants();
+    assert!(!before.is_empty());
+    run.cleanup().await.unwrap();
+    assert_eq!(descendants(), Vec::<u32>::new());
+    let again = run.exec(&argv, ExecOpts::default()).await;
+    assert!(matches!(
+        again,
+        Err(iterion_sandbox::Error::SandboxClosed { .. })
+    ));
+}
+
+/// The processes (other than threads) whose parent is this test process, and theirs.
+fn descendants() -> Vec<u32> {
+    let me = std::process::id();
+    let mut found = Vec::new();
+    let mut parents = vec![me];
+    while let Some(parent) = parents.pop() {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+                continue;
+            };
+            let ppid = status
+                .lines()
+                .find_map(|l| l.strip_prefix("PPid:"))
+                .and_then(|v| v.trim().parse::<u32>().ok());
+            let zombie = status
+                .lines()
+                .any(|l| l.starts_with("State:") && l.contains('Z'));
+            if ppid == Some(parent) && !zombie && !found.contains(&pid) {
+                found.push(pid);
+                parents.push(pid);
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn a_setup_step_that_fails_fails_the_start_with_its_step_named() {
+    let fx = fixture();
+    let spec = Spec {
+        engine_mounts: vec![EngineMount {
+            kind: EngineMountKind::Bind,
+            source: "/nonexistent/iterion-source".to_owned(),
+            target: "/run/iterion/x".to_owned(),
+            read_only: true,
+            purpose: "test".to_owned(),
+        }],
+        ..Spec::default()
+    };
+    let driver = NamespaceConstructor::from_env(&env(&fx))
+        .construct()
+        .await
+        .unwrap();
+    let prepared = driver.prepare(&spec, &NoProgress).await.unwrap();
+    let info = RunInfo::new(
+        "0199aaaa-bbbb-7ccc-8ddd-eeeeffff0001",
+        "s1",
+        &fx.workspace,
+        &fx.run_dir,
+    );
+    let error = driver.start(prepared, info).await.err().unwrap();
+    assert_eq!(
+        (
+            error.code(),
+            error
+                .to_string()
+                .starts_with("sandbox: namespace: bind source /nonexistent/iterion-source (test)")
+        ),
+        ("SANDBOX_SETUP_FAILED", true),
+        "{error}"
+    );
+    assert_eq!(descendants(), Vec::<u32>::new());
+}
+
+#[tokio::test]
+async fn an_image_the_workflow_names_is_refused_at_prepare() {
+    let fx = fixture();
+    let driver = NamespaceConstructor::from_env(&env(&fx))
+        .construct()
+        .await
+        .unwrap();
+    let spec = Spec {
+        image: Some("alpine:3".to_owned()),
+        ..Spec::default()
+    };
+    let error = driver.prepare(&spec, &NoProgress).await.err().unwrap();
+    assert!(
+        matches!(error, iterion_sandbox::Error::InvalidSpec { ref field, .. } if field == "image")
+    );
 }
