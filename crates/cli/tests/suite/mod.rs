@@ -11,6 +11,7 @@ mod faults;
 mod fleet;
 mod matrix;
 mod mount_race;
+mod namespace;
 mod record_secrets;
 mod resume;
 mod run;
