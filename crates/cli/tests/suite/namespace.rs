@@ -300,3 +300,27 @@ fn iterion_sandbox_driver_pins_the_driver_and_a_bad_value_is_refused() {
         stderr_of(&bad)
     );
 }
+
+#[test]
+fn the_doctor_reports_user_namespaces_and_selects_the_namespace_driver_with_no_engine() {
+    let env = Env::new();
+    let xdg = runtime_dir(&env);
+    let out = env
+        .cmd()
+        .args(["sandbox", "doctor", "--json"])
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["selected_driver"], json!("namespace"));
+    assert_eq!(report["user_namespaces"]["usable"], json!(true));
+    assert_eq!(report["user_namespaces"]["remedy"], json!(null));
+    let findings = report["user_namespaces"]["findings"].to_string();
+    assert!(
+        findings.contains("user.max_user_namespaces = "),
+        "{findings}"
+    );
+    assert!(findings.contains("trial unshare"), "{findings}");
+}
