@@ -6,6 +6,10 @@
 //! 2. A 20-node workflow: per-node overhead, `(median(20 nodes) − median(1 node)) / 19`, against
 //!    a raw `docker exec CONTAINER sh -c CMD` into one running container.
 //!
+//! 3. `-- --driver namespace`: the same two workflows without `image:` on the embedded namespace
+//!    driver (issue 18: no engine is asked, `DOCKER_HOST` points at nothing), against the same
+//!    `docker run --rm` and `docker exec` baselines (goal ≤ 0.1× and ≤ 3 ms per node).
+//!
 //! Needs a running engine and the test images (scripts/build-test-images.sh). Not part of the
 //! test suite: `cargo bench -p iterion --bench run`.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
@@ -38,14 +42,18 @@ fn timed(cmd: &mut Command) -> Duration {
     elapsed
 }
 
-fn workflow(nodes: usize) -> String {
+fn workflow(nodes: usize, namespace: bool) -> String {
     let mut text = String::new();
     for i in 0..nodes {
         text.push_str(&format!("tool n{i}:\n  command: `{CMD}`\n\n"));
     }
-    text.push_str(&format!(
-        "workflow bench:\n  entry: n0\n  sandbox:\n    image: \"{IMAGE}\"\n"
-    ));
+    if namespace {
+        text.push_str("workflow bench:\n  entry: n0\n  sandbox: auto\n");
+    } else {
+        text.push_str(&format!(
+            "workflow bench:\n  entry: n0\n  sandbox:\n    image: \"{IMAGE}\"\n"
+        ));
+    }
     for i in 0..nodes {
         let to = if i + 1 == nodes {
             "done".to_owned()
@@ -57,12 +65,19 @@ fn workflow(nodes: usize) -> String {
     text
 }
 
-fn iterion(home: &Path, ws: &Path, file: &str) -> Command {
+fn iterion(home: &Path, ws: &Path, file: &str, namespace: bool) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_iterion"));
     cmd.args(["run", file])
         .env("ITERION_HOME", home)
         .env("RUST_LOG", "error")
         .current_dir(ws);
+    if namespace {
+        // No engine answers: the factory falls through docker and podman to the namespace driver.
+        cmd.env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+            .env("XDG_RUNTIME_DIR", home)
+            .env_remove("CONTAINER_HOST")
+            .env("ITERION_SANDBOX_DRIVER", "namespace");
+    }
     cmd
 }
 
@@ -75,6 +90,11 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
+    let namespace = args
+        .iter()
+        .position(|a| a == "--driver")
+        .and_then(|i| args.get(i + 1))
+        .is_some_and(|v| v == "namespace");
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     Command::new("git")
@@ -82,20 +102,30 @@ fn main() {
         .current_dir(ws.path())
         .status()
         .unwrap();
-    std::fs::write(ws.path().join("one.iter"), workflow(1)).unwrap();
-    std::fs::write(ws.path().join("twenty.iter"), workflow(20)).unwrap();
+    std::fs::write(ws.path().join("one.iter"), workflow(1, namespace)).unwrap();
+    std::fs::write(ws.path().join("twenty.iter"), workflow(20, namespace)).unwrap();
 
     // Warm up both paths (page cache, the store's file, the engine's image cache).
-    timed(&mut iterion(home.path(), ws.path(), "one.iter"));
+    timed(&mut iterion(home.path(), ws.path(), "one.iter", namespace));
     timed(Command::new("docker").args(["run", "--rm", IMAGE, "sh", "-c", CMD]));
 
     let (mut ours, mut raw, mut twenty) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
-        ours.push(timed(&mut iterion(home.path(), ws.path(), "one.iter")));
+        ours.push(timed(&mut iterion(
+            home.path(),
+            ws.path(),
+            "one.iter",
+            namespace,
+        )));
         raw.push(timed(
             Command::new("docker").args(["run", "--rm", IMAGE, "sh", "-c", CMD]),
         ));
-        twenty.push(timed(&mut iterion(home.path(), ws.path(), "twenty.iter")));
+        twenty.push(timed(&mut iterion(
+            home.path(),
+            ws.path(),
+            "twenty.iter",
+            namespace,
+        )));
     }
 
     // Raw docker exec into one long-lived container.
@@ -130,7 +160,10 @@ fn main() {
 
     let (ours, raw, twenty, exec) = (median(ours), median(raw), median(twenty), median(exec));
     let per_node = twenty.saturating_sub(ours) / 19;
-    println!("runs: {runs} (interleaved)");
+    println!(
+        "runs: {runs} (interleaved), driver: {}",
+        if namespace { "namespace" } else { "docker" }
+    );
     println!(
         "| one tool node, sandboxed | `iterion run` {:.0} ms | `docker run --rm` {:.0} ms | ratio {:.2}× |",
         ms(ours),
