@@ -160,12 +160,7 @@ pub(crate) fn start(inputs: StartInputs) -> Result<NamespaceRun> {
             if failed {
                 let _ = nix::sys::signal::kill(p1, nix::sys::signal::Signal::SIGKILL);
             }
-            loop {
-                match nix::sys::wait::waitpid(p1, None) {
-                    Err(nix::errno::Errno::EINTR) => continue,
-                    _ => break,
-                }
-            }
+            while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitpid(p1, None) {}
             flag_k.store(true, Ordering::SeqCst);
             gone_k.notify_waiters();
         })

@@ -87,7 +87,7 @@ const CLONE_NAMESPACE_FLAGS: &[libc::c_int] = &[
 ];
 
 /// The `ioctl` requests refused: pushing bytes into a terminal's input queue.
-const DENIED_IOCTLS: &[u64] = &[libc::TIOCSTI as u64, libc::TIOCLINUX as u64];
+const DENIED_IOCTLS: &[u64] = &[libc::TIOCSTI, libc::TIOCLINUX];
 
 /// The two compiled programs, in the order they are installed.
 pub(crate) struct Programs {

@@ -2,7 +2,9 @@
 //! These tests need user namespaces; where the kernel refuses them they fail (never skip):
 //! `iterion sandbox doctor` says why.
 
-use std::path::{Path, PathBuf};
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use iterion_sandbox::{
