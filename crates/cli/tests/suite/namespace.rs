@@ -324,3 +324,51 @@ fn the_doctor_reports_user_namespaces_and_selects_the_namespace_driver_with_no_e
     );
     assert!(findings.contains("trial unshare"), "{findings}");
 }
+
+#[test]
+fn an_unprivileged_user_gets_the_same_sandbox() {
+    // The common case: iterion run by an ordinary user, whose bind sources are mounted by path
+    // (and checked against the inode screened) rather than cloned by a root engine.
+    use std::os::unix::fs::MetadataExt as _;
+    if std::fs::metadata("/proc/self").unwrap().uid() != 0 {
+        return; // already unprivileged: every other test of this file is this case
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    let base = tempfile::Builder::new()
+        .prefix("ns-user")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (home, ws) = (base.path().join("home"), base.path().join("ws"));
+    for dir in [&home, &ws] {
+        std::fs::create_dir(dir).unwrap();
+        std::os::unix::fs::chown(dir, Some(65534), Some(65534)).unwrap();
+    }
+    std::fs::write(
+        ws.join("u.iter"),
+        "tool probe:\n  command: `id -u; echo ok > mine.txt`\n\nworkflow u:\n  entry: probe\n  probe -> done\n",
+    )
+    .unwrap();
+    let iterion = iterion_binary();
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&iterion)
+        .args(["run", "--json", "u.iter"])
+        .current_dir(&ws)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &home)
+        .env("ITERION_HOME", home.join(".iterion"))
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .env("ITERION_BIN", &iterion)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["status"], json!("finished"), "{summary}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("mine.txt")).unwrap(),
+        "ok\n"
+    );
+    assert_eq!(std::fs::metadata(ws.join("mine.txt")).unwrap().uid(), 65534);
+}
