@@ -288,9 +288,43 @@ fn reset_signals() {
     let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
 }
 
+/// A fork keeps every descriptor of the engine, close-on-exec or not (the store, the proxy's
+/// sockets, other sandboxes' channels): the sandbox's processes keep only their own channels,
+/// and 0, 1 and 2 become `/dev/null`.
+fn close_inherited(keep: &[RawFd]) -> Result<(), Fail> {
+    let open: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")
+        .map_err(io_fail("list descriptors"))?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    let null = nix::fcntl::open(
+        "/dev/null",
+        nix::fcntl::OFlag::O_RDWR,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(fail("open /dev/null"))?;
+    for fd in 0..3 {
+        // SAFETY: dup2 onto the standard descriptors.
+        unsafe { libc::dup2(null.as_raw_fd(), fd) };
+    }
+    drop(null);
+    for fd in open {
+        if fd > 2 && !keep.contains(&fd) {
+            // SAFETY: closing a descriptor this process will never use; its owner (the engine)
+            // is another process after the fork.
+            unsafe { libc::close(fd) };
+        }
+    }
+    Ok(())
+}
+
 /// P1: namespaces, maps, then P2.
 fn p1(inputs: &ChildInputs, channels: &Channels) -> Result<Never, Fail> {
     reset_signals();
+    close_inherited(&[
+        channels.setup_w.as_raw_fd(),
+        channels.go_r.as_raw_fd(),
+        channels.ctl.as_raw_fd(),
+    ])?;
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(fail("prctl PDEATHSIG"))?;
     if nix::unistd::getppid() != inputs.engine_pid {
         return Err(Fail {

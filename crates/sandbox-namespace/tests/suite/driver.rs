@@ -483,3 +483,31 @@ async fn an_image_the_workflow_names_is_refused_at_prepare() {
         matches!(error, iterion_sandbox::Error::InvalidSpec { ref field, .. } if field == "image")
     );
 }
+
+#[tokio::test]
+async fn the_sandbox_processes_keep_none_of_the_engines_descriptors() {
+    let fx = fixture();
+    // An engine descriptor without close-on-exec, as a fork would inherit it.
+    let marker = fx.run_dir.join("engine-private-file");
+    let file = std::fs::File::create(&marker).unwrap();
+    let raw = std::os::fd::AsRawFd::as_raw_fd(&file);
+    nix::fcntl::fcntl(
+        &file,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )
+    .unwrap();
+    let run = start(&fx, Spec::default(), Trust::Trusted).await;
+    let sandbox_processes = descendants();
+    assert!(!sandbox_processes.is_empty());
+    for pid in &sandbox_processes {
+        for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .unwrap()
+            .flatten()
+        {
+            let target = std::fs::read_link(entry.path()).unwrap_or_default();
+            assert_ne!(target, marker, "pid {pid} holds the engine's fd {raw}");
+        }
+    }
+    run.cleanup().await.unwrap();
+    drop(file);
+}
