@@ -950,7 +950,7 @@ enum Received {
 }
 
 fn receive(ctl: BorrowedFd<'_>, buffer: &mut [u8]) -> Received {
-    let mut cmsg = nix::cmsg_space!([RawFd; 4]);
+    let mut cmsg = nix::cmsg_space!([RawFd; 5]);
     let mut iov = [IoSliceMut::new(buffer)];
     let (bytes, fds) = match recvmsg::<()>(
         ctl.as_raw_fd(),
@@ -978,16 +978,26 @@ fn receive(ctl: BorrowedFd<'_>, buffer: &mut [u8]) -> Received {
     if bytes == 0 && fds.is_empty() {
         return Received::Closed;
     }
-    let Ok(request) = serde_json::from_slice::<ExecRequest>(&buffer[..bytes]) else {
+    let mut fds = fds.into_iter();
+    let (Some(stdin), Some(stdout), Some(stderr), Some(status), Some(body)) =
+        (fds.next(), fds.next(), fds.next(), fds.next(), fds.next())
+    else {
         return Received::Bad;
     };
-    let mut fds = fds.into_iter();
-    match (fds.next(), fds.next(), fds.next(), fds.next()) {
-        (Some(stdin), Some(stdout), Some(stderr), Some(status)) => {
-            Received::Request(request, [stdin, stdout, stderr], status)
+    // The request is in the memfd: read it whole (up to the cap).
+    let mut read = 0;
+    while read < buffer.len() {
+        match nix::sys::uio::pread(&body, &mut buffer[read..], read as libc::off_t) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(Errno::EINTR) => continue,
+            Err(_) => return Received::Bad,
         }
-        _ => Received::Bad,
     }
+    let Ok(request) = serde_json::from_slice::<ExecRequest>(&buffer[..read]) else {
+        return Received::Bad;
+    };
+    Received::Request(request, [stdin, stdout, stderr], status)
 }
 
 /// Forks and execs one command; `None` when the fork failed.
@@ -1075,13 +1085,10 @@ fn resolve(name: &str, path_var: &str) -> Option<CString> {
     None
 }
 
-/// Sends one exec request with its four descriptors (engine side).
-pub(crate) fn send_request(
-    ctl: BorrowedFd<'_>,
-    body: &[u8],
-    fds: &[RawFd; 4],
-) -> Result<(), Errno> {
-    let iov = [IoSlice::new(body)];
+/// Sends one exec request: its stdin, stdout, stderr, status socket and the memfd holding the
+/// request (engine side).
+pub(crate) fn send_request(ctl: BorrowedFd<'_>, fds: &[RawFd; 5]) -> Result<(), Errno> {
+    let iov = [IoSlice::new(b"x")];
     let cmsg = [nix::sys::socket::ControlMessage::ScmRights(fds)];
     nix::sys::socket::sendmsg::<()>(ctl.as_raw_fd(), &iov, &cmsg, MsgFlags::MSG_NOSIGNAL, None)
         .map(drop)

@@ -356,6 +356,19 @@ impl SandboxRun for NamespaceRun {
                 format!("{} bytes of argv and env (at most 8 MiB)", body.len()),
             ));
         }
+        // The request travels in a memfd: a script in argv may be far larger than a datagram.
+        let request_fd =
+            nix::sys::memfd::memfd_create("iterion-exec", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+                .map_err(|e| setup_error("exec request", e.desc()))?;
+        {
+            let mut file = std::fs::File::from(
+                request_fd
+                    .try_clone()
+                    .map_err(|e| setup_error("exec request", e.to_string()))?,
+            );
+            file.write_all(&body)
+                .map_err(|e| setup_error("exec request", e.to_string()))?;
+        }
         let (stdin_r, stdin_w) = pipe()?;
         let (stdout_r, stdout_w) = pipe()?;
         let (stderr_r, stderr_w) = pipe()?;
@@ -380,10 +393,11 @@ impl SandboxRun for NamespaceRun {
                 stdout_w.as_raw_fd(),
                 stderr_w.as_raw_fd(),
                 status_init.as_raw_fd(),
+                request_fd.as_raw_fd(),
             ];
-            crate::init::send_request(ctl.as_fd(), &body, &fds).map_err(|_| self.closed_error())?;
+            crate::init::send_request(ctl.as_fd(), &fds).map_err(|_| self.closed_error())?;
         }
-        drop((stdin_r, stdout_w, stderr_w, status_init));
+        drop((stdin_r, stdout_w, stderr_w, status_init, request_fd));
         self.log.line(
             LogLevel::Debug,
             &format!(

@@ -511,3 +511,35 @@ async fn the_sandbox_processes_keep_none_of_the_engines_descriptors() {
     run.cleanup().await.unwrap();
     drop(file);
 }
+
+#[tokio::test]
+async fn a_request_larger_than_a_datagram_is_delivered_whole() {
+    let fx = fixture();
+    let run = start(&fx, Spec::default(), Trust::Trusted).await;
+    // Five 100 kB variables: half a megabyte of request, each value under the kernel's
+    // 128 KiB limit on one string.
+    let env: Vec<(String, String)> = (0..5)
+        .map(|i| (format!("BIG{i}"), "a".repeat(100_000)))
+        .collect();
+    let argv = ["sh", "-c", "echo $(( ${#BIG0} + ${#BIG4} ))"].map(str::to_owned);
+    let result = run
+        .exec(
+            &argv,
+            ExecOpts {
+                env,
+                ..ExecOpts::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (result.exit_code, result.stdout.as_deref()),
+        (0, Some(&b"200000\n"[..]))
+    );
+    // An argument the kernel refuses says so on stderr, with exit 126.
+    let huge = format!("x='{}'", "a".repeat(200_000));
+    let (code, _, err) = sh(run.as_ref(), &huge).await;
+    assert_eq!(code, 126);
+    assert!(err.contains("Argument list too long"), "{err}");
+    run.cleanup().await.unwrap();
+}
