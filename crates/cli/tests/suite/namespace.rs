@@ -372,3 +372,30 @@ fn an_unprivileged_user_gets_the_same_sandbox() {
     );
     assert_eq!(std::fs::metadata(ws.join("mine.txt")).unwrap().uid(), 65534);
 }
+
+#[test]
+fn the_strict_doctor_passes_on_the_namespace_driver_without_asking_for_an_engine_or_an_image() {
+    let env = Env::new();
+    let xdg = runtime_dir(&env);
+    let out = env
+        .cmd()
+        .args(["sandbox", "doctor", "--strict", "--json"])
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .env("ITERION_BIN", iterion_binary())
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    assert_eq!(report["driver"], json!("namespace"));
+    assert!(
+        !ids.contains(&"docker-daemon") && !ids.contains(&"image-resolvable"),
+        "{ids:?}"
+    );
+}
