@@ -4,7 +4,9 @@
 //!    `docker run --rm IMAGE sh -c CMD`, interleaved, `--runs N` times (default 20):
 //!    the median of each and their ratio (goal ≤ 1.2×).
 //! 2. A 20-node workflow: per-node overhead, `(median(20 nodes) − median(1 node)) / 19`, against
-//!    a raw `docker exec CONTAINER sh -c CMD` into one running container.
+//!    a raw `docker exec CONTAINER sh -c CMD` into one running container; and the same 20-node
+//!    run with the exec agent off (`ITERION_SANDBOX_EXEC_AGENT=0`: every node a driver exec),
+//!    interleaved with the others.
 //!
 //! 3. `-- --driver namespace`: the same two workflows without `image:` on the embedded namespace
 //!    driver (issue 18: no engine is asked, `DOCKER_HOST` points at nothing), against the same
@@ -110,6 +112,12 @@ fn main() {
     timed(Command::new("docker").args(["run", "--rm", IMAGE, "sh", "-c", CMD]));
 
     let (mut ours, mut raw, mut twenty) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ours_off, mut twenty_off) = (Vec::new(), Vec::new());
+    let agent_off = |file: &str| {
+        let mut cmd = iterion(home.path(), ws.path(), file, namespace);
+        cmd.env("ITERION_SANDBOX_EXEC_AGENT", "0");
+        cmd
+    };
     for _ in 0..runs {
         ours.push(timed(&mut iterion(
             home.path(),
@@ -126,6 +134,8 @@ fn main() {
             "twenty.iter",
             namespace,
         )));
+        ours_off.push(timed(&mut agent_off("one.iter")));
+        twenty_off.push(timed(&mut agent_off("twenty.iter")));
     }
 
     // Raw docker exec into one long-lived container.
@@ -159,7 +169,9 @@ fn main() {
         .unwrap();
 
     let (ours, raw, twenty, exec) = (median(ours), median(raw), median(twenty), median(exec));
+    let (ours_off, twenty_off) = (median(ours_off), median(twenty_off));
     let per_node = twenty.saturating_sub(ours) / 19;
+    let per_node_off = twenty_off.saturating_sub(ours_off) / 19;
     println!(
         "runs: {runs} (interleaved), driver: {}",
         if namespace { "namespace" } else { "docker" }
@@ -176,5 +188,12 @@ fn main() {
         ms(per_node),
         ms(exec),
         ms(per_node) / ms(exec)
+    );
+    println!(
+        "| exec agent off | one node {:.0} ms | 20 nodes {:.0} ms | per node {:.1} ms | agent on / off per node {:.2}× |",
+        ms(ours_off),
+        ms(twenty_off),
+        ms(per_node_off),
+        ms(per_node) / ms(per_node_off)
     );
 }

@@ -3,19 +3,31 @@ mod agent;
 mod agent_docker;
 mod devbox;
 mod devcontainer;
+mod docs;
 mod doctor;
 mod egress;
 mod egress_attacks;
 mod egress_bridge;
+mod exec_agent;
 mod faults;
 mod fleet;
+mod logs;
 mod matrix;
 mod mount_race;
 mod namespace;
 mod record_secrets;
 mod resume;
 mod run;
+mod runs;
 mod subbots;
 pub mod support;
 mod trust;
 mod validate;
+
+/// The binary's argument grammar (`src/args.rs`), compiled in so that `docs` can walk clap's
+/// `Command` (the crate has no library target). Only `docs` uses it.
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../src"]
+mod cli_src {
+    pub mod args;
+}
