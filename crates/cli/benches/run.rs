@@ -8,6 +8,10 @@
 //!    run with the exec agent off (`ITERION_SANDBOX_EXEC_AGENT=0`: every node a driver exec),
 //!    interleaved with the others.
 //!
+//! 3. `-- --driver namespace`: the same two workflows without `image:` on the embedded namespace
+//!    driver (issue 18: no engine is asked, `DOCKER_HOST` points at nothing), against the same
+//!    `docker run --rm` and `docker exec` baselines (goal ≤ 0.1× and ≤ 3 ms per node).
+//!
 //! Needs a running engine and the test images (scripts/build-test-images.sh). Not part of the
 //! test suite: `cargo bench -p iterion --bench run`.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
@@ -40,14 +44,18 @@ fn timed(cmd: &mut Command) -> Duration {
     elapsed
 }
 
-fn workflow(nodes: usize) -> String {
+fn workflow(nodes: usize, namespace: bool) -> String {
     let mut text = String::new();
     for i in 0..nodes {
         text.push_str(&format!("tool n{i}:\n  command: `{CMD}`\n\n"));
     }
-    text.push_str(&format!(
-        "workflow bench:\n  entry: n0\n  sandbox:\n    image: \"{IMAGE}\"\n"
-    ));
+    if namespace {
+        text.push_str("workflow bench:\n  entry: n0\n  sandbox: auto\n");
+    } else {
+        text.push_str(&format!(
+            "workflow bench:\n  entry: n0\n  sandbox:\n    image: \"{IMAGE}\"\n"
+        ));
+    }
     for i in 0..nodes {
         let to = if i + 1 == nodes {
             "done".to_owned()
@@ -59,12 +67,19 @@ fn workflow(nodes: usize) -> String {
     text
 }
 
-fn iterion(home: &Path, ws: &Path, file: &str) -> Command {
+fn iterion(home: &Path, ws: &Path, file: &str, namespace: bool) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_iterion"));
     cmd.args(["run", file])
         .env("ITERION_HOME", home)
         .env("RUST_LOG", "error")
         .current_dir(ws);
+    if namespace {
+        // No engine answers: the factory falls through docker and podman to the namespace driver.
+        cmd.env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+            .env("XDG_RUNTIME_DIR", home)
+            .env_remove("CONTAINER_HOST")
+            .env("ITERION_SANDBOX_DRIVER", "namespace");
+    }
     cmd
 }
 
@@ -77,6 +92,11 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
+    let namespace = args
+        .iter()
+        .position(|a| a == "--driver")
+        .and_then(|i| args.get(i + 1))
+        .is_some_and(|v| v == "namespace");
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     Command::new("git")
@@ -84,26 +104,36 @@ fn main() {
         .current_dir(ws.path())
         .status()
         .unwrap();
-    std::fs::write(ws.path().join("one.iter"), workflow(1)).unwrap();
-    std::fs::write(ws.path().join("twenty.iter"), workflow(20)).unwrap();
+    std::fs::write(ws.path().join("one.iter"), workflow(1, namespace)).unwrap();
+    std::fs::write(ws.path().join("twenty.iter"), workflow(20, namespace)).unwrap();
 
     // Warm up both paths (page cache, the store's file, the engine's image cache).
-    timed(&mut iterion(home.path(), ws.path(), "one.iter"));
+    timed(&mut iterion(home.path(), ws.path(), "one.iter", namespace));
     timed(Command::new("docker").args(["run", "--rm", IMAGE, "sh", "-c", CMD]));
 
     let (mut ours, mut raw, mut twenty) = (Vec::new(), Vec::new(), Vec::new());
     let (mut ours_off, mut twenty_off) = (Vec::new(), Vec::new());
     let agent_off = |file: &str| {
-        let mut cmd = iterion(home.path(), ws.path(), file);
+        let mut cmd = iterion(home.path(), ws.path(), file, namespace);
         cmd.env("ITERION_SANDBOX_EXEC_AGENT", "0");
         cmd
     };
     for _ in 0..runs {
-        ours.push(timed(&mut iterion(home.path(), ws.path(), "one.iter")));
+        ours.push(timed(&mut iterion(
+            home.path(),
+            ws.path(),
+            "one.iter",
+            namespace,
+        )));
         raw.push(timed(
             Command::new("docker").args(["run", "--rm", IMAGE, "sh", "-c", CMD]),
         ));
-        twenty.push(timed(&mut iterion(home.path(), ws.path(), "twenty.iter")));
+        twenty.push(timed(&mut iterion(
+            home.path(),
+            ws.path(),
+            "twenty.iter",
+            namespace,
+        )));
         ours_off.push(timed(&mut agent_off("one.iter")));
         twenty_off.push(timed(&mut agent_off("twenty.iter")));
     }
@@ -142,7 +172,10 @@ fn main() {
     let (ours_off, twenty_off) = (median(ours_off), median(twenty_off));
     let per_node = twenty.saturating_sub(ours) / 19;
     let per_node_off = twenty_off.saturating_sub(ours_off) / 19;
-    println!("runs: {runs} (interleaved)");
+    println!(
+        "runs: {runs} (interleaved), driver: {}",
+        if namespace { "namespace" } else { "docker" }
+    );
     println!(
         "| one tool node, sandboxed | `iterion run` {:.0} ms | `docker run --rm` {:.0} ms | ratio {:.2}× |",
         ms(ours),

@@ -58,6 +58,14 @@ impl Capabilities {
         supports_tls_inspection: true,
     };
 
+    /// The namespace driver (issue 18): no image and no build (the host's root is the image),
+    /// everything else.
+    pub const NAMESPACE: Capabilities = Capabilities {
+        supports_image: false,
+        supports_build: false,
+        ..Capabilities::DOCKER
+    };
+
     /// Kubernetes: no build, no host binds (pvc, configmap and secret mounts only).
     pub const KUBERNETES: Capabilities = Capabilities {
         supports_build: false,

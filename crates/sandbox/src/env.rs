@@ -13,7 +13,8 @@ use crate::precedence::{
 };
 use crate::vars::{
     ITERION_DESKTOP, ITERION_MODE, ITERION_SANDBOX_DEFAULT, ITERION_SANDBOX_DEFAULT_IMAGE,
-    ITERION_SANDBOX_HOST_STATE, ITERION_SANDBOX_OVERRIDE, KUBERNETES_SERVICE_HOST,
+    ITERION_SANDBOX_DRIVER, ITERION_SANDBOX_HOST_STATE, ITERION_SANDBOX_OVERRIDE,
+    KUBERNETES_SERVICE_HOST,
 };
 
 /// `resolve_global_sandbox_default` over `ITERION_SANDBOX_DEFAULT`.
@@ -23,6 +24,39 @@ use crate::vars::{
 /// [`Error::InvalidSetting`](crate::Error::InvalidSetting) for a value other than `auto`/`none`.
 pub fn global_sandbox_default_from_env(env: &Environment) -> Result<SandboxFlag> {
     resolve_global_sandbox_default(env.get(ITERION_SANDBOX_DEFAULT).as_deref())
+}
+
+/// [`parse_sandbox_driver`] over `ITERION_SANDBOX_DRIVER`: the driver an operator pins, for
+/// [`FactoryOptions::preferred_driver`](crate::FactoryOptions::preferred_driver).
+///
+/// # Errors
+///
+/// As [`parse_sandbox_driver`].
+pub fn sandbox_driver_from_env(env: &Environment) -> Result<Option<crate::host::DriverKind>> {
+    parse_sandbox_driver(env.get(ITERION_SANDBOX_DRIVER).as_deref())
+}
+
+/// `ITERION_SANDBOX_DRIVER`'s grammar: unset, empty or `auto` = walk the host's preference
+/// order; otherwise a driver name (case-insensitive), which must then construct. Pure.
+///
+/// # Errors
+///
+/// [`Error::InvalidSetting`](crate::Error::InvalidSetting) for any other value.
+pub fn parse_sandbox_driver(value: Option<&str>) -> Result<Option<crate::host::DriverKind>> {
+    let Some(value) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let lower = value.to_ascii_lowercase();
+    if lower == "auto" {
+        return Ok(None);
+    }
+    crate::host::DriverKind::parse(&lower)
+        .map(Some)
+        .ok_or_else(|| crate::Error::InvalidSetting {
+            variable: ITERION_SANDBOX_DRIVER,
+            value: value.to_owned(),
+            want: "auto, docker, podman, kubernetes, namespace or noop",
+        })
 }
 
 /// `resolve_sandbox_override` over `ITERION_SANDBOX_OVERRIDE`.

@@ -198,6 +198,16 @@ pub enum Error {
         source: iterion_repofile::RepoFileError,
     },
 
+    /// A step of the namespace sandbox's setup failed (issue 18): the sandbox was not started,
+    /// and nothing ran unsandboxed.
+    #[error("sandbox: namespace: {step}: {reason}")]
+    NamespaceSetup {
+        /// The step (`unshare`, `uid_map`, `mount /proc`, `seccomp`, …).
+        step: String,
+        /// What the kernel (or the init) said.
+        reason: String,
+    },
+
     /// A host filesystem or process operation failed.
     #[error("sandbox: {operation} {}: {source}", path.display())]
     Io {
@@ -361,6 +371,7 @@ impl Error {
             | Error::InvalidEnv { .. }
             | Error::FileSecretsUnsupported
             | Error::ForeignPreparedSpec { .. }
+            | Error::NamespaceSetup { .. }
             | Error::Io { .. }
             | Error::RepoFile { .. }
             | Error::Engine { .. }

@@ -160,6 +160,19 @@ impl Factory {
                     tried: selection.tried.clone(),
                 })
             }
+            // The namespace driver runs the host's root, not an image (issue 18): a spec that
+            // names one (or a build) gets the answer it would get with no engine at all, so an
+            // auto run degrades and an inline one refuses exactly as before the driver existed.
+            Some((DriverKind::Namespace, _))
+                if active && spec.is_some_and(|spec| !spec.runs_without_image()) =>
+            {
+                let mut tried = selection.tried.clone();
+                tried.push(DriverAttempt {
+                    driver: DriverKind::Namespace.as_str().to_owned(),
+                    reason: namespace_refusal(spec),
+                });
+                Err(Error::DriverUnavailable { tried })
+            }
             Some((_, driver)) => Ok(Arc::clone(driver)),
             None => Err(Error::DriverUnavailable {
                 tried: selection.tried.clone(),
@@ -222,6 +235,17 @@ impl Factory {
             winner: None,
             tried,
         }
+    }
+}
+
+/// Why the namespace driver cannot take `spec`: the image or the build it names.
+fn namespace_refusal(spec: Option<&Spec>) -> String {
+    match spec.and_then(Spec::image_ref) {
+        Some(image) if spec.is_some_and(|s| s.build.is_none()) => format!(
+            "runs the host's root, not an image (the workflow names {})",
+            crate::text::escape_controls(image)
+        ),
+        _ => "runs the host's root and cannot build an image (the workflow has build:)".to_owned(),
     }
 }
 

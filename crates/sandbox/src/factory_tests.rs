@@ -449,3 +449,118 @@ async fn the_doctor_probe_lists_every_available_driver() {
         vec![DriverKind::Podman, DriverKind::Noop]
     );
 }
+
+#[tokio::test]
+async fn with_no_engine_the_namespace_driver_serves_auto_default_image_but_never_a_named_image() {
+    let calls = CallLog::default();
+    let registry = Registry::with_noop()
+        .register(
+            DriverKind::Docker,
+            FakeConstructor::new(DriverKind::Docker, &calls, &[Err("docker down")]),
+        )
+        .register(
+            DriverKind::Podman,
+            FakeConstructor::new(DriverKind::Podman, &calls, &[Err("podman down")]),
+        )
+        .register(
+            DriverKind::Namespace,
+            FakeConstructor::new(DriverKind::Namespace, &calls, &[Ok(())]),
+        );
+    let factory = factory(registry, FactoryOptions::default(), &local());
+    let default_image = Spec {
+        mode: Mode::Auto,
+        image: Some("ghcr.io/x/default".to_owned()),
+        image_is_default: true,
+        ..Spec::default()
+    };
+    let driver = factory.driver_for_spec(Some(&default_image)).await.unwrap();
+    assert_eq!(driver.name(), "namespace");
+    for (spec, why) in [
+        (
+            active(Mode::Auto),
+            "runs the host's root, not an image (the workflow names alpine)",
+        ),
+        (
+            active(Mode::Inline),
+            "runs the host's root, not an image (the workflow names alpine)",
+        ),
+        (
+            Spec {
+                mode: Mode::Auto,
+                build: Some(crate::spec::Build::default()),
+                ..Spec::default()
+            },
+            "runs the host's root and cannot build an image (the workflow has build:)",
+        ),
+    ] {
+        let error = factory.driver_for_spec(Some(&spec)).await.err().unwrap();
+        assert_eq!(
+            tried(&error),
+            vec![
+                pair("docker", "docker down"),
+                pair("podman", "podman down"),
+                pair("namespace", why)
+            ]
+        );
+    }
+    // Docker and podman were asked first, once; the selection is memoised.
+    assert_eq!(
+        calls.lock().unwrap().clone(),
+        vec![
+            DriverKind::Docker,
+            DriverKind::Podman,
+            DriverKind::Namespace
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_running_docker_keeps_precedence_over_the_namespace_driver() {
+    let calls = CallLog::default();
+    let registry = Registry::with_noop()
+        .register(
+            DriverKind::Docker,
+            FakeConstructor::new(DriverKind::Docker, &calls, &[Ok(())]),
+        )
+        .register(
+            DriverKind::Namespace,
+            FakeConstructor::new(DriverKind::Namespace, &calls, &[]),
+        );
+    let factory = factory(registry, FactoryOptions::default(), &local());
+    let driver = factory
+        .driver_for_spec(Some(&active(Mode::Auto)))
+        .await
+        .unwrap();
+    assert_eq!(
+        (driver.name(), calls.lock().unwrap().clone()),
+        ("docker", vec![DriverKind::Docker])
+    );
+}
+
+#[test]
+fn iterion_sandbox_driver_names_a_driver_or_auto() {
+    use crate::env::parse_sandbox_driver;
+    assert_eq!(
+        [
+            None,
+            Some(""),
+            Some("auto"),
+            Some("Namespace"),
+            Some(" docker ")
+        ]
+        .map(|v| parse_sandbox_driver(v).unwrap()),
+        [
+            None,
+            None,
+            None,
+            Some(DriverKind::Namespace),
+            Some(DriverKind::Docker)
+        ]
+    );
+    assert_eq!(
+        parse_sandbox_driver(Some("chroot"))
+            .unwrap_err()
+            .to_string(),
+        "ITERION_SANDBOX_DRIVER=\"chroot\": want auto, docker, podman, kubernetes, namespace or noop"
+    );
+}

@@ -90,17 +90,21 @@ pub enum DriverKind {
     Podman,
     /// One pod per run, in-cluster.
     Kubernetes,
+    /// Linux namespaces set up by the iterion binary itself, the host's root read-only as the
+    /// image (issue 18): no daemon, no image, only specs that name no image.
+    Namespace,
     /// Host passthrough: no isolation.
     Noop,
 }
 
 impl DriverKind {
-    /// `docker`, `podman`, `kubernetes` or `noop`.
+    /// `docker`, `podman`, `kubernetes`, `namespace` or `noop`.
     pub fn as_str(self) -> &'static str {
         match self {
             DriverKind::Docker => "docker",
             DriverKind::Podman => "podman",
             DriverKind::Kubernetes => "kubernetes",
+            DriverKind::Namespace => "namespace",
             DriverKind::Noop => "noop",
         }
     }
@@ -111,6 +115,7 @@ impl DriverKind {
             DriverKind::Docker,
             DriverKind::Podman,
             DriverKind::Kubernetes,
+            DriverKind::Namespace,
             DriverKind::Noop,
         ]
         .into_iter()
@@ -125,13 +130,19 @@ impl fmt::Display for DriverKind {
 }
 
 /// The drivers a host tries, in order (SANDBOX.md §3.2). noop is always last, so `driver()`
-/// always succeeds when it is registered; an active spec never gets it (§3.3).
+/// always succeeds when it is registered; an active spec never gets it (§3.3). The namespace
+/// driver comes after the container engines on a developer machine (issue 18): a machine with
+/// docker or podman keeps them; one without gets a sandbox with nothing to install. A runner pod
+/// does not try it (user namespaces are rarely allowed in a pod, and the pod is the sandbox).
 pub(crate) fn preference_order(host: HostKind) -> &'static [DriverKind] {
     match host {
         HostKind::Cloud => &[DriverKind::Kubernetes, DriverKind::Noop],
-        HostKind::Local | HostKind::Desktop => {
-            &[DriverKind::Docker, DriverKind::Podman, DriverKind::Noop]
-        }
+        HostKind::Local | HostKind::Desktop => &[
+            DriverKind::Docker,
+            DriverKind::Podman,
+            DriverKind::Namespace,
+            DriverKind::Noop,
+        ],
     }
 }
 
@@ -179,8 +190,18 @@ mod tests {
             [HostKind::Cloud, HostKind::Local, HostKind::Desktop].map(preference_order),
             [
                 &[DriverKind::Kubernetes, DriverKind::Noop][..],
-                &[DriverKind::Docker, DriverKind::Podman, DriverKind::Noop][..],
-                &[DriverKind::Docker, DriverKind::Podman, DriverKind::Noop][..],
+                &[
+                    DriverKind::Docker,
+                    DriverKind::Podman,
+                    DriverKind::Namespace,
+                    DriverKind::Noop
+                ][..],
+                &[
+                    DriverKind::Docker,
+                    DriverKind::Podman,
+                    DriverKind::Namespace,
+                    DriverKind::Noop
+                ][..],
             ]
         );
     }

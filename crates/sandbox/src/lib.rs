@@ -100,7 +100,7 @@ pub use driver::{
 pub use elf::{LinkKind, interpreter, link_kind, link_kind_of};
 pub use env::{
     default_image_from_env, global_sandbox_default_from_env, host_state_from_env,
-    sandbox_override_from_env,
+    parse_sandbox_driver, sandbox_driver_from_env, sandbox_override_from_env,
 };
 pub use error::{DevcontainerError, DriverAttempt, EngineError, Error, Result};
 pub use factory::{
@@ -150,6 +150,6 @@ pub use spec::{
 pub use text::is_clean_absolute;
 pub use timeout::run_with_phase_timeout;
 pub use vars::{
-    ITERION_SANDBOX_DEFAULT, ITERION_SANDBOX_PERSIST_NIX, KUBERNETES_SERVICE_HOST, is_falsy,
-    is_truthy, parse_switch,
+    ITERION_SANDBOX_DEFAULT, ITERION_SANDBOX_DRIVER, ITERION_SANDBOX_PERSIST_NIX,
+    KUBERNETES_SERVICE_HOST, is_falsy, is_truthy, parse_switch,
 };

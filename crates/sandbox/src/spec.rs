@@ -177,6 +177,14 @@ pub struct Spec {
     /// Build the image from a Dockerfile in the workspace; exclusive with `image`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub build: Option<Build>,
+    /// Whether `image` is auto's default image, chosen by the resolution rather than named by
+    /// the workflow or a devcontainer (set only by [`resolve_sandbox_spec_with_fallback`]'s
+    /// fallback). A driver that brings its own root (namespace, issue 18) may replace such an
+    /// image; it may never replace one a workflow named. Default: false.
+    ///
+    /// [`resolve_sandbox_spec_with_fallback`]: crate::resolve_sandbox_spec_with_fallback
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub image_is_default: bool,
     /// Author mounts (workflow block, devcontainer) in `--mount` syntax; always screened
     /// (§5.1–§5.2), never trusted.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -219,6 +227,13 @@ impl Spec {
     /// over `--sandbox=auto` (SANDBOX.md §2.1, tier 2).
     pub fn names_container(&self) -> bool {
         self.image_ref().is_some() || self.build.is_some()
+    }
+
+    /// Whether a driver without images (namespace, issue 18) can honour this spec: no `build:`,
+    /// and no image but auto's default ([`Spec::image_is_default`]), which the host's root
+    /// replaces.
+    pub fn runs_without_image(&self) -> bool {
+        self.build.is_none() && (self.image_ref().is_none() || self.image_is_default)
     }
 
     /// Validates the spec without any driver knowledge (SANDBOX.md §1.3). Checks run in order

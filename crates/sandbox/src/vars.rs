@@ -17,6 +17,8 @@ pub const ITERION_SANDBOX_DEFAULT: &str = "ITERION_SANDBOX_DEFAULT";
 pub(crate) const ITERION_SANDBOX_OVERRIDE: &str = "ITERION_SANDBOX_OVERRIDE";
 /// auto's default image, with no fallback (§2.4).
 pub(crate) const ITERION_SANDBOX_DEFAULT_IMAGE: &str = "ITERION_SANDBOX_DEFAULT_IMAGE";
+/// The driver an operator pins (issue 18): `docker`, `podman`, `kubernetes`, `namespace`, `noop`.
+pub const ITERION_SANDBOX_DRIVER: &str = "ITERION_SANDBOX_DRIVER";
 /// The global host-state tier: `auto` or `none` (§2.2).
 pub(crate) const ITERION_SANDBOX_HOST_STATE: &str = "ITERION_SANDBOX_HOST_STATE";
 /// Phase `image pull` budget (§16.1).

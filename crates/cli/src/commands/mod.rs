@@ -150,9 +150,18 @@ pub fn product_setup(env: &Environment) -> Result<PreflightSetup, Failure> {
             "{e} (ITERION_SANDBOX_DEFAULT sets whether workflows without a sandbox: block are sandboxed)"
         ))
     })?;
+    let preferred = iterion_sandbox::sandbox_driver_from_env(env).map_err(|e| {
+        Failure::bad_input(anyhow::anyhow!(
+            "{e} (ITERION_SANDBOX_DRIVER pins the sandbox driver; unset it to let iterion choose)"
+        ))
+    })?;
     let mut setup = PreflightSetup::new()
         .with_environment(env.clone())
-        .with_sandbox_default(default);
+        .with_sandbox_default(default)
+        .with_factory_options(iterion_sandbox::FactoryOptions {
+            host: None,
+            preferred_driver: preferred,
+        });
     if let Ok(exe) = std::env::current_exe().and_then(std::fs::canonicalize) {
         // Its static twin when this build is dynamic (SANDBOX.md §8.4; engine_binary.rs).
         setup = setup.with_engine_binary(iterion_engine::container_binary_for(&exe).path);

@@ -156,6 +156,17 @@ pub fn render_basic(report: &BasicReport) -> String {
     if let Some(error) = &report.driver_error {
         rows.push(("driver_error", error.clone()));
     }
+    if let Some(userns) = &report.user_namespaces {
+        rows.push((
+            "user_namespaces",
+            if userns.usable {
+                "usable (the namespace driver can run sandboxes with no engine)".to_owned()
+            } else {
+                format!("NOT usable — {}", userns.remedy.clone().unwrap_or_default())
+            },
+        ));
+        rows.push(("userns_checks", userns.findings.join("; ")));
+    }
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     let mut out = String::new();
     for (key, value) in rows {

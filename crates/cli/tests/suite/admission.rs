@@ -36,8 +36,11 @@ fn run_case(
     ])
     .args(case.args);
     if case.dead {
+        // Pinned to docker: with no engine the embedded namespace driver would admit the run
+        // (issue 18; namespace.rs tests that side).
         cmd.env("DOCKER_HOST", DEAD_DOCKER)
-            .env("CONTAINER_HOST", DEAD_PODMAN);
+            .env("CONTAINER_HOST", DEAD_PODMAN)
+            .env("ITERION_SANDBOX_DRIVER", "docker");
     }
     let code = cmd.output().unwrap().status.code().unwrap_or(-1);
     let run = env.only_run();

@@ -188,6 +188,7 @@ fn docker_doctor_basic_report_has_the_spec_keys() {
                 "sandbox_default",
                 "sandbox_default_source",
                 "selected_driver",
+                "user_namespaces",
             ],
             Some("docker"),
             Some("docker"),
@@ -203,9 +204,13 @@ fn docker_doctor_basic_report_has_the_spec_keys() {
 #[test]
 fn doctor_with_a_dead_engine_fails_the_driver_and_the_daemon() {
     let env = Env::new();
+    // Pinned to docker: otherwise the embedded namespace driver answers where no engine does
+    // (issue 18; namespace.rs tests that side). A pinned driver that cannot construct leaves no
+    // driver at all, which the battery words as a warning; the daemon row carries the failure.
     let out = doctor(&env)
         .env("DOCKER_HOST", DEAD_DOCKER)
         .env("CONTAINER_HOST", DEAD_PODMAN)
+        .env("ITERION_SANDBOX_DRIVER", "docker")
         .args(["--strict", "--json", "--sandbox-default-image", IMAGE])
         .output()
         .unwrap();
@@ -223,7 +228,7 @@ fn doctor_with_a_dead_engine_fails_the_driver_and_the_daemon() {
             pairs(&[
                 ("spec-resolution", "pass"),
                 ("sandbox-configured", "pass"),
-                ("driver-available", "fail"),
+                ("driver-available", "warn"),
                 ("spec-valid", "pass"),
                 ("docker-daemon", "fail"),
                 ("spec-safety", "pass"),

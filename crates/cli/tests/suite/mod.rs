@@ -16,6 +16,7 @@ mod fleet;
 mod logs;
 mod matrix;
 mod mount_race;
+mod namespace;
 mod record_secrets;
 mod resume;
 mod run;

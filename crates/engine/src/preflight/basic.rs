@@ -87,6 +87,20 @@ pub(crate) async fn run(
         }
         None => None,
     };
+    let user_namespaces = if factory.host() == HostKind::Cloud {
+        None
+    } else {
+        bounded(
+            budget,
+            tokio::task::spawn_blocking(|| {
+                iterion_sandbox_namespace::judge_userns(
+                    &iterion_sandbox_namespace::read_userns_facts(),
+                )
+            }),
+        )
+        .await
+        .and_then(Result::ok)
+    };
     let selected_name = selected.as_ref().map_or("<none>", |d| d.name()).to_owned();
     let container_driver = !matches!(selected_name.as_str(), "noop" | "<none>");
     let mut notes = Vec::new();
@@ -100,9 +114,14 @@ pub(crate) async fn run(
         notes.push(format!(
             "only noop is available: sandbox: auto will degrade (the run goes on, visibly unsandboxed) and inline will be refused (SANDBOX_DRIVER_UNAVAILABLE); {}",
             if factory.host() == HostKind::Cloud {
-                "check the in-cluster config and the service account's RBAC"
+                "check the in-cluster config and the service account's RBAC".to_owned()
             } else {
-                "install or start Docker or Podman"
+                match user_namespaces.as_ref().and_then(|u| u.remedy.clone()) {
+                    Some(remedy) => format!(
+                        "install or start Docker or Podman, or allow user namespaces for the embedded namespace driver: {remedy}"
+                    ),
+                    None => "install or start Docker or Podman".to_owned(),
+                }
             }
         ));
     }
@@ -140,6 +159,7 @@ pub(crate) async fn run(
         default_image: default_image.image,
         default_image_present,
         driver_error: (!container_driver).then_some(driver_error).flatten(),
+        user_namespaces,
         notes,
     }
 }

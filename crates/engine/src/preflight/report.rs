@@ -291,6 +291,11 @@ pub struct BasicReport {
     /// Why no container driver is available, when none is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver_error: Option<String>,
+    /// Whether the embedded namespace driver can start here (issue 18): the user-namespace
+    /// sysctls, AppArmor's restriction, `max_user_namespaces`, a trial `unshare`, and the remedy
+    /// when it cannot. `null` on a cloud host (the driver is not tried there) or when the probe
+    /// did not finish in the budget.
+    pub user_namespaces: Option<iterion_sandbox_namespace::UsernsReport>,
     /// Facts for people (libc, degrade or park), in order; not part of the JSON.
     #[serde(skip)]
     pub notes: Vec<String>,

@@ -323,7 +323,16 @@ pub(crate) async fn run(
             if request.needs.agent_runner {
                 binary_for.push("the agent runner");
             }
-            docker_battery(setup, request, &spec, daemon, &binary_for, &mut rows).await;
+            docker_battery(
+                setup,
+                request,
+                &spec,
+                daemon,
+                &report.driver,
+                &binary_for,
+                &mut rows,
+            )
+            .await;
         }
         HostClass::Cloud => {
             kubernetes_battery(
@@ -379,20 +388,26 @@ async fn docker_battery(
     request: &PreflightRequest<'_>,
     spec: &Spec,
     daemon: Option<(Duration, Result<EngineProbe, NoDaemon>)>,
+    driver: &str,
     binary_for: &[&str],
     rows: &mut Rows,
 ) {
     let budget = request.timeout;
+    // The namespace driver (issue 18) needs no engine and runs no image: neither the daemon nor
+    // the image is asked about.
+    let namespace = driver == "namespace";
     // docker-daemon: the answer asked beside the driver selection.
     let (took, probe) = daemon.unwrap_or_else(|| (Duration::ZERO, Err(NoDaemon::Stopped)));
     let why = probe.as_ref().err().map(ToString::to_string);
-    rows.push_took(
-        took,
-        judge::docker_daemon(match (&probe, &why) {
-            (Ok(probe), _) => Ok((probe.endpoint(), probe.version())),
-            (Err(_), why) => Err(why.as_deref().unwrap_or_default()),
-        }),
-    );
+    if !namespace {
+        rows.push_took(
+            took,
+            judge::docker_daemon(match (&probe, &why) {
+                (Ok(probe), _) => Ok((probe.endpoint(), probe.version())),
+                (Err(_), why) => Err(why.as_deref().unwrap_or_default()),
+            }),
+        );
+    }
     let probe = probe.ok();
 
     // spec-safety: the workspace a run would bind, then every mount, argument and env pair.
@@ -429,9 +444,14 @@ async fn docker_battery(
     );
 
     // image-resolvable.
-    let started = Instant::now();
-    let (finding, image_arch) = image_finding(spec, probe.as_ref(), budget).await;
-    rows.push(started, judge::image_resolvable(&finding));
+    let image_arch = if namespace {
+        None
+    } else {
+        let started = Instant::now();
+        let (finding, image_arch) = image_finding(spec, probe.as_ref(), budget).await;
+        rows.push(started, judge::image_resolvable(&finding));
+        image_arch
+    };
 
     // engine-binary.
     let started = Instant::now();

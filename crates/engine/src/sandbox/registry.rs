@@ -9,16 +9,20 @@ use iterion_sandbox_docker::{
     DockerConstructor, DockerSettings, EndpointVars, EngineKind, endpoints_for,
 };
 use iterion_sandbox_kubernetes::KubernetesConstructor;
+use iterion_sandbox_namespace::NamespaceConstructor;
 use iterion_vocab::Environment;
 
 /// The product registry: docker and podman (one bollard driver, endpoints from `env`,
-/// SANDBOX.md §4.2), kubernetes (in-cluster only, §5.6) and noop. Which of them a host tries, and
-/// in what order, is the factory's preference order (§3.2): kubernetes on cloud hosts.
+/// SANDBOX.md §4.2), kubernetes (in-cluster only, §5.6), the embedded namespace driver (issue 18:
+/// no daemon, no image) and noop. Which of them a host tries, and in what order, is the
+/// factory's preference order (§3.2): docker, podman, namespace, noop locally; kubernetes on
+/// cloud hosts.
 pub(crate) fn product_registry(env: &Environment) -> Registry {
     Registry::with_noop()
         .register(DriverKind::Kubernetes, KubernetesConstructor::from_env(env))
         .register(DriverKind::Docker, DockerConstructor::docker_from_env(env))
         .register(DriverKind::Podman, DockerConstructor::podman_from_env(env))
+        .register(DriverKind::Namespace, NamespaceConstructor::from_env(env))
 }
 
 /// `installed` when an embedder or a test gave one, else [`product_registry`] over `env`.

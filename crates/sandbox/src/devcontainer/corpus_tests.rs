@@ -396,6 +396,7 @@ fn unusable_outcome(name: &str, error: impl FnOnce(&Repo) -> String) {
         spec: Some(Spec {
             mode: Mode::Auto,
             image: Some(DEFAULT_IMAGE.to_owned()),
+            image_is_default: true,
             env: env(&[("A", "1")]),
             user: Some("wf".to_owned()),
             ..Spec::default()

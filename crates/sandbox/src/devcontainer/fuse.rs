@@ -75,6 +75,8 @@ pub(super) fn fuse_devcontainer_spec(repo: &Spec, workflow: Option<&Spec>) -> Fu
             image,
             image_fallback,
             build,
+            // A devcontainer names its own image (or build): never one a driver may replace.
+            image_is_default: false,
             mounts: union_by_target(&repo.mounts, &workflow.mounts),
             engine_mounts: workflow.engine_mounts.clone(),
             tmpfs: workflow.tmpfs.clone(),

@@ -467,6 +467,7 @@ fn a_missing_devcontainer_gives_the_default_image_with_the_workflow_network_as_w
             mode: Mode::Auto,
             image: Some(default.image.clone()),
             image_fallback: default.fallback.clone(),
+            image_is_default: true,
             post_create: Some("echo /home/op".to_owned()),
             env: env(&[("OP", "1")]),
             ..Spec::default()

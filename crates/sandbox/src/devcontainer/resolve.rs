@@ -241,6 +241,7 @@ fn fallback(
         image: Some(default.image.clone()),
         image_fallback: default.fallback.clone(),
         build: None,
+        image_is_default: true,
         ..workflow.unwrap_or_default()
     };
     resolved.overlay_applied =

@@ -66,6 +66,33 @@ pub(super) const SENSITIVE_SYSTEM_ENTRIES: &[&str] = &[
     "/var/run/user",
 ];
 
+/// The system entries a sandbox that shows the host's root read-only may still show
+/// ([`ScreenContext::masked_paths`]): they are sensitive to *bind* (writing them runs code as
+/// root), not to read, and the programs of that root need them (`id` reads `/etc/passwd`, a
+/// login shell `/etc/profile`). `/proc`, `/sys` and `/dev` are not masked either: such a sandbox
+/// mounts its own.
+const READABLE_SYSTEM_ENTRIES: &[&str] = &[
+    "/proc",
+    "/sys",
+    "/dev",
+    "/etc/crontab",
+    "/etc/cron.d",
+    "/etc/cron.hourly",
+    "/etc/cron.daily",
+    "/etc/cron.weekly",
+    "/etc/cron.monthly",
+    "/etc/anacrontab",
+    "/etc/systemd",
+    "/etc/profile",
+    "/etc/profile.d",
+    "/etc/bash.bashrc",
+    "/etc/environment",
+    "/etc/ld.so.preload",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/pam.d",
+];
+
 /// System trees a read-write author bind may not lie under (rule (g), ours): writing there is
 /// code execution on the host. Read-only binds of them stay possible for trusted runs.
 pub(super) const SYSTEM_TREES: &[&str] = &[
@@ -274,6 +301,39 @@ impl ScreenContext {
             .as_deref()
             .and_then(|copy| std::fs::canonicalize(copy).ok());
         self
+    }
+
+    /// What a sandbox showing the host's root read-only must hide (issue 18, the namespace
+    /// driver): the same list screening judges mounts by — the secret system entries
+    /// (`/etc/shadow`, `/root`, the engine sockets and state, `/run/user`…; not the ones
+    /// [`READABLE_SYSTEM_ENTRIES`] names), `/home`, the operator's home (written and
+    /// canonical), and what iterion keeps on the host (the store, the runtime roots). Credential
+    /// stores (`~/.ssh`, …) live in homes and go with them. Only paths that exist, canonical,
+    /// sorted, without duplicates; an entry under another one is kept (the caller skips it when
+    /// it has masked the parent).
+    pub fn masked_paths(&self) -> Vec<PathBuf> {
+        let mut masked: Vec<PathBuf> = Vec::new();
+        let readable: Vec<&Path> = READABLE_SYSTEM_ENTRIES.iter().map(Path::new).collect();
+        for entry in SENSITIVE_SYSTEM_ENTRIES {
+            if !readable.contains(&Path::new(entry)) {
+                masked.push(PathBuf::from(entry));
+            }
+        }
+        masked.push(PathBuf::from("/home"));
+        masked.extend(self.homes.iter().cloned());
+        masked.extend(
+            self.protected
+                .iter()
+                .filter(|(_, what)| matches!(what, Protected::Store | Protected::RuntimeRoot))
+                .map(|(path, _)| path.clone()),
+        );
+        let mut canonical: Vec<PathBuf> = masked
+            .iter()
+            .filter_map(|path| std::fs::canonicalize(path).ok())
+            .collect();
+        canonical.sort();
+        canonical.dedup();
+        canonical
     }
 
     /// The operator's home as given (its written form), when known.

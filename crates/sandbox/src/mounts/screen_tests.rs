@@ -607,3 +607,37 @@ fn a_spec_is_screened_whole_and_engine_mounts_skip_only_the_sensitive_list() {
         ]
     );
 }
+
+#[test]
+fn the_masked_paths_hide_homes_secrets_and_the_store_but_not_what_a_read_only_root_needs() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let store = home.path().join(".iterion");
+    std::fs::create_dir(&store).unwrap();
+    let scope = MountScope {
+        store: vec![store.clone()],
+        ..MountScope::default()
+    };
+    let ctx = ScreenContext::new(ws.path(), Some(home.path()))
+        .unwrap()
+        .for_run(crate::mode::Trust::Trusted, &scope);
+    let masked = ctx.masked_paths();
+    let canonical = |p: &std::path::Path| p.canonicalize().unwrap();
+    assert!(masked.contains(&canonical(home.path())), "{masked:?}");
+    assert!(masked.contains(&canonical(&store)), "{masked:?}");
+    for present in ["/etc/shadow", "/root"] {
+        if std::path::Path::new(present).exists() {
+            assert!(
+                masked.contains(&canonical(std::path::Path::new(present))),
+                "{present}"
+            );
+        }
+    }
+    for shown in ["/etc/passwd", "/etc/group", "/proc", "/dev", "/sys"] {
+        assert!(
+            !masked.iter().any(|m| m == std::path::Path::new(shown)),
+            "{shown}"
+        );
+    }
+    assert!(!masked.contains(&canonical(ws.path())));
+}

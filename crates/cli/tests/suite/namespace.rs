@@ -1,0 +1,401 @@
+//! The embedded namespace driver end to end (issue 18 items 1–2): with no container engine
+//! reachable (`DOCKER_HOST` points at nothing, no podman socket under the test's runtime dir),
+//! `sandbox: auto` runs in a sandbox the iterion binary sets up itself.
+//!
+//! These tests need user namespaces and nothing else: they fail (never skip) on a host that
+//! refuses them, where `iterion sandbox doctor` names the sysctl to change.
+use std::path::PathBuf;
+
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use crate::suite::egress::{runtime_dir, upstream};
+use crate::suite::support::{Env, first, kinds, stderr_of};
+
+/// `iterion run` with no engine reachable: docker's endpoint is a socket that does not exist,
+/// podman's (under `XDG_RUNTIME_DIR`) likewise; the engine binary bound in is this build's.
+fn no_engine(env: &Env, args: &[&str]) -> std::process::Output {
+    let xdg = runtime_dir(env);
+    env.cmd()
+        .args(args)
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .env("ITERION_BIN", iterion_binary())
+        .env(
+            "ITERION_SANDBOX_PROXY_HOSTS",
+            "allowed.test=127.0.0.1,denied.test=127.0.0.1",
+        )
+        .env_remove("ITERION_SANDBOX_DRIVER")
+        .output()
+        .unwrap()
+}
+
+/// The binary under test: on this driver the host's root is the image, so the dynamic build
+/// runs in the sandbox as it is.
+fn iterion_binary() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("iterion")
+}
+
+fn stdout_line(logs: &[(String, String)], marker: &str) -> String {
+    logs.iter()
+        .find(|(s, l)| s == "stdout" && l.contains(marker))
+        .map(|(_, l)| l.clone())
+        .unwrap_or_else(|| panic!("no stdout line with {marker}: {logs:#?}"))
+}
+
+#[test]
+fn with_no_engine_auto_and_an_allowlist_run_in_the_namespace_driver_and_the_policy_holds() {
+    let env = Env::new();
+    let port = upstream();
+    let script = format!(
+        "a=$(curl -s --max-time 10 http://allowed.test:{port}/hello); \
+         d=$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 10 http://denied.test:{port}/); \
+         x=$(curl -s --max-time 3 --noproxy '*' http://127.0.0.1:{port}/direct || echo unreachable); \
+         links=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ,); \
+         procs=$(ls /proc | grep -c '^[0-9]*$'); \
+         homes=$(ls -A /home | wc -l); test -e /root/.ssh && homes=ssh-visible; \
+         w=$( (echo x > /usr/iterion-probe || echo x > /etc/iterion-probe || echo x > /var/tmp/iterion-probe) 2>/dev/null && echo wrote || echo refused); \
+         echo ok > /tmp/t && echo ok > made-inside; \
+         echo \"allowed=$a denied=$d direct=$x links=$links procs=$procs homes=$homes writes=$w\""
+    );
+    env.write(
+        "ns.iter",
+        &format!(
+            "tool probe:\n  command: `{script}`\n\nworkflow ns:\n  entry: probe\n  sandbox:\n    mode: auto\n    network:\n      mode: allowlist\n      rules: [\"allowed.test:{port}\", \"127.0.0.1/32:{port}\"]\n  probe -> done\n"
+        ),
+    );
+    let out = no_engine(&env, &["run", "ns.iter"]);
+    let run = env.only_run();
+    let events = env.events(&run);
+    let logs = env.logs(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}\n{logs:#?}",
+        stderr_of(&out)
+    );
+
+    let started = first(&events, "sandbox_started").unwrap();
+    assert_eq!(
+        (
+            &started["driver"],
+            &started["image"],
+            &started["network_mode"],
+            &started["proxy"],
+            &started["egress_enforced"]
+        ),
+        (
+            &json!("namespace"),
+            &json!("host-root"),
+            &json!("allowlist"),
+            &json!(true),
+            &json!(true)
+        )
+    );
+    assert!(
+        first(&events, "sandbox_skipped").is_none(),
+        "{:?}",
+        kinds(&events)
+    );
+
+    let line = stdout_line(&logs, "allowed=");
+    assert!(
+        line.contains("allowed=upstream:GET_/hello_HTTP/1.1"),
+        "{line}"
+    );
+    assert!(line.contains("denied=403"), "{line}");
+    assert!(line.contains("direct=unreachable"), "{line}");
+    assert!(line.contains("links=lo,"), "{line}");
+    assert!(line.contains("homes=0"), "{line}");
+    assert!(line.contains("writes=refused"), "{line}");
+    let procs: u32 = line
+        .split("procs=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    // The init, the bridge, the shell and its pipeline: never the host's processes.
+    assert!(procs <= 8, "{line}");
+    assert_eq!(
+        std::fs::read_to_string(env.path("made-inside")).unwrap(),
+        "ok\n"
+    );
+}
+
+#[test]
+fn the_readme_example_runs_sandboxed_with_no_engine() {
+    let env = Env::new();
+    let hello = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/hello.iter"),
+    )
+    .unwrap();
+    env.write("hello.iter", &hello);
+    let out = no_engine(&env, &["run", "hello.iter"]);
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}",
+        stderr_of(&out)
+    );
+    let started = first(&events, "sandbox_started").unwrap();
+    assert_eq!(started["driver"], json!("namespace"));
+    assert!(
+        first(&events, "sandbox_skipped").is_none(),
+        "{:?}",
+        kinds(&events)
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("NOT isolated"),
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+#[test]
+fn an_untrusted_run_is_admitted_on_the_namespace_driver() {
+    let env = Env::new();
+    env.write(
+        "u.iter",
+        "tool probe:\n  command: `id -u; echo changed > changed.txt`\n\nworkflow u:\n  entry: probe\n  probe -> done\n",
+    );
+    std::fs::write(env.path("kept.txt"), "kept").unwrap();
+    let out = no_engine(&env, &["run", "--trust", "untrusted", "u.iter"]);
+    let run = env.only_run();
+    let events = env.events(&run);
+    let logs = env.logs(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}",
+        stderr_of(&out)
+    );
+    assert_eq!(
+        first(&events, "sandbox_started").unwrap()["driver"],
+        json!("namespace")
+    );
+    // It ran as a non-root uid, on the copy: the checkout is untouched.
+    let uid = logs
+        .iter()
+        .map(|(s, l)| (s, l.trim_start_matches("[probe]").trim()))
+        .find(|(s, l)| *s == "stdout" && l.parse::<u32>().is_ok())
+        .map(|(_, l)| l.to_owned())
+        .unwrap_or_else(|| panic!("{logs:#?}"));
+    assert_ne!(uid, "0");
+    assert!(!env.path("changed.txt").exists());
+}
+
+#[test]
+fn sandbox_none_still_runs_on_the_host() {
+    let env = Env::new();
+    env.write(
+        "n.iter",
+        "tool probe:\n  command: `echo host`\n\nworkflow n:\n  entry: probe\n  sandbox: none\n  probe -> done\n",
+    );
+    let out = no_engine(&env, &["run", "n.iter"]);
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        first(&events, "sandbox_started").is_none(),
+        "{:?}",
+        kinds(&events)
+    );
+    assert!(
+        first(&events, "sandbox_skipped").is_none(),
+        "{:?}",
+        kinds(&events)
+    );
+}
+
+#[test]
+fn a_workflow_naming_an_image_refuses_as_before_and_says_why_namespace_cannot() {
+    let env = Env::new();
+    env.write(
+        "i.iter",
+        "tool probe:\n  command: `echo never`\n\nworkflow i:\n  entry: probe\n  sandbox:\n    image: \"alpine:3.20\"\n  probe -> done\n",
+    );
+    let out = no_engine(&env, &["run", "i.iter"]);
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_ne!(out.status.code(), Some(0));
+    let skipped = first(&events, "sandbox_skipped").unwrap();
+    let reason = skipped["reason"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        reason.contains("namespace: runs the host's root, not an image"),
+        "{reason}"
+    );
+    assert!(first(&events, "sandbox_started").is_none());
+    assert!(
+        stderr_of(&out).contains("SANDBOX_DRIVER_UNAVAILABLE"),
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+#[test]
+fn a_devcontainer_image_under_auto_degrades_as_before() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.path(".devcontainer")).unwrap();
+    env.write(
+        ".devcontainer/devcontainer.json",
+        "{\"image\": \"alpine:3.20\"}",
+    );
+    env.write(
+        "d.iter",
+        "tool probe:\n  command: `echo ran`\n\nworkflow d:\n  entry: probe\n  probe -> done\n",
+    );
+    let out = no_engine(&env, &["run", "d.iter"]);
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        first(&events, "sandbox_started").is_none(),
+        "{:?}",
+        kinds(&events)
+    );
+    let reason = first(&events, "sandbox_skipped").unwrap()["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        reason.contains("namespace: runs the host's root"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn iterion_sandbox_driver_pins_the_driver_and_a_bad_value_is_refused() {
+    let env = Env::new();
+    env.write(
+        "p.iter",
+        "tool probe:\n  command: `echo ran`\n\nworkflow p:\n  entry: probe\n  probe -> done\n",
+    );
+    let out = env
+        .cmd()
+        .args(["run", "p.iter"])
+        .env("ITERION_SANDBOX_DRIVER", "namespace")
+        .env("ITERION_BIN", iterion_binary())
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        first(&events, "sandbox_started").unwrap()["driver"],
+        json!("namespace")
+    );
+
+    let bad = env
+        .cmd()
+        .args(["run", "p.iter"])
+        .env("ITERION_SANDBOX_DRIVER", "chroot")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr_of(&bad));
+    assert!(
+        stderr_of(&bad).contains("ITERION_SANDBOX_DRIVER"),
+        "{}",
+        stderr_of(&bad)
+    );
+}
+
+#[test]
+fn the_doctor_reports_user_namespaces_and_selects_the_namespace_driver_with_no_engine() {
+    let env = Env::new();
+    let xdg = runtime_dir(&env);
+    let out = env
+        .cmd()
+        .args(["sandbox", "doctor", "--json"])
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["selected_driver"], json!("namespace"));
+    assert_eq!(report["user_namespaces"]["usable"], json!(true));
+    assert_eq!(report["user_namespaces"]["remedy"], json!(null));
+    let findings = report["user_namespaces"]["findings"].to_string();
+    assert!(
+        findings.contains("user.max_user_namespaces = "),
+        "{findings}"
+    );
+    assert!(findings.contains("trial unshare"), "{findings}");
+}
+
+#[test]
+fn an_unprivileged_user_gets_the_same_sandbox() {
+    // The common case: iterion run by an ordinary user, whose bind sources are mounted by path
+    // (and checked against the inode screened) rather than cloned by a root engine.
+    use std::os::unix::fs::MetadataExt as _;
+    if std::fs::metadata("/proc/self").unwrap().uid() != 0 {
+        return; // already unprivileged: every other test of this file is this case
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    let base = tempfile::Builder::new()
+        .prefix("ns-user")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(base.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (home, ws) = (base.path().join("home"), base.path().join("ws"));
+    for dir in [&home, &ws] {
+        std::fs::create_dir(dir).unwrap();
+        std::os::unix::fs::chown(dir, Some(65534), Some(65534)).unwrap();
+    }
+    std::fs::write(
+        ws.join("u.iter"),
+        "tool probe:\n  command: `id -u; echo ok > mine.txt`\n\nworkflow u:\n  entry: probe\n  probe -> done\n",
+    )
+    .unwrap();
+    let iterion = iterion_binary();
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&iterion)
+        .args(["run", "--json", "u.iter"])
+        .current_dir(&ws)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &home)
+        .env("ITERION_HOME", home.join(".iterion"))
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .env("ITERION_BIN", &iterion)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["status"], json!("finished"), "{summary}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("mine.txt")).unwrap(),
+        "ok\n"
+    );
+    assert_eq!(std::fs::metadata(ws.join("mine.txt")).unwrap().uid(), 65534);
+}
+
+#[test]
+fn the_strict_doctor_passes_on_the_namespace_driver_without_asking_for_an_engine_or_an_image() {
+    let env = Env::new();
+    let xdg = runtime_dir(&env);
+    let out = env
+        .cmd()
+        .args(["sandbox", "doctor", "--strict", "--json"])
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .env("ITERION_BIN", iterion_binary())
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    assert_eq!(report["driver"], json!("namespace"));
+    assert!(
+        !ids.contains(&"docker-daemon") && !ids.contains(&"image-resolvable"),
+        "{ids:?}"
+    );
+}
