@@ -53,6 +53,9 @@ pub enum Command {
     /// runs it, people don't.
     #[command(name = "__claw-runner", hide = true)]
     ClawRunner,
+    /// Run viewer: a web page of this store's runs (graph, sandbox, logs, transcripts, live),
+    /// with a JSON API under /api/ (docs/studio.md). Runs until Ctrl-C.
+    Studio(StudioArgs),
 }
 
 /// `iterion validate FILE [--json]`.
@@ -160,6 +163,20 @@ pub struct EventsArgs {
     /// The run.
     pub run_id: String,
     /// One JSON object a line: `{run_id, seq, ts, type, data}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `iterion studio [--listen ADDR] [--json]`.
+#[derive(Debug, Args)]
+pub struct StudioArgs {
+    /// Where to listen. Loopback serves reads without a token; any other address requires the
+    /// token for every request (ITERION_STUDIO_TOKEN, or one generated and printed once). Port 0
+    /// picks a free port.
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    pub listen: std::net::SocketAddr,
+    /// Print the startup line as one JSON object `{url, listen, token_required, token}` (`token`
+    /// only when it was generated off loopback).
     #[arg(long)]
     pub json: bool,
 }

@@ -63,6 +63,7 @@ fn async_main(command: args::Command, env: Environment) -> Exit {
             args::Command::EgressBridge(args) => commands::egress_bridge::run_async(args).await,
             args::Command::EgressProbe { target } => commands::egress_probe::run(&target),
             args::Command::ClawRunner => commands::claw_runner::run(&env),
+            args::Command::Studio(args) => commands::studio::run(args, &env).await,
         }
     })
 }

@@ -54,7 +54,7 @@ pub(crate) async fn events(
         .as_deref()
         .is_some_and(|f| f != "0" && f != "false")
     {
-        let stream = follow(state.store.clone(), run.id, after);
+        let stream = follow(state.store.clone(), state.closing.clone(), run.id, after);
         return Ok(Sse::new(stream)
             .keep_alive(KeepAlive::default())
             .into_response());

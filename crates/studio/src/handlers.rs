@@ -61,7 +61,12 @@ pub(crate) async fn live(
     Query(params): Query<LiveParams>,
 ) -> Result<Response, Failure> {
     let run = find_run(state.store.as_ref(), &id).await?;
-    let stream = follow(state.store.clone(), run.id, params.after.unwrap_or(0));
+    let stream = follow(
+        state.store.clone(),
+        state.closing.clone(),
+        run.id,
+        params.after.unwrap_or(0),
+    );
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response())
@@ -69,7 +74,7 @@ pub(crate) async fn live(
 
 /// `GET /live/runs`: `changed` whenever the newest runs change.
 pub(crate) async fn live_runs(State(state): State<AppState>) -> Response {
-    Sse::new(watch_runs(state.store.clone()))
+    Sse::new(watch_runs(state.store.clone(), state.closing.clone()))
         .keep_alive(KeepAlive::default())
         .into_response()
 }

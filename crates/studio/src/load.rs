@@ -203,8 +203,20 @@ fn sse_of(event: &Event) -> SseEvent {
         .data(serde_json::to_string(event).unwrap_or_else(|_| "{}".to_owned()))
 }
 
+/// Sleeps `d`; `false` when the server is closing instead.
+async fn pause(closing: &mut tokio::sync::watch::Receiver<bool>, d: Duration) -> bool {
+    if *closing.borrow() {
+        return false;
+    }
+    tokio::select! {
+        () = tokio::time::sleep(d) => true,
+        _ = closing.changed() => false,
+    }
+}
+
 struct Follow {
     store: Arc<dyn Store>,
+    closing: tokio::sync::watch::Receiver<bool>,
     run_id: RunId,
     after: u64,
     buf: VecDeque<Event>,
@@ -216,11 +228,13 @@ struct Follow {
 /// in a terminal status and every event was sent.
 pub(crate) fn follow(
     store: Arc<dyn Store>,
+    closing: tokio::sync::watch::Receiver<bool>,
     run_id: RunId,
     after: u64,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     let start = Follow {
         store,
+        closing,
         run_id,
         after,
         buf: VecDeque::new(),
@@ -262,7 +276,9 @@ pub(crate) fn follow(
                     }
                 }
             }
-            tokio::time::sleep(POLL).await;
+            if !pause(&mut st.closing, POLL).await {
+                return None;
+            }
         }
     })
 }
@@ -271,8 +287,10 @@ pub(crate) fn follow(
 /// look, starting with one at once.
 pub(crate) fn watch_runs(
     store: Arc<dyn Store>,
+    closing: tokio::sync::watch::Receiver<bool>,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    futures_util::stream::unfold((store, None::<String>), |(store, last)| async move {
+    let start = (store, closing, None::<String>);
+    futures_util::stream::unfold(start, |(store, mut closing, last)| async move {
         loop {
             let sig = match store.list_runs(&RunQuery::newest(LIST_SCAN)).await {
                 Ok(runs) => runs
@@ -284,9 +302,11 @@ pub(crate) fn watch_runs(
             };
             if last.as_deref() != Some(sig.as_str()) {
                 let msg = SseEvent::default().event("changed").data("{}");
-                return Some((Ok(msg), (store, Some(sig))));
+                return Some((Ok(msg), (store, closing, Some(sig))));
             }
-            tokio::time::sleep(POLL * 2).await;
+            if !pause(&mut closing, POLL * 2).await {
+                return None;
+            }
         }
     })
 }

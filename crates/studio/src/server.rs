@@ -29,12 +29,19 @@ pub struct StudioOptions {
 /// The content security policy: nothing inline, nothing from elsewhere.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-/// The studio's routes over `store`, with `actions` for the writes, behind `access`.
-pub fn router(store: Arc<dyn Store>, actions: Arc<dyn Actions>, access: Access) -> Router {
+/// The studio's routes over `store`, with `actions` for the writes, behind `access`. Live
+/// streams end when `closing` turns `true`.
+pub fn router(
+    store: Arc<dyn Store>,
+    actions: Arc<dyn Actions>,
+    access: Access,
+    closing: tokio::sync::watch::Receiver<bool>,
+) -> Router {
     let state = AppState {
         store,
         actions,
         access: Arc::new(access),
+        closing,
     };
     Router::new()
         .route("/", get(handlers::runs))
@@ -107,7 +114,8 @@ async fn secure_headers(req: Request, next: Next) -> Response {
     res
 }
 
-/// Serves the studio on `listener` until `shutdown` completes.
+/// Serves the studio on `listener` until `shutdown` completes; live streams are ended then, and
+/// the answers in flight finish.
 ///
 /// # Errors
 ///
@@ -119,7 +127,17 @@ pub async fn serve(
     access: Access,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(store, actions, access))
-        .with_graceful_shutdown(shutdown)
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let mut stopped = rx.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = tx.send(true);
+        // Keep the sender until every receiver is gone.
+        tx.closed().await;
+    });
+    axum::serve(listener, router(store, actions, access, rx))
+        .with_graceful_shutdown(async move {
+            let _ = stopped.wait_for(|c| *c).await;
+        })
         .await
 }

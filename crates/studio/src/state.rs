@@ -37,4 +37,6 @@ pub(crate) struct AppState {
     pub store: Arc<dyn Store>,
     pub actions: Arc<dyn Actions>,
     pub access: Arc<Access>,
+    /// Turns `true` when the server stops: live streams end then, so shutdown never waits on them.
+    pub closing: tokio::sync::watch::Receiver<bool>,
 }

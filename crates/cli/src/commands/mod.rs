@@ -10,6 +10,7 @@ pub mod resume;
 pub mod run;
 pub mod runner;
 pub mod sandbox_doctor;
+pub mod studio;
 pub mod validate;
 
 use std::sync::Arc;
