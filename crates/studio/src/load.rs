@@ -13,7 +13,7 @@ use iterion_store::{Event, Run, RunId, RunQuery, RunStatus, Store, Timestamp};
 
 use crate::pages::error_page;
 use crate::state::AppState;
-use crate::view::{RunRow, RunView, nest, row, run_view};
+use crate::view::{RunRow, RunView, nest, row, run_view, unique_short_ids};
 
 /// How many runs a list reads at most (the page's filters apply to these).
 pub(crate) const LIST_SCAN: usize = 500;
@@ -170,6 +170,7 @@ pub(crate) async fn list(
             .map_err(Failure::store)?;
         rows.push(row(run, &events, now));
     }
+    unique_short_ids(&mut rows);
     Ok((nest(rows), workflows))
 }
 

@@ -19,7 +19,8 @@ pub const SUMMARY_MAX: usize = 400;
 pub struct RunRow {
     /// The full id.
     pub id: String,
-    /// Its first 8 characters.
+    /// Its first 8 characters (in a list: the shortest prefix, 8 at least, that no other listed
+    /// run shares).
     pub short_id: String,
     /// The workflow's name.
     pub workflow: String,
@@ -77,6 +78,29 @@ pub fn row(run: &Run, events: &[Event], now: Timestamp) -> RunRow {
         duration_ms: u64::try_from(end.as_millis() - run.created_at.as_millis()).unwrap_or(0),
         parent_run_id: run.parent_run_id.as_ref().map(ToString::to_string),
         children: Vec::new(),
+    }
+}
+
+/// Sets each row's `short_id` to the shortest prefix of its id (8 characters at least) that no
+/// other row shares: UUIDv7 ids begin with their creation time, so runs made in the same minute
+/// share their first 8.
+pub fn unique_short_ids(rows: &mut [RunRow]) {
+    let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+    for r in rows.iter_mut() {
+        let longest_shared = ids
+            .iter()
+            .filter(|other| **other != r.id)
+            .map(|other| {
+                other
+                    .bytes()
+                    .zip(r.id.bytes())
+                    .take_while(|(a, b)| a == b)
+                    .count()
+            })
+            .max()
+            .unwrap_or(0);
+        let len = (longest_shared + 1).clamp(8, r.id.len());
+        r.short_id = r.id.chars().take(len).collect();
     }
 }
 

@@ -15,6 +15,7 @@ mod mount_race;
 mod record_secrets;
 mod resume;
 mod run;
+mod studio;
 mod subbots;
 pub mod support;
 mod trust;
