@@ -37,9 +37,9 @@
       refresh();
     });
     es.addEventListener("changed", refresh);
+    // `end`: every event was sent and the run is over; the last `event` already refreshed.
     es.addEventListener("end", function () {
       es.close();
-      refresh();
       document.body.setAttribute("data-live-state", "ended");
     });
     es.onopen = function () { document.body.setAttribute("data-live-state", "open"); };

@@ -6,8 +6,9 @@
 //!   cookie, or `?token=TOKEN` once (which sets the cookie, `HttpOnly`, `SameSite=Strict`).
 //! - **Writes** (answering a paused run) always need the token, on loopback too: as a bearer
 //!   header, or as the `token` field of the page's form, and then the request must be
-//!   same-origin (`Origin` equal to `http://` + `Host`, and `Sec-Fetch-Site`, when sent,
-//!   `same-origin`). A cross-site form post carries neither the token nor the right origin.
+//!   same-origin: `Sec-Fetch-Site: same-origin` from a browser that sends it, else an `Origin`
+//!   equal to `http://` + `Host`. A cross-site form post carries neither the token nor the right
+//!   origin.
 //!
 //! Tokens are compared in constant time.
 
@@ -173,11 +174,11 @@ fn host_is_loopback(headers: &HeaderMap) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// `Sec-Fetch-Site: same-origin` (a header no page can set) when the browser sends it; otherwise
+/// an `Origin` equal to `http://` + `Host`.
 fn same_origin(headers: &HeaderMap) -> bool {
-    if let Some(site) = headers.get("sec-fetch-site")
-        && site.as_bytes() != b"same-origin"
-    {
-        return false;
+    if let Some(site) = headers.get("sec-fetch-site") {
+        return site.as_bytes() == b"same-origin";
     }
     let (Some(origin), Some(host)) = (
         headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()),

@@ -112,6 +112,13 @@ fn a_write_needs_the_token_and_the_same_origin() {
         a.check_write(&site, Some("t0k3n")).map_err(|d| d.status),
         Err(403)
     );
+    // A browser's own word (Origin may be `null` under a strict referrer policy).
+    let fetch_site = headers(&[
+        ("host", "127.0.0.1:7878"),
+        ("origin", "null"),
+        ("sec-fetch-site", "same-origin"),
+    ]);
+    assert_eq!(a.check_write(&fetch_site, Some("t0k3n")), Ok(()));
     let bearer = headers(&[
         ("host", "127.0.0.1:7878"),
         ("authorization", "Bearer t0k3n"),

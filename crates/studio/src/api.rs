@@ -16,8 +16,8 @@ pub(crate) async fn runs(
     State(state): State<AppState>,
     Query(params): Query<ListParams>,
 ) -> Result<Json<Value>, Failure> {
-    let (rows, _) = list(&state, &params).await.map_err(Failure::json)?;
-    Ok(Json(json!({ "runs": rows })))
+    let listing = list(&state, &params).await.map_err(Failure::json)?;
+    Ok(Json(json!({ "runs": listing.rows })))
 }
 
 /// `GET /api/runs/{id}`: the run's whole view.

@@ -17,15 +17,23 @@ pub(crate) async fn runs(
     State(state): State<AppState>,
     Query(params): Query<ListParams>,
 ) -> Result<Html<String>, Failure> {
-    let (rows, workflows) = list(&state, &params).await?;
+    let listing = list(&state, &params).await?;
     if params.fragment.is_some() {
-        return Ok(Html(runs_rows(&rows).into_string()));
+        return Ok(Html(runs_rows(&listing.rows).into_string()));
     }
     let filter = Filter {
         status: params.status.clone().filter(|s| !s.is_empty()),
         workflow: params.workflow().map(str::to_owned),
     };
-    Ok(Html(runs_page(&rows, &filter, &workflows).into_string()))
+    Ok(Html(
+        runs_page(
+            &listing.rows,
+            &filter,
+            &listing.workflows,
+            &listing.signature,
+        )
+        .into_string(),
+    ))
 }
 
 #[derive(serde::Deserialize)]
@@ -72,11 +80,23 @@ pub(crate) async fn live(
         .into_response())
 }
 
-/// `GET /live/runs`: `changed` whenever the newest runs change.
-pub(crate) async fn live_runs(State(state): State<AppState>) -> Response {
-    Sse::new(watch_runs(state.store.clone(), state.closing.clone()))
-        .keep_alive(KeepAlive::default())
-        .into_response()
+#[derive(serde::Deserialize)]
+pub(crate) struct WatchParams {
+    since: Option<String>,
+}
+
+/// `GET /live/runs?since=SIG`: `changed` whenever the newest runs change.
+pub(crate) async fn live_runs(
+    State(state): State<AppState>,
+    Query(params): Query<WatchParams>,
+) -> Response {
+    Sse::new(watch_runs(
+        state.store.clone(),
+        state.closing.clone(),
+        params.since,
+    ))
+    .keep_alive(KeepAlive::default())
+    .into_response()
 }
 
 #[derive(serde::Deserialize)]

@@ -140,11 +140,31 @@ impl ListParams {
     }
 }
 
-/// The rows the list shows (nested), and every workflow name seen (for the filter).
-pub(crate) async fn list(
-    state: &AppState,
-    params: &ListParams,
-) -> Result<(Vec<RunRow>, Vec<String>), Failure> {
+/// A short digest of the newest runs' ids, statuses and versions: it changes whenever the list
+/// could.
+pub(crate) fn signature(runs: &[Run]) -> String {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for r in runs {
+        r.id.as_str().hash(&mut h);
+        r.status.as_str().hash(&mut h);
+        r.version.hash(&mut h);
+    }
+    format!("{:016x}", h.finish())
+}
+
+/// What the list shows.
+pub(crate) struct Listing {
+    /// The rows, nested.
+    pub rows: Vec<RunRow>,
+    /// Every workflow name seen (for the filter).
+    pub workflows: Vec<String>,
+    /// The [`signature`] of what was read.
+    pub signature: String,
+}
+
+/// The rows the list shows (nested), every workflow name seen, and the signature.
+pub(crate) async fn list(state: &AppState, params: &ListParams) -> Result<Listing, Failure> {
     let status = params.status()?;
     let limit = params.limit.unwrap_or(200).clamp(1, LIST_SCAN);
     let all = state
@@ -171,7 +191,11 @@ pub(crate) async fn list(
         rows.push(row(run, &events, now));
     }
     unique_short_ids(&mut rows);
-    Ok((nest(rows), workflows))
+    Ok(Listing {
+        rows: nest(rows),
+        workflows,
+        signature: signature(&all),
+    })
 }
 
 /// The whole view of `run`.
@@ -285,20 +309,18 @@ pub(crate) fn follow(
 }
 
 /// A `changed` event whenever the newest runs (ids, statuses, versions) differ from the last
-/// look, starting with one at once.
+/// look; the first look is compared with `since`, the [`signature`] the page was rendered from
+/// (none: a `changed` at once).
 pub(crate) fn watch_runs(
     store: Arc<dyn Store>,
     closing: tokio::sync::watch::Receiver<bool>,
+    since: Option<String>,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    let start = (store, closing, None::<String>);
+    let start = (store, closing, since);
     futures_util::stream::unfold(start, |(store, mut closing, last)| async move {
         loop {
             let sig = match store.list_runs(&RunQuery::newest(LIST_SCAN)).await {
-                Ok(runs) => runs
-                    .iter()
-                    .map(|r| format!("{}:{}:{}", r.id, r.status.as_str(), r.version))
-                    .collect::<Vec<_>>()
-                    .join(","),
+                Ok(runs) => signature(&runs),
                 Err(_) => String::new(),
             };
             if last.as_deref() != Some(sig.as_str()) {

@@ -39,6 +39,7 @@ fn base(title: &str, body: Markup) -> Markup {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 title { (title) " · iterion studio" }
+                link rel="icon" href="data:,";
                 link rel="stylesheet" href="/static/studio.css";
                 script src="/static/studio.js" defer {}
             }
@@ -94,7 +95,12 @@ pub(crate) fn urlencode(text: &str) -> String {
 }
 
 /// The runs list.
-pub(crate) fn runs_page(rows: &[RunRow], filter: &Filter, workflows: &[String]) -> Markup {
+pub(crate) fn runs_page(
+    rows: &[RunRow],
+    filter: &Filter,
+    workflows: &[String],
+    signature: &str,
+) -> Markup {
     let body = html! {
         main {
             h1 { "Runs" }
@@ -119,7 +125,7 @@ pub(crate) fn runs_page(rows: &[RunRow], filter: &Filter, workflows: &[String]) 
             }
             table #runs {
                 thead { tr { th { "run" } th { "workflow" } th { "status" } th { "trust" } th { "driver" } th { "started" } th { "duration" } } }
-                tbody #runs-body data-live="/live/runs" data-fragment={ "/?" (filter.query()) } {
+                tbody #runs-body data-live={ "/live/runs?since=" (signature) } data-fragment={ "/?" (filter.query()) } {
                     (runs_rows(rows))
                 }
             }
