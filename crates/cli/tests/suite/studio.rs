@@ -551,6 +551,7 @@ fn target_dir() -> PathBuf {
 
 /// Node, chromium and playwright-core (scripts/test.sh installs them), or a skip — a failure
 /// under ITERION_IT_DOCKER=1.
+#[allow(clippy::print_stderr)] // the skip says why, as docker_or_skip does
 fn browser_or_skip(test: &str) -> Option<PathBuf> {
     let modules = target_dir().join("node/node_modules");
     let missing: Vec<String> = [
