@@ -83,6 +83,7 @@ try {
   const blocked = await page.locator("#blocked .host").allTextContents();
   check(blocked.includes("blocked.invalid"), `blocked host shown (${blocked})`);
   check((await page.locator("#sandbox").textContent()).includes("allowlist"), "egress policy shown");
+  check((await page.locator("#secrets code.secret").allTextContents()).join(",") === "deploy_key", "secret by name");
   await page.screenshot({ path: path.join(shots, "sandbox.png"), fullPage: true });
 
   // 4. Answering the paused run's question finishes it (the page follows it live).

@@ -590,7 +590,10 @@ fn browser_or_skip(test: &str) -> Option<PathBuf> {
     None
 }
 
-const BLOCKING: &str = "tool fetch:\n  command: `curl -s -o /dev/null --max-time 10 http://blocked.invalid/ ; echo fetched`\n\nworkflow blocking:\n  entry: fetch\n  sandbox:\n    image: \"IMAGE\"\n    network:\n      mode: allowlist\n      rules: [\"allowed.invalid\"]\n  fetch -> done\n";
+/// A file secret's value the tool prints: the store holds it redacted, so no page shows it.
+const SECRET_VALUE: &str = "studio-s3cret-8f2c41d9e7";
+
+const BLOCKING: &str = "secrets:\n  deploy_key:\n    value: \"${ITERION_TEST_KEY}\"\n    as: file\n    env: \"KEY_FILE\"\n\ntool fetch:\n  command: `cat \"$KEY_FILE\"; echo; curl -s -o /dev/null --max-time 10 http://blocked.invalid/ ; echo fetched`\n\nworkflow blocking:\n  entry: fetch\n  sandbox:\n    image: \"IMAGE\"\n    network:\n      mode: allowlist\n      rules: [\"allowed.invalid\"]\n  fetch -> done\n";
 
 const PARENT: &str = "tool start:\n  command: `echo parent`\n\nsubbot sub:\n  source: \"child.iter\"\n\nworkflow parent:\n  entry: start\n  start -> sub\n  sub -> done\n";
 const CHILD: &str =
@@ -622,7 +625,8 @@ fn docker_studio_in_a_real_browser() {
     env.write("blocking.iter", &BLOCKING.replace("IMAGE", IMAGE));
     let mut cmd = env.cmd();
     cmd.args(["run", "blocking.iter", "--json"])
-        .envs(sandbox_env);
+        .envs(sandbox_env)
+        .env("ITERION_TEST_KEY", SECRET_VALUE);
     let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let finished = serde_json::from_slice::<Value>(&out.stdout).unwrap()["run_id"]
@@ -668,6 +672,28 @@ fn docker_studio_in_a_real_browser() {
         ("ITERION_ANTHROPIC_BASE_URL", base_url.as_str()),
     ];
     let s = studio(&env, "127.0.0.1:0", &model_env);
+    // The secret is named in the sandbox panel and its value is nowhere: not in the page, not in
+    // the API.
+    let (_, _, page) = http(s.addr, "GET", &format!("/runs/{finished}"), &[], None);
+    assert!(
+        page.contains(r#"<code class="secret">deploy_key</code>"#),
+        "{page}"
+    );
+    let (_, _, api) = http(s.addr, "GET", &format!("/api/runs/{finished}"), &[], None);
+    let (_, _, logs) = http(
+        s.addr,
+        "GET",
+        &format!("/api/runs/{finished}/logs"),
+        &[],
+        None,
+    );
+    assert!(logs.contains("fetched"), "{logs}");
+    for (what, text) in [("page", &page), ("api", &api), ("logs", &logs)] {
+        assert!(
+            !text.contains(SECRET_VALUE),
+            "the secret's value in the {what}: {text}"
+        );
+    }
     let runs = get_json(s.addr, "/api/runs");
     let parent_row = runs["runs"]
         .as_array()
