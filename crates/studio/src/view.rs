@@ -46,16 +46,20 @@ pub struct RunRow {
 }
 
 /// The sandbox driver a run's events name: `sandbox_started.driver`, the adopting parent's
-/// driver of `sandbox_shared`, or `none` after `sandbox_skipped`.
+/// driver of `sandbox_shared`, or `none` after `sandbox_skipped` — or when a node started with no
+/// sandbox event before it (mode `none` decides silently).
 pub fn driver_of(events: &[Event]) -> Option<String> {
-    events.iter().find_map(|e| match e.kind.as_str() {
-        "sandbox_started" => str_of(&e.data, "driver"),
-        "sandbox_shared" if e.data.get("adopted") == Some(&Value::Bool(true)) => {
-            str_of(&e.data, "driver")
+    for e in events {
+        match e.kind.as_str() {
+            "sandbox_started" => return str_of(&e.data, "driver"),
+            "sandbox_shared" if e.data.get("adopted") == Some(&Value::Bool(true)) => {
+                return str_of(&e.data, "driver");
+            }
+            "sandbox_skipped" | "node_started" => return Some("none".to_owned()),
+            _ => {}
         }
-        "sandbox_skipped" => Some("none".to_owned()),
-        _ => None,
-    })
+    }
+    None
 }
 
 /// The row of `run`, given its events (for the driver), without children.
@@ -209,8 +213,9 @@ pub struct Blocked {
 /// The sandbox panel.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct SandboxView {
-    /// `started`, `skipped` (degraded or noop), `refused`, `adopted` (shares its parent's), or
-    /// `undecided` (no sandbox event yet).
+    /// `started`, `skipped` (degraded or noop), `refused`, `adopted` (shares its parent's),
+    /// `none` (a node ran with no sandbox event before it: mode `none`), or `undecided` (no
+    /// sandbox event and no node yet).
     pub state: String,
     /// The driver.
     pub driver: Option<String>,
@@ -431,6 +436,11 @@ pub fn run_view(
         };
         match e.kind.as_str() {
             "node_started" => {
+                if sandbox.state == "undecided" {
+                    "none".clone_into(&mut sandbox.state);
+                    sandbox.driver = Some("none".to_owned());
+                    sandbox.reason = Some("no sandbox: the run's mode was none".to_owned());
+                }
                 if let Some(i) = node(&mut nodes) {
                     let n = &mut nodes[i];
                     "running".clone_into(&mut n.state);

@@ -209,6 +209,7 @@ fn studio_api_shapes_follow_stream_and_escaping_over_real_runs() {
     );
     assert_eq!(row["status"], json!("failed_resumable"));
     assert_eq!(row["failure_code"], json!("EXECUTION_FAILED"));
+    assert_eq!(row["driver"], json!("none"), "--sandbox none: unsandboxed");
     // Two runs made in the same second share their first 8 digits (UUIDv7 starts with the time):
     // the list's short ids are the shortest prefixes that tell its runs apart.
     let short = row["short_id"].as_str().unwrap();
