@@ -497,6 +497,14 @@ fn studio_answering_a_paused_run_through_the_api_resumes_it() {
         Some(("application/json", r#"{"answer":"bonjour"}"#)),
     );
     assert_eq!(status, 400, "{body}");
+    // Follow the paused run from its last event: the stream stays open while it waits, then
+    // carries what the answer sets off, and ends with the final status.
+    let last = view["last_seq"].as_u64().unwrap();
+    let addr = s.addr;
+    let follow_path = format!("/api/runs/{paused}/events?follow=1&after={last}");
+    let follower = std::thread::spawn(move || http(addr, "GET", &follow_path, &[], None));
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(!follower.is_finished(), "a paused run's stream stays open");
     let (status, _, body) = http(
         s.addr,
         "POST",
@@ -505,6 +513,20 @@ fn studio_answering_a_paused_run_through_the_api_resumes_it() {
         Some(("application/json", r#"{"answer":"hi"}"#)),
     );
     assert_eq!(status, 202, "{body}");
+    let (status, _, stream) = follower.join().unwrap();
+    assert_eq!(status, 200);
+    let started = stream
+        .find(r#""type":"run_started""#)
+        .unwrap_or_else(|| panic!("{stream}"));
+    let finished = stream
+        .find(r#""type":"run_finished""#)
+        .unwrap_or_else(|| panic!("{stream}"));
+    assert!(started < finished, "{stream}");
+    assert!(stream.contains(r#"{"status":"finished"}"#), "{stream}");
+    assert!(
+        !stream.contains(&format!("id: {last}\n")),
+        "only events after {last}: {stream}"
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let v = get_json(s.addr, &format!("/api/runs/{paused}"));
