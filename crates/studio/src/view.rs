@@ -660,3 +660,7 @@ pub fn run_view(
         last_seq: events.last().map_or(0, |e| e.seq),
     }
 }
+
+#[cfg(test)]
+#[path = "view_tests.rs"]
+mod tests;
