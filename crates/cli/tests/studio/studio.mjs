@@ -111,9 +111,18 @@ try {
   check(await page.evaluate(() => window.__noReload === true), "no reload");
   const live = page.locator("tr.run").first();
   check((await live.locator("td.workflow").textContent()) === "slow", "the new run is on top");
-  await page.locator('tr.run:first-child [data-status="finished"]').waitFor({ timeout: 30000 });
-  await exited;
   await page.screenshot({ path: path.join(shots, "live.png"), fullPage: true });
+  // Its page follows it: running when opened, finished later, without a reload.
+  await live.locator("a").click();
+  await page.locator("svg#graph").waitFor();
+  await page.evaluate(() => { window.__noReload = true; });
+  const first = await page.locator('svg#graph g.node[data-node="wait"]').getAttribute("data-state");
+  check(first === "running", `the slow node is running when its page opens (${first})`);
+  await page.locator('h1 [data-status="finished"]').waitFor({ timeout: 30000 });
+  check((await page.locator('svg#graph g.node[data-node="wait"]').getAttribute("data-state")) === "finished", "node finished live");
+  check(await page.evaluate(() => window.__noReload === true), "the run page updated without a reload");
+  await exited;
+  await page.screenshot({ path: path.join(shots, "live-run.png"), fullPage: true });
 
   // 6. Hostile run data renders as text: no script ran, no element was made from it.
   await page.goto(`${base}runs/${runs.hostile}`);

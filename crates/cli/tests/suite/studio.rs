@@ -621,7 +621,7 @@ const BLOCKING: &str = "secrets:\n  deploy_key:\n    value: \"${ITERION_TEST_KEY
 const PARENT: &str = "tool start:\n  command: `echo parent`\n\nsubbot sub:\n  source: \"child.iter\"\n\nworkflow parent:\n  entry: start\n  start -> sub\n  sub -> done\n";
 const CHILD: &str =
     "tool step:\n  command: `echo child`\n\nworkflow child:\n  entry: step\n  step -> done\n";
-const SLOW: &str = "tool wait:\n  command: \"sleep 2; echo slept\"\n\nworkflow slow:\n  entry: wait\n  wait -> done\n";
+const SLOW: &str = "tool wait:\n  command: \"sleep 5; echo slept\"\n\nworkflow slow:\n  entry: wait\n  wait -> done\n";
 
 #[test]
 fn docker_studio_in_a_real_browser() {
@@ -766,6 +766,7 @@ fn docker_studio_in_a_real_browser() {
         "sandbox.png",
         "answered.png",
         "live.png",
+        "live-run.png",
         "hostile.png",
     ] {
         let len = std::fs::metadata(shots.join(shot))
