@@ -172,7 +172,8 @@ pub enum RouteError {
     },
     /// The base URL is missing (required) or not an `http(s)://` URL.
     #[error(
-        "node \"{node}\" uses model {model}; {variable} must be an http:// or https:// URL{found}"
+        "node \"{node}\" uses model {model}; {}",
+        base_url_problem(variable, found)
     )]
     BadBaseUrl {
         /// The node.
@@ -294,6 +295,15 @@ fn render_vars(text: &str, vars: &serde_json::Map<String, serde_json::Value>) ->
     out
 }
 
+/// What is wrong with a base URL variable: unset (`found` empty) or not an `http(s)://` URL.
+fn base_url_problem(variable: &str, found: &str) -> String {
+    if found.is_empty() {
+        format!("{variable} is not set (set it to the server's http:// or https:// URL)")
+    } else {
+        format!("{variable} must be an http:// or https:// URL{found}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,7 +344,7 @@ mod tests {
         let err = resolve_routes(&wf("openai_compatible/m"), &Default::default(), env).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "node \"a\" uses model openai_compatible/m; ITERION_OPENAI_COMPATIBLE_BASE_URL must be an http:// or https:// URL"
+            "node \"a\" uses model openai_compatible/m; ITERION_OPENAI_COMPATIBLE_BASE_URL is not set (set it to the server's http:// or https:// URL)"
         );
     }
 

@@ -6,8 +6,8 @@
 //! bootstrap failure is fatal before any model call: a `result` carrying `error`, the error on
 //! stderr, a non-zero exit. Then the loop runs with the session id `sandbox-runner`: workspace
 //! tools locally (the runner *is* the sandbox), launcher-placed tools over `tool_call`, model
-//! traffic through the run's proxy (`HTTPS_PROXY`/`HTTP_PROXY`), progress as `event`s, and one
-//! `result` at the end.
+//! traffic through the run's proxy (`HTTPS_PROXY`/`HTTP_PROXY`), progress as `event`s, each model
+//! turn and tool call as a `transcript` envelope, and one `result` at the end.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -335,12 +335,35 @@ struct EventObserver {
     outbox: mpsc::UnboundedSender<Envelope>,
 }
 
+/// The envelope kind carrying one transcript record to the launcher: `data` is
+/// `{"type": "agent_turn" | "agent_tool_call", "record": TurnRecord | ToolCallRecord}`. The
+/// launcher trusts none of it: it decodes the record strictly, names the node and the backend
+/// itself, redacts and bounds the texts.
+pub const TRANSCRIPT_ENVELOPE: &str = "transcript";
+
+impl EventObserver {
+    fn transcript(&self, kind: &str, record: Value) {
+        let _ = self.outbox.send(Envelope::new(
+            TRANSCRIPT_ENVELOPE,
+            json!({"type": kind, "record": record}),
+        ));
+    }
+}
+
 impl LoopObserver for EventObserver {
     fn note(&self, kind: &'static str, payload: Value) {
         let _ = self.outbox.send(Envelope::new(
             "event",
             json!({"type": kind, "payload": clamp_json(payload, RELAY_JSON_MAX)}),
         ));
+    }
+
+    fn turn(&self, turn: &session::TurnRecord) {
+        self.transcript("agent_turn", json!(turn));
+    }
+
+    fn tool_call(&self, call: &session::ToolCallRecord) {
+        self.transcript("agent_tool_call", json!(call));
     }
 }
 

@@ -65,10 +65,79 @@ pub trait ToolHost: Send + Sync {
 }
 
 /// Receives the loop's progress notes (`llm_request`, `llm_step_finished`, `tool_started`,
-/// `tool_called`, `llm_retry`; SANDBOX.md §13.1).
+/// `tool_called`, `llm_retry`; SANDBOX.md §13.1) and its transcript: each model turn and each
+/// tool call, as they end.
 pub trait LoopObserver: Send + Sync {
     /// One note.
     fn note(&self, kind: &'static str, payload: Value);
+
+    /// The model answered (the engine records it as `agent_turn`).
+    fn turn(&self, _turn: &TurnRecord) {}
+
+    /// A tool call ended (the engine records it as `agent_tool_call`).
+    fn tool_call(&self, _call: &ToolCallRecord) {}
+}
+
+/// The most bytes of a tool call's input or result a [`ToolCallRecord`] carries. The engine
+/// redacts, then cuts again to the event's own bound; this one only keeps the runner channel's
+/// lines small.
+pub const RECORD_TEXT_MAX: usize = 64 * 1024;
+
+/// One model turn of the transcript.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnRecord {
+    /// 1 for the loop's first answer.
+    pub turn: u32,
+    /// The model, without its provider.
+    pub model: String,
+    /// Why the model stopped, when it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// Input tokens of this turn.
+    pub input_tokens: u64,
+    /// Output tokens of this turn.
+    pub output_tokens: u64,
+}
+
+/// One tool call of the transcript.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallRecord {
+    /// The turn whose answer asked for it.
+    pub turn: u32,
+    /// The tool's name as the model spelled it.
+    pub tool: String,
+    /// The call's input as JSON text, at most [`RECORD_TEXT_MAX`] bytes.
+    pub input: String,
+    /// What the model got back, at most [`RECORD_TEXT_MAX`] bytes.
+    pub result: String,
+    /// Whether that was an error.
+    pub is_error: bool,
+    /// `bash`'s exit code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    /// How long the call took.
+    pub duration_ms: u64,
+}
+
+impl ToolCallRecord {
+    fn of(turn: u32, call: &ToolCall, result: &str, is_error: bool, took: Duration) -> Self {
+        let input = serde_json::to_string(&call.input).unwrap_or_default();
+        // `bash` answers "exit code: N\n…" (`LocalTools::bash`); the first line is ours.
+        let exit_code = (call.name == "bash")
+            .then(|| result.strip_prefix("exit code: "))
+            .flatten()
+            .and_then(|rest| rest.split('\n').next())
+            .and_then(|code| code.trim().parse().ok());
+        ToolCallRecord {
+            turn,
+            tool: crate::text::truncate_bytes(&call.name, 256).to_owned(),
+            input: crate::text::truncate_bytes(&input, RECORD_TEXT_MAX).to_owned(),
+            result: crate::text::truncate_bytes(result, RECORD_TEXT_MAX).to_owned(),
+            is_error,
+            exit_code,
+            duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
 }
 
 /// Where the loop stood when it paused on `ask_user`.
@@ -150,6 +219,7 @@ pub async fn run_loop(
         output_tokens: 0,
     };
     let mut steps = 0u32;
+    let mut turn_no = 0u32;
     let mut conversation;
     let mut pending_calls: Option<(Vec<ToolResult>, Vec<ToolCall>)> = None;
     match resume {
@@ -157,6 +227,7 @@ pub async fn run_loop(
             conversation = snap.conversation;
             usage = snap.usage;
             steps = snap.steps;
+            turn_no = snap.steps;
             let mut done = snap.done;
             done.push(ToolResult {
                 id: snap.pending.id,
@@ -179,6 +250,7 @@ pub async fn run_loop(
             let mut queue = calls.into_iter();
             while let Some(call) = queue.next() {
                 observer.note("tool_started", json!({"name": call.name, "id": call.id}));
+                let started = std::time::Instant::now();
                 let outcome = host.call(&call).await;
                 let (content, is_error) = match outcome {
                     ToolOutcome::Output(text) => (text, false),
@@ -202,6 +274,13 @@ pub async fn run_loop(
                     "tool_called",
                     json!({"name": call.name, "id": call.id, "is_error": is_error}),
                 );
+                observer.tool_call(&ToolCallRecord::of(
+                    turn_no,
+                    &call,
+                    &content,
+                    is_error,
+                    started.elapsed(),
+                ));
                 results.push(ToolResult {
                     id: call.id,
                     content,
@@ -216,6 +295,8 @@ pub async fn run_loop(
             ToolChoice::None
         };
         let turn = call_model(spec, client, observer, &conversation, choice).await?;
+        turn_no += 1;
+        observer.turn(&TurnRecord::of(turn_no, spec, &turn));
         add(&mut usage, turn.usage);
         let calls = if choice == ToolChoice::Auto {
             turn.calls.clone()
@@ -227,12 +308,31 @@ pub async fn run_loop(
             calls: calls.clone(),
         });
         if calls.is_empty() {
-            let output =
-                finish(spec, client, observer, &mut conversation, &turn, &mut usage).await?;
+            let output = finish(
+                spec,
+                client,
+                observer,
+                &mut conversation,
+                (&turn, turn_no),
+                &mut usage,
+            )
+            .await?;
             return Ok(LoopEnd::Done { output, usage });
         }
         steps += 1;
         pending_calls = Some((Vec::new(), calls));
+    }
+}
+
+impl TurnRecord {
+    fn of(turn: u32, spec: &LoopSpec, answer: &Turn) -> Self {
+        TurnRecord {
+            turn,
+            model: spec.model.clone(),
+            stop_reason: answer.stop_reason.clone(),
+            input_tokens: answer.usage.input_tokens,
+            output_tokens: answer.usage.output_tokens,
+        }
     }
 }
 
@@ -247,7 +347,7 @@ async fn finish(
     client: &HttpClient,
     observer: &dyn LoopObserver,
     conversation: &mut Conversation,
-    turn: &Turn,
+    (turn, turn_no): (&Turn, u32),
     usage: &mut Usage,
 ) -> Result<Value, LoopError> {
     let Some((name, schema)) = &spec.output else {
@@ -269,6 +369,7 @@ async fn finish(
         ),
     });
     let retry = call_model(spec, client, observer, conversation, ToolChoice::None).await?;
+    observer.turn(&TurnRecord::of(turn_no + 1, spec, &retry));
     add(usage, retry.usage);
     conversation.messages.push(Message::Assistant {
         text: retry.text.clone(),

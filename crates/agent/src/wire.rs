@@ -102,6 +102,8 @@ pub(crate) struct Turn {
     pub text: String,
     pub calls: Vec<ToolCall>,
     pub usage: Usage,
+    /// Why the model stopped (`stop_reason`, or OpenAI's `finish_reason`), when it said.
+    pub stop_reason: Option<String>,
 }
 
 /// The request path under the base URL and the JSON body.
@@ -277,6 +279,12 @@ pub(crate) fn decode(provider: Provider, body: &[u8]) -> Result<Turn, DecodeErro
     }
 }
 
+/// A stop reason as the model spelled it, bounded (it is the model's text).
+fn stop_reason(v: Option<&Value>) -> Option<String> {
+    v.and_then(Value::as_str)
+        .map(|s| crate::text::truncate_bytes(s, 64).to_owned())
+}
+
 fn count(v: &Value, key: &str) -> u64 {
     v.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
@@ -315,6 +323,7 @@ fn decode_anthropic(v: &Value) -> Result<Turn, DecodeError> {
             input_tokens: count(&usage, "input_tokens"),
             output_tokens: count(&usage, "output_tokens"),
         },
+        stop_reason: stop_reason(v.get("stop_reason")),
     })
 }
 
@@ -367,6 +376,11 @@ fn decode_openai(v: &Value) -> Result<Turn, DecodeError> {
             input_tokens: count(&usage, "prompt_tokens"),
             output_tokens: count(&usage, "completion_tokens"),
         },
+        stop_reason: stop_reason(
+            v.get("choices")
+                .and_then(|c| c.get(0))
+                .and_then(|c| c.get("finish_reason")),
+        ),
     })
 }
 
@@ -458,6 +472,7 @@ mod tests {
                     input_tokens: 3,
                     output_tokens: 4
                 },
+                stop_reason: None,
             }
         );
         let o = br#"{"choices":[{"message":{"content":null,"tool_calls":[{"id":"x","type":"function","function":{"name":"bash","arguments":"{\"command\":\"id\"}"}}]}}],"usage":{"prompt_tokens":5,"completion_tokens":6}}"#;

@@ -4,7 +4,9 @@
 //!    `docker run --rm IMAGE sh -c CMD`, interleaved, `--runs N` times (default 20):
 //!    the median of each and their ratio (goal ≤ 1.2×).
 //! 2. A 20-node workflow: per-node overhead, `(median(20 nodes) − median(1 node)) / 19`, against
-//!    a raw `docker exec CONTAINER sh -c CMD` into one running container.
+//!    a raw `docker exec CONTAINER sh -c CMD` into one running container; and the same 20-node
+//!    run with the exec agent off (`ITERION_SANDBOX_EXEC_AGENT=0`: every node a driver exec),
+//!    interleaved with the others.
 //!
 //! Needs a running engine and the test images (scripts/build-test-images.sh). Not part of the
 //! test suite: `cargo bench -p iterion --bench run`.
@@ -90,12 +92,20 @@ fn main() {
     timed(Command::new("docker").args(["run", "--rm", IMAGE, "sh", "-c", CMD]));
 
     let (mut ours, mut raw, mut twenty) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ours_off, mut twenty_off) = (Vec::new(), Vec::new());
+    let agent_off = |file: &str| {
+        let mut cmd = iterion(home.path(), ws.path(), file);
+        cmd.env("ITERION_SANDBOX_EXEC_AGENT", "0");
+        cmd
+    };
     for _ in 0..runs {
         ours.push(timed(&mut iterion(home.path(), ws.path(), "one.iter")));
         raw.push(timed(
             Command::new("docker").args(["run", "--rm", IMAGE, "sh", "-c", CMD]),
         ));
         twenty.push(timed(&mut iterion(home.path(), ws.path(), "twenty.iter")));
+        ours_off.push(timed(&mut agent_off("one.iter")));
+        twenty_off.push(timed(&mut agent_off("twenty.iter")));
     }
 
     // Raw docker exec into one long-lived container.
@@ -129,7 +139,9 @@ fn main() {
         .unwrap();
 
     let (ours, raw, twenty, exec) = (median(ours), median(raw), median(twenty), median(exec));
+    let (ours_off, twenty_off) = (median(ours_off), median(twenty_off));
     let per_node = twenty.saturating_sub(ours) / 19;
+    let per_node_off = twenty_off.saturating_sub(ours_off) / 19;
     println!("runs: {runs} (interleaved)");
     println!(
         "| one tool node, sandboxed | `iterion run` {:.0} ms | `docker run --rm` {:.0} ms | ratio {:.2}× |",
@@ -143,5 +155,12 @@ fn main() {
         ms(per_node),
         ms(exec),
         ms(per_node) / ms(exec)
+    );
+    println!(
+        "| exec agent off | one node {:.0} ms | 20 nodes {:.0} ms | per node {:.1} ms | agent on / off per node {:.2}× |",
+        ms(ours_off),
+        ms(twenty_off),
+        ms(per_node_off),
+        ms(per_node) / ms(per_node_off)
     );
 }

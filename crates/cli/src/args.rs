@@ -8,10 +8,22 @@ mod listen;
 
 pub use listen::{ListenSpec, parse_listen};
 
+/// The exit codes, as `--help` shows them (README's table says the same).
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0  success (a run finished; a check passed)
+  1  failed: a run ended failed, failed_resumable or cancelled; a refused resume or rm; a failed
+     check; a RUN that matches no run, or several
+  2  bad input: an unreadable file, a bad flag, variable or config file, a workflow that does not
+     compile, a launch refused before the run exists, text that cannot name a run
+  3  paused: the run waits for an answer (`iterion resume RUN --answer TEXT`)
+
+A RUN is a run id, the start of one (any unambiguous prefix), or `last` (the newest run).";
+
 /// iterion runs declarative AI-agent workflows (`.iter` files), each run inside an isolated
 /// sandbox.
 #[derive(Debug, Parser)]
-#[command(name = "iterion", version, about, long_about = None)]
+#[command(name = "iterion", version, about, long_about = None, after_help = EXIT_CODES_HELP)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -25,14 +37,31 @@ pub enum Command {
     /// 2 unreadable file).
     Validate(ValidateArgs),
     /// Run a workflow (exit 0 finished; 1 failed, failed_resumable or cancelled; 2 bad input or
-    /// a launch refused before the run exists). Progress goes to stderr.
+    /// a launch refused before the run exists; 3 paused). Progress goes to stderr.
+    #[command(after_help = EXIT_CODES_HELP)]
     Run(RunArgs),
-    /// Resume a failed_resumable run from its last checkpoint (admission and sandbox again).
+    /// Resume a failed_resumable or paused run from its last checkpoint (admission and sandbox
+    /// again); exit codes as `run`'s.
+    #[command(after_help = EXIT_CODES_HELP)]
     Resume(ResumeArgs),
     /// List runs, or show one: status, failure code, admission.
     Inspect(InspectArgs),
-    /// Print a run's events.
+    /// Print a run's events (`--follow`: as they are recorded, until the run ends).
     Events(EventsArgs),
+    /// List the runs that are running, paused or queued (`--all`: every run).
+    Ps(PsArgs),
+    /// Remove finished runs: their records, events, logs and `runs/<id>` dirs (never a run
+    /// that is running or queued).
+    Rm(RmArgs),
+    /// Remove finished runs older than a bound, and the images and volumes iterion built that
+    /// no run needs any more (`--dry-run` lists and removes nothing).
+    Prune(PruneArgs),
+    /// The config file (`$ITERION_HOME/config.toml`, else `~/.config/iterion/config.toml`).
+    Config(ConfigArgs),
+    /// Print a shell completion script: `iterion completions bash > /etc/bash_completion.d/iterion`.
+    Completions(CompletionsArgs),
+    /// Print what a run's nodes printed, per node and stream (`--follow`: as they print).
+    Logs(LogsArgs),
     /// Sandbox diagnostics: `iterion sandbox doctor [--strict] [--json] …`.
     Sandbox(SandboxArgs),
     /// Cloud worker: takes queued runs (`run --submit`) from the store's queue, executes them
@@ -53,6 +82,10 @@ pub enum Command {
     /// runs it, people don't.
     #[command(name = "__claw-runner", hide = true)]
     ClawRunner,
+    /// In-sandbox exec agent (issue 18): spawns node commands asked for over stdin/stdout; the
+    /// engine runs it, people don't.
+    #[command(name = "__exec-agent", hide = true)]
+    ExecAgent,
     /// Run viewer: a web page of this store's runs (graph, sandbox, logs, transcripts, live),
     /// with a JSON API under /api/ (docs/studio.md). Runs until Ctrl-C.
     Studio(StudioArgs),
@@ -68,12 +101,22 @@ pub struct ValidateArgs {
     pub json: bool,
 }
 
-/// `auto` or `none`.
+/// `--sandbox auto|none`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AutoOrNone {
     /// Sandbox (auto: the default image; degrades visibly without a container runtime).
     Auto,
     /// No sandbox.
+    None,
+}
+
+/// `--sandbox-host-state auto|none`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum HostStateArg {
+    /// Bind the host's agent state and caches (`~/.claude*`, `~/.codex`, caches, `~/.gitconfig`
+    /// read-only) into the sandbox.
+    Auto,
+    /// Bind nothing of the host's home; the git identity travels as variables.
     None,
 }
 
@@ -94,11 +137,12 @@ pub struct SandboxFlags {
     /// sandboxes unless the workflow names its own image or build.
     #[arg(long, value_enum)]
     pub sandbox: Option<AutoOrNone>,
-    /// Whether host caches and tool state are bound into the sandbox.
+    /// Whether host caches and tool state are bound into the sandbox (instead of the
+    /// workflow's `host_state:`, ITERION_SANDBOX_HOST_STATE or the config file's `host_state`).
     #[arg(long = "sandbox-host-state", value_enum)]
-    pub sandbox_host_state: Option<AutoOrNone>,
-    /// The image `sandbox: auto` uses (instead of ITERION_SANDBOX_DEFAULT_IMAGE or the built-in
-    /// default).
+    pub sandbox_host_state: Option<HostStateArg>,
+    /// The image `sandbox: auto` uses (instead of ITERION_SANDBOX_DEFAULT_IMAGE, the config
+    /// file's `default_image`, or the built-in default).
     #[arg(long = "sandbox-default-image", value_name = "REF")]
     pub sandbox_default_image: Option<String>,
 }
@@ -129,12 +173,17 @@ pub struct RunArgs {
     /// exits 0 once the run is `queued`.
     #[arg(long)]
     pub submit: bool,
+    /// Do not show what nodes print (`node │ line` on stderr); it is stored all the same
+    /// (`iterion logs RUN`).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
-/// `iterion resume RUN_ID [--force]`.
+/// `iterion resume RUN [--force]`.
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
-    /// The run to resume.
+    /// The run to resume: its id, the start of it, or `last`.
+    #[arg(value_name = "RUN")]
     pub run_id: String,
     /// Resume even though the workflow file changed since the run started.
     #[arg(long)]
@@ -145,26 +194,175 @@ pub struct ResumeArgs {
     /// Print one JSON document on stdout, as `run --json`.
     #[arg(long)]
     pub json: bool,
+    /// Do not show what nodes print, as `run --quiet`.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 /// `iterion inspect [RUN_ID] [--json]`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The run; without it, the newest runs are listed.
+    /// The run (its id, the start of it, or `last`); without it, the newest runs are listed.
+    #[arg(value_name = "RUN")]
     pub run_id: Option<String>,
     /// Print JSON (the run record, or an array of them).
     #[arg(long)]
     pub json: bool,
 }
 
-/// `iterion events RUN_ID [--json]`.
+/// `iterion events RUN [--json] [--follow]`.
 #[derive(Debug, Args)]
 pub struct EventsArgs {
-    /// The run.
+    /// The run: its id, the start of it, or `last`.
+    #[arg(value_name = "RUN")]
     pub run_id: String,
     /// One JSON object a line: `{run_id, seq, ts, type, data}`.
     #[arg(long)]
     pub json: bool,
+    /// Keep printing new events as the run records them, until it ends (finished, failed,
+    /// cancelled or paused, and its process let go of it).
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+}
+
+/// `stdout` or `stderr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StreamArg {
+    /// What nodes wrote to standard output.
+    Stdout,
+    /// What nodes wrote to standard error.
+    Stderr,
+}
+
+/// `iterion logs RUN [--node N] [--stream S] [--follow] [--json]`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// The run: its id, the start of it, or `last`.
+    #[arg(value_name = "RUN")]
+    pub run_id: String,
+    /// Only this node's output (`sandbox.post_create` and `sandbox.build` name the sandbox's
+    /// setup).
+    #[arg(long, value_name = "NODE")]
+    pub node: Option<String>,
+    /// Only this stream.
+    #[arg(long, value_enum)]
+    pub stream: Option<StreamArg>,
+    /// Keep printing new output as the run records it, until it ends.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// One JSON object a line: `{run_id, seq, ts, node, stream, line}` (and `truncated: true`
+    /// on the last line stored before a node's bound).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `iterion ps [--all] [--json]`.
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Every run, whatever its status (newest first, at most `--limit`).
+    #[arg(long, short = 'a')]
+    pub all: bool,
+    /// At most this many runs.
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    pub limit: usize,
+    /// Print one JSON array of `{run_id, status, workflow, created_at, updated_at,
+    /// failure_code, parent_run_id}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `iterion rm RUN… [--json]`.
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    /// The runs to remove: ids, starts of ids, or `last`. Subbot children go with their parent.
+    #[arg(value_name = "RUN", required = true)]
+    pub runs: Vec<String>,
+    /// Print one JSON document `{removed: [...], refused: [...]}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `iterion prune [--older-than 7d] [--dry-run] [--json]`.
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Finished runs (finished, failed, failed_resumable, cancelled) that ended longer ago than
+    /// this: `30m`, `12h`, `7d`, `2w`.
+    #[arg(long = "older-than", value_name = "AGE", default_value = "7d", value_parser = parse_age)]
+    pub older_than: std::time::Duration,
+    /// List what would be removed; remove nothing.
+    #[arg(long = "dry-run")]
+    pub dry_run: bool,
+    /// Print one JSON document `{dry_run, runs, images, volumes, containers, run_dirs}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// An age: a whole number and a unit, `s`, `m`, `h`, `d` or `w` (`7d`).
+pub fn parse_age(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let bad = || format!("{text:?} is not an age such as 30m, 12h, 7d or 2w");
+    let number: u64 = number.parse().map_err(|_| bad())?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => return Err(bad()),
+    };
+    number
+        .checked_mul(seconds)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(bad)
+}
+
+/// `iterion config …`.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: ConfigCommand,
+}
+
+/// The `config` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print each effective setting, its value and where it came from (flag, environment,
+    /// config file, default).
+    Show(ConfigShowArgs),
+    /// Print the path of the config file iterion reads (whether or not it exists).
+    Path,
+}
+
+/// `iterion config show [--json]`.
+#[derive(Debug, Args)]
+pub struct ConfigShowArgs {
+    /// Print one JSON document `{file, settings: [{key, value, source}]}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `iterion completions SHELL`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: ShellArg,
+}
+
+/// The shells completions are generated for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ShellArg {
+    /// bash.
+    Bash,
+    /// zsh.
+    Zsh,
+    /// fish.
+    Fish,
 }
 
 /// `iterion studio [--listen ADDR] [--json]`.

@@ -15,13 +15,20 @@ pub enum Exit {
     Paused,
 }
 
+impl Exit {
+    /// The number the process exits with.
+    pub const fn code(self) -> u8 {
+        match self {
+            Exit::Success => 0,
+            Exit::Failed => 1,
+            Exit::BadInput => 2,
+            Exit::Paused => 3,
+        }
+    }
+}
+
 impl From<Exit> for std::process::ExitCode {
     fn from(e: Exit) -> Self {
-        match e {
-            Exit::Success => 0.into(),
-            Exit::Failed => 1.into(),
-            Exit::BadInput => 2.into(),
-            Exit::Paused => 3.into(),
-        }
+        e.code().into()
     }
 }

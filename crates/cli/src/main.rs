@@ -5,7 +5,9 @@
 
 mod args;
 mod commands;
+mod config;
 mod exit;
+mod output;
 mod terminal;
 
 use clap::Parser;
@@ -19,18 +21,30 @@ fn main() -> std::process::ExitCode {
     let env = Environment::from_process();
     let code = match cli.command {
         args::Command::Validate(args) => commands::validate::run(&args),
+        args::Command::Completions(args) => commands::completions::run(&args),
         // Its own small runtime, no tracing subscriber: it reads no env (SANDBOX.md §4.6).
         args::Command::EgressBridge(args) => commands::egress_bridge::run(args),
         args::Command::EgressProbe { target } => commands::egress_probe::run(&target),
         // stdout carries NDJSON only; logs go to stderr (SANDBOX.md §13.1).
         args::Command::ClawRunner => commands::claw_runner::run(&env),
+        // Framed stdin/stdout only, no tracing subscriber, no env read.
+        args::Command::ExecAgent => commands::exec_agent::run(),
         command => async_main(command, env),
     };
     code.into()
 }
 
-/// The commands that talk to the store or the engine run on a multi-threaded tokio runtime.
-fn async_main(command: args::Command, env: Environment) -> Exit {
+/// The commands that talk to the store or the engine run on a multi-threaded tokio runtime,
+/// over `env` with the operator's config file folded in (the one read of it, `config.rs`).
+fn async_main(command: args::Command, process_env: Environment) -> Exit {
+    let command = match command {
+        args::Command::Config(args) => return commands::config::run(args, &process_env),
+        other => other,
+    };
+    let env = match config::fold(process_env) {
+        Ok((env, _)) => env,
+        Err(error) => return commands::Failure::bad_input(error).report(),
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -47,7 +61,7 @@ fn async_main(command: args::Command, env: Environment) -> Exit {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            crate::output::errln!("error: cannot start the async runtime: {e}");
             return Exit::Failed;
         }
     };
@@ -58,11 +72,18 @@ fn async_main(command: args::Command, env: Environment) -> Exit {
             args::Command::Resume(args) => commands::resume::run(args, &env).await,
             args::Command::Inspect(args) => commands::inspect::run(args, &env).await,
             args::Command::Events(args) => commands::events::run(args, &env).await,
+            args::Command::Logs(args) => commands::logs::run(args, &env).await,
             args::Command::Sandbox(args) => commands::sandbox_doctor::run(args, &env).await,
+            args::Command::Ps(args) => commands::runs::ps(args, &env).await,
+            args::Command::Rm(args) => commands::runs::rm(args, &env).await,
+            args::Command::Prune(args) => commands::prune::run(args, &env).await,
+            args::Command::Config(args) => commands::config::run(args, &env),
+            args::Command::Completions(args) => commands::completions::run(&args),
             args::Command::Runner => commands::runner::run(&env).await,
             args::Command::EgressBridge(args) => commands::egress_bridge::run_async(args).await,
             args::Command::EgressProbe { target } => commands::egress_probe::run(&target),
             args::Command::ClawRunner => commands::claw_runner::run(&env),
+            args::Command::ExecAgent => commands::exec_agent::run(),
             args::Command::Studio(args) => commands::studio::run(args, &env).await,
         }
     })

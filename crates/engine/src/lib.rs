@@ -89,7 +89,7 @@ pub use launcher::launch::{
 pub use launcher::reaper::{
     DEFAULT_REAP_INTERVAL, INTERRUPTED_MESSAGE, ITERION_SANDBOX_REAP_INTERVAL, LivenessSource,
     ReapReport, Verdict, reap_cloud, reap_interval, reap_local, reapable, recover_interrupted,
-    run_sandbox_reaper, sandbox_resource_reapable,
+    run_sandbox_reaper, sandbox_resource_reapable, survey_local,
 };
 pub use preflight::{
     BasicReport, Check, CheckId, CheckStatus, Counts, DEFAULT_DOCTOR_TIMEOUT, HostClass,
@@ -120,6 +120,7 @@ pub use records::secrets::ResolvedSecret;
 pub use records::sink::{EventSink, LogLine, MemoryEventSink, MemoryRunLog, RunLogSink};
 pub use sandbox::engine_binary::{ContainerBinary, ITERION_BIN, container_binary_for};
 pub use sandbox::host::{claw_runner_main, host_sandbox};
+pub use sandbox::registry::local_reapers;
 pub use sandbox::rundir::runtime_root;
 pub use sandbox::worktree::{
     RunWorktree, WorktreeError, WorktreeLanding, create_worktree, workspace_root, worktree_branch,

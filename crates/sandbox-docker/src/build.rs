@@ -64,7 +64,14 @@ impl Builder for DockerDriver {
             let mut tail = Tail::default();
             while let Some(item) = output.next().await {
                 match item {
-                    Ok(text) => tail.push(&text),
+                    Ok(text) => {
+                        // Streamed as it comes: the engine shows and stores it as the
+                        // `sandbox.build` pseudo-node's output.
+                        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                            shared.log(LogLevel::Info, &format!("sandbox: build: {line}"));
+                        }
+                        tail.push(&text);
+                    }
                     Err(error) => {
                         tail.push(&error.to_string());
                         return Err(Error::BuildFailed { tail: tail.text() });

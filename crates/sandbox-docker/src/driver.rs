@@ -185,14 +185,13 @@ impl DockerDriver {
             .collect())
     }
 
-    /// Removes this store's shared `/nix` volumes whose image is gone (each trusted build makes a
-    /// new image, so a new volume; issue 15 item 13). A volume still in use is refused by the
-    /// engine and kept. Returns the volumes removed.
+    /// This store's shared `/nix` volumes, each with the image id prefix it was made for
+    /// (`None` for a volume whose name does not say it).
     ///
     /// # Errors
     ///
     /// [`Error::Engine`] when the engine cannot list.
-    pub async fn reap_nix_volumes(&self, store_id: &str) -> Result<Vec<String>> {
+    pub async fn list_nix_volumes(&self, store_id: &str) -> Result<Vec<(String, Option<String>)>> {
         let mut filters = managed_filters(store_id);
         filters.push(format!("{LABEL_PURPOSE}={NIX_VOLUME_PURPOSE}"));
         let listed = self
@@ -201,28 +200,48 @@ impl DockerDriver {
             .list_volumes(filters)
             .await
             .map_err(self.shared.engine_error("list managed volumes"))?;
+        Ok(listed
+            .into_iter()
+            .filter(|v| {
+                let label = |key: &str| v.labels.get(key).map(String::as_str);
+                label(LABEL_MANAGED) == Some("true")
+                    && label(LABEL_STORE) == Some(store_id)
+                    && label(LABEL_PURPOSE) == Some(NIX_VOLUME_PURPOSE)
+            })
+            .map(|volume| {
+                let prefix = match volume.labels.get(LABEL_IMAGE).cloned() {
+                    // A volume made before the image label existed: its name holds the prefix.
+                    None => volume.name.strip_prefix("iterion-nix-").map(str::to_owned),
+                    Some(image) => Some(image),
+                };
+                (volume.name, prefix)
+            })
+            .collect())
+    }
+
+    /// Whether the image `prefix` names is gone from the engine (an inspect error keeps it).
+    pub async fn image_is_gone(&self, prefix: &str) -> bool {
+        matches!(self.shared.api.inspect_image(prefix).await, Ok(None))
+    }
+
+    /// Removes this store's shared `/nix` volumes whose image is gone (each trusted build makes a
+    /// new image, so a new volume; issue 15 item 13). A volume still in use is refused by the
+    /// engine and kept. Returns the volumes removed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Engine`] when the engine cannot list.
+    pub async fn reap_nix_volumes(&self, store_id: &str) -> Result<Vec<String>> {
         let mut removed = Vec::new();
-        let ours = listed.into_iter().filter(|v| {
-            let label = |key: &str| v.labels.get(key).map(String::as_str);
-            label(LABEL_MANAGED) == Some("true")
-                && label(LABEL_STORE) == Some(store_id)
-                && label(LABEL_PURPOSE) == Some(NIX_VOLUME_PURPOSE)
-        });
-        for volume in ours {
-            let orphaned = match volume.labels.get(LABEL_IMAGE).cloned() {
-                // A volume made before the image label existed: its name holds the prefix.
-                None => volume.name.strip_prefix("iterion-nix-").map(str::to_owned),
-                Some(image) => Some(image),
-            };
-            let Some(prefix) = orphaned else { continue };
-            match self.shared.api.inspect_image(&prefix).await {
-                Ok(None) => {}
-                Ok(Some(_)) | Err(_) => continue,
+        for (name, prefix) in self.list_nix_volumes(store_id).await? {
+            let Some(prefix) = prefix else { continue };
+            if !self.image_is_gone(&prefix).await {
+                continue;
             }
-            match self.shared.api.remove_volume(&volume.name).await {
-                Ok(()) => removed.push(volume.name),
+            match self.shared.api.remove_volume(&name).await {
+                Ok(()) => removed.push(name),
                 Err(error) if error.is_not_found() => {}
-                Err(error) => tracing::debug!("reaper: keep volume {}: {error}", volume.name),
+                Err(error) => tracing::debug!("reaper: keep volume {name}: {error}"),
             }
         }
         Ok(removed)

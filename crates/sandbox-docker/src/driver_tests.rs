@@ -973,12 +973,19 @@ async fn a_build_tars_the_context_tags_the_image_for_the_run_and_inspects_it() {
                 ),
                 Call::InspectImage("iterion-sandbox-build:r1".to_owned()),
             ],
-            vec![(
-                LogLevel::Info,
-                "docker build -f Dockerfile -t iterion-sandbox-build:r1 --label iterion.io/managed=true \
-                 --label iterion.io/run-id=r1 --label iterion.io/store=s1 --build-arg V=1 docker"
-                    .to_owned()
-            )]
+            vec![
+                (
+                    LogLevel::Info,
+                    "docker build -f Dockerfile -t iterion-sandbox-build:r1 --label iterion.io/managed=true \
+                     --label iterion.io/run-id=r1 --label iterion.io/store=s1 --build-arg V=1 docker"
+                        .to_owned()
+                ),
+                // The build's output, streamed line by line.
+                (
+                    LogLevel::Info,
+                    "sandbox: build: Step 1/1 : FROM iterion-test/busybox:1".to_owned()
+                ),
+            ]
         )
     );
 }

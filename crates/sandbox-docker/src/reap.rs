@@ -118,6 +118,64 @@ impl Reaper for DockerDriver {
         }
     }
 
+    /// What `reap` would remove, removing nothing: the containers and images `judge` frees,
+    /// and the `/nix` volumes whose image is gone or would be.
+    async fn survey(
+        &self,
+        store_id: &str,
+        judge: &dyn ReapJudge,
+    ) -> std::result::Result<ReapReport, ReapError> {
+        let mut report = ReapReport::default();
+        let containers = match self.list_managed(store_id).await {
+            Ok(listed) => listed,
+            Err(error) => return Err(self.reap_error("list managed containers", error, report)),
+        };
+        for resource in containers {
+            if judge.reapable(&resource.run_id).await {
+                report
+                    .deleted
+                    .push((ResourceKind::Container, resource.name));
+            } else {
+                report.kept += 1;
+            }
+        }
+        let mut images = match self.list_managed_images(store_id).await {
+            Ok(images) => images,
+            Err(error) => return Err(self.reap_error("list managed images", error, report)),
+        };
+        if let Ok(unattributed) = self.list_unattributed_images().await {
+            for image in unattributed {
+                if judge.claims(&image.run_id).await {
+                    images.push(image);
+                }
+            }
+        }
+        let mut doomed_images = Vec::new();
+        for image in images {
+            if judge.reapable(&image.run_id).await {
+                doomed_images.push(image.id.clone());
+                report.deleted.push((ResourceKind::Image, image.id));
+            } else {
+                report.kept += 1;
+            }
+        }
+        let volumes = match self.list_nix_volumes(store_id).await {
+            Ok(volumes) => volumes,
+            Err(error) => return Err(self.reap_error("list managed volumes", error, report)),
+        };
+        for (name, prefix) in volumes {
+            let Some(prefix) = prefix else { continue };
+            let hex = |id: &str| id.strip_prefix("sha256:").unwrap_or(id).to_owned();
+            let goes_with_an_image = doomed_images.iter().any(|id| hex(id).starts_with(&prefix));
+            if goes_with_an_image || self.image_is_gone(&prefix).await {
+                report.deleted.push((ResourceKind::Volume, name));
+            } else {
+                report.kept += 1;
+            }
+        }
+        Ok(report)
+    }
+
     async fn remove_run(&self, store_id: &str, run_id: &str) -> Result<usize> {
         DockerDriver::remove_run(self, store_id, run_id).await
     }

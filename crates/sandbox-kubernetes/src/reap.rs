@@ -27,6 +27,15 @@ fn resource_kind(kind: ObjectKind) -> ResourceKind {
     }
 }
 
+/// Whether a pass deletes what it frees or only reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pass {
+    /// Delete (`Reaper::reap`).
+    Reap,
+    /// Report only (`Reaper::survey`).
+    Survey,
+}
+
 /// One reaper pass over `api`'s namespace. `judge.reapable(run_id)` decides each distinct run id
 /// once per pass (`""` for an object without the label); `true` deletes.
 ///
@@ -38,6 +47,7 @@ async fn reap_kubernetes_objects(
     api: &dyn KubeApi,
     store_id: &str,
     judge: &dyn ReapJudge,
+    pass: Pass,
 ) -> std::result::Result<ReapReport, ReapError> {
     let selector = managed_filters(store_id).join(",");
     let mut verdicts: HashMap<String, bool> = HashMap::new();
@@ -67,6 +77,12 @@ async fn reap_kubernetes_objects(
             } else {
                 report.kept += 1;
             }
+        }
+        if pass == Pass::Survey {
+            report
+                .deleted
+                .extend(doomed.into_iter().map(|name| (resource_kind(kind), name)));
+            continue;
         }
         let mut deletions = futures_util::stream::iter(doomed)
             .map(|name| async move {
@@ -106,7 +122,15 @@ impl Reaper for KubeRsApi {
         store_id: &str,
         judge: &dyn ReapJudge,
     ) -> std::result::Result<ReapReport, ReapError> {
-        reap_kubernetes_objects(self, store_id, judge).await
+        reap_kubernetes_objects(self, store_id, judge, Pass::Reap).await
+    }
+
+    async fn survey(
+        &self,
+        store_id: &str,
+        judge: &dyn ReapJudge,
+    ) -> std::result::Result<ReapReport, ReapError> {
+        reap_kubernetes_objects(self, store_id, judge, Pass::Survey).await
     }
 
     /// Nothing: a cancelled setup deletes its objects itself (the driver's drop guard, in

@@ -60,6 +60,7 @@ mod driver;
 mod elf;
 mod env;
 mod error;
+pub mod exec_agent;
 mod factory;
 mod host;
 mod kubernetes;

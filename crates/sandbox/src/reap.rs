@@ -119,6 +119,19 @@ pub trait Reaper: Send + Sync {
         judge: &dyn ReapJudge,
     ) -> std::result::Result<ReapReport, ReapError>;
 
+    /// What [`Reaper::reap`] would remove now, removing nothing (`iterion prune --dry-run`):
+    /// the same listing and the same questions to `judge`, the answers reported in
+    /// [`ReapReport::deleted`].
+    ///
+    /// # Errors
+    ///
+    /// The first listing failure, with what was found before it.
+    async fn survey(
+        &self,
+        store_id: &str,
+        judge: &dyn ReapJudge,
+    ) -> std::result::Result<ReapReport, ReapError>;
+
     /// Removes the live resources of one run whose setup was cancelled, where the driver's own
     /// cleanup may not have run. Returns how many there were.
     ///

@@ -1,6 +1,6 @@
 //! The backend-neutral row codec: the run columns, a run row as raw column values (each backend
 //! reads its own driver's row into a [`RawRun`]), decoding those into typed records (a bad value
-//! becomes [`Error::CorruptRecord`]), the text and integer forms values are stored in, the two
+//! becomes [`Error::CorruptRecord`]), the text and integer forms values are stored in, the
 //! append tables, and the record a fresh run starts as. SQLite and PostgreSQL store the same
 //! values the same way, so a record decodes identically from either.
 
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{DbLocation, Error, Result};
 use std::time::Duration;
 
-use crate::model::{Admission, LogLine, LogStream, NewRun, Run, RunId, RunStatus, Trust};
+use crate::model::{Admission, LogLine, LogStream, NewRun, NodeLog, Run, RunId, RunStatus, Trust};
 use crate::time::Timestamp;
 
 /// The columns of a run, in the order a backend reads them into a [`RawRun`].
@@ -273,13 +273,41 @@ pub(crate) fn decode_log_line(
     })
 }
 
-/// The two append-only tables, which share their numbering rule.
+/// A node-log row, `(seq, ts_ms, node, stream, text, truncated)` as stored, decoded.
+pub(crate) fn decode_node_log(
+    db: &DbLocation,
+    run_id: &RunId,
+    (seq, ts, node, stream, text, truncated): (i64, i64, String, String, String, bool),
+) -> Result<NodeLog> {
+    let stream = LogStream::parse(&stream).ok_or_else(|| Error::CorruptRecord {
+        db: db.clone(),
+        column: "node_logs.stream",
+        key: format!("{run_id} #{seq}"),
+        detail: format!("unknown stream {stream:?}"),
+    })?;
+    Ok(NodeLog {
+        run_id: run_id.clone(),
+        seq: to_u64(seq),
+        ts: Timestamp::from_millis(ts),
+        node,
+        stream,
+        text,
+        truncated,
+    })
+}
+
+/// The node-log columns a read selects, in the order [`decode_node_log`] takes them.
+pub(crate) const NODE_LOG_COLUMNS: &str = "seq, ts_ms, node, stream, text, truncated";
+
+/// The append-only tables, which share their numbering rule.
 #[derive(Clone, Copy)]
 pub(crate) enum Table {
     /// `events (run_id, seq, ts_ms, type, data)`.
     Events,
     /// `run_logs (run_id, seq, ts_ms, stream, line)`.
     RunLogs,
+    /// `node_logs (run_id, seq, ts_ms, node, stream, text, truncated)`.
+    NodeLogs,
 }
 
 impl Table {
@@ -288,6 +316,7 @@ impl Table {
         match self {
             Self::Events => "events",
             Self::RunLogs => "run_logs",
+            Self::NodeLogs => "node_logs",
         }
     }
 
@@ -296,6 +325,7 @@ impl Table {
         match self {
             Self::Events => "run_id, seq, ts_ms, type, data",
             Self::RunLogs => "run_id, seq, ts_ms, stream, line",
+            Self::NodeLogs => "run_id, seq, ts_ms, node, stream, text, truncated",
         }
     }
 
@@ -304,6 +334,7 @@ impl Table {
         match self {
             Self::Events => "appending events",
             Self::RunLogs => "appending log lines",
+            Self::NodeLogs => "appending node output",
         }
     }
 }

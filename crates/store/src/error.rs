@@ -51,10 +51,55 @@ pub enum Error {
     },
 
     /// No run with this id exists.
-    #[error("no run {run_id} in the store; `iterion inspect` lists the runs there are")]
+    #[error("no run {run_id} in the store; `iterion ps --all` lists the runs there are")]
     RunNotFound {
         /// The id asked for.
         run_id: RunId,
+    },
+
+    /// Text that should have named a run is neither a run id, a prefix of one, nor `last`.
+    #[error(
+        "{value:?} does not name a run: give a run id, the start of one (hex digits and `-`), or \
+         `last` for the newest run; `iterion ps --all` lists them"
+    )]
+    InvalidRunRef {
+        /// What was given.
+        value: String,
+    },
+
+    /// No run's id starts with the prefix given (or `last` in an empty store).
+    #[error("no run matches {reference:?}; `iterion ps --all` lists the runs there are")]
+    NoRunMatches {
+        /// The prefix, or `last`.
+        reference: String,
+    },
+
+    /// Several runs' ids start with the prefix given.
+    #[error(
+        "{prefix:?} is ambiguous: it starts {} run ids ({}{}); type more of the id",
+        candidates.len() + more,
+        candidates.iter().map(RunId::as_str).collect::<Vec<_>>().join(", "),
+        if *more > 0 { format!(" and {more} more") } else { String::new() }
+    )]
+    AmbiguousRunRef {
+        /// The prefix.
+        prefix: String,
+        /// The newest runs it matches (at most [`AMBIGUOUS_SHOWN`](crate::AMBIGUOUS_SHOWN)).
+        candidates: Vec<RunId>,
+        /// How many more it matches.
+        more: usize,
+    },
+
+    /// The run (or a run below it) may be executing, so its records cannot be removed.
+    #[error(
+        "run {run_id} is {status}; it cannot be removed while it may be executing (wait for it, \
+         or stop it first)"
+    )]
+    RunActive {
+        /// The active run.
+        run_id: RunId,
+        /// Its status (`queued` or `running`).
+        status: RunStatus,
     },
 
     /// `create_run` was given an id that is already taken.
@@ -316,6 +361,10 @@ impl Error {
         match self {
             Self::InvalidRunId { .. } => InvalidRunId::CODE,
             Self::RunNotFound { .. } => "STORE_RUN_NOT_FOUND",
+            Self::InvalidRunRef { .. } => "STORE_INVALID_RUN_REF",
+            Self::NoRunMatches { .. } => "STORE_NO_RUN_MATCHES",
+            Self::AmbiguousRunRef { .. } => "STORE_AMBIGUOUS_RUN_REF",
+            Self::RunActive { .. } => "STORE_RUN_ACTIVE",
             Self::RunExists { .. } => "STORE_RUN_EXISTS",
             Self::ParentNotFound { .. } => "STORE_PARENT_NOT_FOUND",
             Self::TrustRaised { .. } => "STORE_TRUST_RAISED",

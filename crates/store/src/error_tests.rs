@@ -21,6 +21,21 @@ fn every_variant_has_its_code_and_a_message_that_says_what_to_do() {
     let errors = vec![
         Error::InvalidRunId { value: "r1".into() },
         Error::RunNotFound { run_id: id() },
+        Error::InvalidRunRef {
+            value: "../x".into(),
+        },
+        Error::NoRunMatches {
+            reference: "ff".into(),
+        },
+        Error::AmbiguousRunRef {
+            prefix: "0190".into(),
+            candidates: vec![id(), id()],
+            more: 3,
+        },
+        Error::RunActive {
+            run_id: id(),
+            status: RunStatus::Running,
+        },
         Error::RunExists { run_id: id() },
         Error::ParentNotFound {
             run_id: id(),
@@ -112,7 +127,11 @@ fn every_variant_has_its_code_and_a_message_that_says_what_to_do() {
     let f = "/home/ada/.iterion/iterion.db";
     let want: Vec<(&str, String)> = vec![
         ("STORE_INVALID_RUN_ID", "\"r1\" is not a run id (expected a UUID such as 0190b4c6-1d2e-7f00-8000-000000000001)".into()),
-        ("STORE_RUN_NOT_FOUND", format!("no run {r} in the store; `iterion inspect` lists the runs there are")),
+        ("STORE_RUN_NOT_FOUND", format!("no run {r} in the store; `iterion ps --all` lists the runs there are")),
+        ("STORE_INVALID_RUN_REF", "\"../x\" does not name a run: give a run id, the start of one (hex digits and `-`), or `last` for the newest run; `iterion ps --all` lists them".into()),
+        ("STORE_NO_RUN_MATCHES", "no run matches \"ff\"; `iterion ps --all` lists the runs there are".into()),
+        ("STORE_AMBIGUOUS_RUN_REF", format!("\"0190\" is ambiguous: it starts 5 run ids ({r}, {r} and 3 more); type more of the id")),
+        ("STORE_RUN_ACTIVE", format!("run {r} is running; it cannot be removed while it may be executing (wait for it, or stop it first)")),
         ("STORE_RUN_EXISTS", format!("run {r} already exists; let the store generate the id")),
         ("STORE_PARENT_NOT_FOUND", format!("cannot create run {r}: its parent run {r} is not in the store")),
         ("STORE_TRUST_RAISED", format!("cannot create run {r} trusted: its parent run {r} is untrusted")),

@@ -34,6 +34,8 @@ mod error;
 mod home;
 mod model;
 mod postgres;
+mod removal;
+mod run_ref;
 mod save_rules;
 mod select;
 mod sqlite;
@@ -44,9 +46,11 @@ pub use error::{BackendError, DbLocation, Error, Result};
 pub use home::{DB_FILE_NAME, ITERION_HOME, db_path, iterion_home_from_env, resolve_iterion_home};
 pub use model::{
     Admission, AdmissionDecision, Claim, Event, InitialStatus, InvalidRunId, Lease, LeaseRequest,
-    Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId, RunStatus, Trust,
+    Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewNodeLog, NewRun, NodeLog, NodeLogQuery,
+    Run, RunId, RunStatus, Trust,
 };
 pub use postgres::{PgOptions, PgStore};
+pub use run_ref::{AMBIGUOUS_SHOWN, RunRef, resolve_run};
 pub use select::{ITERION_STORE_URL, open_store, store_from_env};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 pub use store::{RunQuery, Store, update_run};

@@ -10,26 +10,27 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::model::{
-    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
-    RunStatus,
+    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewNodeLog, NewRun,
+    NodeLog, NodeLogQuery, Run, RunId, RunStatus,
 };
+use crate::time::Timestamp;
 
 /// Which runs [`Store::list_runs`] returns: newest first (by creation), at most `limit`,
-/// optionally only those in one status.
+/// optionally only those in one status, optionally only top-level runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunQuery {
     /// Only runs in this status; by default any.
     pub status: Option<RunStatus>,
     /// At most this many; by default 50.
     pub limit: usize,
+    /// Only runs without a parent (what a person started, not subbot children); by default
+    /// every run.
+    pub top_level: bool,
 }
 
 impl Default for RunQuery {
     fn default() -> Self {
-        Self {
-            status: None,
-            limit: 50,
-        }
+        Self::newest(50)
     }
 }
 
@@ -39,7 +40,14 @@ impl RunQuery {
         Self {
             status: None,
             limit,
+            top_level: false,
         }
+    }
+
+    /// Keeps only runs without a parent.
+    pub fn top_level(mut self) -> Self {
+        self.top_level = true;
+        self
     }
 
     /// Keeps only runs in `status`.
@@ -58,7 +66,7 @@ impl RunQuery {
 ///   version is the one the caller loaded, and enforces the status state machine
 ///   ([`RunStatus::can_transition_to`]) and the immutability of identity fields against the
 ///   stored row, in the same transaction.
-/// - **Events and log lines** are append-only. Each run has two sequences (events, log lines),
+/// - **Events, log lines and node-log chunks** are append-only. Each run has three sequences,
 ///   numbered 1, 2, 3, … with no gap and in commit order, also under concurrent appenders; a
 ///   batch gets consecutive numbers.
 /// - **Leases** say a process is executing a run. A lease is held while its expiry, by the
@@ -87,6 +95,27 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// Runs newest first (ties broken by id, also newest first).
     async fn list_runs(&self, query: &RunQuery) -> Result<Vec<Run>>;
+
+    /// The runs whose id starts with `prefix`, newest first, at most `limit`. `prefix` is
+    /// compared byte for byte with the stored (lowercase) ids; [`resolve_run`](crate::resolve_run)
+    /// validates and lowercases what a person typed before it gets here.
+    async fn runs_by_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<Run>>;
+
+    /// Top-level runs in a terminal status ([`RunStatus::is_terminal`]) that finished strictly
+    /// before `before`, oldest first, at most `limit`: what `iterion prune` removes.
+    async fn runs_finished_before(&self, before: Timestamp, limit: usize) -> Result<Vec<Run>>;
+
+    /// Deletes run `id` and every run below it (its subbot children, theirs, …) with their
+    /// events, log lines and leases, in one transaction: all of them or none. Returns the ids
+    /// deleted, `id` first.
+    ///
+    /// # Errors
+    /// - `RunNotFound`;
+    /// - `RunActive` when a run of the tree is `queued` or `running` (a process may be executing
+    ///   it, or a runner is about to);
+    /// - `LeaseHeld` when a run of the tree is leased;
+    /// - backend errors.
+    async fn delete_run(&self, id: &RunId) -> Result<Vec<RunId>>;
 
     /// Saves the state fields of `run` if the stored version is still `expected_version`
     /// (usually the `run.version` that was loaded), and returns the new version. `updated_at`
@@ -142,6 +171,17 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// The run's log lines with `seq > after_seq`, in order. Empty for an unknown run.
     async fn logs(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<LogLine>>;
+
+    /// Appends chunks of node output in one transaction (all or none), returning their `seq`
+    /// range in the run's node log (its own sequence, gap-free like the others).
+    ///
+    /// # Errors
+    /// `RunNotFound`, and backend errors.
+    async fn append_node_logs(&self, run_id: &RunId, chunks: Vec<NewNodeLog>)
+    -> Result<Range<u64>>;
+
+    /// The run's node-log chunks that `query` selects, in `seq` order. Empty for an unknown run.
+    async fn node_logs(&self, run_id: &RunId, query: &NodeLogQuery) -> Result<Vec<NodeLog>>;
 
     /// Takes the run's lease for `holder` until now + `ttl`. Succeeds when the run has no lease,
     /// when its lease lapsed, or when `holder` already holds it (which renews it).

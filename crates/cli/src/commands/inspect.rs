@@ -15,30 +15,33 @@ pub async fn run(args: InspectArgs, env: &iterion_vocab::Environment) -> Exit {
 }
 
 async fn inspect(args: InspectArgs, env: &iterion_vocab::Environment) -> Result<Exit, Failure> {
-    let id = match &args.run_id {
-        Some(text) => Some(RunId::parse(text).map_err(Failure::bad_input)?),
+    let (_, store) = open_store(env).await?;
+    let id: Option<RunId> = match &args.run_id {
+        Some(text) => Some(crate::commands::runs::resolve(store.as_ref(), text).await?),
         None => None,
     };
-    let (_, store) = open_store(env).await?;
     let Some(id) = id else {
         let runs = store
             .list_runs(&RunQuery::newest(50))
             .await
             .map_err(Failure::failed)?;
         if args.json {
-            println!(
+            crate::output::outln!(
                 "{}",
                 serde_json::to_string(&runs).unwrap_or_else(|_| "[]".to_owned())
             );
         } else if runs.is_empty() {
-            println!("no runs yet (`iterion run FILE` starts one)");
+            crate::output::outln!("no runs yet (`iterion run FILE` starts one)");
         } else {
-            println!(
+            crate::output::outln!(
                 "{:<36}  {:<16}  {:<24}  {:<24}  CODE",
-                "RUN", "STATUS", "WORKFLOW", "CREATED"
+                "RUN",
+                "STATUS",
+                "WORKFLOW",
+                "CREATED"
             );
             for run in &runs {
-                println!(
+                crate::output::outln!(
                     "{:<36}  {:<16}  {:<24}  {:<24}  {}",
                     run.id,
                     run.status.as_str(),
@@ -56,12 +59,12 @@ async fn inspect(args: InspectArgs, env: &iterion_vocab::Environment) -> Result<
         }));
     };
     if args.json {
-        println!(
+        crate::output::outln!(
             "{}",
             serde_json::to_string(&run).unwrap_or_else(|_| "{}".to_owned())
         );
     } else {
-        print!("{}", human(&run));
+        crate::output::out!("{}", human(&run));
     }
     Ok(Exit::Success)
 }

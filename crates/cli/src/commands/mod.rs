@@ -1,14 +1,21 @@
 //! One module per command, and what they share.
 pub mod claw_runner;
+pub mod completions;
+pub mod config;
 pub mod egress_bridge;
 pub mod egress_probe;
 pub mod events;
+pub mod exec_agent;
+pub mod follow;
 pub mod inspect;
+pub mod logs;
 pub mod operator;
 pub mod progress;
+pub mod prune;
 pub mod resume;
 pub mod run;
 pub mod runner;
+pub mod runs;
 pub mod sandbox_doctor;
 pub mod studio;
 pub mod validate;
@@ -43,14 +50,78 @@ impl Failure {
         }
     }
 
+    /// The stable code of the error when it has one (a store, engine or launch error, found
+    /// anywhere in its chain), else `BAD_INPUT` or `FAILED` after the exit code.
+    pub fn code(&self) -> &'static str {
+        for cause in self.error.chain() {
+            if let Some(e) = cause.downcast_ref::<iterion_engine::EngineError>() {
+                return e.code();
+            }
+            if let Some(e) = cause.downcast_ref::<iterion_engine::LaunchError>() {
+                return e.code();
+            }
+            if let Some(e) = cause.downcast_ref::<iterion_store::Error>() {
+                return e.code();
+            }
+            if let Some(e) = cause.downcast_ref::<iterion_dsl::LoadError>() {
+                return e.code();
+            }
+            if let Some(e) = cause.downcast_ref::<crate::config::ConfigError>() {
+                return e.code();
+            }
+        }
+        match self.exit {
+            Exit::BadInput => "BAD_INPUT",
+            Exit::Success | Exit::Failed | Exit::Paused => "FAILED",
+        }
+    }
+
+    /// The error and its causes, each said once: `{:#}` joins the chain with `: `, and a cause
+    /// whose text the previous one already ends with (an error whose Display includes its
+    /// source, `… (os error 2)` then `No such file or directory (os error 2)`) is skipped.
+    pub fn message(&self) -> String {
+        error_chain_text(&self.error)
+    }
+
     /// Prints the error (with its causes) to stderr and returns the exit code.
     pub fn report(self) -> Exit {
-        eprintln!(
-            "error: {}",
-            crate::terminal::terminal_safe(&format!("{:#}", self.error))
-        );
+        crate::output::errln!("error: {}", crate::terminal::terminal_safe(&self.message()));
         self.exit
     }
+
+    /// [`Failure::report`], and with `json` also one JSON object on stdout, in the shape of a
+    /// run summary: `{run_id, status: "error", failure_code, message}` (`run_id` is `null` when
+    /// no run was created).
+    pub fn report_json(self, json: bool, run_id: Option<&str>) -> Exit {
+        if json {
+            crate::output::outln!(
+                "{}",
+                serde_json::json!({
+                    "run_id": run_id,
+                    "status": "error",
+                    "failure_code": self.code(),
+                    "message": self.message(),
+                    "exit_code": self.exit.code(),
+                })
+            );
+        }
+        self.report()
+    }
+}
+
+/// `error`'s chain as one line, each cause said once (see [`Failure::message`]).
+pub fn error_chain_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let line = cause.to_string();
+        if text.is_empty() {
+            text = line;
+        } else if !text.contains(&line) {
+            text.push_str(": ");
+            text.push_str(&line);
+        }
+    }
+    text
 }
 
 /// `env`'s `$ITERION_HOME` (default `~/.iterion`) and its store.
@@ -110,7 +181,7 @@ pub fn install_signals(control: &iterion_engine::RunControl) {
     let cancel = control.cancel.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("interrupt: cancelling the run (tearing down the sandbox)…");
+            crate::output::errln!("interrupt: cancelling the run (tearing down the sandbox)…");
             cancel.cancel();
         }
     });
@@ -120,7 +191,7 @@ pub fn install_signals(control: &iterion_engine::RunControl) {
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             && term.recv().await.is_some()
         {
-            eprintln!("terminated: interrupting the run (resumable)…");
+            crate::output::errln!("terminated: interrupting the run (resumable)…");
             interrupt.cancel();
         }
     });
@@ -130,7 +201,7 @@ pub fn install_signals(control: &iterion_engine::RunControl) {
 pub fn finish(summary: &iterion_engine::RunSummary, json: bool) -> Exit {
     use iterion_store::RunStatus;
     if json {
-        println!(
+        crate::output::outln!(
             "{}",
             serde_json::to_string(summary).unwrap_or_else(|_| "{}".to_owned())
         );
@@ -140,22 +211,28 @@ pub fn finish(summary: &iterion_engine::RunSummary, json: bool) -> Exit {
             .as_deref()
             .map(|c| format!(" [{c}]"))
             .unwrap_or_default();
-        println!("run {} {}{code}", summary.run_id, summary.status);
+        crate::output::outln!("run {} {}{code}", summary.run_id, summary.status);
         if summary.status == RunStatus::Paused {
-            println!(
+            crate::output::outln!(
                 "question: {}\nanswer with: iterion resume {} --answer TEXT",
                 crate::terminal::terminal_safe(summary.message.as_deref().unwrap_or_default()),
                 summary.run_id
             );
         }
         if let Some(output) = &summary.output {
-            println!(
+            crate::output::outln!(
                 "output: {}",
                 crate::terminal::terminal_safe(&output.to_string())
             );
         }
+        if let Some(branch) = &summary.branch {
+            crate::output::outln!(
+                "changes committed on branch {}",
+                crate::terminal::terminal_safe(branch)
+            );
+        }
         if let Some(path) = &summary.worktree {
-            println!("worktree kept at {}", path.display());
+            crate::output::outln!("worktree kept at {}", path.display());
         }
     }
     match summary.status {
@@ -166,5 +243,39 @@ pub fn finish(summary: &iterion_engine::RunSummary, json: bool) -> Exit {
         | RunStatus::Queued
         | RunStatus::Running => Exit::Failed,
         RunStatus::Paused => Exit::Paused,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain_text;
+
+    /// An error whose Display already says its source, as `thiserror`'s `"…: {source}"` with
+    /// `#[source]` does: printed with its chain, the source would be said twice.
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read x.iter: {source}")]
+    struct Says {
+        #[source]
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn each_cause_is_said_once_even_when_a_display_includes_its_source() {
+        let io = || std::io::Error::from_raw_os_error(2);
+        let doubled = anyhow::Error::new(Says { source: io() });
+        assert_eq!(
+            format!("{doubled:#}"),
+            "cannot read x.iter: No such file or directory (os error 2): No such file or directory (os error 2)"
+        );
+        assert_eq!(
+            error_chain_text(&doubled),
+            "cannot read x.iter: No such file or directory (os error 2)"
+        );
+        // A context over a plain error keeps both.
+        let plain = anyhow::Error::new(io()).context("opening the store");
+        assert_eq!(
+            error_chain_text(&plain),
+            "opening the store: No such file or directory (os error 2)"
+        );
     }
 }

@@ -1,17 +1,23 @@
 //! Human progress of a run on stderr (ARCHITECTURE.md §4): the run id, the sandbox decision
-//! (degraded runs say loudly that they are not isolated), one line per node, an image-pull
-//! progress bar, and the run's end.
+//! (degraded runs say loudly that they are not isolated), one line per node, what each node
+//! prints as it prints it (`node │ line`, unless `--quiet`), an edge condition that could not be
+//! decided, an image-pull progress bar, and the run's end.
+//!
+//! Fan-out branches print at once: each line is written whole with its node's name, padded to
+//! the widest name seen so far, so interleaved branches stay readable.
 use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use iterion_engine::{Event, RunObserver};
+use iterion_engine::{Event, LogLine, RunObserver};
 use iterion_sandbox::PullProgress;
 
 /// Draws a run's progress on stderr.
 pub struct Progress {
     quiet_ids: bool,
+    quiet_output: bool,
     pull: Mutex<Option<Pull>>,
+    width: Mutex<usize>,
 }
 
 struct Pull {
@@ -21,11 +27,13 @@ struct Pull {
 
 impl Progress {
     /// With `json`, the run id line is left out (stdout carries the JSON document; stderr still
-    /// gets progress).
-    pub fn new(json: bool) -> Progress {
+    /// gets progress). With `quiet`, what nodes print is not shown (it is stored all the same).
+    pub fn new(json: bool, quiet: bool) -> Progress {
         Progress {
             quiet_ids: json,
+            quiet_output: quiet,
             pull: Mutex::new(None),
+            width: Mutex::new(0),
         }
     }
 
@@ -57,9 +65,43 @@ impl Progress {
             .as_ref()
         {
             Some(pull) => pull.bar.println(line),
-            None => eprintln!("{line}"),
+            None => crate::output::errln!("{line}"),
         }
     }
+
+    /// `node │ text`, the name padded to the widest seen so far.
+    fn node_line(&self, node: &str, text: &str) -> String {
+        let width = {
+            let mut width = self.width.lock().unwrap_or_else(PoisonError::into_inner);
+            *width = (*width).max(node.chars().count());
+            *width
+        };
+        format!("{node:<width$} │ {text}")
+    }
+}
+
+/// `⚙ bash: cargo test → exit 0 (950 ms)`: the call in one line, its input cut to 200 bytes.
+fn tool_call_line(call: &iterion_engine::AgentToolCall) -> String {
+    let input = serde_json::from_str::<serde_json::Value>(&call.input)
+        .ok()
+        .and_then(|v| v.get("command").and_then(|c| c.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| call.input.clone());
+    let input = input.replace('\n', " ⏎ ");
+    let mut cut = input.len().min(200);
+    while !input.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let more = if cut < input.len() { "…" } else { "" };
+    let outcome = match (call.exit_code, call.is_error) {
+        (Some(code), _) => format!(" → exit {code}"),
+        (None, true) => " → error".to_owned(),
+        (None, false) => String::new(),
+    };
+    let took = call
+        .duration_ms
+        .map(|ms| format!(" ({ms} ms)"))
+        .unwrap_or_default();
+    format!("⚙ {}: {}{more}{outcome}{took}", call.tool, &input[..cut])
 }
 
 fn text(value: &serde_json::Value, key: &str) -> String {
@@ -73,7 +115,7 @@ fn text(value: &serde_json::Value, key: &str) -> String {
 impl RunObserver for Progress {
     fn run_created(&self, run_id: &str) {
         if !self.quiet_ids {
-            eprintln!("run {run_id}");
+            crate::output::errln!("run {run_id}");
         }
     }
 
@@ -126,9 +168,24 @@ impl RunObserver for Progress {
                 format!("run cancelled: {}", cancelled.reason)
             }
             Event::RunFinished(finished) => format!("run finished in {} ms", finished.duration_ms),
+            // What an agent did, beside what nodes print (hidden with them by --quiet).
+            Event::AgentToolCall(_) if self.quiet_output => return,
+            Event::AgentToolCall(call) => self.node_line(&call.node, &tool_call_line(call)),
+            // The reason an edge was not taken: often why the run then failed.
+            Event::EdgeConditionError(error) => format!(
+                "⚠ edge {} -> {}: condition `{}` could not be decided: {}",
+                error.from, error.to, error.condition, error.reason
+            ),
             _ => return,
         };
         self.say(&line);
+    }
+
+    fn output(&self, line: &LogLine) {
+        if self.quiet_output {
+            return;
+        }
+        self.say(&self.node_line(&line.node, &line.text));
     }
 
     fn pull(&self, update: &PullProgress) {

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use iterion_engine::{EngineError, ResumeRequest, RunControl};
+use iterion_store::RunId;
 
 use crate::args::ResumeArgs;
 use crate::commands::progress::Progress;
@@ -12,23 +13,31 @@ use crate::exit::Exit;
 
 /// Runs the command.
 pub async fn run(args: ResumeArgs, env: &iterion_vocab::Environment) -> Exit {
-    match resume(args, env).await {
+    let json = args.json;
+    let mut resolved = None;
+    match resume(args, env, &mut resolved).await {
         Ok(exit) => exit,
-        Err(failure) => failure.report(),
+        Err(failure) => failure.report_json(json, resolved.as_ref().map(RunId::as_str)),
     }
 }
 
-async fn resume(args: ResumeArgs, env: &iterion_vocab::Environment) -> Result<Exit, Failure> {
+async fn resume(
+    args: ResumeArgs,
+    env: &iterion_vocab::Environment,
+    resolved: &mut Option<RunId>,
+) -> Result<Exit, Failure> {
     let (home, store) = open_store(env).await?;
+    let run_id = crate::commands::runs::resolve(store.as_ref(), &args.run_id).await?;
+    *resolved = Some(run_id.clone());
     let engine = Arc::new(product_engine(store, home, env)?);
     engine.boot_maintenance().await;
     let control = RunControl::default();
     install_signals(&control);
-    let progress = Arc::new(Progress::new(args.json));
+    let progress = Arc::new(Progress::new(args.json, args.quiet));
     let result = engine
         .resume(
             ResumeRequest {
-                run_id: args.run_id.clone(),
+                run_id: run_id.as_str().to_owned(),
                 force: args.force,
                 answer: args.answer.clone(),
             },
@@ -41,10 +50,10 @@ async fn resume(args: ResumeArgs, env: &iterion_vocab::Environment) -> Result<Ex
         Ok(summary) => Ok(finish(&summary, args.json)),
         Err(EngineError::Launch(e)) => Err(Failure::bad_input(e)),
         Err(e @ (EngineError::ResumeRefused { .. } | EngineError::ScratchNotPortable { .. })) => {
-            Err(Failure::failed(anyhow::anyhow!(
-                "resume refused [{}]: {e}",
-                e.code()
-            )))
+            let code = e.code();
+            Err(Failure::failed(
+                anyhow::Error::new(e).context(format!("resume refused [{code}]")),
+            ))
         }
         Err(e) => Err(Failure::failed(e)),
     }

@@ -20,7 +20,7 @@ use iterion_sandbox::{
 
 use iterion_vocab::Environment;
 
-use crate::args::{AutoOrNone, RunArgs, SandboxFlags, TrustArg};
+use crate::args::{AutoOrNone, HostStateArg, RunArgs, SandboxFlags, TrustArg};
 use crate::commands::progress::Progress;
 use crate::commands::{
     Failure, finish, install_signals, open_store, product_engine, product_setup,
@@ -52,9 +52,10 @@ pub(crate) fn operator_overlay(pairs: &[String], env: &Environment) -> Result<En
 
 /// Runs the command, reading `env`.
 pub async fn run(args: RunArgs, env: &Environment) -> Exit {
+    let json = args.json;
     match launch(args, env).await {
         Ok(exit) => exit,
-        Err(failure) => failure.report(),
+        Err(failure) => failure.report_json(json, None),
     }
 }
 
@@ -85,10 +86,10 @@ pub(crate) fn launch_options(
 }
 
 /// `--sandbox-host-state`.
-pub(crate) fn host_state_flag(value: Option<AutoOrNone>) -> Option<HostState> {
+pub(crate) fn host_state_flag(value: Option<HostStateArg>) -> Option<HostState> {
     value.map(|v| match v {
-        AutoOrNone::Auto => HostState::Auto,
-        AutoOrNone::None => HostState::None,
+        HostStateArg::Auto => HostState::Auto,
+        HostStateArg::None => HostState::None,
     })
 }
 
@@ -111,7 +112,7 @@ pub(crate) fn compile_workflow(
     let workflow = match compiled.workflow {
         Some(workflow) if errors == 0 => {
             if warnings > 0 {
-                eprint!(
+                crate::output::err!(
                     "{}",
                     crate::terminal::diagnostics(&shown, &bytes, &compiled.diagnostics)
                 );
@@ -119,7 +120,7 @@ pub(crate) fn compile_workflow(
             workflow
         }
         _ => {
-            eprint!(
+            crate::output::err!(
                 "{}",
                 crate::terminal::diagnostics(&shown, &bytes, &compiled.diagnostics)
             );
@@ -167,12 +168,12 @@ async fn launch(args: RunArgs, env: &Environment) -> Result<Exit, Failure> {
             other => Failure::failed(other),
         })?;
         if args.json {
-            println!(
+            crate::output::outln!(
                 "{}",
                 serde_json::json!({"run_id": run.id.as_str(), "status": run.status.as_str()})
             );
         } else {
-            println!("{}", run.id.as_str());
+            crate::output::outln!("{}", run.id.as_str());
         }
         return Ok(Exit::Success);
     }
@@ -182,7 +183,7 @@ async fn launch(args: RunArgs, env: &Environment) -> Result<Exit, Failure> {
     };
     let control = RunControl::default();
     install_signals(&control);
-    let progress = Arc::new(Progress::new(args.json));
+    let progress = Arc::new(Progress::new(args.json, args.quiet));
     let result = engine.run(request, control, progress.clone()).await;
     progress.done();
     let _ = maintenance.await;

@@ -47,7 +47,7 @@ async fn serve(env: &Environment) -> Result<Exit, Failure> {
     // §16.2): every sandbox start would fail on it anyway.
     if cloud_host && override_env != Some(SandboxFlag::None) {
         let policy = SchedulingPolicy::from_env(env).map_err(Failure::bad_input)?;
-        eprintln!("runner: sandbox scheduling policy: {}", policy.summary());
+        crate::output::errln!("runner: sandbox scheduling policy: {}", policy.summary());
     }
     let (home, store) = open_store(env).await?;
     let engine = Arc::new(product_engine(Arc::clone(&store), home, env)?);
@@ -60,7 +60,7 @@ async fn serve(env: &Environment) -> Result<Exit, Failure> {
                 match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
                     Ok(term) => term,
                     Err(error) => {
-                        eprintln!("runner: cannot listen for SIGTERM: {error}");
+                        crate::output::errln!("runner: cannot listen for SIGTERM: {error}");
                         return;
                     }
                 };
@@ -68,22 +68,24 @@ async fn serve(env: &Environment) -> Result<Exit, Failure> {
                 _ = term.recv() => {}
                 _ = tokio::signal::ctrl_c() => {}
             }
-            eprintln!("runner: shutting down (the run in hand is interrupted and redelivered)");
+            crate::output::errln!(
+                "runner: shutting down (the run in hand is interrupted and redelivered)"
+            );
             shutdown.cancel();
         });
     }
     for run_id in redeliver_interrupted(store.as_ref()).await {
-        eprintln!("runner: run {run_id} was interrupted (lease lapsed); redelivered");
+        crate::output::errln!("runner: run {run_id} was interrupted (lease lapsed); redelivered");
     }
     let reaper = if override_env == Some(SandboxFlag::None) {
-        eprintln!("runner: ITERION_SANDBOX_OVERRIDE=none: no sandbox, no reaper");
+        crate::output::errln!("runner: ITERION_SANDBOX_OVERRIDE=none: no sandbox, no reaper");
         None
     } else {
         let cloud = if cloud_host {
             match in_cluster_api(env) {
                 Ok(api) => Some(Arc::new(api) as Arc<dyn Reaper>),
                 Err(error) => {
-                    eprintln!("runner: cloud reaper off: {error}");
+                    crate::output::errln!("runner: cloud reaper off: {error}");
                     None
                 }
             }
@@ -100,13 +102,13 @@ async fn serve(env: &Environment) -> Result<Exit, Failure> {
         )))
     };
     let options = WorkerOptions::new(holder(env));
-    eprintln!("runner: {} taking queued runs", options.holder);
+    crate::output::errln!("runner: {} taking queued runs", options.holder);
     let report = run_worker(&engine, &options, shutdown.clone(), Arc::new(NoObserver)).await;
     shutdown.cancel();
     if let Some(reaper) = reaper {
         let _ = reaper.await;
     }
-    eprintln!(
+    crate::output::errln!(
         "runner: stopped after {} run(s) ({} redelivered, {} parked)",
         report.taken.len(),
         report.redelivered,

@@ -34,12 +34,12 @@ async fn doctor(args: DoctorArgs, env: &iterion_vocab::Environment) -> Result<Ex
         let report =
             build_basic_report(&setup, args.flags.sandbox_default_image.as_deref(), timeout).await;
         if args.json {
-            println!(
+            crate::output::outln!(
                 "{}",
                 serde_json::to_string_pretty(&report).unwrap_or_else(|_| "{}".to_owned())
             );
         } else {
-            print!("{}", crate::terminal::terminal_safe(&render_basic(&report)));
+            crate::output::out!("{}", crate::terminal::terminal_safe(&render_basic(&report)));
         }
         return Ok(Exit::Success);
     }
@@ -70,13 +70,13 @@ async fn doctor(args: DoctorArgs, env: &iterion_vocab::Environment) -> Result<Ex
     .await
     .map_err(Failure::bad_input)?;
     if args.json {
-        println!(
+        crate::output::outln!(
             "{}",
             serde_json::to_string_pretty(&report).unwrap_or_else(|_| "{}".to_owned())
         );
     } else {
         // Rows name what the repository asked for (images, paths): hostile text.
-        print!(
+        crate::output::out!(
             "{}",
             crate::terminal::terminal_safe(&render_strict(&report))
         );

@@ -18,9 +18,9 @@ pub fn run(args: &ValidateArgs) -> Exit {
             if args.json {
                 let doc =
                     json!({"file": shown, "error": {"code": e.code(), "message": e.to_string()}});
-                println!("{doc}");
+                crate::output::outln!("{doc}");
             } else {
-                eprintln!("error: {}", crate::terminal::terminal_safe(&e.to_string()));
+                crate::output::errln!("error: {}", crate::terminal::terminal_safe(&e.to_string()));
             }
             return Exit::BadInput;
         }
@@ -30,9 +30,9 @@ pub fn run(args: &ValidateArgs) -> Exit {
     };
     let compiled = iterion_dsl::compile_at(&bytes, &args.file, &opts);
     if args.json {
-        println!("{}", render::json(&shown, &compiled.diagnostics));
+        crate::output::outln!("{}", render::json(&shown, &compiled.diagnostics));
     } else {
-        print!(
+        crate::output::out!(
             "{}",
             crate::terminal::diagnostics(&shown, &bytes, &compiled.diagnostics)
         );

@@ -544,6 +544,17 @@ fn docker_a_devcontainer_build_goes_through_the_driver_build_with_its_events() {
         first(&events, "run_failed").unwrap()["code"],
         json!("SANDBOX_SETUP_FAILED")
     );
+    // The build's output was streamed into the run's node output as it ran (issue 19).
+    let built: Vec<String> = env
+        .node_logs(&env.only_run())
+        .into_iter()
+        .filter(|c| c.node == "sandbox.build")
+        .map(|c| c.text)
+        .collect();
+    assert!(
+        built.iter().any(|t| t.contains("broken-step")),
+        "{built:#?}"
+    );
 }
 
 #[test]

@@ -198,16 +198,32 @@ impl Env {
         Ended { run, events, logs }
     }
 
-    /// A run's run-log lines as `(stream, line)`.
+    /// A run's run-log lines as `(stream, line)`, then its nodes' output lines (`node_logs`)
+    /// as `(stream, "[node] line")`, the form they had in the run log.
     pub fn logs(&self, run: &Run) -> Vec<(String, String)> {
         self.with_store(async |s| {
-            s.logs(&run.id, 0)
+            let mut lines: Vec<(String, String)> = s
+                .logs(&run.id, 0)
                 .await
                 .unwrap()
                 .into_iter()
                 .map(|l| (l.stream.as_str().to_owned(), l.line))
-                .collect()
+                .collect();
+            for chunk in self_node_logs(s, run).await {
+                for line in chunk.lines() {
+                    lines.push((
+                        chunk.stream.as_str().to_owned(),
+                        format!("[{}] {line}", chunk.node),
+                    ));
+                }
+            }
+            lines
         })
+    }
+
+    /// A run's node-output chunks, in order.
+    pub fn node_logs(&self, run: &Run) -> Vec<iterion_store::NodeLog> {
+        self.with_store(async |s| self_node_logs(s, run).await)
     }
 
     /// The store's id; `None` when there is no (readable) database.
@@ -229,6 +245,19 @@ impl Env {
             Some(id) => containers_of(&id),
             None => Vec::new(),
         }
+    }
+}
+
+async fn self_node_logs(store: &SqliteStore, run: &Run) -> Vec<iterion_store::NodeLog> {
+    let mut query = iterion_store::NodeLogQuery::default();
+    let mut all = Vec::new();
+    loop {
+        let page = store.node_logs(&run.id, &query).await.unwrap();
+        let Some(last) = page.last() else {
+            return all;
+        };
+        query.after_seq = last.seq;
+        all.extend(page);
     }
 }
 

@@ -7,9 +7,9 @@
 //!   the driver stops reading, the process gets `EPIPE`/`SIGPIPE` instead of filling memory, and
 //!   the node fails with `EXECUTION_FAILED`.
 //! - stderr keeps only its last [`STDERR_KEPT`] bytes (for the failure tail).
-//! - The run log receives at most [`LOG_CAP`] bytes of each stream per node execution, redacted
-//!   line by line, then one engine line noting the cut. Recorded text stays bounded however much
-//!   a tool prints.
+//! - The run log (and the console) receive at most [`LOG_CAP`] bytes (1 MiB) of each stream per
+//!   node execution, redacted line by line, then the cut is marked (`node_logs.truncated`) and
+//!   noted in an engine line. Recorded text stays bounded however much a tool prints.
 
 use std::io;
 use std::pin::Pin;
@@ -24,8 +24,8 @@ use iterion_vocab::LogStream;
 
 /// stdout over this fails the node (16 MiB).
 pub(crate) const STDOUT_CAP: usize = 16 * 1024 * 1024;
-/// The bytes of each stream recorded in the run log per node execution (64 KiB).
-pub(crate) const LOG_CAP: usize = 64 * 1024;
+/// The bytes of each stream recorded in the run log per node execution (1 MiB).
+pub(crate) const LOG_CAP: usize = 1024 * 1024;
 /// The bytes of stderr kept for the failure tail.
 const STDERR_KEPT: usize = 64 * 1024;
 
@@ -105,12 +105,14 @@ impl State {
         });
         if self.logged >= LOG_CAP {
             self.log_cut = true;
+            self.log.truncated(&self.node, self.stream);
             self.log.line(LogLine {
                 node: self.node.clone(),
                 stream: LogStream::System,
                 text: format!(
-                    "{}: further output not recorded (64 KiB per stream)",
-                    self.stream.as_str()
+                    "{}: further output not recorded ({} KiB per stream and node execution)",
+                    self.stream.as_str(),
+                    LOG_CAP / 1024
                 ),
             });
         }
@@ -281,12 +283,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn stderr_keeps_its_tail_and_the_log_stops_at_64_kib() {
+    async fn stderr_keeps_its_tail_and_the_log_stops_at_its_cap() {
         let log = MemoryRunLog::new();
         let cap = Capture::stderr("n", Arc::new(log.clone()), Arc::new(Redactor::default()));
         let mut w = cap.writer();
         let line = format!("{}\n", "x".repeat(1023));
-        for _ in 0..100 {
+        for _ in 0..(LOG_CAP / 1024 + 36) {
             w.write_all(line.as_bytes()).await.unwrap();
         }
         let got = cap.finish();
@@ -299,10 +301,11 @@ mod tests {
             ),
             (
                 STDERR_KEPT,
-                65,
+                LOG_CAP / 1024 + 1,
                 Some((
                     LogStream::System,
-                    "stderr: further output not recorded (64 KiB per stream)".to_owned()
+                    "stderr: further output not recorded (1024 KiB per stream and node execution)"
+                        .to_owned()
                 ))
             )
         );

@@ -6,8 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use iterion_sandbox::{NotSandboxedCause, Sandboxing, Source};
 use iterion_store::{
-    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, RunQuery,
-    SqliteOptions, SqliteStore,
+    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewNodeLog, NewRun,
+    NodeLog, NodeLogQuery, RunQuery, SqliteOptions, SqliteStore,
 };
 use pretty_assertions::assert_eq;
 
@@ -103,6 +103,23 @@ impl Store for Conflicting {
     async fn list_runs(&self, query: &RunQuery) -> iterion_store::Result<Vec<Run>> {
         self.inner.list_runs(query).await
     }
+    async fn runs_by_id_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> iterion_store::Result<Vec<Run>> {
+        self.inner.runs_by_id_prefix(prefix, limit).await
+    }
+    async fn runs_finished_before(
+        &self,
+        before: iterion_store::Timestamp,
+        limit: usize,
+    ) -> iterion_store::Result<Vec<Run>> {
+        self.inner.runs_finished_before(before, limit).await
+    }
+    async fn delete_run(&self, id: &RunId) -> iterion_store::Result<Vec<RunId>> {
+        self.inner.delete_run(id).await
+    }
     async fn save_run(&self, run: &Run, expected_version: u64) -> iterion_store::Result<u64> {
         self.saves.fetch_add(1, Ordering::SeqCst);
         let left = self.conflicts.load(Ordering::SeqCst);
@@ -157,6 +174,22 @@ impl Store for Conflicting {
     async fn logs(&self, run_id: &RunId, after_seq: u64) -> iterion_store::Result<Vec<LogLine>> {
         self.inner.logs(run_id, after_seq).await
     }
+    async fn append_node_logs(
+        &self,
+        run_id: &RunId,
+        chunks: Vec<NewNodeLog>,
+    ) -> iterion_store::Result<Range<u64>> {
+        self.inner.append_node_logs(run_id, chunks).await
+    }
+
+    async fn node_logs(
+        &self,
+        run_id: &RunId,
+        query: &NodeLogQuery,
+    ) -> iterion_store::Result<Vec<NodeLog>> {
+        self.inner.node_logs(run_id, query).await
+    }
+
     async fn acquire_lease(
         &self,
         run_id: &RunId,

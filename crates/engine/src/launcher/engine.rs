@@ -231,6 +231,10 @@ pub struct RunSummary {
     /// The worktree kept by a failed `worktree: auto` run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worktree: Option<PathBuf>,
+    /// The branch a finished `worktree: auto` run's changes were committed on
+    /// (`iterion/<workflow>/<run id>`); absent when nothing changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
 }
 
 /// Why the engine could not run or resume a run.

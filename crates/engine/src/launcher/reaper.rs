@@ -326,6 +326,84 @@ pub async fn reap_local(
     report
 }
 
+/// What [`reap_local`] would remove if the runs `assume_removed` were gone from the store,
+/// removing nothing (`iterion prune --dry-run`): the local engine's containers, images and `/nix`
+/// volumes (the first of `reapers` that answers), and the per-run host dirs under `env`'s
+/// runtime root.
+pub async fn survey_local(
+    store: Arc<dyn Store>,
+    reapers: &[Arc<dyn ReaperConstructor>],
+    env: &Environment,
+    assume_removed: &[RunId],
+) -> ReapReport {
+    let judge = AssumingJudge {
+        store: store.as_ref(),
+        removed: assume_removed,
+    };
+    let mut report = ReapReport::default();
+    if let Some(reaper) = first_reaper(reapers).await {
+        report.deleted = match reaper.survey(store.store_id(), &judge).await {
+            Ok(found) => found.deleted,
+            Err(error) => {
+                tracing::warn!("{error}");
+                error.report.deleted
+            }
+        };
+    }
+    for root in [
+        runtime_root(env),
+        runtime_root(env).join(crate::sandbox::rundir::COPIES_DIR),
+    ] {
+        report
+            .run_dirs
+            .extend(survey_run_dirs(store.as_ref(), &root, &judge).await);
+    }
+    report
+}
+
+/// The store's answers, with some runs taken as already removed.
+struct AssumingJudge<'a> {
+    store: &'a dyn Store,
+    removed: &'a [RunId],
+}
+
+impl AssumingJudge<'_> {
+    fn is_removed(&self, run_id: &str) -> bool {
+        RunId::parse(run_id).is_ok_and(|id| self.removed.contains(&id))
+    }
+}
+
+#[async_trait]
+impl ReapJudge for AssumingJudge<'_> {
+    async fn reapable(&self, run_id: &str) -> bool {
+        self.is_removed(run_id) || StoreJudge(self.store).reapable(run_id).await
+    }
+
+    async fn claims(&self, run_id: &str) -> bool {
+        self.is_removed(run_id) || StoreJudge(self.store).claims(run_id).await
+    }
+}
+
+/// The run dirs under `root` that [`reap_run_dirs`] would remove, by `judge`.
+async fn survey_run_dirs(store: &dyn Store, root: &Path, judge: &AssumingJudge<'_>) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(mut entries) = tokio::fs::read_dir(root).await else {
+        return found;
+    };
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if RunId::parse(&name).is_err() {
+            continue;
+        }
+        let marker = entry.path().join(crate::sandbox::rundir::STORE_MARKER);
+        let owner = tokio::fs::read_to_string(&marker).await.unwrap_or_default();
+        if owner.trim() == store.store_id() && judge.reapable(&name).await {
+            found.push(name);
+        }
+    }
+    found
+}
+
 async fn reap_run_dirs(store: &dyn Store, root: &Path) -> Vec<String> {
     let mut removed = Vec::new();
     let Ok(mut entries) = tokio::fs::read_dir(root).await else {

@@ -163,7 +163,7 @@ impl Engine {
                 }
             }
         }
-        let kept_worktree = land_worktree(worktree, &ending, &attempt).await;
+        let (kept_worktree, landed_branch) = land_worktree(worktree, &ending, &attempt).await;
         // The final record, then the terminal event.
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let envelope = RunEnvelope {
@@ -190,6 +190,7 @@ impl Engine {
             message: ending.message.as_deref().map(|m| redactor.redact(m)),
             output: ending.output.as_ref().map(|o| redactor.redact_json(o)),
             worktree: kept_worktree,
+            branch: landed_branch,
         })
     }
 
@@ -219,8 +220,12 @@ impl Engine {
             Arc::clone(&redactor),
         );
         let events = StoreEvents::new(Arc::clone(&store), run_id.clone(), Arc::clone(observer));
-        let (run_log, writer) =
-            StoreRunLog::start(Arc::clone(&store), run_id.clone(), Arc::clone(&redactor));
+        let (run_log, writer) = StoreRunLog::start(
+            Arc::clone(&store),
+            run_id.clone(),
+            Arc::clone(&redactor),
+            Arc::clone(observer),
+        );
         let trust = attempt.run.trust;
         events
             .emit(Event::RunStarted(RunStarted {
@@ -817,23 +822,32 @@ impl Admitted {
     }
 }
 
-/// Teardown of the workspace: a finished run's worktree is landed, any other is kept (its path).
+/// Teardown of the workspace: a finished run's worktree is landed (the branch its changes went
+/// to, when there were any), any other is kept (its path).
 async fn land_worktree(
     worktree: Option<RunWorktree>,
     ending: &Ending,
     attempt: &Attempt,
-) -> Option<PathBuf> {
-    let wt = worktree?;
+) -> (Option<PathBuf>, Option<String>) {
+    let Some(wt) = worktree else {
+        return (None, None);
+    };
     if ending.status() == OutcomeStatus::Finished {
-        if let Err(error) = wt
+        match wt
             .finish_done(&attempt.workflow.name, attempt.run.id.as_str())
             .await
         {
-            tracing::warn!("landing the worktree: {error}");
+            Ok(crate::sandbox::worktree::WorktreeLanding::Branch { name, .. }) => {
+                (None, Some(name))
+            }
+            Ok(crate::sandbox::worktree::WorktreeLanding::Unchanged) => (None, None),
+            Err(error) => {
+                tracing::warn!("landing the worktree: {error}");
+                (None, None)
+            }
         }
-        None
     } else {
-        Some(wt.keep())
+        (Some(wt.keep()), None)
     }
 }
 

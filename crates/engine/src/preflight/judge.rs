@@ -226,7 +226,7 @@ pub(crate) fn image_resolvable(finding: &ImageFinding) -> Check {
     let id = CheckId::ImageResolvable;
     let get_one = |image: &str| {
         format!(
-            "pull it (docker pull {image}), or point --sandbox-default-image / ITERION_SANDBOX_DEFAULT_IMAGE (or the workflow's image:) at an image you have locally; scripts/build-default-image.sh builds the default one without a registry"
+            "pull it (docker pull {image}), or point --sandbox-default-image / ITERION_SANDBOX_DEFAULT_IMAGE (or the workflow's image:) at an image you have locally; `sudo scripts/build-default-image.sh` (as root) builds the default one without a registry"
         )
     };
     match finding {

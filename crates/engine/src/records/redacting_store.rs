@@ -4,7 +4,7 @@
 //! executor does, to bound tails after redaction); this layer is the guarantee, not a
 //! convenience.
 //!
-//! What is redacted: event payloads, run-log lines, and on a run record the failure message, the
+//! What is redacted: event payloads, run-log lines, node output, and on a run record the failure message, the
 //! admission reason, the checkpoint and the variables. Identity fields (ids, workflow name and
 //! hash, paths, status) are written as given: the store checks them against the stored row, and
 //! none of them is produced by the run's own code.
@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use iterion_store::{
-    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Result, Run,
-    RunId, RunQuery, Store,
+    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewNodeLog, NewRun,
+    NodeLog, NodeLogQuery, Result, Run, RunId, RunQuery, Store,
 };
 use serde_json::{Map, Value};
 
@@ -92,6 +92,22 @@ impl Store for RedactingStore {
         self.inner.list_runs(query).await
     }
 
+    async fn runs_by_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<Run>> {
+        self.inner.runs_by_id_prefix(prefix, limit).await
+    }
+
+    async fn runs_finished_before(
+        &self,
+        before: iterion_store::Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Run>> {
+        self.inner.runs_finished_before(before, limit).await
+    }
+
+    async fn delete_run(&self, id: &RunId) -> Result<Vec<RunId>> {
+        self.inner.delete_run(id).await
+    }
+
     async fn save_run(&self, run: &Run, expected_version: u64) -> Result<u64> {
         self.inner.save_run(&self.run(run), expected_version).await
     }
@@ -125,6 +141,25 @@ impl Store for RedactingStore {
 
     async fn logs(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<LogLine>> {
         self.inner.logs(run_id, after_seq).await
+    }
+
+    async fn append_node_logs(
+        &self,
+        run_id: &RunId,
+        chunks: Vec<NewNodeLog>,
+    ) -> Result<Range<u64>> {
+        let chunks = chunks
+            .into_iter()
+            .map(|mut c| {
+                c.text = self.redactor.redact(&c.text);
+                c
+            })
+            .collect();
+        self.inner.append_node_logs(run_id, chunks).await
+    }
+
+    async fn node_logs(&self, run_id: &RunId, query: &NodeLogQuery) -> Result<Vec<NodeLog>> {
+        self.inner.node_logs(run_id, query).await
     }
 
     async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease> {

@@ -39,6 +39,10 @@ pub struct LogLine {
 pub trait RunLogSink: Send + Sync {
     /// Records one line.
     fn line(&self, line: LogLine);
+
+    /// `node`'s `stream` reached its bound: nothing more of it is recorded for this execution
+    /// (the line before was the last one). The default ignores it.
+    fn truncated(&self, _node: &str, _stream: LogStream) {}
 }
 
 /// A [`RunLogSink`] that drops every line.

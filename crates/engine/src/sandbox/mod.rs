@@ -25,6 +25,7 @@ pub(crate) mod devbox;
 pub(crate) mod egress;
 pub(crate) mod engine_binary;
 pub(crate) mod error;
+pub(crate) mod exec_agent;
 pub(crate) mod finalize;
 pub(crate) mod gateway;
 pub(crate) mod git;

@@ -31,7 +31,7 @@ pub(crate) fn registry_or_product(installed: Option<&Registry>, env: &Environmen
 /// engine on every `iterion run` costs more than the run (podman's API answers in hundreds of
 /// milliseconds), and with both present the factory never creates containers on the second one.
 /// Used by the reaper and to remove a run's container by label when its setup was cancelled.
-pub(crate) fn local_reapers(env: &Environment) -> Vec<Arc<dyn ReaperConstructor>> {
+pub fn local_reapers(env: &Environment) -> Vec<Arc<dyn ReaperConstructor>> {
     let vars = EndpointVars::from_env(env);
     [
         (DriverKind::Docker, EngineKind::Docker),

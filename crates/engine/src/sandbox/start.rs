@@ -28,7 +28,7 @@ use crate::sandbox::egress::{self};
 use crate::sandbox::error::{PHASE_SANDBOX_SETUP, SetupError};
 use crate::sandbox::resolve::Resolved;
 use crate::sandbox::start_ctx::StartCtx;
-use crate::sandbox::{copy, devbox, finalize, mounts, rundir, scratch};
+use crate::sandbox::{copy, devbox, exec_agent, finalize, mounts, rundir, scratch};
 
 /// What L5–L14 came to.
 pub(crate) enum SandboxOutcome {
@@ -359,7 +359,17 @@ async fn apply(
     let workspace_folder = spec.workspace_folder.clone();
     let result = start_in(ctx, spec, driver, &run_dir, &workspace_path, proxy.as_ref()).await;
     match result {
-        Ok(run) => {
+        Ok(mut run) => {
+            // Drivers that bind the engine binary run node commands through its exec agent.
+            if inputs.host_binds && ctx.mount_inputs.engine_binary.is_some() {
+                run.0 = exec_agent::with_exec_agent(
+                    run.0,
+                    mounts::ENGINE_BIN_TARGET,
+                    &ctx.mount_inputs.env,
+                    ctx.run_log.as_ref(),
+                )
+                .await;
+            }
             if let Some(scratch) = &plan.scratch_in_container {
                 make_container_scratch(run.0.as_ref(), scratch, ctx.run_log.as_ref()).await;
             }
@@ -597,7 +607,7 @@ fn prepare_error(resolved: &Resolved, error: &SandboxError) -> SetupError {
     let mut failure = SetupError::classify(error);
     if let (Some(default), SandboxError::PullFailed { .. }) = (&resolved.default_image, error) {
         failure.message = format!(
-            "{}\nThe default sandbox image {image} is neither present locally nor pullable ({source}). To get one:\n  - pull it: docker pull {image}\n  - or point --sandbox-default-image (or ITERION_SANDBOX_DEFAULT_IMAGE) at an image you have locally\n  - or build one with no registry: scripts/build-default-image.sh (it tags the image so that it is found by default)\n  - or run on the host: --sandbox none",
+            "{}\nThe default sandbox image {image} is neither present locally nor pullable ({source}). To get one:\n  - pull it: docker pull {image}\n  - or point --sandbox-default-image (or ITERION_SANDBOX_DEFAULT_IMAGE) at an image you have locally\n  - or build one with no registry, as root: sudo scripts/build-default-image.sh (it tags the image so that it is found by default)\n  - or run on the host: --sandbox none",
             failure.message,
             image = default.image,
             source = default.source.label(),

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use iterion_engine::{LivenessSource, Verdict, reap_cloud, sandbox_resource_reapable};
-use iterion_sandbox::ResourceKind;
+use iterion_sandbox::{ReapJudge, Reaper, ResourceKind};
 use iterion_sandbox_kubernetes::KubeRsApi;
 use iterion_store::{
     InitialStatus, Liveness, ManualClock, NewRun, PgOptions, PgStore, RunId, RunStatus,
@@ -237,6 +237,20 @@ fn labels(store_id: &str, run_id: &str) -> BTreeMap<String, String> {
     ])
 }
 
+/// A judge that frees exactly the runs it names.
+struct Frees(Vec<String>);
+
+#[async_trait]
+impl ReapJudge for Frees {
+    async fn reapable(&self, run_id: &str) -> bool {
+        self.0.iter().any(|r| r == run_id)
+    }
+
+    async fn claims(&self, _run_id: &str) -> bool {
+        false
+    }
+}
+
 async fn cloud_pass(store: Arc<dyn Store>) {
     let fake = FakeKube::start("iterion").await;
     let api = KubeRsApi::new(fake.client(), fake.namespace());
@@ -268,6 +282,26 @@ async fn cloud_pass(store: Arc<dyn Store>) {
     let mut purpose = labels(&id, done.as_str());
     purpose.insert("iterion.io/purpose".to_owned(), "nix-store".to_owned());
     fake.insert(Kind::Secret, "secret-purpose", purpose);
+
+    // `prune --dry-run`'s question first: the same answers, and nothing is deleted.
+    let survey = api
+        .survey(
+            &id,
+            &Frees(vec![done.to_string(), absent.to_string(), String::new()]),
+        )
+        .await
+        .unwrap();
+    assert_eq!((survey.deleted.len(), survey.kept), (9, 3), "{survey:?}");
+    assert!(
+        survey
+            .deleted
+            .contains(&(ResourceKind::Pod, "pod-done".to_owned()))
+    );
+    assert_eq!(
+        [Kind::Pod, Kind::Secret, Kind::NetworkPolicy].map(|k| fake.names(k).len()),
+        [5, 6, 5],
+        "a survey deleted something"
+    );
 
     let report = reap_cloud(s, &api).await.unwrap();
     assert_eq!(

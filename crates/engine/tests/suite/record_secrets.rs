@@ -79,9 +79,16 @@ async fn a_node_printing_a_secret_in_any_encoding_leaves_no_form_of_it_in_the_st
     let run = store.get_run(&id).await.unwrap().unwrap();
     let events_text =
         serde_json::to_string(&events.iter().map(|e| &e.data).collect::<Vec<_>>()).unwrap();
+    // The node output the tools printed (node_logs) with the engine's own lines (run_logs).
+    let output = store
+        .node_logs(&id, &iterion_store::NodeLogQuery::default())
+        .await
+        .unwrap();
+    assert!(!output.is_empty(), "the tools' output was stored");
     let logs_text = logs
         .iter()
         .map(|l| l.line.as_str())
+        .chain(output.iter().map(|c| c.text.as_str()))
         .collect::<Vec<_>>()
         .join("\n");
     // The tool really printed every form (the record shows where each went, redacted).

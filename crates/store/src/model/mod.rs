@@ -6,7 +6,7 @@ mod lease;
 mod run;
 mod status;
 
-pub use event::{Event, LogLine, NewEvent, NewLogLine};
+pub use event::{Event, LogLine, NewEvent, NewLogLine, NewNodeLog, NodeLog, NodeLogQuery};
 pub use id::{InvalidRunId, RunId};
 pub use iterion_vocab::{LogStream, Trust};
 pub use lease::{Claim, Lease, Liveness};

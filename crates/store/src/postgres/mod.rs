@@ -37,10 +37,11 @@ use tokio_postgres::NoTls;
 use self::ctx::{Ctx, classify};
 use crate::error::{DbLocation, Error, Result};
 use crate::model::{
-    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
+    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewNodeLog, NewRun,
+    NodeLog, NodeLogQuery, Run, RunId,
 };
 use crate::store::{RunQuery, Store};
-use crate::time::{Clock, SystemClock};
+use crate::time::{Clock, SystemClock, Timestamp};
 
 /// Options for [`PgStore::connect_with`]; a builder whose setters state their defaults.
 #[derive(Clone, Debug)]
@@ -295,6 +296,18 @@ impl Store for PgStore {
         ops::list(&**self.client().await?, &self.inner.ctx, *query).await
     }
 
+    async fn runs_by_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<Run>> {
+        ops::by_id_prefix(&**self.client().await?, &self.inner.ctx, prefix, limit).await
+    }
+
+    async fn runs_finished_before(&self, before: Timestamp, limit: usize) -> Result<Vec<Run>> {
+        ops::finished_before(&**self.client().await?, &self.inner.ctx, before, limit).await
+    }
+
+    async fn delete_run(&self, id: &RunId) -> Result<Vec<RunId>> {
+        ops::delete(&mut **self.client().await?, &self.inner.ctx, id).await
+    }
+
     async fn save_run(&self, run: &Run, expected_version: u64) -> Result<u64> {
         ops::save(
             &mut **self.client().await?,
@@ -345,6 +358,24 @@ impl Store for PgStore {
 
     async fn logs(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<LogLine>> {
         ops::read_logs(&**self.client().await?, &self.inner.ctx, run_id, after_seq).await
+    }
+
+    async fn append_node_logs(
+        &self,
+        run_id: &RunId,
+        chunks: Vec<NewNodeLog>,
+    ) -> Result<Range<u64>> {
+        ops::node_logs(
+            &mut **self.client().await?,
+            &self.inner.ctx,
+            run_id,
+            &chunks,
+        )
+        .await
+    }
+
+    async fn node_logs(&self, run_id: &RunId, query: &NodeLogQuery) -> Result<Vec<NodeLog>> {
+        ops::read_node_logs(&**self.client().await?, &self.inner.ctx, run_id, query).await
     }
 
     async fn acquire_lease(&self, run_id: &RunId, holder: &str, ttl: Duration) -> Result<Lease> {

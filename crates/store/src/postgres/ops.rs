@@ -11,14 +11,15 @@ use tokio_postgres::{Client, GenericClient, Row};
 
 use super::ctx::Ctx;
 use crate::codec::{
-    NewRunRow, RUN_COLUMN_COUNT, RUN_COLUMNS, RawRun, Table, decode_log_line, fresh_run, json_text,
-    lease_expiry, to_i64, to_u64,
+    NODE_LOG_COLUMNS, NewRunRow, RUN_COLUMN_COUNT, RUN_COLUMNS, RawRun, Table, decode_log_line,
+    decode_node_log, fresh_run, json_text, lease_expiry, to_i64, to_u64,
 };
 use crate::error::{Error, Result};
 use crate::model::{
-    Claim, Event, InvalidRunId, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun,
-    Run, RunId, RunStatus, Trust,
+    Claim, Event, InvalidRunId, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine,
+    NewNodeLog, NewRun, NodeLog, NodeLogQuery, Run, RunId, RunStatus, Trust,
 };
+use crate::removal::{TreeRow, check_removable, terminal_statuses_sql};
 use crate::save_rules::{StoredRun, check_save, encode_for_save};
 use crate::store::RunQuery;
 use crate::time::Timestamp;
@@ -216,26 +217,109 @@ pub(crate) async fn get(client: &impl GenericClient, ctx: &Ctx, id: &RunId) -> R
 
 pub(crate) async fn list(client: &Client, ctx: &Ctx, query: RunQuery) -> Result<Vec<Run>> {
     let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
-    let op = "listing runs";
-    let rows = match query.status {
-        Some(status) => {
-            let sql = format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE status = $1 \
-                 ORDER BY created_at_ms DESC, id DESC LIMIT $2"
-            );
-            client.query(&sql, &[&status.as_str(), &limit]).await
-        }
-        None => {
-            let sql = format!(
-                "SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at_ms DESC, id DESC LIMIT $1"
-            );
-            client.query(&sql, &[&limit]).await
-        }
-    }
-    .map_err(ctx.sql(op))?;
+    let top = if query.top_level {
+        "parent_run_id IS NULL"
+    } else {
+        "TRUE"
+    };
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE ($1::TEXT IS NULL OR status = $1) AND {top} \
+         ORDER BY created_at_ms DESC, id DESC LIMIT $2"
+    );
+    let status = query.status.map(RunStatus::as_str);
+    query_runs(client, ctx, "listing runs", &sql, &[&status, &limit]).await
+}
+
+async fn query_runs(
+    client: &Client,
+    ctx: &Ctx,
+    op: &'static str,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Run>> {
+    let rows = client.query(sql, params).await.map_err(ctx.sql(op))?;
     rows.iter()
         .map(|row| raw_run(row).map_err(ctx.sql(op))?.decode(&ctx.db))
         .collect()
+}
+
+pub(crate) async fn by_id_prefix(
+    client: &Client,
+    ctx: &Ctx,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<Run>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    // starts_with on the "C"-collated id: byte for byte, no wildcard in what a person typed.
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE starts_with(id, $1) \
+         ORDER BY created_at_ms DESC, id DESC LIMIT $2"
+    );
+    query_runs(
+        client,
+        ctx,
+        "finding runs by id prefix",
+        &sql,
+        &[&prefix, &limit],
+    )
+    .await
+}
+
+pub(crate) async fn finished_before(
+    client: &Client,
+    ctx: &Ctx,
+    before: Timestamp,
+    limit: usize,
+) -> Result<Vec<Run>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let terminal = terminal_statuses_sql();
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE parent_run_id IS NULL \
+         AND status IN ({terminal}) AND finished_at_ms IS NOT NULL AND finished_at_ms < $1 \
+         ORDER BY finished_at_ms, id LIMIT $2"
+    );
+    query_runs(
+        client,
+        ctx,
+        "listing finished runs",
+        &sql,
+        &[&before.as_millis(), &limit],
+    )
+    .await
+}
+
+/// The run `$1` and every run below it, `$1` first, locked against concurrent saves and claims.
+const TREE_SQL: &str = "WITH RECURSIVE tree (id, depth) AS ( \
+     SELECT id, 0 FROM runs WHERE id = $1 \
+     UNION ALL SELECT r.id, t.depth + 1 FROM runs AS r JOIN tree AS t ON r.parent_run_id = t.id) \
+     SELECT r.id, r.status, l.holder, l.expires_at_ms FROM tree AS t JOIN runs AS r ON r.id = t.id \
+     LEFT JOIN leases AS l ON l.run_id = r.id ORDER BY t.depth, r.id FOR UPDATE OF r";
+
+pub(crate) async fn delete(client: &mut Client, ctx: &Ctx, id: &RunId) -> Result<Vec<RunId>> {
+    let op = "removing a run";
+    let tx = client.transaction().await.map_err(ctx.sql(op))?;
+    let rows = tx
+        .query(TREE_SQL, &[&id.as_str()])
+        .await
+        .map_err(ctx.sql(op))?;
+    let mut tree_rows: Vec<TreeRow> = Vec::with_capacity(rows.len());
+    for row in &rows {
+        tree_rows.push((
+            row.try_get(0).map_err(ctx.sql(op))?,
+            row.try_get(1).map_err(ctx.sql(op))?,
+            row.try_get(2).map_err(ctx.sql(op))?,
+            row.try_get(3).map_err(ctx.sql(op))?,
+        ));
+    }
+    let tree = check_removable(&ctx.db, id, tree_rows, ctx.clock.now())?;
+    let ids: Vec<&str> = tree.iter().map(RunId::as_str).collect();
+    // One statement: the parent reference (no cascade) is checked at its end, when the whole
+    // tree is gone. Events, log lines and leases cascade.
+    tx.execute("DELETE FROM runs WHERE id = ANY($1)", &[&ids])
+        .await
+        .map_err(ctx.sql(op))?;
+    tx.commit().await.map_err(ctx.sql(op))?;
+    Ok(tree)
 }
 
 pub(crate) async fn save(
@@ -412,6 +496,33 @@ async fn append_rows(
 ) -> Result<(u64, Timestamp)> {
     let op = table.op();
     let tx = client.transaction().await.map_err(ctx.sql(op))?;
+    let (first, ts) = next_seq(&tx, ctx, table, run_id).await?;
+    if !rows.is_empty() {
+        let insert = tx.prepare(&insert_sql(table)).await.map_err(ctx.sql(op))?;
+        for (offset, (a, b)) in (0_u64..).zip(rows) {
+            let params: [&(dyn ToSql + Sync); 5] = [
+                &run_id.as_str(),
+                &to_i64(first + offset),
+                &ts.as_millis(),
+                a,
+                b,
+            ];
+            tx.execute(&insert, &params).await.map_err(ctx.sql(op))?;
+        }
+    }
+    tx.commit().await.map_err(ctx.sql(op))?;
+    Ok((first, ts))
+}
+
+/// Inside `tx`: locks the run row (appenders everywhere take turns) and returns the next `seq`
+/// of `table` for the run and the timestamp its rows get.
+async fn next_seq(
+    tx: &tokio_postgres::Transaction<'_>,
+    ctx: &Ctx,
+    table: Table,
+    run_id: &RunId,
+) -> Result<(u64, Timestamp)> {
+    let op = table.op();
     let locked = tx
         .query_opt(
             "SELECT 1 FROM runs WHERE id = $1 FOR NO KEY UPDATE",
@@ -429,23 +540,85 @@ async fn append_rows(
         .await
         .and_then(|row| row.try_get(0))
         .map_err(ctx.sql(op))?;
-    let ts = ctx.clock.now();
-    let first = to_u64(last) + 1;
-    if !rows.is_empty() {
-        let insert = tx.prepare(&insert_sql(table)).await.map_err(ctx.sql(op))?;
-        for (offset, (a, b)) in (0_u64..).zip(rows) {
-            let params: [&(dyn ToSql + Sync); 5] = [
+    Ok((to_u64(last) + 1, ctx.clock.now()))
+}
+
+/// Appends `chunks` to the run's node log in one transaction.
+pub(crate) async fn node_logs(
+    client: &mut Client,
+    ctx: &Ctx,
+    run_id: &RunId,
+    chunks: &[NewNodeLog],
+) -> Result<Range<u64>> {
+    let table = Table::NodeLogs;
+    let op = table.op();
+    let tx = client.transaction().await.map_err(ctx.sql(op))?;
+    let (first, ts) = next_seq(&tx, ctx, table, run_id).await?;
+    if !chunks.is_empty() {
+        let sql = format!(
+            "INSERT INTO {} ({}) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            table.name(),
+            table.columns()
+        );
+        let insert = tx.prepare(&sql).await.map_err(ctx.sql(op))?;
+        for (offset, chunk) in (0_u64..).zip(chunks) {
+            let params: [&(dyn ToSql + Sync); 7] = [
                 &run_id.as_str(),
                 &to_i64(first + offset),
                 &ts.as_millis(),
-                a,
-                b,
+                &chunk.node,
+                &chunk.stream.as_str(),
+                &chunk.text,
+                &chunk.truncated,
             ];
             tx.execute(&insert, &params).await.map_err(ctx.sql(op))?;
         }
     }
     tx.commit().await.map_err(ctx.sql(op))?;
-    Ok((first, ts))
+    Ok(first..first + chunks.len() as u64)
+}
+
+pub(crate) async fn read_node_logs(
+    client: &Client,
+    ctx: &Ctx,
+    run_id: &RunId,
+    query: &NodeLogQuery,
+) -> Result<Vec<NodeLog>> {
+    let op = "reading node output";
+    let sql = format!(
+        "SELECT {NODE_LOG_COLUMNS} FROM node_logs WHERE run_id = $1 AND seq > $2 \
+         AND ($3::TEXT IS NULL OR node = $3) AND ($4::TEXT IS NULL OR stream = $4) \
+         ORDER BY seq LIMIT $5"
+    );
+    let node = query.node.as_deref();
+    let stream = query.stream.map(LogStream::as_str);
+    let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
+    let rows = client
+        .query(
+            &sql,
+            &[
+                &run_id.as_str(),
+                &to_i64(query.after_seq),
+                &node,
+                &stream,
+                &limit,
+            ],
+        )
+        .await
+        .map_err(ctx.sql(op))?;
+    rows.iter()
+        .map(|row| {
+            let raw = (
+                row.try_get(0).map_err(ctx.sql(op))?,
+                row.try_get(1).map_err(ctx.sql(op))?,
+                row.try_get(2).map_err(ctx.sql(op))?,
+                row.try_get(3).map_err(ctx.sql(op))?,
+                row.try_get(4).map_err(ctx.sql(op))?,
+                row.try_get(5).map_err(ctx.sql(op))?,
+            );
+            decode_node_log(&ctx.db, run_id, raw)
+        })
+        .collect()
 }
 
 pub(crate) async fn event(

@@ -79,8 +79,26 @@ CREATE TABLE leases (
 );
 "#;
 
+/// Version 2: `node_logs`, as in SQLite's version 2 (one row per chunk of lines of one node's
+/// stream; `truncated` marks the last chunk stored before the engine's bound).
+const V2: &str = r#"
+CREATE TABLE node_logs (
+    run_id    TEXT COLLATE "C" NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    seq       BIGINT NOT NULL,
+    ts_ms     BIGINT NOT NULL,
+    node      TEXT NOT NULL,
+    stream    TEXT NOT NULL,
+    text      TEXT NOT NULL,
+    truncated BOOLEAN NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE INDEX node_logs_by_node ON node_logs (run_id, node, seq);
+CREATE TRIGGER node_logs_append_only BEFORE UPDATE ON node_logs
+    FOR EACH ROW EXECUTE FUNCTION iterion_append_only();
+"#;
+
 /// The migration steps, oldest first. Append only.
-pub(crate) const MIGRATIONS: &[&str] = &[V1];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// The schema version this build writes and reads.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -11,9 +11,13 @@ use std::ops::Range;
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 
 use super::env::Env;
-use crate::codec::{Table, decode_log_line, from_json, json_text, to_i64, to_u64};
+use crate::codec::{
+    NODE_LOG_COLUMNS, Table, decode_log_line, decode_node_log, from_json, json_text, to_i64, to_u64,
+};
 use crate::error::{Error, Result};
-use crate::model::{Event, LogLine, LogStream, NewEvent, NewLogLine, RunId};
+use crate::model::{
+    Event, LogLine, LogStream, NewEvent, NewLogLine, NewNodeLog, NodeLog, NodeLogQuery, RunId,
+};
 use crate::time::Timestamp;
 
 /// The statement reading whether the run exists and `table`'s last `seq` for it.
@@ -202,5 +206,91 @@ pub(crate) fn read_logs(
         .map_err(env.sql(op))?;
     rows.into_iter()
         .map(|row| decode_log_line(env.db(), run_id, row))
+        .collect()
+}
+
+/// Appends `chunks` to the run's node log in one transaction.
+pub(crate) fn node_logs(
+    conn: &mut Connection,
+    env: Env<'_>,
+    run_id: &RunId,
+    chunks: &[NewNodeLog],
+) -> Result<Range<u64>> {
+    let table = Table::NodeLogs;
+    let op = table.op();
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(env.sql(op))?;
+    let Some(last) = last_seq(&tx, table, run_id).map_err(env.sql(op))? else {
+        return Err(Error::RunNotFound {
+            run_id: run_id.clone(),
+        });
+    };
+    let ts = env.now();
+    let first = last + 1;
+    {
+        let sql = format!(
+            "INSERT INTO {} ({}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            table.name(),
+            table.columns()
+        );
+        let mut insert = tx.prepare_cached(&sql).map_err(env.sql(op))?;
+        for (offset, chunk) in (0_u64..).zip(chunks) {
+            insert
+                .execute(params![
+                    run_id.as_str(),
+                    to_i64(first + offset),
+                    ts.as_millis(),
+                    chunk.node,
+                    chunk.stream.as_str(),
+                    chunk.text,
+                    i64::from(chunk.truncated),
+                ])
+                .map_err(env.sql(op))?;
+        }
+    }
+    tx.commit().map_err(env.sql(op))?;
+    Ok(first..first + chunks.len() as u64)
+}
+
+pub(crate) fn read_node_logs(
+    conn: &Connection,
+    env: Env<'_>,
+    run_id: &RunId,
+    query: &NodeLogQuery,
+) -> Result<Vec<NodeLog>> {
+    let op = "reading node output";
+    let sql = format!(
+        "SELECT {NODE_LOG_COLUMNS} FROM node_logs WHERE run_id = ?1 AND seq > ?2 \
+         AND (?3 IS NULL OR node = ?3) AND (?4 IS NULL OR stream = ?4) ORDER BY seq LIMIT ?5"
+    );
+    type Row = (i64, i64, String, String, String, bool);
+    let rows: Vec<Row> = conn
+        .prepare_cached(&sql)
+        .and_then(|mut stmt| {
+            stmt.query_map(
+                params![
+                    run_id.as_str(),
+                    to_i64(query.after_seq),
+                    query.node.as_deref(),
+                    query.stream.map(LogStream::as_str),
+                    i64::try_from(query.limit).unwrap_or(i64::MAX),
+                ],
+                |row| {
+                    Ok((
+                        row.get(0)?,
+                        row.get(1)?,
+                        row.get(2)?,
+                        row.get(3)?,
+                        row.get(4)?,
+                        row.get::<_, i64>(5)? != 0,
+                    ))
+                },
+            )?
+            .collect()
+        })
+        .map_err(env.sql(op))?;
+    rows.into_iter()
+        .map(|row| decode_node_log(env.db(), run_id, row))
         .collect()
 }

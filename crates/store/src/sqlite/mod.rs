@@ -33,10 +33,11 @@ use rusqlite::{Connection, OpenFlags};
 use self::env::Env;
 use crate::error::{DbLocation, Error, Result};
 use crate::model::{
-    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewRun, Run, RunId,
+    Claim, Event, Lease, Liveness, LogLine, LogStream, NewEvent, NewLogLine, NewNodeLog, NewRun,
+    NodeLog, NodeLogQuery, Run, RunId,
 };
 use crate::store::{RunQuery, Store};
-use crate::time::{Clock, SystemClock};
+use crate::time::{Clock, SystemClock, Timestamp};
 
 /// How hard SQLite works to make a commit durable (`PRAGMA synchronous`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -289,6 +290,23 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn runs_by_id_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<Run>> {
+        let prefix = prefix.to_owned();
+        self.call(move |conn, env| runs::by_id_prefix(conn, env, &prefix, limit))
+            .await
+    }
+
+    async fn runs_finished_before(&self, before: Timestamp, limit: usize) -> Result<Vec<Run>> {
+        self.call(move |conn, env| runs::finished_before(conn, env, before, limit))
+            .await
+    }
+
+    async fn delete_run(&self, id: &RunId) -> Result<Vec<RunId>> {
+        let id = id.clone();
+        self.call(move |conn, env| runs::delete(conn, env, &id))
+            .await
+    }
+
     async fn save_run(&self, run: &Run, expected_version: u64) -> Result<u64> {
         let run = run.clone();
         self.call(move |conn, env| runs::save(conn, env, &run, expected_version))
@@ -334,6 +352,22 @@ impl Store for SqliteStore {
     async fn logs(&self, run_id: &RunId, after_seq: u64) -> Result<Vec<LogLine>> {
         let run_id = run_id.clone();
         self.call(move |conn, env| append::read_logs(conn, env, &run_id, after_seq))
+            .await
+    }
+
+    async fn append_node_logs(
+        &self,
+        run_id: &RunId,
+        chunks: Vec<NewNodeLog>,
+    ) -> Result<Range<u64>> {
+        let run_id = run_id.clone();
+        self.call(move |conn, env| append::node_logs(conn, env, &run_id, &chunks))
+            .await
+    }
+
+    async fn node_logs(&self, run_id: &RunId, query: &NodeLogQuery) -> Result<Vec<NodeLog>> {
+        let (run_id, query) = (run_id.clone(), query.clone());
+        self.call(move |conn, env| append::read_node_logs(conn, env, &run_id, &query))
             .await
     }
 

@@ -10,8 +10,10 @@ use super::rows::{raw_run, run_exists};
 use crate::codec::{NewRunRow, RUN_COLUMNS, fresh_run, lease_expiry, to_i64, to_u64};
 use crate::error::{Error, Result};
 use crate::model::{Claim, Lease, NewRun, Run, RunId, RunStatus, Trust};
+use crate::removal::{TreeRow, check_removable, terminal_statuses_sql};
 use crate::save_rules::{StoredRun, check_save, encode_for_save};
 use crate::store::RunQuery;
+use crate::time::Timestamp;
 
 pub(crate) fn create(conn: &mut Connection, env: Env<'_>, new: NewRun) -> Result<Run> {
     let now = env.now();
@@ -114,28 +116,110 @@ fn select_run(conn: &Connection, env: Env<'_>, id: &RunId) -> Result<Option<Run>
 pub(crate) fn list(conn: &Connection, env: Env<'_>, query: RunQuery) -> Result<Vec<Run>> {
     let limit = i64::try_from(query.limit).unwrap_or(i64::MAX);
     let op = "listing runs";
-    let raws = match query.status {
-        Some(status) => {
-            let sql = format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE status = ?1 \
-                 ORDER BY created_at_ms DESC, id DESC LIMIT ?2"
-            );
-            let mut stmt = conn.prepare_cached(&sql).map_err(env.sql(op))?;
-            stmt.query_map(params![status.as_str(), limit], raw_run)
-                .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
-                .map_err(env.sql(op))?
-        }
-        None => {
-            let sql = format!(
-                "SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at_ms DESC, id DESC LIMIT ?1"
-            );
-            let mut stmt = conn.prepare_cached(&sql).map_err(env.sql(op))?;
-            stmt.query_map([limit], raw_run)
-                .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
-                .map_err(env.sql(op))?
-        }
+    let top = if query.top_level {
+        "parent_run_id IS NULL"
+    } else {
+        "1"
     };
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE (?1 IS NULL OR status = ?1) AND {top} \
+         ORDER BY created_at_ms DESC, id DESC LIMIT ?2"
+    );
+    let status = query.status.map(RunStatus::as_str);
+    query_runs(conn, env, op, &sql, params![status, limit])
+}
+
+fn query_runs(
+    conn: &Connection,
+    env: Env<'_>,
+    op: &'static str,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<Run>> {
+    let raws = conn
+        .prepare_cached(sql)
+        .and_then(|mut stmt| {
+            stmt.query_map(params, raw_run)
+                .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+        })
+        .map_err(env.sql(op))?;
     raws.into_iter().map(|raw| raw.decode(env.db())).collect()
+}
+
+pub(crate) fn by_id_prefix(
+    conn: &Connection,
+    env: Env<'_>,
+    prefix: &str,
+    limit: usize,
+) -> Result<Vec<Run>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    // substr, not LIKE: byte for byte, no wildcard in what a person typed.
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE substr(id, 1, length(?1)) = ?1 \
+         ORDER BY created_at_ms DESC, id DESC LIMIT ?2"
+    );
+    query_runs(
+        conn,
+        env,
+        "finding runs by id prefix",
+        &sql,
+        params![prefix, limit],
+    )
+}
+
+pub(crate) fn finished_before(
+    conn: &Connection,
+    env: Env<'_>,
+    before: Timestamp,
+    limit: usize,
+) -> Result<Vec<Run>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let terminal = terminal_statuses_sql();
+    let sql = format!(
+        "SELECT {RUN_COLUMNS} FROM runs WHERE parent_run_id IS NULL \
+         AND status IN ({terminal}) AND finished_at_ms IS NOT NULL AND finished_at_ms < ?1 \
+         ORDER BY finished_at_ms, id LIMIT ?2"
+    );
+    query_runs(
+        conn,
+        env,
+        "listing finished runs",
+        &sql,
+        params![before.as_millis(), limit],
+    )
+}
+
+/// The run `id` and every run below it, `id` first: `(id, status, lease holder, lease expiry)`.
+const TREE_SQL: &str = "WITH RECURSIVE tree (id, depth) AS ( \
+     SELECT id, 0 FROM runs WHERE id = ?1 \
+     UNION ALL SELECT r.id, t.depth + 1 FROM runs AS r JOIN tree AS t ON r.parent_run_id = t.id) \
+     SELECT r.id, r.status, l.holder, l.expires_at_ms FROM tree AS t JOIN runs AS r ON r.id = t.id \
+     LEFT JOIN leases AS l ON l.run_id = r.id ORDER BY t.depth, r.id";
+
+pub(crate) fn delete(conn: &mut Connection, env: Env<'_>, id: &RunId) -> Result<Vec<RunId>> {
+    let op = "removing a run";
+    let now = env.now();
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(env.sql(op))?;
+    let rows: Vec<TreeRow> = tx
+        .prepare_cached(TREE_SQL)
+        .and_then(|mut stmt| {
+            stmt.query_map([id.as_str()], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            })
+            .and_then(Iterator::collect)
+        })
+        .map_err(env.sql(op))?;
+    let tree = check_removable(env.db(), id, rows, now)?;
+    for run in tree.iter().rev() {
+        // Children first: the parent reference has no cascade. Events, log lines and leases
+        // cascade.
+        tx.execute("DELETE FROM runs WHERE id = ?1", [run.as_str()])
+            .map_err(env.sql(op))?;
+    }
+    tx.commit().map_err(env.sql(op))?;
+    Ok(tree)
 }
 
 pub(crate) fn save(

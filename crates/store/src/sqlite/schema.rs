@@ -79,8 +79,28 @@ CREATE TABLE leases (
 ) STRICT;
 ";
 
+/// Version 2: `node_logs`, what each node printed, per stream, in chunks of lines (issue 19).
+/// A row holds one or more complete lines of one node's stream (the engine batches them);
+/// `truncated = 1` marks the last chunk stored before the engine's bound for that node and
+/// stream. Append-only like the other logs.
+const V2: &str = "
+CREATE TABLE node_logs (
+    run_id    TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    seq       INTEGER NOT NULL,
+    ts_ms     INTEGER NOT NULL,
+    node      TEXT NOT NULL,
+    stream    TEXT NOT NULL,
+    text      TEXT NOT NULL,
+    truncated INTEGER NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) STRICT;
+CREATE INDEX node_logs_by_node ON node_logs (run_id, node, seq);
+CREATE TRIGGER node_logs_append_only BEFORE UPDATE ON node_logs
+BEGIN SELECT RAISE(ABORT, 'node logs are append-only'); END;
+";
+
 /// The migration steps, oldest first. Append only.
-pub(crate) const MIGRATIONS: &[&str] = &[V1];
+pub(crate) const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// The schema version this build writes and reads.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

@@ -114,6 +114,26 @@ fn the_store_id_is_made_once_and_kept() {
 }
 
 #[test]
-fn the_shipped_schema_is_version_one() {
-    assert_eq!(SCHEMA_VERSION, 1);
+fn the_shipped_schema_is_version_two() {
+    assert_eq!(SCHEMA_VERSION, 2);
+}
+
+#[test]
+fn a_version_one_database_gains_node_logs_and_keeps_its_rows() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    with_env(|env| migrate(&mut conn, env, &MIGRATIONS[..1])).unwrap();
+    conn.execute_batch(
+        "INSERT INTO runs (id, workflow, workflow_hash, file_path, status, trust, root_run_id, \
+         vars, created_at_ms, updated_at_ms, version) \
+         VALUES ('r', 'w', 'h', 'f', 'running', 'trusted', 'r', '{}', 1, 1, 1);
+         INSERT INTO run_logs VALUES ('r', 1, 1, 'system', 'kept');",
+    )
+    .unwrap();
+    let found = with_env(|env| migrate(&mut conn, env, MIGRATIONS)).unwrap();
+    assert_eq!(found, 1);
+    assert!(tables(&conn).contains(&"node_logs".to_owned()));
+    let kept: String = conn
+        .query_row("SELECT line FROM run_logs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(kept, "kept");
 }

@@ -28,9 +28,11 @@ macro_rules! on_both_backends {
 mod cas;
 mod events;
 mod leases;
+mod node_logs;
 mod open;
 mod postgres;
 mod queue;
+mod removal;
 mod runs;
 mod serde_forms;
 

@@ -37,7 +37,10 @@ async fn a_fresh_home_gets_a_private_directory_a_private_file_and_the_latest_sch
         .unwrap()
         .collect::<rusqlite::Result<_>>()
         .unwrap();
-    assert_eq!(tables, ["events", "leases", "meta", "run_logs", "runs"]);
+    assert_eq!(
+        tables,
+        ["events", "leases", "meta", "node_logs", "run_logs", "runs"]
+    );
 
     #[cfg(unix)]
     {

@@ -577,7 +577,7 @@ async fn postgres_reconnecting_keeps_the_store_id_and_the_data() {
     let second = PgStore::connect_with(&url, options()).await.unwrap();
     assert_eq!(second.store_id(), first.store_id());
     assert_eq!(second.get_run(&run.id).await.unwrap(), Some(run));
-    assert_eq!(PgStore::SCHEMA_VERSION, 1);
+    assert_eq!(PgStore::SCHEMA_VERSION, 2);
     // The URL shown in messages carries no password.
     assert!(!first.location().to_string().contains("@@"));
 }

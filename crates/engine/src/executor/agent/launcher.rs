@@ -6,8 +6,10 @@
 //! the container with stdin attached, send the bootstrap (`permission_policy`, `gateway_v1`, an
 //! optional `session_replay`, then `task`), and serve the channel until `result`: forwarded
 //! `tool_call`s run here only when advertised to the node under that exact name, launcher-placed
-//! and allowed by the policy; `event`s go to the run log. A channel error (a line over 4 MiB, a
-//! malformed envelope, the runner dying without a `result`) fails the node with a typed message
+//! and allowed by the policy; `event`s go to the run log; `transcript`s become `agent_turn` /
+//! `agent_tool_call` events (decoded strictly, named, redacted and bounded by the engine, at most
+//! 4096 per node); the runner's stderr is the node's output. A channel error (a line over 4 MiB,
+//! a malformed envelope, the runner dying without a `result`) fails the node with a typed message
 //! and ends the exec — never a hang.
 
 use std::collections::BTreeMap;
@@ -23,7 +25,6 @@ use iterion_agent::placement::{PermissionPolicy, Placement, sandbox_placement_of
 use iterion_agent::provider::Provider;
 use iterion_agent::runner::{Replay, TaskData};
 use iterion_agent::session::{LoopSpec, Snapshot, ToolOutcome};
-use iterion_agent::shell::BoundedSink;
 use iterion_agent::tools::ASK_USER;
 use iterion_agent::wire::Usage;
 use iterion_dsl::ir::{AgentNode, Interaction};
@@ -31,6 +32,7 @@ use iterion_sandbox::{ExecOpts, SandboxRun};
 use serde_json::{Value, json};
 
 use crate::executor::agent::operator::{AgentResult, Operator, PausedAgent, ask_operator};
+use crate::executor::capture::Capture;
 use crate::executor::outcome::{Failure, TAIL_BYTES};
 use crate::records::events::Event;
 use crate::records::sandbox_events::SandboxClawRoutedViaRunner;
@@ -43,6 +45,10 @@ use iterion_vocab::LogStream;
 pub(crate) fn runner_argv(engine_bin: &str) -> Vec<String> {
     vec![engine_bin.to_owned(), "__claw-runner".to_owned()]
 }
+
+/// The most transcript records one node's runner may report: the container's word, so a
+/// flood is cut (a real loop is bounded by `tool_max_steps` far below this).
+const TRANSCRIPT_RECORDS_MAX: usize = 4096;
 
 /// How long to wait for the runner's exit status once its stdout ended.
 const EXIT_WAIT: Duration = Duration::from_secs(5);
@@ -172,7 +178,8 @@ impl Launcher {
             "task",
             serde_json::to_value(&task).unwrap_or(Value::Null),
         ));
-        let channel = Channel::open(Arc::clone(&self.run), self.engine_bin, run_id, id);
+        let stderr = Capture::stderr(id, Arc::clone(&self.logs), Arc::clone(redactor));
+        let channel = Channel::open(Arc::clone(&self.run), self.engine_bin, (run_id, id), stderr);
         let served = self
             .serve(
                 channel,
@@ -180,6 +187,7 @@ impl Launcher {
                 ServeCtx {
                     redactor,
                     operator,
+                    events,
                     id,
                     spec,
                     policy: &policy,
@@ -201,6 +209,7 @@ impl Launcher {
             }
         }
         let mut snapshot: Option<Snapshot> = None;
+        let mut transcripts: usize = 0;
         loop {
             let envelope = match channel.reader.next().await {
                 Ok(e) => e,
@@ -225,6 +234,26 @@ impl Launcher {
                             data.get("payload").cloned().unwrap_or(Value::Null)
                         ),
                     );
+                }
+                iterion_agent::runner::TRANSCRIPT_ENVELOPE => {
+                    transcripts += 1;
+                    if transcripts > TRANSCRIPT_RECORDS_MAX {
+                        if transcripts == TRANSCRIPT_RECORDS_MAX + 1 {
+                            self.log(
+                                &sc,
+                                format!(
+                                    "claw: more than {TRANSCRIPT_RECORDS_MAX} transcript records; the rest are dropped"
+                                ),
+                            );
+                        }
+                        continue;
+                    }
+                    let data = envelope.data.unwrap_or(Value::Null);
+                    match crate::executor::agent::transcript::from_runner(sc.id, &data, sc.redactor)
+                    {
+                        Some(event) => sc.events.emit(event).await,
+                        None => self.log(&sc, "claw: unreadable transcript record dropped".into()),
+                    }
                 }
                 "session_capture" => {
                     let data = envelope.data.unwrap_or(Value::Null);
@@ -290,10 +319,10 @@ pub(crate) struct RunnerNode<'a> {
     pub spec: &'a LoopSpec,
     /// The paused loop and the operator's answer, when resuming it.
     pub resume: Option<(Snapshot, String)>,
-    /// Where `sandbox_claw_routed_via_runner` goes.
+    /// Where `sandbox_claw_routed_via_runner` and the transcript go.
     pub events: &'a dyn EventSink,
-    /// The run's redactor, for the run-log lines.
-    pub redactor: &'a Redactor,
+    /// The run's redactor, for the run-log lines, the runner's stderr and the transcript.
+    pub redactor: &'a Arc<Redactor>,
     /// Who answers `ask_user` at once, if anyone.
     pub operator: Option<&'a Arc<dyn Operator>>,
 }
@@ -301,6 +330,7 @@ pub(crate) struct RunnerNode<'a> {
 struct ServeCtx<'a> {
     redactor: &'a Redactor,
     operator: Option<&'a Arc<dyn Operator>>,
+    events: &'a dyn EventSink,
     id: &'a str,
     spec: &'a LoopSpec,
     policy: &'a PermissionPolicy,
@@ -358,14 +388,19 @@ struct Channel {
     reader: EnvelopeReader<tokio::io::BufReader<tokio::io::DuplexStream>>,
     writer: EnvelopeWriter<tokio::io::DuplexStream>,
     exec: tokio::task::JoinHandle<Result<iterion_sandbox::ExecResult, iterion_sandbox::Error>>,
-    stderr: BoundedSink,
+    /// The runner's stderr: the node's output (console, `node_logs`) and the failure's tail.
+    stderr: Capture,
 }
 
 impl Channel {
-    fn open(run: Arc<dyn SandboxRun>, engine_bin: &str, run_id: &str, node: &str) -> Channel {
+    fn open(
+        run: Arc<dyn SandboxRun>,
+        engine_bin: &str,
+        (run_id, node): (&str, &str),
+        stderr: Capture,
+    ) -> Channel {
         let (stdin_ours, stdin_theirs) = tokio::io::duplex(64 * 1024);
         let (stdout_theirs, stdout_ours) = tokio::io::duplex(64 * 1024);
-        let stderr = BoundedSink::new(16 * 1024);
         let opts = ExecOpts {
             env: vec![
                 ("ITERION_RUN_ID".to_owned(), run_id.to_owned()),
@@ -374,7 +409,7 @@ impl Channel {
             workdir: None,
             stdin: Some(Box::new(stdin_theirs)),
             stdout: Some(Box::new(stdout_theirs)),
-            stderr: Some(Box::new(stderr.clone())),
+            stderr: Some(stderr.writer()),
             keep_stdin_open: true,
             user: None,
         };
@@ -390,12 +425,18 @@ impl Channel {
 
     /// Ends the exec after a `result` (the runner exits on its own; this bounds the wait).
     async fn finish(self) {
-        let Channel { writer, exec, .. } = self;
+        let Channel {
+            writer,
+            exec,
+            stderr,
+            ..
+        } = self;
         drop(writer);
         let mut exec = exec;
         if tokio::time::timeout(EXIT_WAIT, &mut exec).await.is_err() {
             exec.abort();
         }
+        stderr.finish();
     }
 
     /// The node's failure for a broken channel; ends the exec.
@@ -416,7 +457,7 @@ impl Channel {
             _ => None,
         };
         exec.abort();
-        let tail = stderr.text();
+        let tail = String::from_utf8_lossy(&stderr.finish().bytes).into_owned();
         let tail = iterion_agent::text::tail_bytes(tail.trim(), TAIL_BYTES).to_owned();
         let message = match (error, exit) {
             (ChannelError::Closed, Some(code)) => {

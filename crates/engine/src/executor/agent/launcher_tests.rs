@@ -154,7 +154,10 @@ fn bootstrap(spec: &LoopSpec) -> Vec<Envelope> {
         run_id: "r".into(),
     };
     vec![
-        Envelope::new("permission_policy", json!(["allow ask_user"])),
+        Envelope::new(
+            "permission_policy",
+            PermissionPolicy::allowing(spec.tools.iter().map(|t| t.name.as_str())).to_raw(),
+        ),
         Envelope {
             kind: "gateway_v1".into(),
             id: None,
@@ -169,6 +172,21 @@ async fn serve_with(
     env: &AgentEnv,
     spec: &LoopSpec,
 ) -> Result<AgentResult, Failure> {
+    serve_recording(
+        run,
+        env,
+        spec,
+        &crate::records::sink::MemoryEventSink::new(),
+    )
+    .await
+}
+
+async fn serve_recording(
+    run: Arc<dyn SandboxRun>,
+    env: &AgentEnv,
+    spec: &LoopSpec,
+    events: &crate::records::sink::MemoryEventSink,
+) -> Result<AgentResult, Failure> {
     let launcher = Launcher::new(
         Arc::clone(&run),
         ENGINE_BIN,
@@ -176,7 +194,12 @@ async fn serve_with(
         BTreeMap::new(),
     );
     let policy = PermissionPolicy::allowing(spec.tools.iter().map(|t| t.name.as_str()));
-    let channel = Channel::open(run, ENGINE_BIN, "r", "n");
+    let stderr = Capture::stderr(
+        "n",
+        Arc::new(crate::records::sink::NullRunLog),
+        Arc::new(crate::records::secrets::Redactor::new(&[])),
+    );
+    let channel = Channel::open(run, ENGINE_BIN, ("r", "n"), stderr);
     tokio::time::timeout(
         Duration::from_secs(20),
         launcher.serve(
@@ -185,6 +208,7 @@ async fn serve_with(
             ServeCtx {
                 redactor: &crate::records::secrets::Redactor::new(&[]),
                 operator: env.operator.as_ref(),
+                events,
                 id: "n",
                 spec,
                 policy: &policy,
@@ -229,6 +253,113 @@ async fn ask_user_round_trips_between_the_launcher_and_the_real_runner() {
     assert_eq!(
         fake.requests()[1].body["messages"][2]["content"][0]["content"],
         json!("answer to which?")
+    );
+}
+
+#[tokio::test]
+async fn the_runners_turns_and_bash_calls_become_transcript_events() {
+    use iterion_test_support::fake_model::{Api, FakeModel, Reply};
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::tool("bash", json!({"command": "echo transcript-probe; exit 3"})),
+            Reply::text("done"),
+        ],
+    );
+    let run: Arc<dyn SandboxRun> = Arc::new(FakeRun(|input, output| async move {
+        i64::from(
+            iterion_agent::runner::serve(
+                input,
+                output,
+                &crate::sandbox::host::HostShells,
+                &iterion_vocab::Environment::empty(),
+            )
+            .await,
+        )
+    }));
+    let spec = loop_spec(
+        &fake.base_url(),
+        vec![iterion_agent::tools::spec_of(iterion_dsl::ir::Tool::Bash)],
+    );
+    let events = crate::records::sink::MemoryEventSink::new();
+    let got = serve_recording(run, &env_with(None), &spec, &events).await;
+    assert!(got.is_ok(), "{:?}", got.err());
+    let transcript: Vec<Event> = events
+        .events()
+        .into_iter()
+        .filter(|e| matches!(e, Event::AgentTurn(_) | Event::AgentToolCall(_)))
+        .collect();
+    let [
+        Event::AgentTurn(first),
+        Event::AgentToolCall(call),
+        Event::AgentTurn(second),
+    ] = transcript.as_slice()
+    else {
+        panic!("{transcript:?}");
+    };
+    assert_eq!(
+        (
+            first.turn,
+            first.node.as_str(),
+            first.backend.as_str(),
+            second.turn
+        ),
+        (1, "n", "claw", 2)
+    );
+    assert_eq!(
+        (
+            call.tool.as_str(),
+            call.turn,
+            call.exit_code,
+            call.is_error,
+            serde_json::from_str::<Value>(&call.input).unwrap()
+        ),
+        (
+            "bash",
+            1,
+            Some(3),
+            false,
+            json!({"command": "echo transcript-probe; exit 3"})
+        )
+    );
+    assert!(
+        call.result
+            .as_deref()
+            .is_some_and(|r| r.contains("transcript-probe")),
+        "{call:?}"
+    );
+}
+
+#[tokio::test]
+async fn attack_a_runner_flooding_transcript_records_is_cut_and_cannot_name_another_node() {
+    let record = r#"{"type":"transcript","data":{"type":"agent_tool_call","record":{"turn":1,"tool":"bash","input":"{}","result":"x","is_error":false,"duration_ms":1,"node":"other"}}}"#;
+    let mut script = String::new();
+    for _ in 0..TRANSCRIPT_RECORDS_MAX + 50 {
+        script.push_str(record);
+        script.push('\n');
+    }
+    script.push_str(r#"{"type":"result","data":{"output":{"text":"x"}}}"#);
+    script.push('\n');
+    let spec = loop_spec("http://127.0.0.1:9", vec![]);
+    let events = crate::records::sink::MemoryEventSink::new();
+    let got = serve_recording(
+        scripted(script.into_bytes(), 0),
+        &env_with(None),
+        &spec,
+        &events,
+    )
+    .await;
+    assert!(got.is_ok(), "{:?}", got.err());
+    let calls: Vec<Event> = events
+        .events()
+        .into_iter()
+        .filter(|e| matches!(e, Event::AgentToolCall(_)))
+        .collect();
+    assert_eq!(calls.len(), TRANSCRIPT_RECORDS_MAX);
+    assert!(
+        calls
+            .iter()
+            .all(|e| matches!(e, Event::AgentToolCall(c) if c.node == "n" && c.backend == "claw"))
     );
 }
 

@@ -15,3 +15,4 @@ pub(crate) mod env;
 pub(crate) mod launcher;
 pub(crate) mod node;
 pub(crate) mod operator;
+pub(crate) mod transcript;

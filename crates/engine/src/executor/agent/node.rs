@@ -9,7 +9,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use iterion_agent::http::{HttpClient, MODEL_TIMEOUT, Route};
 use iterion_agent::session::{
-    LoopEnd, LoopError, LoopObserver, LoopSpec, Snapshot, ToolHost, ToolOutcome,
+    LoopEnd, LoopError, LoopObserver, LoopSpec, Snapshot, ToolCallRecord, ToolHost, ToolOutcome,
+    TurnRecord,
 };
 use iterion_agent::tools::{ASK_USER, LocalTools};
 use iterion_agent::wire::{ToolCall, ToolSpec};
@@ -20,6 +21,7 @@ use serde_json::{Value, json};
 use crate::executor::agent::env::{AgentEnv, AgentPlace};
 use crate::executor::agent::launcher::RunnerNode;
 use crate::executor::agent::operator::{AgentResult, Operator, PausedAgent, ask_operator};
+use crate::executor::agent::transcript::{self, Transcript};
 use crate::executor::ctx::Ctx;
 use crate::executor::input::{View, loop_scope};
 use crate::executor::outcome::Failure;
@@ -197,9 +199,13 @@ async fn run_in_process(
         ctx_log: ctx.logs.clone(),
         node: id.to_owned(),
         redactor: Arc::clone(&ctx.redactor),
+        transcript: Transcript::start(Arc::clone(&ctx.events)),
     };
     let _ = agent;
-    match iterion_agent::session::run_loop(spec, &client, &host, &observer, resume).await {
+    let ended = iterion_agent::session::run_loop(spec, &client, &host, &observer, resume).await;
+    // Every turn and call is recorded before the node's own end.
+    observer.transcript.finish().await;
+    match ended {
         Ok(LoopEnd::Done { output, usage }) => Ok(AgentResult::Done(output, usage)),
         Ok(LoopEnd::Paused { question, snapshot }) => {
             Ok(AgentResult::Paused(Box::new(PausedAgent {
@@ -238,11 +244,13 @@ impl ToolHost for InProcessTools {
     }
 }
 
-/// Writes the loop's notes to the run log (they are not events: SANDBOX.md §9.1 lists none).
-pub(crate) struct RunLogObserver {
-    pub ctx_log: Arc<dyn crate::records::sink::RunLogSink>,
-    pub node: String,
-    pub redactor: Arc<crate::records::secrets::Redactor>,
+/// Writes the loop's notes to the run log (they are not events: SANDBOX.md §9.1 lists none),
+/// and its transcript as `agent_turn` / `agent_tool_call` events.
+struct RunLogObserver {
+    ctx_log: Arc<dyn crate::records::sink::RunLogSink>,
+    node: String,
+    redactor: Arc<crate::records::secrets::Redactor>,
+    transcript: Transcript,
 }
 
 impl LoopObserver for RunLogObserver {
@@ -254,5 +262,18 @@ impl LoopObserver for RunLogObserver {
                 .redactor
                 .redact(&format!("claw: {kind} {}", json!(payload))),
         });
+    }
+
+    fn turn(&self, turn: &TurnRecord) {
+        self.transcript
+            .emit(transcript::turn_event(&self.node, turn, &self.redactor));
+    }
+
+    fn tool_call(&self, call: &ToolCallRecord) {
+        self.transcript.emit(transcript::tool_call_event(
+            &self.node,
+            call,
+            &self.redactor,
+        ));
     }
 }

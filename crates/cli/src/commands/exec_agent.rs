@@ -1,0 +1,31 @@
+//! `iterion __exec-agent` (hidden; issue 18 item 3): the in-sandbox exec agent. The engine starts
+//! it once per sandbox through the driver's exec, from the read-only engine binary, and then
+//! sends every node command to it as a frame on stdin; output and exit codes come back as frames
+//! on stdout ([`iterion_sandbox::exec_agent`] holds the protocol and both sides). It reads no
+//! environment variable of its own (the commands it starts inherit the sandbox's) and writes
+//! nothing but frames to stdout; a broken channel is one line on stderr and exit 1.
+use crate::exit::Exit;
+
+/// Serves the engine on this process's stdin/stdout until stdin ends.
+pub fn run() -> Exit {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("exec agent: cannot start the async runtime: {e}");
+            return Exit::Failed;
+        }
+    };
+    match runtime.block_on(iterion_sandbox::exec_agent::serve(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    )) {
+        Ok(()) => Exit::Success,
+        Err(error) => {
+            eprintln!("exec agent: {error}");
+            Exit::Failed
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! The in-sandbox exec agent (issue 18 item 3): one long-lived helper per sandbox, the static
+//! iterion binary already mounted read-only (`iterion __exec-agent`), started once through the
+//! driver's own exec and then asked over that exec's stdin/stdout to spawn each node command.
+//! A driver exec costs a round of engine API calls (create, start, attach, inspect: ~50 ms on
+//! docker); a frame over an open stream costs well under a millisecond.
+//!
+//! The contract is the driver exec's ([`SandboxRun::exec`](crate::SandboxRun::exec)): argv,
+//! appended env, working directory, stdin (kept open on request), streamed or buffered output,
+//! the exit code (128 + signal when killed by one); and, better than a dropped docker exec, a
+//! dropped exec (a cancelled or timed-out node) kills the process group it started. An exec that
+//! names a user runs through the driver (the agent runs as the sandbox's default user and
+//! cannot become another), and so does every exec once the agent is gone.
+//!
+//! Trust: the agent is inside the sandbox, so everything it sends is as hostile as the sandbox.
+//! The engine bounds each frame ([`frame::MAX_PAYLOAD`]) and ends the channel on anything
+//! malformed; a sandbox that kills or confuses its agent only loses the speed-up. Within the
+//! sandbox, the agent is non-dumpable, so the commands it starts cannot reach its channel
+//! through `/proc/<pid>/fd`.
+
+mod client;
+pub mod frame;
+mod server;
+
+pub use client::{AgentRun, start_exec_agent};
+pub use server::serve;
+
+/// The hidden subcommand that runs the agent.
+pub const EXEC_AGENT_SUBCOMMAND: &str = "__exec-agent";
+
+#[cfg(test)]
+mod tests;
