@@ -39,7 +39,7 @@ pub(crate) async fn answer(state: &AppState, run: &Run, answer: String) -> Resul
         .events(&run.id, 0)
         .await
         .map_err(Failure::store)?;
-    let view = run_view(run, &events, &[], Vec::new(), run.updated_at);
+    let view = run_view(run, &events, &[], &[], Vec::new(), run.updated_at);
     if let Some(q) = &view.question
         && !q.options.is_empty()
         && !q.options.contains(&answer)

@@ -67,18 +67,40 @@ pub(crate) async fn events(
     Ok(Json(json!({ "events": events })).into_response())
 }
 
-/// `GET /api/runs/{id}/logs?after=N`: `{"logs": [{seq, ts, stream, line}…]}`.
+#[derive(serde::Deserialize)]
+pub(crate) struct LogParams {
+    after: Option<u64>,
+    node: Option<String>,
+}
+
+/// `GET /api/runs/{id}/logs?after=N`: `{"logs": [{run_id, seq, ts, stream, line}…]}`, the run
+/// log. `GET /api/runs/{id}/logs?node=ID&after=N`: `{"node_logs": [{run_id, seq, ts, node,
+/// stream, text, truncated}…]}`, one node's output (`node=*` for every node's), at most 1000
+/// chunks after `seq` N.
 pub(crate) async fn logs(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    Query(params): Query<EventParams>,
+    Query(params): Query<LogParams>,
 ) -> Result<Response, Failure> {
     let run = find_run(state.store.as_ref(), &id)
         .await
         .map_err(Failure::json)?;
+    let after = params.after.unwrap_or(0);
+    if let Some(node) = params.node.filter(|n| !n.is_empty()) {
+        let mut query = iterion_store::NodeLogQuery::after(after);
+        if node != "*" {
+            query = query.node(node);
+        }
+        let chunks = state
+            .store
+            .node_logs(&run.id, &query)
+            .await
+            .map_err(|e| Failure::store(e).json())?;
+        return Ok(Json(json!({ "node_logs": chunks })).into_response());
+    }
     let logs = state
         .store
-        .logs(&run.id, params.after.unwrap_or(0))
+        .logs(&run.id, after)
         .await
         .map_err(|e| Failure::store(e).json())?;
     Ok(Json(json!({ "logs": logs })).into_response())

@@ -9,7 +9,9 @@ use axum::http::StatusCode;
 use axum::response::sse::Event as SseEvent;
 use axum::response::{Html, IntoResponse, Response};
 use futures_util::Stream;
-use iterion_store::{Event, Run, RunId, RunQuery, RunStatus, Store, Timestamp};
+use iterion_store::{
+    Event, NodeLog, NodeLogQuery, Run, RunId, RunQuery, RunStatus, Store, Timestamp,
+};
 
 use crate::pages::error_page;
 use crate::state::AppState;
@@ -19,6 +21,8 @@ use crate::view::{RunRow, RunView, nest, row, run_view, unique_short_ids};
 pub(crate) const LIST_SCAN: usize = 500;
 /// How many log lines the run page shows (the newest).
 pub(crate) const LOG_LINES_SHOWN: usize = 2000;
+/// How many node-log chunks the run page reads at most (the oldest first; the API pages on).
+pub(crate) const NODE_LOG_CHUNKS_SHOWN: usize = 5000;
 /// How often a live stream looks at the store.
 const POLL: Duration = Duration::from_millis(400);
 
@@ -62,50 +66,35 @@ impl IntoResponse for Failure {
     }
 }
 
-/// The run `text` names: a full id, or a unique prefix of one (at least 4 characters) among the
-/// newest [`LIST_SCAN`] runs.
+/// The run `text` names, as every command resolves it ([`iterion_store::resolve_run`]): a whole
+/// id, a prefix only one run has, or `last`.
 pub(crate) async fn find_run(store: &dyn Store, text: &str) -> Result<Run, Failure> {
-    let not_found = || {
-        Failure::new(
-            StatusCode::NOT_FOUND,
-            "RUN_NOT_FOUND",
-            format!("no run {text} in this store"),
-        )
-    };
-    if let Ok(id) = RunId::parse(text) {
-        return store
-            .get_run(&id)
-            .await
-            .map_err(Failure::store)?
-            .ok_or_else(not_found);
-    }
-    let prefix_ok = text.len() >= 4
-        && text.len() <= 36
-        && text.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
-    if !prefix_ok {
-        return Err(Failure::new(
-            StatusCode::BAD_REQUEST,
-            "BAD_RUN_ID",
-            "a run id is a UUID, or at least its first 4 characters",
-        ));
-    }
-    let lower = text.to_ascii_lowercase();
-    let runs = store
-        .list_runs(&RunQuery::newest(LIST_SCAN))
+    use iterion_store::Error as E;
+    let id = iterion_store::resolve_run(store, text)
         .await
-        .map_err(Failure::store)?;
-    let mut matching = runs
-        .into_iter()
-        .filter(|r| r.id.as_str().starts_with(&lower));
-    match (matching.next(), matching.next()) {
-        (Some(run), None) => Ok(run),
-        (None, _) => Err(not_found()),
-        (Some(_), Some(_)) => Err(Failure::new(
-            StatusCode::BAD_REQUEST,
-            "AMBIGUOUS_RUN_ID",
-            format!("{text} names more than one run: give more of the id"),
-        )),
-    }
+        .map_err(|e| match e {
+            E::InvalidRunRef { .. } => {
+                Failure::new(StatusCode::BAD_REQUEST, "BAD_RUN_ID", e.to_string())
+            }
+            E::AmbiguousRunRef { .. } => {
+                Failure::new(StatusCode::BAD_REQUEST, "AMBIGUOUS_RUN_ID", e.to_string())
+            }
+            E::RunNotFound { .. } | E::NoRunMatches { .. } => {
+                Failure::new(StatusCode::NOT_FOUND, "RUN_NOT_FOUND", e.to_string())
+            }
+            e => Failure::store(e),
+        })?;
+    store
+        .get_run(&id)
+        .await
+        .map_err(Failure::store)?
+        .ok_or_else(|| {
+            Failure::new(
+                StatusCode::NOT_FOUND,
+                "RUN_NOT_FOUND",
+                format!("run {id} is gone"),
+            )
+        })
 }
 
 /// The runs list's filter.
@@ -206,6 +195,7 @@ pub(crate) async fn view_of(state: &AppState, run: &Run) -> Result<RunView, Fail
     if logs.len() > LOG_LINES_SHOWN {
         logs.drain(..logs.len() - LOG_LINES_SHOWN);
     }
+    let node_logs = node_logs_of(store.as_ref(), &run.id, NODE_LOG_CHUNKS_SHOWN).await?;
     let now = Timestamp::now();
     let mut children = Vec::new();
     for child in store
@@ -218,7 +208,29 @@ pub(crate) async fn view_of(state: &AppState, run: &Run) -> Result<RunView, Fail
         let ev = store.events(&child.id, 0).await.map_err(Failure::store)?;
         children.push(row(child, &ev, now));
     }
-    Ok(run_view(run, &events, &logs, children, now))
+    Ok(run_view(run, &events, &logs, &node_logs, children, now))
+}
+
+/// The run's node-log chunks, in order, at most `max` (read a page at a time).
+pub(crate) async fn node_logs_of(
+    store: &dyn Store,
+    run_id: &RunId,
+    max: usize,
+) -> Result<Vec<NodeLog>, Failure> {
+    let mut out: Vec<NodeLog> = Vec::new();
+    loop {
+        let after = out.last().map_or(0, |c| c.seq);
+        let page = store
+            .node_logs(run_id, &NodeLogQuery::after(after))
+            .await
+            .map_err(Failure::store)?;
+        let full = page.len() >= NodeLogQuery::default().limit;
+        out.extend(page);
+        if !full || out.len() >= max {
+            out.truncate(max);
+            return Ok(out);
+        }
+    }
 }
 
 fn sse_of(event: &Event) -> SseEvent {

@@ -243,7 +243,11 @@ pub(crate) fn run_fragment(view: &RunView, token: &str) -> Markup {
                 }
             }
         }
-        h2 { "Logs" }
+        @if !view.setup_logs.is_empty() {
+            h2 { "Sandbox setup output" }
+            pre #setup-logs { @for (who, c) in &view.setup_logs { span.muted { "[" (who) "] " } span class={ "log-" (c.stream) } { (c.text) } "\n" } }
+        }
+        h2 { "Run log" }
         @if view.logs.is_empty() { p.muted { "No log lines." } }
         @else {
             pre #logs { @for l in &view.logs { span class={ "log-" (l.stream) } { (l.line) } "\n" } }
@@ -297,6 +301,16 @@ fn node_block(n: &NodeView, view: &RunView) -> Markup {
                                     @if let Some(r) = result { pre.result { (r) } }
                                 }
                             }
+                        }
+                    }
+                }
+            }
+            @if !n.logs.is_empty() {
+                div { span.muted { "logs" }
+                    pre.node-logs {
+                        @for c in &n.logs {
+                            span class={ "log-" (c.stream) } { (c.text) } "\n"
+                            @if c.truncated { span.muted { "[" (c.stream) " cut here: the node printed more than is kept]" } "\n" }
                         }
                     }
                 }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use iterion_store::{Admission, Event, LogLine, Run, RunStatus, Timestamp};
+use iterion_store::{Admission, Event, LogLine, NodeLog, Run, RunStatus, Timestamp};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -199,6 +199,21 @@ pub struct NodeView {
     pub output: Option<Value>,
     /// The agent's transcript, in order.
     pub transcript: Vec<TranscriptItem>,
+    /// What the node printed, chunk by chunk, in order.
+    pub logs: Vec<NodeLogView>,
+}
+
+/// A chunk of a node's output.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeLogView {
+    /// Its sequence number in the run's node log.
+    pub seq: u64,
+    /// `stdout` or `stderr`.
+    pub stream: String,
+    /// The lines (redacted), joined by `\n`.
+    pub text: String,
+    /// The node's output on this stream was cut after this chunk.
+    pub truncated: bool,
 }
 
 /// A host the egress proxy refused.
@@ -340,8 +355,10 @@ pub struct RunView {
     pub question: Option<QuestionView>,
     /// What the run left behind.
     pub artifacts: Vec<Artifact>,
-    /// The run's log lines.
+    /// The run's log lines (the engine's own: sandbox setup, teardown, each node's command).
     pub logs: Vec<LogView>,
+    /// Output of the sandbox's own setup (`post_create`, `sandbox`), which belongs to no node.
+    pub setup_logs: Vec<(String, NodeLogView)>,
     /// The event timeline.
     pub timeline: Vec<TimelineItem>,
     /// Subbot children.
@@ -384,6 +401,7 @@ pub fn run_view(
     run: &Run,
     events: &[Event],
     logs: &[LogLine],
+    node_logs: &[NodeLog],
     children: Vec<RunRow>,
     now: Timestamp,
 ) -> RunView {
@@ -401,6 +419,7 @@ pub fn run_view(
             failure: None,
             output: None,
             transcript: Vec::new(),
+            logs: Vec::new(),
         })
         .collect();
     let mut sandbox = SandboxView {
@@ -431,6 +450,7 @@ pub fn run_view(
                 failure: None,
                 output: None,
                 transcript: Vec::new(),
+                logs: Vec::new(),
             });
             Some(nodes.len() - 1)
         };
@@ -590,6 +610,19 @@ pub fn run_view(
             _ => {}
         }
     }
+    let mut setup_logs = Vec::new();
+    for chunk in node_logs {
+        let view = NodeLogView {
+            seq: chunk.seq,
+            stream: chunk.stream.as_str().to_owned(),
+            text: chunk.text.clone(),
+            truncated: chunk.truncated,
+        };
+        match nodes.iter_mut().find(|n| n.id == chunk.node) {
+            Some(n) => n.logs.push(view),
+            None => setup_logs.push((chunk.node.clone(), view)),
+        }
+    }
     if run.status.is_terminal() || run.status == RunStatus::Paused {
         for n in &mut nodes {
             if n.state == "running" {
@@ -654,6 +687,7 @@ pub fn run_view(
                 line: l.line.clone(),
             })
             .collect(),
+        setup_logs,
         timeline,
         children,
         taken,

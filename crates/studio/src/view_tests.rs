@@ -80,13 +80,29 @@ fn a_paused_agent_run_shows_its_question_transcript_and_sandbox() {
             json!({"node": "asker", "question": "Which?", "options": ["a", "b"]}),
         ),
     ]);
+    let chunk = |seq: u64, node: &str, text: &str| iterion_store::NodeLog {
+        run_id: RunId::parse("0190a000-0000-7000-8000-000000000001").unwrap(),
+        seq,
+        ts: Timestamp::from_millis(0),
+        node: node.into(),
+        stream: iterion_store::LogStream::Stdout,
+        text: text.into(),
+        truncated: seq == 2,
+    };
+    let node_logs = [chunk(1, "post_create", "npm ci"), chunk(2, "asker", "a\nb")];
     let v = run_view(
         &run(RunStatus::Paused),
         &ev,
         &[],
+        &node_logs,
         Vec::new(),
         Timestamp::from_millis(5_000),
     );
+    assert_eq!(v.nodes[0].logs.len(), 1);
+    assert_eq!(v.nodes[0].logs[0].text, "a\nb");
+    assert!(v.nodes[0].logs[0].truncated);
+    assert_eq!(v.setup_logs.len(), 1, "setup output belongs to no node");
+    assert_eq!(v.setup_logs[0].0, "post_create");
     assert_eq!(v.run.driver.as_deref(), Some("podman"));
     assert_eq!(
         v.run.duration_ms, 4_000,
@@ -131,7 +147,7 @@ fn a_failed_run_has_its_failure_row_and_a_node_left_running_is_stopped() {
             json!({"error": "no runtime", "phase": "sandbox setup", "code": "SANDBOX_DRIVER_UNAVAILABLE"}),
         ),
     ]);
-    let v = run_view(&r, &ev, &[], Vec::new(), Timestamp::from_millis(9_000));
+    let v = run_view(&r, &ev, &[], &[], Vec::new(), Timestamp::from_millis(9_000));
     assert_eq!(
         v.run.duration_ms, 2_000,
         "an ended run's duration stops at its end"

@@ -74,6 +74,9 @@ try {
   // The node's output is shown as text, <script> included.
   const out = await page.locator('details[data-node="hello"] pre.output').textContent();
   check(out.includes("<script>window.__xss=1</script>"), "script shown as text");
+  await page.locator('details[data-node="hello"] summary').click();
+  const logs = await page.locator('details[data-node="hello"] pre.node-logs').textContent();
+  check(logs.includes("<script>window.__xss=1</script>"), "the node's log shown as text");
   await page.screenshot({ path: path.join(shots, "failed.png"), fullPage: true });
 
   // 3. The sandboxed run's sandbox panel names the blocked host.

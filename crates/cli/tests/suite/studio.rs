@@ -256,6 +256,26 @@ fn studio_api_shapes_follow_stream_and_escaping_over_real_runs() {
         "{view:#}"
     );
     assert_eq!(view["taken"], json!([["hello", "boom"]]));
+    // Each node's own output, from the node log.
+    let hello_logs = view["nodes"][0]["logs"].as_array().unwrap();
+    assert!(
+        hello_logs.iter().any(|c| c["stream"] == json!("stdout")
+            && c["text"]
+                .as_str()
+                .unwrap()
+                .contains("<script>window.__xss=1</script>")),
+        "{view:#}"
+    );
+    let chunks = get_json(s.addr, &format!("/api/runs/{failed}/logs?node=hello"));
+    let chunks = chunks["node_logs"].as_array().unwrap();
+    assert!(
+        !chunks.is_empty() && chunks.iter().all(|c| c["node"] == json!("hello")),
+        "{chunks:?}"
+    );
+    let all = get_json(s.addr, &format!("/api/runs/{failed}/logs?node=*"));
+    assert!(all["node_logs"].as_array().unwrap().len() >= chunks.len());
+    let run_log = get_json(s.addr, &format!("/api/runs/{failed}/logs"));
+    assert!(run_log["logs"].is_array());
     // The hostile run's graph comes from its events, and says why.
     let hv = get_json(s.addr, &format!("/api/runs/{hostile}"));
     assert_eq!(hv["graph"]["origin"]["kind"], json!("events"));
