@@ -7,7 +7,9 @@
 # script assembles an equivalent image from Debian packages and loads it with `<engine> import`:
 #
 #   debootstrap --variant=minbase bookworm + bash coreutils tar curl git ca-certificates jq,
-#   a uid/gid 1000 `user`, PATH and LANG set.
+#   a uid/gid 1000 `user`, PATH and LANG set, and the delegate backends' CLIs in /usr/local/bin:
+#   `claude` (@anthropic-ai/claude-code) and `codex` (@openai/codex), their native binaries from
+#   the npm registry at the versions pinned below (--no-delegates leaves them out).
 #
 # Tags (all the same image):
 #   ghcr.io/socialgouv/iterion-sandbox-slim:edge      what a debug build (cargo run) looks for
@@ -23,6 +25,7 @@
 # /var/cache/iterion-images), keyed by a hash of its recipe, so a rebuild re-imports in seconds.
 #
 # Usage: scripts/build-default-image.sh [--engine docker|podman] [--force] [--no-default-tags]
+#                                       [--no-delegates]
 # Needs: root (debootstrap, chroot), debootstrap, and a running engine. Installs debootstrap with
 # apt when it is missing.
 #
@@ -40,10 +43,14 @@ readonly CACHE_DIR="${ITERION_IMAGE_CACHE:-/var/cache/iterion-images}"
 readonly REPOSITORY="ghcr.io/socialgouv/iterion-sandbox-slim"
 readonly LOCAL_TAG="iterion-local/sandbox:latest"
 readonly RECIPE_VERSION="1"
+# The delegate CLIs (keep in step with scripts/build-test-images.sh).
+readonly CLAUDE_CODE_VERSION="2.1.328"
+readonly CODEX_VERSION="0.169.0"
 
 engine=docker
 force=0
 default_tags=1
+delegates=1
 while (($#)); do
     case "$1" in
         --engine)
@@ -52,6 +59,7 @@ while (($#)); do
             ;;
         --force) force=1 ;;
         --no-default-tags) default_tags=0 ;;
+        --no-delegates) delegates=0 ;;
         -h | --help)
             sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
             exit 0
@@ -84,7 +92,13 @@ if ((default_tags)); then
     tags+=("$REPOSITORY:edge" "$REPOSITORY:v$version" "$REPOSITORY:latest")
 fi
 
-if ((force == 0)) && "$engine" image inspect "$LOCAL_TAG" >/dev/null 2>&1; then
+# What the image says it carries: the delegate CLIs' versions, or "none".
+want_delegates="none"
+((delegates == 0)) || want_delegates="claude-$CLAUDE_CODE_VERSION-codex-$CODEX_VERSION"
+have_delegates="$("$engine" image inspect -f '{{ index .Config.Labels "iterion.io/delegates" }}' "$LOCAL_TAG" 2>/dev/null || true)"
+
+if ((force == 0)) && "$engine" image inspect "$LOCAL_TAG" >/dev/null 2>&1 &&
+    [[ "$have_delegates" == "$want_delegates" ]]; then
     log "$LOCAL_TAG present in $engine; tagging (use --force to rebuild)"
     for tag in "${tags[@]:1}"; do "$engine" tag "$LOCAL_TAG" "$tag"; done
     printf '%s\n' "${tags[@]}"
@@ -128,14 +142,46 @@ else
     log "reusing cached rootfs $rootfs_tar"
 fi
 
+# The delegate CLIs go into the tarball's copy, so the import stays one step and the base rootfs
+# cache stays CLI-free (a version bump re-copies two files, not a debootstrap).
+image_tar="$rootfs_tar"
+if ((delegates)); then
+    command -v npm >/dev/null || die "npm not found: install nodejs and npm, or pass --no-delegates"
+    npm_dir="$CACHE_DIR/npm-claude-$CLAUDE_CODE_VERSION-codex-$CODEX_VERSION"
+    claude_bin="$npm_dir/node_modules/@anthropic-ai/claude-code-linux-x64/claude"
+    codex_bin="$npm_dir/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
+    if [[ ! -x "$claude_bin" || ! -x "$codex_bin" ]]; then
+        log "npm install @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION @openai/codex@$CODEX_VERSION"
+        mkdir -p "$npm_dir"
+        (cd "$npm_dir" && npm install --no-audit --no-fund --loglevel=error \
+            "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "@openai/codex@$CODEX_VERSION" >&2) ||
+            die "npm install of the delegate CLIs failed (or pass --no-delegates)"
+    fi
+    [[ -x "$claude_bin" && -x "$codex_bin" ]] || die "the delegate CLIs are missing after npm install"
+    image_tar="$CACHE_DIR/sandbox-$SUITE-$key-claude-$CLAUDE_CODE_VERSION-codex-$CODEX_VERSION.tar"
+    if [[ ! -s "$image_tar" ]]; then
+        stage="$(mktemp -d "$CACHE_DIR/stage.XXXXXX")"
+        mkdir -p "$stage/usr/local/bin"
+        cp "$claude_bin" "$stage/usr/local/bin/claude"
+        cp "$codex_bin" "$stage/usr/local/bin/codex"
+        chmod 0755 "$stage/usr/local/bin/claude" "$stage/usr/local/bin/codex"
+        cp "$rootfs_tar" "$image_tar.partial"
+        tar --numeric-owner --owner=0 --group=0 -C "$stage" -rf "$image_tar.partial" \
+            ./usr/local/bin/claude ./usr/local/bin/codex
+        rm -rf --one-file-system "$stage"
+        mv "$image_tar.partial" "$image_tar"
+    fi
+fi
+
 log "importing into $engine as $LOCAL_TAG"
 "$engine" import \
     --change "ENV PATH=$IMAGE_PATH" \
     --change "ENV LANG=C.UTF-8" \
     --change 'CMD ["/bin/bash"]' \
     --change "LABEL iterion.io/image=default-sandbox-local" \
+    --change "LABEL iterion.io/delegates=$want_delegates" \
     --message "iterion default sandbox image: debootstrap $SUITE minbase" \
-    "$rootfs_tar" "$LOCAL_TAG" >/dev/null
+    "$image_tar" "$LOCAL_TAG" >/dev/null
 for tag in "${tags[@]:1}"; do "$engine" tag "$LOCAL_TAG" "$tag"; done
 log "done; \`iterion run\` now finds it by default (tags below)"
 printf '%s\n' "${tags[@]}"

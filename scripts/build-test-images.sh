@@ -8,6 +8,10 @@
 #   iterion-test/busybox:1          busybox-static + applet links, /tmp, root and uid 1000 `user`
 #   iterion-test/debian:bookworm    debootstrap minbase + bash coreutils curl git ca-certificates jq,
 #                                   uid 1000 `user`
+#   iterion-test/delegates:claude-<v>-codex-<v>
+#                                   the debian image + the `claude` and `codex` CLIs (their native
+#                                   binaries from npm, pinned below) in /usr/local/bin; the tag
+#                                   names the versions, so a bump builds a new image
 #
 # When podman is installed, the busybox image is also imported into podman's storage (from the
 # same rootfs tarball), so the docker/podman driver suite runs the same image on both engines;
@@ -23,6 +27,9 @@
 # Needs: root, a running engine (`docker info` works), busybox-static and debootstrap installed;
 # podman is optional. scripts/test.sh takes care of all of them.
 #
+# The delegate CLIs come from the npm registry (`npm install`, cached under the cache directory);
+# npm must be installed.
+#
 # Environment:
 #   ITERION_TEST_IMAGE_CACHE   cache directory (default /var/cache/iterion-test-images)
 #   ITERION_DEBIAN_MIRROR      Debian mirror for debootstrap (default: the one apt already uses)
@@ -30,6 +37,10 @@ set -euo pipefail
 
 readonly BUSYBOX_TAG="iterion-test/busybox:1"
 readonly DEBIAN_TAG="iterion-test/debian:bookworm"
+# Keep in step with iterion-test-support's DELEGATES_IMAGE.
+readonly CLAUDE_CODE_VERSION="2.1.328"
+readonly CODEX_VERSION="0.169.0"
+readonly DELEGATES_TAG="iterion-test/delegates:claude-$CLAUDE_CODE_VERSION-codex-$CODEX_VERSION"
 readonly LABEL="iterion.io/test-image=1"
 readonly CACHE_DIR="${ITERION_TEST_IMAGE_CACHE:-/var/cache/iterion-test-images}"
 readonly DEBIAN_SUITE="bookworm"
@@ -175,9 +186,48 @@ build_debian() {
         "$rootfs_tar" "$DEBIAN_TAG" >/dev/null
 }
 
+# The two CLIs' native binaries, installed from npm into the cache (once per version pair).
+delegate_clis() {
+    command -v npm >/dev/null || die "npm not found: install nodejs and npm (the delegate image needs the CLIs from npm)"
+    local dir="$CACHE_DIR/npm-claude-$CLAUDE_CODE_VERSION-codex-$CODEX_VERSION"
+    if [[ ! -x "$dir/node_modules/@anthropic-ai/claude-code-linux-x64/claude" ]]; then
+        log "npm install @anthropic-ai/claude-code@$CLAUDE_CODE_VERSION @openai/codex@$CODEX_VERSION"
+        mkdir -p "$dir"
+        (cd "$dir" && npm install --no-audit --no-fund --loglevel=error \
+            "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION" "@openai/codex@$CODEX_VERSION" >&2) ||
+            die "npm install of the delegate CLIs failed"
+    fi
+    CLAUDE_BIN="$dir/node_modules/@anthropic-ai/claude-code-linux-x64/claude"
+    CODEX_BIN="$dir/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
+    [[ -x "$CLAUDE_BIN" ]] || die "$CLAUDE_BIN missing after npm install"
+    [[ -x "$CODEX_BIN" ]] || die "$CODEX_BIN missing after npm install"
+}
+
+# The debian image plus both CLIs, assembled with create/cp/commit (no build, no registry).
+build_delegates() {
+    have_image "$DEBIAN_TAG" || die "$DEBIAN_TAG is needed first"
+    delegate_clis
+    local box
+    box="$(docker create --label "$LABEL" "$DEBIAN_TAG" true)"
+    docker cp "$CLAUDE_BIN" "$box:/usr/local/bin/claude" &&
+        docker cp "$CODEX_BIN" "$box:/usr/local/bin/codex" &&
+        docker commit \
+            --change "LABEL $LABEL" \
+            --change "ENV PATH=$IMAGE_PATH" \
+            --change "ENV LANG=C.UTF-8" \
+            --change 'CMD ["/bin/bash"]' \
+            --message "iterion test image: debian + claude $CLAUDE_CODE_VERSION + codex $CODEX_VERSION" \
+            "$box" "$DELEGATES_TAG" >/dev/null
+    local rc=$?
+    docker rm -f "$box" >/dev/null
+    ((rc == 0)) || die "assembling $DELEGATES_TAG failed"
+    docker run --rm "$DELEGATES_TAG" sh -c 'claude --version && codex --version' >&2 ||
+        die "$DELEGATES_TAG: the CLIs do not run"
+}
+
 docker info >/dev/null 2>&1 || die "no container engine answers (docker info fails); run scripts/test.sh"
 
-for tag in "$BUSYBOX_TAG" "$DEBIAN_TAG"; do
+for tag in "$BUSYBOX_TAG" "$DEBIAN_TAG" "$DELEGATES_TAG"; do
     if ((force == 0)) && have_image "$tag"; then
         log "$tag present, skipping"
         continue
@@ -186,6 +236,7 @@ for tag in "$BUSYBOX_TAG" "$DEBIAN_TAG"; do
     case "$tag" in
         "$BUSYBOX_TAG") build_busybox ;;
         "$DEBIAN_TAG") build_debian ;;
+        "$DELEGATES_TAG") build_delegates ;;
     esac
     log "built $tag in $((SECONDS - start))s"
 done

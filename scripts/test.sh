@@ -81,6 +81,10 @@ command -v dockerd >/dev/null || missing+=(docker.io)
 command -v podman >/dev/null || missing+=(podman)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || missing+=(busybox-static)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
+# The delegate test image's CLIs come from npm; codex's host sandbox (the delegate host tests)
+# needs bubblewrap.
+command -v npm >/dev/null || missing+=(npm)
+command -v bwrap >/dev/null || missing+=(bubblewrap)
 # scripts/check-architecture.py (tomllib: Python 3.11, Debian 12's).
 command -v python3 >/dev/null || missing+=(python3)
 [[ -n ${ITERION_IT_POSTGRES_URL:-} ]] || command -v pg_ctlcluster >/dev/null || missing+=(postgresql)
@@ -88,20 +92,20 @@ command -v python3 >/dev/null || missing+=(python3)
 # playwright-core under node.
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
 command -v node >/dev/null || missing+=(nodejs)
-command -v npm >/dev/null || missing+=(npm)
 if ((${#missing[@]})); then
     printf 'installing: %s\n' "${missing[*]}" >&2
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" >/dev/null
 else
-    echo "docker.io, podman, busybox-static, debootstrap, postgresql, chromium and node already installed" >&2
+    echo "docker.io, podman, busybox-static, debootstrap, npm, bubblewrap, postgresql, chromium and node already installed" >&2
 fi
 
 # ---------------------------------------------------------------------------------------------
 section "playwright-core (the studio's browser test)"
-# Pinned (1.57 still runs on Debian 12's node 18); into target/node (the test looks there), no browser download (playwright-core fetches
-# none; the test launches /usr/bin/chromium). Its npm cache is removed after the install.
+# Pinned (1.57 still runs on Debian 12's node 18); into target/node (the test looks there); no
+# browser download (playwright-core fetches none; the test launches /usr/bin/chromium). Its npm
+# cache is removed after the install.
 readonly PLAYWRIGHT_CORE=1.57.0
 node_dir="$REPO_ROOT/target/node"
 if grep -qs "\"version\": \"$PLAYWRIGHT_CORE\"" "$node_dir/node_modules/playwright-core/package.json"; then

@@ -20,9 +20,11 @@
 //! - [`schema`]: output conformance (DSL.md §3.4), shared with the engine's nodes.
 //! - [`envelope`], [`placement`], [`runner`]: the NDJSON channel between the engine (launcher)
 //!   and the runner, where each tool runs, and the runner's side of the channel.
+//! - [`delegate`]: the `claude_code` and `codex` backends' invocations and output streams.
 //! - [`text`]: byte-bounded slices of text.
 #![deny(missing_docs)]
 
+pub mod delegate;
 pub mod envelope;
 mod glob;
 pub mod http;

@@ -384,16 +384,18 @@ async fn finish(
 
 /// Why an answer does not give the node's output.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Nonconforming {
+pub enum Nonconforming {
+    /// No JSON object in the text.
     #[error("the answer holds no JSON object")]
     NoObject,
+    /// An object that breaks the schema.
     #[error(transparent)]
     Schema(#[from] crate::schema::Violation),
 }
 
 /// The JSON object in an answer (the whole text, a fenced block, or the outermost braces),
 /// checked against the schema.
-pub(crate) fn conforming(schema: &Schema, text: &str) -> Result<Value, Nonconforming> {
+pub fn conforming(schema: &Schema, text: &str) -> Result<Value, Nonconforming> {
     let trimmed = text.trim();
     let fenced = trimmed
         .strip_prefix("```json")

@@ -413,12 +413,49 @@ pub enum RouterMode {
     FanOutAll,
 }
 
-/// `agent` / `judge` properties (DSL.md §3.5). `backend` is checked (E020, only `claw`) and
-/// not kept.
+/// `backend` (E020 outside the list).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `claw`, the built-in loop (the default).
+    Claw,
+    /// `claude_code`: the `claude` CLI.
+    ClaudeCode,
+    /// `codex`: the `codex` CLI.
+    Codex,
+}
+
+/// `session` of a delegate node (E020 outside the list).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Session {
+    /// A new CLI session (the default).
+    Fresh,
+    /// Resume the session the previous delegate node of the same backend left.
+    Inherit,
+    /// Resume a copy of it, leaving the original as it was.
+    Fork,
+}
+
+/// The properties a delegate backend reads.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DelegateProps {
+    /// `backend`, with the value's span.
+    pub backend: Option<(Backend, Span)>,
+    /// `session` (delegates), with the value's span.
+    pub session: Option<(Session, Span)>,
+    /// `reasoning_effort` (delegates): a word passed to the CLI.
+    pub reasoning_effort: Option<Word>,
+    /// `max_tokens` (≥ 1).
+    pub max_tokens: Option<IntLit>,
+}
+
+/// `agent` / `judge` properties (DSL.md §3.5). `backend` is checked (E020 outside `claw`,
+/// `claude_code`, `codex`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AgentProps {
     /// `model` (required).
     pub model: StrLit,
+    /// `backend`, `session`, `reasoning_effort`, `max_tokens` (boxed: most nodes have none).
+    pub delegate: Box<DelegateProps>,
     /// `system`.
     pub system: Option<PromptRef>,
     /// `user` (required).

@@ -327,6 +327,72 @@ pub struct AgentNode {
     pub tool_max_steps: u32,
     /// Whether the node may ask the operator.
     pub interaction: Interaction,
+    /// Who runs the node: the built-in loop, or a delegate CLI.
+    #[serde(default, skip_serializing_if = "Backend::is_claw")]
+    pub backend: Backend,
+    /// Which CLI session a delegate node starts from.
+    #[serde(default, skip_serializing_if = "Session::is_fresh")]
+    pub session: Session,
+    /// `reasoning_effort`, passed to a delegate CLI as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// `max_tokens`: the most output tokens per model answer, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+/// `backend` (DSL.md §3.5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// The built-in loop (the default).
+    #[default]
+    Claw,
+    /// The `claude` CLI.
+    ClaudeCode,
+    /// The `codex` CLI.
+    Codex,
+}
+
+impl Backend {
+    /// The word as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Claw => "claw",
+            Backend::ClaudeCode => "claude_code",
+            Backend::Codex => "codex",
+        }
+    }
+
+    /// Whether the node runs a delegate CLI.
+    pub fn is_delegate(self) -> bool {
+        !self.is_claw()
+    }
+
+    /// Whether this is the built-in loop (the serialized default).
+    pub fn is_claw(&self) -> bool {
+        matches!(self, Backend::Claw)
+    }
+}
+
+/// `session` of a delegate node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Session {
+    /// A new session (the default).
+    #[default]
+    Fresh,
+    /// Continue the session the last finished node of the same backend left.
+    Inherit,
+    /// Continue a copy of that session.
+    Fork,
+}
+
+impl Session {
+    /// Whether this is `fresh` (the serialized default).
+    pub fn is_fresh(&self) -> bool {
+        matches!(self, Session::Fresh)
+    }
 }
 
 /// A tool node (DSL.md §3.6, §6.1).

@@ -348,6 +348,10 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
                     tools: vec![Tool::Grep, Tool::Bash],
                     tool_max_steps: 50,
                     interaction: Interaction::Ask,
+                    backend: Backend::Claw,
+                    session: Session::Fresh,
+                    reasoning_effort: None,
+                    max_tokens: None,
                 }),
             },
             Node {
@@ -363,6 +367,10 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
                     tools: vec![],
                     tool_max_steps: 7,
                     interaction: Interaction::None,
+                    backend: Backend::Claw,
+                    session: Session::Fresh,
+                    reasoning_effort: None,
+                    max_tokens: None,
                 }),
             },
             Node {

@@ -10,14 +10,7 @@ use crate::diag::Code;
 
 #[test]
 fn unsupported_upstream_properties_say_so() {
-    for prop in [
-        "readonly",
-        "session",
-        "description",
-        "timeout",
-        "command",
-        "max_tokens",
-    ] {
+    for prop in ["readonly", "description", "timeout", "command"] {
         let src = agent_with(&format!("  {prop}: x\n"));
         assert_eq!(
             only(&src),

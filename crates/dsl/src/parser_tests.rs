@@ -622,17 +622,18 @@ fn fragment_e014_two_secrets_blocks() {
 #[test]
 fn fragment_e020_backend() {
     assert_eq!(
-        only(&agent_with("  backend: codex\n")),
-        d(
-            Code::E020,
-            4,
-            12,
-            5,
-            "backend \"codex\" is not supported yet"
-        )
-        .with_hint("the only backend is claw")
+        only(&agent_with("  backend: gemini\n")),
+        d(Code::E020, 4, 12, 6, "backend \"gemini\" is not supported")
+            .with_hint("expected claw, claude_code or codex")
     );
-    assert!(parse(&agent_with("  backend: claw\n")).1.is_empty());
+    for ok in ["claw", "claude_code", "\"claude_code\"", "codex"] {
+        assert!(
+            parse(&agent_with(&format!("  backend: {ok}\n")))
+                .1
+                .is_empty(),
+            "{ok}"
+        );
+    }
 }
 
 #[test]
@@ -840,6 +841,7 @@ fn every_declaration_kind_becomes_its_tree() {
                 name: ident("a", 15, 7),
                 body: NodeBody::Agent(AgentProps {
                     model: q("anthropic/claude", 16, 10),
+                    delegate: Box::default(),
                     system: Some(PromptRef::Named(ident("sys", 17, 11))),
                     user: PromptRef::Inline(user),
                     input: None,

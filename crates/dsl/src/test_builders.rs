@@ -36,6 +36,7 @@ pub(crate) fn wd(text: &str, line: u32, col: u32) -> Word {
 pub(crate) fn agent_props(line: u32) -> AgentProps {
     AgentProps {
         model: st("anthropic/claude-sonnet-4-5", line + 1, 10),
+        delegate: Box::default(),
         system: None,
         user: PromptRef::Inline(st("hello", line + 2, 9)),
         input: None,

@@ -1,7 +1,9 @@
 //! A **fake** model server for tests: a real HTTP/1.1 server on a loopback port that speaks the
-//! Anthropic Messages API (`POST /v1/messages`) and the Chat Completions API
-//! (`POST /v1/chat/completions`), answers each request with the next reply of a fixed script, and
-//! records every request it got (path, headers, JSON body).
+//! Anthropic Messages API (`POST /v1/messages`, as one JSON body or, when the request says
+//! `"stream": true`, as the server-sent events the `claude` CLI reads), the Chat Completions API
+//! (`POST /v1/chat/completions`) and the OpenAI Responses API (`POST /v1/responses`, server-sent
+//! events, what the `codex` CLI reads), answers each request with the next reply of a fixed
+//! script, and records every request it got (path, headers, JSON body).
 //!
 //! It runs on its own thread (blocking std I/O), so synchronous `assert_cmd` tests and async
 //! tests use it alike. Past the end of the script it answers `400 script exhausted`, so a loop
@@ -24,6 +26,8 @@ pub enum Api {
     Anthropic,
     /// Chat Completions (openai, openai_compatible).
     OpenAi,
+    /// OpenAI Responses, streamed (the `codex` CLI).
+    Responses,
 }
 
 /// One scripted answer.
@@ -33,6 +37,8 @@ pub enum Reply {
     Text(String),
     /// An answer calling these tools, in order: `(name, input)`.
     Tools(Vec<(String, Value)>),
+    /// Some text, then these tool calls, in one answer.
+    TextAndTools(String, Vec<(String, Value)>),
     /// An error status with an optional `retry-after` in seconds.
     Status(u16, Option<u32>),
 }
@@ -130,7 +136,7 @@ impl FakeModel {
     pub fn base_url_at(&self, host: &str) -> String {
         match self.api {
             Api::Anthropic => format!("http://{host}:{}", self.addr.port()),
-            Api::OpenAi => format!("http://{host}:{}/v1", self.addr.port()),
+            Api::OpenAi | Api::Responses => format!("http://{host}:{}/v1", self.addr.port()),
         }
     }
 
@@ -197,15 +203,40 @@ fn serve(
     if reader.read_exact(&mut body).is_err() {
         return;
     }
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let streamed = body.get("stream").and_then(Value::as_bool) == Some(true);
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("fake")
+        .to_owned();
     requests
         .lock()
         .expect("fake model requests")
         .push(Recorded {
             path,
             headers,
-            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+            body,
         });
     let reply = script.lock().expect("fake model script").pop_front();
+    let mut out = stream;
+    if streamed && let Some(reply) = reply.as_ref().filter(|r| !matches!(r, Reply::Status(..))) {
+        let events = match api {
+            Api::Responses => sse_responses(reply, counter),
+            _ => sse_messages(reply, counter, &model),
+        };
+        let mut text = String::new();
+        for (name, data) in events {
+            text.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+        }
+        let _ = write!(
+            out,
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+            text.len()
+        );
+        let _ = out.flush();
+        return;
+    }
     let (status, extra, text) = match reply {
         None => (
             400,
@@ -219,7 +250,6 @@ fn serve(
         ),
         Some(reply) => (200, String::new(), render(api, &reply, counter).to_string()),
     };
-    let mut out = stream;
     let _ = write!(
         out,
         "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{extra}connection: close\r\n\r\n{text}",
@@ -228,12 +258,126 @@ fn serve(
     let _ = out.flush();
 }
 
-fn render(api: Api, reply: &Reply, n: usize) -> Value {
-    let (text, calls) = match reply {
+/// A reply's text and tool calls.
+fn parts(reply: &Reply) -> (String, Vec<(String, Value)>) {
+    match reply {
         Reply::Text(t) => (t.clone(), Vec::new()),
         Reply::Tools(calls) => (String::new(), calls.clone()),
+        Reply::TextAndTools(t, calls) => (t.clone(), calls.clone()),
         Reply::Status(..) => (String::new(), Vec::new()),
-    };
+    }
+}
+
+/// A reply as the Messages API's stream: `message_start`, one `content_block_*` run per text
+/// or tool call, `message_delta` with the stop reason, `message_stop`.
+fn sse_messages(reply: &Reply, n: usize, model: &str) -> Vec<(&'static str, Value)> {
+    let (text, calls) = parts(reply);
+    let mut events = vec![(
+        "message_start",
+        json!({"type": "message_start", "message": {
+            "id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": model,
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+    )];
+    let mut index = 0;
+    if !text.is_empty() {
+        events.push((
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+        ));
+        events.push((
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}}),
+        ));
+        events.push((
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
+    for (i, (name, input)) in calls.iter().enumerate() {
+        events.push((
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index, "content_block": {
+                "type": "tool_use", "id": format!("toolu_{n}_{i}"), "name": name, "input": {}}}),
+        ));
+        events.push((
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": index, "delta": {
+                "type": "input_json_delta", "partial_json": input.to_string()}}),
+        ));
+        events.push((
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
+    events.push((
+        "message_delta",
+        json!({"type": "message_delta", "delta": {
+            "stop_reason": if calls.is_empty() { "end_turn" } else { "tool_use" }, "stop_sequence": null},
+            "usage": {"output_tokens": 5}}),
+    ));
+    events.push(("message_stop", json!({"type": "message_stop"})));
+    events
+}
+
+/// A reply as the Responses API's stream: `response.created`, each output item added and done
+/// (a message with its text delta, or a `function_call`), `response.completed` with usage.
+fn sse_responses(reply: &Reply, n: usize) -> Vec<(&'static str, Value)> {
+    let (text, calls) = parts(reply);
+    let id = format!("resp_{n}");
+    let mut events = vec![(
+        "response.created",
+        json!({"type": "response.created", "response": {"id": id, "object": "response", "status": "in_progress", "output": []}}),
+    )];
+    let mut items = Vec::new();
+    if !text.is_empty() {
+        let item_id = format!("msg_{n}");
+        events.push((
+            "response.output_item.added",
+            json!({"type": "response.output_item.added", "output_index": items.len(), "item": {
+                "type": "message", "id": item_id, "role": "assistant", "status": "in_progress", "content": []}}),
+        ));
+        events.push((
+            "response.output_text.delta",
+            json!({"type": "response.output_text.delta", "item_id": item_id, "output_index": items.len(),
+                   "content_index": 0, "delta": text}),
+        ));
+        let item = json!({"type": "message", "id": item_id, "role": "assistant", "status": "completed",
+                          "content": [{"type": "output_text", "text": text, "annotations": []}]});
+        events.push((
+            "response.output_item.done",
+            json!({"type": "response.output_item.done", "output_index": items.len(), "item": item}),
+        ));
+        items.push(item);
+    }
+    for (i, (name, input)) in calls.iter().enumerate() {
+        let item = json!({"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": format!("call_{n}_{i}"),
+                          "name": name, "arguments": input.to_string(), "status": "completed"});
+        events.push((
+            "response.output_item.added",
+            json!({"type": "response.output_item.added", "output_index": items.len(), "item": item}),
+        ));
+        events.push((
+            "response.output_item.done",
+            json!({"type": "response.output_item.done", "output_index": items.len(), "item": item}),
+        ));
+        items.push(item);
+    }
+    events.push((
+        "response.completed",
+        json!({"type": "response.completed", "response": {
+            "id": id, "object": "response", "status": "completed", "output": items,
+            "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
+                      "total_tokens": 15}}}),
+    ));
+    events
+}
+
+fn render(api: Api, reply: &Reply, n: usize) -> Value {
+    let (text, calls) = parts(reply);
     match api {
         Api::Anthropic => {
             let mut content = Vec::new();
@@ -251,6 +395,10 @@ fn render(api: Api, reply: &Reply, n: usize) -> Value {
                 "stop_reason": if calls.is_empty() { "end_turn" } else { "tool_use" },
                 "usage": {"input_tokens": 10, "output_tokens": 5},
             })
+        }
+        Api::Responses => {
+            json!({"id": format!("resp_{n}"), "object": "response", "status": "completed",
+                                 "output": sse_responses(reply, n).last().map(|e| e.1["response"]["output"].clone())})
         }
         Api::OpenAi => {
             let mut message = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});

@@ -43,6 +43,10 @@ pub const BUSYBOX_IMAGE: &str = "iterion-test/busybox:1";
 /// `user`. For tests that need a real userland (git, TLS through the proxy, JSON on the command line).
 pub const DEBIAN_IMAGE: &str = "iterion-test/debian:bookworm";
 
+/// [`DEBIAN_IMAGE`] plus the `claude` and `codex` CLIs in `/usr/local/bin`, at the versions the
+/// tag names (`scripts/build-test-images.sh` pins the same ones): the delegate backends' tests.
+pub const DELEGATES_IMAGE: &str = "iterion-test/delegates:claude-2.1.328-codex-0.169.0";
+
 /// Label put on every container a test creates; its value is the test's id. A leftover container
 /// can be traced to its test with `docker ps -a --filter label=iterion.io/test-id`.
 pub const TEST_ID_LABEL: &str = "iterion.io/test-id";
@@ -412,6 +416,79 @@ pub fn docker_bridge_gateway() -> String {
             "no gateway for docker's bridge network: IPAM lists none and {name} has no IPv4 address"
         ),
     }
+}
+
+/// A directory holding the `claude` and `codex` executables of [`DELEGATES_IMAGE`], for tests
+/// that run a delegate node on the host: copied out of the image once (the same pinned CLIs the
+/// container tests run) into the temp dir, keyed by the image's tag. `None` (the test is
+/// skipped) when the image is not there; with `ITERION_IT_DOCKER` truthy that **panics** instead.
+pub fn delegate_clis_or_skip(test_id: &str) -> Option<std::path::PathBuf> {
+    use std::process::Command;
+    let key: String = DELEGATES_IMAGE
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let dir = std::env::temp_dir().join(format!("iterion-test-clis-{key}"));
+    if dir.join("claude").is_file() && dir.join("codex").is_file() {
+        return Some(dir);
+    }
+    let skip = |reason: String| {
+        if docker_required() {
+            panic!(
+                "{test_id}: {DELEGATES_IMAGE} is required ({REQUIRE_DOCKER_ENV} is set): {reason}. \
+                 Build it with scripts/build-test-images.sh."
+            );
+        }
+        eprintln!("SKIPPED {test_id}: {reason}. Build it with scripts/build-test-images.sh.");
+        None
+    };
+    let created = match Command::new("docker")
+        .args([
+            "create",
+            "--label",
+            &format!("{TEST_ID_LABEL}={test_id}"),
+            DELEGATES_IMAGE,
+            "true",
+        ])
+        .output()
+    {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        Ok(out) => {
+            return skip(format!(
+                "docker create {DELEGATES_IMAGE} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Err(e) => return skip(format!("docker cannot be run: {e}")),
+    };
+    // Copy into a private staging dir, then rename: concurrent tests never see half a binary.
+    let staging = std::env::temp_dir().join(format!("{key}-{}-{}", std::process::id(), created));
+    let copied = std::fs::create_dir_all(&staging).is_ok()
+        && ["claude", "codex"].iter().all(|name| {
+            Command::new("docker")
+                .args(["cp", &format!("{created}:/usr/local/bin/{name}")])
+                .arg(staging.join(name))
+                .status()
+                .is_ok_and(|s| s.success())
+        });
+    let _ = Command::new("docker").args(["rm", "-f", &created]).output();
+    if !copied {
+        let _ = std::fs::remove_dir_all(&staging);
+        return skip(format!(
+            "the CLIs could not be copied out of {DELEGATES_IMAGE}"
+        ));
+    }
+    if std::fs::rename(&staging, &dir).is_err() {
+        // Another test got there first.
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    Some(dir)
 }
 
 #[cfg(test)]

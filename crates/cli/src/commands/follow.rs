@@ -41,7 +41,7 @@ impl Watch {
             RunStatus::Running => {
                 self.unleased += 1;
                 if self.unleased >= ORPHAN_POLLS {
-                    eprintln!(
+                    crate::output::errln!(
                         "run {run_id} is marked running but no process holds it (its process is gone); stopping"
                     );
                     return Ok(true);

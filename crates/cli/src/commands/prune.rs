@@ -55,7 +55,7 @@ async fn prune(args: PruneArgs, env: &iterion_vocab::Environment) -> Result<Exit
         removed = doomed;
         iterion_engine::survey_local(Arc::clone(&store), &reapers, env, &removed).await
     } else {
-        sweep_parked(&home);
+        sweep_parked(store.as_ref(), &home).await;
         for run in &old {
             match remove_run(store.as_ref(), &home, &run.id).await {
                 Ok(done) => removed.extend(done.runs),

@@ -229,19 +229,24 @@ fn remove_dir(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Deletes the run dirs a removal left parked (`runs/.removing-*`), returning their paths.
-pub fn sweep_parked(home: &Path) -> Vec<std::path::PathBuf> {
+/// Deletes the run dirs a removal left parked (`runs/.removing-*`) whose run is gone from the
+/// store, returning their paths. A parked dir whose run is still there belongs to a removal in
+/// progress (or one the store refused, about to put it back), and is left alone.
+pub async fn sweep_parked(store: &dyn Store, home: &Path) -> Vec<std::path::PathBuf> {
     let mut swept = Vec::new();
     let Ok(entries) = std::fs::read_dir(home.join("runs")) else {
         return swept;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let is_parked = name
+        let Some(id) = name
             .to_str()
             .and_then(|n| n.strip_prefix(PARKED_PREFIX))
-            .is_some_and(|id| RunId::parse(id).is_ok());
-        if is_parked && remove_dir(&entry.path()).is_ok() {
+            .and_then(|id| RunId::parse(id).ok())
+        else {
+            continue;
+        };
+        if matches!(store.get_run(&id).await, Ok(None)) && remove_dir(&entry.path()).is_ok() {
             swept.push(entry.path());
         }
     }
@@ -260,7 +265,7 @@ async fn remove(args: &RmArgs, env: &iterion_vocab::Environment) -> Result<Exit,
     let (home, store) = open_store(env).await?;
     // A run whose process died is `running` until crash recovery notices its lapsed lease.
     iterion_engine::recover_interrupted(store.as_ref()).await;
-    sweep_parked(&home);
+    sweep_parked(store.as_ref(), &home).await;
     let mut removed = Vec::new();
     let mut refused = Vec::new();
     let mut exit = Exit::Success;

@@ -172,6 +172,20 @@ fn rm_removes_a_finished_run_whole_and_refuses_a_running_one_leaving_it_untouche
     std::fs::write(outside.path().join("keep"), "precious").unwrap();
     std::os::unix::fs::symlink(outside.path(), dir.join("escape")).unwrap();
 
+    // What an interrupted removal left parked: swept once its run is gone, kept while the run
+    // is still in the store (another removal is under way).
+    let gone = env
+        .home
+        .path()
+        .join("runs")
+        .join(format!(".removing-{}", iterion_store::RunId::generate()));
+    let in_progress = env
+        .home
+        .path()
+        .join("runs")
+        .join(format!(".removing-{newer}"));
+    std::fs::create_dir_all(&gone).unwrap();
+    std::fs::create_dir_all(&in_progress).unwrap();
     let out = env
         .cmd()
         .args(["rm", &older])
@@ -179,6 +193,8 @@ fn rm_removes_a_finished_run_whole_and_refuses_a_running_one_leaving_it_untouche
         .code(0)
         .get_output()
         .clone();
+    assert!(!gone.exists(), "a leftover of a finished removal stayed");
+    assert!(in_progress.exists(), "a removal in progress lost its dir");
     assert_eq!(stdout_of(&out), format!("removed {older}\n"));
     assert!(!env.home.path().join("runs").join(&older).exists());
     assert_eq!(

@@ -178,7 +178,24 @@ fn check_nodes(
                     .with_hint("expected anthropic/…, openai/… or openai_compatible/…"),
                 );
             }
-            if let (Some((ast::Interaction::Ask, span)), false, false) =
+            check_delegate(a, name, out);
+            let delegate = a.delegate.backend.filter(|(b, _)| *b != ast::Backend::Claw);
+            if let (Some((ast::Interaction::Ask, span)), Some((backend, _))) =
+                (a.interaction, delegate)
+            {
+                out.push(
+                    node_diag(
+                        Code::C136,
+                        span,
+                        format!(
+                            "node \"{name}\" asks the operator, but backend {} has no \
+                             ask-user channel yet; it runs as if interaction were none",
+                            backend_word(backend)
+                        ),
+                    )
+                    .with_hint("set interaction: none, or use backend: claw to ask the operator"),
+                );
+            } else if let (Some((ast::Interaction::Ask, span)), false, false) =
                 (a.interaction, opted_out, opts.ask_user_in_sandbox)
             {
                 out.push(
@@ -200,6 +217,70 @@ fn check_nodes(
         if let Some(decl) = sandbox {
             check_node_sandbox(decl, name, opted_out, out);
         }
+    }
+}
+
+fn backend_word(backend: ast::Backend) -> &'static str {
+    match backend {
+        ast::Backend::Claw => "claw",
+        ast::Backend::ClaudeCode => "claude_code",
+        ast::Backend::Codex => "codex",
+    }
+}
+
+/// A delegate node's model must name the provider its CLI speaks (C914): `claude_code` talks
+/// to Anthropic, `codex` to an OpenAI Responses server. The delegate-only properties
+/// (`session`, `reasoning_effort`, `max_tokens`) on a claw node are refused the same way (C914 names the
+/// property), since the built-in loop has no CLI session to carry.
+fn check_delegate(a: &ast::AgentProps, name: &str, out: &mut Vec<Diagnostic>) {
+    let backend = a.delegate.backend.map_or(ast::Backend::Claw, |(b, _)| b);
+    let node_diag =
+        |span: Span, message: String| Diagnostic::new(Code::C914, span, message).with_node(name);
+    let speaks: &[&str] = match backend {
+        ast::Backend::Claw => {
+            if let Some((_, span)) = a.delegate.session {
+                out.push(
+                    node_diag(span, "session applies to delegate backends only".to_owned())
+                        .with_hint("set backend: claude_code or codex, or remove session"),
+                );
+            }
+            if let Some(w) = &a.delegate.reasoning_effort {
+                out.push(
+                    node_diag(
+                        w.span,
+                        "reasoning_effort applies to delegate backends only".to_owned(),
+                    )
+                    .with_hint("set backend: claude_code or codex, or remove reasoning_effort"),
+                );
+            }
+            if let Some(n) = a.delegate.max_tokens {
+                out.push(
+                    node_diag(
+                        n.span,
+                        "max_tokens applies to delegate backends only".to_owned(),
+                    )
+                    .with_hint("set backend: claude_code or codex, or remove max_tokens"),
+                );
+            }
+            return;
+        }
+        ast::Backend::ClaudeCode => &["anthropic"],
+        ast::Backend::Codex => &["openai", "openai_compatible"],
+    };
+    if let Some(provider) = literal_provider(&a.model.value)
+        && PROVIDERS.contains(&provider)
+        && !speaks.contains(&provider)
+    {
+        out.push(
+            node_diag(
+                a.model.span,
+                format!(
+                    "backend {} cannot use provider \"{provider}\"",
+                    backend_word(backend)
+                ),
+            )
+            .with_hint(format!("expected {}/…", speaks.join("/… or "))),
+        );
     }
 }
 

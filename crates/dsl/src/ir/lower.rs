@@ -322,6 +322,21 @@ fn lower_node(
                     Some((ast::Interaction::Ask, _)) => Interaction::Ask,
                     Some((ast::Interaction::None, _)) | None => Interaction::None,
                 },
+                backend: match a.delegate.backend {
+                    Some((ast::Backend::ClaudeCode, _)) => Backend::ClaudeCode,
+                    Some((ast::Backend::Codex, _)) => Backend::Codex,
+                    Some((ast::Backend::Claw, _)) | None => Backend::Claw,
+                },
+                session: match a.delegate.session {
+                    Some((ast::Session::Inherit, _)) => Session::Inherit,
+                    Some((ast::Session::Fork, _)) => Session::Fork,
+                    Some((ast::Session::Fresh, _)) | None => Session::Fresh,
+                },
+                reasoning_effort: a.delegate.reasoning_effort.as_ref().map(|w| w.text.clone()),
+                max_tokens: a
+                    .delegate
+                    .max_tokens
+                    .and_then(|i| u32::try_from(i.value).ok()),
             });
             (lower_await(a.await_.as_ref()), body)
         }

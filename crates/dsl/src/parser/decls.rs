@@ -32,6 +32,9 @@ const AGENT_PROPS: &[&str] = &[
     "interaction",
     "await",
     "sandbox",
+    "session",
+    "reasoning_effort",
+    "max_tokens",
 ];
 
 /// `tool` (§3.6).
@@ -305,10 +308,24 @@ impl Parser<'_> {
             (None, None, None, None, None);
         let (mut tools, mut tool_max_steps, mut interaction, mut await_, mut sandbox) =
             (None, None, None, None, None);
+        let (mut backend, mut session, mut reasoning_effort, mut max_tokens) =
+            (None, None, None, None);
         self.props(kind.as_str(), AGENT_PROPS, |p, key| {
             match key.name.as_str() {
                 "model" => model = Some(p.model_prop(&key)?),
-                "backend" => p.backend_prop(&key)?,
+                "backend" => backend = Some(p.backend_prop(&key)?),
+                "session" => {
+                    session = Some(p.enum_prop(
+                        &key,
+                        &[
+                            ("fresh", ast::Session::Fresh),
+                            ("inherit", ast::Session::Inherit),
+                            ("fork", ast::Session::Fork),
+                        ],
+                    )?);
+                }
+                "reasoning_effort" => reasoning_effort = Some(p.word_prop(&key, "a word")?),
+                "max_tokens" => max_tokens = Some(p.int_prop(&key, Some(1))?),
                 "system" => system = Some(p.prompt_prop(&key)?),
                 "user" => user = Some(p.prompt_prop(&key)?),
                 "input" => input = Some(p.ref_prop(&key, "a schema name")?),
@@ -337,6 +354,12 @@ impl Parser<'_> {
         };
         Ok(ast::AgentProps {
             model,
+            delegate: Box::new(ast::DelegateProps {
+                backend,
+                session,
+                reasoning_effort,
+                max_tokens,
+            }),
             system,
             user,
             input,
@@ -364,20 +387,26 @@ impl Parser<'_> {
         Ok(s)
     }
 
-    /// `backend`: only `claw` (E020), not kept.
-    fn backend_prop(&mut self, key: &ast::Ident) -> PResult<()> {
+    /// `backend`: `claw`, `claude_code` or `codex` (E020 otherwise; quoted, as upstream
+    /// workflows write it, or not).
+    fn backend_prop(&mut self, key: &ast::Ident) -> PResult<(ast::Backend, Span)> {
         let w = self.word_prop(key, "a word")?;
-        if w.text != "claw" {
-            return Err(Box::new(
-                Diagnostic::new(
-                    Code::E020,
-                    w.span,
-                    format!("backend \"{}\" is not supported yet", w.text),
-                )
-                .with_hint("the only backend is claw"),
-            ));
-        }
-        Ok(())
+        let backend = match w.text.as_str() {
+            "claw" => ast::Backend::Claw,
+            "claude_code" => ast::Backend::ClaudeCode,
+            "codex" => ast::Backend::Codex,
+            other => {
+                return Err(Box::new(
+                    Diagnostic::new(
+                        Code::E020,
+                        w.span,
+                        format!("backend \"{other}\" is not supported"),
+                    )
+                    .with_hint("expected claw, claude_code or codex"),
+                ));
+            }
+        };
+        Ok((backend, w.span))
     }
 
     fn tool_props(&mut self, name: &ast::Ident) -> PResult<ast::ToolProps> {

@@ -151,10 +151,73 @@ fn e014_two_secrets_blocks() {
 #[test]
 fn e020_unsupported_backend() {
     let src = format!(
-        "agent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  backend: codex\n  user: \"hi\"\n\n{}",
+        "agent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  backend: gemini_cli\n  user: \"hi\"\n\n{}",
         workflow_with("")
     );
     expect(&src, &[("E020", 3)]);
+}
+
+/// `nodes`, then a workflow running `x` (and `y` after it, when declared).
+fn run_nodes(nodes: &str) -> String {
+    let edges = if nodes.contains("agent y:") {
+        "  x -> y\n  y -> done\n"
+    } else {
+        "  x -> done\n"
+    };
+    format!("{nodes}\nworkflow w:\n  entry: x\n{edges}")
+}
+
+#[test]
+fn delegate_backends_compile_with_their_properties() {
+    let src = run_nodes(
+        "agent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  backend: \"claude_code\"\n  session: inherit\n  reasoning_effort: high\n  max_tokens: 2000\n  tools: [bash, write_file]\n  user: \"hi\"\n\nagent y:\n  model: \"openai/gpt-5\"\n  backend: codex\n  session: fork\n  user: \"hi\"\n",
+    );
+    expect(&src, &[]);
+}
+
+#[test]
+fn c914_a_delegate_backend_refuses_a_provider_its_cli_cannot_speak() {
+    let src = run_nodes(
+        "agent x:\n  model: \"openai/gpt-5\"\n  backend: claude_code\n  user: \"hi\"\n\nagent y:\n  model: \"anthropic/claude\"\n  backend: codex\n  user: \"hi\"\n",
+    );
+    expect(&src, &[("C914", 2), ("C914", 7)]);
+}
+
+#[test]
+fn c914_session_on_a_claw_node_is_refused() {
+    let src = run_nodes(
+        "agent x:\n  model: \"anthropic/claude\"\n  session: inherit\n  max_tokens: 9\n  user: \"hi\"\n",
+    );
+    expect(&src, &[("C914", 3), ("C914", 4)]);
+}
+
+#[test]
+fn c136_an_asking_delegate_node_warns_even_where_claw_could_ask() {
+    let src = run_nodes(
+        "agent x:\n  model: \"anthropic/claude\"\n  backend: claude_code\n  interaction: ask\n  user: \"hi\"\n",
+    );
+    expect(&src, &[("C136", 4)]);
+    let claw =
+        run_nodes("agent x:\n  model: \"anthropic/claude\"\n  interaction: ask\n  user: \"hi\"\n");
+    let relayed = compile(
+        claw.as_bytes(),
+        &CompileOptions {
+            ask_user_in_sandbox: true,
+        },
+    );
+    assert!(relayed.diagnostics.is_empty(), "{:?}", relayed.diagnostics);
+    let src = src.replace("interaction: ask", "interaction: none");
+    let delegate = compile(
+        src.as_bytes(),
+        &CompileOptions {
+            ask_user_in_sandbox: true,
+        },
+    );
+    assert!(
+        delegate.diagnostics.is_empty(),
+        "{:?}",
+        delegate.diagnostics
+    );
 }
 
 #[test]

@@ -24,8 +24,9 @@ use iterion_vocab::LogStream;
 
 /// stdout over this fails the node (16 MiB).
 pub(crate) const STDOUT_CAP: usize = 16 * 1024 * 1024;
-/// The bytes of each stream recorded in the run log per node execution (1 MiB).
-pub(crate) const LOG_CAP: usize = 1024 * 1024;
+/// The bytes of each stream recorded in the run log per node execution (1 MiB); the records
+/// room owns it, so that the setup output it records is bounded alike.
+pub(crate) use crate::records::sink::LOG_CAP;
 /// The bytes of stderr kept for the failure tail.
 const STDERR_KEPT: usize = 64 * 1024;
 

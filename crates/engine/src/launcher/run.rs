@@ -602,6 +602,7 @@ impl Engine {
                 place,
                 operator: self.operator.clone(),
                 answer: attempt.answer.clone(),
+                delegates: Default::default(),
             });
         if let Some(checkpoint) = attempt.checkpoint.clone() {
             execution = execution.resume_from(checkpoint);

@@ -94,7 +94,7 @@ pub(crate) struct StoreRunLog {
     redactor: Arc<Redactor>,
     observer: Arc<dyn RunObserver>,
     /// Bytes recorded so far of each setup pseudo-node's stream, bounded like a node
-    /// execution's ([`crate::executor::capture::LOG_CAP`]).
+    /// execution's ([`crate::records::sink::LOG_CAP`]).
     setup_bytes: Arc<Mutex<HashMap<(&'static str, LogStream), usize>>>,
 }
 
@@ -281,7 +281,7 @@ impl StoreRunLog {
     /// A line of the sandbox's setup output, within its pseudo-node's bound: past it, the cut
     /// is marked once and the rest dropped.
     fn setup_output(&self, node: &'static str, stream: LogStream, text: &str) {
-        let cap = crate::executor::capture::LOG_CAP;
+        let cap = crate::records::sink::LOG_CAP;
         let kept = {
             let mut bytes = self
                 .setup_bytes
@@ -405,7 +405,7 @@ mod tests {
             Arc::new(NoObserver),
         );
         let line = "y".repeat(1023);
-        let cap = crate::executor::capture::LOG_CAP;
+        let cap = crate::records::sink::LOG_CAP;
         for _ in 0..(cap / 1024 + 10) {
             RunLog::line(&log, LogLevel::Info, &format!("{POST_CREATE_PREFIX}{line}"));
         }

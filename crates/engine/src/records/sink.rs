@@ -15,6 +15,10 @@ use iterion_vocab::LogStream;
 
 use crate::records::events::Event;
 
+/// The bytes of each stream of a node's output recorded (and shown) per node execution, and per
+/// run attempt for the sandbox's setup pseudo-nodes (1 MiB).
+pub(crate) const LOG_CAP: usize = 1024 * 1024;
+
 /// Receives events in the order the executor produces them. Concurrent fan-out branches emit
 /// from the same task, one at a time.
 #[async_trait]

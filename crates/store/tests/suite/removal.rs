@@ -161,6 +161,17 @@ async fn deleting_a_run_removes_its_tree_events_and_logs_and_nothing_else(
             .append_log(&run.id, iterion_store::LogStream::Stderr, "line".into())
             .await
             .unwrap();
+        store
+            .append_node_logs(
+                &run.id,
+                vec![iterion_store::NewNodeLog::new(
+                    "a",
+                    iterion_store::LogStream::Stdout,
+                    "printed\n",
+                )],
+            )
+            .await
+            .unwrap();
     }
     for run in [&grandchild, &child, &root] {
         finish(&store, run, RunStatus::Finished).await;
@@ -175,7 +186,23 @@ async fn deleting_a_run_removes_its_tree_events_and_logs_and_nothing_else(
         assert_eq!(store.get_run(&run.id).await.unwrap(), None);
         assert_eq!(store.events(&run.id, 0).await.unwrap().len(), 0);
         assert_eq!(store.logs(&run.id, 0).await.unwrap().len(), 0);
+        assert_eq!(
+            store
+                .node_logs(&run.id, &iterion_store::NodeLogQuery::default())
+                .await
+                .unwrap()
+                .len(),
+            0
+        );
     }
+    assert_eq!(
+        store
+            .node_logs(&other.id, &iterion_store::NodeLogQuery::default())
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     assert!(store.get_run(&other.id).await.unwrap().is_some());
     assert_eq!(store.events(&other.id, 0).await.unwrap().len(), 1);
     assert_eq!(

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use iterion_agent::provider::Routes;
 
+use crate::executor::agent::delegate_state::DelegateState;
 use crate::executor::agent::launcher::Launcher;
 use crate::executor::agent::operator::Operator;
 use crate::sandbox::host::HostPath;
@@ -34,4 +35,6 @@ pub(crate) struct AgentEnv {
     pub operator: Option<Arc<dyn Operator>>,
     /// The operator's answer to the question the run paused on (`iterion resume --answer`).
     pub answer: Option<String>,
+    /// What the run's delegate nodes share (their CLI sessions, the host config dir).
+    pub delegates: Arc<DelegateState>,
 }

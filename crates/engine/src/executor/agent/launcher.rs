@@ -105,6 +105,11 @@ impl Launcher {
         }
     }
 
+    /// The placeholder standing for `provider`'s key in the container, if the run has one.
+    pub(crate) fn placeholder(&self, provider: Provider) -> Option<String> {
+        self.placeholders.get(&provider).cloned()
+    }
+
     fn log(&self, sc: &ServeCtx<'_>, text: String) {
         self.logs.line(LogLine {
             node: sc.id.to_owned(),

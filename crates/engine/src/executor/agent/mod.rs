@@ -9,8 +9,13 @@
 //! - [`launcher`]: the engine side of the runner channel (SANDBOX.md §13): the loop in the
 //!   container through `iterion __claw-runner`, the key replaced by its gateway placeholder.
 //!
+//! - [`delegate`]: the `claude_code` and `codex` backends — the vendor's CLI run through the
+//!   run's sandbox (or on the host), its transcript recorded as events.
+//!
 //! Either way the node gets the same tools, the same output rules and the same events.
 
+pub(crate) mod delegate;
+pub(crate) mod delegate_state;
 pub(crate) mod env;
 pub(crate) mod launcher;
 pub(crate) mod node;

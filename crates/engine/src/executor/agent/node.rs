@@ -118,6 +118,11 @@ pub(crate) async fn run(
         ));
     };
     let spec = loop_spec(ctx, &env, id, agent, input)?;
+    if agent.backend.is_delegate() {
+        return crate::executor::agent::delegate::run(ctx, &env, id, agent, &spec)
+            .await
+            .map_err(|f| f.at(id));
+    }
     let resume = take_resume(ctx, &env, id);
     match &env.place {
         AgentPlace::InProcess { workspace, path } => {

@@ -1,0 +1,575 @@
+//! The delegate backends (`backend: claude_code`, `backend: codex`): the node runs the vendor's
+//! CLI through the run's [`SandboxRun`] — inside the container when the run has one, on the host
+//! otherwise — in the workspace, with the node's prompts, model, tools and turn limit.
+//!
+//! - The credential: under a sandbox, the provider key's gateway placeholder (the run's proxy
+//!   swaps it toward the provider's host and nowhere else, as for a claw node); on the host, the
+//!   key itself, as the in-process claw loop holds it.
+//! - The CLI's config lives in a per-run directory: `/tmp/iterion-delegate/<backend>` in the
+//!   container, a fresh 0700 directory under the host's temp dir otherwise (removed with the
+//!   run's agent environment). codex's provider is written there as `config.toml`.
+//! - Every assistant turn the CLI reports becomes an `agent_turn`, every tool call an
+//!   `agent_tool_call` (redacted, bounded); the session id is kept per backend so a later node
+//!   with `session: inherit | fork` continues it (a fork's own session is not kept).
+//! - The final answer is conformed to the node's output schema exactly like a claw node's; on a
+//!   miss the CLI's session is resumed once with a correction request.
+//! - A CLI that exits without an answer, reports an error or overruns [`DELEGATE_TIMEOUT`]
+//!   fails the node with its exit code and the tail of its stderr.
+
+use std::time::Duration;
+
+use iterion_agent::delegate::{
+    Cli, DelegateEvent, DelegateTask, Final, Invocation, Start, StreamParser,
+};
+use iterion_agent::session::{LoopSpec, conforming};
+use iterion_agent::shell::BoundedSink;
+use iterion_agent::wire::Usage;
+use iterion_dsl::ir::{AgentNode, Backend, Session};
+use iterion_sandbox::ExecOpts;
+use serde_json::json;
+use tokio::io::AsyncBufReadExt as _;
+
+use crate::executor::agent::env::{AgentEnv, AgentPlace};
+use crate::executor::agent::operator::AgentResult;
+use crate::executor::ctx::Ctx;
+use crate::executor::outcome::{Failure, TAIL_BYTES};
+use crate::records::agent_events::{AgentToolCall, AgentTurn, bound_transcript_text};
+use crate::records::events::Event;
+use crate::records::sink::LogLine;
+use iterion_vocab::{FailureCode, LogStream};
+
+/// The longest one CLI run may take before the node fails.
+pub(crate) const DELEGATE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// Where a delegate's config lives inside a container (the container is the run's own).
+const CONTAINER_CONFIG_ROOT: &str = "/tmp/iterion-delegate";
+
+/// The CLI of a delegate backend.
+fn cli_of(backend: Backend) -> Option<Cli> {
+    match backend {
+        Backend::Claw => None,
+        Backend::ClaudeCode => Some(Cli::ClaudeCode),
+        Backend::Codex => Some(Cli::Codex),
+    }
+}
+
+/// Runs delegate node `id` with the CLI its backend names.
+pub(crate) async fn run(
+    ctx: &Ctx<'_>,
+    env: &AgentEnv,
+    id: &str,
+    agent: &AgentNode,
+    spec: &LoopSpec,
+) -> Result<AgentResult, Failure> {
+    let Some(cli) = cli_of(agent.backend) else {
+        return Err(Failure::new(
+            FailureCode::ExecutionFailed,
+            format!("node \"{id}\" is not a delegate node"),
+        ));
+    };
+    let (sandboxed, api_key) = match &env.place {
+        AgentPlace::Runner(launcher) => {
+            let Some(placeholder) = launcher.placeholder(spec.endpoint.provider) else {
+                return Err(Failure::new(
+                    FailureCode::ExecutionFailed,
+                    format!(
+                        "no gateway credential for provider {}; the key cannot reach the sandbox",
+                        spec.endpoint.provider.as_str()
+                    ),
+                ));
+            };
+            (true, placeholder)
+        }
+        AgentPlace::InProcess { .. } => (false, spec.endpoint.api_key.clone()),
+    };
+    let config_dir = config_dir(ctx, env, cli, sandboxed).await?;
+    let backend = cli.backend();
+    let start = match (agent.session, env.delegates.session(backend)) {
+        (Session::Fresh, _) | (_, None) => {
+            if agent.session != Session::Fresh {
+                log(
+                    ctx,
+                    id,
+                    format!("{backend}: no earlier {backend} session in this run; starting fresh"),
+                );
+            }
+            Start::Fresh
+        }
+        (Session::Inherit, Some(s)) => Start::Resume(s),
+        (Session::Fork, Some(s)) => Start::Fork(s),
+    };
+    let mut task = DelegateTask {
+        cli,
+        model: spec.model.clone(),
+        system: spec.system.clone(),
+        prompt: spec.prompt.clone(),
+        tools: agent.tools.clone(),
+        max_turns: spec.max_turns,
+        reasoning_effort: agent.reasoning_effort.clone(),
+        max_tokens: agent.max_tokens,
+        start,
+        base_url: spec.endpoint.base_url.clone(),
+        api_key,
+        config_dir,
+        sandboxed,
+    };
+    let mut turns = 0;
+    let first = run_cli(ctx, id, &task, &mut turns).await?;
+    let mut usage = Usage {
+        input_tokens: first.end.input_tokens,
+        output_tokens: first.end.output_tokens,
+    };
+    // A fork leaves the session it came from as the one to continue: fan-out branches can each
+    // fork the same parent, and a later `inherit` continues the parent, not a branch.
+    let keeps = agent.session != Session::Fork;
+    if keeps && let Some(session) = &first.session {
+        env.delegates.keep_session(backend, session.clone());
+    }
+    let Some((name, schema)) = &spec.output else {
+        return Ok(AgentResult::Done(json!({"text": first.end.text}), usage));
+    };
+    let violation = match conforming(schema, &first.end.text) {
+        Ok(value) => return Ok(AgentResult::Done(value, usage)),
+        Err(v) => v,
+    };
+    // One correction, in the same CLI session (as the claw loop asks its model once more).
+    let Some(session) = first.session else {
+        return Err(Failure::new(
+            FailureCode::SchemaValidation,
+            format!(
+                "the final answer does not conform to schema \"{name}\" ({violation}) and {backend} reported no session to correct it in"
+            ),
+        ));
+    };
+    let fields: Vec<String> = schema
+        .fields
+        .iter()
+        .map(|f| format!("{}: {}", f.name, f.ty.as_str()))
+        .collect();
+    task.prompt = format!(
+        "Your answer does not conform to the output schema \"{name}\": {violation}. Answer again with only a JSON object with the fields {}.",
+        fields.join(", ")
+    );
+    task.system = None;
+    task.start = Start::Resume(session);
+    let retry = run_cli(ctx, id, &task, &mut turns).await?;
+    usage.input_tokens = usage.input_tokens.saturating_add(retry.end.input_tokens);
+    usage.output_tokens = usage.output_tokens.saturating_add(retry.end.output_tokens);
+    if keeps && let Some(session) = retry.session {
+        env.delegates.keep_session(backend, session);
+    }
+    conforming(schema, &retry.end.text)
+        .map(|value| AgentResult::Done(value, usage))
+        .map_err(|violation| {
+            Failure::new(
+                FailureCode::SchemaValidation,
+                format!(
+                    "the final answer does not conform to schema \"{name}\" after one correction: {violation}"
+                ),
+            )
+        })
+}
+
+fn log(ctx: &Ctx<'_>, node: &str, text: String) {
+    ctx.logs.line(LogLine {
+        node: node.to_owned(),
+        stream: LogStream::System,
+        text: ctx.redactor.redact(&text),
+    });
+}
+
+/// The CLI's per-run config directory, made: in the container, or on the host.
+async fn config_dir(
+    ctx: &Ctx<'_>,
+    env: &AgentEnv,
+    cli: Cli,
+    sandboxed: bool,
+) -> Result<String, Failure> {
+    let failed = |e: String| {
+        Failure::new(
+            FailureCode::ExecutionFailed,
+            format!(
+                "the {} config directory could not be made: {e}",
+                cli.backend()
+            ),
+        )
+    };
+    if !sandboxed {
+        let root = env
+            .delegates
+            .host_root(ctx.environment.get("TMPDIR"), &ctx.run_id)
+            .map_err(|e| failed(e.to_string()))?;
+        let dir = root.join(cli.backend());
+        std::fs::create_dir_all(dir.join("tmp")).map_err(|e| failed(e.to_string()))?;
+        return Ok(dir.to_string_lossy().into_owned());
+    }
+    let dir = format!("{CONTAINER_CONFIG_ROOT}/{}", cli.backend());
+    let argv = [
+        "sh".to_owned(),
+        "-c".to_owned(),
+        "umask 077 && mkdir -p \"$1/tmp\"".to_owned(),
+        "sh".to_owned(),
+        dir.clone(),
+    ];
+    let result = ctx
+        .sandbox
+        .exec(&argv, ExecOpts::default())
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    if result.exit_code != 0 {
+        let stderr = result
+            .stderr
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        return Err(failed(format!(
+            "exit {}: {}",
+            result.exit_code,
+            stderr.trim()
+        )));
+    }
+    Ok(dir)
+}
+
+/// Writes the invocation's config files into the config dir (0600), where the CLI runs.
+async fn write_config(ctx: &Ctx<'_>, task: &DelegateTask, inv: &Invocation) -> Result<(), Failure> {
+    for (name, text) in &inv.config_files {
+        let path = format!("{}/{name}", task.config_dir);
+        let failed = |e: String| {
+            Failure::new(
+                FailureCode::ExecutionFailed,
+                format!("{path} could not be written: {e}"),
+            )
+        };
+        if !task.sandboxed {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&path)
+                .map_err(|e| failed(e.to_string()))?;
+            file.write_all(text.as_bytes())
+                .map_err(|e| failed(e.to_string()))?;
+            continue;
+        }
+        let argv = [
+            "sh".to_owned(),
+            "-c".to_owned(),
+            "umask 077 && cat > \"$1\"".to_owned(),
+            "sh".to_owned(),
+            path.clone(),
+        ];
+        let opts = ExecOpts {
+            stdin: Some(Box::new(std::io::Cursor::new(text.clone().into_bytes()))),
+            ..ExecOpts::default()
+        };
+        let result = ctx
+            .sandbox
+            .exec(&argv, opts)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        if result.exit_code != 0 {
+            return Err(failed(format!("exit {}", result.exit_code)));
+        }
+    }
+    Ok(())
+}
+
+/// What one CLI run came to.
+struct CliRun {
+    session: Option<String>,
+    end: Final,
+}
+
+/// Runs the CLI once, recording its turns and tool calls as they stream.
+async fn run_cli(
+    ctx: &Ctx<'_>,
+    id: &str,
+    task: &DelegateTask,
+    turns: &mut u32,
+) -> Result<CliRun, Failure> {
+    let inv = iterion_agent::delegate::invocation(task);
+    write_config(ctx, task, &inv).await?;
+    let backend = task.cli.backend();
+    log(
+        ctx,
+        id,
+        format!(
+            "{backend}: {} (in {})",
+            inv.argv
+                .iter()
+                .take_while(|a| !a.starts_with("--append-system-prompt"))
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" "),
+            if task.sandboxed {
+                "the sandbox"
+            } else {
+                "the host"
+            }
+        ),
+    );
+    let mut env = inv.env.clone();
+    env.push(("ITERION_RUN_ID".to_owned(), ctx.run_id.clone()));
+    env.push(("ITERION_NODE_ID".to_owned(), id.to_owned()));
+    let (stdout_theirs, stdout_ours) = tokio::io::duplex(64 * 1024);
+    let stderr = BoundedSink::new(64 * 1024);
+    let opts = ExecOpts {
+        env,
+        workdir: ctx.workdir.clone(),
+        stdin: Some(Box::new(std::io::Cursor::new(inv.stdin.clone()))),
+        stdout: Some(Box::new(stdout_theirs)),
+        stderr: Some(Box::new(stderr.clone())),
+        keep_stdin_open: false,
+        user: None,
+    };
+    let offset = *turns;
+    let exec = ctx.sandbox.exec(&inv.argv, opts);
+    let read = read_stream(ctx, id, task.cli, offset, stdout_ours);
+    let joined = tokio::time::timeout(DELEGATE_TIMEOUT, async { tokio::join!(exec, read) }).await;
+    let tail = || {
+        let text = stderr.text();
+        let tail = iterion_agent::text::tail_bytes(text.trim(), TAIL_BYTES);
+        (!tail.is_empty()).then(|| ctx.redactor.redact(tail))
+    };
+    let Ok((result, read)) = joined else {
+        return Err(Failure {
+            stderr_tail: tail(),
+            ..Failure::new(
+                FailureCode::ExecutionFailed,
+                format!(
+                    "{} did not finish within {} minutes",
+                    task.cli.program(),
+                    DELEGATE_TIMEOUT.as_secs() / 60
+                ),
+            )
+        });
+    };
+    *turns = read.turns;
+    let exit = match result {
+        Ok(r) => r.exit_code,
+        Err(e) => {
+            return Err(Failure {
+                stderr_tail: tail(),
+                ..Failure::new(
+                    FailureCode::ExecutionFailed,
+                    format!("{} could not be run: {e}", task.cli.program()),
+                )
+            });
+        }
+    };
+    // 127: a shell's "not found"; 126: the engine could not exec it (docker's "executable
+    // file not found in $PATH").
+    let missing =
+        read.end.is_none() && (exit == 127 || exit == 126 || stderr.text().contains("not found"));
+    match read.end {
+        Some(end) if !end.is_error && exit == 0 => Ok(CliRun {
+            session: read.session,
+            end,
+        }),
+        end => {
+            let message = match (&end, missing) {
+                (_, true) => format!(
+                    "{} is not installed where the node runs (exit {exit}); use an image with the {} CLI (scripts/build-default-image.sh installs both) or install it on the host",
+                    task.cli.program(),
+                    task.cli.program()
+                ),
+                (Some(end), _) => format!(
+                    "{} ended with an error ({}, exit {exit}): {}",
+                    task.cli.program(),
+                    end.subtype.as_deref().unwrap_or("error"),
+                    iterion_agent::text::truncate_bytes(end.text.trim(), 1024)
+                ),
+                (None, _) => format!(
+                    "{} exited with status {exit} without a final answer",
+                    task.cli.program()
+                ),
+            };
+            Err(Failure {
+                exit_code: Some(exit),
+                stderr_tail: tail(),
+                ..Failure::new(FailureCode::ExecutionFailed, ctx.redactor.redact(&message))
+            })
+        }
+    }
+}
+
+/// What the stdout stream held.
+struct Read {
+    session: Option<String>,
+    end: Option<Final>,
+    turns: u32,
+}
+
+/// Reads the CLI's stdout line by line to its end, emitting the transcript events.
+async fn read_stream(
+    ctx: &Ctx<'_>,
+    id: &str,
+    cli: Cli,
+    offset: u32,
+    stdout: tokio::io::DuplexStream,
+) -> Read {
+    /// The longest stdout line kept (a tool result inside it is bounded again in the event).
+    const LINE_MAX: usize = 4 * 1024 * 1024;
+    let mut parser = StreamParser::new(cli);
+    let mut reader = tokio::io::BufReader::new(stdout);
+    let mut read = Read {
+        session: None,
+        end: None,
+        turns: offset,
+    };
+    loop {
+        let (line, over) = match read_bounded_line(&mut reader, LINE_MAX).await {
+            Some(l) => l,
+            None => break,
+        };
+        if over {
+            log(
+                ctx,
+                id,
+                format!("{}: a stdout line over 4 MiB was skipped", cli.backend()),
+            );
+            continue;
+        }
+        let line = String::from_utf8_lossy(&line);
+        for event in parser.line(&line) {
+            record(ctx, id, cli, offset, event, &mut read).await;
+        }
+    }
+    for event in parser.finish() {
+        record(ctx, id, cli, offset, event, &mut read).await;
+    }
+    read
+}
+
+/// The next line (without its newline), never holding more than `max` bytes of it: a longer
+/// line is read to its end and dropped (`true`). `None` at the end of the stream.
+async fn read_bounded_line<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    max: usize,
+) -> Option<(Vec<u8>, bool)> {
+    let mut line = Vec::new();
+    let mut over = false;
+    loop {
+        let chunk = match reader.fill_buf().await {
+            Ok(c) => c,
+            Err(_) => return (!line.is_empty() || over).then_some((line, over)),
+        };
+        if chunk.is_empty() {
+            return (!line.is_empty() || over).then_some((line, over));
+        }
+        let (take, end) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i, true),
+            None => (chunk.len(), false),
+        };
+        if !over {
+            if line.len() + take > max {
+                over = true;
+                line.clear();
+            } else {
+                line.extend_from_slice(&chunk[..take]);
+            }
+        }
+        reader.consume(if end { take + 1 } else { take });
+        if end {
+            return Some((line, over));
+        }
+    }
+}
+
+async fn record(
+    ctx: &Ctx<'_>,
+    id: &str,
+    cli: Cli,
+    offset: u32,
+    event: DelegateEvent,
+    read: &mut Read,
+) {
+    let backend = cli.backend().to_owned();
+    match event {
+        DelegateEvent::Session(s) => read.session = Some(s),
+        DelegateEvent::Turn {
+            turn,
+            model,
+            stop_reason,
+            input_tokens,
+            output_tokens,
+        } => {
+            read.turns = read.turns.max(offset + turn);
+            ctx.events
+                .emit(Event::AgentTurn(AgentTurn {
+                    node: id.to_owned(),
+                    backend,
+                    turn: offset + turn,
+                    model: model.map(|m| bound_transcript_text(&ctx.redactor.redact(&m))),
+                    stop_reason: stop_reason
+                        .map(|r| bound_transcript_text(&ctx.redactor.redact(&r))),
+                    input_tokens,
+                    output_tokens,
+                }))
+                .await;
+        }
+        DelegateEvent::ToolCall {
+            turn,
+            tool,
+            input,
+            result,
+            is_error,
+            exit_code,
+        } => {
+            let bound = |t: &str| bound_transcript_text(&ctx.redactor.redact(t));
+            ctx.events
+                .emit(Event::AgentToolCall(AgentToolCall {
+                    node: id.to_owned(),
+                    backend,
+                    turn: offset + turn,
+                    tool: bound(&tool),
+                    input: bound(&input),
+                    result: result.as_deref().map(bound),
+                    is_error,
+                    exit_code,
+                    duration_ms: None,
+                }))
+                .await;
+        }
+        DelegateEvent::Final(end) => {
+            if let Some(cost) = end.cost_usd {
+                log(
+                    ctx,
+                    id,
+                    format!("{}: the CLI reports a cost of ${cost:.6}", cli.backend()),
+                );
+            }
+            read.end = Some(end);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_bounded_line;
+    use pretty_assertions::assert_eq;
+
+    #[tokio::test]
+    async fn a_delegate_line_over_the_cap_is_dropped_whole_without_being_held() {
+        let mut input = b"short\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', 100_000));
+        input.extend_from_slice(b"\nafter\nlast");
+        let mut reader = tokio::io::BufReader::with_capacity(1024, &input[..]);
+        let mut got = Vec::new();
+        while let Some((line, over)) = read_bounded_line(&mut reader, 4096).await {
+            got.push((String::from_utf8(line).unwrap(), over));
+        }
+        assert_eq!(
+            got,
+            vec![
+                ("short".to_owned(), false),
+                (String::new(), true),
+                ("after".to_owned(), false),
+                ("last".to_owned(), false),
+            ]
+        );
+    }
+}
