@@ -47,13 +47,15 @@ LAYERS = {
     "iterion-sandbox-namespace": 2,
     "iterion-agent": 2,
     "iterion-engine": 3,
-    "iterion": 4,  # the cli crate (crates/cli)
+    "iterion-studio": 4,  # the run viewer (crates/studio), served by `iterion studio`
+    "iterion": 5,  # the cli crate (crates/cli)
 }
 ENGINE_CLIENTS = {"bollard", "kube", "k8s-openapi", "kube-client", "kube-runtime"}
 CORE = "iterion-sandbox"
 # Crates whose logic takes the environment as a value (rule 4).
 ENV_FREE = {
     "iterion-engine",
+    "iterion-studio",
     "iterion-agent",
     "iterion-sandbox",
     "iterion-sandbox-docker",

@@ -3,7 +3,9 @@
 # every check the workspace has.
 #
 #   1. installs what the tests need when it is missing (as root, via apt): the Docker engine from
-#      Debian's docker.io package, podman, busybox-static, debootstrap and postgresql;
+#      Debian's docker.io package, podman, busybox-static, debootstrap, postgresql, chromium,
+#      nodejs and npm; then playwright-core (pinned, from npm) into target/node for the studio's
+#      browser test;
 #   2. starts dockerd in the background when no engine answers, and waits for it; likewise podman's
 #      Docker-compatible API service (`podman system service`), which the docker/podman driver
 #      suite runs against too;
@@ -86,13 +88,35 @@ command -v bwrap >/dev/null || missing+=(bubblewrap)
 # scripts/check-architecture.py (tomllib: Python 3.11, Debian 12's).
 command -v python3 >/dev/null || missing+=(python3)
 [[ -n ${ITERION_IT_POSTGRES_URL:-} ]] || command -v pg_ctlcluster >/dev/null || missing+=(postgresql)
+# The studio's browser test (crates/cli/tests/suite/studio.rs): Debian's chromium, driven by
+# playwright-core under node.
+[[ -x /usr/bin/chromium ]] || missing+=(chromium)
+command -v node >/dev/null || missing+=(nodejs)
 if ((${#missing[@]})); then
     printf 'installing: %s\n' "${missing[*]}" >&2
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" >/dev/null
 else
-    echo "docker.io, podman, busybox-static, debootstrap, npm, bubblewrap and postgresql already installed" >&2
+    echo "docker.io, podman, busybox-static, debootstrap, npm, bubblewrap, postgresql, chromium and node already installed" >&2
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "playwright-core (the studio's browser test)"
+# Pinned (1.57 still runs on Debian 12's node 18); into target/node (the test looks there); no
+# browser download (playwright-core fetches none; the test launches /usr/bin/chromium). Its npm
+# cache is removed after the install.
+readonly PLAYWRIGHT_CORE=1.57.0
+node_dir="$REPO_ROOT/target/node"
+if grep -qs "\"version\": \"$PLAYWRIGHT_CORE\"" "$node_dir/node_modules/playwright-core/package.json"; then
+    echo "playwright-core $PLAYWRIGHT_CORE already in $node_dir" >&2
+else
+    echo "installing playwright-core $PLAYWRIGHT_CORE into $node_dir" >&2
+    mkdir -p "$node_dir"
+    [[ -f $node_dir/package.json ]] || printf '{"private": true}\n' >"$node_dir/package.json"
+    (cd "$node_dir" && npm install --no-audit --no-fund --silent --cache "$node_dir/.npm-cache" \
+        "playwright-core@$PLAYWRIGHT_CORE" >&2)
+    rm -rf "$node_dir/.npm-cache"
 fi
 
 # ---------------------------------------------------------------------------------------------

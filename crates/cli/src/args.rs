@@ -86,6 +86,9 @@ pub enum Command {
     /// engine runs it, people don't.
     #[command(name = "__exec-agent", hide = true)]
     ExecAgent,
+    /// Run viewer: a web page of this store's runs (graph, sandbox, logs, transcripts, live),
+    /// with a JSON API under /api/ (docs/studio.md). Runs until Ctrl-C.
+    Studio(StudioArgs),
 }
 
 /// `iterion validate FILE [--json]`.
@@ -375,6 +378,20 @@ pub enum ShellArg {
     Zsh,
     /// fish.
     Fish,
+}
+
+/// `iterion studio [--listen ADDR] [--json]`.
+#[derive(Debug, Args)]
+pub struct StudioArgs {
+    /// Where to listen. Loopback serves reads without a token; any other address requires the
+    /// token for every request (ITERION_STUDIO_TOKEN, or one generated and printed once). Port 0
+    /// picks a free port.
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    pub listen: std::net::SocketAddr,
+    /// Print the startup line as one JSON object `{url, listen, token_required, token}` (`token`
+    /// only when it was generated off loopback).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `iterion __egress-bridge --listen ADDR=SOCKET…` (hidden; SANDBOX.md §4.6).

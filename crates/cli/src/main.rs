@@ -84,6 +84,7 @@ fn async_main(command: args::Command, process_env: Environment) -> Exit {
             args::Command::EgressProbe { target } => commands::egress_probe::run(&target),
             args::Command::ClawRunner => commands::claw_runner::run(&env),
             args::Command::ExecAgent => commands::exec_agent::run(),
+            args::Command::Studio(args) => commands::studio::run(args, &env).await,
         }
     })
 }

@@ -17,6 +17,7 @@ pub mod run;
 pub mod runner;
 pub mod runs;
 pub mod sandbox_doctor;
+pub mod studio;
 pub mod validate;
 
 use std::sync::Arc;

@@ -21,6 +21,7 @@ mod record_secrets;
 mod resume;
 mod run;
 mod runs;
+mod studio;
 mod subbots;
 pub mod support;
 mod trust;
