@@ -49,6 +49,7 @@ impl Actions for EngineActions {
             run_id: run.id.to_string(),
             force: false,
             answer: Some(answer),
+            from: None,
         };
         let id = run.id.to_string();
         let mut tasks = self
