@@ -166,6 +166,26 @@ pub fn is_non_public(ip: IpAddr) -> bool {
     views(ip).into_iter().any(|v| non_public_range(v).is_some())
 }
 
+/// Whether a rule naming the block `net` would let a connection reach a non-public address:
+/// the block overlaps a range of [`NON_PUBLIC_RANGES`] (the IPv6 blocks that embed IPv4
+/// addresses among them), or, for IPv6, reaches outside global unicast. `0.0.0.0/0` does.
+///
+/// ```
+/// use iterion_netproxy::net_reaches_non_public;
+/// for n in ["127.0.0.1/32", "10.1.0.0/16", "0.0.0.0/0", "::/0", "2002::/16", "fc00::/8"] {
+///     assert!(net_reaches_non_public(n.parse().unwrap()), "{n}");
+/// }
+/// assert!(!net_reaches_non_public("93.184.216.0/24".parse().unwrap()));
+/// assert!(!net_reaches_non_public("2606:4700::/32".parse().unwrap()));
+/// ```
+pub fn net_reaches_non_public(net: IpNet) -> bool {
+    let overlap = |a: &IpNet, b: &IpNet| a.contains(&b.network()) || b.contains(&a.network());
+    if NON_PUBLIC_RANGES.iter().any(|(range, _)| overlap(range, &net)) {
+        return true;
+    }
+    matches!(net, IpNet::V6(_)) && !GLOBAL_UNICAST.contains(&net)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

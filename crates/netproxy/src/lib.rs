@@ -34,7 +34,7 @@ mod shared;
 mod tunnel;
 mod zerocopy;
 
-pub use addr::{NON_PUBLIC_RANGES, canonical_ip};
+pub use addr::{NON_PUBLIC_RANGES, canonical_ip, net_reaches_non_public};
 pub use auth::{ProxyToken, decode_proxy_authorization};
 pub use ca::{CA_COMMON_NAME, EphemeralCa};
 pub use decide::{BlockReason, Decision, DecisionSource, Verdict, decide, is_non_public};

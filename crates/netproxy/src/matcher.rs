@@ -103,6 +103,18 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// Whether this rule lets a connection reach a non-public address (SANDBOX.md §6.6): an
+    /// allowing IP or CIDR rule that names one. Name rules never do: a name that resolves to a
+    /// non-public address is refused unless such a rule names the address.
+    pub fn opens_non_public(&self) -> bool {
+        !self.negated
+            && match &self.pattern {
+                HostPattern::Ip(ip) => crate::addr::is_non_public(*ip),
+                HostPattern::Cidr(net) => crate::addr::net_reaches_non_public(*net),
+                _ => false,
+            }
+    }
+
     /// Compiles one rule. `index` only labels the error of an empty rule.
     ///
     /// `rule = ["!"] pattern [":" port]`, where a CIDR takes its port after the prefix length

@@ -130,8 +130,11 @@ fn check(host: Host, flag: Flag, block: Block, global: Global) -> Result<(), Str
         Global::Unset => {}
     }
     if host == Host::Dead {
+        // No engine and no other driver: pinned to docker, or the embedded namespace driver
+        // would answer (its own matrix is `suite::namespace`).
         cmd.env("DOCKER_HOST", DEAD_DOCKER)
-            .env("CONTAINER_HOST", DEAD_PODMAN);
+            .env("CONTAINER_HOST", DEAD_PODMAN)
+            .env("ITERION_SANDBOX_DRIVER", "docker");
     }
     let out = cmd.output().map_err(|e| e.to_string())?;
     let (mode, label) = expected(flag, block, global);

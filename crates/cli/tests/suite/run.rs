@@ -374,6 +374,8 @@ fn a_degraded_run_reports_its_file_secrets_dropped() {
         .env("ITERION_TEST_CERT", "very-secret-value")
         .env("DOCKER_HOST", crate::suite::support::DEAD_DOCKER)
         .env("CONTAINER_HOST", crate::suite::support::DEAD_PODMAN)
+        // No driver at all (else the namespace driver would sandbox it).
+        .env("ITERION_SANDBOX_DRIVER", "docker")
         .assert()
         .code(0);
     let run = env.only_run();

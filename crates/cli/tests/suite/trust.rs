@@ -5,7 +5,7 @@ use std::process::Command as StdCommand;
 
 use pretty_assertions::assert_eq;
 
-use crate::suite::support::{Env, IMAGE, docker_or_skip, first, stderr_of};
+use crate::suite::support::{Env, IMAGE, docker_or_skip, first, kinds, stderr_of};
 
 fn git(env: &Env, args: &[&str]) -> String {
     let out = StdCommand::new("git")
@@ -505,4 +505,78 @@ fn docker_every_attempt_of_an_untrusted_run_lands_and_none_overwrites_another() 
     for b in [branch.clone(), format!("{branch}-2")] {
         assert_eq!(git(&env, &["show", &format!("{b}:out.txt")]), "work");
     }
+}
+
+/// A listener on the host's loopback that answers `local` and counts its connections.
+fn loopback_service() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 1024];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nlocal",
+            );
+        }
+    });
+    (port, hits)
+}
+
+/// The attack: an untrusted workflow writes an IP rule for the host's loopback into its own
+/// network block, to reach a service on the operator's machine through the proxy (which runs on
+/// the host). The control shows the rule does open it for a trusted run; the untrusted run is
+/// refused before anything runs, naming the rule, and the service is never reached.
+#[test]
+fn docker_attack_an_untrusted_workflow_cannot_open_the_hosts_loopback_with_its_own_rules() {
+    if !docker_or_skip("cli::trust::docker_untrusted_loopback_rule") {
+        return;
+    }
+    let Some(static_bin) =
+        iterion_test_support::static_iterion_or_skip("cli::trust::docker_untrusted_loopback_rule")
+    else {
+        return;
+    };
+    let (port, hits) = loopback_service();
+    let wf = format!(
+        "tool probe:\n  command: `curl -s --max-time 5 http://127.0.0.1:{port}/ > got.txt; cat got.txt`\n\nworkflow l:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"127.0.0.1/32:{port}\"]\n  probe -> done\n"
+    );
+    let run = |trust: &str| {
+        let env = Env::new();
+        env.write("l.iter", &wf);
+        git(&env, &["add", "-A"]);
+        git(&env, &["commit", "-q", "-m", "init"]);
+        let out = env
+            .cmd()
+            .args(["run", "l.iter", "--trust", trust])
+            .env("ITERION_BIN", &static_bin)
+            .output()
+            .unwrap();
+        (env, out)
+    };
+    let (env, out) = run("trusted");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(std::fs::read_to_string(env.path("got.txt")).unwrap(), "local");
+    let before = hits.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(before >= 1);
+
+    let (env, out) = run("untrusted");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let stderr = stderr_of(&out);
+    assert!(
+        stderr.contains(&format!("the network rules 127.0.0.1/32:{port} would let an untrusted run reach non-public addresses")),
+        "{stderr}"
+    );
+    let run = env.only_run();
+    assert_eq!(run.failure_code.as_deref(), Some("SANDBOX_SETUP_FAILED"));
+    assert!(
+        !kinds(&env.events(&run)).contains(&"node_started"),
+        "nothing ran"
+    );
+    assert_eq!(env.containers(), Vec::<String>::new());
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), before, "never reached");
 }

@@ -282,6 +282,21 @@ pub(crate) async fn start_network_proxy(
     }))
 }
 
+/// The rules of `rules` that would let the sandbox reach a non-public address (an allowing IP or
+/// CIDR rule naming one, [`iterion_netproxy::Rule::opens_non_public`]), as written. An untrusted
+/// run may not have them from its workflow or devcontainer: the host's loopback and private
+/// networks are exactly what a hostile working tree wants to reach. A rule that does not parse
+/// is left to the policy's compilation, which refuses it with its own error.
+pub(crate) fn non_public_rules(rules: &[String]) -> Vec<String> {
+    rules
+        .iter()
+        .enumerate()
+        .filter_map(|(i, raw)| iterion_netproxy::Rule::parse(raw, i).ok())
+        .filter(iterion_netproxy::Rule::opens_non_public)
+        .map(|rule| rule.source)
+        .collect()
+}
+
 /// The attached bridge exec and the tasks draining it; aborting them detaches (the process ends
 /// with the container).
 pub(crate) struct EgressBridge {

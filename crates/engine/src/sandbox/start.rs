@@ -189,6 +189,17 @@ async fn plan(
             policy.rules.extend(added.into_iter().cloned());
         }
     }
+    // An untrusted run's own rules never open the host's loopback or a private network; the
+    // operator's --allow-host below is the one way, and it asks for explicit consent.
+    if ctx.trust == Trust::Untrusted {
+        let opening = egress::non_public_rules(&policy.rules);
+        if !opening.is_empty() {
+            return Err(SetupError::failed(format!(
+                "the network rules {} would let an untrusted run reach non-public addresses (this machine's loopback or a private network); an untrusted run's workflow and devcontainer may not open them: remove the rules, reach a service on this machine with --allow-host NAME:PORT --dangerously-allow-host-untrusted, or run it trusted",
+                opening.join(", ")
+            )));
+        }
+    }
     // --allow-host: the operator's host services, after every other rule so they win.
     if !ctx.host_services.is_empty() {
         if policy.mode == NetworkMode::Open && ctx.trust == Trust::Trusted {
