@@ -180,7 +180,10 @@ pub fn is_non_public(ip: IpAddr) -> bool {
 /// ```
 pub fn net_reaches_non_public(net: IpNet) -> bool {
     let overlap = |a: &IpNet, b: &IpNet| a.contains(&b.network()) || b.contains(&a.network());
-    if NON_PUBLIC_RANGES.iter().any(|(range, _)| overlap(range, &net)) {
+    if NON_PUBLIC_RANGES
+        .iter()
+        .any(|(range, _)| overlap(range, &net))
+    {
         return true;
     }
     matches!(net, IpNet::V6(_)) && !GLOBAL_UNICAST.contains(&net)

@@ -543,7 +543,7 @@ fn docker_attack_an_untrusted_workflow_cannot_open_the_hosts_loopback_with_its_o
     };
     let (port, hits) = loopback_service();
     let wf = format!(
-        "tool probe:\n  command: `curl -s --max-time 5 http://127.0.0.1:{port}/ > got.txt; cat got.txt`\n\nworkflow l:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"127.0.0.1/32:{port}\"]\n  probe -> done\n"
+        "tool probe:\n  command: `curl -s --noproxy '' --max-time 5 http://127.0.0.1:{port}/ > got.txt; cat got.txt`\n\nworkflow l:\n  entry: probe\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"127.0.0.1/32:{port}\"]\n  probe -> done\n"
     );
     let run = |trust: &str| {
         let env = Env::new();
@@ -560,7 +560,10 @@ fn docker_attack_an_untrusted_workflow_cannot_open_the_hosts_loopback_with_its_o
     };
     let (env, out) = run("trusted");
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    assert_eq!(std::fs::read_to_string(env.path("got.txt")).unwrap(), "local");
+    assert_eq!(
+        std::fs::read_to_string(env.path("got.txt")).unwrap(),
+        "local"
+    );
     let before = hits.load(std::sync::atomic::Ordering::SeqCst);
     assert!(before >= 1);
 
@@ -578,5 +581,9 @@ fn docker_attack_an_untrusted_workflow_cannot_open_the_hosts_loopback_with_its_o
         "nothing ran"
     );
     assert_eq!(env.containers(), Vec::<String>::new());
-    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), before, "never reached");
+    assert_eq!(
+        hits.load(std::sync::atomic::Ordering::SeqCst),
+        before,
+        "never reached"
+    );
 }
