@@ -286,23 +286,26 @@ pub(crate) fn follow(
             if st.ended {
                 return None;
             }
-            // The status first, then the events: an event recorded before the run turned
-            // terminal is read by the events call below.
+            // The status and the lease first, then the events: the engine records the run's
+            // last event before it lets go of the lease, so once a terminal run holds no lease
+            // the events call below reads everything (the status alone turns terminal before
+            // `run_finished` is appended).
             let run = st.store.get_run(&st.run_id).await;
+            let leased = st.store.lease_held(&st.run_id).await;
             let events = st.store.events(&st.run_id, st.after).await;
-            match (run, events) {
-                (Err(e), _) | (_, Err(e)) => {
+            match (run, leased, events) {
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                     st.ended = true;
                     let msg = SseEvent::default().event("error").data(e.to_string());
                     return Some((Ok(msg), st));
                 }
-                (Ok(run), Ok(events)) => {
+                (Ok(run), Ok(leased), Ok(events)) => {
                     if let Some(last) = events.last() {
                         st.after = last.seq;
                         st.buf.extend(events);
                         continue;
                     }
-                    let terminal = run.as_ref().is_none_or(|r| r.status.is_terminal());
+                    let terminal = run.as_ref().is_none_or(|r| r.status.is_terminal()) && !leased;
                     if terminal {
                         st.ended = true;
                         let status = run.map_or("gone", |r| r.status.as_str());
