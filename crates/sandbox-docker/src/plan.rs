@@ -30,30 +30,16 @@ pub(crate) const HOST_ALIAS: &str = "host.docker.internal:host-gateway";
 /// Where the per-run `net/` dir (the proxy and listener sockets) is bound, read-only.
 pub(crate) const NET_DIR_TARGET: &str = "/run/iterion/net";
 /// Where the proxy's ephemeral CA is bound, read-only, when TLS inspection is on (§6.11).
-pub(crate) const CA_TARGET: &str = "/run/iterion/ca/egress-ca.pem";
+pub(crate) const CA_TARGET: &str = iterion_sandbox::PROXY_CA_TARGET;
 /// The file the CA is written to, inside the per-run dir.
 pub(crate) const CA_RUN_DIR_FILE: &str = "ca/egress-ca.pem";
 /// The soft and hard `nofile`/`nproc` limits of a podman sandbox (SANDBOX.md §4.5): rootful podman
 /// asks for the host's maximum, and without `CAP_SYS_RESOURCE` the runtime cannot set it.
 pub(crate) const PODMAN_ULIMIT: i64 = 16384;
-/// `NO_PROXY` inside a proxied sandbox (§6.11), before any extra entries.
-pub(crate) const NO_PROXY_BASE: &str = "localhost,127.0.0.1,::1";
 /// A `sh -c`/`bash -c` script longer than this goes through stdin (`sh -s`), not argv (§4.7).
 pub(crate) const SCRIPT_STDIN_THRESHOLD: usize = 100_000;
 /// The label a shared `/nix` volume carries on top of [`LABEL_MANAGED`].
 pub(crate) const NIX_VOLUME_PURPOSE: &str = "nix-store";
-
-/// The variables that carry the proxy endpoint (§6.11).
-const PROXY_KEYS: [&str; 4] = ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"];
-/// The variables that carry the CA path (§6.11).
-const CA_KEYS: [&str; 6] = [
-    "NODE_EXTRA_CA_CERTS",
-    "SSL_CERT_FILE",
-    "CURL_CA_BUNDLE",
-    "GIT_SSL_CAINFO",
-    "REQUESTS_CA_BUNDLE",
-    "NIX_SSL_CERT_FILE",
-];
 
 /// Everything [`create_plan`] reads.
 #[derive(Clone, Copy, Debug)]
@@ -263,25 +249,7 @@ pub(crate) fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
 fn container_env(spec: &Spec, info: &RunInfo, secrets: &SecretPlan) -> Vec<String> {
     let mut env: BTreeMap<String, String> = spec.env.clone();
     env.extend(secrets.env.iter().cloned());
-    if let Some(proxy) = &info.proxy {
-        for key in PROXY_KEYS {
-            env.insert(key.to_owned(), proxy.endpoint.clone());
-        }
-        let mut no_proxy = NO_PROXY_BASE.to_owned();
-        if let Some(extra) = info.no_proxy_extra.as_deref().filter(|e| !e.is_empty()) {
-            no_proxy.push(',');
-            no_proxy.push_str(extra);
-        }
-        env.insert("NO_PROXY".to_owned(), no_proxy.clone());
-        env.insert("no_proxy".to_owned(), no_proxy);
-        env.remove("ALL_PROXY");
-        env.remove("all_proxy");
-    }
-    if info.proxy_ca_pem.is_some() {
-        for key in CA_KEYS {
-            env.insert(key.to_owned(), CA_TARGET.to_owned());
-        }
-    }
+    iterion_sandbox::plant_proxy_env(&mut env, info);
     env.into_iter().map(|(k, v)| format!("{k}={v}")).collect()
 }
 

@@ -12,24 +12,11 @@ use iterion_sandbox::{
 /// bridge dials (`iterion __egress-bridge --listen 127.0.0.1:3128=/run/iterion/net/proxy.sock`).
 pub(crate) const NET_DIR_TARGET: &str = "/run/iterion/net";
 /// Where the proxy's ephemeral CA is bound, read-only, when TLS inspection is on.
-pub(crate) const CA_TARGET: &str = "/run/iterion/ca/egress-ca.pem";
+pub(crate) const CA_TARGET: &str = iterion_sandbox::PROXY_CA_TARGET;
 /// The CA's file in the per-run dir.
 pub(crate) const CA_RUN_DIR_FILE: &str = "ca/egress-ca.pem";
 /// The per-run dir holding the secret files.
 pub(crate) const SECRETS_RUN_DIR: &str = "secrets";
-/// `NO_PROXY` inside a proxied sandbox, before any extra entries.
-const NO_PROXY_BASE: &str = "localhost,127.0.0.1,::1";
-/// The variables that carry the proxy endpoint.
-const PROXY_KEYS: [&str; 4] = ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"];
-/// The variables that carry the CA path.
-const CA_KEYS: [&str; 6] = [
-    "NODE_EXTRA_CA_CERTS",
-    "SSL_CERT_FILE",
-    "CURL_CA_BUNDLE",
-    "GIT_SSL_CAINFO",
-    "REQUESTS_CA_BUNDLE",
-    "NIX_SSL_CERT_FILE",
-];
 /// `PATH` when the spec sets none.
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -208,25 +195,7 @@ pub(crate) fn plan(spec: &Spec, info: &RunInfo, inputs: &PlanInputs<'_>) -> Resu
     env.insert("HOME".to_owned(), home.clone());
     env.entry("PATH".to_owned())
         .or_insert_with(|| DEFAULT_PATH.to_owned());
-    if let Some(proxy) = &info.proxy {
-        for key in PROXY_KEYS {
-            env.insert(key.to_owned(), proxy.endpoint.clone());
-        }
-        let mut no_proxy = NO_PROXY_BASE.to_owned();
-        if let Some(extra) = info.no_proxy_extra.as_deref().filter(|e| !e.is_empty()) {
-            no_proxy.push(',');
-            no_proxy.push_str(extra);
-        }
-        env.insert("NO_PROXY".to_owned(), no_proxy.clone());
-        env.insert("no_proxy".to_owned(), no_proxy);
-        env.remove("ALL_PROXY");
-        env.remove("all_proxy");
-    }
-    if info.proxy_ca_pem.is_some() {
-        for key in CA_KEYS {
-            env.insert(key.to_owned(), CA_TARGET.to_owned());
-        }
-    }
+    iterion_sandbox::plant_proxy_env(&mut env, info);
 
     let mut binds = vec![Bind {
         source: inputs.workspace.to_owned(),

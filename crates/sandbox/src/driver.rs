@@ -245,6 +245,45 @@ impl RunInfo {
     }
 }
 
+/// Where a driver binds the proxy's ephemeral CA in the sandbox, when TLS inspection is on.
+pub const PROXY_CA_TARGET: &str = "/run/iterion/ca/egress-ca.pem";
+
+/// The sandbox env a proxy attachment sets (SANDBOX.md §6.11), the one owner of its keys for
+/// every driver that builds an env map: the four proxy variables point at the endpoint,
+/// `NO_PROXY`/`no_proxy` are loopback plus the run's extra entries, `ALL_PROXY`/`all_proxy`
+/// are removed; with TLS inspection the usual CA variables point at [`PROXY_CA_TARGET`]. Later
+/// tiers win: call it after the spec's and the secrets' env.
+pub fn plant_proxy_env(env: &mut std::collections::BTreeMap<String, String>, info: &RunInfo) {
+    const PROXY_KEYS: [&str; 4] = ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"];
+    const CA_KEYS: [&str; 6] = [
+        "NODE_EXTRA_CA_CERTS",
+        "SSL_CERT_FILE",
+        "CURL_CA_BUNDLE",
+        "GIT_SSL_CAINFO",
+        "REQUESTS_CA_BUNDLE",
+        "NIX_SSL_CERT_FILE",
+    ];
+    if let Some(proxy) = &info.proxy {
+        for key in PROXY_KEYS {
+            env.insert(key.to_owned(), proxy.endpoint.clone());
+        }
+        let mut no_proxy = "localhost,127.0.0.1,::1".to_owned();
+        if let Some(extra) = info.no_proxy_extra.as_deref().filter(|e| !e.is_empty()) {
+            no_proxy.push(',');
+            no_proxy.push_str(extra);
+        }
+        env.insert("NO_PROXY".to_owned(), no_proxy.clone());
+        env.insert("no_proxy".to_owned(), no_proxy);
+        env.remove("ALL_PROXY");
+        env.remove("all_proxy");
+    }
+    if info.proxy_ca_pem.is_some() {
+        for key in CA_KEYS {
+            env.insert(key.to_owned(), PROXY_CA_TARGET.to_owned());
+        }
+    }
+}
+
 /// A byte source for an exec's stdin.
 pub type ExecInput = Box<dyn AsyncRead + Send + Unpin>;
 /// A byte sink for an exec's stdout or stderr.

@@ -92,10 +92,11 @@ pub use devcontainer::{
 };
 pub use driver::{
     AdvertisedPort, Builder, Driver, DriverConstructor, ExecInput, ExecOpts, ExecOutput,
-    ExecResult, ImageConfig, LogLevel, NoProgress, NullRunLog, PreparedSpec, Progress,
-    ProxyAddresses, ProxyAttachment, ProxyBind, ProxyConfigurer, PullProgress, RunFilesDrainer,
-    RunInfo, RunLog, SandboxRun, SecretFileRefresher, WorkspaceExporter, WorkspaceFileRefresher,
-    WorkspaceHeadCapturer, proxy_addresses_for_driver, redact_proxy_url,
+    ExecResult, ImageConfig, LogLevel, NoProgress, NullRunLog, PROXY_CA_TARGET, PreparedSpec,
+    Progress, ProxyAddresses, ProxyAttachment, ProxyBind, ProxyConfigurer, PullProgress,
+    RunFilesDrainer, RunInfo, RunLog, SandboxRun, SecretFileRefresher, WorkspaceExporter,
+    WorkspaceFileRefresher, WorkspaceHeadCapturer, plant_proxy_env, proxy_addresses_for_driver,
+    redact_proxy_url,
 };
 pub use elf::{LinkKind, interpreter, link_kind, link_kind_of};
 pub use env::{
