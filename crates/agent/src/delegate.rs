@@ -92,14 +92,37 @@ pub struct DelegateTask {
     pub start: Start,
     /// The provider's base URL (`https://api.anthropic.com`, `…/v1` for codex).
     pub base_url: String,
-    /// The credential: a gateway placeholder under a sandbox, the key on the host.
-    pub api_key: String,
+    /// The credential.
+    pub credential: Credential,
     /// The per-run config directory (`CLAUDE_CONFIG_DIR` / `CODEX_HOME`), already made, with
     /// a `tmp` directory inside it.
     pub config_dir: String,
     /// Whether the CLI runs inside the run's sandbox (codex's own sandbox is then off: ours is
     /// the boundary) rather than on the host.
     pub sandboxed: bool,
+}
+
+/// How the CLI authenticates.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// An API key: a gateway placeholder under a sandbox, the key on the host.
+    Key(String),
+    /// The operator's subscription login ([`crate::forfait`]): the CLI reads its credential file
+    /// from its config directory. `file` is that file's text, written there before the CLI
+    /// starts (a host run); `None` when the sandbox's setup seeded it already.
+    Login {
+        /// The credential file's text to write, if any.
+        file: Option<String>,
+    },
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Credential::Key(_) => "Key(..)",
+            Credential::Login { .. } => "Login(..)",
+        })
+    }
 }
 
 /// What to execute for a [`DelegateTask`].
@@ -176,7 +199,18 @@ fn is_loopback_url(url: &str) -> bool {
 
 fn claude(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
     env.push(("ANTHROPIC_BASE_URL".to_owned(), task.base_url.clone()));
-    env.push(("ANTHROPIC_API_KEY".to_owned(), task.api_key.clone()));
+    let mut config_files = Vec::new();
+    match &task.credential {
+        Credential::Key(key) => env.push(("ANTHROPIC_API_KEY".to_owned(), key.clone())),
+        Credential::Login { file } => {
+            if let Some(text) = file {
+                config_files.push((
+                    crate::forfait::file_name(Cli::ClaudeCode).to_owned(),
+                    text.clone(),
+                ));
+            }
+        }
+    }
     if let Some(max) = task.max_tokens {
         env.push(("CLAUDE_CODE_MAX_OUTPUT_TOKENS".to_owned(), max.to_string()));
     }
@@ -239,7 +273,7 @@ fn claude(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
         argv,
         env,
         stdin,
-        config_files: Vec::new(),
+        config_files,
     }
 }
 
@@ -249,8 +283,14 @@ fn toml_str(s: &str) -> String {
 }
 
 /// codex's per-run `config.toml`: one provider, `iterion`, at the node's base URL, reading its
-/// key from [`CODEX_KEY_VAR`]; no update check.
-pub fn codex_config(base_url: &str) -> String {
+/// key from [`CODEX_KEY_VAR`] (or, with `login`, using the ChatGPT login of its `auth.json`); no
+/// update check.
+pub fn codex_config(base_url: &str, login: bool) -> String {
+    let auth = if login {
+        "requires_openai_auth = true".to_owned()
+    } else {
+        format!("env_key = \"{CODEX_KEY_VAR}\"")
+    };
     format!(
         "# Written by iterion for this run; removed with it.\n\
          model_provider = \"iterion\"\n\
@@ -259,7 +299,7 @@ pub fn codex_config(base_url: &str) -> String {
          [model_providers.iterion]\n\
          name = \"iterion\"\n\
          base_url = {}\n\
-         env_key = \"{CODEX_KEY_VAR}\"\n\
+         {auth}\n\
          wire_api = \"responses\"\n\
          supports_websockets = false\n",
         toml_str(base_url)
@@ -267,7 +307,22 @@ pub fn codex_config(base_url: &str) -> String {
 }
 
 fn codex(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
-    env.push((CODEX_KEY_VAR.to_owned(), task.api_key.clone()));
+    let mut config_files = Vec::new();
+    let login = match &task.credential {
+        Credential::Key(key) => {
+            env.push((CODEX_KEY_VAR.to_owned(), key.clone()));
+            false
+        }
+        Credential::Login { file } => {
+            if let Some(text) = file {
+                config_files.push((
+                    crate::forfait::file_name(Cli::Codex).to_owned(),
+                    text.clone(),
+                ));
+            }
+            true
+        }
+    };
     // codex refuses to set up its sandbox helpers when CODEX_HOME lies under the temp dir;
     // its temp dir is its own, inside the config dir (made with it).
     env.push(("TMPDIR".to_owned(), format!("{}/tmp", task.config_dir)));
@@ -322,7 +377,13 @@ fn codex(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
         argv,
         env,
         stdin: stdin.into_bytes(),
-        config_files: vec![("config.toml".to_owned(), codex_config(&task.base_url))],
+        config_files: {
+            config_files.push((
+                "config.toml".to_owned(),
+                codex_config(&task.base_url, login),
+            ));
+            config_files
+        },
     }
 }
 

@@ -20,7 +20,7 @@ fn task(cli: Cli) -> DelegateTask {
         max_tokens: Some(900),
         start: Start::Fresh,
         base_url: "http://127.0.0.1:9/v1".into(),
-        api_key: "__ITERION_SECRET_ITERION_GATEWAY_ANTHROPIC__".into(),
+        credential: Credential::Key("__ITERION_SECRET_ITERION_GATEWAY_ANTHROPIC__".into()),
         config_dir: "/tmp/iterion-delegate/claude_code".into(),
         sandboxed: true,
     }
@@ -143,7 +143,7 @@ fn codex_reads_its_provider_from_the_per_run_config_and_runs_without_its_own_san
 
 #[test]
 fn a_toml_string_cannot_break_out_of_the_config() {
-    let config = codex_config("http://h/\"\nmodel_provider = \"evil");
+    let config = codex_config("http://h/\"\nmodel_provider = \"evil", false);
     let parsed_lines: Vec<&str> = config
         .lines()
         .filter(|l| l.starts_with("model_provider"))
@@ -248,4 +248,31 @@ fn a_call_without_a_result_is_still_reported_when_the_stream_ends() {
         matches!(&end[..], [DelegateEvent::ToolCall { result: None, tool, .. }] if tool == "Bash"),
         "{end:#?}"
     );
+}
+
+#[test]
+fn a_login_gives_the_cli_no_key_and_its_credential_file_only_when_one_is_given() {
+    for cli in [Cli::ClaudeCode, Cli::Codex] {
+        let mut t = task(cli);
+        t.credential = Credential::Login {
+            file: Some("{\"login\":1}".into()),
+        };
+        let inv = invocation(&t);
+        assert_eq!(env_of(&inv, "ANTHROPIC_API_KEY"), None);
+        assert_eq!(env_of(&inv, CODEX_KEY_VAR), None);
+        let names: Vec<&str> = inv.config_files.iter().map(|(n, _)| n.as_str()).collect();
+        assert!(names.contains(&crate::forfait::file_name(cli)), "{names:?}");
+        t.credential = Credential::Login { file: None };
+        let inv = invocation(&t);
+        assert!(
+            !inv.config_files
+                .iter()
+                .any(|(n, _)| n == crate::forfait::file_name(cli))
+        );
+        if cli == Cli::Codex {
+            let config = &inv.config_files[0].1;
+            assert!(config.contains("requires_openai_auth = true"), "{config}");
+            assert!(!config.contains("env_key"), "{config}");
+        }
+    }
 }

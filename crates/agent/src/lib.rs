@@ -21,11 +21,13 @@
 //! - [`envelope`], [`placement`], [`runner`]: the NDJSON channel between the engine (launcher)
 //!   and the runner, where each tool runs, and the runner's side of the channel.
 //! - [`delegate`]: the `claude_code` and `codex` backends' invocations and output streams.
+//! - [`forfait`]: subscription credential files checked and copied without their real tokens.
 //! - [`text`]: byte-bounded slices of text.
 #![deny(missing_docs)]
 
 pub mod delegate;
 pub mod envelope;
+pub mod forfait;
 mod glob;
 pub mod http;
 pub mod placement;
