@@ -97,7 +97,8 @@ pub struct Endpoint {
     pub provider: Provider,
     /// The base URL, without a trailing `/`.
     pub base_url: String,
-    /// The key: the real one in process, a gateway placeholder in the runner's task.
+    /// The key: the real one in process, a gateway placeholder in the runner's task. Empty for
+    /// a delegate node that uses its CLI's subscription login ([`crate::forfait`]).
     pub api_key: String,
 }
 
@@ -230,13 +231,21 @@ pub fn resolve_routes(
         if model.trim().is_empty() || model.chars().any(char::is_whitespace) {
             return Err(bad());
         }
-        let key = lookup(provider.key_var())
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| RouteError::MissingKey {
-                node: node.id.clone(),
-                model: expanded.clone(),
-                variable: provider.key_var(),
-            })?;
+        // A delegate node without a key uses its CLI's subscription login instead (an empty
+        // key here; the engine loads the login file and fails the run naming it when it is
+        // missing or unusable).
+        let delegate = agent.backend != iterion_dsl::ir::Backend::Claw;
+        let key = match lookup(provider.key_var()).filter(|k| !k.is_empty()) {
+            Some(key) => key,
+            None if delegate => String::new(),
+            None => {
+                return Err(RouteError::MissingKey {
+                    node: node.id.clone(),
+                    model: expanded.clone(),
+                    variable: provider.key_var(),
+                });
+            }
+        };
         let raw_base = lookup(provider.base_url_var()).filter(|v| !v.trim().is_empty());
         let base = match (&raw_base, provider.default_base_url()) {
             (Some(v), _) => v.trim().to_owned(),

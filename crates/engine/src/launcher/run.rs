@@ -116,6 +116,20 @@ impl Engine {
     ) -> Result<RunSummary, EngineError> {
         let started = Instant::now();
         let mut attempt = attempt;
+        // The delegate CLIs' subscription logins, read before the record opens so their tokens
+        // are redacted from its first write; a broken one fails the setup below.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let forfaits = crate::sandbox::forfait::load(
+            &attempt.workflow,
+            &attempt.routes,
+            &self.environment,
+            now,
+        );
+        if let Ok(forfaits) = &forfaits {
+            attempt.secrets.extend(forfaits.redacted());
+        }
         let record = self.open_record(&mut attempt, &observer).await;
         let stopping = Stopping::watch(&control, &record.lost);
         let admitted = match self.admit(&attempt, record.store.as_ref()).await {
@@ -164,6 +178,7 @@ impl Engine {
                         lost: &record.lost,
                         interrupt_children: &stopping.interrupt_children,
                         stop_code: &stop_code,
+                        forfaits: &forfaits,
                     };
                     self.sandbox_and_execute(&scope, &mut ending).await;
                 }
@@ -363,9 +378,21 @@ impl Engine {
             observer,
             stop,
             stop_code,
+            forfaits,
             ..
         } = *scope;
         let run_id = run.id.as_str();
+        let forfaits = match forfaits {
+            Ok(forfaits) => forfaits.clone(),
+            Err(message) => {
+                ending.fail(
+                    FailureCode::SandboxSetupFailed,
+                    message.clone(),
+                    PHASE_SANDBOX_SETUP,
+                );
+                return;
+            }
+        };
         let budget =
             match crate::executor::budget::RunBudget::resolve(&attempt.workflow.budget, |k| {
                 self.environment.get(k)
@@ -433,9 +460,19 @@ impl Engine {
             egress_secrets: {
                 let mut secrets = egress_secrets(&attempt.workflow, &attempt.secrets);
                 secrets.extend(crate::sandbox::gateway::egress_secrets(&attempt.routes));
+                secrets.extend(forfaits.egress_secrets());
                 secrets
             },
-            model_hosts: crate::sandbox::gateway::model_hosts(&attempt.routes),
+            model_hosts: {
+                let mut hosts = crate::sandbox::gateway::model_hosts(&attempt.routes);
+                for host in forfaits.model_hosts() {
+                    if !hosts.contains(&host) {
+                        hosts.push(host);
+                    }
+                }
+                hosts
+            },
+            forfaits: forfaits.clone(),
             run_log: Arc::new(run_log.clone()),
             redactor: Arc::clone(run_log.redactor()),
             progress: &progress,
@@ -613,6 +650,8 @@ impl Engine {
                 operator: self.operator.clone(),
                 answer: attempt.answer.clone(),
                 delegates: Default::default(),
+                // Ok here: a login that failed to load ended the attempt before the sandbox.
+                forfaits: scope.forfaits.clone().unwrap_or_default(),
             });
         if let Some(checkpoint) = attempt.checkpoint.clone() {
             execution = execution.resume_from(checkpoint);
@@ -885,6 +924,8 @@ struct Scope<'a> {
     /// Cancelled before `stop` when the run is interrupted (see `attempt`).
     interrupt_children: &'a CancellationToken,
     stop_code: &'a (dyn Fn() -> FailureCode + Sync),
+    /// The delegate nodes' subscription logins, or why one cannot be used.
+    forfaits: &'a Result<crate::sandbox::forfait::Forfaits, String>,
 }
 
 /// How an attempt ended.

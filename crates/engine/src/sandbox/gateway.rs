@@ -37,18 +37,22 @@ fn credentials(routes: &Routes) -> Vec<Credential> {
     by_provider.into_values().collect()
 }
 
+/// The credentials that hold a key (a delegate node on its CLI's login has none: its token is
+/// the forfait's, `sandbox::forfait`).
+fn keyed(routes: &Routes) -> impl Iterator<Item = Credential> {
+    credentials(routes).into_iter().filter(|c| !c.key.is_empty())
+}
+
 /// The keys as resolved secrets, for redaction.
 pub(crate) fn redacted_keys(routes: &Routes) -> Vec<ResolvedSecret> {
-    credentials(routes)
-        .into_iter()
+    keyed(routes)
         .map(|c| ResolvedSecret::new(c.provider.gateway_secret_name(), c.key))
         .collect()
 }
 
 /// The keys as the proxy's value secrets, scoped to their provider's host.
 pub(crate) fn egress_secrets(routes: &Routes) -> Vec<EgressSecret> {
-    credentials(routes)
-        .into_iter()
+    keyed(routes)
         .map(|c| EgressSecret {
             name: c.provider.gateway_secret_name(),
             value: c.key,
@@ -60,8 +64,7 @@ pub(crate) fn egress_secrets(routes: &Routes) -> Vec<EgressSecret> {
 
 /// Provider → the placeholder the runner's task carries instead of the key.
 pub(crate) fn placeholders(routes: &Routes) -> BTreeMap<Provider, String> {
-    credentials(routes)
-        .into_iter()
+    keyed(routes)
         .map(|c| {
             (
                 c.provider,

@@ -27,6 +27,7 @@ pub(crate) mod engine_binary;
 pub(crate) mod error;
 pub(crate) mod exec_agent;
 pub(crate) mod finalize;
+pub(crate) mod forfait;
 pub(crate) mod gateway;
 pub(crate) mod git;
 pub(crate) mod host;

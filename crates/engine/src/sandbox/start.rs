@@ -159,7 +159,14 @@ async fn start(
     driver: &dyn Driver,
 ) -> Result<ActiveSandbox, SetupError> {
     let plan = plan(ctx, spec, driver).await?;
-    apply(ctx, plan, driver).await
+    let active = apply(ctx, plan, driver).await?;
+    // Seed step 17: the logins' read-only mounts copied into the CLIs' writable config dirs; a
+    // failure tears the sandbox down (it would otherwise surface as an auth failure later).
+    if let Err(error) = ctx.forfaits.seed(active.run.as_ref()).await {
+        active.shutdown().await;
+        return Err(error);
+    }
+    Ok(active)
 }
 
 /// L8–L9 and the L10 policy, reading the host but making nothing: a refusal here leaves no copy,
@@ -263,6 +270,9 @@ async fn plan(
     let mounts = mounts::plan_mounts(&mut spec, &inputs).await?;
     // M12: what a driver without host binds cannot honour goes, with the promises it made.
     let dropped = finalize::finalize_mounts_for_driver(&mut spec, inputs.host_binds, driver.name());
+    // Seed step 14: the logins as read-only secret files (shadowing a host-state bind's
+    // original), their config-dir variables exported before the container starts.
+    ctx.forfaits.plan(&mut spec);
     Ok(StartPlan {
         spec,
         policy,

@@ -30,6 +30,8 @@ pub(crate) struct StartCtx<'a> {
     pub event_sink: Arc<dyn EventSink>,
     /// The resolved secrets with their hosts, for the proxy's rewriter (§6.10).
     pub egress_secrets: Vec<EgressSecret>,
+    /// The delegate nodes' subscription logins (seed steps 14 and 17).
+    pub forfaits: crate::sandbox::forfait::Forfaits,
     /// The agent nodes' model provider hosts, implicitly allowed under an allowlist (§13.1b).
     pub model_hosts: Vec<String>,
     pub run_log: Arc<dyn RunLog>,

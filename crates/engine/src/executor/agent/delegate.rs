@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use iterion_agent::delegate::{
-    Cli, DelegateEvent, DelegateTask, Final, Invocation, Start, StreamParser,
+    Cli, Credential, DelegateEvent, DelegateTask, Final, Invocation, Start, StreamParser,
 };
 use iterion_agent::session::{LoopSpec, conforming};
 use iterion_agent::shell::BoundedSink;
@@ -41,8 +41,6 @@ use iterion_vocab::{FailureCode, LogStream};
 /// The longest one CLI run may take before the node fails.
 pub(crate) const DELEGATE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
-/// Where a delegate's config lives inside a container (the container is the run's own).
-const CONTAINER_CONFIG_ROOT: &str = "/tmp/iterion-delegate";
 
 /// The CLI of a delegate backend.
 fn cli_of(backend: Backend) -> Option<Cli> {
@@ -67,20 +65,38 @@ pub(crate) async fn run(
             format!("node \"{id}\" is not a delegate node"),
         ));
     };
-    let (sandboxed, api_key) = match &env.place {
-        AgentPlace::Runner(launcher) => {
-            let Some(placeholder) = launcher.placeholder(spec.endpoint.provider) else {
-                return Err(Failure::new(
-                    FailureCode::ExecutionFailed,
-                    format!(
-                        "no gateway credential for provider {}; the key cannot reach the sandbox",
-                        spec.endpoint.provider.as_str()
-                    ),
-                ));
-            };
-            (true, placeholder)
-        }
-        AgentPlace::InProcess { .. } => (false, spec.endpoint.api_key.clone()),
+    let sandboxed = matches!(env.place, AgentPlace::Runner(_));
+    let (credential, base_url) = if spec.endpoint.api_key.is_empty() {
+        // No key: the CLI's subscription login, loaded (and, in a sandbox, seeded) at setup.
+        let Some(login) = env.forfaits.login(cli) else {
+            return Err(Failure::new(
+                FailureCode::ExecutionFailed,
+                format!(
+                    "node \"{id}\" has no {} and no {} subscription login was loaded",
+                    spec.endpoint.provider.key_var(),
+                    cli.program()
+                ),
+            ));
+        };
+        let file = (!sandboxed).then_some(login.host_text);
+        (Credential::Login { file }, login.base_url)
+    } else {
+        let key = match &env.place {
+            AgentPlace::Runner(launcher) => {
+                let Some(placeholder) = launcher.placeholder(spec.endpoint.provider) else {
+                    return Err(Failure::new(
+                        FailureCode::ExecutionFailed,
+                        format!(
+                            "no gateway credential for provider {}; the key cannot reach the sandbox",
+                            spec.endpoint.provider.as_str()
+                        ),
+                    ));
+                };
+                placeholder
+            }
+            AgentPlace::InProcess { .. } => spec.endpoint.api_key.clone(),
+        };
+        (Credential::Key(key), spec.endpoint.base_url.clone())
     };
     let config_dir = config_dir(ctx, env, cli, sandboxed).await?;
     let backend = cli.backend();
@@ -108,8 +124,8 @@ pub(crate) async fn run(
         reasoning_effort: agent.reasoning_effort.clone(),
         max_tokens: agent.max_tokens,
         start,
-        base_url: spec.endpoint.base_url.clone(),
-        api_key,
+        base_url,
+        credential,
         config_dir,
         sandboxed,
     };
@@ -203,7 +219,7 @@ async fn config_dir(
         std::fs::create_dir_all(dir.join("tmp")).map_err(|e| failed(e.to_string()))?;
         return Ok(dir.to_string_lossy().into_owned());
     }
-    let dir = format!("{CONTAINER_CONFIG_ROOT}/{}", cli.backend());
+    let dir = crate::sandbox::forfait::container_config_dir(cli);
     let argv = [
         "sh".to_owned(),
         "-c".to_owned(),

@@ -37,4 +37,6 @@ pub(crate) struct AgentEnv {
     pub answer: Option<String>,
     /// What the run's delegate nodes share (their CLI sessions, the host config dir).
     pub delegates: Arc<DelegateState>,
+    /// The delegate CLIs' subscription logins, for nodes without an API key.
+    pub forfaits: crate::sandbox::forfait::Forfaits,
 }

@@ -112,6 +112,7 @@ impl crate::executor::agent::operator::Operator for Answering {
 
 fn env_with(operator: Option<Arc<dyn crate::executor::agent::operator::Operator>>) -> AgentEnv {
     AgentEnv {
+        forfaits: Default::default(),
         routes: Default::default(),
         place: crate::executor::agent::env::AgentPlace::InProcess {
             workspace: std::env::temp_dir(),

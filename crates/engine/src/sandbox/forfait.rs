@@ -1,0 +1,322 @@
+//! Subscription credential files ("forfaits", seed steps 14 and 17) for delegate nodes that have
+//! no API key: [`load`] reads and checks the operator's login before anything is made, [`plan`]
+//! turns it into a per-run read-only secret-file mount (plus a shadow over the original when
+//! `host_state: auto` binds the directory that holds it) and exports the CLI's config-dir
+//! variable, and [`seed`] copies the mount into the writable per-run config dir once the
+//! container runs. A seed that fails fails the setup, naming the file.
+//!
+//! The container's copy carries the access token's placeholder (the run's proxy swaps it toward
+//! the model's host only) and no refresh token (`iterion_agent::forfait` says why).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use iterion_agent::delegate::Cli;
+use iterion_agent::forfait::{self as pure, Forfait};
+use iterion_agent::provider::{Endpoint, Provider, Routes};
+use iterion_dsl::ir::{Backend, NodeBody, Workflow};
+use iterion_sandbox::{EngineMountKind, SandboxRun, SecretBytes, SecretFileMount, Spec};
+use iterion_vocab::Environment;
+
+use crate::records::secrets::ResolvedSecret;
+use crate::sandbox::egress::EgressSecret;
+use crate::sandbox::error::SetupError;
+
+/// Where a delegate's config lives inside a container (the container is the run's own).
+pub(crate) const CONTAINER_CONFIG_ROOT: &str = "/tmp/iterion-delegate";
+
+/// The variable naming claude's login file (else `$CLAUDE_CONFIG_DIR/.credentials.json`, else
+/// `~/.claude/.credentials.json`).
+pub(crate) const CLAUDE_CREDENTIALS_VAR: &str = "ITERION_CLAUDE_CREDENTIALS";
+/// The variable naming codex's login file (else `$CODEX_HOME/auth.json`, else
+/// `~/.codex/auth.json`).
+pub(crate) const CODEX_AUTH_VAR: &str = "ITERION_CODEX_AUTH";
+
+/// codex's ChatGPT backend: where a ChatGPT login is served when no base URL is set.
+const CHATGPT_CODEX_BASE: &str = "https://chatgpt.com/backend-api/codex";
+
+/// One loaded login.
+struct Login {
+    cli: Cli,
+    /// The operator's file (as found, and canonical).
+    path: PathBuf,
+    canonical: PathBuf,
+    forfait: Forfait,
+    /// Where the CLI sends its requests with this login.
+    base_url: String,
+    host: Option<String>,
+    rule: Option<String>,
+}
+
+/// The run's loaded logins (none when every delegate node has a key).
+#[derive(Clone, Default)]
+pub(crate) struct Forfaits(Arc<Vec<Login>>);
+
+/// What a delegate node on its CLI's login needs.
+pub(crate) struct LoginUse {
+    /// The base URL the CLI is pointed at.
+    pub base_url: String,
+    /// The file a host run's CLI gets (real access token, no refresh token).
+    pub host_text: String,
+}
+
+/// The CLI of a delegate backend.
+fn cli_of(backend: Backend) -> Option<Cli> {
+    match backend {
+        Backend::Claw => None,
+        Backend::ClaudeCode => Some(Cli::ClaudeCode),
+        Backend::Codex => Some(Cli::Codex),
+    }
+}
+
+/// The operator's login file for `cli`, read through the environment the CLI handed the engine.
+fn login_path(cli: Cli, env: &Environment) -> Option<PathBuf> {
+    let (var, config_var, home_dir) = match cli {
+        Cli::ClaudeCode => (CLAUDE_CREDENTIALS_VAR, "CLAUDE_CONFIG_DIR", ".claude"),
+        Cli::Codex => (CODEX_AUTH_VAR, "CODEX_HOME", ".codex"),
+    };
+    let set = |k: &str| env.get(k).filter(|v| !v.trim().is_empty());
+    if let Some(path) = set(var) {
+        return Some(PathBuf::from(path));
+    }
+    if let Some(dir) = set(config_var) {
+        return Some(Path::new(&dir).join(pure::file_name(cli)));
+    }
+    let home = env.get_os("HOME").map(PathBuf::from)?;
+    Some(home.join(home_dir).join(pure::file_name(cli)))
+}
+
+/// Reads and checks the login of every delegate CLI a node without a key uses, at `now` (Unix
+/// seconds). Makes nothing.
+///
+/// # Errors
+///
+/// A message naming the file (or where it was looked for) when a login is missing, unreadable,
+/// broken or expired.
+pub(crate) fn load(
+    wf: &Workflow,
+    routes: &Routes,
+    env: &Environment,
+    now: i64,
+) -> Result<Forfaits, String> {
+    let mut logins: Vec<Login> = Vec::new();
+    for node in &wf.nodes {
+        let NodeBody::Agent(agent) = &node.body else {
+            continue;
+        };
+        let Some(cli) = cli_of(agent.backend) else {
+            continue;
+        };
+        let Some(route) = routes.get(&node.id) else {
+            continue;
+        };
+        if !route.endpoint.api_key.is_empty() || logins.iter().any(|l| l.cli == cli) {
+            continue;
+        }
+        let provider = route.endpoint.provider;
+        let Some(path) = login_path(cli, env) else {
+            return Err(format!(
+                "node \"{}\" uses {} with no {}: set it, or point {} at a {} login file",
+                node.id,
+                cli.program(),
+                provider.key_var(),
+                var_of(cli),
+                cli.program()
+            ));
+        };
+        let shown = path.display().to_string();
+        let text = read_bounded(&path).map_err(|e| {
+            format!(
+                "node \"{}\" uses {} with no {}, and its subscription login {shown} {e}: set {}, log in with `{}`, or point {} at a login file",
+                node.id,
+                cli.program(),
+                provider.key_var(),
+                provider.key_var(),
+                cli.program(),
+                var_of(cli)
+            )
+        })?;
+        let placeholder = iterion_netproxy::placeholder_for(pure::secret_name(cli));
+        let forfait = pure::parse(cli, &text, now, &placeholder).map_err(|e| {
+            format!(
+                "the {} subscription login {shown} {e}",
+                cli.program()
+            )
+        })?;
+        let base_url = match (cli, provider) {
+            (Cli::Codex, Provider::Openai)
+                if Some(route.endpoint.base_url.as_str()) == provider.default_base_url() =>
+            {
+                CHATGPT_CODEX_BASE.to_owned()
+            }
+            _ => route.endpoint.base_url.clone(),
+        };
+        let endpoint = Endpoint {
+            provider,
+            base_url: base_url.clone(),
+            api_key: String::new(),
+        };
+        logins.push(Login {
+            cli,
+            canonical: std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone()),
+            path,
+            forfait,
+            host: endpoint.host(),
+            rule: endpoint.rule(),
+            base_url,
+        });
+    }
+    Ok(Forfaits(Arc::new(logins)))
+}
+
+fn var_of(cli: Cli) -> &'static str {
+    match cli {
+        Cli::ClaudeCode => CLAUDE_CREDENTIALS_VAR,
+        Cli::Codex => CODEX_AUTH_VAR,
+    }
+}
+
+/// The file's text, at most [`pure::MAX_BYTES`].
+fn read_bounded(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "does not exist".to_owned(),
+        _ => format!("cannot be read ({e})"),
+    })?;
+    let mut bytes = Vec::new();
+    file.take(pure::MAX_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot be read ({e})"))?;
+    if bytes.len() > pure::MAX_BYTES {
+        return Err(format!("is larger than {} KiB", pure::MAX_BYTES / 1024));
+    }
+    String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_owned())
+}
+
+/// The in-container config dir of `cli`.
+pub(crate) fn container_config_dir(cli: Cli) -> String {
+    format!("{CONTAINER_CONFIG_ROOT}/{}", cli.backend())
+}
+
+fn mount_name(cli: Cli) -> String {
+    format!("forfait-{}", cli.backend())
+}
+
+impl Forfaits {
+    /// What a node of `cli` without a key needs, when its login is loaded.
+    pub(crate) fn login(&self, cli: Cli) -> Option<LoginUse> {
+        self.0.iter().find(|l| l.cli == cli).map(|l| LoginUse {
+            base_url: l.base_url.clone(),
+            host_text: l.forfait.host_text.clone(),
+        })
+    }
+
+    /// Every real token the logins hold, for redaction.
+    pub(crate) fn redacted(&self) -> Vec<ResolvedSecret> {
+        self.0
+            .iter()
+            .flat_map(|l| {
+                l.forfait
+                    .secrets
+                    .iter()
+                    .map(|s| ResolvedSecret::new(pure::secret_name(l.cli), s.clone()))
+            })
+            .collect()
+    }
+
+    /// The access tokens as the proxy's value secrets, scoped to their model host.
+    pub(crate) fn egress_secrets(&self) -> Vec<EgressSecret> {
+        self.0
+            .iter()
+            .map(|l| EgressSecret {
+                name: pure::secret_name(l.cli).to_owned(),
+                value: l.forfait.access_token.clone(),
+                hosts: l.host.iter().cloned().collect(),
+                file: false,
+            })
+            .collect()
+    }
+
+    /// The model hosts the logins talk to (allowed under an allowlist, like the routes').
+    pub(crate) fn model_hosts(&self) -> Vec<String> {
+        self.0.iter().filter_map(|l| l.rule.clone()).collect()
+    }
+
+    /// Seed step 14 on the final spec: each login's container copy as a read-only secret file,
+    /// the same copy over the original wherever a host-state bind would show it, and the CLI's
+    /// config-dir variable on the container's environment.
+    pub(crate) fn plan(&self, spec: &mut Spec) {
+        for login in self.0.iter() {
+            let value = SecretBytes::new(login.forfait.container_text.clone().into_bytes());
+            spec.secret_files.push(SecretFileMount {
+                name: mount_name(login.cli),
+                mount_path: iterion_vocab::default_secret_mount_path(&mount_name(login.cli)),
+                env: None,
+                value: value.clone(),
+            });
+            let shadows: Vec<String> = spec
+                .engine_mounts
+                .iter()
+                .filter(|m| m.kind == EngineMountKind::Bind)
+                .filter_map(|m| {
+                    let rest = login.canonical.strip_prefix(&m.source).ok()?;
+                    let target = Path::new(&m.target).join(rest);
+                    Some(target.to_string_lossy().into_owned())
+                })
+                .collect();
+            for (index, target) in shadows.into_iter().enumerate() {
+                spec.secret_files.push(SecretFileMount {
+                    name: format!("{}-shadow-{index}", mount_name(login.cli)),
+                    mount_path: target,
+                    env: None,
+                    value: value.clone(),
+                });
+            }
+            spec.env.insert(
+                login.cli.config_var().to_owned(),
+                container_config_dir(login.cli),
+            );
+        }
+    }
+
+    /// Seed step 17: copies each login's read-only mount into the CLI's writable per-run config
+    /// dir (0700, the file 0600).
+    ///
+    /// # Errors
+    ///
+    /// A setup failure naming the operator's file when a copy fails.
+    pub(crate) async fn seed(&self, run: &dyn SandboxRun) -> Result<(), SetupError> {
+        for login in self.0.iter() {
+            let dir = container_config_dir(login.cli);
+            let source = iterion_vocab::default_secret_mount_path(&mount_name(login.cli));
+            let argv: Vec<String> = [
+                "sh",
+                "-c",
+                "umask 077 && mkdir -p \"$1/tmp\" && cp \"$2\" \"$1/$3\" && chmod 600 \"$1/$3\"",
+                "sh",
+                &dir,
+                &source,
+                pure::file_name(login.cli),
+            ]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+            let failure = match run.exec(&argv, iterion_sandbox::ExecOpts::default()).await {
+                Ok(result) if result.exit_code == 0 => continue,
+                Ok(result) => format!(
+                    "exit {}: {}",
+                    result.exit_code,
+                    String::from_utf8_lossy(result.stderr.as_deref().unwrap_or_default()).trim()
+                ),
+                Err(error) => error.to_string(),
+            };
+            return Err(SetupError::failed(format!(
+                "the {} subscription login {} could not be seeded into {dir} in the container ({}); the sandbox was torn down",
+                login.cli.program(),
+                login.path.display(),
+                iterion_agent::text::truncate_bytes(&failure, 1024)
+            )));
+        }
+        Ok(())
+    }
+}
