@@ -100,6 +100,66 @@ pub struct DelegateTask {
     /// Whether the CLI runs inside the run's sandbox (codex's own sandbox is then off: ours is
     /// the boundary) rather than on the host.
     pub sandboxed: bool,
+    /// The MCP servers the CLI is given (none: it gets none; a repository's are never loaded).
+    pub mcp_servers: Vec<McpServer>,
+}
+
+/// One stdio MCP server a delegate CLI is given: a command, its arguments and environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpServer {
+    /// The server's name, as the CLI shows its tools (`mcp__<name>__<tool>`).
+    pub name: String,
+    /// The program.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Variables set for it.
+    pub env: Vec<(String, String)>,
+}
+
+/// The file the CLI's MCP servers are written to, in its config dir: claude's `--mcp-config`
+/// JSON (`mcp.json`), or the `[mcp_servers.*]` tables of codex's `config.toml`. The one place
+/// a delegate's MCP configuration is written; `None` when there are no servers.
+pub fn mcp_config(cli: Cli, servers: &[McpServer]) -> Option<String> {
+    if servers.is_empty() {
+        return None;
+    }
+    Some(match cli {
+        Cli::ClaudeCode => {
+            let mut all = serde_json::Map::new();
+            for s in servers {
+                let env: serde_json::Map<String, Value> = s
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                    .collect();
+                all.insert(
+                    s.name.clone(),
+                    json!({"type": "stdio", "command": s.command, "args": s.args, "env": env}),
+                );
+            }
+            json!({ "mcpServers": all }).to_string()
+        }
+        Cli::Codex => {
+            let mut out = String::new();
+            for s in servers {
+                let args: Vec<String> = s.args.iter().map(|a| toml_str(a)).collect();
+                out.push_str(&format!(
+                    "\n[mcp_servers.{}]\ncommand = {}\nargs = [{}]\n",
+                    toml_str(&s.name),
+                    toml_str(&s.command),
+                    args.join(", ")
+                ));
+                if !s.env.is_empty() {
+                    out.push_str(&format!("[mcp_servers.{}.env]\n", toml_str(&s.name)));
+                    for (k, v) in &s.env {
+                        out.push_str(&format!("{} = {}\n", toml_str(k), toml_str(v)));
+                    }
+                }
+            }
+            out
+        }
+    })
 }
 
 /// How the CLI authenticates.
@@ -266,6 +326,12 @@ fn claude(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
             argv.push("--fork-session".to_owned());
         }
     }
+    if let Some(mcp) = mcp_config(Cli::ClaudeCode, &task.mcp_servers) {
+        // With --strict-mcp-config, these servers and no other.
+        argv.push("--mcp-config".to_owned());
+        argv.push(format!("{}/mcp.json", task.config_dir));
+        config_files.push(("mcp.json".to_owned(), mcp));
+    }
     let line = json!({"type": "user", "message": {"role": "user", "content": task.prompt}});
     let mut stdin = line.to_string().into_bytes();
     stdin.push(b'\n');
@@ -378,10 +444,11 @@ fn codex(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
         env,
         stdin: stdin.into_bytes(),
         config_files: {
-            config_files.push((
-                "config.toml".to_owned(),
-                codex_config(&task.base_url, login),
-            ));
+            let mut config = codex_config(&task.base_url, login);
+            if let Some(mcp) = mcp_config(Cli::Codex, &task.mcp_servers) {
+                config.push_str(&mcp);
+            }
+            config_files.push(("config.toml".to_owned(), config));
             config_files
         },
     }

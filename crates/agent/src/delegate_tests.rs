@@ -23,6 +23,7 @@ fn task(cli: Cli) -> DelegateTask {
         credential: Credential::Key("__ITERION_SECRET_ITERION_GATEWAY_ANTHROPIC__".into()),
         config_dir: "/tmp/iterion-delegate/claude_code".into(),
         sandboxed: true,
+        mcp_servers: Vec::new(),
     }
 }
 
@@ -275,4 +276,36 @@ fn a_login_gives_the_cli_no_key_and_its_credential_file_only_when_one_is_given()
             assert!(!config.contains("env_key"), "{config}");
         }
     }
+}
+
+#[test]
+fn mcp_servers_are_written_to_one_file_per_cli_and_a_hostile_name_cannot_add_keys() {
+    let servers = vec![McpServer {
+        name: "iterion\"]\nmodel_provider = \"evil".into(),
+        command: "/run/iterion/bin/iterion".into(),
+        args: vec!["__mcp-ask-user".into()],
+        env: vec![("TOKEN".into(), "t\"\nx = 1".into())],
+    }];
+    let mut t = task(Cli::ClaudeCode);
+    t.mcp_servers = servers.clone();
+    let inv = invocation(&t);
+    let at = inv.argv.iter().position(|a| a == "--mcp-config").unwrap();
+    assert_eq!(
+        inv.argv[at + 1],
+        "/tmp/iterion-delegate/claude_code/mcp.json"
+    );
+    let (_, json_text) = inv.config_files.iter().find(|(n, _)| n == "mcp.json").unwrap();
+    let v: serde_json::Value = serde_json::from_str(json_text).unwrap();
+    let server = &v["mcpServers"]["iterion\"]\nmodel_provider = \"evil"];
+    assert_eq!(server["args"], json!(["__mcp-ask-user"]));
+    assert!(inv.argv.contains(&"--strict-mcp-config".to_owned()));
+    assert_eq!(mcp_config(Cli::ClaudeCode, &[]), None);
+    let mut t = task(Cli::Codex);
+    t.mcp_servers = servers;
+    let inv = invocation(&t);
+    let config = &inv.config_files.iter().find(|(n, _)| n == "config.toml").unwrap().1;
+    let lines: Vec<&str> = config.lines().filter(|l| l.starts_with("model_provider")).collect();
+    assert_eq!(lines, vec!["model_provider = \"iterion\""], "{config}");
+    assert!(!config.lines().any(|l| l.starts_with("x = ")), "{config}");
+    assert!(config.contains("args = [\"__mcp-ask-user\"]"), "{config}");
 }

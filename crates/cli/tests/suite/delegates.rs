@@ -647,3 +647,418 @@ fn codex_fork_sees_the_parent_and_a_later_inherit_continues_the_parent_not_the_f
     );
     assert!(!last.contains("Branch prompt."), "{last}");
 }
+
+// ---- Subscription logins ("forfaits") ----
+
+const CLAUDE_ACCESS: &str = "sk-ant-oat01-RealForfaitAccess-Qm4xT7vB2nL9";
+const CLAUDE_REFRESH: &str = "sk-ant-ort01-RealForfaitRefresh-Hs8dK3pW6z";
+
+fn unix_now() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap()
+}
+
+/// An operator home holding a claude login.
+fn claude_home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+    let login = json!({"claudeAiOauth": {
+        "accessToken": CLAUDE_ACCESS, "refreshToken": CLAUDE_REFRESH,
+        "expiresAt": (unix_now() + 3600) * 1000, "scopes": ["user:inference"], "subscriptionType": "max"}});
+    std::fs::write(
+        home.path().join(".claude/.credentials.json"),
+        login.to_string(),
+    )
+    .unwrap();
+    home
+}
+
+/// What the forfait probe adds to [`PROBE`]: the original login's path as the container sees
+/// it (host_state binds `~/.claude`), the secret mounts, and a pause for `docker inspect`.
+fn forfait_probe(original: &str) -> String {
+    format!(
+        "{PROBE}; cat {original} > original-login.txt 2>&1; cat /run/iterion/secrets/* > mounts.txt 2>&1; sleep 4"
+    )
+}
+
+/// `docker inspect` of the run's container, taken while it runs.
+fn inspect_while_running(env: &Env) -> std::thread::JoinHandle<String> {
+    let db = env.db();
+    std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(240);
+        while std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let Some(id) = crate::suite::support::store_id_of(&db) else {
+                continue;
+            };
+            if let Some(container) = crate::suite::support::containers_of(&id).first() {
+                let out = std::process::Command::new("docker")
+                    .args(["inspect", container])
+                    .output()
+                    .unwrap();
+                return String::from_utf8_lossy(&out.stdout).into_owned();
+            }
+        }
+        String::new()
+    })
+}
+
+/// Asserts that no real token of a login is where the container or the records could show it,
+/// and that the container held the placeholder.
+fn assert_login_absent(env: &Env, reals: &[&str], placeholder: &str, records: &str, inspect: &str) {
+    let read = |name: &str| {
+        String::from_utf8_lossy(&std::fs::read(env.path(name)).unwrap_or_default()).into_owned()
+    };
+    let all_env = read("all-env.txt");
+    assert!(
+        all_env.contains("HTTPS_PROXY="),
+        "the probe ran in the container: {all_env}"
+    );
+    let config = read("config-dump.txt");
+    assert!(config.contains(placeholder), "the seeded copy: {config}");
+    assert!(read("mounts.txt").contains(placeholder), "the secret mount");
+    assert!(
+        inspect.contains("\"Id\""),
+        "docker inspect ran while the container ran: {inspect}"
+    );
+    for real in reals {
+        for (what, text) in [
+            ("a process environment", all_env.clone()),
+            ("a process argv", read("all-argv.txt")),
+            ("the CLI's config dir", config.clone()),
+            ("the shell's environment", read("shell-env.txt")),
+            ("the original login's path", read("original-login.txt")),
+            ("the secret mounts", read("mounts.txt")),
+            ("docker inspect", inspect.to_owned()),
+            ("the events and logs", records.to_owned()),
+        ] {
+            assert!(!text.contains(real), "{real} leaked into {what}");
+        }
+    }
+}
+
+#[test]
+fn docker_claude_code_on_a_subscription_login_holds_only_the_placeholder() {
+    if !docker_or_skip("cli::delegates::docker_claude_code_forfait") {
+        return;
+    }
+    let Some(static_bin) = static_iterion_or_skip("cli::delegates::docker_claude_code_forfait")
+    else {
+        return;
+    };
+    let env = Env::new();
+    let home = claude_home();
+    let original = home.path().join(".claude/.credentials.json");
+    env.write(
+        "w.iter",
+        &workflow("claude_code", "anthropic/claude-test", &sandbox_block()),
+    );
+    let probe = forfait_probe(&original.display().to_string());
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::tool("Bash", json!({"command": probe, "description": "probe"})),
+            Reply::text("{\"answer\": \"made.txt\"}"),
+            Reply::text("I made made.txt."),
+        ],
+    );
+    let inspect = inspect_while_running(&env);
+    let out = env
+        .cmd()
+        .args(["run", "w.iter"])
+        .env("ITERION_BIN", &static_bin)
+        .env("HOME", home.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let inspect = inspect.join().unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    let logs = env.logs(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}\n{logs:#?}",
+        stderr_of(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path("made.txt")).unwrap(),
+        "made-in-the-box\n"
+    );
+    let finished = of_kind(&events, "node_finished");
+    assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
+    // The proxy swapped the placeholder toward the model's host: the fake got the real token,
+    // as the OAuth bearer claude sends with a login (and no API key).
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    for r in &requests {
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {CLAUDE_ACCESS}").as_str())
+        );
+        assert_eq!(r.header("x-api-key"), None);
+    }
+    let config =
+        String::from_utf8_lossy(&std::fs::read(env.path("config-dump.txt")).unwrap()).into_owned();
+    assert!(
+        config.contains("config=/tmp/iterion-delegate/claude_code"),
+        "{config}"
+    );
+    let records = format!("{events:?}{logs:?}{}", String::from_utf8_lossy(&out.stdout));
+    assert_login_absent(
+        &env,
+        &[CLAUDE_ACCESS, CLAUDE_REFRESH],
+        "__ITERION_SECRET_ITERION_FORFAIT_CLAUDE_CODE__",
+        &records,
+        &inspect,
+    );
+    // The operator's file is untouched.
+    let kept = std::fs::read_to_string(&original).unwrap();
+    assert!(kept.contains(CLAUDE_ACCESS) && kept.contains(CLAUDE_REFRESH));
+    assert_eq!(env.containers(), Vec::<String>::new());
+}
+
+/// A broken login fails the setup with the typed code, naming the file, before anything is
+/// made: no container, no model call.
+#[test]
+fn a_broken_subscription_login_fails_the_setup_naming_the_file_and_leaves_nothing() {
+    for (name, text) in [
+        ("not json", "{not json".to_owned()),
+        (
+            "expired",
+            json!({"claudeAiOauth": {"accessToken": CLAUDE_ACCESS, "expiresAt": 1000}}).to_string(),
+        ),
+    ] {
+        let env = Env::new();
+        let home = tempfile::tempdir().unwrap();
+        let file = home.path().join("login.json");
+        std::fs::write(&file, &text).unwrap();
+        env.write(
+            "w.iter",
+            &workflow("claude_code", "anthropic/claude-test", &sandbox_block()),
+        );
+        let fake = FakeModel::start(Api::Anthropic, vec![Reply::text("never")]);
+        let out = env
+            .cmd()
+            .args(["run", "w.iter"])
+            .env("HOME", home.path())
+            .env("ITERION_CLAUDE_CREDENTIALS", &file)
+            .env_remove("ANTHROPIC_API_KEY")
+            .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+            .output()
+            .unwrap();
+        let run = env.only_run();
+        let events = env.events(&run);
+        let ended = first(&events, "run_failed").unwrap_or_else(|| panic!("{name}: {events:#?}"));
+        assert_eq!(ended["code"], json!("SANDBOX_SETUP_FAILED"), "{name}");
+        let message = ended["error"].as_str().unwrap();
+        assert!(
+            message.contains(&file.display().to_string()),
+            "{name}: {message}"
+        );
+        assert!(!message.contains(CLAUDE_ACCESS), "{name}: {message}");
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", stderr_of(&out));
+        assert!(first(&events, "sandbox_started").is_none(), "{name}");
+        assert!(fake.requests().is_empty(), "{name}");
+        assert_eq!(env.containers(), Vec::<String>::new(), "{name}");
+    }
+}
+
+/// A JWT with `claims` and a signature standing for the issuer's.
+fn jwt(claims: Value, signature: &str) -> String {
+    use base64::Engine as _;
+    let enc = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    format!("{}.{}.{signature}", enc(json!({"alg": "RS256"})), enc(claims))
+}
+
+#[test]
+fn docker_codex_on_a_chatgpt_login_holds_only_the_placeholder() {
+    if !docker_or_skip("cli::delegates::docker_codex_forfait") {
+        return;
+    }
+    let Some(static_bin) = static_iterion_or_skip("cli::delegates::docker_codex_forfait") else {
+        return;
+    };
+    let env = Env::new();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".codex")).unwrap();
+    let access = jwt(
+        json!({"exp": unix_now() + 86_400, "sub": "u"}),
+        "AccessSignatureReal7Kq2",
+    );
+    let id_token = jwt(
+        json!({"email": "op@example.invalid", "https://api.openai.com/auth": {"chatgpt_plan_type": "pro", "chatgpt_account_id": "acct-1"}}),
+        "IdSignatureReal9Wm4",
+    );
+    let refresh = "rt-RealCodexRefresh-Pz3vN8";
+    let original = home.path().join(".codex/auth.json");
+    std::fs::write(
+        &original,
+        json!({"OPENAI_API_KEY": null, "tokens": {"id_token": id_token, "access_token": access,
+            "refresh_token": refresh, "account_id": "acct-1"}, "last_refresh": "2020-01-01T00:00:00Z"})
+        .to_string(),
+    )
+    .unwrap();
+    env.write(
+        "w.iter",
+        &workflow("codex", "openai/gpt-test", &sandbox_block()),
+    );
+    let probe = forfait_probe(&original.display().to_string());
+    let fake = FakeModel::start(
+        Api::Responses,
+        vec![
+            Reply::tool("exec_command", json!({"cmd": probe})),
+            Reply::text("{\"answer\": \"made.txt\"}"),
+            Reply::text("I made made.txt."),
+        ],
+    );
+    let inspect = inspect_while_running(&env);
+    let out = env
+        .cmd()
+        .args(["run", "w.iter"])
+        .env("ITERION_BIN", &static_bin)
+        .env("HOME", home.path())
+        .env_remove("OPENAI_API_KEY")
+        .env("ITERION_OPENAI_BASE_URL", fake.base_url())
+        .timeout(std::time::Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let inspect = inspect.join().unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    let logs = env.logs(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}\n{logs:#?}",
+        stderr_of(&out)
+    );
+    let finished = of_kind(&events, "node_finished");
+    assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
+    let requests: Vec<Recorded> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/responses"))
+        .collect();
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    for r in &requests {
+        assert_eq!(
+            r.header("authorization"),
+            Some(format!("Bearer {access}").as_str())
+        );
+        assert_eq!(r.header("chatgpt-account-id"), Some("acct-1"));
+    }
+    let config =
+        String::from_utf8_lossy(&std::fs::read(env.path("config-dump.txt")).unwrap()).into_owned();
+    assert!(config.contains("requires_openai_auth = true"), "{config}");
+    let records = format!("{events:?}{logs:?}{}", String::from_utf8_lossy(&out.stdout));
+    assert_login_absent(
+        &env,
+        &[
+            access.as_str(),
+            "AccessSignatureReal7Kq2",
+            "IdSignatureReal9Wm4",
+            refresh,
+        ],
+        "__ITERION_SECRET_ITERION_FORFAIT_CODEX__",
+        &records,
+        &inspect,
+    );
+    assert_eq!(env.containers(), Vec::<String>::new());
+}
+
+#[test]
+fn claude_code_on_the_host_uses_a_copy_of_the_login_without_its_refresh_token() {
+    let Some(clis) = delegate_clis_or_skip("cli::delegates::claude_code_forfait_host") else {
+        return;
+    };
+    let env = Env::new();
+    let home = claude_home();
+    env.write(
+        "w.iter",
+        "agent a:\n  model: \"anthropic/claude-test\"\n  backend: claude_code\n  user: \"Hi.\"\n  tools: [bash]\n\nworkflow w:\n  entry: a\n  a -> done\n",
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::tool(
+                "Bash",
+                json!({"command": "cat \"$CLAUDE_CONFIG_DIR/.credentials.json\" > copy.txt", "description": "look"}),
+            ),
+            Reply::text("done"),
+        ],
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none"])
+        .env("PATH", path_with(&clis))
+        .env("HOME", home.path())
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}",
+        stderr_of(&out)
+    );
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| r.header("authorization") == Some(format!("Bearer {CLAUDE_ACCESS}").as_str()))
+    );
+    let copy = std::fs::read_to_string(env.path("copy.txt")).unwrap();
+    assert!(copy.contains(CLAUDE_ACCESS), "{copy}");
+    assert!(!copy.contains(CLAUDE_REFRESH), "{copy}");
+    let records = format!("{events:?}{:?}", env.logs(&run));
+    assert!(!records.contains(CLAUDE_ACCESS) && !records.contains(CLAUDE_REFRESH));
+    let kept =
+        std::fs::read_to_string(home.path().join(".claude/.credentials.json")).unwrap();
+    assert!(kept.contains(CLAUDE_REFRESH), "the operator's file is untouched");
+}
+
+/// `sandbox doctor --strict` fails a workflow whose delegate CLI is not in its image, naming the
+/// CLI, and passes the image that has both.
+#[test]
+fn docker_strict_doctor_names_a_delegate_cli_missing_from_the_image() {
+    if !docker_or_skip("cli::delegates::doctor_cli") {
+        return;
+    }
+    let Some(static_bin) = static_iterion_or_skip("cli::delegates::doctor_cli") else {
+        return;
+    };
+    let env = Env::new();
+    let block = |image: &str| {
+        format!(
+            "agent a:\n  model: \"anthropic/claude-test\"\n  backend: claude_code\n  user: \"Hi.\"\n\n\
+             agent b:\n  model: \"openai/gpt-test\"\n  backend: codex\n  user: \"Hi.\"\n\n\
+             workflow w:\n  entry: a\n  sandbox:\n    image: \"{image}\"\n  a -> b\n  b -> done\n"
+        )
+    };
+    env.write("none.iter", &block(crate::suite::support::IMAGE));
+    let (code, failed) =
+        crate::suite::execfix::strict_failures(&env, "none.iter", &static_bin);
+    assert_eq!(code, 1, "{failed:#?}");
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    let (id, summary, hint) = &failed[0];
+    assert_eq!(id, "image-contents");
+    assert!(
+        summary.contains("has no claude") && summary.contains("has no codex"),
+        "{summary}"
+    );
+    assert!(hint.contains("build-default-image.sh"), "{hint}");
+    env.write("both.iter", &block(DELEGATES_IMAGE));
+    let (code, failed) =
+        crate::suite::execfix::strict_failures(&env, "both.iter", &static_bin);
+    assert_eq!((code, failed), (0, Vec::new()));
+}

@@ -86,7 +86,7 @@ fn in_image(image: &str, network: &str) -> String {
 const ALLOWLIST: &str = "    network:\n      mode: allowlist\n      rules: [\"example.com\"]\n";
 
 /// `sandbox doctor --strict FILE --json`: its exit code and the failed rows `(id, summary, hint)`.
-fn strict_failures(
+pub(crate) fn strict_failures(
     env: &Env,
     file: &str,
     bin: &std::path::Path,

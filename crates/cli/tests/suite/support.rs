@@ -17,7 +17,7 @@ pub const DEAD_DOCKER: &str = "unix:///nonexistent/docker.sock";
 pub const DEAD_PODMAN: &str = "unix:///nonexistent/podman.sock";
 
 /// Every variable that would change a run's sandbox decision from outside the test.
-const CLEARED: [&str; 11] = [
+const CLEARED: [&str; 15] = [
     "ITERION_STORE_URL",
     "ITERION_SANDBOX_DEFAULT",
     "ITERION_SANDBOX_OVERRIDE",
@@ -29,6 +29,10 @@ const CLEARED: [&str; 11] = [
     "KUBERNETES_SERVICE_HOST",
     "DOCKER_HOST",
     "CONTAINER_HOST",
+    "ITERION_CLAUDE_CREDENTIALS",
+    "ITERION_CODEX_AUTH",
+    "CLAUDE_CONFIG_DIR",
+    "CODEX_HOME",
 ];
 
 /// A run that ended, as [`Env::only_run_ended`] read it.
@@ -228,15 +232,7 @@ impl Env {
 
     /// The store's id; `None` when there is no (readable) database.
     pub fn store_id(&self) -> Option<String> {
-        if !self.db().exists() {
-            return None;
-        }
-        runtime().block_on(async {
-            SqliteStore::open(self.db(), SqliteOptions::default())
-                .await
-                .ok()
-                .map(|s| s.store_id().to_owned())
-        })
+        store_id_of(&self.db())
     }
 
     /// Container ids labelled with this test's store.
@@ -259,6 +255,19 @@ async fn self_node_logs(store: &SqliteStore, run: &Run) -> Vec<iterion_store::No
         query.after_seq = last.seq;
         all.extend(page);
     }
+}
+
+/// The id of the store at `db`; `None` when there is no (readable) database.
+pub fn store_id_of(db: &std::path::Path) -> Option<String> {
+    if !db.exists() {
+        return None;
+    }
+    runtime().block_on(async {
+        SqliteStore::open(db, SqliteOptions::default())
+            .await
+            .ok()
+            .map(|s| s.store_id().to_owned())
+    })
 }
 
 /// Container ids labelled `iterion.io/store=<id>`, in any state.

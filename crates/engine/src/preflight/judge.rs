@@ -328,6 +328,13 @@ pub(crate) enum Lack {
         /// What execs it (the egress bridge, the agent runner).
         for_what: String,
     },
+    /// A delegate node's CLI (`claude`, `codex`) in no directory of the image's `PATH`.
+    Cli {
+        /// The program.
+        cli: &'static str,
+        /// The directories searched.
+        dirs: Vec<String>,
+    },
 }
 
 /// `image-contents` (issue 19): the files a run execs in the image are there. A missing `bash`
@@ -362,16 +369,37 @@ pub(crate) fn image_contents(image: &str, answer: Result<&[Lack], &str>) -> Chec
             } => format!(
                 "the engine binary {binary}, bound at /run/iterion/bin/iterion for {for_what}, is dynamically linked and {image} lacks its loader {loader}"
             ),
+            Lack::Cli { cli, dirs } => format!(
+                "{image} has no {cli} (searched {}); its delegate nodes would fail at their first run",
+                dirs.join(":")
+            ),
         })
         .collect::<Vec<_>>()
         .join("; ");
     let remedy = match (first, lacks.get(1)) {
         (Lack::Loader { .. }, None) => STATIC_BUILD_REMEDY.to_owned(),
         (Lack::Bash(_), None) => BASH_REMEDY.to_owned(),
-        _ => format!("{BASH_REMEDY}; and {STATIC_BUILD_REMEDY}"),
+        (Lack::Cli { .. }, None) => CLI_REMEDY.to_owned(),
+        _ => lacks
+            .iter()
+            .map(|lack| match lack {
+                Lack::Bash(_) => BASH_REMEDY,
+                Lack::Loader { .. } => STATIC_BUILD_REMEDY,
+                Lack::Cli { .. } => CLI_REMEDY,
+            })
+            .fold(Vec::<&str>::new(), |mut all, r| {
+                if !all.contains(&r) {
+                    all.push(r);
+                }
+                all
+            })
+            .join("; and "),
     };
     Check::fail(id, summary, remedy)
 }
+
+/// How to get a delegate CLI into the sandbox.
+const CLI_REMEDY: &str = "use an image with the CLI (scripts/build-default-image.sh installs claude and codex), or install it in yours (npm install -g @anthropic-ai/claude-code @openai/codex)";
 
 /// How to get a `bash` into the sandbox.
 const BASH_REMEDY: &str = "use an image with bash (debian, ubuntu, or the default image), or install it in yours (apk add bash)";

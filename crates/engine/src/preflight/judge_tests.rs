@@ -438,6 +438,25 @@ fn image_contents_passes_when_nothing_lacks_and_fails_with_each_remedy() {
             .contains("lacks its loader /lib64/ld-linux-x86-64.so.2")
     );
     assert!(only_loader.remediation.contains("scripts/build-static.sh"));
-    let both = image_contents("i:1", Ok(&[bash, loader]));
+    let both = image_contents("i:1", Ok(&[bash.clone(), loader]));
     assert!(both.remediation.contains("apk add bash") && both.remediation.contains("ITERION_BIN"));
+    let claude = Lack::Cli {
+        cli: "claude",
+        dirs: vec!["/usr/bin".to_owned(), "/bin".to_owned()],
+    };
+    let no_cli = image_contents("i:1", Ok(std::slice::from_ref(&claude)));
+    assert_eq!(no_cli.status, CheckStatus::Fail);
+    assert!(
+        no_cli
+            .summary
+            .contains("i:1 has no claude (searched /usr/bin:/bin)"),
+        "{}",
+        no_cli.summary
+    );
+    assert!(no_cli.remediation.contains("@anthropic-ai/claude-code"));
+    let cli_and_bash = image_contents("i:1", Ok(&[bash, claude]));
+    assert!(
+        cli_and_bash.remediation.contains("apk add bash")
+            && cli_and_bash.remediation.contains("build-default-image.sh")
+    );
 }

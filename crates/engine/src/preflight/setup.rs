@@ -35,19 +35,46 @@ pub struct ContainerNeeds {
     pub bash: bool,
     /// An agent node runs the claw runner: the engine binary, in the container.
     pub agent_runner: bool,
+    /// A `claude_code` node runs `claude` from the image's `PATH`.
+    pub claude: bool,
+    /// A `codex` node runs `codex` from the image's `PATH`.
+    pub codex: bool,
 }
 
 impl ContainerNeeds {
+    /// The delegate CLIs the nodes exec, by program name.
+    pub fn clis(&self) -> Vec<&'static str> {
+        let mut clis = Vec::new();
+        if self.claude {
+            clis.push("claude");
+        }
+        if self.codex {
+            clis.push("codex");
+        }
+        clis
+    }
+
     /// What `workflow`'s nodes need (routers and subbots exec nothing themselves).
     pub fn of(workflow: &ir::Workflow) -> ContainerNeeds {
         let mut needs = ContainerNeeds::default();
         for node in &workflow.nodes {
             match &node.body {
                 ir::NodeBody::Tool(_) => needs.bash = true,
-                ir::NodeBody::Agent(_) => {
-                    needs.bash = true;
-                    needs.agent_runner = true;
-                }
+                ir::NodeBody::Agent(agent) => match agent.backend {
+                    ir::Backend::Claw => {
+                        needs.bash = true;
+                        needs.agent_runner = true;
+                    }
+                    // A delegate node execs its CLI (whose own shell tool wants bash).
+                    ir::Backend::ClaudeCode => {
+                        needs.bash = true;
+                        needs.claude = true;
+                    }
+                    ir::Backend::Codex => {
+                        needs.bash = true;
+                        needs.codex = true;
+                    }
+                },
                 ir::NodeBody::Router(_) | ir::NodeBody::Subbot(_) => {}
             }
         }

@@ -486,12 +486,13 @@ async fn docker_battery(
         }
         _ => None,
     };
-    if !request.needs.bash && loader.is_none() {
+    let clis = request.needs.clis();
+    if !request.needs.bash && loader.is_none() && clis.is_empty() {
         return;
     }
     let answer = bounded(
         budget,
-        image_lacks(probe, image, request.needs.bash, loader, binary_for),
+        image_lacks(probe, image, request.needs.bash, loader, binary_for, &clis),
     )
     .await
     .unwrap_or_else(|| Err(format!("no answer within {}", format_duration(budget))));
@@ -504,13 +505,15 @@ async fn docker_battery(
 /// The search path when an image sets none (docker's default).
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-/// What `image` lacks: `bash` in its `PATH` (when `bash`), the binary's loader (when given).
+/// What `image` lacks: `bash` in its `PATH` (when `bash`), the binary's loader (when given),
+/// each delegate CLI of `clis` in its `PATH`.
 async fn image_lacks(
     probe: &EngineProbe,
     image: &str,
     bash: bool,
     loader: Option<(String, String)>,
     binary_for: &[&str],
+    clis: &[&'static str],
 ) -> Result<Vec<judge::Lack>, String> {
     let config = probe
         .inspect_image(image)
@@ -533,6 +536,13 @@ async fn image_lacks(
     } else {
         Vec::new()
     };
+    let clis_at = paths.len();
+    for cli in clis {
+        paths.extend(
+            dirs.iter()
+                .map(|dir| format!("{}/{cli}", dir.trim_end_matches('/'))),
+        );
+    }
     if let Some((_, loader)) = &loader {
         paths.push(loader.clone());
     }
@@ -543,7 +553,17 @@ async fn image_lacks(
     let mut lacks = Vec::new();
     let bash_found = &found[..if bash { dirs.len() } else { 0 }];
     if bash && !bash_found.iter().any(|f| *f) {
-        lacks.push(judge::Lack::Bash(dirs));
+        lacks.push(judge::Lack::Bash(dirs.clone()));
+    }
+    for (index, cli) in clis.iter().enumerate() {
+        let start = clis_at + index * dirs.len();
+        let in_path = found.get(start..start + dirs.len()).unwrap_or_default();
+        if !in_path.iter().any(|f| *f) {
+            lacks.push(judge::Lack::Cli {
+                cli,
+                dirs: dirs.clone(),
+            });
+        }
     }
     if let Some((binary, loader)) = loader
         && found.last() == Some(&false)

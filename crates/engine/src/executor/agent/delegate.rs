@@ -128,6 +128,7 @@ pub(crate) async fn run(
         credential,
         config_dir,
         sandboxed,
+        mcp_servers: Vec::new(),
     };
     let mut turns = 0;
     let first = run_cli(ctx, id, &task, &mut turns).await?;
