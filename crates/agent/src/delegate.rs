@@ -367,7 +367,15 @@ pub fn codex_config(base_url: &str, login: bool) -> String {
          base_url = {}\n\
          {auth}\n\
          wire_api = \"responses\"\n\
-         supports_websockets = false\n",
+         supports_websockets = false\n\
+         \n\
+         # No apps (connectors) server, no plugins, no analytics.\n\
+         [features]\n\
+         apps = false\n\
+         plugins = false\n\
+         \n\
+         [analytics]\n\
+         enabled = false\n",
         toml_str(base_url)
     )
 }

@@ -204,6 +204,18 @@ fn serve(
         return;
     }
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let mut out = stream;
+    // codex on a ChatGPT login lists the models first (`GET …/models`): an empty list, outside
+    // the script and the record.
+    if matches!(api, Api::Responses) && line.starts_with("GET ") && path.contains("/models") {
+        let text = "{\"models\":[]}";
+        let _ = write!(
+            out,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+            text.len()
+        );
+        return;
+    }
     let streamed = body.get("stream").and_then(Value::as_bool) == Some(true);
     let model = body
         .get("model")
@@ -219,7 +231,6 @@ fn serve(
             body,
         });
     let reply = script.lock().expect("fake model script").pop_front();
-    let mut out = stream;
     if streamed && let Some(reply) = reply.as_ref().filter(|r| !matches!(r, Reply::Status(..))) {
         let events = match api {
             Api::Responses => sse_responses(reply, counter),

@@ -794,6 +794,11 @@ fn docker_claude_code_on_a_subscription_login_holds_only_the_placeholder() {
     );
     let finished = of_kind(&events, "node_finished");
     assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
+    assert_eq!(
+        of_kind(&events, "network_blocked"),
+        Vec::<&Value>::new(),
+        "{logs:#?}"
+    );
     // The proxy swapped the placeholder toward the model's host: the fake got the real token,
     // as the OAuth bearer claude sends with a login (and no API key).
     let requests = fake.requests();
@@ -937,11 +942,23 @@ fn docker_codex_on_a_chatgpt_login_holds_only_the_placeholder() {
     assert_eq!(
         out.status.code(),
         Some(0),
-        "{}\n{events:#?}\n{logs:#?}",
-        stderr_of(&out)
+        "{}\n{events:#?}\n{logs:#?}\n{:#?}",
+        stderr_of(&out),
+        fake.requests()
+            .iter()
+            .map(|r| (r.path.clone(), r.body.to_string().chars().take(300).collect::<String>()))
+            .collect::<Vec<_>>()
     );
     let finished = of_kind(&events, "node_finished");
     assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
+    // Non-essential traffic is off as far as codex lets it be: no metrics host (ab.chatgpt.com),
+    // which codex on a ChatGPT login calls unless told not to. It still opens connections to
+    // chatgpt.com itself (docs/delegates.md), which this allowlist refuses.
+    let blocked: Vec<&Value> = of_kind(&events, "network_blocked")
+        .into_iter()
+        .filter(|e| e["host"] != json!("chatgpt.com"))
+        .collect();
+    assert_eq!(blocked, Vec::<&Value>::new(), "{logs:#?}");
     let requests: Vec<Recorded> = fake
         .requests()
         .into_iter()
