@@ -294,7 +294,11 @@ fn mcp_servers_are_written_to_one_file_per_cli_and_a_hostile_name_cannot_add_key
         inv.argv[at + 1],
         "/tmp/iterion-delegate/claude_code/mcp.json"
     );
-    let (_, json_text) = inv.config_files.iter().find(|(n, _)| n == "mcp.json").unwrap();
+    let (_, json_text) = inv
+        .config_files
+        .iter()
+        .find(|(n, _)| n == "mcp.json")
+        .unwrap();
     let v: serde_json::Value = serde_json::from_str(json_text).unwrap();
     let server = &v["mcpServers"]["iterion\"]\nmodel_provider = \"evil"];
     assert_eq!(server["args"], json!(["__mcp-ask-user"]));
@@ -303,8 +307,16 @@ fn mcp_servers_are_written_to_one_file_per_cli_and_a_hostile_name_cannot_add_key
     let mut t = task(Cli::Codex);
     t.mcp_servers = servers;
     let inv = invocation(&t);
-    let config = &inv.config_files.iter().find(|(n, _)| n == "config.toml").unwrap().1;
-    let lines: Vec<&str> = config.lines().filter(|l| l.starts_with("model_provider")).collect();
+    let config = &inv
+        .config_files
+        .iter()
+        .find(|(n, _)| n == "config.toml")
+        .unwrap()
+        .1;
+    let lines: Vec<&str> = config
+        .lines()
+        .filter(|l| l.starts_with("model_provider"))
+        .collect();
     assert_eq!(lines, vec!["model_provider = \"iterion\""], "{config}");
     assert!(!config.lines().any(|l| l.starts_with("x = ")), "{config}");
     assert!(config.contains("args = [\"__mcp-ask-user\"]"), "{config}");

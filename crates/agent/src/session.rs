@@ -217,6 +217,7 @@ pub async fn run_loop(
     let mut usage = Usage {
         input_tokens: 0,
         output_tokens: 0,
+        cost_usd: None,
     };
     let mut steps = 0u32;
     let mut turn_no = 0u32;

@@ -19,7 +19,24 @@ pub struct Usage {
     pub input_tokens: u64,
     /// Completion tokens.
     pub output_tokens: u64,
+    /// What the run cost, in US dollars, when the backend reports it (a delegate CLI: `claude`
+    /// does, `codex` does not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<Dollars>,
 }
+
+/// An amount in US dollars as a CLI reports it. Compared by its bits, so [`Usage`] stays `Eq`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Dollars(pub f64);
+
+impl PartialEq for Dollars {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for Dollars {}
 
 /// One tool offered to the model.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -322,6 +339,7 @@ fn decode_anthropic(v: &Value) -> Result<Turn, DecodeError> {
         usage: Usage {
             input_tokens: count(&usage, "input_tokens"),
             output_tokens: count(&usage, "output_tokens"),
+            cost_usd: None,
         },
         stop_reason: stop_reason(v.get("stop_reason")),
     })
@@ -375,6 +393,7 @@ fn decode_openai(v: &Value) -> Result<Turn, DecodeError> {
         usage: Usage {
             input_tokens: count(&usage, "prompt_tokens"),
             output_tokens: count(&usage, "completion_tokens"),
+            cost_usd: None,
         },
         stop_reason: stop_reason(
             v.get("choices")
@@ -470,7 +489,8 @@ mod tests {
                 }],
                 usage: Usage {
                     input_tokens: 3,
-                    output_tokens: 4
+                    output_tokens: 4,
+                    cost_usd: None,
                 },
                 stop_reason: None,
             }

@@ -794,6 +794,13 @@ fn docker_claude_code_on_a_subscription_login_holds_only_the_placeholder() {
     );
     let finished = of_kind(&events, "node_finished");
     assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
+    // Usage and the cost claude reports (its own estimate) are in node_finished.
+    let usage = &finished[0]["usage"];
+    assert!(usage["input_tokens"].as_u64().unwrap() > 0, "{usage}");
+    assert!(
+        usage["cost_usd"].as_f64().is_some_and(|c| c > 0.0),
+        "{usage}"
+    );
     assert_eq!(
         of_kind(&events, "network_blocked"),
         Vec::<&Value>::new(),
@@ -880,7 +887,11 @@ fn a_broken_subscription_login_fails_the_setup_naming_the_file_and_leaves_nothin
 fn jwt(claims: Value, signature: &str) -> String {
     use base64::Engine as _;
     let enc = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
-    format!("{}.{}.{signature}", enc(json!({"alg": "RS256"})), enc(claims))
+    format!(
+        "{}.{}.{signature}",
+        enc(json!({"alg": "RS256"})),
+        enc(claims)
+    )
 }
 
 #[test]
@@ -946,11 +957,18 @@ fn docker_codex_on_a_chatgpt_login_holds_only_the_placeholder() {
         stderr_of(&out),
         fake.requests()
             .iter()
-            .map(|r| (r.path.clone(), r.body.to_string().chars().take(300).collect::<String>()))
+            .map(|r| (
+                r.path.clone(),
+                r.body.to_string().chars().take(300).collect::<String>()
+            ))
             .collect::<Vec<_>>()
     );
     let finished = of_kind(&events, "node_finished");
     assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
+    // codex reports tokens and no cost.
+    let usage = &finished[0]["usage"];
+    assert!(usage["input_tokens"].as_u64().unwrap() > 0, "{usage}");
+    assert_eq!(usage.get("cost_usd"), None, "{usage}");
     // Non-essential traffic is off as far as codex lets it be: no metrics host (ab.chatgpt.com),
     // which codex on a ChatGPT login calls unless told not to. It still opens connections to
     // chatgpt.com itself (docs/delegates.md), which this allowlist refuses.
@@ -1039,9 +1057,11 @@ fn claude_code_on_the_host_uses_a_copy_of_the_login_without_its_refresh_token() 
     assert!(!copy.contains(CLAUDE_REFRESH), "{copy}");
     let records = format!("{events:?}{:?}", env.logs(&run));
     assert!(!records.contains(CLAUDE_ACCESS) && !records.contains(CLAUDE_REFRESH));
-    let kept =
-        std::fs::read_to_string(home.path().join(".claude/.credentials.json")).unwrap();
-    assert!(kept.contains(CLAUDE_REFRESH), "the operator's file is untouched");
+    let kept = std::fs::read_to_string(home.path().join(".claude/.credentials.json")).unwrap();
+    assert!(
+        kept.contains(CLAUDE_REFRESH),
+        "the operator's file is untouched"
+    );
 }
 
 /// `sandbox doctor --strict` fails a workflow whose delegate CLI is not in its image, naming the
@@ -1063,8 +1083,7 @@ fn docker_strict_doctor_names_a_delegate_cli_missing_from_the_image() {
         )
     };
     env.write("none.iter", &block(crate::suite::support::IMAGE));
-    let (code, failed) =
-        crate::suite::execfix::strict_failures(&env, "none.iter", &static_bin);
+    let (code, failed) = crate::suite::execfix::strict_failures(&env, "none.iter", &static_bin);
     assert_eq!(code, 1, "{failed:#?}");
     assert_eq!(failed.len(), 1, "{failed:#?}");
     let (id, summary, hint) = &failed[0];
@@ -1075,7 +1094,6 @@ fn docker_strict_doctor_names_a_delegate_cli_missing_from_the_image() {
     );
     assert!(hint.contains("build-default-image.sh"), "{hint}");
     env.write("both.iter", &block(DELEGATES_IMAGE));
-    let (code, failed) =
-        crate::suite::execfix::strict_failures(&env, "both.iter", &static_bin);
+    let (code, failed) = crate::suite::execfix::strict_failures(&env, "both.iter", &static_bin);
     assert_eq!((code, failed), (0, Vec::new()));
 }

@@ -72,6 +72,7 @@ fn run_node_and_edge_events_have_exactly_their_keys() {
             usage: Some(Usage {
                 input_tokens: 1,
                 output_tokens: 2,
+                cost_usd: None,
             }),
         }),
         "node_finished",

@@ -137,12 +137,8 @@ pub(crate) fn load(
             )
         })?;
         let placeholder = iterion_netproxy::placeholder_for(pure::secret_name(cli));
-        let forfait = pure::parse(cli, &text, now, &placeholder).map_err(|e| {
-            format!(
-                "the {} subscription login {shown} {e}",
-                cli.program()
-            )
-        })?;
+        let forfait = pure::parse(cli, &text, now, &placeholder)
+            .map_err(|e| format!("the {} subscription login {shown} {e}", cli.program()))?;
         let base_url = match (cli, provider) {
             (Cli::Codex, Provider::Openai)
                 if Some(route.endpoint.base_url.as_str()) == provider.default_base_url() =>

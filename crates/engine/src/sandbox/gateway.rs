@@ -40,7 +40,9 @@ fn credentials(routes: &Routes) -> Vec<Credential> {
 /// The credentials that hold a key (a delegate node on its CLI's login has none: its token is
 /// the forfait's, `sandbox::forfait`).
 fn keyed(routes: &Routes) -> impl Iterator<Item = Credential> {
-    credentials(routes).into_iter().filter(|c| !c.key.is_empty())
+    credentials(routes)
+        .into_iter()
+        .filter(|c| !c.key.is_empty())
 }
 
 /// The keys as resolved secrets, for redaction.

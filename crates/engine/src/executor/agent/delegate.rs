@@ -23,7 +23,7 @@ use iterion_agent::delegate::{
 };
 use iterion_agent::session::{LoopSpec, conforming};
 use iterion_agent::shell::BoundedSink;
-use iterion_agent::wire::Usage;
+use iterion_agent::wire::{Dollars, Usage};
 use iterion_dsl::ir::{AgentNode, Backend, Session};
 use iterion_sandbox::ExecOpts;
 use serde_json::json;
@@ -40,7 +40,6 @@ use iterion_vocab::{FailureCode, LogStream};
 
 /// The longest one CLI run may take before the node fails.
 pub(crate) const DELEGATE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
-
 
 /// The CLI of a delegate backend.
 fn cli_of(backend: Backend) -> Option<Cli> {
@@ -135,6 +134,7 @@ pub(crate) async fn run(
     let mut usage = Usage {
         input_tokens: first.end.input_tokens,
         output_tokens: first.end.output_tokens,
+        cost_usd: first.end.cost_usd.map(Dollars),
     };
     // A fork leaves the session it came from as the one to continue: fan-out branches can each
     // fork the same parent, and a later `inherit` continues the parent, not a branch.
@@ -172,6 +172,10 @@ pub(crate) async fn run(
     let retry = run_cli(ctx, id, &task, &mut turns).await?;
     usage.input_tokens = usage.input_tokens.saturating_add(retry.end.input_tokens);
     usage.output_tokens = usage.output_tokens.saturating_add(retry.end.output_tokens);
+    usage.cost_usd = match (usage.cost_usd, retry.end.cost_usd) {
+        (Some(Dollars(a)), Some(b)) => Some(Dollars(a + b)),
+        (a, b) => a.or(b.map(Dollars)),
+    };
     if keeps && let Some(session) = retry.session {
         env.delegates.keep_session(backend, session);
     }

@@ -373,10 +373,12 @@ fn result_of(node: &str, data: Value, snapshot: Option<Snapshot>) -> Result<Agen
         Usage {
             input_tokens: 0,
             output_tokens: 0,
+            cost_usd: None,
         },
         |u| Usage {
             input_tokens: u.get("input_tokens").and_then(Value::as_u64).unwrap_or(0),
             output_tokens: u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
+            cost_usd: None,
         },
     );
     match data.get("output") {

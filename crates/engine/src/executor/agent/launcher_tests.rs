@@ -37,7 +37,7 @@ fn results_become_outputs_pauses_or_typed_failures() {
     );
     assert!(matches!(
         done,
-        Ok(AgentResult::Done(ref v, Usage { input_tokens: 3, output_tokens: 4 })) if v == &json!({"text": "hi"})
+        Ok(AgentResult::Done(ref v, Usage { input_tokens: 3, output_tokens: 4, .. })) if v == &json!({"text": "hi"})
     ));
     let schema = result_of(
         "n",
