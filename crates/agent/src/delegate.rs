@@ -45,6 +45,15 @@ impl Cli {
         }
     }
 
+    /// The name of the CLI's subscription login file in its config directory
+    /// (see the `forfait` module).
+    pub fn login_file(self) -> &'static str {
+        match self {
+            Cli::ClaudeCode => ".credentials.json",
+            Cli::Codex => "auth.json",
+        }
+    }
+
     /// The variable naming the CLI's config directory.
     pub fn config_var(self) -> &'static str {
         match self {
@@ -167,7 +176,7 @@ pub fn mcp_config(cli: Cli, servers: &[McpServer]) -> Option<String> {
 pub enum Credential {
     /// An API key: a gateway placeholder under a sandbox, the key on the host.
     Key(String),
-    /// The operator's subscription login ([`crate::forfait`]): the CLI reads its credential file
+    /// The operator's subscription login (the `forfait` module): the CLI reads its credential file
     /// from its config directory. `file` is that file's text, written there before the CLI
     /// starts (a host run); `None` when the sandbox's setup seeded it already.
     Login {
@@ -264,10 +273,7 @@ fn claude(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
         Credential::Key(key) => env.push(("ANTHROPIC_API_KEY".to_owned(), key.clone())),
         Credential::Login { file } => {
             if let Some(text) = file {
-                config_files.push((
-                    crate::forfait::file_name(Cli::ClaudeCode).to_owned(),
-                    text.clone(),
-                ));
+                config_files.push((Cli::ClaudeCode.login_file().to_owned(), text.clone()));
             }
         }
     }
@@ -389,10 +395,7 @@ fn codex(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
         }
         Credential::Login { file } => {
             if let Some(text) = file {
-                config_files.push((
-                    crate::forfait::file_name(Cli::Codex).to_owned(),
-                    text.clone(),
-                ));
+                config_files.push((Cli::Codex.login_file().to_owned(), text.clone()));
             }
             true
         }

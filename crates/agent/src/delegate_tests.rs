@@ -262,14 +262,10 @@ fn a_login_gives_the_cli_no_key_and_its_credential_file_only_when_one_is_given()
         assert_eq!(env_of(&inv, "ANTHROPIC_API_KEY"), None);
         assert_eq!(env_of(&inv, CODEX_KEY_VAR), None);
         let names: Vec<&str> = inv.config_files.iter().map(|(n, _)| n.as_str()).collect();
-        assert!(names.contains(&crate::forfait::file_name(cli)), "{names:?}");
+        assert!(names.contains(&cli.login_file()), "{names:?}");
         t.credential = Credential::Login { file: None };
         let inv = invocation(&t);
-        assert!(
-            !inv.config_files
-                .iter()
-                .any(|(n, _)| n == crate::forfait::file_name(cli))
-        );
+        assert!(!inv.config_files.iter().any(|(n, _)| n == cli.login_file()));
         if cli == Cli::Codex {
             let config = &inv.config_files[0].1;
             assert!(config.contains("requires_openai_auth = true"), "{config}");

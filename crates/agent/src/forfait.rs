@@ -32,14 +32,6 @@ pub const MARGIN_SECS: i64 = 5 * 60;
 /// The largest credential file read.
 pub const MAX_BYTES: usize = 256 * 1024;
 
-/// The file's name in the CLI's config directory.
-pub fn file_name(cli: Cli) -> &'static str {
-    match cli {
-        Cli::ClaudeCode => ".credentials.json",
-        Cli::Codex => "auth.json",
-    }
-}
-
 /// The name of the egress secret (and placeholder) that stands for the access token.
 pub fn secret_name(cli: Cli) -> &'static str {
     match cli {

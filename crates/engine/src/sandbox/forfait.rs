@@ -80,10 +80,10 @@ fn login_path(cli: Cli, env: &Environment) -> Option<PathBuf> {
         return Some(PathBuf::from(path));
     }
     if let Some(dir) = set(config_var) {
-        return Some(Path::new(&dir).join(pure::file_name(cli)));
+        return Some(Path::new(&dir).join(cli.login_file()));
     }
     let home = env.get_os("HOME").map(PathBuf::from)?;
-    Some(home.join(home_dir).join(pure::file_name(cli)))
+    Some(home.join(home_dir).join(cli.login_file()))
 }
 
 /// Reads and checks the login of every delegate CLI a node without a key uses, at `now` (Unix
@@ -292,7 +292,7 @@ impl Forfaits {
                 "sh",
                 &dir,
                 &source,
-                pure::file_name(login.cli),
+                login.cli.login_file(),
             ]
             .iter()
             .map(|s| (*s).to_owned())
