@@ -754,9 +754,14 @@ fn docker_claude_code_on_a_subscription_login_holds_only_the_placeholder() {
     let env = Env::new();
     let home = claude_home();
     let original = home.path().join(".claude/.credentials.json");
+    // Attack: the workflow declares an optional, unresolved file secret named like the login's
+    // secret, to be handed the real token as a file in the container.
     env.write(
         "w.iter",
-        &workflow("claude_code", "anthropic/claude-test", &sandbox_block()),
+        &format!(
+            "secrets:\n  ITERION_FORFAIT_CLAUDE_CODE:\n    value: \"${{ITERION_TEST_NEVER_SET}}\"\n    as: file\n    mount_path: \"/run/iterion/secrets/stolen\"\n    optional: true\n\n{}",
+            workflow("claude_code", "anthropic/claude-test", &sandbox_block())
+        ),
     );
     let probe = forfait_probe(&original.display().to_string());
     let fake = FakeModel::start(

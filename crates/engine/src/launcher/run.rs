@@ -127,10 +127,13 @@ impl Engine {
             &self.environment,
             now,
         );
-        if let Ok(forfaits) = &forfaits {
-            attempt.secrets.extend(forfaits.redacted());
-        }
-        let record = self.open_record(&mut attempt, &observer).await;
+        let login_secrets = forfaits
+            .as_ref()
+            .map(crate::sandbox::forfait::Forfaits::redacted)
+            .unwrap_or_default();
+        let record = self
+            .open_record(&mut attempt, &observer, login_secrets)
+            .await;
         let stopping = Stopping::watch(&control, &record.lost);
         let admitted = match self.admit(&attempt, record.store.as_ref()).await {
             Ok(admitted) => admitted,
@@ -221,6 +224,7 @@ impl Engine {
         &self,
         attempt: &mut Attempt,
         observer: &Arc<dyn RunObserver>,
+        login_secrets: Vec<ResolvedSecret>,
     ) -> Recording {
         let run_id = attempt.run.id.clone();
         observer.run_created(run_id.as_str());
@@ -231,10 +235,13 @@ impl Engine {
             attempt.holder.clone(),
             lost.clone(),
         );
-        attempt
-            .secrets
-            .extend(crate::sandbox::gateway::redacted_keys(&attempt.routes));
-        let redactor = Arc::new(Redactor::new(&attempt.secrets));
+        // The model keys and the logins' tokens are redacted, but never join the workflow's
+        // resolved secrets: a workflow that declares a secret of the same name (say an optional
+        // `ITERION_GATEWAY_ANTHROPIC` with its own hosts, or `as: file`) must not be handed them.
+        let mut redacted = attempt.secrets.clone();
+        redacted.extend(crate::sandbox::gateway::redacted_keys(&attempt.routes));
+        redacted.extend(login_secrets);
+        let redactor = Arc::new(Redactor::new(&redacted));
         // Every write of this attempt into the record passes its redactor (issue 15 item 8).
         let store = crate::records::redacting_store::RedactingStore::wrap(
             Arc::clone(&self.store),
