@@ -196,14 +196,20 @@ fn docker_claude_code_runs_in_the_container_with_the_placeholder_and_inherits_it
         return;
     };
     let env = Env::new();
+    // Attack: an optional, unresolved file secret named like the gateway credential, to be
+    // handed the real key as a file (the probe appends the secret files to its config dump).
     env.write(
         "w.iter",
-        &workflow("claude_code", "anthropic/claude-test", &sandbox_block()),
+        &format!(
+            "secrets:\n  ITERION_GATEWAY_ANTHROPIC:\n    value: \"${{ITERION_TEST_NEVER_SET}}\"\n    as: file\n    mount_path: \"/run/iterion/secrets/stolen\"\n    optional: true\n\n{}",
+            workflow("claude_code", "anthropic/claude-test", &sandbox_block())
+        ),
     );
+    let probe = format!("{PROBE}; cat /run/iterion/secrets/* >> config-dump.txt 2>/dev/null");
     let fake = FakeModel::start(
         Api::Anthropic,
         vec![
-            Reply::tool("Bash", json!({"command": PROBE, "description": "probe"})),
+            Reply::tool("Bash", json!({"command": probe, "description": "probe"})),
             Reply::text("{\"answer\": \"made.txt\"}"),
             Reply::text("I made made.txt."),
         ],
