@@ -175,10 +175,6 @@ impl RunObserver for Progress {
                 self.end_pull();
                 format!("run cancelled: {}", cancelled.reason)
             }
-            Event::CancelRequested(request) => format!(
-                "cancel requested by {}: stopping the run",
-                crate::terminal::terminal_safe(&request.by)
-            ),
             Event::RunFinished(finished) => format!("run finished in {} ms", finished.duration_ms),
             // What an agent did, beside what nodes print (hidden with them by --quiet).
             Event::AgentToolCall(_) if self.quiet_output => return,

@@ -56,6 +56,16 @@ pub enum CancelError {
     Store(#[from] StoreError),
 }
 
+impl CancelError {
+    /// The stable code: `RUN_OVER`, or the store error's.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CancelError::Over { .. } => "RUN_OVER",
+            CancelError::Store(error) => error.code(),
+        }
+    }
+}
+
 /// How many times a direct cancel retries a lost compare-and-swap.
 const ATTEMPTS: u32 = 5;
 
@@ -129,6 +139,33 @@ pub async fn request_cancel(
             Err(StoreError::Conflict { .. }) if attempt < ATTEMPTS => {}
             Err(error) => return Err(error.into()),
         }
+    }
+}
+
+/// Waits until run `id` is stopped — terminal or paused, and no process holds its lease (its
+/// sandbox is torn down then) — or `timeout` passed; returns the run as it is then (check its
+/// status). What `iterion cancel` and the studio wait on after a [`CancelOutcome::Requested`].
+///
+/// # Errors
+///
+/// `RunNotFound` (the run was removed meanwhile) and backend errors.
+pub async fn wait_stopped(
+    store: &dyn Store,
+    id: &RunId,
+    timeout: Duration,
+) -> Result<Run, StoreError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let run = store
+            .get_run(id)
+            .await?
+            .ok_or_else(|| StoreError::RunNotFound { run_id: id.clone() })?;
+        let stopped = (run.status.is_terminal() || run.status == RunStatus::Paused)
+            && !store.lease_held(id).await?;
+        if stopped || tokio::time::Instant::now() >= deadline {
+            return Ok(run);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

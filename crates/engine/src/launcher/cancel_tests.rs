@@ -125,7 +125,12 @@ async fn a_leased_run_gets_a_request_its_watch_sees() {
     )
     .await;
     // An older attempt's request, then this attempt's run_started: not pending.
-    for kind in ["run_started", "cancel_requested", "run_failed", "run_started"] {
+    for kind in [
+        "run_started",
+        "cancel_requested",
+        "run_failed",
+        "run_started",
+    ] {
         store
             .append_event(&run.id, NewEvent::new(kind, json!({})))
             .await
@@ -144,7 +149,10 @@ async fn a_leased_run_gets_a_request_its_watch_sees() {
     let outcome = request_cancel(store.as_ref(), &run.id, "iterion cancel")
         .await
         .unwrap();
-    assert!(matches!(outcome, CancelOutcome::Requested(_)), "{outcome:?}");
+    assert!(
+        matches!(outcome, CancelOutcome::Requested(_)),
+        "{outcome:?}"
+    );
     // The run is left to its process: still running, one request recorded.
     let after = store.get_run(&run.id).await.unwrap().unwrap();
     assert_eq!(after.status, RunStatus::Running);
