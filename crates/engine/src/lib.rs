@@ -78,7 +78,7 @@ pub use iterion_vocab::LogStream;
 pub use iterion_vocab::{Disposition, FailureCode, MAX_DELIVERIES, OutcomeStatus};
 pub use launcher::admission::AdmissionError;
 pub use launcher::cancel::{
-    CancelError, CancelOutcome, PHASE_QUEUED, request_cancel, wait_stopped,
+    CancelError, CancelOutcome, PHASE_QUEUED, cancellable, request_cancel, wait_stopped,
 };
 pub use launcher::engine::{
     Engine, EngineError, ResumeRequest, RunControl, RunRequest, RunSummary,

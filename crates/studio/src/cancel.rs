@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use iterion_engine::{CancelError, CancelOutcome, request_cancel, wait_stopped};
-use iterion_store::{Run, RunStatus};
+use iterion_store::Run;
 
 use crate::load::Failure;
 use crate::state::AppState;
@@ -17,16 +17,6 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// Who the request names.
 const BY: &str = "studio";
-
-/// Whether the page offers the cancel button: a run that is not over.
-pub(crate) fn cancellable(status: &str) -> bool {
-    RunStatus::parse(status).is_some_and(|s| {
-        !matches!(
-            s,
-            RunStatus::Finished | RunStatus::Failed | RunStatus::Cancelled
-        )
-    })
-}
 
 /// Cancels `run` and waits (at most [`WAIT`]) for it to stop; returns it as it is then.
 pub(crate) async fn cancel(state: &AppState, run: &Run) -> Result<Run, Failure> {

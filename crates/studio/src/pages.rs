@@ -189,7 +189,7 @@ pub(crate) fn run_fragment(view: &RunView, token: &str) -> Markup {
             span.mono.muted title=(r.id) { (r.short_id) } " "
             (status_badge(&r.status))
             @if let Some(code) = &r.failure_code { " " span.code #failure-code { (code) } }
-            @if crate::cancel::cancellable(&r.status) {
+            @if iterion_store::RunStatus::parse(&r.status).is_some_and(iterion_engine::cancellable) {
                 " "
                 form.inline method="post" action={ "/runs/" (r.id) "/cancel" } #cancel-form {
                     input type="hidden" name="token" value=(token);

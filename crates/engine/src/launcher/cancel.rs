@@ -66,6 +66,15 @@ impl CancelError {
     }
 }
 
+/// Whether a run in `status` can be cancelled: any that is not over (`finished`, `failed`,
+/// `cancelled`). [`request_cancel`] refuses the others; the studio offers its button by it.
+pub const fn cancellable(status: RunStatus) -> bool {
+    !matches!(
+        status,
+        RunStatus::Finished | RunStatus::Failed | RunStatus::Cancelled
+    )
+}
+
 /// How many times a direct cancel retries a lost compare-and-swap.
 const ATTEMPTS: u32 = 5;
 
@@ -88,10 +97,7 @@ pub async fn request_cancel(
             .get_run(id)
             .await?
             .ok_or_else(|| StoreError::RunNotFound { run_id: id.clone() })?;
-        if matches!(
-            run.status,
-            RunStatus::Finished | RunStatus::Failed | RunStatus::Cancelled
-        ) {
+        if !cancellable(run.status) {
             return Err(CancelError::Over {
                 run_id: run.id,
                 status: run.status,
