@@ -185,3 +185,82 @@ fn docker_cancel_stops_a_sandboxed_run_another_process_executes() {
     let out = env.cmd().args(["cancel", "last"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// The same through PostgreSQL (`ITERION_STORE_URL`): the request reaches the executing
+/// process through the shared store, as it would a runner on another host.
+#[test]
+fn cancel_through_a_postgres_store_stops_the_run_its_process_executes() {
+    let url = match std::env::var("ITERION_IT_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => {
+            assert!(
+                std::env::var("ITERION_IT_DOCKER").as_deref() != Ok("1"),
+                "ITERION_IT_DOCKER=1 but ITERION_IT_POSTGRES_URL is unset (scripts/test.sh sets it)"
+            );
+            eprintln!("skipped: set ITERION_IT_POSTGRES_URL to run this test");
+            return;
+        }
+    };
+    let env = Env::new();
+    env.write(
+        "nap.iter",
+        "tool nap:\n  command: `sleep 120`\n\nworkflow nap:\n  entry: nap\n  nap -> done\n",
+    );
+    let mut child = env
+        .std_cmd()
+        .env("ITERION_STORE_URL", &url)
+        .args(["run", "nap.iter", "--sandbox", "none"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Progress on stderr: `run <id>` first, then `▸ nap` once the node runs.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut id = None;
+    let mut line = String::new();
+    while std::io::BufRead::read_line(&mut stderr, &mut line).unwrap() > 0 {
+        if let Some(rest) = line.trim().strip_prefix("run ") {
+            id = Some(rest.split_whitespace().next().unwrap().to_owned());
+        }
+        if line.contains("nap") && id.is_some() {
+            break;
+        }
+        line.clear();
+    }
+    let id = id.unwrap_or_else(|| panic!("no run id on stderr: {line}"));
+    let out = env
+        .cmd()
+        .env("ITERION_STORE_URL", &url)
+        .args(["cancel", &id, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let v = json_out(&out);
+    assert_eq!(
+        (&v["status"], &v["failure_code"], &v["requested"]),
+        (&json!("cancelled"), &json!("CANCELLED"), &json!(true))
+    );
+    assert_eq!(child.wait().unwrap().code(), Some(1));
+    assert!(!env.db().exists(), "nothing in SQLite");
+    let out = env
+        .cmd()
+        .env("ITERION_STORE_URL", &url)
+        .args(["events", &id, "--json"])
+        .output()
+        .unwrap();
+    let types: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("run_cancelled"),
+        "{types:?}"
+    );
+    assert!(types.iter().any(|t| t == "cancel_requested"), "{types:?}");
+}

@@ -370,6 +370,68 @@ fn studio_api_shapes_follow_stream_and_escaping_over_real_runs() {
     );
     // A failed_resumable run is not over: it offers the cancel form (with the token).
     assert!(page.contains(r#"id="cancel-form""#), "{page}");
+    let token = page
+        .split(r#"name="token" value=""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no token in the cancel form: {page}"))
+        .to_owned();
+    // A cancel from another site (the token leaked, but not the origin), or without the token,
+    // is refused and the run left alone.
+    let form = format!("token={token}");
+    for (path, headers, body) in [
+        (
+            format!("/runs/{failed}/cancel"),
+            vec![("Origin", "http://attacker.example")],
+            Some(("application/x-www-form-urlencoded", form.as_str())),
+        ),
+        (
+            format!("/runs/{failed}/cancel"),
+            vec![("Sec-Fetch-Site", "cross-site")],
+            Some(("application/x-www-form-urlencoded", form.as_str())),
+        ),
+        (
+            format!("/runs/{failed}/cancel"),
+            vec![],
+            Some(("application/x-www-form-urlencoded", "")),
+        ),
+        (format!("/api/runs/{failed}/cancel"), vec![], None),
+    ] {
+        let (status, _, body) = http(s.addr, "POST", &path, &headers, body);
+        assert!(
+            status == 401 || status == 403,
+            "{path} {headers:?}: {status} {body}"
+        );
+    }
+    let still = get_json(s.addr, &format!("/api/runs/{failed}"));
+    assert_eq!(still["run"]["status"], json!("failed_resumable"));
+    assert_eq!(still["last_seq"], view["last_seq"], "nothing recorded");
+    // With the token: cancelled at once (nobody executes it), then it is over.
+    let bearer = format!("Bearer {token}");
+    let (status, _, body) = http(
+        s.addr,
+        "POST",
+        &format!("/api/runs/{failed}/cancel"),
+        &[("Authorization", &bearer)],
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    let done: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        done,
+        json!({"run_id": failed, "status": "cancelled", "failure_code": "CANCELLED"})
+    );
+    let (_, _, page) = http(s.addr, "GET", &format!("/runs/{failed}"), &[], None);
+    assert!(!page.contains(r#"id="cancel-form""#), "{page}");
+    let (status, _, body) = http(
+        s.addr,
+        "POST",
+        &format!("/api/runs/{failed}/cancel"),
+        &[("Authorization", &bearer)],
+        None,
+    );
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("RUN_OVER"), "{body}");
 }
 
 #[test]
