@@ -264,3 +264,73 @@ fn cancel_through_a_postgres_store_stops_the_run_its_process_executes() {
     );
     assert!(types.iter().any(|t| t == "cancel_requested"), "{types:?}");
 }
+
+/// A subbot child that adopted its parent's sandbox runs inside its parent's execution, not an
+/// attempt of its own: a cancel asked for it still stops it, and its parent with it (the subbot
+/// node fails `CANCELLED`).
+#[test]
+fn docker_cancel_stops_an_adopting_subbot_child_and_its_parent() {
+    if !docker_or_skip("cli::cancel::docker_cancel_stops_an_adopting_subbot_child_and_its_parent") {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        "parent.iter",
+        "tool start:\n  command: `echo parent`\n\nsubbot sub:\n  source: \"child.iter\"\n\nworkflow parent:\n  entry: start\n  start -> sub\n  sub -> done\n",
+    );
+    env.write(
+        "child.iter",
+        "tool nap:\n  command: `touch nap.started; sleep 120`\n\nworkflow child:\n  entry: nap\n  nap -> done\n",
+    );
+    let child_process = env.spawn(&["run", "parent.iter", "--sandbox-default-image", IMAGE]);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !env.path("nap.started").exists() {
+        assert!(Instant::now() < deadline, "the child's tool never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let runs = env.runs();
+    let child = runs
+        .iter()
+        .find(|r| r.parent_run_id.is_some())
+        .unwrap_or_else(|| panic!("{runs:#?}"))
+        .clone();
+    let parent = runs
+        .iter()
+        .find(|r| r.parent_run_id.is_none())
+        .unwrap()
+        .clone();
+    assert!(
+        env.events(&child)
+            .iter()
+            .any(|(k, d)| k == "sandbox_shared" && d["adopted"] == json!(true)),
+        "{:#?}",
+        env.events(&child)
+    );
+    let out = env
+        .cmd()
+        .args(["cancel", child.id.as_str(), "--json", "--timeout", "60"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(json_out(&out)["status"], json!("cancelled"));
+    let out = child_process.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let runs = env.runs();
+    let status = |id: &iterion_store::RunId| {
+        let r = runs.iter().find(|r| &r.id == id).unwrap();
+        (r.status.as_str().to_owned(), r.failure_code.clone())
+    };
+    assert_eq!(
+        status(&child.id),
+        ("cancelled".to_owned(), Some("CANCELLED".to_owned()))
+    );
+    assert_eq!(
+        status(&parent.id),
+        ("cancelled".to_owned(), Some("CANCELLED".to_owned()))
+    );
+    assert_eq!(
+        env.containers(),
+        Vec::<String>::new(),
+        "nothing left behind"
+    );
+}
