@@ -526,7 +526,7 @@ impl Ctx<'_> {
             depth,
         } = match subbot::prepare(self, id, node, input, token).await? {
             Prepared::Done(output) => return Ok(output),
-            Prepared::Child(child) => child,
+            Prepared::Child(child) => *child,
         };
         // The child stops with its parent, and on a cancel request of its own.
         let stop = token.child_token();
