@@ -95,8 +95,8 @@ pub use driver::{
     ExecResult, ImageConfig, LogLevel, NoProgress, NullRunLog, PROXY_CA_TARGET, PreparedSpec,
     Progress, ProxyAddresses, ProxyAttachment, ProxyBind, ProxyConfigurer, PullProgress,
     RunFilesDrainer, RunInfo, RunLog, SandboxRun, SecretFileRefresher, WorkspaceExporter,
-    WorkspaceFileRefresher, WorkspaceHeadCapturer, plant_proxy_env, proxy_addresses_for_driver,
-    redact_proxy_url,
+    WorkspaceFileRefresher, WorkspaceHeadCapturer, plant_proxy_env, plant_proxy_env_with,
+    proxy_addresses_for_driver, redact_proxy_url,
 };
 pub use elf::{LinkKind, interpreter, link_kind, link_kind_of};
 pub use env::{
