@@ -152,5 +152,5 @@ pub use text::is_clean_absolute;
 pub use timeout::run_with_phase_timeout;
 pub use vars::{
     ITERION_SANDBOX_DEFAULT, ITERION_SANDBOX_DRIVER, ITERION_SANDBOX_PERSIST_NIX,
-    KUBERNETES_SERVICE_HOST, is_falsy, is_truthy, parse_switch,
+    ITERION_SANDBOX_WARM, KUBERNETES_SERVICE_HOST, is_falsy, is_truthy, parse_switch,
 };
