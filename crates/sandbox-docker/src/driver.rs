@@ -88,7 +88,18 @@ impl DockerDriver {
                         version.version,
                         version.api_version
                     );
-                    return Ok(DockerDriver::new(Arc::new(api), version.kind, settings));
+                    let api: Arc<dyn ContainerApi> = Arc::new(api);
+                    let pool =
+                        warm::process_pool(endpoint, version.kind, settings.warm, Arc::clone(&api));
+                    return Ok(DockerDriver {
+                        shared: Arc::new(Shared {
+                            api,
+                            engine: version.kind,
+                            settings,
+                            log: Arc::new(NullRunLog),
+                            pool,
+                        }),
+                    });
                 }
                 Err(reason) => reasons.push(reason.to_string()),
             }

@@ -53,9 +53,11 @@ pub(crate) const SLOT_PREFIX: &str = ".iterion-warm-";
 /// What a per-run bind source is on the host when the shape is taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SlotKind {
-    /// A directory.
+    /// An empty directory (renamed over at claim).
     Dir,
-    /// A regular file, bound read-only.
+    /// A directory of sockets, bound read-only (the proxy's `net/`; linked at claim).
+    Sockets,
+    /// A regular file, bound read-only (copied at claim).
     File,
 }
 
@@ -141,7 +143,7 @@ pub(crate) fn shape_of(
         };
         let read_only = mount.read_only.unwrap_or(false);
         let kind = kind_of(&source)?;
-        if kind == SlotKind::File && !read_only {
+        if kind != SlotKind::Dir && !read_only {
             return None;
         }
         mount.source = Some(format!("<slot {}>", slots.len()));
@@ -317,14 +319,26 @@ pub(crate) fn slots_of(labels: &BTreeMap<String, String>) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
-/// What each per-run bind source is: a directory, or a regular file; anything else (missing, a
-/// symlink, a socket) is not poolable. Blocking.
+/// What each per-run bind source is: an empty directory, a directory of sockets only, or a
+/// regular file; anything else (missing, a symlink, a directory with content — a per-run
+/// worktree or copy) is not poolable. Blocking.
 pub(crate) fn host_kind(path: &Path) -> Option<SlotKind> {
+    use std::os::unix::fs::FileTypeExt;
     let meta = std::fs::symlink_metadata(path).ok()?;
-    if meta.is_dir() {
+    if meta.is_file() {
+        return Some(SlotKind::File);
+    }
+    if !meta.is_dir() {
+        return None;
+    }
+    let mut kinds = Vec::new();
+    for child in std::fs::read_dir(path).ok()? {
+        kinds.push(child.ok()?.file_type().ok()?);
+    }
+    if kinds.is_empty() {
         Some(SlotKind::Dir)
-    } else if meta.is_file() {
-        Some(SlotKind::File)
+    } else if kinds.iter().all(FileTypeExt::is_socket) {
+        Some(SlotKind::Sockets)
     } else {
         None
     }
@@ -368,6 +382,31 @@ fn nonce() -> String {
         std::process::id(),
         nanos & 0xffff_ffff_ffff,
         NONCE.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// The pool of every driver of this process connected to `endpoint` (the engine's factory
+/// makes a driver per run attempt, so a pool kept by one driver would never see a second run).
+/// Size 0 is a private, empty pool.
+pub(crate) fn process_pool(
+    endpoint: &str,
+    engine: EngineKind,
+    size: usize,
+    api: Arc<dyn ContainerApi>,
+) -> Arc<WarmPool> {
+    type Pools = Mutex<HashMap<(String, String, usize), Arc<WarmPool>>>;
+    static POOLS: std::sync::OnceLock<Pools> = std::sync::OnceLock::new();
+    if size == 0 {
+        return Arc::new(WarmPool::new(0, api, engine));
+    }
+    let mut pools = POOLS
+        .get_or_init(Pools::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Arc::clone(
+        pools
+            .entry((endpoint.to_owned(), engine.as_str().to_owned(), size))
+            .or_insert_with(|| Arc::new(WarmPool::new(size, api, engine))),
     )
 }
 
@@ -527,7 +566,9 @@ fn make_slots(slots: &[PathBuf], kinds: &[SlotKind]) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     for (slot, kind) in slots.iter().zip(kinds) {
         match kind {
-            SlotKind::Dir => std::fs::DirBuilder::new().mode(0o700).create(slot)?,
+            SlotKind::Dir | SlotKind::Sockets => {
+                std::fs::DirBuilder::new().mode(0o700).create(slot)?;
+            }
             SlotKind::File => drop(
                 std::fs::OpenOptions::new()
                     .write(true)
@@ -559,7 +600,7 @@ pub(crate) fn hand_over(shape: &Shape, entry: &Entry) -> Result<Vec<PathBuf>, St
             )
         };
         match template.kind {
-            SlotKind::Dir => {
+            SlotKind::Dir | SlotKind::Sockets => {
                 let meta = std::fs::symlink_metadata(source)
                     .map_err(|e| describe("inspect the run's dir", e))?;
                 if !meta.is_dir() {
@@ -612,3 +653,7 @@ pub(crate) fn hand_over(shape: &Shape, entry: &Entry) -> Result<Vec<PathBuf>, St
 pub(crate) fn entry_slots(entry: &Entry) -> Vec<PathBuf> {
     entry.slots.clone()
 }
+
+#[cfg(test)]
+#[path = "warm_tests.rs"]
+mod tests;
