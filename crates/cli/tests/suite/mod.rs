@@ -26,6 +26,7 @@ mod subbots;
 pub mod support;
 mod trust;
 mod validate;
+mod warm_pool;
 
 /// The binary's argument grammar (`src/args.rs`), compiled in so that `docs` can walk clap's
 /// `Command` (the crate has no library target). Only `docs` uses it.
