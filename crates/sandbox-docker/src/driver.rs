@@ -573,12 +573,21 @@ impl DockerDriver {
                 staged_binds: screened.iter().any(|m| m.host_source.is_some()) || pinned,
             };
             let (body, info_for_shape) = (plan.body.clone(), info.clone());
-            tokio::task::spawn_blocking(move || {
+            let shaped = tokio::task::spawn_blocking(move || {
                 warm::shape_of(&body, &info_for_shape, not, &warm::host_kind)
             })
             .await
-            .ok()
-            .flatten()
+            .unwrap_or_else(|join| Err(join.to_string()));
+            match shaped {
+                Ok(shape) => Some(shape),
+                Err(reason) => {
+                    shared.log(
+                        LogLevel::Info,
+                        &format!("sandbox: warm pool: this run is not poolable ({reason})"),
+                    );
+                    None
+                }
+            }
         } else {
             None
         };

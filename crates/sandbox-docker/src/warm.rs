@@ -19,7 +19,10 @@
 //!   read-only one's sockets (the proxy's) are hard-linked into the slot; a read-only file
 //!   (the CA) is copied into the slot file. Anything else fails the claim, which then starts cold.
 //!
-//! Everything else, the workspace bind included, is part of the key: a pool entry serves one
+//! Everything else, the workspace bind included, is part of the key, and a key that still names
+//! the run is not pooled: under `host_state: auto` the scratch dir is bound at
+//! `/tmp/iterion-scratch/<root run id>` (SANDBOX.md §8.3), so only the runs of one run tree
+//! share a shape there; with `host_state: none` every run of a spec does. A pool entry serves one
 //! workspace path (a trusted run in the same checkout; an untrusted run's per-run copy never
 //! matches and starts cold). Trust is in the key twice, explicitly and through the untrusted
 //! shape (capabilities dropped, pids limit, no-new-privileges), so an untrusted run never claims
@@ -107,30 +110,41 @@ pub(crate) struct NotPooled {
     pub(crate) staged_binds: bool,
 }
 
-fn poolable(info: &RunInfo, not: NotPooled) -> bool {
-    !not.secret_files
-        && !not.built_image
-        && !not.staged_binds
-        && !info.listener_planned
-        && !info.run_id.is_empty()
+fn poolable(info: &RunInfo, not: NotPooled) -> Result<(), String> {
+    let reason = if not.secret_files {
+        "file secrets"
+    } else if not.built_image {
+        "a per-run image"
+    } else if not.staged_binds {
+        "staged binds"
+    } else if info.listener_planned {
+        "a planned listener"
+    } else if info.run_id.is_empty() {
+        "no run id"
+    } else {
+        return Ok(());
+    };
+    Err(reason.to_owned())
 }
 
-/// The run's shape, or `None` when it is not poolable. `kind_of` says what a per-run bind source
+/// The run's shape, or why it is not poolable. `kind_of` says what a per-run bind source
 /// is on the host (`None`: missing or neither, which is not poolable). Pure but for `kind_of`.
 pub(crate) fn shape_of(
     body: &ContainerCreateBody,
     info: &RunInfo,
     not: NotPooled,
     kind_of: &dyn Fn(&Path) -> Option<SlotKind>,
-) -> Option<Shape> {
-    if !poolable(info, not) {
-        return None;
-    }
+) -> Result<Shape, String> {
+    poolable(info, not)?;
     let run_id = info.run_id.as_str();
     let mut template = body.clone();
     let mut slots = Vec::new();
     let mut run_sources = Vec::new();
-    let mounts = template.host_config.as_mut()?.mounts.as_mut()?;
+    let mounts = template
+        .host_config
+        .as_mut()
+        .and_then(|host| host.mounts.as_mut())
+        .ok_or("no mounts")?;
     for (index, mount) in mounts.iter_mut().enumerate() {
         if mount.typ != Some(MountType::BIND) {
             continue;
@@ -142,9 +156,10 @@ pub(crate) fn shape_of(
             continue;
         };
         let read_only = mount.read_only.unwrap_or(false);
-        let kind = kind_of(&source)?;
+        let kind = kind_of(&source)
+            .ok_or_else(|| format!("per-run {} is missing or has content", source.display()))?;
         if kind != SlotKind::Dir && !read_only {
-            return None;
+            return Err(format!("per-run {} is writable", source.display()));
         }
         mount.source = Some(format!("<slot {}>", slots.len()));
         slots.push(SlotTemplate {
@@ -202,7 +217,7 @@ pub(crate) fn shape_of(
         Trust::Trusted => "trusted",
         Trust::Untrusted => "untrusted",
     };
-    let body_text = serde_json::to_string(&template).ok()?;
+    let body_text = serde_json::to_string(&template).map_err(|e| e.to_string())?;
     let key = format!(
         "trust={trust}\nstore={}\nbody={body_text}\ntmpfs={tmpfs:?}\nlabels={labels:?}\nslots={slot_shapes:?}",
         info.store_id
@@ -210,13 +225,16 @@ pub(crate) fn shape_of(
     // A shape that still names the run (its workspace is a per-run copy, say) never matches
     // another run: not worth a pool entry.
     if key.contains(run_id) {
-        return None;
+        return Err(
+            "a mount target or setting names the run (host_state auto binds the run tree's scratch dir at a path naming its root run)"
+                .to_owned(),
+        );
     }
     if let Some(host) = template.host_config.as_mut() {
         host.tmpfs = (!tmpfs.is_empty()).then(|| tmpfs.into_iter().collect());
     }
     template.labels = Some(labels.into_iter().collect());
-    Some(Shape {
+    Ok(Shape {
         key,
         template: Arc::new(Template {
             body: template,

@@ -172,8 +172,7 @@ fn what_is_fixed_at_create_time_is_in_the_key() {
 #[test]
 fn what_a_slot_cannot_stand_in_for_is_never_pooled() {
     let trusted = info("run-a", Trust::Trusted);
-    let never =
-        |not: NotPooled| shape_of(&body("run-a", "t", None), &trusted, not, &dirs).is_none();
+    let never = |not: NotPooled| shape_of(&body("run-a", "t", None), &trusted, not, &dirs).is_err();
     assert!(never(NotPooled {
         secret_files: true,
         ..NotPooled::default()
@@ -195,7 +194,7 @@ fn what_a_slot_cannot_stand_in_for_is_never_pooled() {
             NotPooled::default(),
             &dirs
         )
-        .is_none()
+        .is_err()
     );
     // A per-run dir with content (a worktree, a copy), or a missing one.
     assert!(
@@ -205,7 +204,7 @@ fn what_a_slot_cannot_stand_in_for_is_never_pooled() {
             NotPooled::default(),
             &|_| None
         )
-        .is_none()
+        .is_err()
     );
     // A writable per-run file.
     let files = |p: &Path| {
@@ -222,12 +221,12 @@ fn what_a_slot_cannot_stand_in_for_is_never_pooled() {
             NotPooled::default(),
             &files
         )
-        .is_none()
+        .is_err()
     );
     // The run id left anywhere else (a per-run workspace target).
     let mut per_run_target = body("run-a", "t", None);
     per_run_target.working_dir = Some("/work/run-a".to_owned());
-    assert!(shape_of(&per_run_target, &trusted, NotPooled::default(), &dirs).is_none());
+    assert!(shape_of(&per_run_target, &trusted, NotPooled::default(), &dirs).is_err());
 }
 
 #[test]

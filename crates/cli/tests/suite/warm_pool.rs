@@ -27,7 +27,12 @@ workflow quick:
 /// This store's warm pool entries: `(id, owner label)`.
 fn warm_entries(store_id: &str) -> Vec<(String, String)> {
     let out = StdCommand::new("docker")
-        .args(["ps", "-a", "--format", "{{.ID}} {{.Label \"iterion.io/warm-owner\"}}"])
+        .args([
+            "ps",
+            "-a",
+            "--format",
+            "{{.ID}} {{.Label \"iterion.io/warm-owner\"}}",
+        ])
         .arg("--filter")
         .arg(format!("label=iterion.io/store={store_id}"))
         .args(["--filter", "label=iterion.io/purpose=warm-pool"])
@@ -52,6 +57,8 @@ fn docker_a_killed_iterion_leaves_no_warm_entry_behind_after_the_next_start() {
         .std_cmd()
         .args(["run", "slow.iter", "--sandbox-default-image", IMAGE])
         .env("ITERION_SANDBOX_WARM", "1")
+        // host_state auto binds the scratch dir at a path naming the root run: no shape to share.
+        .env("ITERION_SANDBOX_HOST_STATE", "none")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -80,7 +87,10 @@ fn docker_a_killed_iterion_leaves_no_warm_entry_behind_after_the_next_start() {
     );
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(!warm_entries(&store_id).is_empty(), "killed, it leaves them");
+    assert!(
+        !warm_entries(&store_id).is_empty(),
+        "killed, it leaves them"
+    );
 
     // The next start reaps them (its boot pass), pool or no pool.
     let out = env
