@@ -195,13 +195,13 @@ fn required_properties_are_e013_at_the_name() {
 #[test]
 fn enumerations_checked_at_parse_stage_are_e020() {
     assert_eq!(
-        only(&agent_with("  interaction: human\n")),
+        only(&agent_with("  interaction: review\n")),
         d(
             Code::E020,
             4,
             16,
-            5,
-            "\"human\" is not a valid interaction; expected none or ask"
+            6,
+            "\"review\" is not a valid interaction; expected none, ask or human"
         )
     );
     assert_eq!(
