@@ -522,8 +522,6 @@ pub struct ToolProps {
 pub struct RouterProps {
     /// `mode`; `fan_out_all` when absent.
     pub mode: RouterMode,
-    /// The span of the `mode` value, when written.
-    pub mode_span: Option<Span>,
     /// `model` (`llm` routers only).
     pub model: Option<StrLit>,
     /// `system` (`llm` routers only).

@@ -435,7 +435,7 @@ pub struct ToolNode {
 }
 
 /// A router node (DSL.md §3.7): its output is its input.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouterNode {
     /// How it picks outgoing edges.
     pub mode: RouterMode,

@@ -581,7 +581,7 @@ impl Parser<'_> {
         self.props("router", ROUTER_PROPS, |p, key| {
             match key.name.as_str() {
                 "mode" => {
-                    let (mode, span) = p.enum_prop(
+                    let (mode, _) = p.enum_prop(
                         &key,
                         &[
                             ("condition", ast::RouterMode::Condition),
@@ -591,7 +591,6 @@ impl Parser<'_> {
                         ],
                     )?;
                     r.mode = mode;
-                    r.mode_span = Some(span);
                 }
                 "model" => r.model = Some(p.model_prop(&key)?),
                 "system" => r.system = Some(p.prompt_prop(&key)?),
