@@ -215,11 +215,10 @@ pub fn resolve_routes(
         let Some(model) = node.body.model() else {
             continue;
         };
-        let expanded =
-            expand_host(model, &lookup).map_err(|e| RouteError::BadExpansion {
-                node: node.id.clone(),
-                message: e.to_string(),
-            })?;
+        let expanded = expand_host(model, &lookup).map_err(|e| RouteError::BadExpansion {
+            node: node.id.clone(),
+            message: e.to_string(),
+        })?;
         let expanded = render_vars(&expanded, vars);
         let bad = || RouteError::BadModel {
             node: node.id.clone(),

@@ -113,9 +113,10 @@ impl Workflow {
         self.nodes.iter().any(|n| match &n.body {
             NodeBody::Agent(a) => a.interaction == Interaction::Ask,
             NodeBody::Human(h) => h.mode == HumanMode::LlmOrHuman,
-            NodeBody::Tool(_) | NodeBody::Router(_) | NodeBody::Subbot(_) | NodeBody::Compute(_) => {
-                false
-            }
+            NodeBody::Tool(_)
+            | NodeBody::Router(_)
+            | NodeBody::Subbot(_)
+            | NodeBody::Compute(_) => false,
         })
     }
 }

@@ -486,13 +486,7 @@ fn fragment_e001_unsupported_declaration_kind() {
             "`supervisor` declarations are not supported yet"
         )
     );
-    for kind in [
-        "mcp_server",
-        "presets",
-        "attachments",
-        "fail",
-        "include",
-    ] {
+    for kind in ["mcp_server", "presets", "attachments", "fail", "include"] {
         let src = format!("{kind} x:\n  a: 1\n\n{}", workflow_with(""));
         assert_eq!(
             only(&src).message,
@@ -596,7 +590,13 @@ fn fragment_e013_tool_without_command() {
     let src = format!("tool t:\n  output: result\n\n{}", workflow_with(""));
     assert_eq!(
         only(&src),
-        d(Code::E013, 1, 6, 1, "tool \"t\" needs \"command\" or \"script\"")
+        d(
+            Code::E013,
+            1,
+            6,
+            1,
+            "tool \"t\" needs \"command\" or \"script\""
+        )
     );
 }
 

@@ -46,7 +46,14 @@ fn the_round_robin_router_alternates_and_the_compute_node_keeps_the_tally() {
     let events = env.events(&run);
     assert_eq!(
         started(&events),
-        ["alternate", "reviewer_a", "tally", "alternate", "reviewer_b", "tally"]
+        [
+            "alternate",
+            "reviewer_a",
+            "tally",
+            "alternate",
+            "reviewer_b",
+            "tally"
+        ]
     );
     // The first tally saw one review: not yet approved, so the loop went round.
     let finished: Vec<&Value> = events
@@ -124,7 +131,12 @@ fn a_human_node_pauses_the_run_and_resume_answers_it_then_models_route_and_answe
     cmd.args(["resume", run.id.as_str(), "--json"]);
     cmd.envs(model_env.iter().map(|(k, v)| (*k, v.as_str())));
     let out = cmd.output().unwrap();
-    assert_eq!(out.status.code(), Some(3), "asks again: {}", stderr_of(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "asks again: {}",
+        stderr_of(&out)
+    );
 
     let mut cmd = env.cmd();
     cmd.args([
@@ -138,7 +150,10 @@ fn a_human_node_pauses_the_run_and_resume_answers_it_then_models_route_and_answe
     let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(summary["output"], json!({"text": "Ship it after a canary."}));
+    assert_eq!(
+        summary["output"],
+        json!({"text": "Ship it after a canary."})
+    );
     let run = env.only_run();
     assert_eq!(run.status.as_str(), "finished");
     let events = env.events(&run);
@@ -173,7 +188,9 @@ fn a_human_node_pauses_the_run_and_resume_answers_it_then_models_route_and_answe
         "{system}"
     );
     assert_eq!(
-        requests[1].body["messages"][0]["content"].to_string().contains("second opinion on the release v2.0"),
+        requests[1].body["messages"][0]["content"]
+            .to_string()
+            .contains("second opinion on the release v2.0"),
         true,
         "{}",
         requests[1].body
@@ -187,7 +204,10 @@ fn an_llm_router_whose_model_picks_no_route_fails_the_node() {
         "w.iter",
         "router pick:\n  mode: llm\n  model: \"anthropic/claude-test\"\n\ntool a:\n  command: `echo a`\n\ntool b:\n  command: `echo b`\n\nworkflow w:\n  entry: pick\n  pick -> a\n  pick -> b\n  a -> done\n  b -> done\n",
     );
-    let fake = FakeModel::start(Api::Anthropic, vec![Reply::text("{\"selected_route\": \"done\"}")]);
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![Reply::text("{\"selected_route\": \"done\"}")],
+    );
     let out = env
         .cmd()
         .env("ANTHROPIC_API_KEY", KEY)
@@ -243,7 +263,10 @@ fn docker_script_tools_run_inside_the_sandbox_and_shell_references_stay_words() 
     assert_eq!(summary["output"], json!({"chars": 18, "words": 1}));
     let run = env.only_run();
     let events = env.events(&run);
-    assert_eq!(first(&events, "sandbox_started").unwrap()["driver"], json!("docker"));
+    assert_eq!(
+        first(&events, "sandbox_started").unwrap()["driver"],
+        json!("docker")
+    );
 
     // The script runs in the container, not on the host.
     let probe = Env::new();
@@ -299,7 +322,11 @@ fn a_script_language_outside_the_allow_list_is_refused_before_anything_runs() {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
-        assert!(stderr_of(&out).contains(&format!("error[{code}]")), "{}", stderr_of(&out));
+        assert!(
+            stderr_of(&out).contains(&format!("error[{code}]")),
+            "{}",
+            stderr_of(&out)
+        );
         assert!(env.runs().is_empty());
         assert!(!env.path("pwned").exists());
     }

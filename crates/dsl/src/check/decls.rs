@@ -233,8 +233,9 @@ fn check_model_kinds(
     out: &mut Vec<Diagnostic>,
 ) {
     let name = n.name.name.as_str();
-    let node_diag =
-        |code: Code, span: Span, message: String| Diagnostic::new(code, span, message).with_node(name);
+    let node_diag = |code: Code, span: Span, message: String| {
+        Diagnostic::new(code, span, message).with_node(name)
+    };
     let (prompts, model, needs_model): (Vec<&PromptRef>, _, _) = match &n.body {
         NodeBody::Router(r) => {
             let llm = r.mode == ast::RouterMode::Llm;
@@ -256,7 +257,11 @@ fn check_model_kinds(
                     );
                 }
             }
-            (r.system.iter().chain(&r.user).collect(), r.model.as_ref(), llm)
+            (
+                r.system.iter().chain(&r.user).collect(),
+                r.model.as_ref(),
+                llm,
+            )
         }
         NodeBody::Human(h) => {
             let mode = h.interaction.map_or(ast::HumanMode::Human, |(m, _)| m);

@@ -40,7 +40,9 @@ fn the_four_kinds_lower_into_the_ir() {
     assert!(
         matches!(body("c"), NodeBody::Compute(c) if c.expr == vec![("n".to_owned(), "length(input.items)".to_owned())])
     );
-    assert!(matches!(body("h"), NodeBody::Human(h) if h.mode == HumanMode::Human && h.instructions.as_deref() == Some("ok?")));
+    assert!(
+        matches!(body("h"), NodeBody::Human(h) if h.mode == HumanMode::Human && h.instructions.as_deref() == Some("ok?"))
+    );
     assert!(matches!(body("auto"), NodeBody::Human(h) if h.mode == HumanMode::Llm));
     assert!(
         matches!(body("s"), NodeBody::Tool(t) if t.script == Some(ScriptLanguage::Python) && t.command == "print({{vars.x}})\n")
@@ -54,15 +56,21 @@ fn the_four_kinds_lower_into_the_ir() {
 fn round_robin_and_llm_routers_need_two_plain_edges() {
     // C020: one edge; C022: a clause on a picked edge.
     expect(
-        &format!("{AB}router rr:\n  mode: round_robin\n\nworkflow w:\n  entry: rr\n  rr -> a\n  a -> done\n  b -> done\n"),
+        &format!(
+            "{AB}router rr:\n  mode: round_robin\n\nworkflow w:\n  entry: rr\n  rr -> a\n  a -> done\n  b -> done\n"
+        ),
         &[("C016", 4), ("C020", 12)],
     );
     expect(
-        &format!("{AB}router rr:\n  mode: llm\n  model: \"anthropic/m\"\n\nworkflow w:\n  entry: rr\n  rr -> a when \"true\"\n  rr -> b\n  a -> done\n  b -> done\n"),
+        &format!(
+            "{AB}router rr:\n  mode: llm\n  model: \"anthropic/m\"\n\nworkflow w:\n  entry: rr\n  rr -> a when \"true\"\n  rr -> b\n  a -> done\n  b -> done\n"
+        ),
         &[("C022", 13)],
     );
     expect(
-        &format!("{AB}router rr:\n  mode: llm\n  model: \"anthropic/m\"\n\nworkflow w:\n  entry: rr\n  rr -> a\n  a -> done\n  b -> done\n"),
+        &format!(
+            "{AB}router rr:\n  mode: llm\n  model: \"anthropic/m\"\n\nworkflow w:\n  entry: rr\n  rr -> a\n  a -> done\n  b -> done\n"
+        ),
         &[("C016", 4), ("C021", 13)],
     );
 }
@@ -71,12 +79,16 @@ fn round_robin_and_llm_routers_need_two_plain_edges() {
 fn model_properties_belong_to_llm_routers_and_model_modes_need_a_model() {
     // C023: `model` on a condition router.
     expect(
-        &format!("{AB}router r:\n  mode: condition\n  model: \"anthropic/m\"\n\nworkflow w:\n  entry: r\n  r -> a\n  a -> b\n  b -> done\n"),
+        &format!(
+            "{AB}router r:\n  mode: condition\n  model: \"anthropic/m\"\n\nworkflow w:\n  entry: r\n  r -> a\n  a -> b\n  b -> done\n"
+        ),
         &[("C023", 9)],
     );
     // C018: an llm router, an llm human node without a model.
     expect(
-        &format!("{AB}router r:\n  mode: llm\n\nworkflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> done\n  b -> done\n"),
+        &format!(
+            "{AB}router r:\n  mode: llm\n\nworkflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> done\n  b -> done\n"
+        ),
         &[("C018", 7)],
     );
     expect(
@@ -136,7 +148,9 @@ fn a_tool_has_a_command_or_a_script_and_a_language_from_the_list() {
 #[test]
 fn multi_routes_are_not_supported_yet() {
     expect(
-        &format!("{AB}router r:\n  mode: llm\n  model: \"anthropic/m\"\n  multi: true\n\nworkflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> done\n  b -> done\n"),
+        &format!(
+            "{AB}router r:\n  mode: llm\n  model: \"anthropic/m\"\n  multi: true\n\nworkflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> done\n  b -> done\n"
+        ),
         &[("E012", 10)],
     );
 }

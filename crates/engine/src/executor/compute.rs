@@ -40,7 +40,9 @@ pub(crate) fn run(ctx: &Ctx<'_>, node: &ComputeNode, input: &Value) -> Result<Va
             )
         };
         let expr = iterion_dsl::expr::parse(text).map_err(|e| failed(e.to_string()))?;
-        let value = expr.eval_compute(&scope).map_err(|e| failed(e.to_string()))?;
+        let value = expr
+            .eval_compute(&scope)
+            .map_err(|e| failed(e.to_string()))?;
         out.insert(field.clone(), value);
     }
     let output = Value::Object(out);

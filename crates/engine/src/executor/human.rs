@@ -150,7 +150,8 @@ pub(crate) fn answer_output(
             Some(name) => {
                 let declared = schema::declared(wf, name)?;
                 let [field] = declared.fields.as_slice() else {
-                    let names: Vec<&str> = declared.fields.iter().map(|f| f.name.as_str()).collect();
+                    let names: Vec<&str> =
+                        declared.fields.iter().map(|f| f.name.as_str()).collect();
                     return Err(Failure::new(
                         FailureCode::SchemaValidation,
                         format!(

@@ -140,7 +140,9 @@ fn parse_pick(text: &str) -> (Option<String>, Option<String>) {
             .map(str::to_owned);
         return (route, reasoning);
     }
-    let bare = text.trim().trim_matches(|c| c == '`' || c == '"' || c == '\'');
+    let bare = text
+        .trim()
+        .trim_matches(|c| c == '`' || c == '"' || c == '\'');
     (Some(bare.to_owned()), None)
 }
 
@@ -151,7 +153,9 @@ mod tests {
     #[test]
     fn a_pick_is_read_from_an_object_or_a_bare_name() {
         assert_eq!(
-            parse_pick("```json\n{\"selected_route\": \"fix\", \"reasoning\": \"tests fail\"}\n```"),
+            parse_pick(
+                "```json\n{\"selected_route\": \"fix\", \"reasoning\": \"tests fail\"}\n```"
+            ),
             (Some("fix".to_owned()), Some("tests fail".to_owned()))
         );
         assert_eq!(parse_pick(" `docs` "), (Some("docs".to_owned()), None));

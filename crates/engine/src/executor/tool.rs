@@ -81,7 +81,9 @@ pub(crate) async fn run(
         workdir: ctx.workdir.clone(),
         stdout: Some(stdout.writer()),
         stderr: Some(stderr.writer()),
-        stdin: stdin.map(|s| -> iterion_sandbox::ExecInput { Box::new(std::io::Cursor::new(s.into_bytes())) }),
+        stdin: stdin.map(|s| -> iterion_sandbox::ExecInput {
+            Box::new(std::io::Cursor::new(s.into_bytes()))
+        }),
         ..ExecOpts::default()
     };
     let result = tokio::select! {
@@ -131,7 +133,9 @@ pub(crate) async fn run(
                 stdout_tail: non_empty(tail_bytes(&redacted_stdout, TAIL_BYTES)),
                 ..Failure::new(
                     FailureCode::ExecutionFailed,
-                    format!("{program} could not be started in the sandbox (exit 127): this script tool runs {program}, and the image has none in its PATH; use an image that has it, or install it in yours"),
+                    format!(
+                        "{program} could not be started in the sandbox (exit 127): this script tool runs {program}, and the image has none in its PATH; use an image that has it, or install it in yours"
+                    ),
                 )
             });
         }

@@ -113,7 +113,9 @@ fn picker_clauses(
                 Diagnostic::new(
                     Code::C022,
                     span,
-                    format!("{word} router \"{name}\" picks its edge itself; {clause} is not allowed"),
+                    format!(
+                        "{word} router \"{name}\" picks its edge itself; {clause} is not allowed"
+                    ),
                 )
                 .with_node(name)
                 .with_hint("put the condition or the loop on the edge into the router"),
