@@ -331,3 +331,93 @@ fn a_script_language_outside_the_allow_list_is_refused_before_anything_runs() {
         assert!(!env.path("pwned").exists());
     }
 }
+
+#[test]
+fn docker_the_human_gate_pauses_a_sandboxed_run_and_its_models_run_in_the_container() {
+    if !docker_or_skip("cli::lang_nodes::docker_human_gate") {
+        return;
+    }
+    let Some(static_bin) =
+        iterion_test_support::static_iterion_or_skip("cli::lang_nodes::docker_human_gate")
+    else {
+        return;
+    };
+    let env = Env::new();
+    env.write("w.iter", &example("08_human_gate.iter"));
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::text("{\"selected_route\": \"careful\", \"reasoning\": \"high\"}"),
+            Reply::text("Canary first."),
+        ],
+    );
+    let run_cmd = |args: &[&str]| {
+        env.cmd()
+            .args(args)
+            .env("ITERION_BIN", &static_bin)
+            .env("ANTHROPIC_API_KEY", KEY)
+            .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+            .output()
+            .unwrap()
+    };
+    let out = run_cmd(&["run", "w.iter", "--sandbox-default-image", IMAGE, "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr_of(&out));
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(first(&events, "sandbox_started").unwrap()["driver"], json!("docker"));
+    assert_eq!(first(&events, "run_paused").unwrap()["node"], json!("approve"));
+    let out = run_cmd(&[
+        "resume",
+        run.id.as_str(),
+        "--answer",
+        "{\"approved\": true, \"comment\": \"go\"}",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["output"], json!({"text": "Canary first."}));
+    // Both model nodes ran their loop in the container, through the runner.
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].header("x-api-key"), Some(KEY));
+    let events = env.events(&env.only_run());
+    assert_eq!(
+        kinds(&events)
+            .iter()
+            .filter(|k| **k == "sandbox_claw_routed_via_runner")
+            .count(),
+        2,
+        "{events:#?}"
+    );
+}
+
+#[test]
+fn a_round_robin_count_survives_a_pause() {
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        "tool a:\n  command: `echo '{\"who\": \"a\"}'`\n\ntool b:\n  command: `echo '{\"who\": \"b\"}'`\n\nrouter rr:\n  mode: round_robin\n\nhuman gate:\n  instructions: \"again?\"\n\ncompute check:\n  expr:\n    again: \"input.answer == 'yes'\"\n\nworkflow w:\n  entry: rr\n  rr -> a\n  rr -> b\n  a -> gate\n  b -> gate\n  gate -> check with { answer: \"{{input.answer}}\" }\n  check -> rr as more(3) when again\n  check -> done\n",
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr_of(&out));
+    let id = env.only_run().id;
+    for answer in ["yes", "no"] {
+        let out = env
+            .cmd()
+            .args(["resume", id.as_str(), "--answer", answer, "--json"])
+            .output()
+            .unwrap();
+        let want = if answer == "yes" { 3 } else { 0 };
+        assert_eq!(out.status.code(), Some(want), "{}", stderr_of(&out));
+    }
+    let events = env.events(&env.only_run());
+    let tools: Vec<String> = started(&events)
+        .into_iter()
+        .filter(|n| n == "a" || n == "b")
+        .collect();
+    assert_eq!(tools, ["a", "b"]);
+}
