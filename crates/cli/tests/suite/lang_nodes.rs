@@ -343,7 +343,14 @@ fn docker_the_human_gate_pauses_a_sandboxed_run_and_its_models_run_in_the_contai
         return;
     };
     let env = Env::new();
-    env.write("w.iter", &example("08_human_gate.iter"));
+    // An allowlist: the fake model's host (loopback) is added to it as a model provider host.
+    env.write(
+        "w.iter",
+        &example("08_human_gate.iter").replace(
+            "  entry: draft\n",
+            &format!("  entry: draft\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"example.invalid\"]\n"),
+        ),
+    );
     let fake = FakeModel::start(
         Api::Anthropic,
         vec![
@@ -360,12 +367,18 @@ fn docker_the_human_gate_pauses_a_sandboxed_run_and_its_models_run_in_the_contai
             .output()
             .unwrap()
     };
-    let out = run_cmd(&["run", "w.iter", "--sandbox-default-image", IMAGE, "--json"]);
+    let out = run_cmd(&["run", "w.iter", "--json"]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr_of(&out));
     let run = env.only_run();
     let events = env.events(&run);
-    assert_eq!(first(&events, "sandbox_started").unwrap()["driver"], json!("docker"));
-    assert_eq!(first(&events, "run_paused").unwrap()["node"], json!("approve"));
+    assert_eq!(
+        first(&events, "sandbox_started").unwrap()["driver"],
+        json!("docker")
+    );
+    assert_eq!(
+        first(&events, "run_paused").unwrap()["node"],
+        json!("approve")
+    );
     let out = run_cmd(&[
         "resume",
         run.id.as_str(),
@@ -376,7 +389,8 @@ fn docker_the_human_gate_pauses_a_sandboxed_run_and_its_models_run_in_the_contai
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["output"], json!({"text": "Canary first."}));
-    // Both model nodes ran their loop in the container, through the runner.
+    // The model nodes ran their loop in the container, through the runner (the event is
+    // recorded once per attempt; the first attempt ran no model).
     let requests = fake.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[0].header("x-api-key"), Some(KEY));
@@ -386,7 +400,7 @@ fn docker_the_human_gate_pauses_a_sandboxed_run_and_its_models_run_in_the_contai
             .iter()
             .filter(|k| **k == "sandbox_claw_routed_via_runner")
             .count(),
-        2,
+        1,
         "{events:#?}"
     );
 }
