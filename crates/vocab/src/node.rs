@@ -72,6 +72,6 @@ mod tests {
             assert_eq!(NodeKind::from_word(kind.as_str()), Some(kind));
             assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
         }
-        assert_eq!(NodeKind::from_word("compute"), None);
+        assert_eq!(NodeKind::from_word("supervisor"), None);
     }
 }
