@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use iterion_dsl::ir::{NodeBody, Workflow};
+use iterion_dsl::ir::Workflow;
 use iterion_dsl::template::expand_host;
 use serde::{Deserialize, Serialize};
 
@@ -213,14 +213,13 @@ pub fn resolve_routes(
 ) -> Result<Routes, RouteError> {
     let mut routes = Routes::new();
     for node in &wf.nodes {
-        let NodeBody::Agent(agent) = &node.body else {
+        let Some(model) = node.body.model() else {
             continue;
         };
-        let expanded =
-            expand_host(&agent.model, &lookup).map_err(|e| RouteError::BadExpansion {
-                node: node.id.clone(),
-                message: e.to_string(),
-            })?;
+        let expanded = expand_host(model, &lookup).map_err(|e| RouteError::BadExpansion {
+            node: node.id.clone(),
+            message: e.to_string(),
+        })?;
         let expanded = render_vars(&expanded, vars);
         let bad = || RouteError::BadModel {
             node: node.id.clone(),
@@ -234,7 +233,10 @@ pub fn resolve_routes(
         // A delegate node without a key uses its CLI's subscription login instead (an empty
         // key here; the engine loads the login file and fails the run naming it when it is
         // missing or unusable).
-        let delegate = agent.backend != iterion_dsl::ir::Backend::Claw;
+        let delegate = matches!(
+            &node.body,
+            iterion_dsl::ir::NodeBody::Agent(agent) if agent.backend != iterion_dsl::ir::Backend::Claw
+        );
         let key = match lookup(provider.key_var()).filter(|k| !k.is_empty()) {
             Some(key) => key,
             None if delegate => String::new(),
