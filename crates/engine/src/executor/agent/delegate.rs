@@ -86,7 +86,7 @@ pub(crate) async fn run(
     let backend = cli.backend();
     let start = match (agent.session, env.delegates.session(backend)) {
         (Session::Fresh, _) | (_, None) => {
-            if agent.session != Session::Fresh {
+            if !matches!(agent.session, Session::Fresh | Session::InheritIfAvailable) {
                 log(
                     ctx,
                     id,
@@ -95,7 +95,7 @@ pub(crate) async fn run(
             }
             Start::Fresh
         }
-        (Session::Inherit, Some(s)) => Start::Resume(s),
+        (Session::Inherit | Session::InheritIfAvailable, Some(s)) => Start::Resume(s),
         (Session::Fork, Some(s)) => Start::Fork(s),
     };
     let mut task = DelegateTask {
