@@ -489,10 +489,29 @@ impl Tool {
         }
     }
 
-    /// The tool with this name; `None` outside the roster (C135).
+    /// The tool with this name; `None` outside the roster (C135). Upstream's names for the
+    /// same powers are accepted too ([`Tool::UPSTREAM_ALIASES`]).
     pub fn from_name(name: &str) -> Option<Tool> {
-        Tool::ALL.into_iter().find(|t| t.as_str() == name)
+        Tool::ALL
+            .into_iter()
+            .find(|t| t.as_str() == name)
+            .or_else(|| {
+                Tool::UPSTREAM_ALIASES
+                    .iter()
+                    .find(|(alias, _)| *alias == name)
+                    .map(|(_, t)| *t)
+            })
     }
+
+    /// Upstream tool names that mean one of ours, with no more power: listing and tree views
+    /// are `glob`, code search is `grep`, `run_command` is `bash`, `patch` is `file_edit`.
+    pub const UPSTREAM_ALIASES: [(&'static str, Tool); 5] = [
+        ("list_files", Tool::Glob),
+        ("tree", Tool::Glob),
+        ("search_codebase", Tool::Grep),
+        ("run_command", Tool::Bash),
+        ("patch", Tool::FileEdit),
+    ];
 
     /// Whether the tool exists to change files (`readonly` nodes do not get it).
     pub fn writes(self) -> bool {

@@ -162,7 +162,10 @@ fn check_nodes(
                             tool.span,
                             format!("unknown tool \"{}\"", tool.text),
                         )
-                        .with_hint("available: bash, read_file, write_file, file_edit, glob, grep"),
+                        .with_hint(
+                            "available: bash, read_file, write_file, file_edit, glob, grep \
+                             (and upstream's list_files, tree, search_codebase, run_command, patch)",
+                        ),
                     );
                 }
             }

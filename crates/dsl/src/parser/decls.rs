@@ -419,6 +419,8 @@ impl Parser<'_> {
                         &[
                             ("none", ast::Interaction::None),
                             ("ask", ast::Interaction::Ask),
+                            // Upstream's word for the same thing on agents and judges.
+                            ("human", ast::Interaction::Ask),
                         ],
                     )?);
                 }
