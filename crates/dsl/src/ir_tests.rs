@@ -352,6 +352,9 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
                     session: Session::Fresh,
                     reasoning_effort: None,
                     max_tokens: None,
+                    provider: None,
+                    publish: None,
+                    readonly: false,
                 }),
             },
             Node {
@@ -371,6 +374,9 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
                     session: Session::Fresh,
                     reasoning_effort: None,
                     max_tokens: None,
+                    provider: None,
+                    publish: None,
+                    readonly: false,
                 }),
             },
             Node {
@@ -392,11 +398,13 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
                 fields: vec![
                     SchemaField {
                         name: "ok".into(),
-                        ty: ValueType::Bool
+                        ty: ValueType::Bool,
+                        enum_values: None,
                     },
                     SchemaField {
                         name: "tags".into(),
-                        ty: ValueType::StringList
+                        ty: ValueType::StringList,
+                        enum_values: None,
                     },
                 ]
             }
@@ -533,6 +541,7 @@ fn worktree_budget_and_an_inline_sandbox_with_every_field() {
                     value: 8,
                     span: at(105, 21),
                 }),
+                ..Default::default()
             });
             w.sandbox = Some(block(106, |b| {
                 b.build = Some(ast::BuildBlock {
@@ -582,6 +591,7 @@ fn worktree_budget_and_an_inline_sandbox_with_every_field() {
         Budget {
             max_duration: Some("${LIMIT:-45m}".into()),
             max_iterations: Some(8),
+            ..Default::default()
         }
     );
     assert_eq!(

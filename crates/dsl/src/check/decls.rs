@@ -59,6 +59,16 @@ pub(super) fn check(
                 format!("invalid worktree \"{}\"; expected none or auto", word.text),
             ));
         }
+        if let Some(cost) = w.budget.as_ref().and_then(|b| b.max_cost_usd.as_ref()) {
+            out.push(
+                Diagnostic::new(
+                    Code::C940,
+                    cost.span(),
+                    "budget max_cost_usd is not enforced: iterion has no price table",
+                )
+                .with_hint("cap the run with max_tokens, max_iterations or max_duration"),
+            );
+        }
         if i == 0 {
             workflow_sandbox = checked;
             if let (Some(Checked::Valid(SandboxMode::None)), Some(decl)) = (checked, &w.sandbox) {
@@ -162,10 +172,7 @@ fn check_nodes(
                             tool.span,
                             format!("unknown tool \"{}\"", tool.text),
                         )
-                        .with_hint(
-                            "available: bash, read_file, write_file, file_edit, glob, grep \
-                             (and upstream's list_files, tree, search_codebase, run_command, patch)",
-                        ),
+                        .with_hint("available: bash, read_file, write_file, file_edit, glob, grep"),
                     );
                 }
             }
