@@ -166,7 +166,7 @@ pub enum Code {
     /// `C920` (warning): a router's condition reads an input field that the output of one of
     /// its predecessors cannot have.
     C920,
-    /// `C940` (warning): `budget.max_cost_usd` is not enforced.
+    /// `C940` (warning): `budget.max_cost_usd` / `max_tokens` is not enforced.
     C940,
     /// `C941` (warning): a delegate-only property on a claw node has no effect.
     C941,

@@ -59,15 +59,21 @@ pub(super) fn check(
                 format!("invalid worktree \"{}\"; expected none or auto", word.text),
             ));
         }
-        if let Some(cost) = w.budget.as_ref().and_then(|b| b.max_cost_usd.as_ref()) {
-            out.push(
-                Diagnostic::new(
-                    Code::C940,
-                    cost.span(),
-                    "budget max_cost_usd is not enforced: iterion has no price table",
-                )
-                .with_hint("cap the run with max_tokens, max_iterations or max_duration"),
-            );
+        if let Some(b) = &w.budget {
+            let unenforced = [
+                b.max_cost_usd.as_ref().map(|v| ("max_cost_usd", v.span())),
+                b.max_tokens.map(|n| ("max_tokens", n.span)),
+            ];
+            for (field, span) in unenforced.into_iter().flatten() {
+                out.push(
+                    Diagnostic::new(
+                        Code::C940,
+                        span,
+                        format!("budget {field} is not enforced yet"),
+                    )
+                    .with_hint("cap the run with max_iterations or max_duration"),
+                );
+            }
         }
         if i == 0 {
             workflow_sandbox = checked;

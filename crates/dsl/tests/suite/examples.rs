@@ -41,6 +41,8 @@ fn clean_examples_compile_without_any_diagnostic() {
         "03_secret_agent.iter",
         "04_parallel_review.iter",
         "05_fix_tests.iter",
+        "07_publish/main.bot",
+        "08_parallel_cap.iter",
     ] {
         let out = compile(&example(name), &CompileOptions::default());
         assert_eq!(out.diagnostics, vec![], "{name}");

@@ -544,7 +544,7 @@ fn upstream_node_and_budget_properties_compile() {
     // readonly drops writing tools (C942 says so); max_cost_usd is not enforced (C940);
     // default_backend makes model optional; provider names a bare model's provider.
     let src = "agent x:\n  model: \"claude-opus-4-7\"\n  provider: anthropic\n  readonly: true\n  tools: [read_file, write_file, list_files]\n  reasoning_effort: \"${EFFORT:-high}\"\n  user: \"hi\"\n\nagent y:\n  session: inherit_if_available\n  user: \"hi\"\n\nworkflow w:\n  entry: x\n  default_backend: claude_code\n  budget:\n    max_parallel_branches: 2\n    max_tokens: 1000\n    max_cost_usd: 2.5\n  x -> y\n  y -> done\n";
-    expect(src, &[("C940", 19), ("C942", 5)]);
+    expect(src, &[("C940", 18), ("C940", 19), ("C942", 5)]);
     let wf = iterion_dsl::compile(src.as_bytes(), &Default::default())
         .workflow
         .expect("compiles");
