@@ -464,17 +464,23 @@ pub enum Tool {
     Glob,
     /// `grep`.
     Grep,
+    /// `git_diff`: `git diff` of the workspace, read-only.
+    GitDiff,
+    /// `git_status`: `git status --porcelain` of the workspace, read-only.
+    GitStatus,
 }
 
 impl Tool {
     /// The roster, in the order the C135 hint lists it.
-    pub const ALL: [Tool; 6] = [
+    pub const ALL: [Tool; 8] = [
         Tool::Bash,
         Tool::ReadFile,
         Tool::WriteFile,
         Tool::FileEdit,
         Tool::Glob,
         Tool::Grep,
+        Tool::GitDiff,
+        Tool::GitStatus,
     ];
 
     /// The tool's name.
@@ -486,6 +492,8 @@ impl Tool {
             Tool::FileEdit => "file_edit",
             Tool::Glob => "glob",
             Tool::Grep => "grep",
+            Tool::GitDiff => "git_diff",
+            Tool::GitStatus => "git_status",
         }
     }
 

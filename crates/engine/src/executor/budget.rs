@@ -158,6 +158,7 @@ mod tests {
         let budget = ir::Budget {
             max_duration: Some("${T}".to_owned()),
             max_iterations: None,
+            ..Default::default()
         };
         let err = RunBudget::resolve(&budget, |_| Some("soon".to_owned())).unwrap_err();
         assert_eq!(
