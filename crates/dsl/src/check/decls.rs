@@ -178,7 +178,7 @@ fn check_nodes(
                             tool.span,
                             format!("unknown tool \"{}\"", tool.text),
                         )
-                        .with_hint("available: bash, read_file, write_file, file_edit, glob, grep"),
+                        .with_hint("available: bash, read_file, write_file, file_edit, glob, grep, git_diff, git_status"),
                     );
                 }
             }

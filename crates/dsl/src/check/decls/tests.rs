@@ -146,7 +146,7 @@ fn tools_outside_the_roster_draw_c135_with_the_roster_as_hint() {
         vec![
             d(Code::C135, 13, 17, "unknown tool \"web_search\"")
                 .with_node("a")
-                .with_hint("available: bash, read_file, write_file, file_edit, glob, grep")
+                .with_hint("available: bash, read_file, write_file, file_edit, glob, grep, git_diff, git_status")
         ]
     );
 }
