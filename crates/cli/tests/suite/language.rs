@@ -36,9 +36,16 @@ fn docker_a_published_artifact_is_read_in_the_sandbox_after_an_enum_miss_is_corr
         return;
     };
     let env = Env::new();
+    std::fs::create_dir_all(env.path("bundle")).unwrap();
     env.write(
         "bundle/main.bot",
-        &in_test_image(&example("07_publish/main.bot")),
+        // An allowlist: the model's host is added to it as its last rule.
+        &in_test_image(&example("07_publish/main.bot")).replace(
+            &format!("    image: \"{IMAGE}\"\n"),
+            &format!(
+                "    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"example.invalid\"]\n"
+            ),
+        ),
     );
     env.write("NOTES.md", "Rotate the signing key.\n");
     let fake = FakeModel::start(
