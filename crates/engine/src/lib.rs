@@ -105,9 +105,8 @@ pub use records::agent_events::{
 };
 pub use records::events::{
     ArtifactPublished, BudgetDimension, BudgetExceeded, CancelRequested, EdgeConditionError,
-    EdgeSelected, Event,
-    LoopExhausted, NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, PHASE_EXECUTION,
-    RunCancelled, RunFailed, RunFinished, RunPaused, RunRewound, RunStarted,
+    EdgeSelected, Event, LoopExhausted, NodeFailed, NodeFinished, NodeKindLabel, NodeStarted,
+    PHASE_EXECUTION, RunCancelled, RunFailed, RunFinished, RunPaused, RunRewound, RunStarted,
 };
 pub use records::record::{NoObserver, RunObserver};
 pub use records::sandbox_events::{
