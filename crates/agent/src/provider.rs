@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use iterion_dsl::ir::{NodeBody, Workflow};
+use iterion_dsl::ir::Workflow;
 use iterion_dsl::template::expand_host;
 use serde::{Deserialize, Serialize};
 
@@ -212,14 +212,17 @@ pub fn resolve_routes(
 ) -> Result<Routes, RouteError> {
     let mut routes = Routes::new();
     for node in &wf.nodes {
-        let NodeBody::Agent(agent) = &node.body else {
+        let Some(model) = node.body.model() else {
             continue;
         };
-        let expanded =
-            expand_host(&agent.model, &lookup).map_err(|e| RouteError::BadExpansion {
-                node: node.id.clone(),
-                message: e.to_string(),
-            })?;
+        let (provider_hint, backend) = match &node.body {
+            iterion_dsl::ir::NodeBody::Agent(a) => (a.provider.as_ref(), a.backend),
+            _ => (None, iterion_dsl::ir::Backend::Claw),
+        };
+        let expanded = expand_host(model, &lookup).map_err(|e| RouteError::BadExpansion {
+            node: node.id.clone(),
+            message: e.to_string(),
+        })?;
         let expanded = render_vars(&expanded, vars);
         let bad = || RouteError::BadModel {
             node: node.id.clone(),
@@ -228,7 +231,7 @@ pub fn resolve_routes(
         let (provider, model) = match expanded.split_once('/') {
             Some((prefix, model)) => (Provider::parse(prefix).ok_or_else(bad)?, model),
             None => {
-                let hint = match &agent.provider {
+                let hint = match provider_hint {
                     Some(p) => Some(expand_property(p, vars, &lookup).map_err(|message| {
                         RouteError::BadExpansion {
                             node: node.id.clone(),
@@ -238,7 +241,7 @@ pub fn resolve_routes(
                     None => None,
                 };
                 let provider =
-                    implied_provider(&expanded, hint.as_deref(), agent.backend).ok_or_else(bad)?;
+                    implied_provider(&expanded, hint.as_deref(), backend).ok_or_else(bad)?;
                 (provider, expanded.as_str())
             }
         };

@@ -39,8 +39,6 @@ const RESERVED: &[&str] = &[
 
 /// Upstream declaration kinds at indentation 0 that this subset does not support (§2.3, §11).
 const UPSTREAM_KINDS: &[&str] = &[
-    "human",
-    "compute",
     "mcp_server",
     "mcp",
     "presets",
@@ -62,7 +60,8 @@ const UPSTREAM_KINDS: &[&str] = &[
 
 /// Declaration keywords, for the E001 hint.
 const DECL_KEYWORDS: &[&str] = &[
-    "vars", "secrets", "prompt", "schema", "agent", "judge", "tool", "router", "subbot", "workflow",
+    "vars", "secrets", "prompt", "schema", "agent", "judge", "tool", "router", "subbot", "compute",
+    "human", "workflow",
 ];
 
 /// Upstream properties outside the subset: E012 "not supported yet" in any block where they are
@@ -513,6 +512,8 @@ impl<'a> Parser<'a> {
             "tool" => ast::Decl::Node(self.node(ast::NodeKind::Tool)?),
             "router" => ast::Decl::Node(self.node(ast::NodeKind::Router)?),
             "subbot" => ast::Decl::Node(self.node(ast::NodeKind::Subbot)?),
+            "compute" => ast::Decl::Node(self.node(ast::NodeKind::Compute)?),
+            "human" => ast::Decl::Node(self.node(ast::NodeKind::Human)?),
             "workflow" => ast::Decl::Workflow(self.workflow()?),
             w if UPSTREAM_KINDS.contains(&w) => {
                 return Err(diag(

@@ -40,7 +40,7 @@ fn docker_a_published_artifact_is_read_in_the_sandbox_after_an_enum_miss_is_corr
     env.write(
         "bundle/main.bot",
         // An allowlist: the model's host is added to it as its last rule.
-        &in_test_image(&example("07_publish/main.bot")).replace(
+        &in_test_image(&example("11_publish/main.bot")).replace(
             &format!("    image: \"{IMAGE}\"\n"),
             &format!(
                 "    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"example.invalid\"]\n"
@@ -148,7 +148,7 @@ fn docker_max_parallel_branches_runs_fan_out_branches_one_at_a_time() {
     if !docker_or_skip(test) {
         return;
     }
-    let capped = in_test_image(&example("08_parallel_cap.iter"));
+    let capped = in_test_image(&example("12_parallel_cap.iter"));
     // Without the cap the branches overlap: one of them finds the lock taken and the join fails
     // (this is what proves the cap is what serialises them).
     let uncapped = capped.replace("  budget:\n    max_parallel_branches: 1\n", "");

@@ -14,6 +14,7 @@ mod exec_agent;
 mod execfix;
 mod faults;
 mod fleet;
+mod lang_nodes;
 mod language;
 mod logs;
 mod matrix;
@@ -28,6 +29,7 @@ mod subbots;
 pub mod support;
 mod trust;
 mod validate;
+mod warm_pool;
 
 /// The binary's argument grammar (`src/args.rs`), compiled in so that `docs` can walk clap's
 /// `Command` (the crate has no library target). Only `docs` uses it.

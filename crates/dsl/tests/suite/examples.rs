@@ -41,8 +41,12 @@ fn clean_examples_compile_without_any_diagnostic() {
         "03_secret_agent.iter",
         "04_parallel_review.iter",
         "05_fix_tests.iter",
-        "07_publish/main.bot",
-        "08_parallel_cap.iter",
+        "07_rotate_tally.iter",
+        "08_human_gate.iter",
+        "09_script_tools.iter",
+        "10_script_languages.iter",
+        "11_publish/main.bot",
+        "12_parallel_cap.iter",
     ] {
         let out = compile(&example(name), &CompileOptions::default());
         assert_eq!(out.diagnostics, vec![], "{name}");

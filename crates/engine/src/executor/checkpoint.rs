@@ -82,6 +82,9 @@ pub struct Checkpoint {
     /// Publications per artifact name (the next `artifact_published.version`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub artifact_versions: BTreeMap<String, u32>,
+    /// Visits of every `round_robin` router so far: the next visit takes edge `count % edges`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub round_robin: BTreeMap<String, u64>,
 }
 
 impl Default for Checkpoint {
@@ -98,6 +101,7 @@ impl Default for Checkpoint {
             starts: BTreeMap::new(),
             artifacts: BTreeMap::new(),
             artifact_versions: BTreeMap::new(),
+            round_robin: BTreeMap::new(),
         }
     }
 }
