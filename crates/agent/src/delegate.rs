@@ -216,6 +216,18 @@ pub fn claude_tool_name(tool: Tool) -> &'static str {
         Tool::FileEdit => "Edit",
         Tool::Glob => "Glob",
         Tool::Grep => "Grep",
+        // Claude Code's shell, allowed only for these commands (see `claude_allowed`).
+        Tool::GitDiff | Tool::GitStatus => "Bash",
+    }
+}
+
+/// The `--allowedTools` rule for one of the node's tools: the tool itself, or for the git tools
+/// the one command they stand for.
+pub fn claude_allowed(tool: Tool) -> &'static str {
+    match tool {
+        Tool::GitDiff => "Bash(git diff:*)",
+        Tool::GitStatus => "Bash(git status:*)",
+        other => claude_tool_name(other),
     }
 }
 
@@ -283,8 +295,27 @@ fn claude(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
     if task.sandboxed {
         env.push(("IS_SANDBOX".to_owned(), "1".to_owned()));
     }
-    let tools: Vec<&str> = task.tools.iter().map(|t| claude_tool_name(*t)).collect();
+    let mut tools: Vec<&str> = Vec::new();
+    for name in task.tools.iter().map(|t| claude_tool_name(*t)) {
+        if !tools.contains(&name) {
+            tools.push(name);
+        }
+    }
     let tools = tools.join(",");
+    // With full `bash` the git rules add nothing; without it they allow only their command.
+    let full_bash = task.tools.contains(&Tool::Bash);
+    let mut allowed: Vec<&str> = Vec::new();
+    for rule in task
+        .tools
+        .iter()
+        .filter(|t| !(full_bash && matches!(t, Tool::GitDiff | Tool::GitStatus)))
+        .map(|t| claude_allowed(*t))
+    {
+        if !allowed.contains(&rule) {
+            allowed.push(rule);
+        }
+    }
+    let allowed = allowed.join(",");
     let mut argv: Vec<String> = [
         "claude",
         "-p",
@@ -307,10 +338,10 @@ fn claude(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
     // `--tools` is what exists, `--allowedTools` what runs without a prompt: the same list, so
     // nothing outside it can be called and nothing inside it waits for an approval.
     argv.push("--tools".to_owned());
-    argv.push(tools.clone());
-    if !tools.is_empty() {
+    argv.push(tools);
+    if !allowed.is_empty() {
         argv.push("--allowedTools".to_owned());
-        argv.push(tools);
+        argv.push(allowed);
     }
     if let Some(effort) = &task.reasoning_effort {
         argv.push("--effort".to_owned());

@@ -145,7 +145,7 @@ impl Endpoint {
 pub enum RouteError {
     /// `model` is not `provider/model`, or names an unknown provider.
     #[error(
-        "node \"{node}\": model \"{model}\" must be provider/model with provider one of anthropic, openai, openai_compatible"
+        "node \"{node}\": model \"{model}\" must be provider/model with provider one of anthropic, openai, openai_compatible (a bare model name needs provider: or a name starting claude or gpt)"
     )]
     BadModel {
         /// The node.
@@ -216,6 +216,10 @@ pub fn resolve_routes(
         let Some(model) = node.body.model() else {
             continue;
         };
+        let (provider_hint, backend) = match &node.body {
+            iterion_dsl::ir::NodeBody::Agent(a) => (a.provider.as_ref(), a.backend),
+            _ => (None, iterion_dsl::ir::Backend::Claw),
+        };
         let expanded = expand_host(model, &lookup).map_err(|e| RouteError::BadExpansion {
             node: node.id.clone(),
             message: e.to_string(),
@@ -225,8 +229,23 @@ pub fn resolve_routes(
             node: node.id.clone(),
             model: expanded.clone(),
         };
-        let (prefix, model) = expanded.split_once('/').ok_or_else(bad)?;
-        let provider = Provider::parse(prefix).ok_or_else(bad)?;
+        let (provider, model) = match expanded.split_once('/') {
+            Some((prefix, model)) => (Provider::parse(prefix).ok_or_else(bad)?, model),
+            None => {
+                let hint = match provider_hint {
+                    Some(p) => Some(expand_property(p, vars, &lookup).map_err(|message| {
+                        RouteError::BadExpansion {
+                            node: node.id.clone(),
+                            message,
+                        }
+                    })?),
+                    None => None,
+                };
+                let provider =
+                    implied_provider(&expanded, hint.as_deref(), backend).ok_or_else(bad)?;
+                (provider, expanded.as_str())
+            }
+        };
         if model.trim().is_empty() || model.chars().any(char::is_whitespace) {
             return Err(bad());
         }
@@ -277,6 +296,50 @@ pub fn resolve_routes(
         );
     }
     Ok(routes)
+}
+
+/// A node property that may hold `${…}` and `{{vars.X}}` (`model`, `provider`,
+/// `reasoning_effort`), expanded with `lookup` then rendered with `vars`.
+///
+/// # Errors
+///
+/// A malformed `${…}`, as text.
+pub fn expand_property(
+    text: &str,
+    vars: &serde_json::Map<String, serde_json::Value>,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    let expanded = expand_host(text, lookup).map_err(|e| e.to_string())?;
+    Ok(render_vars(&expanded, vars))
+}
+
+/// The provider of a model written without `provider/` (`claude-opus-4-7`): the node's
+/// `provider:` when set, else the one its delegate backend speaks, else the one the name
+/// belongs to (`claude…` Anthropic, `gpt…`/`o1…`/`o3…`/`o4…` OpenAI); `None` otherwise.
+fn implied_provider(
+    model: &str,
+    provider: Option<&str>,
+    backend: iterion_dsl::ir::Backend,
+) -> Option<Provider> {
+    use iterion_dsl::ir::Backend;
+    if let Some(p) = provider.filter(|p| !p.trim().is_empty()) {
+        return Provider::parse(p.trim());
+    }
+    match backend {
+        Backend::ClaudeCode => return Some(Provider::Anthropic),
+        Backend::Codex => return Some(Provider::Openai),
+        Backend::Claw => {}
+    }
+    if model.starts_with("claude") {
+        Some(Provider::Anthropic)
+    } else if ["gpt", "o1", "o3", "o4", "chatgpt"]
+        .iter()
+        .any(|p| model.starts_with(p))
+    {
+        Some(Provider::Openai)
+    } else {
+        None
+    }
 }
 
 /// `{{vars.X}}` (the only template a model may hold, C148) rendered as plain text.

@@ -31,6 +31,16 @@ pub enum Violation {
         /// What the value is.
         found: String,
     },
+    /// A string field with `[enum: …]` holds another string.
+    #[error("field \"{field}\" must be one of {allowed}, found {found:?}")]
+    NotInEnum {
+        /// The field.
+        field: String,
+        /// The allowed values, quoted and comma-separated.
+        allowed: String,
+        /// The value found (at most 80 chars).
+        found: String,
+    },
 }
 
 /// Checks `value` against `schema` and returns it normalised (integral floats in `int` fields
@@ -54,7 +64,22 @@ pub fn conform(schema: &Schema, value: Value) -> Result<Value, Violation> {
         };
         let normalised = match (field.ty, v) {
             (ValueType::Json, _) => None,
-            (ValueType::String, Value::String(_)) => None,
+            (ValueType::String, Value::String(text)) => {
+                if let Some(allowed) = &field.enum_values
+                    && !allowed.iter().any(|a| a == text)
+                {
+                    return Err(Violation::NotInEnum {
+                        field: field.name.clone(),
+                        allowed: allowed
+                            .iter()
+                            .map(|a| format!("{a:?}"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        found: text.chars().take(80).collect(),
+                    });
+                }
+                None
+            }
             (ValueType::Bool, Value::Bool(_)) => None,
             (ValueType::Float, Value::Number(_)) => None,
             (ValueType::Int, Value::Number(n)) => match integral(n) {
@@ -110,9 +135,24 @@ mod tests {
                 .map(|(n, t)| SchemaField {
                     name: (*n).to_owned(),
                     ty: *t,
+                    enum_values: None,
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn an_enum_field_refuses_other_strings() {
+        let mut s = schema(&[("level", ValueType::String)]);
+        s.fields[0].enum_values = Some(vec!["low".to_owned(), "high".to_owned()]);
+        assert_eq!(
+            conform(&s, json!({"level": "high"})),
+            Ok(json!({"level": "high"}))
+        );
+        assert_eq!(
+            conform(&s, json!({"level": "medium"})).map_err(|e| e.to_string()),
+            Err("field \"level\" must be one of \"low\", \"high\", found \"medium\"".to_owned())
+        );
     }
 
     #[test]

@@ -57,6 +57,14 @@ pub fn spec_of(tool: Tool) -> ToolSpec {
             "Search file contents with a regular expression. Optional path (a file or directory) and glob filter. Returns path:line:text.",
             json!({"type": "object", "properties": {"pattern": {"type": "string"}, "path": {"type": "string"}, "glob": {"type": "string"}}, "required": ["pattern"]}),
         ),
+        Tool::GitDiff => (
+            "Show `git diff` of the workspace: the working tree against `base` (a commit, branch or tag; default the index), optionally limited to `path`.",
+            json!({"type": "object", "properties": {"base": {"type": "string"}, "path": {"type": "string"}}}),
+        ),
+        Tool::GitStatus => (
+            "Show `git status --porcelain` of the workspace: changed and untracked files.",
+            json!({"type": "object", "properties": {}}),
+        ),
     };
     ToolSpec {
         name: tool.as_str().to_owned(),
@@ -161,6 +169,26 @@ impl LocalTools {
                     .map_err(|e| ToolError::io("write", rel, e))?;
                 format!("replaced {n} occurrence(s) in {rel}")
             }
+            Tool::GitDiff => {
+                let mut args = vec!["diff".to_owned(), "--no-color".to_owned()];
+                if let Some(base) = input.get("base").and_then(Value::as_str) {
+                    args.push(git_revision(base)?.to_owned());
+                }
+                args.push("--".to_owned());
+                if let Some(rel) = input.get("path").and_then(Value::as_str) {
+                    self.resolve(rel)?;
+                    args.push(rel.to_owned());
+                }
+                self.git(args).await?
+            }
+            Tool::GitStatus => {
+                self.git(vec![
+                    "status".to_owned(),
+                    "--porcelain=v1".to_owned(),
+                    "--untracked-files=all".to_owned(),
+                ])
+                .await?
+            }
             Tool::Glob => {
                 let glob = Glob::new(str_arg(input, "pattern")?);
                 let root = self.root.clone();
@@ -202,6 +230,71 @@ impl LocalTools {
             }
         };
         Ok(clamp_text(&text, TOOL_OUTPUT_MAX))
+    }
+
+    /// `git ARGS` in the workspace, never running what the repository configures: no external
+    /// diff or text conversion drivers, no fsmonitor, no hooks, no pager, no prompts (the
+    /// repository is the workflow's input and may be hostile).
+    async fn git(&self, args: Vec<String>) -> Result<String, ToolError> {
+        let mut argv: Vec<String> = [
+            "git",
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "diff.external=",
+            "-c",
+            "core.pager=cat",
+            "--no-pager",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+        let diff = args.first().is_some_and(|a| a == "diff");
+        let mut args = args.into_iter();
+        if let Some(sub) = args.next() {
+            argv.push(sub);
+        }
+        if diff {
+            argv.extend(["--no-ext-diff".to_owned(), "--no-textconv".to_owned()]);
+        }
+        argv.extend(args);
+        let out = BoundedSink::new(TOOL_OUTPUT_MAX);
+        let err = BoundedSink::new(TOOL_OUTPUT_MAX / 4);
+        let mut env = self.env.clone();
+        env.extend(
+            [
+                ("GIT_TERMINAL_PROMPT", "0"),
+                ("GIT_PAGER", "cat"),
+                ("GIT_EXTERNAL_DIFF", ""),
+                ("GIT_CONFIG_NOSYSTEM", "1"),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned())),
+        );
+        let exit_code = self
+            .shell
+            .exec(Command {
+                argv: &argv,
+                env,
+                workdir: &self.root,
+                stdout: out.clone(),
+                stderr: err.clone(),
+            })
+            .await
+            .map_err(ToolError::Shell)?;
+        if exit_code != 0 {
+            return Err(ToolError::Git(format!(
+                "git exited with {exit_code}: {}",
+                err.text()
+            )));
+        }
+        let text = out.text();
+        Ok(if text.is_empty() {
+            "no changes".to_owned()
+        } else {
+            text
+        })
     }
 
     async fn bash(&self, command: &str) -> Result<String, ToolError> {
@@ -266,6 +359,23 @@ impl LocalTools {
             full.push(name);
         }
         Ok(full)
+    }
+}
+
+/// A `git_diff` base: a revision name (letters, digits, `._/~^@{}-`), never an option.
+fn git_revision(base: &str) -> Result<&str, ToolError> {
+    let ok = !base.is_empty()
+        && !base.starts_with('-')
+        && base.len() <= 256
+        && base
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._/~^@{}-".contains(c));
+    if ok {
+        Ok(base)
+    } else {
+        Err(ToolError::Git(format!(
+            "base {base:?} is not a revision name"
+        )))
     }
 }
 
@@ -355,6 +465,9 @@ pub enum ToolError {
     /// `bash` could not be started.
     #[error("bash could not be run: {0}")]
     Shell(ShellError),
+    /// `git_diff` / `git_status`: a bad argument, or git failed.
+    #[error("{0}")]
+    Git(String),
 }
 
 impl ToolError {

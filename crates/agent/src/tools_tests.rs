@@ -123,3 +123,64 @@ async fn file_edit_refuses_an_ambiguous_match_and_unknown_tools_are_errors() {
         Err("tool \"rm\" is not a workspace tool".to_owned())
     );
 }
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+#[tokio::test]
+async fn git_tools_show_changes_and_run_nothing_the_repository_configures() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q"]);
+    std::fs::write(d.join("a.txt"), "one\n").unwrap();
+    std::fs::write(d.join(".gitattributes"), "*.txt diff=evil\n").unwrap();
+    git(d, &["add", "."]);
+    git(d, &["commit", "-qm", "base"]);
+    std::fs::write(d.join("a.txt"), "two\n").unwrap();
+    // A hostile repository: its config names programs git would run for status (fsmonitor),
+    // for diff (an external diff and a textconv driver) and as hooks.
+    let marker = d.join("pwned");
+    let run = format!("sh -c 'touch {}'", marker.display());
+    for (key, value) in [
+        ("core.fsmonitor", run.as_str()),
+        ("diff.external", run.as_str()),
+        ("diff.evil.textconv", run.as_str()),
+        ("diff.evil.command", run.as_str()),
+        ("core.pager", run.as_str()),
+    ] {
+        git(d, &["config", key, value]);
+    }
+    let t = tools(d).await;
+    let status = t.call("git_status", &json!({})).await.unwrap();
+    assert!(status.contains(" M a.txt"), "{status}");
+    let diff = t.call("git_diff", &json!({"base": "HEAD"})).await.unwrap();
+    assert!(diff.contains("-one") && diff.contains("+two"), "{diff}");
+    let only = t.call("git_diff", &json!({"path": "a.txt"})).await.unwrap();
+    assert!(only.contains("+two"), "{only}");
+    assert!(!marker.exists(), "a repository-configured program ran");
+    // A base is a revision, never an option; a path stays inside the workspace.
+    for bad in ["--output=/tmp/x", "-p", "a b", ""] {
+        let err = t.call("git_diff", &json!({"base": bad})).await.unwrap_err();
+        assert!(err.contains("is not a revision name"), "{bad}: {err}");
+    }
+    let err = t
+        .call("git_diff", &json!({"path": "../outside"}))
+        .await
+        .unwrap_err();
+    assert!(err.contains("outside the workspace"), "{err}");
+}

@@ -345,6 +345,8 @@ pub struct Field {
     pub ty: VarType,
     /// The type token.
     pub ty_span: Span,
+    /// `[enum: "a", "b"]` after a `string` type: the values the field may hold.
+    pub enum_values: Option<StrList>,
 }
 
 /// A node declaration.
@@ -442,6 +444,10 @@ pub enum Session {
     Inherit,
     /// Resume a copy of it, leaving the original as it was.
     Fork,
+    /// `artifacts_only`: a new session that sees only published artifacts (as `fresh` here).
+    ArtifactsOnly,
+    /// `inherit_if_available`: `inherit`, or `fresh` without an earlier session.
+    InheritIfAvailable,
 }
 
 /// The properties a delegate backend reads.
@@ -455,14 +461,17 @@ pub struct DelegateProps {
     pub reasoning_effort: Option<Word>,
     /// `max_tokens` (≥ 1).
     pub max_tokens: Option<IntLit>,
+    /// `provider`: which provider serves a `model` written without `provider/`.
+    pub provider: Option<StrLit>,
 }
 
 /// `agent` / `judge` properties (DSL.md §3.5). `backend` is checked (E020 outside `claw`,
 /// `claude_code`, `codex`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AgentProps {
-    /// `model` (required).
-    pub model: StrLit,
+    /// `model`; required unless the node (or the workflow's `default_backend`) names a delegate
+    /// backend, which then runs its CLI's default model.
+    pub model: Option<StrLit>,
     /// `backend`, `session`, `reasoning_effort`, `max_tokens` (boxed: most nodes have none).
     pub delegate: Box<DelegateProps>,
     /// `system`.
@@ -483,6 +492,10 @@ pub struct AgentProps {
     pub await_: Option<(AwaitMode, Span)>,
     /// `sandbox` (parsed, checked, never honoured).
     pub sandbox: Option<SandboxDecl>,
+    /// `publish`: the artifact name the node's output is stored under.
+    pub publish: Option<Ident>,
+    /// `readonly`: the node gets no tool that writes (`write_file`, `file_edit`).
+    pub readonly: Option<BoolLit>,
 }
 
 /// A script tool's `language` (E020 outside the allow-list).
@@ -671,6 +684,8 @@ pub struct Workflow {
     pub worktree: Option<Word>,
     /// `budget`.
     pub budget: Option<Budget>,
+    /// `default_backend`: the backend of agent and judge nodes that name none.
+    pub default_backend: Option<(Backend, Span)>,
     /// Edges in declaration order.
     pub edges: Vec<Edge>,
 }
@@ -684,6 +699,12 @@ pub struct Budget {
     pub max_duration: Option<StrLit>,
     /// `max_iterations` (≥ 1).
     pub max_iterations: Option<IntLit>,
+    /// `max_parallel_branches` (≥ 1): the most fan-out branches running at once.
+    pub max_parallel_branches: Option<IntLit>,
+    /// `max_tokens` (≥ 1): the most model tokens (input and output) the run may use.
+    pub max_tokens: Option<IntLit>,
+    /// `max_cost_usd`: parsed, not enforced (there is no price table).
+    pub max_cost_usd: Option<Value>,
 }
 
 /// `FROM -> TO {clause}` (DSL.md §5.1).

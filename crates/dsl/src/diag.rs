@@ -89,6 +89,8 @@ pub enum Code {
     C031,
     /// `C032` (warning).
     C032,
+    /// `C035`: `{{artifacts.NAME}}` names an artifact no node publishes.
+    C035,
     /// `C033`.
     C033,
     /// `C034`.
@@ -176,6 +178,12 @@ pub enum Code {
     /// `C920` (warning): a router's condition reads an input field that the output of one of
     /// its predecessors cannot have.
     C920,
+    /// `C940` (warning): `budget.max_cost_usd` / `max_tokens` is not enforced.
+    C940,
+    /// `C941` (warning): a delegate-only property on a claw node has no effect.
+    C941,
+    /// `C942` (warning): a writing tool listed on a `readonly` node is removed.
+    C942,
 }
 
 impl Code {
@@ -223,6 +231,7 @@ impl Code {
         Code::C029,
         Code::C031,
         Code::C032,
+        Code::C035,
         Code::C033,
         Code::C034,
         Code::C036,
@@ -266,6 +275,9 @@ impl Code {
         Code::C914,
         Code::C915,
         Code::C920,
+        Code::C940,
+        Code::C941,
+        Code::C942,
     ];
 
     /// The stable wire spelling (`"C044"`).
@@ -313,6 +325,7 @@ impl Code {
             Code::C029 => "C029",
             Code::C031 => "C031",
             Code::C032 => "C032",
+            Code::C035 => "C035",
             Code::C033 => "C033",
             Code::C034 => "C034",
             Code::C036 => "C036",
@@ -356,6 +369,9 @@ impl Code {
             Code::C914 => "C914",
             Code::C915 => "C915",
             Code::C920 => "C920",
+            Code::C940 => "C940",
+            Code::C941 => "C941",
+            Code::C942 => "C942",
         }
     }
 
@@ -375,7 +391,10 @@ impl Code {
             | Code::C908
             | Code::C909
             | Code::C912
-            | Code::C920 => Severity::Warning,
+            | Code::C920
+            | Code::C940
+            | Code::C941
+            | Code::C942 => Severity::Warning,
             _ => Severity::Error,
         }
     }

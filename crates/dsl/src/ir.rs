@@ -25,6 +25,14 @@ pub use iterion_vocab::{
     HostState, NetworkMode, NodeKind, SECRETS_DIR, default_secret_mount_path, secret_file_name,
 };
 
+/// The model a delegate node that names none runs, per backend (`provider/model`).
+pub fn default_delegate_model(backend: Backend) -> &'static str {
+    match backend {
+        Backend::Codex => "openai/gpt-5",
+        Backend::Claw | Backend::ClaudeCode => "anthropic/claude-sonnet-4-5",
+    }
+}
+
 /// The default of `tool_max_steps` (DSL.md §3.5, decision D15).
 pub const DEFAULT_TOOL_MAX_STEPS: u32 = 50;
 
@@ -282,6 +290,9 @@ pub struct SchemaField {
     /// The accepted JSON (DSL.md §3.4 table).
     #[serde(rename = "type")]
     pub ty: ValueType,
+    /// `[enum: …]`: the only strings the field may hold; `None` when unconstrained.
+    #[serde(default, rename = "enum", skip_serializing_if = "Option::is_none")]
+    pub enum_values: Option<Vec<String>>,
 }
 
 /// One node.
@@ -319,8 +330,18 @@ pub enum NodeBody {
 /// An agent or judge node (DSL.md §3.5, §6.2).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentNode {
-    /// `provider/model`, possibly holding `${…}` (expanded at launch) or `{{vars.X}}`.
+    /// `provider/model` or a bare model name, possibly holding `${…}` (expanded at launch) or
+    /// `{{vars.X}}`; a delegate node that names none gets [`default_delegate_model`].
     pub model: String,
+    /// `provider`: the provider of a bare model name, as written (may hold `${…}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// `publish`: the artifact name the node's conformed output is stored under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish: Option<String>,
+    /// `readonly`: the writing tools were removed from [`AgentNode::tools`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub readonly: bool,
     /// The system prompt's template text (a named prompt already replaced by its body).
     pub system: Option<String>,
     /// The user prompt's template text.
@@ -394,6 +415,8 @@ pub enum Session {
     Inherit,
     /// Continue a copy of that session.
     Fork,
+    /// `inherit` when there is an earlier session, `fresh` (without a warning) otherwise.
+    InheritIfAvailable,
 }
 
 impl Session {
@@ -546,17 +569,23 @@ pub enum Tool {
     Glob,
     /// `grep`.
     Grep,
+    /// `git_diff`: `git diff` of the workspace, read-only.
+    GitDiff,
+    /// `git_status`: `git status --porcelain` of the workspace, read-only.
+    GitStatus,
 }
 
 impl Tool {
     /// The roster, in the order the C135 hint lists it.
-    pub const ALL: [Tool; 6] = [
+    pub const ALL: [Tool; 8] = [
         Tool::Bash,
         Tool::ReadFile,
         Tool::WriteFile,
         Tool::FileEdit,
         Tool::Glob,
         Tool::Grep,
+        Tool::GitDiff,
+        Tool::GitStatus,
     ];
 
     /// The tool's name.
@@ -568,12 +597,38 @@ impl Tool {
             Tool::FileEdit => "file_edit",
             Tool::Glob => "glob",
             Tool::Grep => "grep",
+            Tool::GitDiff => "git_diff",
+            Tool::GitStatus => "git_status",
         }
     }
 
-    /// The tool with this name; `None` outside the roster (C135).
+    /// The tool with this name; `None` outside the roster (C135). Upstream's names for the
+    /// same powers are accepted too ([`Tool::UPSTREAM_ALIASES`]).
     pub fn from_name(name: &str) -> Option<Tool> {
-        Tool::ALL.into_iter().find(|t| t.as_str() == name)
+        Tool::ALL
+            .into_iter()
+            .find(|t| t.as_str() == name)
+            .or_else(|| {
+                Tool::UPSTREAM_ALIASES
+                    .iter()
+                    .find(|(alias, _)| *alias == name)
+                    .map(|(_, t)| *t)
+            })
+    }
+
+    /// Upstream tool names that mean one of ours, with no more power: listing and tree views
+    /// are `glob`, code search is `grep`, `run_command` is `bash`, `patch` is `file_edit`.
+    pub const UPSTREAM_ALIASES: [(&'static str, Tool); 5] = [
+        ("list_files", Tool::Glob),
+        ("tree", Tool::Glob),
+        ("search_codebase", Tool::Grep),
+        ("run_command", Tool::Bash),
+        ("patch", Tool::FileEdit),
+    ];
+
+    /// Whether the tool exists to change files (`readonly` nodes do not get it).
+    pub fn writes(self) -> bool {
+        matches!(self, Tool::WriteFile | Tool::FileEdit)
     }
 }
 
@@ -714,6 +769,12 @@ pub struct Budget {
     pub max_duration: Option<String>,
     /// The most node executions (agents, judges, tools; not routers).
     pub max_iterations: Option<u64>,
+    /// The most fan-out branches that run at once; the others wait for a free slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_parallel_branches: Option<u32>,
+    /// The most model tokens (input plus output, every agent node) the run may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
 }
 
 /// The workflow's sandbox request (DSL.md §7.1–§7.3); maps onto `sandbox::Spec` (SANDBOX.md §1.2)

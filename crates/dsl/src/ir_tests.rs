@@ -354,6 +354,9 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
                     session: Session::Fresh,
                     reasoning_effort: None,
                     max_tokens: None,
+                    provider: None,
+                    publish: None,
+                    readonly: false,
                 }),
             },
             Node {
@@ -373,6 +376,9 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
                     session: Session::Fresh,
                     reasoning_effort: None,
                     max_tokens: None,
+                    provider: None,
+                    publish: None,
+                    readonly: false,
                 }),
             },
             Node {
@@ -395,11 +401,13 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
                 fields: vec![
                     SchemaField {
                         name: "ok".into(),
-                        ty: ValueType::Bool
+                        ty: ValueType::Bool,
+                        enum_values: None,
                     },
                     SchemaField {
                         name: "tags".into(),
-                        ty: ValueType::StringList
+                        ty: ValueType::StringList,
+                        enum_values: None,
                     },
                 ]
             }
@@ -536,6 +544,7 @@ fn worktree_budget_and_an_inline_sandbox_with_every_field() {
                     value: 8,
                     span: at(105, 21),
                 }),
+                ..Default::default()
             });
             w.sandbox = Some(block(106, |b| {
                 b.build = Some(ast::BuildBlock {
@@ -585,6 +594,7 @@ fn worktree_budget_and_an_inline_sandbox_with_every_field() {
         Budget {
             max_duration: Some("${LIMIT:-45m}".into()),
             max_iterations: Some(8),
+            ..Default::default()
         }
     );
     assert_eq!(

@@ -29,7 +29,7 @@ mod source;
 pub mod template;
 
 pub use diag::{Code, Diagnostic, Severity};
-pub use load::{LoadError, MAX_SOURCE_BYTES, load};
+pub use load::{BUNDLE_MAIN, LoadError, MAX_SOURCE_BYTES, load, workflow_file};
 pub use options::{CompileOptions, Compiled};
 
 /// Compiles one source text (DSL.md, whole pipeline).

@@ -51,6 +51,22 @@ impl LoadError {
     }
 }
 
+/// The workflow file a path names: the path itself, or for a bundle directory (upstream's
+/// layout: `main.bot` at the directory's root, `skills/`, `prompts/` beside it) its `main.bot`.
+/// A directory without `main.bot` is returned as is, and fails to load as a directory.
+pub fn workflow_file(path: &std::path::Path) -> std::path::PathBuf {
+    if path.is_dir() {
+        let main = path.join(BUNDLE_MAIN);
+        if main.is_file() {
+            return main;
+        }
+    }
+    path.to_path_buf()
+}
+
+/// The workflow file of a bundle directory.
+pub const BUNDLE_MAIN: &str = "main.bot";
+
 /// Reads a workflow file, refusing one over [`MAX_SOURCE_BYTES`] before reading it whole.
 pub fn load(path: &std::path::Path) -> Result<Vec<u8>, LoadError> {
     read_bounded(path).map_err(|failure| failure.into_error(path))

@@ -832,6 +832,7 @@ fn every_declaration_kind_becomes_its_tree() {
                     name: ident("ok", 13, 3),
                     ty: VarType::Bool,
                     ty_span: Span::new(13, 7, 4),
+                    enum_values: None,
                 }],
             }),
             Decl::Node(Node {
@@ -839,7 +840,7 @@ fn every_declaration_kind_becomes_its_tree() {
                 kind_span: Span::new(15, 1, 5),
                 name: ident("a", 15, 7),
                 body: NodeBody::Agent(AgentProps {
-                    model: q("anthropic/claude", 16, 10),
+                    model: Some(q("anthropic/claude", 16, 10)),
                     delegate: Box::default(),
                     system: Some(PromptRef::Named(ident("sys", 17, 11))),
                     user: PromptRef::Inline(user),
@@ -862,6 +863,8 @@ fn every_declaration_kind_becomes_its_tree() {
                     interaction: Some((Interaction::Ask, Span::new(23, 16, 3))),
                     await_: None,
                     sandbox: None,
+                    publish: None,
+                    readonly: None,
                 }),
             }),
             Decl::Node(Node {
@@ -914,7 +917,9 @@ fn every_declaration_kind_becomes_its_tree() {
                         value: 8,
                         span: Span::new(34, 21, 1),
                     }),
+                    ..Budget::default()
                 }),
+                default_backend: None,
                 edges: vec![
                     Edge {
                         from: ident("a", 40, 3),

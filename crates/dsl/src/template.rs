@@ -34,17 +34,20 @@ pub enum Namespace {
     Run,
     /// `secrets.S` | `secrets.S.path`.
     Secrets,
+    /// `artifacts.A[.F[.path]]`: the output a node published as `A`.
+    Artifacts,
 }
 
 impl Namespace {
     /// Every namespace, in table order.
-    pub const ALL: [Namespace; 6] = [
+    pub const ALL: [Namespace; 7] = [
         Namespace::Vars,
         Namespace::Input,
         Namespace::Outputs,
         Namespace::Loop,
         Namespace::Run,
         Namespace::Secrets,
+        Namespace::Artifacts,
     ];
 
     /// The spelling in source.
@@ -56,6 +59,7 @@ impl Namespace {
             Namespace::Loop => "loop",
             Namespace::Run => "run",
             Namespace::Secrets => "secrets",
+            Namespace::Artifacts => "artifacts",
         }
     }
 
@@ -66,7 +70,7 @@ impl Namespace {
 }
 
 /// Upstream namespaces this subset does not support: a reference to one is C004.
-pub const UNSUPPORTED_NAMESPACES: [&str; 4] = ["artifacts", "attachments", "each", "params"];
+pub const UNSUPPORTED_NAMESPACES: [&str; 3] = ["attachments", "each", "params"];
 
 /// `{{ref}}` or `{{!ref}}` (DSL.md §4.1, §6.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -357,17 +361,20 @@ pub fn check_shape(ns: Namespace, path: &[String]) -> Result<(), ShapeError> {
     let seg = |i: usize| path.get(i).map(String::as_str);
     match ns {
         Namespace::Input => Ok(()),
-        Namespace::Vars | Namespace::Outputs | Namespace::Secrets => match seg(0) {
-            Some(_) => Ok(()),
-            None => Err(ShapeError::NeedsName {
-                namespace: ns,
-                what: match ns {
-                    Namespace::Vars => "var",
-                    Namespace::Outputs => "node",
-                    _ => "secret",
-                },
-            }),
-        },
+        Namespace::Vars | Namespace::Outputs | Namespace::Secrets | Namespace::Artifacts => {
+            match seg(0) {
+                Some(_) => Ok(()),
+                None => Err(ShapeError::NeedsName {
+                    namespace: ns,
+                    what: match ns {
+                        Namespace::Vars => "var",
+                        Namespace::Outputs => "node",
+                        Namespace::Artifacts => "artifact",
+                        _ => "secret",
+                    },
+                }),
+            }
+        }
         Namespace::Run => match path {
             [id] if id == "id" => Ok(()),
             [] => Err(ShapeError::RunNeedsField),

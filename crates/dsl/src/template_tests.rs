@@ -282,20 +282,24 @@ fn c004_messages_follow_the_spec_shape() {
         parse("{{vars.x").issues[0].message(),
         "malformed reference {{vars.x: missing }} on the same line"
     );
-    let got = parse("cat {{artifacts.report}} {{ each.x }}");
+    let got = parse("cat {{params.report}} {{ each.x }}");
     assert_eq!(
-        got.issues.iter().map(|i| (i.code(), i.message(), i.offset)).collect::<Vec<_>>(),
+        got.issues
+            .iter()
+            .map(|i| (i.code(), i.message(), i.offset))
+            .collect::<Vec<_>>(),
         vec![
             (
                 Code::C004,
-                "malformed reference {{artifacts.report}}: namespace \"artifacts\" is not supported yet"
+                "malformed reference {{params.report}}: namespace \"params\" is not supported yet"
                     .to_string(),
                 4
             ),
             (
                 Code::C004,
-                "malformed reference {{ each.x }}: namespace \"each\" is not supported yet".to_string(),
-                25
+                "malformed reference {{ each.x }}: namespace \"each\" is not supported yet"
+                    .to_string(),
+                22
             ),
         ]
     );

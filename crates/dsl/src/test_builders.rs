@@ -35,7 +35,7 @@ pub(crate) fn wd(text: &str, line: u32, col: u32) -> Word {
 
 pub(crate) fn agent_props(line: u32) -> AgentProps {
     AgentProps {
-        model: st("anthropic/claude-sonnet-4-5", line + 1, 10),
+        model: Some(st("anthropic/claude-sonnet-4-5", line + 1, 10)),
         delegate: Box::default(),
         system: None,
         user: PromptRef::Inline(st("hello", line + 2, 9)),
@@ -46,6 +46,8 @@ pub(crate) fn agent_props(line: u32) -> AgentProps {
         interaction: None,
         await_: None,
         sandbox: None,
+        publish: None,
+        readonly: None,
     }
 }
 
@@ -89,6 +91,7 @@ pub(crate) fn workflow(f: impl FnOnce(&mut Workflow)) -> Decl {
         sandbox: None,
         worktree: None,
         budget: None,
+        default_backend: None,
         edges: vec![],
     };
     f(&mut w);
@@ -105,6 +108,7 @@ pub(crate) fn schema(name: &str, line: u32, fields: &[(&str, VarType)]) -> Decl 
                 name: id(n, line + i, 3),
                 ty: *ty,
                 ty_span: at(line + i, 10),
+                enum_values: None,
             })
             .collect(),
     })

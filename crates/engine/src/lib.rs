@@ -104,9 +104,9 @@ pub use records::agent_events::{
     AgentToolCall, AgentTurn, TRANSCRIPT_TEXT_MAX, bound_transcript_text,
 };
 pub use records::events::{
-    BudgetDimension, BudgetExceeded, CancelRequested, EdgeConditionError, EdgeSelected, Event,
-    LoopExhausted, NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, PHASE_EXECUTION,
-    RunCancelled, RunFailed, RunFinished, RunPaused, RunRewound, RunStarted,
+    ArtifactPublished, BudgetDimension, BudgetExceeded, CancelRequested, EdgeConditionError,
+    EdgeSelected, Event, LoopExhausted, NodeFailed, NodeFinished, NodeKindLabel, NodeStarted,
+    PHASE_EXECUTION, RunCancelled, RunFailed, RunFinished, RunPaused, RunRewound, RunStarted,
 };
 pub use records::record::{NoObserver, RunObserver};
 pub use records::sandbox_events::{

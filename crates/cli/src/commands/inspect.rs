@@ -1,5 +1,5 @@
 //! `iterion inspect [RUN_ID] [--json]`: the newest runs, or one run with its status, failure
-//! code and admission.
+//! code, admission and published artifacts.
 use iterion_store::{Run, RunId, RunQuery};
 
 use crate::args::InspectArgs;
@@ -58,18 +58,38 @@ async fn inspect(args: InspectArgs, env: &iterion_vocab::Environment) -> Result<
             run_id: id,
         }));
     };
+    let events = store.events(&id, 0).await.map_err(Failure::failed)?;
+    let artifacts = artifacts(&events);
     if args.json {
-        crate::output::outln!(
-            "{}",
-            serde_json::to_string(&run).unwrap_or_else(|_| "{}".to_owned())
-        );
+        let mut doc = serde_json::to_value(&run).unwrap_or_default();
+        if let Some(map) = doc.as_object_mut() {
+            map.insert("artifacts".to_owned(), serde_json::Value::Array(artifacts));
+        }
+        crate::output::outln!("{doc}");
     } else {
-        crate::output::out!("{}", human(&run));
+        crate::output::out!("{}", human(&run, &artifacts));
     }
     Ok(Exit::Success)
 }
 
-fn human(run: &Run) -> String {
+/// The run's published artifacts (`artifact_published` events): the latest publication of each
+/// name, in the order the names were first published, as `{name, node, version, value}`.
+fn artifacts(events: &[iterion_store::Event]) -> Vec<serde_json::Value> {
+    let mut out: Vec<serde_json::Value> = Vec::new();
+    for e in events.iter().filter(|e| e.kind == "artifact_published") {
+        let name = e.data.get("name").cloned().unwrap_or_default();
+        match out.iter_mut().find(|a| a.get("name") == Some(&name)) {
+            Some(slot) => *slot = e.data.clone(),
+            None => out.push(e.data.clone()),
+        }
+    }
+    out
+}
+
+/// The longest artifact value `inspect` prints in its human form (the JSON form has it whole).
+const ARTIFACT_PREVIEW_CHARS: usize = 200;
+
+fn human(run: &Run, artifacts: &[serde_json::Value]) -> String {
     let mut out = String::new();
     let mut line = |key: &str, value: &str| {
         out.push_str(&format!(
@@ -109,6 +129,27 @@ fn human(run: &Run) -> String {
     line("updated", &run.updated_at.to_string());
     if let Some(at) = &run.finished_at {
         line("finished", &at.to_string());
+    }
+    for a in artifacts {
+        let text = |k: &str| match a.get(k) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(v) => v.to_string(),
+            None => String::new(),
+        };
+        let value = a.get("value").map(ToString::to_string).unwrap_or_default();
+        let mut preview: String = value.chars().take(ARTIFACT_PREVIEW_CHARS).collect();
+        if value.chars().count() > ARTIFACT_PREVIEW_CHARS {
+            preview.push('…');
+        }
+        line(
+            "artifact",
+            &format!(
+                "{} (v{}, from {}): {preview}",
+                text("name"),
+                text("version"),
+                text("node")
+            ),
+        );
     }
     out
 }

@@ -134,8 +134,9 @@ pub(crate) fn compile_workflow(
 }
 
 async fn launch(args: RunArgs, env: &Environment) -> Result<Exit, Failure> {
-    let shown = args.file.display().to_string();
-    let (workflow, bytes) = compile_workflow(&args.file)?;
+    let file = iterion_dsl::workflow_file(&args.file);
+    let shown = file.display().to_string();
+    let (workflow, bytes) = compile_workflow(&file)?;
     let vars = resolve_vars(&workflow, &args.vars).map_err(Failure::bad_input)?;
     let secrets = resolve_secrets(&workflow, |k| env.get(k)).map_err(Failure::bad_input)?;
     let cwd = std::env::current_dir().map_err(Failure::bad_input)?;
@@ -144,7 +145,7 @@ async fn launch(args: RunArgs, env: &Environment) -> Result<Exit, Failure> {
     let request = RunRequest {
         workflow,
         workflow_hash: workflow_hash(&bytes),
-        file_path: std::fs::canonicalize(&args.file).unwrap_or(args.file.clone()),
+        file_path: std::fs::canonicalize(&file).unwrap_or(file.clone()),
         vars,
         secrets,
         trust: match args.trust {

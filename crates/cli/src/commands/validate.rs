@@ -11,8 +11,9 @@ pub const ASK_USER_IN_SANDBOX: bool = true;
 
 /// Runs the command.
 pub fn run(args: &ValidateArgs) -> Exit {
-    let shown = args.file.display().to_string();
-    let bytes = match iterion_dsl::load(&args.file) {
+    let file = iterion_dsl::workflow_file(&args.file);
+    let shown = file.display().to_string();
+    let bytes = match iterion_dsl::load(&file) {
         Ok(b) => b,
         Err(e) => {
             if args.json {
@@ -28,7 +29,7 @@ pub fn run(args: &ValidateArgs) -> Exit {
     let opts = CompileOptions {
         ask_user_in_sandbox: ASK_USER_IN_SANDBOX,
     };
-    let compiled = iterion_dsl::compile_at(&bytes, &args.file, &opts);
+    let compiled = iterion_dsl::compile_at(&bytes, &file, &opts);
     if args.json {
         crate::output::outln!("{}", render::json(&shown, &compiled.diagnostics));
     } else {

@@ -15,6 +15,7 @@ mod execfix;
 mod faults;
 mod fleet;
 mod lang_nodes;
+mod language;
 mod logs;
 mod matrix;
 mod mount_race;

@@ -59,6 +59,22 @@ pub(super) fn check(
                 format!("invalid worktree \"{}\"; expected none or auto", word.text),
             ));
         }
+        if let Some(b) = &w.budget {
+            let unenforced = [
+                b.max_cost_usd.as_ref().map(|v| ("max_cost_usd", v.span())),
+                b.max_tokens.map(|n| ("max_tokens", n.span)),
+            ];
+            for (field, span) in unenforced.into_iter().flatten() {
+                out.push(
+                    Diagnostic::new(
+                        Code::C940,
+                        span,
+                        format!("budget {field} is not enforced yet"),
+                    )
+                    .with_hint("cap the run with max_iterations or max_duration"),
+                );
+            }
+        }
         if i == 0 {
             workflow_sandbox = checked;
             if let (Some(Checked::Valid(SandboxMode::None)), Some(decl)) = (checked, &w.sandbox) {
@@ -164,24 +180,43 @@ fn check_nodes(
                             tool.span,
                             format!("unknown tool \"{}\"", tool.text),
                         )
-                        .with_hint("available: bash, read_file, write_file, file_edit, glob, grep"),
+                        .with_hint("available: bash, read_file, write_file, file_edit, glob, grep, git_diff, git_status"),
                     );
                 }
             }
-            if let Some(provider) = literal_provider(&a.model.value)
+            if let Some(model) = &a.model
+                && let Some(provider) = literal_provider(&model.value)
                 && !PROVIDERS.contains(&provider)
             {
                 out.push(
                     node_diag(
                         Code::C914,
-                        a.model.span,
+                        model.span,
                         format!("unknown model provider \"{provider}\""),
                     )
                     .with_hint("expected anthropic/…, openai/… or openai_compatible/…"),
                 );
             }
-            check_delegate(a, name, out);
-            let delegate = a.delegate.backend.filter(|(b, _)| *b != ast::Backend::Claw);
+            let backend = a
+                .delegate
+                .backend
+                .or(syms.workflow().and_then(|w| w.default_backend));
+            if a.model.is_none() && backend.is_none_or(|(b, _)| b == ast::Backend::Claw) {
+                out.push(
+                    node_diag(
+                        Code::E013,
+                        n.name.span,
+                        format!("{} \"{name}\" needs \"model\"", n.kind.as_str()),
+                    )
+                    .with_hint(
+                        "a node without model needs a delegate backend (claude_code or codex), \
+                         on the node or as the workflow's default_backend",
+                    ),
+                );
+            }
+            check_delegate(a, backend.map(|(b, _)| b), name, out);
+            check_readonly(a, name, out);
+            let delegate = backend.filter(|(b, _)| *b != ast::Backend::Claw);
             if let (Some((ast::Interaction::Ask, span)), Some((backend, _))) =
                 (a.interaction, delegate)
             {
@@ -355,34 +390,41 @@ fn backend_word(backend: ast::Backend) -> &'static str {
 /// to Anthropic, `codex` to an OpenAI Responses server. The delegate-only properties
 /// (`session`, `reasoning_effort`, `max_tokens`) on a claw node are refused the same way (C914 names the
 /// property), since the built-in loop has no CLI session to carry.
-fn check_delegate(a: &ast::AgentProps, name: &str, out: &mut Vec<Diagnostic>) {
-    let backend = a.delegate.backend.map_or(ast::Backend::Claw, |(b, _)| b);
+fn check_delegate(
+    a: &ast::AgentProps,
+    backend: Option<ast::Backend>,
+    name: &str,
+    out: &mut Vec<Diagnostic>,
+) {
+    let backend = backend.unwrap_or(ast::Backend::Claw);
     let node_diag =
         |span: Span, message: String| Diagnostic::new(Code::C914, span, message).with_node(name);
     let speaks: &[&str] = match backend {
         ast::Backend::Claw => {
-            if let Some((_, span)) = a.delegate.session {
+            // Upstream workflows set these on claw nodes; the built-in loop does not carry
+            // them yet, which is said (C941) rather than refused.
+            let unused = [
+                a.delegate.session.and_then(|(s, span)| {
+                    (!matches!(s, ast::Session::Fresh | ast::Session::ArtifactsOnly))
+                        .then_some(("session", span))
+                }),
+                a.delegate
+                    .reasoning_effort
+                    .as_ref()
+                    .map(|w| ("reasoning_effort", w.span)),
+                a.delegate.max_tokens.map(|n| ("max_tokens", n.span)),
+            ];
+            for (prop, span) in unused.into_iter().flatten() {
                 out.push(
-                    node_diag(span, "session applies to delegate backends only".to_owned())
-                        .with_hint("set backend: claude_code or codex, or remove session"),
-                );
-            }
-            if let Some(w) = &a.delegate.reasoning_effort {
-                out.push(
-                    node_diag(
-                        w.span,
-                        "reasoning_effort applies to delegate backends only".to_owned(),
+                    Diagnostic::new(
+                        Code::C941,
+                        span,
+                        format!("{prop} is not carried by the claw backend yet; it has no effect"),
                     )
-                    .with_hint("set backend: claude_code or codex, or remove reasoning_effort"),
-                );
-            }
-            if let Some(n) = a.delegate.max_tokens {
-                out.push(
-                    node_diag(
-                        n.span,
-                        "max_tokens applies to delegate backends only".to_owned(),
-                    )
-                    .with_hint("set backend: claude_code or codex, or remove max_tokens"),
+                    .with_node(name)
+                    .with_hint(format!(
+                        "set backend: claude_code or codex, or remove {prop}"
+                    )),
                 );
             }
             return;
@@ -390,13 +432,14 @@ fn check_delegate(a: &ast::AgentProps, name: &str, out: &mut Vec<Diagnostic>) {
         ast::Backend::ClaudeCode => &["anthropic"],
         ast::Backend::Codex => &["openai", "openai_compatible"],
     };
-    if let Some(provider) = literal_provider(&a.model.value)
+    if let Some(model) = &a.model
+        && let Some(provider) = literal_provider(&model.value)
         && PROVIDERS.contains(&provider)
         && !speaks.contains(&provider)
     {
         out.push(
             node_diag(
-                a.model.span,
+                model.span,
                 format!(
                     "backend {} cannot use provider \"{provider}\"",
                     backend_word(backend)
@@ -404,6 +447,27 @@ fn check_delegate(a: &ast::AgentProps, name: &str, out: &mut Vec<Diagnostic>) {
             )
             .with_hint(format!("expected {}/…", speaks.join("/… or "))),
         );
+    }
+}
+
+/// C942 (warning): `readonly: true` with a writing tool in `tools`, which the node then does
+/// not get.
+fn check_readonly(a: &ast::AgentProps, name: &str, out: &mut Vec<Diagnostic>) {
+    if !a.readonly.is_some_and(|b| b.value) {
+        return;
+    }
+    for tool in a.tools.iter().flat_map(|l| &l.items) {
+        if ir::Tool::from_name(&tool.text).is_some_and(ir::Tool::writes) {
+            out.push(
+                Diagnostic::new(
+                    Code::C942,
+                    tool.span,
+                    format!("\"{}\" is removed from a readonly node", tool.text),
+                )
+                .with_node(name)
+                .with_hint("remove it from tools, or set readonly: false"),
+            );
+        }
     }
 }
 
@@ -461,7 +525,9 @@ fn check_backslash_quotes(file: &ast::File, syms: &Symbols<'_>, out: &mut Vec<Di
 fn node_strings(n: &ast::Node, f: &mut dyn FnMut(&ast::StrLit)) {
     let sandbox = match &n.body {
         NodeBody::Agent(a) => {
-            f(&a.model);
+            if let Some(m) = &a.model {
+                f(m);
+            }
             for p in a.system.iter().chain([&a.user]) {
                 if let PromptRef::Inline(s) = p {
                     f(s);

@@ -29,14 +29,23 @@ impl<'a> Symbols<'a> {
     /// Builds the tables from a parsed file.
     pub(crate) fn build(file: &'a ast::File) -> Self {
         let mut s = Symbols::default();
-        let add_vars = |s: &mut Symbols<'a>, block: &'a ast::VarsBlock| {
+        // The first declaration in a block counts; a workflow's var replaces a top-level one.
+        let add_vars = |s: &mut Symbols<'a>, block: &'a ast::VarsBlock, overrides: bool| {
+            let mut own = std::collections::HashSet::new();
             for v in &block.vars {
-                s.vars.entry(v.name.name.as_str()).or_insert(v);
+                if !own.insert(v.name.name.as_str()) {
+                    continue;
+                }
+                if overrides {
+                    s.vars.insert(v.name.name.as_str(), v);
+                } else {
+                    s.vars.entry(v.name.name.as_str()).or_insert(v);
+                }
             }
         };
         for decl in &file.decls {
             match decl {
-                Decl::Vars(b) => add_vars(&mut s, b),
+                Decl::Vars(b) => add_vars(&mut s, b, false),
                 Decl::Secrets(b) => {
                     for sec in &b.secrets {
                         s.secret_list.push(sec);
@@ -55,7 +64,7 @@ impl<'a> Symbols<'a> {
                 }
                 Decl::Workflow(w) => {
                     if let (true, Some(b)) = (s.workflows.is_empty(), &w.vars) {
-                        add_vars(&mut s, b);
+                        add_vars(&mut s, b, true);
                     }
                     s.workflows.push(w);
                 }

@@ -29,16 +29,24 @@ pub(crate) fn lower_with(
     let mut prompts: HashMap<&str, &str> = HashMap::new();
     let mut nodes: Vec<&ast::Node> = Vec::new();
     let mut var_names = HashSet::new();
-    let mut lower_vars = |block: &ast::VarsBlock, vars: &mut Vec<Var>| {
+    // The first declaration in a block wins; a workflow's var replaces a top-level one (§3.1).
+    let mut lower_vars = |block: &ast::VarsBlock, vars: &mut Vec<Var>, overrides: bool| {
+        let mut own = HashSet::new();
         for v in &block.vars {
+            if !own.insert(v.name.name.as_str()) {
+                continue;
+            }
             if var_names.insert(v.name.name.clone()) {
                 vars.push(lower_var(v));
+            } else if overrides && let Some(slot) = vars.iter_mut().find(|x| x.name == v.name.name)
+            {
+                *slot = lower_var(v);
             }
         }
     };
     for decl in &file.decls {
         match decl {
-            ast::Decl::Vars(b) => lower_vars(b, &mut vars),
+            ast::Decl::Vars(b) => lower_vars(b, &mut vars, false),
             ast::Decl::Secrets(b) => {
                 for s in &b.secrets {
                     if !secrets.iter().any(|x: &Secret| x.name == s.name.name) {
@@ -61,6 +69,10 @@ pub(crate) fn lower_with(
                             .map(|f| SchemaField {
                                 name: f.name.name.clone(),
                                 ty: f.ty.into(),
+                                enum_values: f
+                                    .enum_values
+                                    .as_ref()
+                                    .map(|l| l.items.iter().map(|i| i.value.clone()).collect()),
                             })
                             .collect(),
                     });
@@ -74,15 +86,16 @@ pub(crate) fn lower_with(
                 if std::ptr::eq(w, wf)
                     && let Some(b) = &w.vars
                 {
-                    lower_vars(b, &mut vars);
+                    lower_vars(b, &mut vars, true);
                 }
             }
         }
     }
     let declared_sandbox_fields = declared_sandbox_fields(wf, &nodes);
+    let default_backend = wf.default_backend.map(|(b, _)| b);
     let nodes: Vec<Node> = nodes
         .into_iter()
-        .map(|n| lower_node(n, &prompts, children))
+        .map(|n| lower_node(n, &prompts, children, default_backend))
         .collect();
     let subbot_runs = nodes
         .iter()
@@ -107,6 +120,10 @@ pub(crate) fn lower_with(
     let budget = wf.budget.as_ref().map_or_else(Budget::default, |b| Budget {
         max_duration: b.max_duration.as_ref().map(|s| s.value.clone()),
         max_iterations: b.max_iterations.and_then(|i| u64::try_from(i.value).ok()),
+        max_parallel_branches: b
+            .max_parallel_branches
+            .and_then(|i| u32::try_from(i.value).ok()),
+        max_tokens: b.max_tokens.and_then(|i| u64::try_from(i.value).ok()),
     });
     Some(Workflow {
         name: wf.name.name.clone(),
@@ -295,20 +312,34 @@ fn lower_node(
     n: &ast::Node,
     prompts: &HashMap<&str, &str>,
     children: &HashMap<String, Workflow>,
+    default_backend: Option<ast::Backend>,
 ) -> Node {
     let ident = |i: &Option<ast::Ident>| i.as_ref().map(|i| i.name.clone());
     let (await_mode, body) = match &n.body {
         ast::NodeBody::Agent(a) => {
+            let readonly = a.readonly.is_some_and(|b| b.value);
             let mut tools = Vec::new();
             for w in a.tools.iter().flat_map(|l| &l.items) {
                 if let Some(t) = Tool::from_name(&w.text)
                     && !tools.contains(&t)
+                    && !(readonly && t.writes())
                 {
                     tools.push(t);
                 }
             }
+            let backend = match a.delegate.backend.map(|(b, _)| b).or(default_backend) {
+                Some(ast::Backend::ClaudeCode) => Backend::ClaudeCode,
+                Some(ast::Backend::Codex) => Backend::Codex,
+                Some(ast::Backend::Claw) | None => Backend::Claw,
+            };
             let body = NodeBody::Agent(AgentNode {
-                model: a.model.value.clone(),
+                model: a.model.as_ref().map_or_else(
+                    || default_delegate_model(backend).to_owned(),
+                    |m| m.value.clone(),
+                ),
+                provider: a.delegate.provider.as_ref().map(|p| p.value.clone()),
+                publish: a.publish.as_ref().map(|p| p.name.clone()),
+                readonly,
                 system: a.system.as_ref().map(|p| prompt_text(p, prompts)),
                 user: prompt_text(&a.user, prompts),
                 input: ident(&a.input),
@@ -322,15 +353,14 @@ fn lower_node(
                     Some((ast::Interaction::Ask, _)) => Interaction::Ask,
                     Some((ast::Interaction::None, _)) | None => Interaction::None,
                 },
-                backend: match a.delegate.backend {
-                    Some((ast::Backend::ClaudeCode, _)) => Backend::ClaudeCode,
-                    Some((ast::Backend::Codex, _)) => Backend::Codex,
-                    Some((ast::Backend::Claw, _)) | None => Backend::Claw,
-                },
+                backend,
                 session: match a.delegate.session {
                     Some((ast::Session::Inherit, _)) => Session::Inherit,
                     Some((ast::Session::Fork, _)) => Session::Fork,
-                    Some((ast::Session::Fresh, _)) | None => Session::Fresh,
+                    Some((ast::Session::InheritIfAvailable, _)) => Session::InheritIfAvailable,
+                    Some((ast::Session::Fresh | ast::Session::ArtifactsOnly, _)) | None => {
+                        Session::Fresh
+                    }
                 },
                 reasoning_effort: a.delegate.reasoning_effort.as_ref().map(|w| w.text.clone()),
                 max_tokens: a

@@ -35,6 +35,9 @@ const AGENT_PROPS: &[&str] = &[
     "session",
     "reasoning_effort",
     "max_tokens",
+    "provider",
+    "publish",
+    "readonly",
 ];
 
 /// `tool` (§3.6).
@@ -175,24 +178,32 @@ impl Parser<'_> {
             ));
         }
         self.top_vars = true;
-        self.vars_body(keyword)
+        let mut table = std::mem::take(&mut self.vars);
+        let block = self.vars_body(keyword, &mut table);
+        self.vars = table;
+        block
     }
 
-    /// After the `vars` keyword: `:` and at least one `NAME: TYPE [= default]` line.
-    pub(super) fn vars_body(&mut self, keyword: Span) -> PResult<ast::VarsBlock> {
+    /// After the `vars` keyword: `:` and at least one `NAME: TYPE [= default]` line; `table`
+    /// holds the names already declared in this block (E010).
+    pub(super) fn vars_body(
+        &mut self,
+        keyword: Span,
+        table: &mut HashMap<String, u32>,
+    ) -> PResult<ast::VarsBlock> {
         self.expect_colon()?;
         self.require_block("vars:")?;
         let mut vars = Vec::new();
         self.block_lines(|p| {
-            vars.push(p.var_def()?);
+            vars.push(p.var_def(table)?);
             Ok(())
         })?;
         Ok(ast::VarsBlock { keyword, vars })
     }
 
-    fn var_def(&mut self) -> PResult<ast::VarDef> {
+    fn var_def(&mut self, table: &mut HashMap<String, u32>) -> PResult<ast::VarDef> {
         let name = self.name("a var name")?;
-        first_declaration(&mut self.vars, "var", &name)?;
+        first_declaration(table, "var", &name)?;
         self.expect_colon()?;
         let (ty, ty_span) = self.var_type(&name.name)?;
         let default = if matches!(self.peek().tok, Tok::Eq) {
@@ -298,15 +309,79 @@ impl Parser<'_> {
             first_declaration(&mut seen, "field", &field)?;
             p.expect_colon()?;
             let (ty, ty_span) = p.var_type(&field.name)?;
+            let enum_values = if matches!(p.peek().tok, Tok::LBracket) {
+                Some(p.field_enum(&field, ty)?)
+            } else {
+                None
+            };
             p.end_line()?;
             fields.push(ast::Field {
                 name: field,
                 ty,
                 ty_span,
+                enum_values,
             });
             Ok(())
         })?;
         Ok(ast::Schema { name, fields })
+    }
+
+    /// `[enum: "a", "b"]` after a field's type (only `string` fields; E021 otherwise, E001 for
+    /// any other constraint word, E010 for a value listed twice).
+    fn field_enum(&mut self, field: &ast::Ident, ty: VarType) -> PResult<ast::StrList> {
+        let open = self.bump().span;
+        let word = self.name("\"enum\"")?;
+        if word.name != "enum" {
+            return Err(diag(
+                Code::E001,
+                word.span,
+                format!(
+                    "unexpected \"{}\": a field constraint is [enum: ...]",
+                    word.name
+                ),
+            ));
+        }
+        if ty != VarType::String {
+            return Err(super::values::kind_error(
+                &field.name,
+                "a string type for an enum",
+                open,
+                ty.as_str(),
+            ));
+        }
+        self.expect_colon()?;
+        let mut items: Vec<ast::StrLit> = Vec::new();
+        loop {
+            let t = self.peek();
+            match &t.tok {
+                Tok::RBracket if !items.is_empty() => {
+                    self.bump();
+                    break;
+                }
+                Tok::Str(_) => {
+                    let Tok::Str(s) = self.bump().tok else {
+                        return Err(diag(Code::E001, open, "expected a string"));
+                    };
+                    if items.iter().any(|i| i.value == s.value) {
+                        return Err(diag(
+                            Code::E010,
+                            s.span,
+                            format!("enum value \"{}\" listed twice", s.value),
+                        ));
+                    }
+                    items.push(s);
+                    match self.peek().tok {
+                        Tok::Comma => {
+                            self.bump();
+                        }
+                        Tok::RBracket => {}
+                        _ => return Err(self.unexpected(Some("\",\" or \"]\""))),
+                    }
+                }
+                _ => return Err(self.unexpected(Some("a quoted enum value"))),
+            }
+        }
+        Ok(ast::StrList { items, span: open })
     }
 
     /// `agent|judge|tool|router NAME:` and its properties (§3.5–§3.7).
@@ -340,6 +415,7 @@ impl Parser<'_> {
             (None, None, None, None, None);
         let (mut backend, mut session, mut reasoning_effort, mut max_tokens) =
             (None, None, None, None);
+        let (mut provider, mut publish, mut readonly) = (None, None, None);
         self.props(kind.as_str(), AGENT_PROPS, |p, key| {
             match key.name.as_str() {
                 "model" => model = Some(p.model_prop(&key)?),
@@ -351,10 +427,15 @@ impl Parser<'_> {
                             ("fresh", ast::Session::Fresh),
                             ("inherit", ast::Session::Inherit),
                             ("fork", ast::Session::Fork),
+                            ("artifacts_only", ast::Session::ArtifactsOnly),
+                            ("inherit_if_available", ast::Session::InheritIfAvailable),
                         ],
                     )?);
                 }
-                "reasoning_effort" => reasoning_effort = Some(p.word_prop(&key, "a word")?),
+                "reasoning_effort" => reasoning_effort = Some(p.effort_prop(&key)?),
+                "provider" => provider = Some(p.str_prop(&key)?),
+                "publish" => publish = Some(p.ref_prop(&key, "an artifact name")?),
+                "readonly" => readonly = Some(p.bool_prop(&key)?),
                 "max_tokens" => max_tokens = Some(p.int_prop(&key, Some(1))?),
                 "system" => system = Some(p.prompt_prop(&key)?),
                 "user" => user = Some(p.prompt_prop(&key)?),
@@ -379,9 +460,6 @@ impl Parser<'_> {
             }
             Ok(())
         })?;
-        let Some(model) = model else {
-            return Err(missing(kind.as_str(), name, "model"));
-        };
         let Some(user) = user else {
             return Err(missing(kind.as_str(), name, "user"));
         };
@@ -392,6 +470,7 @@ impl Parser<'_> {
                 session,
                 reasoning_effort,
                 max_tokens,
+                provider,
             }),
             system,
             user,
@@ -402,17 +481,20 @@ impl Parser<'_> {
             interaction,
             await_,
             sandbox,
+            publish,
+            readonly,
         })
     }
 
-    /// `model`: a string; a literal one (no `${`, no `{{`) must look like `provider/model`.
+    /// `model`: a string; a literal one (no `${`, no `{{`) must look like `provider/model` or a
+    /// bare model name (the provider then comes from `provider`, the backend or the name).
     fn model_prop(&mut self, key: &ast::Ident) -> PResult<ast::StrLit> {
         let s = self.str_prop(key)?;
         let templated = s.value.contains("${") || s.value.contains("{{");
         if !templated && !super::values::is_model_shape(&s.value) {
             return Err(super::values::kind_error(
                 &key.name,
-                "\"provider/model\"",
+                "\"provider/model\" or a model name",
                 s.span,
                 &super::preview(&s),
             ));
@@ -420,9 +502,32 @@ impl Parser<'_> {
         Ok(s)
     }
 
+    /// `reasoning_effort`: a word (`low` … `max`), or a string holding `${…}` / `{{vars.X}}`
+    /// that is expanded at launch; a literal string must be one word.
+    fn effort_prop(&mut self, key: &ast::Ident) -> PResult<ast::Word> {
+        let s = self.str_prop(key)?;
+        let templated = s.value.contains("${") || s.value.contains("{{");
+        let word_like = !s.value.is_empty()
+            && s.value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !templated && !word_like {
+            return Err(super::values::kind_error(
+                &key.name,
+                "a word",
+                s.span,
+                &super::preview(&s),
+            ));
+        }
+        Ok(ast::Word {
+            text: s.value,
+            span: s.span,
+        })
+    }
+
     /// `backend`: `claw`, `claude_code` or `codex` (E020 otherwise; quoted, as upstream
     /// workflows write it, or not).
-    fn backend_prop(&mut self, key: &ast::Ident) -> PResult<(ast::Backend, Span)> {
+    pub(super) fn backend_prop(&mut self, key: &ast::Ident) -> PResult<(ast::Backend, Span)> {
         let w = self.word_prop(key, "a word")?;
         let backend = match w.text.as_str() {
             "claw" => ast::Backend::Claw,

@@ -268,10 +268,11 @@ pub(super) fn to_enum<T: Copy>(key: &str, v: &PVal, options: &[(&str, T)]) -> PR
     ))
 }
 
-/// A literal model matches `[a-z0-9_]+/\S+` (§3.5).
+/// A literal model matches `[a-z0-9_]+/\S+`, or is a bare model name `\S+` without `/`
+/// (§3.5: the provider then comes from `provider:`, the backend or the name).
 pub(super) fn is_model_shape(s: &str) -> bool {
     let Some((provider, model)) = s.split_once('/') else {
-        return false;
+        return !s.is_empty() && !s.chars().any(char::is_whitespace);
     };
     !provider.is_empty()
         && provider

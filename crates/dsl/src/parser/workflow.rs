@@ -10,10 +10,23 @@ use crate::diag::Code;
 use crate::lexer::Tok;
 
 /// Workflow members (§3.8), in table order.
-const WORKFLOW_PROPS: &[&str] = &["entry", "vars", "sandbox", "worktree", "budget"];
+const WORKFLOW_PROPS: &[&str] = &[
+    "entry",
+    "vars",
+    "sandbox",
+    "worktree",
+    "budget",
+    "default_backend",
+];
 
 /// `budget:` fields (§3.8).
-const BUDGET_PROPS: &[&str] = &["max_duration", "max_iterations"];
+const BUDGET_PROPS: &[&str] = &[
+    "max_duration",
+    "max_iterations",
+    "max_parallel_branches",
+    "max_tokens",
+    "max_cost_usd",
+];
 
 /// The four clause kinds of an edge (E030 names them).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -49,6 +62,7 @@ impl Parser<'_> {
             sandbox: None,
             worktree: None,
             budget: None,
+            default_backend: None,
             edges: Vec::new(),
         };
         let mut seen = HashMap::new();
@@ -68,7 +82,9 @@ impl Parser<'_> {
                     ));
                 }
                 vars_seen = true;
-                w.vars = Some(p.vars_body(key.span)?);
+                // A workflow's vars may redeclare top-level ones: the workflow's win (§3.1).
+                let mut own = HashMap::new();
+                w.vars = Some(p.vars_body(key.span, &mut own)?);
                 return Ok(());
             }
             Self::check_key("workflow", WORKFLOW_PROPS, &mut seen, &key)?;
@@ -76,6 +92,7 @@ impl Parser<'_> {
                 "entry" => w.entry = Some(p.word_prop(&key, "a node name")?),
                 "sandbox" => w.sandbox = Some(p.sandbox_prop(&key)?),
                 "worktree" => w.worktree = Some(p.word_prop(&key, "a word")?),
+                "default_backend" => w.default_backend = Some(p.backend_prop(&key)?),
                 _ => w.budget = Some(p.budget_prop(&key)?),
             }
             Ok(())
@@ -100,8 +117,30 @@ impl Parser<'_> {
                     ));
                 }
                 b.max_duration = Some(s);
+            } else if k.name == "max_cost_usd" {
+                let v = p.scalar_prop(&k, "a number of dollars", |v| {
+                    let v = v.into_value();
+                    let ok = matches!(v, Value::Int(n, _) if n >= 0)
+                        || matches!(v, Value::Float(f, _) if f >= 0.0);
+                    if ok {
+                        Ok(v)
+                    } else {
+                        Err(kind_error(
+                            "max_cost_usd",
+                            "a number of dollars",
+                            v.span(),
+                            "another value",
+                        ))
+                    }
+                })?;
+                b.max_cost_usd = Some(v);
             } else {
-                b.max_iterations = Some(p.int_prop(&k, Some(1))?);
+                let n = p.int_prop(&k, Some(1))?;
+                match k.name.as_str() {
+                    "max_iterations" => b.max_iterations = Some(n),
+                    "max_parallel_branches" => b.max_parallel_branches = Some(n),
+                    _ => b.max_tokens = Some(n),
+                }
             }
             Ok(())
         })?;

@@ -45,6 +45,8 @@ fn clean_examples_compile_without_any_diagnostic() {
         "08_human_gate.iter",
         "09_script_tools.iter",
         "10_script_languages.iter",
+        "11_publish/main.bot",
+        "12_parallel_cap.iter",
     ] {
         let out = compile(&example(name), &CompileOptions::default());
         assert_eq!(out.diagnostics, vec![], "{name}");

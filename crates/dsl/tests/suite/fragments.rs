@@ -184,11 +184,11 @@ fn c914_a_delegate_backend_refuses_a_provider_its_cli_cannot_speak() {
 }
 
 #[test]
-fn c914_session_on_a_claw_node_is_refused() {
+fn c941_delegate_properties_on_a_claw_node_warn_that_they_do_nothing() {
     let src = run_nodes(
         "agent x:\n  model: \"anthropic/claude\"\n  session: inherit\n  max_tokens: 9\n  user: \"hi\"\n",
     );
-    expect(&src, &[("C914", 3), ("C914", 4)]);
+    expect(&src, &[("C941", 3), ("C941", 4)]);
 }
 
 #[test]
@@ -269,7 +269,7 @@ fn c004_unterminated_reference_and_unsupported_namespace() {
     let src = "agent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  user: \"{{vars.x\"\n\nworkflow w:\n  entry: x\n  x -> done\n";
     expect(src, &[("C004", 3)]);
     let src =
-        "tool a:\n  command: `cat {{artifacts.report}}`\n\nworkflow w:\n  entry: a\n  a -> done\n";
+        "tool a:\n  command: `cat {{params.report}}`\n\nworkflow w:\n  entry: a\n  a -> done\n";
     expect(src, &[("C004", 2)]);
 }
 
@@ -502,4 +502,77 @@ fn c028_two_unconditional_edges_map_the_same_key() {
 fn c032_field_of_a_node_without_output_schema() {
     let src = "tool t:\n  command: `echo '{\"x\":1}'`\n\ntool u:\n  command: `echo {{outputs.t.x}}`\n\nworkflow w:\n  entry: t\n  t -> u\n  u -> done\n";
     expect(src, &[("C032", 5)]);
+}
+
+#[test]
+fn c035_an_artifact_nobody_publishes_and_fields_of_a_published_one() {
+    let nodes = "schema v:\n  verdict: string [enum: \"ok\", \"ko\"]\n\nagent x:\n  model: \"anthropic/claude\"\n  output: v\n  publish: review\n  user: \"hi\"\n\nagent y:\n  model: \"anthropic/claude\"\n  user: \"{{artifacts.review.verdict}} {{artifacts.review}}\"\n";
+    expect(&run_nodes(nodes), &[]);
+    // An unknown artifact is C035; a field the publisher's schema lacks is C031 (the artifact
+    // is its publisher's output).
+    let bad = nodes.replace(
+        "{{artifacts.review}}",
+        "{{artifacts.nope}} {{artifacts.review.absent}}",
+    );
+    expect(&run_nodes(&bad), &[("C031", 12), ("C035", 12)]);
+}
+
+#[test]
+fn schema_enums_lower_into_the_ir_and_reject_non_strings_and_repeats() {
+    let src = run_nodes(
+        "schema v:\n  level: string [enum: \"low\", \"high\"]\n\nagent x:\n  model: \"anthropic/claude\"\n  output: v\n  user: \"hi\"\n",
+    );
+    let compiled = iterion_dsl::compile(src.as_bytes(), &Default::default());
+    let wf = compiled.workflow.expect("compiles");
+    assert_eq!(
+        wf.schemas["v"].fields[0].enum_values,
+        Some(vec!["low".to_owned(), "high".to_owned()])
+    );
+    for (bad, code) in [
+        ("n: int [enum: \"a\"]", "E021"),
+        ("s: string [enum: \"a\", \"a\"]", "E010"),
+        ("s: string [enum: ]", "E002"),
+        ("s: string [max: \"a\"]", "E001"),
+    ] {
+        let src = format!("schema v:\n  {bad}\n");
+        expect(&src, &[(code, 2)]);
+    }
+}
+
+#[test]
+fn upstream_node_and_budget_properties_compile() {
+    // readonly drops writing tools (C942 says so); max_cost_usd is not enforced (C940);
+    // default_backend makes model optional; provider names a bare model's provider.
+    let src = "agent x:\n  model: \"claude-opus-4-7\"\n  provider: anthropic\n  readonly: true\n  tools: [read_file, write_file, list_files]\n  reasoning_effort: \"${EFFORT:-high}\"\n  user: \"hi\"\n\nagent y:\n  session: inherit_if_available\n  user: \"hi\"\n\nworkflow w:\n  entry: x\n  default_backend: claude_code\n  budget:\n    max_parallel_branches: 2\n    max_tokens: 1000\n    max_cost_usd: 2.5\n  x -> y\n  y -> done\n";
+    expect(src, &[("C940", 18), ("C940", 19), ("C942", 5)]);
+    let wf = iterion_dsl::compile(src.as_bytes(), &Default::default())
+        .workflow
+        .expect("compiles");
+    assert_eq!(wf.budget.max_parallel_branches, Some(2));
+    assert_eq!(wf.budget.max_tokens, Some(1000));
+    let iterion_dsl::ir::NodeBody::Agent(x) = &wf.nodes[0].body else {
+        panic!("agent")
+    };
+    assert!(x.readonly);
+    assert_eq!(
+        x.tools,
+        vec![iterion_dsl::ir::Tool::ReadFile, iterion_dsl::ir::Tool::Glob]
+    );
+    assert_eq!(x.backend, iterion_dsl::ir::Backend::ClaudeCode);
+    assert_eq!(x.provider.as_deref(), Some("anthropic"));
+    let iterion_dsl::ir::NodeBody::Agent(y) = &wf.nodes[1].body else {
+        panic!("agent")
+    };
+    assert_eq!(y.model, iterion_dsl::ir::default_delegate_model(y.backend));
+    assert_eq!(y.session, iterion_dsl::ir::Session::InheritIfAvailable);
+}
+
+#[test]
+fn a_workflow_var_overrides_a_top_level_one() {
+    let src = "vars:\n  dir: string = \"top\"\n\ntool a:\n  command: `echo {{vars.dir}}`\n\nworkflow w:\n  vars:\n    dir: string = \"workflow\"\n  entry: a\n  a -> done\n";
+    let wf = iterion_dsl::compile(src.as_bytes(), &Default::default())
+        .workflow
+        .expect("compiles");
+    assert_eq!(wf.vars.len(), 1);
+    assert_eq!(wf.vars[0].default, Some(serde_json::json!("workflow")));
 }

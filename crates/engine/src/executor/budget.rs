@@ -24,6 +24,8 @@ pub struct RunBudget {
     pub max_duration: Option<Duration>,
     /// The most counted node executions.
     pub max_iterations: Option<u64>,
+    /// The most branches of one fan-out running at once (`max_parallel_branches`).
+    pub max_parallel_branches: Option<u32>,
 }
 
 /// Why `budget.max_duration` could not be resolved at launch (exit 2: no run is created).
@@ -62,7 +64,7 @@ impl RunBudget {
     ///
     /// ```
     /// use iterion_engine::RunBudget;
-    /// let budget = iterion_dsl::ir::Budget { max_duration: Some("${T:-1m30s}".into()), max_iterations: Some(8) };
+    /// let budget = iterion_dsl::ir::Budget { max_duration: Some("${T:-1m30s}".into()), max_iterations: Some(8), ..Default::default() };
     /// let got = RunBudget::resolve(&budget, |_| None)?;
     /// assert_eq!(got.max_duration, Some(std::time::Duration::from_secs(90)));
     /// assert_eq!(got.max_iterations, Some(8));
@@ -84,6 +86,7 @@ impl RunBudget {
         Ok(RunBudget {
             max_duration,
             max_iterations: budget.max_iterations,
+            max_parallel_branches: budget.max_parallel_branches,
         })
     }
 }
@@ -155,6 +158,7 @@ mod tests {
         let budget = ir::Budget {
             max_duration: Some("${T}".to_owned()),
             max_iterations: None,
+            ..Default::default()
         };
         let err = RunBudget::resolve(&budget, |_| Some("soon".to_owned())).unwrap_err();
         assert_eq!(

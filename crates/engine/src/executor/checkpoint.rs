@@ -75,6 +75,13 @@ pub struct Checkpoint {
     /// from their router). Absent in checkpoints written before `resume --from` existed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub starts: BTreeMap<String, NodeStart>,
+    /// Published artifacts (`publish:`), by name: the latest output published under it, and
+    /// how many times it was published. Kept when a rewind drops outputs, as upstream does.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub artifacts: BTreeMap<String, Value>,
+    /// Publications per artifact name (the next `artifact_published.version`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub artifact_versions: BTreeMap<String, u32>,
     /// Visits of every `round_robin` router so far: the next visit takes edge `count % edges`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub round_robin: BTreeMap<String, u64>,
@@ -92,6 +99,8 @@ impl Default for Checkpoint {
             next: None,
             paused: None,
             starts: BTreeMap::new(),
+            artifacts: BTreeMap::new(),
+            artifact_versions: BTreeMap::new(),
             round_robin: BTreeMap::new(),
         }
     }

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use futures_util::future::BoxFuture;
-use iterion_dsl::ir::{NodeBody, RouterMode, SubbotNode, Target, Workflow};
+use iterion_dsl::ir::{AgentNode, NodeBody, RouterMode, SubbotNode, Target, Workflow};
 use iterion_sandbox::SandboxRun;
 use iterion_vocab::Environment;
 use serde_json::{Map, Value};
@@ -34,7 +34,7 @@ use crate::executor::select::{self, WalkInput};
 use crate::executor::subbot::{self, ChildGraph, Prepared};
 use crate::executor::{agent, fanout, tool};
 use crate::records::events::{
-    BudgetDimension, Event, NodeFailed, NodeFinished, NodeStarted, RunPaused,
+    ArtifactPublished, BudgetDimension, Event, NodeFailed, NodeFinished, NodeStarted, RunPaused,
 };
 use crate::records::secrets::{Redactor, ResolvedSecret};
 use crate::records::sink::{EventSink, NullRunLog, RunLogSink};
@@ -525,6 +525,13 @@ impl Ctx<'_> {
                     usage,
                 }))
                 .await;
+                if let NodeBody::Agent(AgentNode {
+                    publish: Some(name),
+                    ..
+                }) = &node.body
+                {
+                    self.publish(id, name, &output).await;
+                }
                 Ok(output)
             }
             Err(failure) => {
@@ -539,6 +546,26 @@ impl Ctx<'_> {
                 Err(failure)
             }
         }
+    }
+
+    /// Stores `output` as artifact `name` (`publish:`): in the run state, where
+    /// `{{artifacts.NAME}}` reads it, and as an `artifact_published` event.
+    async fn publish(&self, id: &str, name: &str, output: &Value) {
+        let version = {
+            let mut state = self.lock_state();
+            state.artifacts.insert(name.to_owned(), output.clone());
+            let next = state.artifact_versions.entry(name.to_owned()).or_default();
+            let version = *next;
+            *next = next.saturating_add(1);
+            version
+        };
+        self.emit(Event::ArtifactPublished(ArtifactPublished {
+            name: name.to_owned(),
+            node: id.to_owned(),
+            version,
+            value: self.recorded_output(output),
+        }))
+        .await;
     }
 
     /// The one place a node pauses the run for the operator (an agent's `ask_user`, a `human`

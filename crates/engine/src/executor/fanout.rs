@@ -78,11 +78,27 @@ pub(crate) async fn fan_out(
         });
     }
 
+    // `max_parallel_branches`: a branch waits for a slot before its first node starts; the
+    // slot is freed when its line ends (fan-outs do not nest, C907, so one fan-out runs at a
+    // time and its cap is the run's).
+    let slots = ctx
+        .budget
+        .max_parallel_branches
+        .map(|n| std::sync::Arc::new(tokio::sync::Semaphore::new(n.max(1) as usize)));
     let mut running: FuturesUnordered<_> = branches
         .iter()
         .zip(starts)
         .enumerate()
-        .map(|(i, (branch, start))| async move { (i, lines.branch(start, branch).await) })
+        .map(|(i, (branch, start))| {
+            let slots = slots.clone();
+            async move {
+                let _slot = match &slots {
+                    Some(s) => s.clone().acquire_owned().await.ok(),
+                    None => None,
+                };
+                (i, lines.branch(start, branch).await)
+            }
+        })
         .collect();
     let mut ends: Vec<Option<LineEnd>> = branches.iter().map(|_| None).collect();
     let mut first_failed = None;

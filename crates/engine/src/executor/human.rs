@@ -125,6 +125,7 @@ fn question_text(ctx: &Ctx<'_>, id: &str, node: &HumanNode, input: &Value) -> St
         vars: &ctx.vars,
         input,
         outputs: &state.outputs,
+        artifacts: &state.artifacts,
         loops: &loops,
         run_id: &ctx.run_id,
         secrets: &ctx.wf.secrets,

@@ -19,6 +19,7 @@ pub(crate) struct View<'s> {
     pub vars: &'s Value,
     pub input: &'s Value,
     pub outputs: &'s BTreeMap<String, Value>,
+    pub artifacts: &'s BTreeMap<String, Value>,
     pub loops: &'s Value,
     pub run_id: &'s str,
     pub secrets: &'s [ir::Secret],
@@ -41,6 +42,10 @@ impl View<'_> {
             Namespace::Outputs => {
                 let (node, rest) = path.split_first()?;
                 walk(self.outputs.get(node)?, rest).cloned()
+            }
+            Namespace::Artifacts => {
+                let (name, rest) = path.split_first()?;
+                walk(self.artifacts.get(name)?, rest).cloned()
             }
             Namespace::Loop => walk(self.loops, path).cloned(),
             Namespace::Run => match path {
@@ -122,6 +127,7 @@ impl InputCtx<'_> {
             vars: self.vars,
             input: source_output,
             outputs: &state.outputs,
+            artifacts: &state.artifacts,
             loops,
             run_id: self.run_id,
             secrets: &self.wf.secrets,
@@ -233,6 +239,7 @@ mod tests {
             vars: &vars,
             input: &input,
             outputs: &outputs,
+            artifacts: &BTreeMap::new(),
             loops: &loops,
             run_id: "r1",
             secrets: &secrets,
@@ -269,6 +276,7 @@ mod tests {
             vars: &vars,
             input: &input,
             outputs: &outputs,
+            artifacts: &BTreeMap::new(),
             loops: &loops,
             run_id: "r",
             secrets: &[],

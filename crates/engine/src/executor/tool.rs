@@ -41,6 +41,7 @@ pub(crate) async fn run(
             vars: &ctx.vars,
             input,
             outputs: &state.outputs,
+            artifacts: &state.artifacts,
             loops: &loops,
             run_id: &ctx.run_id,
             secrets: &ctx.wf.secrets,

@@ -38,6 +38,9 @@ pub enum Event {
     NodeStarted(NodeStarted),
     /// A node produced its output.
     NodeFinished(NodeFinished),
+    /// A node's output was stored as a named artifact (`publish:`), right after its
+    /// `node_finished`.
+    ArtifactPublished(ArtifactPublished),
     /// A node failed, or was stopped (cancellation, budget, a failed sibling branch).
     NodeFailed(NodeFailed),
     /// An edge was chosen (DSL.md §5.4 step 8), or a fan-out branch started.
@@ -119,6 +122,7 @@ impl Event {
             Event::RunRewound(_) => "run_rewound",
             Event::NodeStarted(_) => "node_started",
             Event::NodeFinished(_) => "node_finished",
+            Event::ArtifactPublished(_) => "artifact_published",
             Event::NodeFailed(_) => "node_failed",
             Event::EdgeSelected(_) => "edge_selected",
             Event::LoopExhausted(_) => "loop_exhausted",
@@ -229,6 +233,19 @@ pub struct NodeFinished {
     /// Token counts (agents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+}
+
+/// `artifact_published`: a `publish: NAME` node's output, stored with the run under `NAME`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ArtifactPublished {
+    /// The artifact's name.
+    pub name: String,
+    /// The node that published it.
+    pub node: String,
+    /// 0 for the first publication under this name in the run, then 1, 2, …
+    pub version: u32,
+    /// The published output, redacted and clamped as `node_finished.output` is.
+    pub value: serde_json::Value,
 }
 
 /// `node_failed` (SANDBOX.md §9.1).

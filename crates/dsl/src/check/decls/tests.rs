@@ -146,7 +146,7 @@ fn tools_outside_the_roster_draw_c135_with_the_roster_as_hint() {
         vec![
             d(Code::C135, 13, 17, "unknown tool \"web_search\"")
                 .with_node("a")
-                .with_hint("available: bash, read_file, write_file, file_edit, glob, grep")
+                .with_hint("available: bash, read_file, write_file, file_edit, glob, grep, git_diff, git_status")
         ]
     );
 }
@@ -154,13 +154,13 @@ fn tools_outside_the_roster_draw_c135_with_the_roster_as_hint() {
 #[test]
 fn a_literal_model_with_an_unknown_provider_draws_c914() {
     let f = file(vec![
-        agent("a", 10, |a| a.model = st("mistral/large", 11, 10)),
+        agent("a", 10, |a| a.model = Some(st("mistral/large", 11, 10))),
         agent("b", 20, |a| {
-            a.model = st("openai_compatible/llama3", 21, 10)
+            a.model = Some(st("openai_compatible/llama3", 21, 10))
         }),
-        agent("c", 30, |a| a.model = st("openai/gpt-4o", 31, 10)),
-        agent("e", 40, |a| a.model = st("${MODEL:-bogus/x}", 41, 10)),
-        agent("f", 50, |a| a.model = st("{{vars.model}}", 51, 10)),
+        agent("c", 30, |a| a.model = Some(st("openai/gpt-4o", 31, 10))),
+        agent("e", 40, |a| a.model = Some(st("${MODEL:-bogus/x}", 41, 10))),
+        agent("f", 50, |a| a.model = Some(st("{{vars.model}}", 51, 10))),
         workflow(|_| {}),
     ]);
     assert_eq!(

@@ -289,14 +289,14 @@ fn fragment_c004() {
     let src = "agent x:\n  model: \"anthropic/claude-sonnet-4-5\"\n  user: \"{{vars.x\"\n\nworkflow w:\n  entry: x\n  x -> done\n";
     assert_eq!(all(src), vec![(Code::C004, 3)]);
     let src =
-        "tool a:\n  command: `cat {{artifacts.report}}`\n\nworkflow w:\n  entry: a\n  a -> done\n";
+        "tool a:\n  command: `cat {{params.report}}`\n\nworkflow w:\n  entry: a\n  a -> done\n";
     assert_eq!(all(src), vec![(Code::C004, 2)]);
     let d = &diags(src)[0];
     assert_eq!(
         (d.span.col, d.message.as_str()),
         (
             17,
-            "malformed reference {{artifacts.report}}: namespace \"artifacts\" is not supported yet"
+            "malformed reference {{params.report}}: namespace \"params\" is not supported yet"
         )
     );
 }

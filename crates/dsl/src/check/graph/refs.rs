@@ -97,7 +97,9 @@ pub(super) fn check<'a>(
         };
         match &node.body {
             NodeBody::Agent(a) => {
-                r.model(&a.model, name);
+                if let Some(m) = &a.model {
+                    r.model(m, name);
+                }
                 for p in a.system.iter().chain(std::iter::once(&a.user)) {
                     match p {
                         PromptRef::Inline(text) => {
@@ -534,6 +536,33 @@ impl<'a> Refs<'_, 'a> {
                 }
             }
             Namespace::Run => {}
+            Namespace::Artifacts => {
+                let Some(a) = first else { return };
+                // The artifact is its publisher's output: checked as outputs.PUBLISHER.…
+                let publisher = syms.node_list.iter().find_map(|n| match &n.body {
+                    NodeBody::Agent(p) if p.publish.as_ref().is_some_and(|i| i.name == a) => {
+                        Some(n.name.name.clone())
+                    }
+                    _ => None,
+                });
+                match publisher {
+                    Some(p) => {
+                        let mut as_output = vec![p];
+                        as_output.extend(path[1..].iter().cloned());
+                        self.reference(Namespace::Outputs, &as_output, span, place, origin);
+                    }
+                    None if place.context_free() => {
+                        self.push(
+                            Code::C035,
+                            span,
+                            format!("no node publishes artifact \"{a}\""),
+                            place.node,
+                            None,
+                        );
+                    }
+                    None => {}
+                }
+            }
             Namespace::Secrets => {
                 let (Some(s), true) = (first, place.context_free()) else {
                     return;

@@ -186,6 +186,7 @@ fn a_second_workflow_is_c007_and_is_not_checked() {
         sandbox: None,
         worktree: None,
         budget: None,
+        default_backend: None,
         edges: vec![e(201, "ghost", "done")],
     }));
     assert_eq!(
@@ -851,10 +852,10 @@ fn model_templates_other_than_vars_are_c148_and_not_checked_further() {
     let f = file(vec![
         tool("b", 20, |_| {}),
         agent("a", 10, |a| {
-            a.model = st("{{outputs.b.detail}}/{{vars.nope}}", 11, 10)
+            a.model = Some(st("{{outputs.b.detail}}/{{vars.nope}}", 11, 10))
         }),
-        agent("c", 30, |a| a.model = st("{{vars.nope}}", 31, 10)),
-        agent("x", 40, |a| a.model = st("${M:-a/b} ${oops", 41, 10)),
+        agent("c", 30, |a| a.model = Some(st("{{vars.nope}}", 31, 10))),
+        agent("x", 40, |a| a.model = Some(st("${M:-a/b} ${oops", 41, 10))),
         flow(
             "a",
             vec![
@@ -935,7 +936,7 @@ fn issues_and_host_references_in_every_place() {
             value: Some(st("${BAD", 3, 12)),
             ..secret("s", 2)
         }]),
-        tool_cmd("a", 10, "docker -f '{{json .X}}' {{artifacts.r}} {{vars.x"),
+        tool_cmd("a", 10, "docker -f '{{json .X}}' {{params.r}} {{vars.x"),
         flow("a", vec![with(e(110, "a", "done"), &[("k", "{{each.x}}")])]),
     ]);
     assert_eq!(
@@ -953,13 +954,13 @@ fn issues_and_host_references_in_every_place() {
                 Code::C004,
                 11,
                 37,
-                "malformed reference {{artifacts.r}}: namespace \"artifacts\" is not supported yet"
+                "malformed reference {{params.r}}: namespace \"params\" is not supported yet"
             )
             .with_node("a"),
             d(
                 Code::C004,
                 11,
-                53,
+                50,
                 "malformed reference {{vars.x: missing }} on the same line"
             )
             .with_node("a"),

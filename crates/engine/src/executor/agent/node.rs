@@ -54,6 +54,7 @@ pub(crate) fn render_prompts(
         vars: &ctx.vars,
         input,
         outputs: &state.outputs,
+        artifacts: &state.artifacts,
         loops: &loops,
         run_id: &ctx.run_id,
         secrets: &ctx.wf.secrets,
