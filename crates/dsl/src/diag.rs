@@ -69,6 +69,10 @@ pub enum Code {
     C016,
     /// `C019`.
     C019,
+    /// `C024`.
+    C024,
+    /// `C025`.
+    C025,
     /// `C026`.
     C026,
     /// `C028`.
@@ -85,12 +89,36 @@ pub enum Code {
     C034,
     /// `C036`.
     C036,
+    /// `C038`.
+    C038,
     /// `C040`.
     C040,
     /// `C041`.
     C041,
     /// `C044`.
     C044,
+    /// `C050`.
+    C050,
+    /// `C051`.
+    C051,
+    /// `C052`.
+    C052,
+    /// `C070`.
+    C070,
+    /// `C071`.
+    C071,
+    /// `C072`.
+    C072,
+    /// `C083` (warning).
+    C083,
+    /// `C084`.
+    C084,
+    /// `C085`.
+    C085,
+    /// `C086`.
+    C086,
+    /// `C087`.
+    C087,
     /// `C090`.
     C090,
     /// `C091`.
@@ -201,6 +229,8 @@ impl Code {
         Code::C015,
         Code::C016,
         Code::C019,
+        Code::C024,
+        Code::C025,
         Code::C026,
         Code::C028,
         Code::C029,
@@ -209,9 +239,21 @@ impl Code {
         Code::C033,
         Code::C034,
         Code::C036,
+        Code::C038,
         Code::C040,
         Code::C041,
         Code::C044,
+        Code::C050,
+        Code::C051,
+        Code::C052,
+        Code::C070,
+        Code::C071,
+        Code::C072,
+        Code::C083,
+        Code::C084,
+        Code::C085,
+        Code::C086,
+        Code::C087,
         Code::C090,
         Code::C091,
         Code::C092,
@@ -285,6 +327,8 @@ impl Code {
             Code::C015 => "C015",
             Code::C016 => "C016",
             Code::C019 => "C019",
+            Code::C024 => "C024",
+            Code::C025 => "C025",
             Code::C026 => "C026",
             Code::C028 => "C028",
             Code::C029 => "C029",
@@ -293,9 +337,21 @@ impl Code {
             Code::C033 => "C033",
             Code::C034 => "C034",
             Code::C036 => "C036",
+            Code::C038 => "C038",
             Code::C040 => "C040",
             Code::C041 => "C041",
             Code::C044 => "C044",
+            Code::C050 => "C050",
+            Code::C051 => "C051",
+            Code::C052 => "C052",
+            Code::C070 => "C070",
+            Code::C071 => "C071",
+            Code::C072 => "C072",
+            Code::C083 => "C083",
+            Code::C084 => "C084",
+            Code::C085 => "C085",
+            Code::C086 => "C086",
+            Code::C087 => "C087",
             Code::C090 => "C090",
             Code::C091 => "C091",
             Code::C092 => "C092",
@@ -339,6 +395,7 @@ impl Code {
     pub fn severity(self) -> Severity {
         match self {
             Code::C032
+            | Code::C083
             | Code::C128
             | Code::C136
             | Code::C137

@@ -72,6 +72,10 @@ fn a_minimal_workflow_takes_every_default() {
             },
             declared_sandbox_fields: vec![],
             subbot_runs: 0,
+            mcp_servers: BTreeMap::new(),
+            cursors: BTreeMap::new(),
+            presets: BTreeMap::new(),
+            attachments: vec![],
         })
     );
 }
@@ -352,6 +356,8 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
                     session: Session::Fresh,
                     reasoning_effort: None,
                     max_tokens: None,
+                    mcp_servers: vec![],
+                    cursors: vec![],
                 }),
             },
             Node {
@@ -371,6 +377,8 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
                     session: Session::Fresh,
                     reasoning_effort: None,
                     max_tokens: None,
+                    mcp_servers: vec![],
+                    cursors: vec![],
                 }),
             },
             Node {

@@ -486,14 +486,7 @@ fn fragment_e001_unsupported_declaration_kind() {
             "`human` declarations are not supported yet"
         )
     );
-    for kind in [
-        "compute",
-        "mcp_server",
-        "presets",
-        "attachments",
-        "fail",
-        "include",
-    ] {
+    for kind in ["compute", "fail", "include"] {
         let src = format!("{kind} x:\n  a: 1\n\n{}", workflow_with(""));
         assert_eq!(
             only(&src).message,
@@ -863,6 +856,7 @@ fn every_declaration_kind_becomes_its_tree() {
                     interaction: Some((Interaction::Ask, Span::new(23, 16, 3))),
                     await_: None,
                     sandbox: None,
+                    extras: Box::default(),
                 }),
             }),
             Decl::Node(Node {
@@ -915,6 +909,8 @@ fn every_declaration_kind_becomes_its_tree() {
                         span: Span::new(34, 21, 1),
                     }),
                 }),
+                mcp: None,
+                attachments: None,
                 edges: vec![
                     Edge {
                         from: ident("a", 40, 3),

@@ -46,6 +46,7 @@ pub(crate) fn agent_props(line: u32) -> AgentProps {
         interaction: None,
         await_: None,
         sandbox: None,
+        extras: Box::default(),
     }
 }
 
@@ -88,6 +89,8 @@ pub(crate) fn workflow(f: impl FnOnce(&mut Workflow)) -> Decl {
         sandbox: None,
         worktree: None,
         budget: None,
+        mcp: None,
+        attachments: None,
         edges: vec![],
     };
     f(&mut w);

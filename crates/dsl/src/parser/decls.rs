@@ -35,6 +35,8 @@ const AGENT_PROPS: &[&str] = &[
     "session",
     "reasoning_effort",
     "max_tokens",
+    "cursors",
+    "mcp",
 ];
 
 /// `tool` (§3.6).
@@ -310,6 +312,7 @@ impl Parser<'_> {
             (None, None, None, None, None);
         let (mut backend, mut session, mut reasoning_effort, mut max_tokens) =
             (None, None, None, None);
+        let mut extras = ast::AgentExtras::default();
         self.props(kind.as_str(), AGENT_PROPS, |p, key| {
             match key.name.as_str() {
                 "model" => model = Some(p.model_prop(&key)?),
@@ -342,6 +345,8 @@ impl Parser<'_> {
                     )?);
                 }
                 "await" => await_ = Some(p.enum_prop(&key, AWAIT_MODES)?),
+                "cursors" => extras.cursors = Some(p.cursors_prop(&key)?),
+                "mcp" => extras.mcp = Some(p.mcp_prop(&key)?),
                 _ => sandbox = Some(p.sandbox_prop(&key)?),
             }
             Ok(())
@@ -369,6 +374,7 @@ impl Parser<'_> {
             interaction,
             await_,
             sandbox,
+            extras: Box::new(extras),
         })
     }
 

@@ -10,7 +10,15 @@ use crate::diag::Code;
 use crate::lexer::Tok;
 
 /// Workflow members (§3.8), in table order.
-const WORKFLOW_PROPS: &[&str] = &["entry", "vars", "sandbox", "worktree", "budget"];
+const WORKFLOW_PROPS: &[&str] = &[
+    "entry",
+    "vars",
+    "sandbox",
+    "worktree",
+    "budget",
+    "mcp",
+    "attachments",
+];
 
 /// `budget:` fields (§3.8).
 const BUDGET_PROPS: &[&str] = &["max_duration", "max_iterations"];
@@ -49,6 +57,8 @@ impl Parser<'_> {
             sandbox: None,
             worktree: None,
             budget: None,
+            mcp: None,
+            attachments: None,
             edges: Vec::new(),
         };
         let mut seen = HashMap::new();
@@ -76,6 +86,11 @@ impl Parser<'_> {
                 "entry" => w.entry = Some(p.word_prop(&key, "a node name")?),
                 "sandbox" => w.sandbox = Some(p.sandbox_prop(&key)?),
                 "worktree" => w.worktree = Some(p.word_prop(&key, "a word")?),
+                "mcp" => w.mcp = Some(p.mcp_prop(&key)?),
+                "attachments" => {
+                    p.expect_colon()?;
+                    w.attachments = Some(p.attachments_after_colon(key.span)?);
+                }
                 _ => w.budget = Some(p.budget_prop(&key)?),
             }
             Ok(())

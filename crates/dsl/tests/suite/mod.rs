@@ -1,3 +1,4 @@
 mod examples;
 mod fragments;
+mod resources;
 mod robustness;

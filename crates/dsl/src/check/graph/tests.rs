@@ -183,6 +183,8 @@ fn a_second_workflow_is_c007_and_is_not_checked() {
         sandbox: None,
         worktree: None,
         budget: None,
+        mcp: None,
+        attachments: None,
         edges: vec![e(201, "ghost", "done")],
     }));
     assert_eq!(
