@@ -21,6 +21,7 @@
 //! - [`envelope`], [`placement`], [`runner`]: the NDJSON channel between the engine (launcher)
 //!   and the runner, where each tool runs, and the runner's side of the channel.
 //! - [`delegate`]: the `claude_code` and `codex` backends' invocations and output streams.
+//! - [`mcp`]: the stdio MCP client the runner offers a node's declared servers' tools through.
 //! - [`text`]: byte-bounded slices of text.
 #![deny(missing_docs)]
 
@@ -28,6 +29,7 @@ pub mod delegate;
 pub mod envelope;
 mod glob;
 pub mod http;
+pub mod mcp;
 pub mod placement;
 pub mod provider;
 pub mod runner;

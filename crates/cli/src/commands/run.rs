@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use iterion_dsl::CompileOptions;
 use iterion_engine::{
-    EngineError, LaunchOptions, RunControl, RunRequest, resolve_secrets, resolve_vars,
+    EngineError, LaunchOptions, RunControl, RunRequest, resolve_secrets, resolve_vars_with_preset,
     workflow_hash,
 };
 use iterion_sandbox::{
@@ -136,7 +136,8 @@ pub(crate) fn compile_workflow(
 async fn launch(args: RunArgs, env: &Environment) -> Result<Exit, Failure> {
     let shown = args.file.display().to_string();
     let (workflow, bytes) = compile_workflow(&args.file)?;
-    let vars = resolve_vars(&workflow, &args.vars).map_err(Failure::bad_input)?;
+    let vars = resolve_vars_with_preset(&workflow, args.preset.as_deref(), &args.vars)
+        .map_err(Failure::bad_input)?;
     let secrets = resolve_secrets(&workflow, |k| env.get(k)).map_err(Failure::bad_input)?;
     let cwd = std::env::current_dir().map_err(Failure::bad_input)?;
     // ITERION_SANDBOX_DEFAULT is checked before the store is opened.
