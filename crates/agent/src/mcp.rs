@@ -138,9 +138,13 @@ impl Server {
         let id = s.next_id;
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let exchange = async {
-            write_line(&mut s.stdin, &line).await.map_err(|e| self.error(format!("write: {e}")))?;
+            write_line(&mut s.stdin, &line)
+                .await
+                .map_err(|e| self.error(format!("write: {e}")))?;
             loop {
-                let msg = read_message(&mut s.stdout).await.map_err(|r| self.error(r))?;
+                let msg = read_message(&mut s.stdout)
+                    .await
+                    .map_err(|r| self.error(r))?;
                 if msg.get("id").and_then(Value::as_u64) != Some(id) {
                     continue;
                 }
@@ -180,9 +184,7 @@ async fn write_line(w: &mut Pin<Box<dyn AsyncWrite + Send>>, v: &Value) -> std::
 
 /// The next JSON object line (blank lines and lines that are not JSON objects are skipped: a
 /// server may log on stdout).
-async fn read_message(
-    r: &mut BufReader<Pin<Box<dyn AsyncRead + Send>>>,
-) -> Result<Value, String> {
+async fn read_message(r: &mut BufReader<Pin<Box<dyn AsyncRead + Send>>>) -> Result<Value, String> {
     loop {
         let mut line = Vec::new();
         let mut limited = (&mut *r).take(MAX_LINE as u64 + 1);
@@ -222,7 +224,7 @@ impl McpClients {
         specs: &[McpServerSpec],
         spawner: Option<&dyn Spawn>,
         workdir: &Path,
-        expand: &dyn Fn(&str) -> String,
+        expand: &(dyn Fn(&str) -> String + Sync),
     ) -> Result<McpClients, McpError> {
         let mut out = McpClients::default();
         if specs.is_empty() {
@@ -233,8 +235,11 @@ impl McpClients {
             let command = expand(&spec.command);
             let mut argv = vec![command.clone()];
             argv.extend(spec.args.iter().map(|a| expand(a)));
-            let env: Vec<(String, String)> =
-                spec.env.iter().map(|(k, v)| (k.clone(), expand(v))).collect();
+            let env: Vec<(String, String)> = spec
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), expand(v)))
+                .collect();
             let pipes = spawner
                 .spawn(&argv, &env, workdir)
                 .await
@@ -349,3 +354,7 @@ impl McpClients {
         Ok(text)
     }
 }
+
+#[cfg(test)]
+#[path = "mcp_tests.rs"]
+mod tests;

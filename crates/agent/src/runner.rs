@@ -166,7 +166,17 @@ where
         Ok(parts) => parts,
         Err(error) => return fatal(outbox, &error.to_string()).await,
     };
-    let code = match run_task(task, replay, policy, reader, &outbox, (shells, spawner), env).await {
+    let code = match run_task(
+        task,
+        replay,
+        policy,
+        reader,
+        &outbox,
+        (shells, spawner),
+        env,
+    )
+    .await
+    {
         Ok(()) => 0,
         Err(error) => return fatal(outbox, &error.to_string()).await,
     };

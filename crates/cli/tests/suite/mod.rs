@@ -13,6 +13,7 @@ mod exec_agent;
 mod execfix;
 mod faults;
 mod fleet;
+mod lang_features;
 mod logs;
 mod matrix;
 mod mount_race;

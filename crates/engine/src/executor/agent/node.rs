@@ -108,12 +108,7 @@ fn with_calibration(
     let lookup = ctx.environment.lookup();
     let expand = |v: &str| template::expand_host(v, &lookup).unwrap_or_else(|_| v.to_owned());
     let section = iterion_dsl::ir::calibration(&ctx.wf.cursors, &agent.cursors, expand)
-        .map_err(|e| {
-            Failure::new(
-                FailureCode::ExecutionFailed,
-                format!("node \"{id}\": {e}"),
-            )
-        })?;
+        .map_err(|e| Failure::new(FailureCode::ExecutionFailed, format!("node \"{id}\": {e}")))?;
     Ok(match (system, section) {
         (s, None) => s,
         (None, Some(c)) => Some(c),
