@@ -9,11 +9,13 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use super::*;
 
 type Handler = Arc<dyn Fn(&Value) -> Vec<String> + Send + Sync>;
+/// What each spawn was given: argv and env.
+type Seen = Arc<std::sync::Mutex<Vec<(Vec<String>, Vec<(String, String)>)>>>;
 
 /// A "process" that is a task answering each request line with what `handler` returns.
 struct FakeSpawn {
     handler: Handler,
-    seen: Arc<std::sync::Mutex<Vec<(Vec<String>, Vec<(String, String)>)>>>,
+    seen: Seen,
 }
 
 #[async_trait]

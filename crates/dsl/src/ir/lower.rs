@@ -78,7 +78,10 @@ pub(crate) fn lower_with(
                     lower_vars(b, &mut vars);
                 }
             }
-            _ => {}
+            ast::Decl::Cursor(_)
+            | ast::Decl::McpServer(_)
+            | ast::Decl::Presets(_)
+            | ast::Decl::Attachments(_) => {}
         }
     }
     let declared_sandbox_fields = declared_sandbox_fields(wf, &nodes);
