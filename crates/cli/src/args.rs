@@ -44,6 +44,10 @@ pub enum Command {
     /// again); exit codes as `run`'s.
     #[command(after_help = EXIT_CODES_HELP)]
     Resume(ResumeArgs),
+    /// Cancel a run, wherever it executes: it stops, its sandbox is torn down, it ends
+    /// cancelled (exit 0; 1 when it is over already or ended otherwise).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Cancel(CancelArgs),
     /// List runs, or show one: status, failure code, admission.
     Inspect(InspectArgs),
     /// Print a run's events (`--follow`: as they are recorded, until the run ends).
@@ -216,6 +220,23 @@ pub struct ResumeArgs {
     /// Do not show what nodes print, as `run --quiet`.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+}
+
+/// `iterion cancel RUN [--no-wait] [--json]`.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The run to cancel: its id, the start of it, or `last`.
+    #[arg(value_name = "RUN")]
+    pub run_id: String,
+    /// Return once the request is recorded; do not wait for the run to stop.
+    #[arg(long = "no-wait")]
+    pub no_wait: bool,
+    /// How long to wait for the run to stop, in seconds.
+    #[arg(long, default_value_t = 120, value_name = "SECONDS")]
+    pub timeout: u64,
+    /// Print one JSON document `{run_id, status, failure_code, requested, stopped}`.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `iterion inspect [RUN_ID] [--json]`.

@@ -70,6 +70,7 @@ fn async_main(command: args::Command, process_env: Environment) -> Exit {
             args::Command::Validate(args) => commands::validate::run(&args),
             args::Command::Run(args) => commands::run::run(args, &env).await,
             args::Command::Resume(args) => commands::resume::run(args, &env).await,
+            args::Command::Cancel(args) => commands::cancel::run(args, &env).await,
             args::Command::Inspect(args) => commands::inspect::run(args, &env).await,
             args::Command::Events(args) => commands::events::run(args, &env).await,
             args::Command::Logs(args) => commands::logs::run(args, &env).await,

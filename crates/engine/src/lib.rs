@@ -77,6 +77,9 @@ pub use iterion_agent::wire::Usage;
 pub use iterion_vocab::LogStream;
 pub use iterion_vocab::{Disposition, FailureCode, MAX_DELIVERIES, OutcomeStatus};
 pub use launcher::admission::AdmissionError;
+pub use launcher::cancel::{
+    CancelError, CancelOutcome, PHASE_QUEUED, cancellable, request_cancel, wait_stopped,
+};
 pub use launcher::engine::{
     Engine, EngineError, ResumeRequest, RunControl, RunRequest, RunSummary,
 };
@@ -102,9 +105,9 @@ pub use records::agent_events::{
     AgentToolCall, AgentTurn, TRANSCRIPT_TEXT_MAX, bound_transcript_text,
 };
 pub use records::events::{
-    BudgetDimension, BudgetExceeded, EdgeConditionError, EdgeSelected, Event, LoopExhausted,
-    NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, PHASE_EXECUTION, RunCancelled, RunFailed,
-    RunFinished, RunPaused, RunRewound, RunStarted,
+    BudgetDimension, BudgetExceeded, CancelRequested, EdgeConditionError, EdgeSelected, Event,
+    LoopExhausted, NodeFailed, NodeFinished, NodeKindLabel, NodeStarted, PHASE_EXECUTION,
+    RunCancelled, RunFailed, RunFinished, RunPaused, RunRewound, RunStarted,
 };
 pub use records::record::{NoObserver, RunObserver};
 pub use records::sandbox_events::{

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::answer::answer;
+use crate::cancel::cancel;
 use crate::load::{Failure, ListParams, find_run, follow, list, view_of};
 use crate::state::AppState;
 
@@ -138,4 +139,33 @@ pub(crate) async fn answer_api(
         Json(json!({"run_id": run.id, "status": "resuming"})),
     )
         .into_response())
+}
+
+/// `POST /api/runs/{id}/cancel` with `Authorization: Bearer TOKEN`: cancels the run and waits
+/// (a few seconds at most) for it to stop; 200 `{"run_id", "status", "failure_code"}` with the
+/// status then (`cancelled`, or still `running` while its process winds down). 409 `RUN_OVER`
+/// for a run that is over.
+pub(crate) async fn cancel_api(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, Failure> {
+    state.access.check_write(&headers, None).map_err(|d| {
+        Failure::new(
+            StatusCode::from_u16(d.status).unwrap_or(StatusCode::FORBIDDEN),
+            "DENIED",
+            d.message,
+        )
+        .json()
+    })?;
+    let run = find_run(state.store.as_ref(), &id)
+        .await
+        .map_err(Failure::json)?;
+    let run = cancel(&state, &run).await.map_err(Failure::json)?;
+    Ok(Json(json!({
+        "run_id": run.id,
+        "status": run.status.as_str(),
+        "failure_code": run.failure_code,
+    }))
+    .into_response())
 }

@@ -8,6 +8,7 @@ use iterion_store::RunId;
 
 use crate::answer::answer;
 use crate::assets;
+use crate::cancel::cancel;
 use crate::load::{Failure, ListParams, find_run, follow, list, view_of, watch_runs};
 use crate::pages::{Filter, run_fragment, run_page, runs_page, runs_rows};
 use crate::state::AppState;
@@ -124,6 +125,33 @@ pub(crate) async fn answer_form(
         })?;
     let run = find_run(state.store.as_ref(), &id).await?;
     answer(&state, &run, form.answer).await?;
+    Ok(Redirect::to(&format!("/runs/{}", run_path(&run.id))).into_response())
+}
+
+#[derive(serde::Deserialize)]
+pub(crate) struct CancelForm {
+    token: Option<String>,
+}
+
+/// `POST /runs/{id}/cancel` (a form: `token`): cancels the run, then back to it.
+pub(crate) async fn cancel_form(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    Form(form): Form<CancelForm>,
+) -> Result<Response, Failure> {
+    state
+        .access
+        .check_write(&headers, form.token.as_deref())
+        .map_err(|d| {
+            Failure::new(
+                StatusCode::from_u16(d.status).unwrap_or(StatusCode::FORBIDDEN),
+                "DENIED",
+                d.message,
+            )
+        })?;
+    let run = find_run(state.store.as_ref(), &id).await?;
+    cancel(&state, &run).await?;
     Ok(Redirect::to(&format!("/runs/{}", run_path(&run.id))).into_response())
 }
 

@@ -10,7 +10,8 @@
 //! built with `maud`, where every interpolation is escaped, the embedded script only ever writes
 //! text nodes or server-rendered fragments, and a strict Content-Security-Policy forbids inline
 //! script. Access rules live in [`access`]: loopback reads are open, any other listener needs the
-//! token, and the one write (answering a paused run) needs the token and a same-origin request.
+//! token, and the two writes (answering a paused run, cancelling a run) need the token and a
+//! same-origin request.
 //!
 //! The crate reads no environment: the caller (the CLI) passes the token in [`StudioOptions`].
 #![deny(missing_docs)]
@@ -19,6 +20,7 @@ pub mod access;
 mod answer;
 mod api;
 mod assets;
+mod cancel;
 pub mod graph;
 mod handlers;
 pub mod layout;

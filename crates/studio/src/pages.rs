@@ -189,6 +189,13 @@ pub(crate) fn run_fragment(view: &RunView, token: &str) -> Markup {
             span.mono.muted title=(r.id) { (r.short_id) } " "
             (status_badge(&r.status))
             @if let Some(code) = &r.failure_code { " " span.code #failure-code { (code) } }
+            @if iterion_store::RunStatus::parse(&r.status).is_some_and(iterion_engine::cancellable) {
+                " "
+                form.inline method="post" action={ "/runs/" (r.id) "/cancel" } #cancel-form {
+                    input type="hidden" name="token" value=(token);
+                    button.danger type="submit" { "Cancel run" }
+                }
+            }
         }
         p.muted {
             "trust " (r.trust) " · driver " (r.driver.as_deref().unwrap_or("—"))
@@ -239,7 +246,14 @@ pub(crate) fn run_fragment(view: &RunView, token: &str) -> Markup {
                 h2 { "Artifacts" }
                 @if view.artifacts.is_empty() { p.muted { "None." } }
                 dl.kv #artifacts {
-                    @for a in &view.artifacts { dt { (a.kind) " " (a.name) } dd { code { (a.value) } } }
+                    @for a in &view.artifacts {
+                        dt data-kind=(a.kind) {
+                            (a.kind) " " (a.name)
+                            @if let Some(v) = a.version { " v" (v) }
+                            @if let Some(n) = &a.node { " " span.muted { "from " (n) } }
+                        }
+                        dd { code { (a.value) } }
+                    }
                 }
             }
         }

@@ -299,12 +299,18 @@ pub struct QuestionView {
 /// Something a run left behind.
 #[derive(Clone, Debug, Serialize)]
 pub struct Artifact {
-    /// `worktree`, `branch`, `patch`, `output`.
+    /// `published`, `worktree`, `branch`, `patch`, `output`.
     pub kind: String,
-    /// Where, or which node.
+    /// Where, which node, or a published artifact's name.
     pub name: String,
     /// What (a path, a commit, an output's JSON).
     pub value: String,
+    /// The node that published it (`published` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// 0 for its first publication under its name, then 1, 2, … (`published` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
 }
 
 /// One line of the timeline.
@@ -481,7 +487,12 @@ pub fn run_view(
             "node_failed" => {
                 if let Some(i) = node(&mut nodes) {
                     let n = &mut nodes[i];
-                    "failed".clone_into(&mut n.state);
+                    // A node the run's stop ended (a cancel, an interrupt) did not fail itself.
+                    let state = match d.get("code").and_then(Value::as_str) {
+                        Some("CANCELLED" | "INTERRUPTED") => "stopped",
+                        _ => "failed",
+                    };
+                    state.clone_into(&mut n.state);
                     n.failure = Some(NodeFailure {
                         code: str_of(d, "code"),
                         message: str_of(d, "message").unwrap_or_default(),
@@ -590,6 +601,21 @@ pub fn run_view(
                     sandbox.blocked.push(b);
                 }
             }
+            // `publish: NAME` (the one record of published artifacts: the event).
+            "artifact_published" => {
+                if let Some(name) = str_of(d, "name") {
+                    artifacts.push(Artifact {
+                        kind: "published".to_owned(),
+                        name,
+                        value: clip(
+                            &d.get("value").map(Value::to_string).unwrap_or_default(),
+                            2000,
+                        ),
+                        node: str_of(d, "node"),
+                        version: d.get("version").and_then(Value::as_u64),
+                    });
+                }
+            }
             "sandbox_workspace_landed" => {
                 if let Some(b) = str_of(d, "branch") {
                     let commit = str_of(d, "commit").unwrap_or_default();
@@ -597,6 +623,8 @@ pub fn run_view(
                         kind: "branch".to_owned(),
                         name: b,
                         value: commit,
+                        node: None,
+                        version: None,
                     });
                 }
                 if let Some(p) = str_of(d, "patch") {
@@ -604,6 +632,8 @@ pub fn run_view(
                         kind: "patch".to_owned(),
                         name: "patch".to_owned(),
                         value: p,
+                        node: None,
+                        version: None,
                     });
                 }
             }
@@ -638,6 +668,8 @@ pub fn run_view(
             kind: "worktree".to_owned(),
             name: "worktree".to_owned(),
             value: w.display().to_string(),
+            node: None,
+            version: None,
         });
     }
     for n in &nodes {
@@ -646,6 +678,8 @@ pub fn run_view(
                 kind: "output".to_owned(),
                 name: n.id.clone(),
                 value: clip(&out.to_string(), 2000),
+                node: None,
+                version: None,
             });
         }
     }

@@ -210,3 +210,93 @@ fn children_nest_under_their_parents_and_short_ids_tell_runs_apart() {
         "0190a000-0000-7000-8000-00000000000c"
     );
 }
+
+#[test]
+fn published_artifacts_are_listed_from_their_events_every_version() {
+    let ev = events(&[
+        (
+            "node_started",
+            json!({"node": "plan", "kind": "agent", "attempt": 1}),
+        ),
+        (
+            "node_finished",
+            json!({"node": "plan", "output": {"text": "v0"}}),
+        ),
+        (
+            "artifact_published",
+            json!({"name": "plan", "node": "plan", "version": 0, "value": {"text": "<b>v0</b>"}}),
+        ),
+        (
+            "artifact_published",
+            json!({"name": "plan", "node": "replan", "version": 1, "value": {"text": "v1"}}),
+        ),
+    ]);
+    let v = run_view(
+        &run(RunStatus::Finished),
+        &ev,
+        &[],
+        &[],
+        Vec::new(),
+        Timestamp::from_millis(9_000),
+    );
+    let published: Vec<(String, Option<String>, Option<u64>, String)> = v
+        .artifacts
+        .iter()
+        .filter(|a| a.kind == "published")
+        .map(|a| (a.name.clone(), a.node.clone(), a.version, a.value.clone()))
+        .collect();
+    assert_eq!(
+        published,
+        [
+            (
+                "plan".to_owned(),
+                Some("plan".to_owned()),
+                Some(0),
+                r#"{"text":"<b>v0</b>"}"#.to_owned()
+            ),
+            (
+                "plan".to_owned(),
+                Some("replan".to_owned()),
+                Some(1),
+                r#"{"text":"v1"}"#.to_owned()
+            ),
+        ]
+    );
+    // The other kinds carry neither field on the wire.
+    let output = v.artifacts.iter().find(|a| a.kind == "output").unwrap();
+    let wire = serde_json::to_value(output).unwrap();
+    assert_eq!(wire.as_object().unwrap().len(), 3, "{wire}");
+}
+
+#[test]
+fn a_node_the_cancel_ended_is_stopped_not_failed() {
+    let ev = events(&[
+        (
+            "node_started",
+            json!({"node": "nap", "kind": "tool", "attempt": 1}),
+        ),
+        ("cancel_requested", json!({"by": "studio"})),
+        (
+            "node_failed",
+            json!({"node": "nap", "code": "CANCELLED", "message": "the run was cancelled"}),
+        ),
+        (
+            "run_cancelled",
+            json!({"reason": "r", "phase": "execution"}),
+        ),
+    ]);
+    let v = run_view(
+        &run(RunStatus::Cancelled),
+        &ev,
+        &[],
+        &[],
+        Vec::new(),
+        Timestamp::from_millis(9_000),
+    );
+    assert_eq!(v.nodes[0].state, "stopped");
+    assert_eq!(
+        v.nodes[0].failure.as_ref().unwrap().code.as_deref(),
+        Some("CANCELLED")
+    );
+    assert_eq!(v.timeline[1].kind, "cancel_requested");
+}

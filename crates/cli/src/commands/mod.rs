@@ -1,4 +1,5 @@
 //! One module per command, and what they share.
+pub mod cancel;
 pub mod claw_runner;
 pub mod completions;
 pub mod config;
@@ -55,6 +56,9 @@ impl Failure {
     pub fn code(&self) -> &'static str {
         for cause in self.error.chain() {
             if let Some(e) = cause.downcast_ref::<iterion_engine::EngineError>() {
+                return e.code();
+            }
+            if let Some(e) = cause.downcast_ref::<iterion_engine::CancelError>() {
                 return e.code();
             }
             if let Some(e) = cause.downcast_ref::<iterion_engine::LaunchError>() {

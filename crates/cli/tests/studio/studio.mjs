@@ -6,6 +6,8 @@
 //   STUDIO_PROFILE       a fresh, empty browser profile directory
 //   STUDIO_RUNS          JSON: the ids of the prepared runs, and the hostile strings
 //   STUDIO_SPAWN         JSON {argv, cwd, home}: a run to start while the list is open
+//   STUDIO_CANCEL        JSON {argv, cwd, home, env, workflow}: a sandboxed run (another process)
+//                        to cancel from its page
 // Prints STUDIO_OK and exits 0 when every check passed; exits 1 with the reason otherwise.
 import { createRequire } from "node:module";
 import { spawn } from "node:child_process";
@@ -18,6 +20,7 @@ const base = process.env.STUDIO_URL;
 const shots = process.env.STUDIO_SHOTS;
 const runs = JSON.parse(process.env.STUDIO_RUNS);
 const toSpawn = JSON.parse(process.env.STUDIO_SPAWN);
+const toCancel = JSON.parse(process.env.STUDIO_CANCEL);
 
 function check(cond, what) {
   if (!cond) throw new Error(`check failed: ${what}`);
@@ -127,7 +130,48 @@ try {
   await exited;
   await page.screenshot({ path: path.join(shots, "live-run.png"), fullPage: true });
 
-  // 6. Hostile run data renders as text: no script ran, no element was made from it.
+  // 6. A running sandboxed run, executed by another `iterion run` process, cancelled from its
+  //    page: the page follows it to `cancelled`, the node stopped, the request on the timeline.
+  const napper = spawn(toCancel.argv[0], toCancel.argv.slice(1), {
+    cwd: toCancel.cwd,
+    env: { ...process.env, ...toCancel.env, ITERION_HOME: toCancel.home, RUST_LOG: "error" },
+    stdio: "ignore",
+  });
+  const napperExited = new Promise((resolve) => napper.on("exit", (code) => resolve(code)));
+  let napId = null;
+  for (let i = 0; i < 600 && !napId; i++) {
+    const list = await (await page.request.get(`${base}api/runs?workflow=${toCancel.workflow}`)).json();
+    const r = list.runs.find((x) => x.status === "running");
+    if (r) {
+      const v = await (await page.request.get(`${base}api/runs/${r.id}`)).json();
+      if (v.nodes.some((n) => n.id === "nap" && n.state === "running")) napId = r.id;
+    }
+    if (!napId) await page.waitForTimeout(200);
+  }
+  check(napId, "the sandboxed run to cancel is running");
+  await page.goto(`${base}runs/${napId}`);
+  await page.locator('h1 [data-status="running"]').waitFor();
+  check((await page.locator("#sandbox").getAttribute("data-state")) === "started", "its sandbox started");
+  check((await page.locator("#cancel-form button").count()) === 1, "a running run offers cancel");
+  await page.screenshot({ path: path.join(shots, "cancel-before.png"), fullPage: true });
+  await page.click("#cancel-form button");
+  await page.locator('h1 [data-status="cancelled"]').waitFor({ timeout: 60000 });
+  check((await page.locator("#failure-code").textContent()) === "CANCELLED", "cancelled code in the header");
+  const napState = await page.locator('svg#graph g.node[data-node="nap"]').getAttribute("data-state");
+  check(napState === "stopped", `the node is marked stopped, not failed (${napState})`);
+  await page.locator('#timeline tr[data-type="cancel_requested"]').waitFor({ timeout: 10000 });
+  await page.locator('#timeline tr[data-type="run_cancelled"]').waitFor({ timeout: 10000 });
+  check((await page.locator("#cancel-form").count()) === 0, "no cancel button once cancelled");
+  const napCode = await napperExited;
+  check(napCode === 1, `the executing process ended the run (exit ${napCode})`);
+  await page.screenshot({ path: path.join(shots, "cancelled.png"), fullPage: true });
+  // A run that is over: the API refuses, and the page offers no button.
+  const refused = await page.request.post(`${base}api/runs/${runs.failed}/cancel`);
+  check(refused.status() === 401, `a cancel without the token (${refused.status()})`);
+  await page.goto(`${base}runs/${runs.paused}`);
+  check((await page.locator("#cancel-form").count()) === 0, "no cancel button on a finished run");
+
+  // 7. Hostile run data renders as text: no script ran, no element was made from it.
   await page.goto(`${base}runs/${runs.hostile}`);
   await page.locator("#sandbox").waitFor();
   check((await page.locator("h1 .workflow").textContent()) === runs.hostile_name, "hostile workflow name as text");

@@ -1,6 +1,7 @@
 mod admission;
 mod agent;
 mod agent_docker;
+mod cancel;
 mod delegates;
 mod devbox;
 mod devcontainer;

@@ -364,11 +364,74 @@ fn studio_api_shapes_follow_stream_and_escaping_over_real_runs() {
         Some(("application/x-www-form-urlencoded", "answer=x")),
     );
     assert_eq!(status, 401, "{body}");
+    assert!(
+        !page.contains(r#"id="answer-form""#),
+        "no answer form on a run that is not paused"
+    );
+    // A failed_resumable run is not over: it offers the cancel form (with the token).
+    assert!(page.contains(r#"id="cancel-form""#), "{page}");
     let token = page
         .split(r#"name="token" value=""#)
         .nth(1)
-        .map(|rest| rest.split('"').next().unwrap_or_default().to_owned());
-    assert_eq!(token, None, "no answer form on a run that is not paused");
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no token in the cancel form: {page}"))
+        .to_owned();
+    // A cancel from another site (the token leaked, but not the origin), or without the token,
+    // is refused and the run left alone.
+    let form = format!("token={token}");
+    for (path, headers, body) in [
+        (
+            format!("/runs/{failed}/cancel"),
+            vec![("Origin", "http://attacker.example")],
+            Some(("application/x-www-form-urlencoded", form.as_str())),
+        ),
+        (
+            format!("/runs/{failed}/cancel"),
+            vec![("Sec-Fetch-Site", "cross-site")],
+            Some(("application/x-www-form-urlencoded", form.as_str())),
+        ),
+        (
+            format!("/runs/{failed}/cancel"),
+            vec![],
+            Some(("application/x-www-form-urlencoded", "")),
+        ),
+        (format!("/api/runs/{failed}/cancel"), vec![], None),
+    ] {
+        let (status, _, body) = http(s.addr, "POST", &path, &headers, body);
+        assert!(
+            status == 401 || status == 403,
+            "{path} {headers:?}: {status} {body}"
+        );
+    }
+    let still = get_json(s.addr, &format!("/api/runs/{failed}"));
+    assert_eq!(still["run"]["status"], json!("failed_resumable"));
+    assert_eq!(still["last_seq"], view["last_seq"], "nothing recorded");
+    // With the token: cancelled at once (nobody executes it), then it is over.
+    let bearer = format!("Bearer {token}");
+    let (status, _, body) = http(
+        s.addr,
+        "POST",
+        &format!("/api/runs/{failed}/cancel"),
+        &[("Authorization", &bearer)],
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    let done: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        done,
+        json!({"run_id": failed, "status": "cancelled", "failure_code": "CANCELLED"})
+    );
+    let (_, _, page) = http(s.addr, "GET", &format!("/runs/{failed}"), &[], None);
+    assert!(!page.contains(r#"id="cancel-form""#), "{page}");
+    let (status, _, body) = http(
+        s.addr,
+        "POST",
+        &format!("/api/runs/{failed}/cancel"),
+        &[("Authorization", &bearer)],
+        None,
+    );
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("RUN_OVER"), "{body}");
 }
 
 #[test]
@@ -567,6 +630,43 @@ fn studio_answering_a_paused_run_through_the_api_resumes_it() {
         Some(("application/json", r#"{"answer":"hi"}"#)),
     );
     assert_eq!(status, 409);
+    // Cancelling it: over, refused with its code, left alone; a cancel needs the token, and a
+    // form cancel the same origin, like an answer.
+    let version = get_json(s.addr, &format!("/api/runs/{paused}"))["last_seq"].clone();
+    let (status, _, body) = http(
+        s.addr,
+        "POST",
+        &format!("/api/runs/{paused}/cancel"),
+        &[("Authorization", &bearer)],
+        None,
+    );
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body.contains("RUN_OVER") && body.contains("nothing to cancel"),
+        "{body}"
+    );
+    let (status, _, _) = http(
+        s.addr,
+        "POST",
+        &format!("/api/runs/{paused}/cancel"),
+        &[],
+        None,
+    );
+    assert_eq!(status, 401);
+    let (status, _, _) = http(
+        s.addr,
+        "POST",
+        &format!("/runs/{paused}/cancel"),
+        &[("Origin", "http://attacker.example")],
+        Some((
+            "application/x-www-form-urlencoded",
+            &format!("token={token}"),
+        )),
+    );
+    assert_eq!(status, 403);
+    let after = get_json(s.addr, &format!("/api/runs/{paused}"));
+    assert_eq!(after["last_seq"], version, "nothing recorded");
+    assert_eq!(after["run"]["status"], json!("finished"));
 }
 
 const ASKER: &str = "prompt task:\n  Ask.\n\nagent asker:\n  model: \"anthropic/claude-test\"\n  user: task\n  interaction: ask\n\nworkflow asking:\n  entry: asker\n  asker -> done\n";
@@ -641,6 +741,7 @@ const BLOCKING: &str = "secrets:\n  deploy_key:\n    value: \"${ITERION_TEST_KEY
 const PARENT: &str = "tool start:\n  command: `echo parent`\n\nsubbot sub:\n  source: \"child.iter\"\n\nworkflow parent:\n  entry: start\n  start -> sub\n  sub -> done\n";
 const CHILD: &str =
     "tool step:\n  command: `echo child`\n\nworkflow child:\n  entry: step\n  step -> done\n";
+const NAPPING: &str = "tool nap:\n  command: `sleep 120`\n\nworkflow napping:\n  entry: nap\n  sandbox:\n    image: \"IMAGE\"\n  nap -> done\n";
 const SLOW: &str = "tool wait:\n  command: \"sleep 5; echo slept\"\n\nworkflow slow:\n  entry: wait\n  wait -> done\n";
 
 #[test]
@@ -760,6 +861,14 @@ fn docker_studio_in_a_real_browser() {
         "cwd": env.ws.path(),
         "home": env.home.path(),
     });
+    env.write("napping.iter", &NAPPING.replace("IMAGE", IMAGE));
+    let to_cancel = json!({
+        "argv": [iterion, "run", "napping.iter"],
+        "cwd": env.ws.path(),
+        "home": env.home.path(),
+        "env": {"ITERION_BIN": static_bin, "XDG_RUNTIME_DIR": xdg},
+        "workflow": "napping",
+    });
     let out = std::process::Command::new("node")
         .arg(&script)
         .env("STUDIO_URL", format!("http://{}/", s.addr))
@@ -767,6 +876,7 @@ fn docker_studio_in_a_real_browser() {
         .env("STUDIO_SHOTS", &shots)
         .env("STUDIO_PROFILE", profile.path())
         .env("STUDIO_SPAWN", spawn.to_string())
+        .env("STUDIO_CANCEL", to_cancel.to_string())
         .env(
             "STUDIO_RUNS",
             json!({"finished": finished, "failed": failed, "paused": paused, "parent": parent, "child": child, "hostile": hostile, "hostile_name": HOSTILE_NAME, "hostile_host": HOSTILE_HOST}).to_string(),
@@ -787,6 +897,8 @@ fn docker_studio_in_a_real_browser() {
         "answered.png",
         "live.png",
         "live-run.png",
+        "cancel-before.png",
+        "cancelled.png",
         "hostile.png",
     ] {
         let len = std::fs::metadata(shots.join(shot))
@@ -797,4 +909,16 @@ fn docker_studio_in_a_real_browser() {
     // The answer given in the browser finished the run.
     let v = get_json(s.addr, &format!("/api/runs/{paused}"));
     assert_eq!(v["run"]["status"], json!("finished"));
+    // The run cancelled in the browser: cancelled by its own process, its container gone.
+    let napping = get_json(s.addr, "/api/runs?workflow=napping");
+    let row = &napping["runs"][0];
+    assert_eq!(
+        (&row["status"], &row["failure_code"]),
+        (&json!("cancelled"), &json!("CANCELLED"))
+    );
+    assert_eq!(
+        env.containers(),
+        Vec::<String>::new(),
+        "nothing left behind"
+    );
 }

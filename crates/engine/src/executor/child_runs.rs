@@ -72,6 +72,10 @@ pub(crate) struct ChildRun {
     /// The child bundle's `devbox.json` (its file's directory, when that is not the workspace
     /// root: SANDBOX.md §15's bot source), which adoption does not provision.
     pub bundle_devbox: Option<std::path::PathBuf>,
+    /// Cancelled when someone asks for this child run to be cancelled (a cancel request
+    /// recorded in the store, `launcher::cancel`): the child stops as if its parent's stop
+    /// had come, and its parent's subbot node fails with it. Never fired for an inline child.
+    pub cancel: CancellationToken,
 }
 
 /// The executor's default [`ChildRuns`] when no store is wired: child ids are
@@ -113,6 +117,7 @@ impl ChildRuns for InlineChildRuns {
                 root_run: Some(parent_run.to_owned()),
             },
             bundle_devbox: None,
+            cancel: CancellationToken::new(),
         };
         Box::pin(async move { Ok(run) })
     }

@@ -526,7 +526,16 @@ impl Ctx<'_> {
             depth,
         } = match subbot::prepare(self, id, node, input, token).await? {
             Prepared::Done(output) => return Ok(output),
-            Prepared::Child(child) => child,
+            Prepared::Child(child) => *child,
+        };
+        // The child stops with its parent, and on a cancel request of its own.
+        let stop = token.child_token();
+        let relay = {
+            let (stop, requested) = (stop.clone(), opened.cancel.clone());
+            tokio::spawn(async move {
+                requested.cancelled().await;
+                stop.cancel();
+            })
         };
         let mut execution = Execution::new(
             workflow,
@@ -537,7 +546,7 @@ impl Ctx<'_> {
         .vars(vars)
         .environment(self.environment.clone())
         .run_log(self.logs.clone())
-        .cancel_token(token.clone())
+        .cancel_token(stop.clone())
         .nested(depth, self.redactor.clone())
         .child_runs(self.children.clone(), self.shared.clone());
         if let Some(workdir) = &self.workdir {
@@ -548,6 +557,7 @@ impl Ctx<'_> {
         }
         let started = Instant::now();
         let report = execution.run().await;
+        relay.abort();
         subbot::finish(self, node, opened, report, started).await
     }
 

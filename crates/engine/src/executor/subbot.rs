@@ -158,7 +158,7 @@ pub(crate) enum Prepared<'w> {
     Done(Value),
     /// An adopted child, opened and announced: the executor runs its graph in the parent's
     /// sandbox, then hands the report to [`finish`].
-    Child(ChildGraph<'w>),
+    Child(Box<ChildGraph<'w>>),
 }
 
 /// The graph of an adopted child run, ready to run.
@@ -277,12 +277,12 @@ pub(crate) async fn prepare<'w>(
         .events
         .emit(Event::SandboxShared(SandboxShared::adopted(adoption)))
         .await;
-    Ok(Prepared::Child(ChildGraph {
+    Ok(Prepared::Child(Box::new(ChildGraph {
         workflow: child,
         opened,
         vars,
         depth,
-    }))
+    })))
 }
 
 /// The rest of subbot node `node` once its child's graph ran (`report`, or why it could not

@@ -172,11 +172,21 @@ impl ChildRuns for StoreChildRuns<'_> {
                 parent_run: run.parent_run_id.as_ref().map(ToString::to_string),
                 root_run: Some(run.root_run_id.to_string()),
             };
+            // A cancel asked for this child (it runs in its parent's execution, not an
+            // attempt of its own): the watch ends when `close` fires the same token.
+            let cancel = tokio_util::sync::CancellationToken::new();
+            crate::launcher::cancel::CancelWatch::start(
+                Arc::clone(&self.store),
+                run.id.clone(),
+                cancel.clone(),
+                cancel.clone(),
+            );
             Ok(ChildRun {
                 run_id: run.id.to_string(),
                 events: Arc::new(events),
                 started,
                 bundle_devbox,
+                cancel,
             })
         })
     }
@@ -198,6 +208,8 @@ impl ChildRuns for StoreChildRuns<'_> {
         outcome: &'a RunOutcome,
     ) -> futures_util::future::BoxFuture<'a, ()> {
         Box::pin(async move {
+            // The child is over: its cancel watch stops.
+            child.cancel.cancel();
             let keeper = {
                 let mut keepers = self.keepers();
                 keepers

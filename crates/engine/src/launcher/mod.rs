@@ -5,12 +5,15 @@
 //!   sandbox, the executor, teardown, the final record.
 //! - [`resume`], [`fleet`]: a `failed_resumable` run taken again; a worker draining queued runs.
 //! - [`children`]: subbot children that need an attempt of their own, recorded in the store.
+//! - [`cancel`]: a cancel asked for from any process (`iterion cancel`, the studio), and the
+//!   watch an attempt keeps for it.
 //! - [`launch`] (vars and secrets), [`lease`], [`admission`] (SANDBOX.md §10), [`reaper`] (§12).
 //!
 //! Every `impl Engine` block lives in this room.
 
 pub(crate) mod admission;
 pub(crate) mod attempt;
+pub(crate) mod cancel;
 pub(crate) mod children;
 pub(crate) mod engine;
 pub(crate) mod fleet;

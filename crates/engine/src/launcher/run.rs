@@ -19,6 +19,7 @@ use crate::executor::execution::Execution;
 use crate::executor::outcome::RunOutcome;
 use crate::launcher::admission::persist_admission;
 use crate::launcher::attempt::{Attempt, Inputs};
+use crate::launcher::cancel::CancelWatch;
 use crate::launcher::children::{ChildContext, StoreChildRuns};
 use crate::launcher::engine::{
     Engine, EngineError, RunControl, RunEnvelope, RunRequest, RunSummary, holder_name,
@@ -117,7 +118,16 @@ impl Engine {
         let started = Instant::now();
         let mut attempt = attempt;
         let record = self.open_record(&mut attempt, &observer).await;
-        let stopping = Stopping::watch(&control, &record.lost);
+        // A cancel asked for from another process (`iterion cancel`, the studio) stops the
+        // attempt as the caller's cancel token does.
+        let requested = CancellationToken::new();
+        let stopping = Stopping::watch(&control, &record.lost, &requested);
+        CancelWatch::start(
+            Arc::clone(&self.store),
+            attempt.run.id.clone(),
+            requested,
+            stopping.stop.clone(),
+        );
         let admitted = match self.admit(&attempt, record.store.as_ref()).await {
             Ok(admitted) => admitted,
             Err(error) => {
@@ -765,18 +775,25 @@ struct Stopping {
 }
 
 impl Stopping {
-    /// Watches `control` and `lost` until `stop` is cancelled.
-    fn watch(control: &RunControl, lost: &CancellationToken) -> Stopping {
+    /// Watches `control`, `lost` and `requested` (a cancel request recorded in the store) until
+    /// `stop` is cancelled.
+    fn watch(
+        control: &RunControl,
+        lost: &CancellationToken,
+        requested: &CancellationToken,
+    ) -> Stopping {
         let stop = CancellationToken::new();
         let interrupt_children = CancellationToken::new();
         let interrupted = Arc::new(AtomicBool::new(false));
         let (watched, control_w, lost) = (stop.clone(), control.clone(), lost.clone());
+        let requested = requested.clone();
         let children = interrupt_children.clone();
         let flag = Arc::clone(&interrupted);
         tokio::spawn(async move {
             tokio::select! {
                 () = control_w.cancel.cancelled() => {}
                 () = control_w.abandon.cancelled() => {}
+                () = requested.cancelled() => {}
                 () = control_w.interrupt.cancelled() => flag.store(true, Ordering::SeqCst),
                 () = lost.cancelled() => flag.store(true, Ordering::SeqCst),
                 () = watched.cancelled() => return,

@@ -56,6 +56,9 @@ pub enum Event {
     RunFailed(RunFailed),
     /// The run was cancelled.
     RunCancelled(RunCancelled),
+    /// Someone asked for the run to be cancelled (`iterion cancel`, the studio): appended by
+    /// them, not by the engine; the engine executing the run watches for it and stops the run.
+    CancelRequested(CancelRequested),
     /// No sandbox: degraded `auto`, refused `inline`, or the pinned noop driver.
     SandboxSkipped(SandboxSkipped),
     /// The sandbox is running.
@@ -125,6 +128,7 @@ impl Event {
             Event::RunFinished(_) => "run_finished",
             Event::RunFailed(_) => "run_failed",
             Event::RunCancelled(_) => "run_cancelled",
+            Event::CancelRequested(_) => "cancel_requested",
             Event::SandboxSkipped(_) => "sandbox_skipped",
             Event::SandboxStarted(_) => "sandbox_started",
             Event::SandboxShared(_) => "sandbox_shared",
@@ -361,6 +365,13 @@ pub struct RunCancelled {
     pub reason: String,
     /// As in [`RunFailed::phase`].
     pub phase: String,
+}
+
+/// `cancel_requested {by}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelRequested {
+    /// Who asked: `iterion cancel`, `studio`.
+    pub by: String,
 }
 
 /// The `phase` of `run_failed` / `run_cancelled` once the graph is running (defined here; the

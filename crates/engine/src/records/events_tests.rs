@@ -193,6 +193,13 @@ fn run_node_and_edge_events_have_exactly_their_keys() {
         "run_cancelled",
         json!({"reason": "r", "phase": "execution"}),
     );
+    assert_wire(
+        Event::CancelRequested(CancelRequested {
+            by: "studio".into(),
+        }),
+        "cancel_requested",
+        json!({"by": "studio"}),
+    );
 }
 
 #[test]
