@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use iterion_dsl::ir::{NodeBody, Workflow};
+use iterion_dsl::ir::Workflow;
 use iterion_dsl::template::expand_host;
 use serde::{Deserialize, Serialize};
 
@@ -212,14 +212,13 @@ pub fn resolve_routes(
 ) -> Result<Routes, RouteError> {
     let mut routes = Routes::new();
     for node in &wf.nodes {
-        let NodeBody::Agent(agent) = &node.body else {
+        let Some(model) = node.body.model() else {
             continue;
         };
-        let expanded =
-            expand_host(&agent.model, &lookup).map_err(|e| RouteError::BadExpansion {
-                node: node.id.clone(),
-                message: e.to_string(),
-            })?;
+        let expanded = expand_host(model, &lookup).map_err(|e| RouteError::BadExpansion {
+            node: node.id.clone(),
+            message: e.to_string(),
+        })?;
         let expanded = render_vars(&expanded, vars);
         let bad = || RouteError::BadModel {
             node: node.id.clone(),

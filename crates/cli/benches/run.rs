@@ -1,19 +1,28 @@
-//! `iterion run` against the engine's CLI, side by side (BENCHMARKS.md "## iterion run").
+//! `iterion run` on every local driver against the engine's CLI, side by side in one run,
+//! interleaved (BENCHMARKS.md "## iterion run").
 //!
-//! 1. A one-tool-node sandboxed workflow, `iterion run one.iter`, against
-//!    `docker run --rm IMAGE sh -c CMD`, interleaved, `--runs N` times (default 20):
-//!    the median of each and their ratio (goal ≤ 1.2×).
-//! 2. A 20-node workflow: per-node overhead, `(median(20 nodes) − median(1 node)) / 19`, against
-//!    a raw `docker exec CONTAINER sh -c CMD` into one running container; and the same 20-node
-//!    run with the exec agent off (`ITERION_SANDBOX_EXEC_AGENT=0`: every node a driver exec),
-//!    interleaved with the others.
+//! Each round runs, in a rotating order so that drift on a shared machine hits every series:
 //!
-//! 3. `-- --driver namespace`: the same two workflows without `image:` on the embedded namespace
-//!    driver (issue 18: no engine is asked, `DOCKER_HOST` points at nothing), against the same
-//!    `docker run --rm` and `docker exec` baselines (goal ≤ 0.1× and ≤ 3 ms per node).
+//! - a one-tool-node sandboxed workflow on the docker driver, `iterion run one.iter`;
+//! - the same workflow without `image:` on the embedded namespace driver (no engine is asked:
+//!   `DOCKER_HOST` points at nothing, `ITERION_SANDBOX_DRIVER=namespace`);
+//! - `docker run --rm IMAGE sh -c CMD`, the baseline of both (goals ≤ 1.0× docker, ≤ 0.1×
+//!   namespace);
+//! - a 20-node workflow on each driver: per node `(median(20 nodes) − median(1 node)) / 19`
+//!   (goal ≤ 3 ms), against a raw `docker exec CONTAINER sh -c CMD` into one running container;
+//! - the docker runs again with the exec agent off (`ITERION_SANDBOX_EXEC_AGENT=0`).
+//!
+//! Then the memory an idle sandbox holds on the host, per driver, while a node sleeps: docker,
+//! the container's cgroup (`docker stats`) plus its `containerd-shim`'s PSS; namespace, the PSS of
+//! every process the run keeps besides the node (the sandbox's init, the exec agent, the
+//! bridge).
+//!
+//! The warm pool (`ITERION_SANDBOX_WARM`) serves processes that start many runs; one `iterion
+//! run` per process never claims an entry, so its row is the driver-level bench's
+//! (`cargo bench -p iterion-sandbox-docker --bench docker_driver`).
 //!
 //! Needs a running engine and the test images (scripts/build-test-images.sh). Not part of the
-//! test suite: `cargo bench -p iterion --bench run`.
+//! test suite: `cargo bench -p iterion --bench run -- [--runs N]` (default 20).
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -44,10 +53,10 @@ fn timed(cmd: &mut Command) -> Duration {
     elapsed
 }
 
-fn workflow(nodes: usize, namespace: bool) -> String {
+fn workflow(nodes: usize, namespace: bool, command: &str) -> String {
     let mut text = String::new();
     for i in 0..nodes {
-        text.push_str(&format!("tool n{i}:\n  command: `{CMD}`\n\n"));
+        text.push_str(&format!("tool n{i}:\n  command: `{command}`\n\n"));
     }
     if namespace {
         text.push_str("workflow bench:\n  entry: n0\n  sandbox: auto\n");
@@ -83,6 +92,138 @@ fn iterion(home: &Path, ws: &Path, file: &str, namespace: bool) -> Command {
     cmd
 }
 
+/// `/proc/<pid>/smaps_rollup`'s `Pss:` in KiB (0 when unreadable).
+fn pss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|line| line.starts_with("Pss:"))
+                .and_then(|line| line.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Every live process: `(pid, ppid, comm, cmdline)`.
+fn processes() -> Vec<(u32, u32, String, String)> {
+    let mut all = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = stat[open + 1..close].to_owned();
+        let ppid = stat[close + 1..]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
+            .unwrap_or_default();
+        all.push((pid, ppid, comm, cmdline));
+    }
+    all
+}
+
+/// The PSS (MiB) of every descendant of `root` but the node's `sleep`.
+fn descendants_pss_mib(root: u32) -> f64 {
+    let all = processes();
+    let mut family = vec![root];
+    let mut kib = 0;
+    while let Some(parent) = family.pop() {
+        for (pid, ppid, comm, _) in &all {
+            if *ppid == parent {
+                family.push(*pid);
+                if comm != "sleep" {
+                    kib += pss_kib(*pid);
+                }
+            }
+        }
+    }
+    kib as f64 / 1024.0
+}
+
+/// `docker stats`' memory of `id` in MiB.
+fn container_mib(id: &str) -> f64 {
+    let out = Command::new("docker")
+        .args(["stats", "--no-stream", "--format", "{{.MemUsage}}", id])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let used = text.split('/').next().unwrap_or("").trim().to_owned();
+    let (number, unit) = used.split_at(
+        used.find(|c: char| c.is_ascii_alphabetic())
+            .unwrap_or(used.len()),
+    );
+    let value: f64 = number.trim().parse().unwrap_or(0.0);
+    match unit {
+        "KiB" | "kB" => value / 1024.0,
+        "GiB" | "GB" => value * 1024.0,
+        "B" => value / 1024.0 / 1024.0,
+        _ => value,
+    }
+}
+
+/// The memory an idle sandbox holds on the host, in MiB, measured while `idle.iter`'s node sleeps.
+fn idle_memory(home: &Path, ws: &Path, namespace: bool) -> String {
+    let mut child = iterion(home, ws, "idle.iter", namespace)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The node sleeps 8 s; the sandbox is up well before 4 s.
+    std::thread::sleep(Duration::from_secs(4));
+    let report = if namespace {
+        format!("{:.1} MiB PSS", descendants_pss_mib(child.id()))
+    } else {
+        let ids = Command::new("docker")
+            .args([
+                "ps",
+                "-q",
+                "--no-trunc",
+                "--filter",
+                "label=iterion.io/managed=true",
+            ])
+            .output()
+            .unwrap();
+        let ids = String::from_utf8_lossy(&ids.stdout).into_owned();
+        // Ours is the one whose workspace is this bench's.
+        let ours = ids.lines().find(|id| {
+            let out = Command::new("docker")
+                .args(["inspect", "--format", "{{.Config.WorkingDir}}", id])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).trim() == ws.to_string_lossy()
+        });
+        match ours {
+            None => "no container found".to_owned(),
+            Some(id) => {
+                let shim: u64 = processes()
+                    .iter()
+                    .filter(|(_, _, comm, cmdline)| {
+                        comm.starts_with("containerd-shim") && cmdline.contains(id)
+                    })
+                    .map(|(pid, ..)| pss_kib(*pid))
+                    .sum();
+                format!(
+                    "{:.1} MiB cgroup + {:.1} MiB shim PSS",
+                    container_mib(id),
+                    shim as f64 / 1024.0
+                )
+            }
+        }
+    };
+    child.wait().unwrap();
+    report
+}
+
 fn main() {
     // `cargo bench -p iterion --bench run -- --runs N`; cargo's own `--bench` flag is ignored.
     let args: Vec<String> = std::env::args().collect();
@@ -92,53 +233,29 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
-    let namespace = args
-        .iter()
-        .position(|a| a == "--driver")
-        .and_then(|i| args.get(i + 1))
-        .is_some_and(|v| v == "namespace");
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
+    // The workspace is canonical, as the driver binds it.
+    let ws_path = ws.path().canonicalize().unwrap();
     Command::new("git")
         .args(["init", "-q"])
-        .current_dir(ws.path())
+        .current_dir(&ws_path)
         .status()
         .unwrap();
-    std::fs::write(ws.path().join("one.iter"), workflow(1, namespace)).unwrap();
-    std::fs::write(ws.path().join("twenty.iter"), workflow(20, namespace)).unwrap();
+    let write = |name: &str, text: String| std::fs::write(ws_path.join(name), text).unwrap();
+    write("one.iter", workflow(1, false, CMD));
+    write("twenty.iter", workflow(20, false, CMD));
+    write("one_ns.iter", workflow(1, true, CMD));
+    write("twenty_ns.iter", workflow(20, true, CMD));
 
-    // Warm up both paths (page cache, the store's file, the engine's image cache).
-    timed(&mut iterion(home.path(), ws.path(), "one.iter", namespace));
+    let h = home.path();
+    let w = ws_path.as_path();
+    // Warm up every path (page cache, the store's file, the engine's image cache).
+    timed(&mut iterion(h, w, "one.iter", false));
+    timed(&mut iterion(h, w, "one_ns.iter", true));
     timed(Command::new("docker").args(["run", "--rm", IMAGE, "sh", "-c", CMD]));
 
-    let (mut ours, mut raw, mut twenty) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut ours_off, mut twenty_off) = (Vec::new(), Vec::new());
-    let agent_off = |file: &str| {
-        let mut cmd = iterion(home.path(), ws.path(), file, namespace);
-        cmd.env("ITERION_SANDBOX_EXEC_AGENT", "0");
-        cmd
-    };
-    for _ in 0..runs {
-        ours.push(timed(&mut iterion(
-            home.path(),
-            ws.path(),
-            "one.iter",
-            namespace,
-        )));
-        raw.push(timed(
-            Command::new("docker").args(["run", "--rm", IMAGE, "sh", "-c", CMD]),
-        ));
-        twenty.push(timed(&mut iterion(
-            home.path(),
-            ws.path(),
-            "twenty.iter",
-            namespace,
-        )));
-        ours_off.push(timed(&mut agent_off("one.iter")));
-        twenty_off.push(timed(&mut agent_off("twenty.iter")));
-    }
-
-    // Raw docker exec into one long-lived container.
+    // A long-lived container for the raw `docker exec` baseline.
     let id = String::from_utf8(
         Command::new("docker")
             .args([
@@ -157,43 +274,100 @@ fn main() {
     .unwrap()
     .trim()
     .to_owned();
-    let mut exec = Vec::new();
-    for _ in 0..runs {
-        exec.push(timed(
-            Command::new("docker").args(["exec", &id, "sh", "-c", CMD]),
-        ));
+
+    const SERIES: [&str; 8] = [
+        "docker one",
+        "namespace one",
+        "docker run --rm",
+        "docker twenty",
+        "namespace twenty",
+        "docker one agent-off",
+        "docker twenty agent-off",
+        "docker exec",
+    ];
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); SERIES.len()];
+    for round in 0..runs {
+        for k in 0..SERIES.len() {
+            let series = (k + round) % SERIES.len();
+            let took = match series {
+                0 => timed(&mut iterion(h, w, "one.iter", false)),
+                1 => timed(&mut iterion(h, w, "one_ns.iter", true)),
+                2 => timed(Command::new("docker").args(["run", "--rm", IMAGE, "sh", "-c", CMD])),
+                3 => timed(&mut iterion(h, w, "twenty.iter", false)),
+                4 => timed(&mut iterion(h, w, "twenty_ns.iter", true)),
+                5 => timed(iterion(h, w, "one.iter", false).env("ITERION_SANDBOX_EXEC_AGENT", "0")),
+                6 => timed(
+                    iterion(h, w, "twenty.iter", false).env("ITERION_SANDBOX_EXEC_AGENT", "0"),
+                ),
+                _ => timed(Command::new("docker").args(["exec", &id, "sh", "-c", CMD])),
+            };
+            samples[series].push(took);
+        }
     }
     Command::new("docker")
         .args(["rm", "-f", &id])
         .output()
         .unwrap();
 
-    let (ours, raw, twenty, exec) = (median(ours), median(raw), median(twenty), median(exec));
-    let (ours_off, twenty_off) = (median(ours_off), median(twenty_off));
-    let per_node = twenty.saturating_sub(ours) / 19;
-    let per_node_off = twenty_off.saturating_sub(ours_off) / 19;
+    write("idle.iter", workflow(1, false, "sleep 8"));
+    write("idle_ns.iter", workflow(1, true, "sleep 8"));
+    let docker_idle = idle_memory(h, w, false);
+    std::fs::rename(ws_path.join("idle_ns.iter"), ws_path.join("idle.iter")).unwrap();
+    let namespace_idle = idle_memory(h, w, true);
+
+    let m: Vec<Duration> = samples.into_iter().map(median).collect();
+    let per_node = |twenty: Duration, one: Duration| twenty.saturating_sub(one) / 19;
+    let (docker_node, ns_node, off_node) = (
+        per_node(m[3], m[0]),
+        per_node(m[4], m[1]),
+        per_node(m[6], m[5]),
+    );
+    println!("runs: {runs} per series, interleaved (medians)");
+    println!("| what | time | baseline | ratio | goal |");
+    println!("|---|---|---|---|---|");
     println!(
-        "runs: {runs} (interleaved), driver: {}",
-        if namespace { "namespace" } else { "docker" }
+        "| one tool node, namespace driver | {:.0} ms | `docker run --rm` {:.0} ms | {:.2}× | ≤ 0.1× |",
+        ms(m[1]),
+        ms(m[2]),
+        ms(m[1]) / ms(m[2])
     );
     println!(
-        "| one tool node, sandboxed | `iterion run` {:.0} ms | `docker run --rm` {:.0} ms | ratio {:.2}× |",
-        ms(ours),
-        ms(raw),
-        ms(ours) / ms(raw)
+        "| one tool node, docker driver | {:.0} ms | `docker run --rm` {:.0} ms | {:.2}× | ≤ 1.0× |",
+        ms(m[0]),
+        ms(m[2]),
+        ms(m[0]) / ms(m[2])
     );
     println!(
-        "| 20 tool nodes | `iterion run` {:.0} ms | per node {:.1} ms | `docker exec` {:.1} ms | ratio {:.2}× |",
-        ms(twenty),
-        ms(per_node),
-        ms(exec),
-        ms(per_node) / ms(exec)
+        "| one tool node, docker, exec agent off | {:.0} ms | `docker run --rm` {:.0} ms | {:.2}× | |",
+        ms(m[5]),
+        ms(m[2]),
+        ms(m[5]) / ms(m[2])
     );
     println!(
-        "| exec agent off | one node {:.0} ms | 20 nodes {:.0} ms | per node {:.1} ms | agent on / off per node {:.2}× |",
-        ms(ours_off),
-        ms(twenty_off),
-        ms(per_node_off),
-        ms(per_node) / ms(per_node_off)
+        "| per node of 20, namespace driver | {:.1} ms | `docker exec` {:.1} ms | {:.2}× | ≤ 3 ms |",
+        ms(ns_node),
+        ms(m[7]),
+        ms(ns_node) / ms(m[7])
+    );
+    println!(
+        "| per node of 20, docker driver | {:.1} ms | `docker exec` {:.1} ms | {:.2}× | ≤ 3 ms |",
+        ms(docker_node),
+        ms(m[7]),
+        ms(docker_node) / ms(m[7])
+    );
+    println!(
+        "| per node of 20, docker, exec agent off | {:.1} ms | `docker exec` {:.1} ms | {:.2}× | |",
+        ms(off_node),
+        ms(m[7]),
+        ms(off_node) / ms(m[7])
+    );
+    println!(
+        "| 20 nodes, whole run | docker {:.0} ms, namespace {:.0} ms, docker agent off {:.0} ms | | | |",
+        ms(m[3]),
+        ms(m[4]),
+        ms(m[6])
+    );
+    println!(
+        "| idle sandbox, host memory | docker: {docker_idle}; namespace: {namespace_idle} | | | reported |"
     );
 }

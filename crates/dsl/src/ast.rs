@@ -483,6 +483,10 @@ pub enum NodeBody {
     Router(RouterProps),
     /// `subbot`.
     Subbot(SubbotProps),
+    /// `compute`.
+    Compute(ComputeProps),
+    /// `human`.
+    Human(HumanProps),
 }
 
 /// A prompt property: a declared prompt's name, or inline text.
@@ -513,12 +517,17 @@ pub enum AwaitMode {
 }
 
 /// Router `mode` (E020 outside the list).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum RouterMode {
     /// `condition`.
     Condition,
     /// `fan_out_all` (the default).
+    #[default]
     FanOutAll,
+    /// `round_robin`: the next outgoing edge, in declaration order, at each visit.
+    RoundRobin,
+    /// `llm`: a model picks the outgoing edge.
+    Llm,
 }
 
 /// `backend` (E020 outside the list).
@@ -595,11 +604,28 @@ pub struct AgentExtras {
     pub mcp: Option<McpBlock>,
 }
 
+/// A script tool's `language` (E020 outside the allow-list).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScriptLanguage {
+    /// `sh` (the default for `script:`).
+    Sh,
+    /// `bash`.
+    Bash,
+    /// `js` / `node`.
+    Node,
+    /// `py` / `python` / `python3`.
+    Python,
+}
+
 /// `tool` properties (DSL.md §3.6).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolProps {
-    /// `command` (required); template text.
+    /// `command` (required unless `script` is given); template text. For a script tool this
+    /// holds the `script` text.
     pub command: StrLit,
+    /// `Some` for a `script:` tool: its `language` (`sh` when absent), with the span of the
+    /// `script` key.
+    pub script: Option<(ScriptLanguage, Span)>,
     /// `input` schema name.
     pub input: Option<Ident>,
     /// `output` schema name.
@@ -611,10 +637,63 @@ pub struct ToolProps {
 }
 
 /// `router` properties (DSL.md §3.7).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Default)]
 pub struct RouterProps {
     /// `mode`; `fan_out_all` when absent.
     pub mode: RouterMode,
+    /// `model` (`llm` routers only).
+    pub model: Option<StrLit>,
+    /// `system` (`llm` routers only).
+    pub system: Option<PromptRef>,
+    /// `user` (`llm` routers only).
+    pub user: Option<PromptRef>,
+    /// `multi` (`llm` routers only).
+    pub multi: Option<BoolLit>,
+}
+
+/// `compute` properties: each `expr` entry is one output field.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ComputeProps {
+    /// `input` schema name.
+    pub input: Option<Ident>,
+    /// `output` schema name.
+    pub output: Option<Ident>,
+    /// `await`, with the value's span.
+    pub await_: Option<(AwaitMode, Span)>,
+    /// `expr:` entries in order: output field → expression string (required, non-empty).
+    pub expr: Vec<(Ident, StrLit)>,
+}
+
+/// A `human` node's `interaction`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HumanMode {
+    /// `human` (the default): always pause for the operator.
+    Human,
+    /// `llm`: a model answers; never pauses.
+    Llm,
+    /// `llm_or_human`: a model answers, or asks the operator (pausing).
+    LlmOrHuman,
+}
+
+/// `human` properties.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HumanProps {
+    /// `input` schema name.
+    pub input: Option<Ident>,
+    /// `output` schema name.
+    pub output: Option<Ident>,
+    /// `instructions`: what the operator (or the model) is asked.
+    pub instructions: Option<PromptRef>,
+    /// `interaction`, with the value's span.
+    pub interaction: Option<(HumanMode, Span)>,
+    /// `model` (required for `llm` / `llm_or_human`).
+    pub model: Option<StrLit>,
+    /// `system` (model modes).
+    pub system: Option<PromptRef>,
+    /// `min_answers` (≥ 0; documentation of the form: one answer is always required).
+    pub min_answers: Option<IntLit>,
+    /// `await`, with the value's span.
+    pub await_: Option<(AwaitMode, Span)>,
 }
 
 /// `subbot` properties (DSL.md §3.9).

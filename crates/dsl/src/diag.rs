@@ -67,8 +67,18 @@ pub enum Code {
     C015,
     /// `C016`.
     C016,
+    /// `C018`: a model mode without a model.
+    C018,
     /// `C019`.
     C019,
+    /// `C020`: a `round_robin` router with fewer than two edges.
+    C020,
+    /// `C021`: an `llm` router with fewer than two edges.
+    C021,
+    /// `C022`: a clause on an edge of a router that picks its edge itself.
+    C022,
+    /// `C023`: an `llm`-only property on another router.
+    C023,
     /// `C024`.
     C024,
     /// `C025`.
@@ -91,6 +101,8 @@ pub enum Code {
     C036,
     /// `C038`.
     C038,
+    /// `C039`: a `compute` node without expressions.
+    C039,
     /// `C040`.
     C040,
     /// `C041`.
@@ -228,7 +240,12 @@ impl Code {
         Code::C014,
         Code::C015,
         Code::C016,
+        Code::C018,
         Code::C019,
+        Code::C020,
+        Code::C021,
+        Code::C022,
+        Code::C023,
         Code::C024,
         Code::C025,
         Code::C026,
@@ -240,6 +257,7 @@ impl Code {
         Code::C034,
         Code::C036,
         Code::C038,
+        Code::C039,
         Code::C040,
         Code::C041,
         Code::C044,
@@ -326,7 +344,12 @@ impl Code {
             Code::C014 => "C014",
             Code::C015 => "C015",
             Code::C016 => "C016",
+            Code::C018 => "C018",
             Code::C019 => "C019",
+            Code::C020 => "C020",
+            Code::C021 => "C021",
+            Code::C022 => "C022",
+            Code::C023 => "C023",
             Code::C024 => "C024",
             Code::C025 => "C025",
             Code::C026 => "C026",
@@ -338,6 +361,7 @@ impl Code {
             Code::C034 => "C034",
             Code::C036 => "C036",
             Code::C038 => "C038",
+            Code::C039 => "C039",
             Code::C040 => "C040",
             Code::C041 => "C041",
             Code::C044 => "C044",

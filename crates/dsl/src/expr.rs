@@ -26,6 +26,14 @@ pub enum Func {
     Length,
     /// `contains(a, b)`.
     Contains,
+    /// `concat(list, …)`: the lists one after the other (`null` counts as `[]`).
+    Concat,
+    /// `unique(list)`: the list without repeated elements, first occurrence kept.
+    Unique,
+    /// `join(list, sep)`: the elements' text joined by `sep`.
+    Join,
+    /// `if(cond, then, else)`: only the chosen branch is evaluated.
+    If,
 }
 
 impl Func {
@@ -34,23 +42,38 @@ impl Func {
         match self {
             Func::Length => "length",
             Func::Contains => "contains",
+            Func::Concat => "concat",
+            Func::Unique => "unique",
+            Func::Join => "join",
+            Func::If => "if",
         }
     }
 
-    /// How many arguments it takes (C138 otherwise).
+    /// How many arguments it takes (C138 otherwise); `concat` takes at least this many.
     pub fn arity(self) -> usize {
         match self {
-            Func::Length => 1,
-            Func::Contains => 2,
+            Func::Length | Func::Unique | Func::Concat => 1,
+            Func::Contains | Func::Join => 2,
+            Func::If => 3,
         }
+    }
+
+    /// Whether it takes any number of arguments from [`Func::arity`] up.
+    pub fn variadic(self) -> bool {
+        self == Func::Concat
     }
 
     fn from_name(name: &str) -> Option<Func> {
-        match name {
-            "length" => Some(Func::Length),
-            "contains" => Some(Func::Contains),
-            _ => None,
-        }
+        [
+            Func::Length,
+            Func::Contains,
+            Func::Concat,
+            Func::Unique,
+            Func::Join,
+            Func::If,
+        ]
+        .into_iter()
+        .find(|f| f.as_str() == name)
     }
 }
 
@@ -180,7 +203,7 @@ pub enum ExprError {
     #[error("invalid expression: nested more than {MAX_DEPTH} levels")]
     TooDeep,
     /// A builtin with the wrong number of arguments (C138).
-    #[error("{}() takes {} argument(s)", func.as_str(), func.arity())]
+    #[error("{}() takes {}{} argument(s)", func.as_str(), if func.variadic() { "at least " } else { "" }, func.arity())]
     Arity {
         /// The builtin.
         func: Func,
@@ -238,6 +261,20 @@ pub enum EvalError {
         a: &'static str,
         /// The second argument's type.
         b: &'static str,
+    },
+    /// `concat` / `unique` / `join` on something that is not a list (or null).
+    #[error("{func}() needs a list (or null), found {found}")]
+    NotAList {
+        /// The builtin.
+        func: &'static str,
+        /// The argument's type.
+        found: &'static str,
+    },
+    /// `join` with a separator that is not a string.
+    #[error("join() needs a string separator, found {found}")]
+    JoinSeparator {
+        /// The separator's type.
+        found: &'static str,
     },
     /// The expression's result is not a bool.
     #[error("the condition is {found}, not bool")]
@@ -557,7 +594,12 @@ impl Parser {
         }
         self.expect_rparen()?;
         self.leave();
-        if args.len() != func.arity() {
+        let fits = if func.variadic() {
+            args.len() >= func.arity()
+        } else {
+            args.len() == func.arity()
+        };
+        if !fits {
             return Err(ExprError::Arity {
                 func,
                 found: args.len(),
@@ -642,13 +684,30 @@ impl Expr {
     /// "outputs": …, "loop": …, "run": …}`. A bare name reads `input`. A path that cannot be
     /// resolved is `null`.
     pub fn eval(&self, scope: &Value) -> Result<Value, EvalError> {
+        self.eval_in(scope, NullIs::Error)
+    }
+
+    /// Evaluates a `compute` entry: as [`Expr::eval`], except that `null` counts as `false`
+    /// for `and`, `or`, `not` and `if` (upstream's compute nodes read fields that are absent
+    /// before a loop's first crossing, such as `loop.L.previous_output.F`).
+    pub fn eval_compute(&self, scope: &Value) -> Result<Value, EvalError> {
+        self.eval_in(scope, NullIs::False)
+    }
+
+    fn eval_in(&self, scope: &Value, null: NullIs) -> Result<Value, EvalError> {
+        let truth = |e: &Expr, op: &'static str| -> Result<bool, EvalError> {
+            match (e.eval_in(scope, null)?, null) {
+                (Value::Null, NullIs::False) => Ok(false),
+                (v, _) => as_bool(&v, op),
+            }
+        };
         match self {
             Expr::Literal(v) => Ok(v.clone()),
             Expr::Path(p) => Ok(p.lookup(scope).cloned().unwrap_or(Value::Null)),
-            Expr::Not(inner) => Ok(Value::Bool(!as_bool(&inner.eval(scope)?, "not")?)),
+            Expr::Not(inner) => Ok(Value::Bool(!truth(inner, "not")?)),
             Expr::And(items) => {
                 for item in items {
-                    if !as_bool(&item.eval(scope)?, "and")? {
+                    if !truth(item, "and")? {
                         return Ok(Value::Bool(false));
                     }
                 }
@@ -656,20 +715,30 @@ impl Expr {
             }
             Expr::Or(items) => {
                 for item in items {
-                    if as_bool(&item.eval(scope)?, "or")? {
+                    if truth(item, "or")? {
                         return Ok(Value::Bool(true));
                     }
                 }
                 Ok(Value::Bool(false))
             }
             Expr::Compare(op, l, r) => {
-                let (a, b) = (l.eval(scope)?, r.eval(scope)?);
+                let (a, b) = (l.eval_in(scope, null)?, r.eval_in(scope, null)?);
                 compare(*op, &a, &b).map(Value::Bool)
             }
+            Expr::Call(Func::If, args) => match args.as_slice() {
+                [cond, then, otherwise] => {
+                    if truth(cond, "if")? {
+                        then.eval_in(scope, null)
+                    } else {
+                        otherwise.eval_in(scope, null)
+                    }
+                }
+                _ => Ok(Value::Null),
+            },
             Expr::Call(func, args) => {
                 let mut vals = Vec::with_capacity(args.len());
                 for a in args {
-                    vals.push(a.eval(scope)?);
+                    vals.push(a.eval_in(scope, null)?);
                 }
                 call(*func, &vals)
             }
@@ -685,6 +754,15 @@ impl Expr {
             }),
         }
     }
+}
+
+/// How `and` / `or` / `not` / `if` take a `null` operand.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum NullIs {
+    /// An evaluation error (§5.2, `when` expressions).
+    Error,
+    /// `false` (compute entries).
+    False,
 }
 
 fn as_bool(v: &Value, op: &'static str) -> Result<bool, EvalError> {
@@ -755,6 +833,54 @@ fn call(func: Func, args: &[Value]) -> Result<Value, EvalError> {
                 }),
             }
         }
+        Func::Concat => {
+            let mut out = Vec::new();
+            for a in args {
+                out.extend(list_arg("concat", a)?.iter().cloned());
+            }
+            Ok(Value::Array(out))
+        }
+        Func::Unique => {
+            let mut out: Vec<Value> = Vec::new();
+            for v in list_arg("unique", first)? {
+                if !out.iter().any(|seen| values_equal(seen, v)) {
+                    out.push(v.clone());
+                }
+            }
+            Ok(Value::Array(out))
+        }
+        Func::Join => {
+            let sep = match args.get(1).unwrap_or(&null) {
+                Value::String(s) => s.as_str(),
+                other => {
+                    return Err(EvalError::JoinSeparator {
+                        found: type_name(other),
+                    });
+                }
+            };
+            let parts: Vec<String> = list_arg("join", first)?
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => s.clone(),
+                    other => crate::template::compact_json(other),
+                })
+                .collect();
+            Ok(Value::String(parts.join(sep)))
+        }
+        // Evaluated lazily in `eval_in`.
+        Func::If => Ok(Value::Null),
+    }
+}
+
+/// A list argument; `null` is the empty list.
+fn list_arg<'v>(func: &'static str, v: &'v Value) -> Result<&'v [Value], EvalError> {
+    match v {
+        Value::Array(items) => Ok(items),
+        Value::Null => Ok(&[]),
+        other => Err(EvalError::NotAList {
+            func,
+            found: type_name(other),
+        }),
     }
 }
 

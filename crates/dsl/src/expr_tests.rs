@@ -529,3 +529,55 @@ mod props {
         }
     }
 }
+
+#[test]
+fn the_list_builtins_and_if() {
+    use serde_json::json;
+    let scope = json!({"input": {"a": ["x", "y"], "b": ["y", "z"], "n": 3}});
+    let eval = |src: &str| super::parse(src).unwrap().eval(&scope);
+    assert_eq!(
+        eval("concat(input.a, input.b, input.none)"),
+        Ok(json!(["x", "y", "y", "z"]))
+    );
+    assert_eq!(
+        eval("unique(concat(input.a, input.b))"),
+        Ok(json!(["x", "y", "z"]))
+    );
+    assert_eq!(eval("join(input.a, '+')"), Ok(json!("x+y")));
+    assert_eq!(eval("join(input.none, '+')"), Ok(json!("")));
+    assert_eq!(eval("if(n > 2, 'big', 'small')"), Ok(json!("big")));
+    // Only the chosen branch is evaluated.
+    assert_eq!(eval("if(false, input.n < 'x', 1)"), Ok(json!(1)));
+    assert_eq!(
+        eval("concat(input.n)").unwrap_err().to_string(),
+        "concat() needs a list (or null), found number"
+    );
+    assert_eq!(
+        super::parse("concat()").unwrap_err().to_string(),
+        "concat() takes at least 1 argument(s)"
+    );
+    assert_eq!(
+        eval("join(input.a, 1)").unwrap_err().to_string(),
+        "join() needs a string separator, found number"
+    );
+}
+
+#[test]
+fn compute_entries_take_null_as_false_and_when_expressions_do_not() {
+    use serde_json::json;
+    let scope = json!({"input": {"ok": true}, "loop": {"l": {"previous_output": null}}});
+    let e = super::parse("input.ok && loop.l.previous_output.ok").unwrap();
+    assert_eq!(e.eval_compute(&scope), Ok(json!(false)));
+    assert!(e.eval(&scope).is_err());
+    assert_eq!(
+        super::parse("not missing").unwrap().eval_compute(&scope),
+        Ok(json!(true))
+    );
+    // A string is still not a bool.
+    assert!(
+        super::parse("'yes' && true")
+            .unwrap()
+            .eval_compute(&scope)
+            .is_err()
+    );
+}

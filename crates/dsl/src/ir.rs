@@ -137,7 +137,11 @@ impl Workflow {
     pub fn has_ask_interaction(&self) -> bool {
         self.nodes.iter().any(|n| match &n.body {
             NodeBody::Agent(a) => a.interaction == Interaction::Ask,
-            NodeBody::Tool(_) | NodeBody::Router(_) | NodeBody::Subbot(_) => false,
+            NodeBody::Human(h) => h.mode == HumanMode::LlmOrHuman,
+            NodeBody::Tool(_)
+            | NodeBody::Router(_)
+            | NodeBody::Subbot(_)
+            | NodeBody::Compute(_) => false,
         })
     }
 }
@@ -331,10 +335,14 @@ pub enum NodeBody {
     Router(RouterNode),
     /// A child workflow run (DSL.md §3.9).
     Subbot(SubbotNode),
+    /// `compute`.
+    Compute(ComputeNode),
+    /// `human`.
+    Human(HumanNode),
 }
 
 /// An agent or judge node (DSL.md §3.5, §6.2).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentNode {
     /// `provider/model`, possibly holding `${…}` (expanded at launch) or `{{vars.X}}`.
     pub model: String,
@@ -426,11 +434,32 @@ impl Session {
     }
 }
 
+impl NodeBody {
+    /// The model this node calls, when it calls one: an agent's, an `llm` router's, a `human`
+    /// node's in its model modes. The launch resolves a route for each.
+    pub fn model(&self) -> Option<&str> {
+        match self {
+            NodeBody::Agent(a) => Some(&a.model),
+            NodeBody::Router(r) if r.mode == RouterMode::Llm => r.model.as_deref(),
+            NodeBody::Human(h) if h.mode != HumanMode::Human => h.model.as_deref(),
+            NodeBody::Router(_)
+            | NodeBody::Human(_)
+            | NodeBody::Tool(_)
+            | NodeBody::Subbot(_)
+            | NodeBody::Compute(_) => None,
+        }
+    }
+}
+
 /// A tool node (DSL.md §3.6, §6.1).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolNode {
-    /// The command's template text, run with `bash -c` after rendering.
+    /// The command's template text, run with `bash -c` after rendering; for a script tool, the
+    /// script's template text.
     pub command: String,
+    /// `Some` for a `script:` tool: the interpreter it runs with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<ScriptLanguage>,
     /// The input schema's name (static checks only).
     pub input: Option<String>,
     /// The output schema's name: stdout must produce a conforming object.
@@ -438,10 +467,86 @@ pub struct ToolNode {
 }
 
 /// A router node (DSL.md §3.7): its output is its input.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouterNode {
     /// How it picks outgoing edges.
     pub mode: RouterMode,
+    /// `llm` routers: the model that picks (`provider/model`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `llm` routers: the system prompt's template text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// `llm` routers: the user prompt's template text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+}
+
+/// A script tool's interpreter (upstream's `language:` words).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScriptLanguage {
+    /// `sh`.
+    Sh,
+    /// `bash`.
+    Bash,
+    /// `node` (`js`).
+    Node,
+    /// `python3` (`py`, `python`).
+    Python,
+}
+
+impl ScriptLanguage {
+    /// The interpreter's program name, looked up on the sandbox's `PATH`.
+    pub fn program(self) -> &'static str {
+        match self {
+            ScriptLanguage::Sh => "sh",
+            ScriptLanguage::Bash => "bash",
+            ScriptLanguage::Node => "node",
+            ScriptLanguage::Python => "python3",
+        }
+    }
+}
+
+/// A compute node: each entry's expression, evaluated in order, gives one output field.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComputeNode {
+    /// `(field, expression text)` in declaration order.
+    pub expr: Vec<(String, String)>,
+    /// The input schema's name (static checks only).
+    pub input: Option<String>,
+    /// The output schema's name: the computed map must conform.
+    pub output: Option<String>,
+}
+
+/// A human node's `interaction`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HumanMode {
+    /// Pause the run for the operator's answer (the default).
+    #[default]
+    Human,
+    /// A model answers; the run never pauses.
+    Llm,
+    /// A model answers, or asks the operator through `ask_user` (which pauses).
+    LlmOrHuman,
+}
+
+/// A human node: a question for the operator, answered with `iterion resume --answer`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HumanNode {
+    /// Who answers.
+    pub mode: HumanMode,
+    /// The instructions' template text (the question shown to the operator).
+    pub instructions: Option<String>,
+    /// The model of the model modes.
+    pub model: Option<String>,
+    /// The system prompt of the model modes.
+    pub system: Option<String>,
+    /// The input schema's name (static checks only).
+    pub input: Option<String>,
+    /// The output schema's name: the answer must conform.
+    pub output: Option<String>,
 }
 
 /// A subbot node (DSL.md §3.9): runs the compiled child workflow as a child run.
@@ -533,6 +638,10 @@ pub enum RouterMode {
     /// Takes every outgoing edge in parallel (the default).
     #[default]
     FanOutAll,
+    /// Takes the next outgoing edge, in declaration order, at each visit.
+    RoundRobin,
+    /// A model picks one outgoing edge.
+    Llm,
 }
 
 /// One edge (DSL.md §5.1).

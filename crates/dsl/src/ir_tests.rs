@@ -51,6 +51,7 @@ fn a_minimal_workflow_takes_every_default() {
                 await_mode: None,
                 body: NodeBody::Tool(ToolNode {
                     command: "echo hi".into(),
+                    script: None,
                     input: None,
                     output: None,
                 }),
@@ -329,6 +330,7 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
             name: id("r", 30, 8),
             body: ast::NodeBody::Router(ast::RouterProps {
                 mode: ast::RouterMode::Condition,
+                ..ast::RouterProps::default()
             }),
         }),
         // A second declaration of `a` (C041) never reaches the IR.
@@ -387,6 +389,7 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
                 await_mode: None,
                 body: NodeBody::Router(RouterNode {
                     mode: RouterMode::Condition,
+                    ..RouterNode::default()
                 }),
             },
         ]

@@ -40,8 +40,6 @@ const RESERVED: &[&str] = &[
 
 /// Upstream declaration kinds at indentation 0 that this subset does not support (§2.3, §11).
 const UPSTREAM_KINDS: &[&str] = &[
-    "human",
-    "compute",
     "mcp",
     "fail",
     "emit",
@@ -68,6 +66,8 @@ const DECL_KEYWORDS: &[&str] = &[
     "tool",
     "router",
     "subbot",
+    "compute",
+    "human",
     "workflow",
     "cursor",
     "mcp_server",
@@ -520,6 +520,8 @@ impl<'a> Parser<'a> {
             "tool" => ast::Decl::Node(self.node(ast::NodeKind::Tool)?),
             "router" => ast::Decl::Node(self.node(ast::NodeKind::Router)?),
             "subbot" => ast::Decl::Node(self.node(ast::NodeKind::Subbot)?),
+            "compute" => ast::Decl::Node(self.node(ast::NodeKind::Compute)?),
+            "human" => ast::Decl::Node(self.node(ast::NodeKind::Human)?),
             "workflow" => ast::Decl::Workflow(self.workflow()?),
             "cursor" => ast::Decl::Cursor(self.cursor_decl()?),
             "mcp_server" => ast::Decl::McpServer(self.mcp_server_decl()?),

@@ -195,13 +195,13 @@ fn required_properties_are_e013_at_the_name() {
 #[test]
 fn enumerations_checked_at_parse_stage_are_e020() {
     assert_eq!(
-        only(&agent_with("  interaction: human\n")),
+        only(&agent_with("  interaction: review\n")),
         d(
             Code::E020,
             4,
             16,
-            5,
-            "\"human\" is not a valid interaction; expected none or ask"
+            6,
+            "\"review\" is not a valid interaction; expected none, ask or human"
         )
     );
     assert_eq!(
@@ -209,8 +209,8 @@ fn enumerations_checked_at_parse_stage_are_e020() {
         "\"all\" is not a valid await; expected wait_all or best_effort"
     );
     assert_eq!(
-        only("router r:\n  mode: round_robin\n").message,
-        "\"round_robin\" is not a valid mode; expected condition or fan_out_all"
+        only("router r:\n  mode: fan_out_each\n").message,
+        "\"fan_out_each\" is not a valid mode; expected condition, fan_out_all, round_robin or llm"
     );
     // Enumerations checked by C-codes stay words.
     assert!(
@@ -437,7 +437,7 @@ fn top_level_words_are_declarations_or_e001() {
 
 #[test]
 fn each_bad_declaration_reports_once_and_is_dropped() {
-    let src = "agent a:\n  modle: x\n  also: bad\n\ntool ok1:\n  command: `x`\n\ntool b:\n  command: [\n    \"x\",\n\nschema s:\n  f: int\n\nhuman h:\n  x: `multi\nline\n`\n\nrouter ok2:\n";
+    let src = "agent a:\n  modle: x\n  also: bad\n\ntool ok1:\n  command: `x`\n\ntool b:\n  command: [\n    \"x\",\n\nschema s:\n  f: int\n\nsupervisor h:\n  x: `multi\nline\n`\n\nrouter ok2:\n";
     let (file, diags) = parse(src);
     let names: Vec<&str> = file
         .decls

@@ -475,18 +475,18 @@ fn example_edges_parse_into_clauses() {
 
 #[test]
 fn fragment_e001_unsupported_declaration_kind() {
-    let src = format!("human gate:\n  prompt: \"x\"\n\n{}", workflow_with(""));
+    let src = format!("supervisor gate:\n  prompt: \"x\"\n\n{}", workflow_with(""));
     assert_eq!(
         only(&src),
         d(
             Code::E001,
             1,
             1,
-            5,
-            "`human` declarations are not supported yet"
+            10,
+            "`supervisor` declarations are not supported yet"
         )
     );
-    for kind in ["compute", "fail", "include"] {
+    for kind in ["fail", "include"] {
         let src = format!("{kind} x:\n  a: 1\n\n{}", workflow_with(""));
         assert_eq!(
             only(&src).message,
@@ -590,7 +590,13 @@ fn fragment_e013_tool_without_command() {
     let src = format!("tool t:\n  output: result\n\n{}", workflow_with(""));
     assert_eq!(
         only(&src),
-        d(Code::E013, 1, 6, 1, "tool \"t\" needs \"command\"")
+        d(
+            Code::E013,
+            1,
+            6,
+            1,
+            "tool \"t\" needs \"command\" or \"script\""
+        )
     );
 }
 
@@ -865,6 +871,7 @@ fn every_declaration_kind_becomes_its_tree() {
                 name: ident("r", 25, 8),
                 body: NodeBody::Router(RouterProps {
                     mode: RouterMode::Condition,
+                    ..RouterProps::default()
                 }),
             }),
             Decl::Workflow(Workflow {
@@ -1059,6 +1066,7 @@ fn node_sandboxes_await_and_router_defaults() {
                                 col: 13
                             }],
                         },
+                        script: None,
                         input: None,
                         output: None,
                         await_: Some((AwaitMode::BestEffort, Span::new(2, 10, 11))),
@@ -1070,7 +1078,8 @@ fn node_sandboxes_await_and_router_defaults() {
                     kind_span: Span::new(6, 1, 6),
                     name: ident("r", 6, 8),
                     body: NodeBody::Router(RouterProps {
-                        mode: RouterMode::FanOutAll
+                        mode: RouterMode::FanOutAll,
+                        ..RouterProps::default()
                     }),
                 }),
             ][..]

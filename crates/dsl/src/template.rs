@@ -272,6 +272,34 @@ impl Template {
     }
 }
 
+impl Template {
+    /// Rendering of a `node` / `python` `script:` (one pass, like [`Template::render_command`]):
+    /// `{{ref}}` becomes the value as a JSON literal (a string quoted and escaped), which either
+    /// language reads as a value and never as code; `{{!ref}}` becomes a string verbatim and
+    /// anything else as compact JSON. The first unresolved reference is an error.
+    pub fn render_script(
+        &self,
+        mut resolve: impl FnMut(&Reference) -> Option<Value>,
+    ) -> Result<String, Unresolved> {
+        let mut out = String::new();
+        for seg in &self.segments {
+            match seg {
+                Segment::Text(t) => out.push_str(t),
+                Segment::Ref(r) => match (resolve(r), r.form) {
+                    (Some(Value::String(s)), RefForm::Raw) => out.push_str(&s),
+                    (Some(v), _) => out.push_str(&compact_json(&v)),
+                    (None, _) => {
+                        return Err(Unresolved {
+                            reference: r.text.clone(),
+                        });
+                    }
+                },
+            }
+        }
+        Ok(out)
+    }
+}
+
 fn is_ident_start(c: char) -> bool {
     c.is_ascii_alphabetic() || c == '_'
 }

@@ -66,6 +66,7 @@ pub(crate) fn agent(name: &str, line: u32, f: impl FnOnce(&mut AgentProps)) -> D
 pub(crate) fn tool(name: &str, line: u32, f: impl FnOnce(&mut ToolProps)) -> Decl {
     let mut props = ToolProps {
         command: st("echo hi", line + 1, 12),
+        script: None,
         input: None,
         output: None,
         await_: None,

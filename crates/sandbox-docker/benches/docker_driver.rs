@@ -6,6 +6,10 @@
 //! - `exec`: `SandboxRun::exec(["true"])` vs `docker exec CONTAINER true`, into the same
 //!   container. Goal ≤ 0.6×.
 //!
+//! - `lifecycle`: a one-command sandbox from nothing to gone — `start`, `exec(["true"])`,
+//!   `cleanup` — cold, and warm (`ITERION_SANDBOX_WARM=1`: `start` claims a pre-started entry;
+//!   the refill between rounds is not timed), vs `docker run --rm IMAGE true`. Goal warm ≤ 0.3×.
+//!
 //! The two sides alternate (ABAB, then BABA, …) so drift on a shared machine hits both. Teardown
 //! (`cleanup`, `docker rm -f`) is not timed. Prints a Markdown table for BENCHMARKS.md.
 //!
@@ -275,6 +279,83 @@ async fn main() -> Result<()> {
     run.cleanup().await?;
     let exec_rows = (ours, theirs);
 
+    // lifecycle: cold vs warm vs `docker run --rm IMAGE true`, rotating.
+    let warm_driver = DockerDriver::connect(
+        options.engine,
+        &[endpoint(options.engine)],
+        DockerSettings::default()
+            .persist_nix(false)
+            .extra_label("iterion.io/bench", "docker_driver")
+            .warm(1),
+    )
+    .await?;
+    let warm_prepared = warm_driver.prepare(&spec, &NoProgress).await?;
+    let (mut cold, mut warm, mut plain) =
+        (Samples::default(), Samples::default(), Samples::default());
+    let mut claimed = 0usize;
+    for n in 0..options.runs + warmup {
+        let record = n >= warmup;
+        for side in [0, 1, 2].into_iter().cycle().skip(n % 3).take(3) {
+            match side {
+                0 | 1 => {
+                    let (driver, prepared) = if side == 0 {
+                        (&driver, &prepared)
+                    } else {
+                        // Not timed: the background refill of the previous claim.
+                        let deadline = Instant::now() + Duration::from_secs(60);
+                        while n > 0 && warm_driver.warm_ready().is_empty() {
+                            if Instant::now() > deadline {
+                                return Err("the warm pool did not refill within 60 s".into());
+                            }
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        (&warm_driver, &warm_prepared)
+                    };
+                    let ready = warm_driver.warm_ready();
+                    let started = Instant::now();
+                    let run = driver
+                        .start(prepared.clone(), run_info(1_000_000 + n * 3 + side))
+                        .await?;
+                    run.exec(&argv, ExecOpts::default()).await?;
+                    run.cleanup().await?;
+                    let took = started.elapsed();
+                    if side == 1 && ready.iter().any(|id| id == run.id()) {
+                        claimed += 1;
+                    }
+                    if record {
+                        if side == 0 {
+                            cold.push(took)
+                        } else {
+                            warm.push(took)
+                        }
+                    }
+                }
+                _ => {
+                    let mut args = vec!["run", "--rm", "--label", "iterion.io/bench=docker_driver"];
+                    if options.engine == DriverKind::Podman {
+                        args.extend([
+                            "--ulimit",
+                            "nofile=16384:16384",
+                            "--ulimit",
+                            "nproc=16384:16384",
+                        ]);
+                    }
+                    args.extend([options.image.as_str(), "true"]);
+                    let started = Instant::now();
+                    cli(program, &args).await?;
+                    if record {
+                        plain.push(started.elapsed());
+                    }
+                }
+            }
+        }
+    }
+    for id in warm_driver.warm_ready() {
+        let _ = warm_driver.remove(&id).await;
+    }
+    let lifecycle_cold = (cold, Samples(plain.0.clone()));
+    let lifecycle_warm = (warm, plain);
+
     println!(
         "| operation | iterion driver (median / p95) | `{program}` CLI (median / p95) | ratio median | ratio p95 | goal |"
     );
@@ -292,6 +373,18 @@ async fn main() -> Result<()> {
             &exec_rows,
             "≤ 0.6×",
         ),
+        (
+            "lifecycle, cold",
+            format!("`{program} run --rm IMAGE true`"),
+            &lifecycle_cold,
+            "≤ 1.0×",
+        ),
+        (
+            "lifecycle, warm",
+            format!("`{program} run --rm IMAGE true`"),
+            &lifecycle_warm,
+            "≤ 0.3×",
+        ),
     ] {
         let (om, op) = (ours.percentile(50.0), ours.percentile(95.0));
         let (tm, tp) = (theirs.percentile(50.0), theirs.percentile(95.0));
@@ -305,6 +398,11 @@ async fn main() -> Result<()> {
             ratio(op, tp)
         );
     }
+    println!();
+    println!(
+        "warm lifecycle rounds that claimed a ready entry: {claimed} of {}",
+        options.runs + warmup
+    );
     println!();
     println!(
         "driver exec `true` alone, not interleaved (median / p95 of {} runs): {} / {}",

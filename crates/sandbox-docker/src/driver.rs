@@ -27,6 +27,7 @@ use crate::run::{self, DockerRun, RemoveOnDrop, RunParts};
 use crate::secrets::{self, SecretPlan, secret_plan};
 use crate::settings::DockerSettings;
 use crate::shared::Shared;
+use crate::warm::{self, NotPooled, WarmPool};
 use crate::{engine_binary, render};
 
 /// How long connecting, negotiating and pinging one endpoint may take (SANDBOX.md §4.2).
@@ -53,12 +54,14 @@ impl DockerDriver {
     /// A driver over `api`, which speaks to `engine`. Writes to no run log until
     /// [`Driver::with_run_log`].
     pub fn new(api: Arc<dyn ContainerApi>, engine: EngineKind, settings: DockerSettings) -> Self {
+        let pool = Arc::new(WarmPool::new(settings.warm, Arc::clone(&api), engine));
         DockerDriver {
             shared: Arc::new(Shared {
                 api,
                 engine,
                 settings,
                 log: Arc::new(NullRunLog),
+                pool,
             }),
         }
     }
@@ -85,7 +88,18 @@ impl DockerDriver {
                         version.version,
                         version.api_version
                     );
-                    return Ok(DockerDriver::new(Arc::new(api), version.kind, settings));
+                    let api: Arc<dyn ContainerApi> = Arc::new(api);
+                    let pool =
+                        warm::process_pool(endpoint, version.kind, settings.warm, Arc::clone(&api));
+                    return Ok(DockerDriver {
+                        shared: Arc::new(Shared {
+                            api,
+                            engine: version.kind,
+                            settings,
+                            log: Arc::new(NullRunLog),
+                            pool,
+                        }),
+                    });
                 }
                 Err(reason) => reasons.push(reason.to_string()),
             }
@@ -100,6 +114,12 @@ impl DockerDriver {
                 reasons.join("; ")
             },
         })
+    }
+
+    /// The ids of the warm pool's entries ready to be claimed (issue 18 item 4; empty without
+    /// `ITERION_SANDBOX_WARM`). Refills run in the background: this is a snapshot.
+    pub fn warm_ready(&self) -> Vec<String> {
+        self.shared.pool.ready_ids()
     }
 
     /// The engine that answers.
@@ -345,6 +365,74 @@ impl DockerDriver {
         Ok(())
     }
 
+    /// Step 4–5 of a cold start: create (a name conflict is a leftover of this run id: remove
+    /// it, retry once), arm the guard, start.
+    async fn create_and_start(
+        &self,
+        plan: &plan::CreatePlan,
+        guard: &mut RemoveOnDrop,
+    ) -> Result<String> {
+        let shared = &self.shared;
+        shared.log(LogLevel::Info, &render::render_run(shared.engine, plan));
+        let id = match shared
+            .api
+            .create_container(&plan.name, plan.body.clone())
+            .await
+        {
+            Err(ApiError::Conflict { .. }) => {
+                run::remove_container(shared, &plan.name).await?;
+                shared
+                    .api
+                    .create_container(&plan.name, plan.body.clone())
+                    .await
+            }
+            other => other,
+        }
+        .map_err(shared.engine_error(format!("create container {}", plan.name)))?;
+        guard.arm(&id);
+        // Step 5: start. Step 6 (the egress bridge) is the engine's, right after start returns:
+        // a proxied container has no route until the bridge is ready.
+        shared
+            .api
+            .start_container(&id)
+            .await
+            .map_err(shared.engine_error(format!("start container {}", plan.name)))?;
+        Ok(id)
+    }
+
+    /// Takes a ready pool entry of `shape` and hands it the run's per-run binds: the entry's id
+    /// and the slots to remove at cleanup. A hand-over that fails removes the entry (it may
+    /// hold part of the run's dirs) and answers `None`: the run starts cold.
+    async fn claim(&self, shape: &warm::Shape) -> Option<(String, Vec<PathBuf>)> {
+        let shared = &self.shared;
+        let entry = shared.pool.take(shape)?;
+        let handed = {
+            let (shape, entry) = (shape.clone(), entry.clone());
+            tokio::task::spawn_blocking(move || warm::hand_over(&shape, &entry))
+                .await
+                .unwrap_or_else(|join| Err(join.to_string()))
+        };
+        match handed {
+            Ok(leftovers) => Some((entry.id, leftovers)),
+            Err(reason) => {
+                shared.log(
+                    LogLevel::Warn,
+                    &format!(
+                        "sandbox: warm pool entry {} not used ({reason}); starting cold",
+                        entry.id
+                    ),
+                );
+                let _ = run::remove_container(shared, &entry.id).await;
+                let slots = warm::entry_slots(&entry);
+                let _ = tokio::task::spawn_blocking(move || {
+                    warm::remove_slots(slots.iter().map(PathBuf::as_path));
+                })
+                .await;
+                None
+            }
+        }
+    }
+
     async fn start_inner(
         &self,
         prepared: PreparedSpec,
@@ -438,6 +526,7 @@ impl DockerDriver {
         } else {
             None
         };
+        let pinned = !pinned_engine.is_empty();
         let pinned_spec;
         let spec = if pinned_engine.is_empty() {
             spec
@@ -473,49 +562,79 @@ impl DockerDriver {
                 .await
                 .map_err(shared.engine_error(format!("create volume {volume}")))?;
         }
-        // Step 4: create; a name conflict is a leftover of this run id: remove it, retry once.
-        shared.log(LogLevel::Info, &render::render_run(shared.engine, &plan));
-        let id = match shared
-            .api
-            .create_container(&plan.name, plan.body.clone())
-            .await
-        {
-            Err(ApiError::Conflict { .. }) => {
-                run::remove_container(shared, &plan.name).await?;
-                shared
-                    .api
-                    .create_container(&plan.name, plan.body.clone())
-                    .await
-            }
-            other => other,
-        }
-        .map_err(shared.engine_error(format!("create container {}", plan.name)))?;
-        guard.arm(&id);
         let workspace = workspace_folder(spec, &info)?;
         let built = build_image_tag(&info.run_id);
+        let built_image = (image == built).then_some(built);
+        // Issue 18 item 4: a ready entry of the same shape stands in for create + start.
+        let shape = if shared.pool.enabled() {
+            let not = NotPooled {
+                secret_files: !spec.secret_files.is_empty(),
+                built_image: built_image.is_some(),
+                staged_binds: screened.iter().any(|m| m.host_source.is_some()) || pinned,
+            };
+            let (body, info_for_shape) = (plan.body.clone(), info.clone());
+            let shaped = tokio::task::spawn_blocking(move || {
+                warm::shape_of(&body, &info_for_shape, not, &warm::host_kind)
+            })
+            .await
+            .unwrap_or_else(|join| Err(join.to_string()));
+            match shaped {
+                Ok(shape) => Some(shape),
+                Err(reason) => {
+                    shared.log(
+                        LogLevel::Info,
+                        &format!("sandbox: warm pool: this run is not poolable ({reason})"),
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let claimed = match &shape {
+            Some(shape) => self.claim(shape).await,
+            None => None,
+        };
+        let warm = claimed.is_some();
+        let (id, base_env, leftovers) = match claimed {
+            Some((id, leftovers)) => {
+                shared.log(
+                    LogLevel::Info,
+                    &format!(
+                        "sandbox: claimed warm pool entry {id} for run {}",
+                        info.run_id
+                    ),
+                );
+                guard.arm(&id);
+                let env = shape.as_ref().map(|s| s.env.clone()).unwrap_or_default();
+                (id, env, leftovers)
+            }
+            None => {
+                let id = self.create_and_start(&plan, guard).await;
+                // On an error the stager's drop releases the staging mounts.
+                (id?, Vec::new(), Vec::new())
+            }
+        };
+        // The started container's mount namespace holds its own reference to every staged
+        // source; the staging mounts go now (and on every failure, when the stager drops).
+        stager.release()?;
+        if let Some(shape) = &shape {
+            shared.pool.refill(&shape.key);
+        }
         let run = DockerRun::new(
             Arc::clone(shared),
             RunParts {
                 id: id.clone(),
                 workspace: workspace.clone(),
                 spec_user: spec.user.clone(),
-                built_image: (image == built).then_some(built),
+                built_image,
                 run_dir: info.run_dir.clone(),
                 run_id: info.run_id.clone(),
                 secrets,
+                base_env,
+                warm_leftovers: leftovers,
             },
         );
-        // Step 5: start. Step 6 (the egress bridge) is the engine's, right after start returns: a
-        // proxied container has no route until the bridge is ready.
-        let started = shared
-            .api
-            .start_container(&id)
-            .await
-            .map_err(shared.engine_error(format!("start container {}", plan.name)));
-        // The started container's mount namespace holds its own reference to every staged
-        // source; the staging mounts go now (and on every failure, when the stager drops).
-        stager.release()?;
-        started?;
         // Step 7: post_create, logged at info, bounded by its phase.
         if let Some(snippet) = spec.post_create.as_deref().filter(|s| !s.trim().is_empty()) {
             run_post_create(
@@ -531,9 +650,10 @@ impl DockerDriver {
         shared.log(
             LogLevel::Info,
             &format!(
-                "sandbox active: driver={} image={image} container={short} network={} workspace={workspace}",
+                "sandbox active: driver={} image={image} container={short} network={} workspace={workspace}{}",
                 shared.engine,
                 if info.proxy.is_some() { "none" } else { "default" },
+                if warm { " warm=claimed" } else { "" },
             ),
         );
         Ok(run)
@@ -677,6 +797,7 @@ impl Driver for DockerDriver {
                 engine: self.shared.engine,
                 settings: self.shared.settings.clone(),
                 log,
+                pool: Arc::clone(&self.shared.pool),
             }),
         }))
     }

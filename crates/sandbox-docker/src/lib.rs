@@ -65,6 +65,7 @@ mod run;
 mod secrets;
 mod settings;
 mod shared;
+mod warm;
 
 pub use api::{
     ApiError, BuildRequest, ContainerApi, EngineKind, EngineVersion, ExecAttachment, ExecChunk,

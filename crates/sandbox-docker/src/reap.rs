@@ -68,6 +68,67 @@ impl DockerDriver {
     }
 }
 
+impl DockerDriver {
+    /// Issue 18 item 4: this store's warm pool entries whose owner process is gone (killed, or
+    /// ended without draining its pool), by id, with their slots. An entry of a live owner, or
+    /// of one this host cannot judge, is kept.
+    async fn orphaned_warm_entries(
+        &self,
+        store_id: &str,
+    ) -> Result<Vec<(String, String, Vec<std::path::PathBuf>)>> {
+        let mut filters = iterion_sandbox::managed_filters(store_id);
+        filters.push(format!(
+            "{}={}",
+            iterion_sandbox::LABEL_PURPOSE,
+            crate::warm::WARM_PURPOSE
+        ));
+        let listed = self
+            .shared
+            .api
+            .list_containers(filters)
+            .await
+            .map_err(self.shared.engine_error("list warm pool entries"))?;
+        let judged = tokio::task::spawn_blocking(move || {
+            listed
+                .into_iter()
+                .filter(|entry| {
+                    let label = |key: &str| entry.labels.get(key).map(String::as_str);
+                    label(iterion_sandbox::LABEL_STORE).is_some()
+                        && label(iterion_sandbox::LABEL_PURPOSE) == Some(crate::warm::WARM_PURPOSE)
+                        && label(crate::warm::LABEL_WARM_OWNER)
+                            .is_some_and(crate::warm::owner_is_gone)
+                })
+                .map(|entry| {
+                    let slots = crate::warm::slots_of(&entry.labels);
+                    (entry.id, entry.name, slots)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        Ok(judged)
+    }
+
+    /// Removes the orphaned warm pool entries (see [`Self::orphaned_warm_entries`]) and their
+    /// slots; returns the ids removed.
+    async fn reap_warm_entries(&self, store_id: &str) -> Result<Vec<String>> {
+        let mut removed = Vec::new();
+        for (id, name, slots) in self.orphaned_warm_entries(store_id).await? {
+            match self.remove(&id).await {
+                Ok(()) => {
+                    let _ = tokio::task::spawn_blocking(move || {
+                        crate::warm::remove_slots(slots.iter().map(std::path::PathBuf::as_path));
+                    })
+                    .await;
+                    removed.push(id);
+                }
+                Err(error) => tracing::warn!("reaper: remove warm pool entry {name}: {error}"),
+            }
+        }
+        Ok(removed)
+    }
+}
+
 #[async_trait]
 impl Reaper for DockerDriver {
     /// Containers, then images, then `/nix` volumes (each removal can free the next kind).
@@ -85,6 +146,15 @@ impl Reaper for DockerDriver {
             }
         };
         let mut first: Option<(&str, Error)> = None;
+        match self.reap_warm_entries(store_id).await {
+            Ok(ids) => report
+                .deleted
+                .extend(ids.into_iter().map(|id| (ResourceKind::Container, id))),
+            Err(error) => {
+                tracing::warn!("reaper: {}: {error}", self.engine());
+                first = Some(("list warm pool entries", error));
+            }
+        }
         for resource in listed {
             if !judge.reapable(&resource.run_id).await {
                 report.kept += 1;
@@ -130,6 +200,14 @@ impl Reaper for DockerDriver {
             Ok(listed) => listed,
             Err(error) => return Err(self.reap_error("list managed containers", error, report)),
         };
+        match self.orphaned_warm_entries(store_id).await {
+            Ok(entries) => report.deleted.extend(
+                entries
+                    .into_iter()
+                    .map(|(_, name, _)| (ResourceKind::Container, name)),
+            ),
+            Err(error) => return Err(self.reap_error("list warm pool entries", error, report)),
+        }
         for resource in containers {
             if judge.reapable(&resource.run_id).await {
                 report

@@ -119,6 +119,8 @@ pub(crate) struct DockerRun {
     run_dir: PathBuf,
     run_id: String,
     secrets: Arc<SecretPlan>,
+    base_env: Vec<(String, String)>,
+    warm_leftovers: Vec<PathBuf>,
     closed: AtomicBool,
     cleaned: tokio::sync::Mutex<bool>,
 }
@@ -132,6 +134,12 @@ pub(crate) struct RunParts {
     pub(crate) run_dir: PathBuf,
     pub(crate) run_id: String,
     pub(crate) secrets: SecretPlan,
+    /// The container env a warm pool entry was created without: put in front of every exec's
+    /// own (issue 18 item 4). Empty for a cold container, whose env was set at create.
+    pub(crate) base_env: Vec<(String, String)>,
+    /// A claimed pool entry's slots that were not renamed into the run's dirs, removed at
+    /// cleanup.
+    pub(crate) warm_leftovers: Vec<PathBuf>,
 }
 
 impl DockerRun {
@@ -144,6 +152,8 @@ impl DockerRun {
             run_dir,
             run_id,
             secrets,
+            base_env,
+            warm_leftovers,
         } = parts;
         DockerRun {
             shared,
@@ -154,6 +164,8 @@ impl DockerRun {
             run_dir,
             run_id,
             secrets: Arc::new(secrets),
+            base_env,
+            warm_leftovers,
             closed: AtomicBool::new(false),
             cleaned: tokio::sync::Mutex::new(false),
         }
@@ -194,6 +206,7 @@ impl DockerRun {
             keep_stdin_open,
             user,
         } = opts;
+        let env = with_base_env(&self.base_env, env);
         let plan = exec_plan(&ExecInputs {
             argv,
             env: &env,
@@ -397,6 +410,21 @@ impl DockerRun {
     }
 }
 
+/// An exec's env with the run's base env in front: every base pair whose key the exec does not
+/// set itself, then the exec's own pairs in order.
+fn with_base_env(base: &[(String, String)], env: Vec<(String, String)>) -> Vec<(String, String)> {
+    if base.is_empty() {
+        return env;
+    }
+    let mut merged: Vec<(String, String)> = base
+        .iter()
+        .filter(|(key, _)| !env.iter().any(|(own, _)| own == key))
+        .cloned()
+        .collect();
+    merged.extend(env);
+    merged
+}
+
 async fn close<W: AsyncWrite + Unpin + ?Sized>(sink: &mut W) -> std::io::Result<()> {
     sink.flush().await?;
     sink.shutdown().await
@@ -438,6 +466,13 @@ impl SandboxRun for DockerRun {
             self.remove_run_intermediates().await;
         }
         self.remove_run_dir().await;
+        if !self.warm_leftovers.is_empty() {
+            let slots = self.warm_leftovers.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                crate::warm::remove_slots(slots.iter().map(PathBuf::as_path));
+            })
+            .await;
+        }
         Ok(())
     }
 

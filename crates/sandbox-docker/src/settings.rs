@@ -4,8 +4,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use iterion_sandbox::{ITERION_SANDBOX_PERSIST_NIX, Phase, is_falsy, phase_timeout_from_env};
+use iterion_sandbox::{
+    ITERION_SANDBOX_PERSIST_NIX, ITERION_SANDBOX_WARM, Phase, is_falsy, phase_timeout_from_env,
+};
 use iterion_vocab::Environment;
+
+/// The largest warm pool per sandbox shape; a larger `ITERION_SANDBOX_WARM` is capped.
+pub(crate) const MAX_WARM: usize = 16;
 
 /// The driver's knobs. Built with setters; [`DockerSettings::from_env`] reads the phase budgets
 /// and `ITERION_SANDBOX_PERSIST_NIX` from an environment snapshot the way the engine does, and
@@ -18,6 +23,7 @@ pub struct DockerSettings {
     pub(crate) persist_nix: bool,
     pub(crate) extra_labels: BTreeMap<String, String>,
     pub(crate) environment: Environment,
+    pub(crate) warm: usize,
 }
 
 impl Default for DockerSettings {
@@ -29,6 +35,7 @@ impl Default for DockerSettings {
             persist_nix: true,
             extra_labels: BTreeMap::new(),
             environment: Environment::empty(),
+            warm: 0,
         }
     }
 }
@@ -48,6 +55,7 @@ impl DockerSettings {
                 .is_some_and(|v| is_falsy(&v)),
             extra_labels: BTreeMap::new(),
             environment: env.clone(),
+            warm: warm_from(env.get(ITERION_SANDBOX_WARM).as_deref()),
         }
     }
 
@@ -87,6 +95,14 @@ impl DockerSettings {
         self
     }
 
+    /// How many pre-started sandboxes to keep per sandbox shape (`ITERION_SANDBOX_WARM`; issue
+    /// 18 item 4), at most 16. Default: 0, none.
+    #[must_use]
+    pub fn warm(mut self, size: usize) -> Self {
+        self.warm = size.min(MAX_WARM);
+        self
+    }
+
     /// The host environment the mount screen reads at `start`
     /// ([`ScreenContext::from_env`](iterion_sandbox::ScreenContext::from_env): `HOME`,
     /// `ITERION_HOME`, `ITERION_BIN`, `XDG_RUNTIME_DIR`). Default: empty (no home to protect).
@@ -94,5 +110,23 @@ impl DockerSettings {
     pub fn environment(mut self, env: Environment) -> Self {
         self.environment = env;
         self
+    }
+}
+
+/// `ITERION_SANDBOX_WARM`: a count, capped at [`MAX_WARM`]; unset, empty or not a count is 0
+/// (a warning names the bad value: a pool is an optimisation, never a reason to fail a run).
+fn warm_from(value: Option<&str>) -> usize {
+    match value.map(str::trim) {
+        None | Some("") => 0,
+        Some(value) => match value.parse::<usize>() {
+            Ok(size) => size.min(MAX_WARM),
+            Err(_) => {
+                tracing::warn!(
+                    "sandbox: {ITERION_SANDBOX_WARM}={:?} is not a count; no warm pool",
+                    iterion_vocab::escape_controls(value)
+                );
+                0
+            }
+        },
     }
 }

@@ -18,6 +18,8 @@ pub(crate) struct Shared {
     pub(crate) engine: EngineKind,
     pub(crate) settings: DockerSettings,
     pub(crate) log: Arc<dyn RunLog>,
+    /// The warm pool, one per driver and shared by its run-log copies.
+    pub(crate) pool: Arc<crate::warm::WarmPool>,
 }
 
 impl Shared {

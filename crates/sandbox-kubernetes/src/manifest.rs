@@ -37,28 +37,16 @@ pub(crate) const WORKLOAD_CONTAINER: &str = "workload";
 pub(crate) const KUBE_ENGINE_BIN: &str = "/usr/local/bin/iterion";
 /// Where the default-path file secrets are projected (SANDBOX.md §5.9).
 pub(crate) const KUBE_SECRETS_DIR: &str = "/run/iterion/secrets";
-/// Where the egress CA Secret is mounted (SANDBOX.md §5.8, §6.11).
+/// Where the egress CA Secret is mounted (SANDBOX.md §5.8, §6.11): its one key lands at
+/// [`iterion_sandbox::PROXY_CA_TARGET`], where the CA variables point.
 pub(crate) const KUBE_CA_DIR: &str = "/run/iterion/ca";
 /// The CA Secret's one key.
 pub(crate) const CA_KEY: &str = "egress-ca.pem";
-/// The CA path the CA variables point at.
-pub(crate) const KUBE_CA_PATH: &str = "/run/iterion/ca/egress-ca.pem";
 /// File-secret and author-secret volumes: group-readable through `fsGroup` (plain 0400 would
 /// leave the file unreadable to the non-root user).
 pub(crate) const SECRET_MODE: i32 = 0o440;
 /// `activeDeadlineSeconds` is the run's budget plus this (SANDBOX.md §5.7).
 pub(crate) const DEADLINE_MARGIN_SECONDS: u64 = 1800;
-
-const PROXY_KEYS: [&str; 4] = ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"];
-const CA_KEYS: [&str; 6] = [
-    "NODE_EXTRA_CA_CERTS",
-    "SSL_CERT_FILE",
-    "CURL_CA_BUNDLE",
-    "GIT_SSL_CAINFO",
-    "REQUESTS_CA_BUNDLE",
-    "NIX_SSL_CERT_FILE",
-];
-const NO_PROXY_BASE: &str = "localhost,127.0.0.1,::1";
 
 /// The runner pod every object of a run is owned by (SANDBOX.md §5.7), when both
 /// `ITERION_RUNNER_POD_NAME` and `ITERION_RUNNER_POD_UID` are set.
@@ -252,29 +240,7 @@ fn container_env(
             env.insert(name.clone(), secret.mount_path.clone());
         }
     }
-    if let Some(proxy) = &info.proxy {
-        for key in PROXY_KEYS {
-            env.insert(key.to_owned(), proxy.endpoint.clone());
-        }
-        let mut no_proxy = NO_PROXY_BASE.to_owned();
-        for extra in [pod_ip, info.no_proxy_extra.as_deref()]
-            .into_iter()
-            .flatten()
-            .filter(|e| !e.is_empty())
-        {
-            no_proxy.push(',');
-            no_proxy.push_str(extra);
-        }
-        env.insert("NO_PROXY".to_owned(), no_proxy.clone());
-        env.insert("no_proxy".to_owned(), no_proxy);
-        env.remove("ALL_PROXY");
-        env.remove("all_proxy");
-    }
-    if info.proxy_ca_pem.is_some() {
-        for key in CA_KEYS {
-            env.insert(key.to_owned(), KUBE_CA_PATH.to_owned());
-        }
-    }
+    iterion_sandbox::plant_proxy_env_with(&mut env, info, &[pod_ip.unwrap_or_default()]);
     let count = match env.get("GIT_CONFIG_COUNT").map(|c| c.trim()) {
         None | Some("") => 0,
         Some(count) => count.parse::<u32>().map_err(|_| Error::InvalidSpec {

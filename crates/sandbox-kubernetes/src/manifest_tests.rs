@@ -255,3 +255,11 @@ fn a_gitfile_workspace_gets_an_empty_dir_at_its_git_dir() {
         )
     );
 }
+
+#[test]
+fn the_ca_secret_lands_where_the_shared_ca_variables_point() {
+    assert_eq!(
+        format!("{KUBE_CA_DIR}/{CA_KEY}"),
+        iterion_sandbox::PROXY_CA_TARGET
+    );
+}

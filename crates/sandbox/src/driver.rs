@@ -254,6 +254,16 @@ pub const PROXY_CA_TARGET: &str = "/run/iterion/ca/egress-ca.pem";
 /// are removed; with TLS inspection the usual CA variables point at [`PROXY_CA_TARGET`]. Later
 /// tiers win: call it after the spec's and the secrets' env.
 pub fn plant_proxy_env(env: &mut std::collections::BTreeMap<String, String>, info: &RunInfo) {
+    plant_proxy_env_with(env, info, &[]);
+}
+
+/// [`plant_proxy_env`] with driver-local `NO_PROXY` entries (kubernetes: the pod's own IP),
+/// listed after loopback and before the run's extra entries; empty entries are dropped.
+pub fn plant_proxy_env_with(
+    env: &mut std::collections::BTreeMap<String, String>,
+    info: &RunInfo,
+    local_no_proxy: &[&str],
+) {
     const PROXY_KEYS: [&str; 4] = ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"];
     const CA_KEYS: [&str; 6] = [
         "NODE_EXTRA_CA_CERTS",
@@ -268,7 +278,12 @@ pub fn plant_proxy_env(env: &mut std::collections::BTreeMap<String, String>, inf
             env.insert(key.to_owned(), proxy.endpoint.clone());
         }
         let mut no_proxy = "localhost,127.0.0.1,::1".to_owned();
-        if let Some(extra) = info.no_proxy_extra.as_deref().filter(|e| !e.is_empty()) {
+        let extras = local_no_proxy
+            .iter()
+            .copied()
+            .chain(info.no_proxy_extra.as_deref())
+            .filter(|e| !e.is_empty());
+        for extra in extras {
             no_proxy.push(',');
             no_proxy.push_str(extra);
         }

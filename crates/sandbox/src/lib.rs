@@ -95,8 +95,8 @@ pub use driver::{
     ExecResult, ImageConfig, LogLevel, NoProgress, NullRunLog, PROXY_CA_TARGET, PreparedSpec,
     Progress, ProxyAddresses, ProxyAttachment, ProxyBind, ProxyConfigurer, PullProgress,
     RunFilesDrainer, RunInfo, RunLog, SandboxRun, SecretFileRefresher, WorkspaceExporter,
-    WorkspaceFileRefresher, WorkspaceHeadCapturer, plant_proxy_env, proxy_addresses_for_driver,
-    redact_proxy_url,
+    WorkspaceFileRefresher, WorkspaceHeadCapturer, plant_proxy_env, plant_proxy_env_with,
+    proxy_addresses_for_driver, redact_proxy_url,
 };
 pub use elf::{LinkKind, interpreter, link_kind, link_kind_of};
 pub use env::{
@@ -152,5 +152,5 @@ pub use text::is_clean_absolute;
 pub use timeout::run_with_phase_timeout;
 pub use vars::{
     ITERION_SANDBOX_DEFAULT, ITERION_SANDBOX_DRIVER, ITERION_SANDBOX_PERSIST_NIX,
-    KUBERNETES_SERVICE_HOST, is_falsy, is_truthy, parse_switch,
+    ITERION_SANDBOX_WARM, KUBERNETES_SERVICE_HOST, is_falsy, is_truthy, parse_switch,
 };

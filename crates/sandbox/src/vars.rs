@@ -37,6 +37,9 @@ pub(crate) const ITERION_SANDBOX_WORKSPACE_COPY_TIMEOUT: &str =
     "ITERION_SANDBOX_WORKSPACE_COPY_TIMEOUT";
 /// Falsy disables the shared `/nix` volume (§4.5).
 pub const ITERION_SANDBOX_PERSIST_NIX: &str = "ITERION_SANDBOX_PERSIST_NIX";
+/// How many pre-started docker/podman sandboxes to keep per sandbox shape (issue 18 item 4);
+/// 0 (the default) keeps none.
+pub const ITERION_SANDBOX_WARM: &str = "ITERION_SANDBOX_WARM";
 
 /// Whether `value` is truthy: `1`, `true`, `yes` or `on`, trimmed, any case.
 pub fn is_truthy(value: &str) -> bool {

@@ -19,16 +19,22 @@ pub enum NodeKind {
     Router,
     /// `subbot` (DSL.md §3.9).
     Subbot,
+    /// `compute`: outputs computed from expressions, no model.
+    Compute,
+    /// `human`: waits for a person's answer (or lets a model answer).
+    Human,
 }
 
 impl NodeKind {
     /// Every kind.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 7] = [
         Self::Agent,
         Self::Judge,
         Self::Tool,
         Self::Router,
         Self::Subbot,
+        Self::Compute,
+        Self::Human,
     ];
 
     /// The keyword.
@@ -39,6 +45,8 @@ impl NodeKind {
             Self::Tool => "tool",
             Self::Router => "router",
             Self::Subbot => "subbot",
+            Self::Compute => "compute",
+            Self::Human => "human",
         }
     }
 
@@ -64,6 +72,6 @@ mod tests {
             assert_eq!(NodeKind::from_word(kind.as_str()), Some(kind));
             assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
         }
-        assert_eq!(NodeKind::from_word("compute"), None);
+        assert_eq!(NodeKind::from_word("supervisor"), None);
     }
 }

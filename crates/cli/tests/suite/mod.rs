@@ -15,6 +15,7 @@ mod execfix;
 mod faults;
 mod fleet;
 mod lang_features;
+mod lang_nodes;
 mod logs;
 mod matrix;
 mod mount_race;
@@ -28,6 +29,7 @@ mod subbots;
 pub mod support;
 mod trust;
 mod validate;
+mod warm_pool;
 
 /// The binary's argument grammar (`src/args.rs`), compiled in so that `docs` can walk clap's
 /// `Command` (the crate has no library target). Only `docs` uses it.

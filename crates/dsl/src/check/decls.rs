@@ -133,6 +133,8 @@ fn check_nodes(
             NodeBody::Tool(t) => (&t.input, &t.output, &t.sandbox),
             NodeBody::Subbot(b) => (&None, &b.output, &None),
             NodeBody::Router(_) => (&None, &None, &None),
+            NodeBody::Compute(c) => (&c.input, &c.output, &None),
+            NodeBody::Human(h) => (&h.input, &h.output, &None),
         };
         for schema in [input, output].into_iter().flatten() {
             if !syms.schemas.contains_key(schema.name.as_str()) {
@@ -214,9 +216,130 @@ fn check_nodes(
                 );
             }
         }
+        check_model_kinds(syms, n, (opted_out, opts.ask_user_in_sandbox), out);
         if let Some(decl) = sandbox {
             check_node_sandbox(decl, name, opted_out, out);
         }
+    }
+}
+
+/// `compute`, `human` and router properties: C003 (their prompts), C018 (a model mode without
+/// a model), C023 (an `llm`-only property on another router), C039 (no expressions), C136 (an
+/// `llm_or_human` node in a sandbox without the ask-user channel).
+fn check_model_kinds(
+    syms: &Symbols<'_>,
+    n: &ast::Node,
+    (opted_out, ask_in_sandbox): (bool, bool),
+    out: &mut Vec<Diagnostic>,
+) {
+    let name = n.name.name.as_str();
+    let node_diag = |code: Code, span: Span, message: String| {
+        Diagnostic::new(code, span, message).with_node(name)
+    };
+    let (prompts, model, needs_model): (Vec<&PromptRef>, _, _) = match &n.body {
+        NodeBody::Router(r) => {
+            let llm = r.mode == ast::RouterMode::Llm;
+            if !llm {
+                let extra = [
+                    r.model.as_ref().map(|m| ("model", m.span)),
+                    r.system.as_ref().map(|p| ("system", prompt_span(p))),
+                    r.user.as_ref().map(|p| ("user", prompt_span(p))),
+                    r.multi.map(|m| ("multi", m.span)),
+                ];
+                for (key, span) in extra.into_iter().flatten() {
+                    out.push(
+                        node_diag(
+                            Code::C023,
+                            span,
+                            format!("\"{key}\" is only valid on an llm router"),
+                        )
+                        .with_hint("set mode: llm, or remove it"),
+                    );
+                }
+            }
+            (
+                r.system.iter().chain(&r.user).collect(),
+                r.model.as_ref(),
+                llm,
+            )
+        }
+        NodeBody::Human(h) => {
+            let mode = h.interaction.map_or(ast::HumanMode::Human, |(m, _)| m);
+            if let (ast::HumanMode::LlmOrHuman, Some((_, span)), false, false) =
+                (mode, h.interaction, opted_out, ask_in_sandbox)
+            {
+                out.push(
+                    node_diag(
+                        Code::C136,
+                        span,
+                        format!(
+                            "node \"{name}\" may ask the operator but runs in the sandbox, \
+                             which has no ask-user channel"
+                        ),
+                    )
+                    .with_hint("use interaction: human or llm, or sandbox: none on the workflow"),
+                );
+            }
+            (
+                h.system.iter().chain(&h.instructions).collect(),
+                h.model.as_ref(),
+                mode != ast::HumanMode::Human,
+            )
+        }
+        NodeBody::Compute(c) => {
+            if c.expr.is_empty() {
+                out.push(
+                    node_diag(
+                        Code::C039,
+                        n.name.span,
+                        format!("compute \"{name}\" has no expressions"),
+                    )
+                    .with_hint("add an expr: block, one FIELD: \"expression\" per line"),
+                );
+            }
+            return;
+        }
+        NodeBody::Agent(_) | NodeBody::Tool(_) | NodeBody::Subbot(_) => return,
+    };
+    for prompt in prompts {
+        if let PromptRef::Named(p) = prompt
+            && !syms.prompts.contains_key(p.name.as_str())
+        {
+            out.push(
+                node_diag(Code::C003, p.span, format!("unknown prompt \"{}\"", p.name))
+                    .with_hint("write text in quotes for an inline prompt"),
+            );
+        }
+    }
+    if needs_model && model.is_none() {
+        out.push(
+            node_diag(
+                Code::C018,
+                n.name.span,
+                format!("{} \"{name}\" needs a model to answer", n.kind.as_str()),
+            )
+            .with_hint("add model: \"provider/model\""),
+        );
+    }
+    if let Some(m) = model
+        && let Some(provider) = literal_provider(&m.value)
+        && !PROVIDERS.contains(&provider)
+    {
+        out.push(
+            node_diag(
+                Code::C914,
+                m.span,
+                format!("unknown model provider \"{provider}\""),
+            )
+            .with_hint("expected anthropic/…, openai/… or openai_compatible/…"),
+        );
+    }
+}
+
+fn prompt_span(p: &PromptRef) -> Span {
+    match p {
+        PromptRef::Named(i) => i.span,
+        PromptRef::Inline(s) => s.span,
     }
 }
 
@@ -354,7 +477,28 @@ fn node_strings(n: &ast::Node, f: &mut dyn FnMut(&ast::StrLit)) {
             f(&b.source);
             &None
         }
-        NodeBody::Router(_) => &None,
+        NodeBody::Router(r) => {
+            r.model.iter().for_each(&mut *f);
+            for p in r.system.iter().chain(&r.user) {
+                if let PromptRef::Inline(s) = p {
+                    f(s);
+                }
+            }
+            &None
+        }
+        NodeBody::Compute(c) => {
+            c.expr.iter().for_each(|(_, s)| f(s));
+            &None
+        }
+        NodeBody::Human(h) => {
+            h.model.iter().for_each(&mut *f);
+            for p in h.system.iter().chain(&h.instructions) {
+                if let PromptRef::Inline(s) = p {
+                    f(s);
+                }
+            }
+            &None
+        }
     };
     let Some(SandboxDecl::Block(b)) = sandbox else {
         return;

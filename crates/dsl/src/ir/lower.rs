@@ -416,6 +416,12 @@ fn lower_node(
             lower_await(t.await_.as_ref()),
             NodeBody::Tool(ToolNode {
                 command: t.command.value.clone(),
+                script: t.script.map(|(l, _)| match l {
+                    ast::ScriptLanguage::Sh => ScriptLanguage::Sh,
+                    ast::ScriptLanguage::Bash => ScriptLanguage::Bash,
+                    ast::ScriptLanguage::Node => ScriptLanguage::Node,
+                    ast::ScriptLanguage::Python => ScriptLanguage::Python,
+                }),
                 input: ident(&t.input),
                 output: ident(&t.output),
             }),
@@ -426,7 +432,39 @@ fn lower_node(
                 mode: match r.mode {
                     ast::RouterMode::Condition => RouterMode::Condition,
                     ast::RouterMode::FanOutAll => RouterMode::FanOutAll,
+                    ast::RouterMode::RoundRobin => RouterMode::RoundRobin,
+                    ast::RouterMode::Llm => RouterMode::Llm,
                 },
+                model: r.model.as_ref().map(|m| m.value.clone()),
+                system: r.system.as_ref().map(|p| prompt_text(p, prompts)),
+                user: r.user.as_ref().map(|p| prompt_text(p, prompts)),
+            }),
+        ),
+        ast::NodeBody::Compute(c) => (
+            lower_await(c.await_.as_ref()),
+            NodeBody::Compute(ComputeNode {
+                expr: c
+                    .expr
+                    .iter()
+                    .map(|(k, v)| (k.name.clone(), v.value.clone()))
+                    .collect(),
+                input: ident(&c.input),
+                output: ident(&c.output),
+            }),
+        ),
+        ast::NodeBody::Human(h) => (
+            lower_await(h.await_.as_ref()),
+            NodeBody::Human(HumanNode {
+                mode: match h.interaction {
+                    Some((ast::HumanMode::Llm, _)) => HumanMode::Llm,
+                    Some((ast::HumanMode::LlmOrHuman, _)) => HumanMode::LlmOrHuman,
+                    Some((ast::HumanMode::Human, _)) | None => HumanMode::Human,
+                },
+                instructions: h.instructions.as_ref().map(|p| prompt_text(p, prompts)),
+                model: h.model.as_ref().map(|m| m.value.clone()),
+                system: h.system.as_ref().map(|p| prompt_text(p, prompts)),
+                input: ident(&h.input),
+                output: ident(&h.output),
             }),
         ),
         ast::NodeBody::Subbot(b) => (

@@ -40,13 +40,41 @@ const AGENT_PROPS: &[&str] = &[
 ];
 
 /// `tool` (§3.6).
-const TOOL_PROPS: &[&str] = &["command", "input", "output", "await", "sandbox"];
+const TOOL_PROPS: &[&str] = &[
+    "command", "script", "language", "input", "output", "await", "sandbox",
+];
+
+/// A script tool's `language` words (upstream's list); anything else is E020.
+const SCRIPT_LANGUAGES: &[(&str, ast::ScriptLanguage)] = &[
+    ("sh", ast::ScriptLanguage::Sh),
+    ("bash", ast::ScriptLanguage::Bash),
+    ("js", ast::ScriptLanguage::Node),
+    ("node", ast::ScriptLanguage::Node),
+    ("py", ast::ScriptLanguage::Python),
+    ("python", ast::ScriptLanguage::Python),
+    ("python3", ast::ScriptLanguage::Python),
+];
+
+/// `compute`.
+const COMPUTE_PROPS: &[&str] = &["input", "output", "await", "expr"];
+
+/// `human`.
+const HUMAN_PROPS: &[&str] = &[
+    "input",
+    "output",
+    "instructions",
+    "interaction",
+    "model",
+    "system",
+    "min_answers",
+    "await",
+];
 
 /// `subbot` (§3.9).
 const SUBBOT_PROPS: &[&str] = &["source", "output", "await"];
 
 /// `router` (§3.7).
-const ROUTER_PROPS: &[&str] = &["mode"];
+const ROUTER_PROPS: &[&str] = &["mode", "model", "system", "user", "multi"];
 
 /// A sandbox block (§7.2).
 const SANDBOX_PROPS: &[&str] = &[
@@ -294,7 +322,9 @@ impl Parser<'_> {
                 ast::NodeBody::Agent(self.agent_props(kind, &name)?)
             }
             ast::NodeKind::Tool => ast::NodeBody::Tool(self.tool_props(&name)?),
-            ast::NodeKind::Router => ast::NodeBody::Router(self.router_props()?),
+            ast::NodeKind::Router => ast::NodeBody::Router(self.router_props(&name)?),
+            ast::NodeKind::Compute => ast::NodeBody::Compute(self.compute_props()?),
+            ast::NodeKind::Human => ast::NodeBody::Human(self.human_props(&name)?),
             ast::NodeKind::Subbot => ast::NodeBody::Subbot(self.subbot_props(&name)?),
         };
         Ok(ast::Node {
@@ -341,6 +371,9 @@ impl Parser<'_> {
                         &[
                             ("none", ast::Interaction::None),
                             ("ask", ast::Interaction::Ask),
+                            // Upstream's word for the same thing: the agent's questions go to
+                            // the operator.
+                            ("human", ast::Interaction::Ask),
                         ],
                     )?);
                 }
@@ -418,9 +451,12 @@ impl Parser<'_> {
     fn tool_props(&mut self, name: &ast::Ident) -> PResult<ast::ToolProps> {
         let (mut command, mut input, mut output, mut await_, mut sandbox) =
             (None, None, None, None, None);
+        let (mut script, mut language): (Option<(ast::StrLit, Span)>, _) = (None, None);
         self.props("tool", TOOL_PROPS, |p, key| {
             match key.name.as_str() {
                 "command" => command = Some(p.str_prop(&key)?),
+                "script" => script = Some((p.str_prop(&key)?, key.span)),
+                "language" => language = Some((p.enum_prop(&key, SCRIPT_LANGUAGES)?.0, key.span)),
                 "input" => input = Some(p.ref_prop(&key, "a schema name")?),
                 "output" => output = Some(p.ref_prop(&key, "a schema name")?),
                 "await" => await_ = Some(p.enum_prop(&key, AWAIT_MODES)?),
@@ -428,16 +464,102 @@ impl Parser<'_> {
             }
             Ok(())
         })?;
-        let Some(command) = command else {
-            return Err(missing("tool", name, "command"));
+        let (command, script) = match (command, script, language) {
+            (Some(_), Some((_, span)), _) => {
+                return Err(diag(
+                    Code::E012,
+                    span,
+                    format!(
+                        "tool \"{}\" has both \"command\" and \"script\"; give one",
+                        name.name
+                    ),
+                ));
+            }
+            (Some(_), None, Some((_, span))) => {
+                return Err(diag(
+                    Code::E012,
+                    span,
+                    "\"language\" is only valid with \"script\"",
+                ));
+            }
+            (Some(command), None, None) => (command, None),
+            (None, Some((text, span)), language) => (
+                text,
+                Some((language.map_or(ast::ScriptLanguage::Sh, |(l, _)| l), span)),
+            ),
+            (None, None, _) => return Err(missing("tool", name, "command\" or \"script")),
         };
         Ok(ast::ToolProps {
             command,
+            script,
             input,
             output,
             await_,
             sandbox,
         })
+    }
+
+    fn compute_props(&mut self) -> PResult<ast::ComputeProps> {
+        let (mut input, mut output, mut await_, mut expr) = (None, None, None, Vec::new());
+        self.props("compute", COMPUTE_PROPS, |p, key| {
+            match key.name.as_str() {
+                "input" => input = Some(p.ref_prop(&key, "a schema name")?),
+                "output" => output = Some(p.ref_prop(&key, "a schema name")?),
+                "await" => await_ = Some(p.enum_prop(&key, AWAIT_MODES)?),
+                _ => {
+                    expr = p
+                        .map_prop(&key)?
+                        .entries
+                        .into_iter()
+                        .map(|e| (e.key, e.value))
+                        .collect();
+                }
+            }
+            Ok(())
+        })?;
+        Ok(ast::ComputeProps {
+            input,
+            output,
+            await_,
+            expr,
+        })
+    }
+
+    fn human_props(&mut self, name: &ast::Ident) -> PResult<ast::HumanProps> {
+        let mut h = ast::HumanProps {
+            input: None,
+            output: None,
+            instructions: None,
+            interaction: None,
+            model: None,
+            system: None,
+            min_answers: None,
+            await_: None,
+        };
+        self.props("human", HUMAN_PROPS, |p, key| {
+            match key.name.as_str() {
+                "input" => h.input = Some(p.ref_prop(&key, "a schema name")?),
+                "output" => h.output = Some(p.ref_prop(&key, "a schema name")?),
+                "instructions" => h.instructions = Some(p.prompt_prop(&key)?),
+                "interaction" => {
+                    h.interaction = Some(p.enum_prop(
+                        &key,
+                        &[
+                            ("human", ast::HumanMode::Human),
+                            ("llm", ast::HumanMode::Llm),
+                            ("llm_or_human", ast::HumanMode::LlmOrHuman),
+                        ],
+                    )?);
+                }
+                "model" => h.model = Some(p.model_prop(&key)?),
+                "system" => h.system = Some(p.prompt_prop(&key)?),
+                "min_answers" => h.min_answers = Some(p.int_prop(&key, Some(0))?),
+                _ => h.await_ = Some(p.enum_prop(&key, AWAIT_MODES)?),
+            }
+            Ok(())
+        })?;
+        let _ = name;
+        Ok(h)
     }
 
     fn subbot_props(&mut self, name: &ast::Ident) -> PResult<ast::SubbotProps> {
@@ -460,21 +582,41 @@ impl Parser<'_> {
         })
     }
 
-    fn router_props(&mut self) -> PResult<ast::RouterProps> {
-        let mut mode = ast::RouterMode::FanOutAll;
+    fn router_props(&mut self, name: &ast::Ident) -> PResult<ast::RouterProps> {
+        let mut r = ast::RouterProps::default();
         self.props("router", ROUTER_PROPS, |p, key| {
-            mode = p
-                .enum_prop(
-                    &key,
-                    &[
-                        ("condition", ast::RouterMode::Condition),
-                        ("fan_out_all", ast::RouterMode::FanOutAll),
-                    ],
-                )?
-                .0;
+            match key.name.as_str() {
+                "mode" => {
+                    let (mode, _) = p.enum_prop(
+                        &key,
+                        &[
+                            ("condition", ast::RouterMode::Condition),
+                            ("fan_out_all", ast::RouterMode::FanOutAll),
+                            ("round_robin", ast::RouterMode::RoundRobin),
+                            ("llm", ast::RouterMode::Llm),
+                        ],
+                    )?;
+                    r.mode = mode;
+                }
+                "model" => r.model = Some(p.model_prop(&key)?),
+                "system" => r.system = Some(p.prompt_prop(&key)?),
+                "user" => r.user = Some(p.prompt_prop(&key)?),
+                _ => {
+                    let multi = p.bool_prop(&key)?;
+                    if multi.value {
+                        return Err(diag(
+                            Code::E012,
+                            multi.span,
+                            "\"multi: true\" is not supported yet (an llm router picks one edge)",
+                        ));
+                    }
+                    r.multi = Some(multi);
+                }
+            }
             Ok(())
         })?;
-        Ok(ast::RouterProps { mode })
+        let _ = name;
+        Ok(r)
     }
 
     /// `sandbox: WORD` or a sandbox block (§7.1–§7.3).

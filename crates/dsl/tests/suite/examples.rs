@@ -41,6 +41,10 @@ fn clean_examples_compile_without_any_diagnostic() {
         "03_secret_agent.iter",
         "04_parallel_review.iter",
         "05_fix_tests.iter",
+        "07_rotate_tally.iter",
+        "08_human_gate.iter",
+        "09_script_tools.iter",
+        "10_script_languages.iter",
     ] {
         let out = compile(&example(name), &CompileOptions::default());
         assert_eq!(out.diagnostics, vec![], "{name}");

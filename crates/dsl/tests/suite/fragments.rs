@@ -40,12 +40,12 @@ fn the_base_fixture_is_clean() {
 
 #[test]
 fn e001_unsupported_declaration_kind() {
-    let src = format!("human gate:\n  prompt: \"x\"\n{}", workflow_with(""));
+    let src = format!("supervisor gate:\n  prompt: \"x\"\n{}", workflow_with(""));
     expect(&src, &[("E001", 1)]);
     let out = compile(src.as_bytes(), &CompileOptions::default());
     assert_eq!(
         out.diagnostics[0].message,
-        "`human` declarations are not supported yet"
+        "`supervisor` declarations are not supported yet"
     );
 }
 

@@ -1,4 +1,5 @@
 mod examples;
 mod fragments;
 mod resources;
+mod node_kinds;
 mod robustness;

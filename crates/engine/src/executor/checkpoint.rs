@@ -75,6 +75,9 @@ pub struct Checkpoint {
     /// from their router). Absent in checkpoints written before `resume --from` existed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub starts: BTreeMap<String, NodeStart>,
+    /// Visits of every `round_robin` router so far: the next visit takes edge `count % edges`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub round_robin: BTreeMap<String, u64>,
 }
 
 impl Default for Checkpoint {
@@ -89,6 +92,7 @@ impl Default for Checkpoint {
             next: None,
             paused: None,
             starts: BTreeMap::new(),
+            round_robin: BTreeMap::new(),
         }
     }
 }

@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::executor::agent::env::AgentEnv;
-use crate::executor::agent::operator::AgentResult;
+use crate::executor::agent::operator::{AgentResult, PausedAgent};
 use crate::executor::budget::RunBudget;
 use crate::executor::checkpoint::{Checkpoint, NextNode};
 use crate::executor::child_runs::{ChildRuns, InlineChildRuns};
@@ -337,7 +337,18 @@ impl Ctx<'_> {
         output: &Value,
         branch: Option<&BranchCtx>,
     ) -> Result<Choice, Failure> {
-        let (selected, events) = {
+        let picker = match self.wf.node(node).map(|n| &n.body) {
+            Some(NodeBody::Router(r)) => r.mode,
+            _ => RouterMode::Condition,
+        };
+        let (selected, events) = if picker == RouterMode::RoundRobin {
+            (crate::executor::pick::round_robin(self, node), Vec::new())
+        } else if picker == RouterMode::Llm {
+            (
+                crate::executor::pick::selected_edge(self, node, output),
+                Vec::new(),
+            )
+        } else {
             let state = self.lock_state();
             select::walk(
                 &WalkInput {
@@ -453,7 +464,34 @@ impl Ctx<'_> {
         let started = Instant::now();
         let mut usage = None;
         let result = match &node.body {
+            NodeBody::Router(r) if r.mode == RouterMode::Llm => {
+                match crate::executor::pick::llm(self, id, r, input).await {
+                    Ok((output, used)) => {
+                        usage = used;
+                        Ok(output)
+                    }
+                    Err(failure) => Err(failure),
+                }
+            }
             NodeBody::Router(_) => Ok(input.clone()),
+            NodeBody::Compute(c) => crate::executor::compute::run(self, c, input),
+            NodeBody::Human(h) => {
+                let outcome = tokio::select! {
+                    biased;
+                    () = token.cancelled() => Err(self.stopped()),
+                    outcome = crate::executor::human::run(self, id, h, input) => outcome,
+                };
+                match outcome {
+                    Ok(AgentResult::Done(output, used)) => {
+                        if h.mode != iterion_dsl::ir::HumanMode::Human {
+                            usage = Some(used);
+                        }
+                        Ok(output)
+                    }
+                    Ok(AgentResult::Paused(paused)) => return Err(self.pause(*paused)),
+                    Err(failure) => Err(failure),
+                }
+            }
             NodeBody::Tool(t) => tool::run(self, id, t, input, token).await,
             NodeBody::Subbot(b) => Box::pin(self.run_subbot(id, b, input, token)).await,
             NodeBody::Agent(a) => {
@@ -467,14 +505,7 @@ impl Ctx<'_> {
                         usage = Some(used);
                         Ok(output)
                     }
-                    Ok(AgentResult::Paused(paused)) => {
-                        let question = self.redactor.redact(&paused.question.question);
-                        self.lock_state().paused = Some(*paused);
-                        return Err(Failure {
-                            paused: true,
-                            ..Failure::new(FailureCode::Cancelled, question)
-                        });
-                    }
+                    Ok(AgentResult::Paused(paused)) => return Err(self.pause(*paused)),
                     Err(failure) => Err(failure),
                 }
             }
@@ -507,6 +538,18 @@ impl Ctx<'_> {
                 .await;
                 Err(failure)
             }
+        }
+    }
+
+    /// The one place a node pauses the run for the operator (an agent's `ask_user`, a `human`
+    /// node): the question goes into the checkpoint and the node ends with the paused failure,
+    /// which ends the run `paused` (exit 3) until `iterion resume RUN --answer TEXT`.
+    fn pause(&self, paused: PausedAgent) -> Failure {
+        let question = self.redactor.redact(&paused.question.question);
+        self.lock_state().paused = Some(paused);
+        Failure {
+            paused: true,
+            ..Failure::new(FailureCode::Cancelled, question)
         }
     }
 

@@ -47,6 +47,7 @@ pub(crate) enum AdoptionDecision {
 pub(crate) fn pausing_node(child: &Workflow) -> Option<&str> {
     child.nodes.iter().find_map(|n| match &n.body {
         NodeBody::Agent(a) if a.interaction != Interaction::None => Some(n.id.as_str()),
+        NodeBody::Human(h) if h.mode != iterion_dsl::ir::HumanMode::Llm => Some(n.id.as_str()),
         _ => None,
     })
 }

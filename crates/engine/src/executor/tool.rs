@@ -1,5 +1,8 @@
 //! Tool nodes (DSL.md §6.1): render, execute `bash -c` through the run's [`SandboxRun`], capture,
-//! parse, check the schema.
+//! parse, check the schema. A `script:` tool runs its interpreter the same way, in the same
+//! place: `sh -c` / `bash -c` with the script as one argv element, or `node -` / `python3 -` with
+//! the script on stdin. The interpreter is one of a fixed list (the parser's allow-list), never
+//! a word of the workflow's, and the script is never read by the host.
 //!
 //! There is one code path whether or not the run is sandboxed: the launcher hands the executor
 //! the container's run, or the noop driver's host run.
@@ -7,7 +10,7 @@
 //! [`SandboxRun`]: iterion_sandbox::SandboxRun
 
 use iterion_agent::text::tail_bytes;
-use iterion_dsl::ir::ToolNode;
+use iterion_dsl::ir::{ScriptLanguage, ToolNode};
 use iterion_dsl::template;
 use iterion_sandbox::ExecOpts;
 use serde_json::{Value, json};
@@ -42,7 +45,13 @@ pub(crate) async fn run(
             run_id: &ctx.run_id,
             secrets: &ctx.wf.secrets,
         };
-        template::parse(&tool.command).render_command(|r| view.resolve(r))
+        let parsed = template::parse(&tool.command);
+        match tool.script {
+            Some(ScriptLanguage::Node | ScriptLanguage::Python) => {
+                parsed.render_script(|r| view.resolve(r))
+            }
+            _ => parsed.render_command(|r| view.resolve(r)),
+        }
     };
     let command = rendered.map_err(|u| {
         Failure::new(
@@ -50,10 +59,15 @@ pub(crate) async fn run(
             format!("reference {} cannot be resolved", u.reference),
         )
     })?;
+    let program = tool.script.map_or("bash", ScriptLanguage::program);
+    let (argv, stdin) = script_argv(tool.script, command);
     ctx.logs.line(LogLine {
         node: node.to_owned(),
         stream: LogStream::System,
-        text: ctx.redactor.redact(&format!("$ {command}")),
+        text: ctx.redactor.redact(&match &stdin {
+            None => format!("$ {}", argv.last().map_or("", String::as_str)),
+            Some(script) => format!("$ {program} - <<script\n{script}\nscript"),
+        }),
     });
 
     // 2. Execute, racing the stop token.
@@ -67,9 +81,11 @@ pub(crate) async fn run(
         workdir: ctx.workdir.clone(),
         stdout: Some(stdout.writer()),
         stderr: Some(stderr.writer()),
+        stdin: stdin.map(|s| -> iterion_sandbox::ExecInput {
+            Box::new(std::io::Cursor::new(s.into_bytes()))
+        }),
         ..ExecOpts::default()
     };
-    let argv = ["bash".to_owned(), "-c".to_owned(), command];
     let result = tokio::select! {
         biased;
         () = token.cancelled() => None,
@@ -107,7 +123,26 @@ pub(crate) async fn run(
     // 4. Result.
     if result.exit_code != 0 {
         let redacted_stdout = ctx.redactor.redact(&stdout_text);
-        if (result.exit_code == 126 || result.exit_code == 127) && !bash_starts(ctx).await {
+        if (result.exit_code == 126 || result.exit_code == 127)
+            && tool.script.is_some()
+            && !program_starts(ctx, tool.script).await
+        {
+            return Err(Failure {
+                exit_code: Some(127),
+                stderr_tail,
+                stdout_tail: non_empty(tail_bytes(&redacted_stdout, TAIL_BYTES)),
+                ..Failure::new(
+                    FailureCode::ExecutionFailed,
+                    format!(
+                        "{program} could not be started in the sandbox (exit 127): this script tool runs {program}, and the image has none in its PATH; use an image that has it, or install it in yours"
+                    ),
+                )
+            });
+        }
+        if (result.exit_code == 126 || result.exit_code == 127)
+            && tool.script.is_none()
+            && !program_starts(ctx, None).await
+        {
             // The container runtime reports a missing program as 126 on some engines; the
             // language reference says 127, and the message names what is missing (issue 19).
             return Err(Failure {
@@ -141,10 +176,36 @@ pub(crate) async fn run(
     }
 }
 
-/// Whether `bash -c 'exit 0'` runs in the run's sandbox: asked only after a tool exited 126 or
-/// 127, to tell "bash is missing" from the command's own "not found" / "not executable".
-async fn bash_starts(ctx: &Ctx<'_>) -> bool {
-    let argv = ["bash".to_owned(), "-c".to_owned(), "exit 0".to_owned()];
+/// How a tool runs: a command is `bash -c COMMAND`; a shell script `sh|bash -c SCRIPT`; a node or
+/// python script `node -` / `python3 -` with the script on stdin (no argv length limit, and the
+/// script's own stdin is empty once it is read, as a command's is).
+fn script_argv(script: Option<ScriptLanguage>, text: String) -> (Vec<String>, Option<String>) {
+    match script {
+        None => (vec!["bash".to_owned(), "-c".to_owned(), text], None),
+        Some(lang @ (ScriptLanguage::Sh | ScriptLanguage::Bash)) => {
+            (vec![lang.program().to_owned(), "-c".to_owned(), text], None)
+        }
+        Some(lang @ (ScriptLanguage::Node | ScriptLanguage::Python)) => {
+            (vec![lang.program().to_owned(), "-".to_owned()], Some(text))
+        }
+    }
+}
+
+/// Whether the tool's program (`bash` for a command) starts in the run's sandbox: asked only
+/// after a tool exited 126 or 127, to tell "the interpreter is missing" from the command's own
+/// "not found" / "not executable".
+async fn program_starts(ctx: &Ctx<'_>, script: Option<ScriptLanguage>) -> bool {
+    let probe = match script {
+        None | Some(ScriptLanguage::Bash) => "exit 0",
+        Some(ScriptLanguage::Sh) => "exit 0",
+        Some(ScriptLanguage::Node | ScriptLanguage::Python) => "",
+    };
+    let flag = match script {
+        Some(ScriptLanguage::Node) => "-e",
+        _ => "-c",
+    };
+    let program = script.map_or("bash", ScriptLanguage::program);
+    let argv = [program.to_owned(), flag.to_owned(), probe.to_owned()];
     let opts = ExecOpts {
         workdir: ctx.workdir.clone(),
         ..ExecOpts::default()

@@ -43,12 +43,23 @@ impl ContainerNeeds {
         let mut needs = ContainerNeeds::default();
         for node in &workflow.nodes {
             match &node.body {
-                ir::NodeBody::Tool(_) => needs.bash = true,
+                ir::NodeBody::Tool(t) => {
+                    // A script runs its own interpreter; only `bash` scripts need bash.
+                    if matches!(t.script, None | Some(ir::ScriptLanguage::Bash)) {
+                        needs.bash = true;
+                    }
+                }
+                ir::NodeBody::Router(_) | ir::NodeBody::Human(_) if node.body.model().is_some() => {
+                    needs.agent_runner = true;
+                }
                 ir::NodeBody::Agent(_) => {
                     needs.bash = true;
                     needs.agent_runner = true;
                 }
-                ir::NodeBody::Router(_) | ir::NodeBody::Subbot(_) => {}
+                ir::NodeBody::Router(_)
+                | ir::NodeBody::Subbot(_)
+                | ir::NodeBody::Compute(_)
+                | ir::NodeBody::Human(_) => {}
             }
         }
         needs

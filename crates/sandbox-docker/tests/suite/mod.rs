@@ -3,3 +3,4 @@ mod engines;
 mod harness;
 mod mount_race;
 mod mounts_docker;
+mod warm_pool;

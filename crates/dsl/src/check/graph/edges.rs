@@ -18,6 +18,10 @@ pub(super) fn check<'a>(g: &Graph<'a>, syms: &Symbols<'a>, out: &mut Vec<Diagnos
             fan_out_clauses(name, &edges, out);
             continue;
         }
+        if let Some(mode) = picker_mode(syms, name) {
+            picker_clauses((name, node.name.span), mode, &edges, out);
+            continue;
+        }
         if !g.written_sources.contains(name) {
             out.push(
                 Diagnostic::new(
@@ -71,6 +75,71 @@ fn loop_clauses(g: &Graph<'_>, out: &mut Vec<Diagnostic>) {
             ),
             Some(_) => {}
         }
+    }
+}
+
+/// The mode of a `round_robin` or `llm` router: one that picks one of its edges itself.
+fn picker_mode(syms: &Symbols<'_>, node: &str) -> Option<ast::RouterMode> {
+    match syms.nodes.get(node).map(|n| &n.body) {
+        Some(ast::NodeBody::Router(r))
+            if matches!(r.mode, ast::RouterMode::RoundRobin | ast::RouterMode::Llm) =>
+        {
+            Some(r.mode)
+        }
+        _ => None,
+    }
+}
+
+/// C022: a router that picks its edge takes no clause on them; C020 / C021: it needs two edges.
+fn picker_clauses(
+    (name, name_span): (&str, ast::Span),
+    mode: ast::RouterMode,
+    edges: &[&ast::Edge],
+    out: &mut Vec<Diagnostic>,
+) {
+    let word = if mode == ast::RouterMode::Llm {
+        "llm"
+    } else {
+        "round_robin"
+    };
+    for e in edges {
+        let clauses = [
+            e.when.as_ref().map(|w| ("when", w.span())),
+            e.else_.map(|s| ("else", s)),
+            e.loop_.as_ref().map(|l| ("as", l.span)),
+        ];
+        for (clause, span) in clauses.into_iter().flatten() {
+            out.push(
+                Diagnostic::new(
+                    Code::C022,
+                    span,
+                    format!(
+                        "{word} router \"{name}\" picks its edge itself; {clause} is not allowed"
+                    ),
+                )
+                .with_node(name)
+                .with_hint("put the condition or the loop on the edge into the router"),
+            );
+        }
+    }
+    if edges.len() < 2 {
+        let code = if mode == ast::RouterMode::Llm {
+            Code::C021
+        } else {
+            Code::C020
+        };
+        let span = edges.first().map_or(name_span, |e| e.from.span);
+        out.push(
+            Diagnostic::new(
+                code,
+                span,
+                format!(
+                    "{word} router \"{name}\" has {} outgoing edge(s); it needs at least 2",
+                    edges.len()
+                ),
+            )
+            .with_node(name),
+        );
     }
 }
 

@@ -58,6 +58,8 @@ pub(super) fn output_schema<'a>(syms: &Symbols<'a>, node: &str) -> OutputSchema<
         ast::NodeBody::Agent(a) => a.output.as_ref(),
         ast::NodeBody::Tool(t) => t.output.as_ref(),
         ast::NodeBody::Subbot(b) => b.output.as_ref(),
+        ast::NodeBody::Compute(c) => c.output.as_ref(),
+        ast::NodeBody::Human(h) => h.output.as_ref(),
         ast::NodeBody::Router(_) => None,
     };
     match name {
@@ -147,6 +149,8 @@ pub(super) fn await_span(syms: &Symbols<'_>, node: &str) -> Option<Span> {
         ast::NodeBody::Agent(a) => a.await_.map(|(_, s)| s),
         ast::NodeBody::Tool(t) => t.await_.map(|(_, s)| s),
         ast::NodeBody::Subbot(b) => b.await_.map(|(_, s)| s),
+        ast::NodeBody::Compute(c) => c.await_.map(|(_, s)| s),
+        ast::NodeBody::Human(h) => h.await_.map(|(_, s)| s),
         ast::NodeBody::Router(_) => None,
     }
 }

@@ -112,14 +112,49 @@ pub(super) fn check<'a>(
                 }
             }
             NodeBody::Tool(t) => {
-                r.template(
-                    &t.command,
-                    &template::parse(&t.command.value),
-                    place,
-                    Kind::Command,
-                );
+                // A node / python script's references are rendered as JSON literals, not shell
+                // words: the quoting rule of C137 is for commands and shell scripts only.
+                let kind = match t.script {
+                    Some((ast::ScriptLanguage::Node | ast::ScriptLanguage::Python, _)) => {
+                        Kind::Text
+                    }
+                    _ => Kind::Command,
+                };
+                r.template(&t.command, &template::parse(&t.command.value), place, kind);
             }
-            NodeBody::Router(_) | NodeBody::Subbot(_) => {}
+            NodeBody::Compute(c) => {
+                for (_, text) in &c.expr {
+                    r.expression(text, place);
+                }
+            }
+            NodeBody::Router(_) | NodeBody::Human(_) => {
+                let prompts: Vec<&PromptRef> = match &node.body {
+                    NodeBody::Router(x) => x.system.iter().chain(&x.user).collect(),
+                    NodeBody::Human(h) => h.system.iter().chain(&h.instructions).collect(),
+                    _ => Vec::new(),
+                };
+                for p in prompts {
+                    match p {
+                        PromptRef::Inline(text) => {
+                            r.template(text, &template::parse(&text.value), place, Kind::Text);
+                        }
+                        PromptRef::Named(id) => {
+                            if seen_use.insert((id.name.as_str(), name)) {
+                                users.entry(id.name.as_str()).or_default().push(name);
+                            }
+                        }
+                    }
+                }
+                let model = match &node.body {
+                    NodeBody::Router(x) => x.model.as_ref(),
+                    NodeBody::Human(h) => h.model.as_ref(),
+                    _ => None,
+                };
+                if let Some(m) = model {
+                    r.model(m, name);
+                }
+            }
+            NodeBody::Subbot(_) => {}
         }
     }
     for decl in &file.decls {
@@ -303,25 +338,30 @@ impl<'a> Refs<'_, 'a> {
             }
         }
         if let Some(When::Expr { text, .. }) = &e.when {
-            match expr::parse(&text.value) {
-                Err(err) => self.push(err.code(), text.span, err.to_string(), place.node, None),
-                Ok(parsed) => {
-                    for p in parsed.paths() {
-                        let ns = p.namespace();
-                        if !p.is_bare()
-                            && let Err(reason) = template::check_shape(ns, p.rest())
-                        {
-                            self.push(
-                                Code::C004,
-                                text.span,
-                                format!("malformed reference {}: {reason}", p.dotted()),
-                                place.node,
-                                None,
-                            );
-                            continue;
-                        }
-                        self.reference(ns, p.rest(), text.span, place, Origin::Expression);
+            self.expression(text, place);
+        }
+    }
+
+    /// An expression string (a `when "…"` or a compute `expr` entry): C040 / C138, then its paths.
+    fn expression(&mut self, text: &StrLit, place: Place<'a>) {
+        match expr::parse(&text.value) {
+            Err(err) => self.push(err.code(), text.span, err.to_string(), place.node, None),
+            Ok(parsed) => {
+                for p in parsed.paths() {
+                    let ns = p.namespace();
+                    if !p.is_bare()
+                        && let Err(reason) = template::check_shape(ns, p.rest())
+                    {
+                        self.push(
+                            Code::C004,
+                            text.span,
+                            format!("malformed reference {}: {reason}", p.dotted()),
+                            place.node,
+                            None,
+                        );
+                        continue;
                     }
+                    self.reference(ns, p.rest(), text.span, place, Origin::Expression);
                 }
             }
         }
@@ -540,6 +580,8 @@ fn input_schema<'a>(syms: &Symbols<'a>, node: &str) -> Option<&'a ast::Schema> {
     let id = match &syms.nodes.get(node)?.body {
         NodeBody::Agent(a) => a.input.as_ref()?,
         NodeBody::Tool(t) => t.input.as_ref()?,
+        NodeBody::Compute(c) => c.input.as_ref()?,
+        NodeBody::Human(h) => h.input.as_ref()?,
         NodeBody::Router(_) | NodeBody::Subbot(_) => return None,
     };
     syms.schemas.get(id.name.as_str()).copied()

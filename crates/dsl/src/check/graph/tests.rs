@@ -126,7 +126,10 @@ fn router(name: &str, line: u32, mode: RouterMode) -> Decl {
         kind: NodeKind::Router,
         kind_span: at(line, 1),
         name: id(name, line, 8),
-        body: NodeBody::Router(RouterProps { mode }),
+        body: NodeBody::Router(RouterProps {
+            mode,
+            ..RouterProps::default()
+        }),
     })
 }
 

@@ -363,7 +363,7 @@ fn result_of(node: &str, data: Value, snapshot: Option<Snapshot>) -> Result<Agen
         return Ok(AgentResult::Paused(Box::new(PausedAgent {
             node: node.to_owned(),
             question,
-            snapshot,
+            snapshot: Some(snapshot),
         })));
     }
     if let Some(error) = data.get("error").and_then(Value::as_str) {

@@ -235,7 +235,7 @@ fn take_resume(ctx: &Ctx<'_>, env: &AgentEnv, id: &str) -> Option<(Snapshot, Str
     let mut state = ctx.lock_state();
     let paused = state.paused.take_if(|p| p.node == id)?;
     match &env.answer {
-        Some(answer) => Some((paused.snapshot, answer.clone())),
+        Some(answer) => paused.snapshot.map(|s| (s, answer.clone())),
         None => {
             // No answer: ask again from the start of the node's turn.
             state.paused = None;
@@ -292,7 +292,7 @@ async fn run_in_process(
             Ok(AgentResult::Paused(Box::new(PausedAgent {
                 node: id.to_owned(),
                 question,
-                snapshot: *snapshot,
+                snapshot: Some(*snapshot),
             })))
         }
         Err(error) => Err(loop_failure(error)),

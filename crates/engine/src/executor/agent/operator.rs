@@ -25,8 +25,8 @@ pub struct PausedAgent {
     pub node: String,
     /// The question.
     pub question: Question,
-    /// Where its loop stood.
-    pub snapshot: Snapshot,
+    /// Where its loop stood; `None` for a `human` node, which has no loop.
+    pub snapshot: Option<Snapshot>,
 }
 
 /// What an agent node came to.

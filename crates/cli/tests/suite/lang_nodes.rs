@@ -1,0 +1,437 @@
+//! The node kinds of issue 20 part B, run end to end from the repository's examples: `compute`
+//! and a `round_robin` router (07), `human` nodes and an `llm` router against the fake model
+//! server (08), `script:` tools inside a docker sandbox (09, and 10's missing interpreter) and
+//! node / python scripts on the host (10).
+use iterion_test_support::fake_model::{Api, FakeModel, Reply};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::suite::support::{Env, IMAGE, docker_or_skip, first, kinds, stderr_of};
+
+const KEY: &str = "sk-test-0123456789abcdef";
+
+/// The text of `examples/NAME`.
+fn example(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The nodes started, in order.
+fn started(events: &[(String, Value)]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|(k, _)| k == "node_started")
+        .map(|(_, d)| d["node"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_round_robin_router_alternates_and_the_compute_node_keeps_the_tally() {
+    let env = Env::new();
+    env.write("w.iter", &example("07_rotate_tally.iter"));
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary["output"],
+        json!({"seen": ["naming", "tests", "docs"], "summary": "naming, tests, docs", "verdict": "approved", "stop": true})
+    );
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(
+        started(&events),
+        [
+            "alternate",
+            "reviewer_a",
+            "tally",
+            "alternate",
+            "reviewer_b",
+            "tally"
+        ]
+    );
+    // The first tally saw one review: not yet approved, so the loop went round.
+    let finished: Vec<&Value> = events
+        .iter()
+        .filter(|(k, d)| k == "node_finished" && d["node"] == "tally")
+        .map(|(_, d)| &d["output"])
+        .collect();
+    assert_eq!(
+        finished[0],
+        &json!({"seen": ["naming", "tests"], "summary": "naming, tests", "verdict": "rejected", "stop": false})
+    );
+}
+
+#[test]
+fn a_compute_expression_that_does_not_evaluate_fails_the_node_naming_the_field() {
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        "compute c:\n  expr:\n    joined: \"join(vars.n, ', ')\"\n\nvars:\n  n: int = 3\n\nworkflow w:\n  entry: c\n  c -> done\n",
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["failure_code"], json!("EXECUTION_FAILED"));
+    assert_eq!(
+        summary["message"],
+        json!("node \"c\": field \"joined\": join() needs a list (or null), found number")
+    );
+}
+
+#[test]
+fn a_human_node_pauses_the_run_and_resume_answers_it_then_models_route_and_answer() {
+    let env = Env::new();
+    env.write("w.iter", &example("08_human_gate.iter"));
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::text("{\"selected_route\": \"careful\", \"reasoning\": \"the risk is high\"}"),
+            Reply::text("Ship it after a canary."),
+        ],
+    );
+    let model_env = [
+        ("ANTHROPIC_API_KEY", KEY.to_owned()),
+        ("ITERION_ANTHROPIC_BASE_URL", fake.base_url()),
+    ];
+    let mut cmd = env.cmd();
+    cmd.args(["run", "w.iter", "--sandbox", "none", "--json"]);
+    cmd.envs(model_env.iter().map(|(k, v)| (*k, v.as_str())));
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr_of(&out));
+    let run = env.only_run();
+    assert_eq!(run.status.as_str(), "paused");
+    let events = env.events(&run);
+    assert_eq!(kinds(&events).last(), Some(&"run_paused"));
+    assert_eq!(
+        first(&events, "run_paused").unwrap(),
+        &json!({"node": "approve", "question": "Approve the release \"v2.0\" (risk: high)?\nAnswer with {\"approved\": true or false, \"comment\": \"…\"}."})
+    );
+    assert!(first(&events, "node_failed").is_none());
+    assert!(fake.requests().is_empty(), "no model before the answer");
+
+    // An answer that does not fit the schema fails the node; the run can be resumed again.
+    let mut cmd = env.cmd();
+    cmd.args(["resume", run.id.as_str(), "--answer", "yes", "--json"]);
+    cmd.envs(model_env.iter().map(|(k, v)| (*k, v.as_str())));
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["failure_code"], json!("SCHEMA_VALIDATION"));
+    let mut cmd = env.cmd();
+    cmd.args(["resume", run.id.as_str(), "--json"]);
+    cmd.envs(model_env.iter().map(|(k, v)| (*k, v.as_str())));
+    let out = cmd.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "asks again: {}",
+        stderr_of(&out)
+    );
+
+    let mut cmd = env.cmd();
+    cmd.args([
+        "resume",
+        run.id.as_str(),
+        "--answer",
+        "{\"approved\": true, \"comment\": \"go\"}",
+        "--json",
+    ]);
+    cmd.envs(model_env.iter().map(|(k, v)| (*k, v.as_str())));
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary["output"],
+        json!({"text": "Ship it after a canary."})
+    );
+    let run = env.only_run();
+    assert_eq!(run.status.as_str(), "finished");
+    let events = env.events(&run);
+    let approve = events
+        .iter()
+        .rev()
+        .find(|(k, d)| k == "node_finished" && d["node"] == "approve")
+        .map(|(_, d)| d["output"].clone());
+    assert_eq!(approve, Some(json!({"approved": true, "comment": "go"})));
+    let triage = events
+        .iter()
+        .find(|(k, d)| k == "node_finished" && d["node"] == "triage")
+        .map(|(_, d)| d["output"].clone())
+        .unwrap();
+    assert_eq!(triage["selected_route"], json!("careful"));
+    assert_eq!(triage["reasoning"], json!("the risk is high"));
+    let taken: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|(k, _)| k == "edge_selected")
+        .map(|(_, d)| (d["from"].as_str().unwrap(), d["to"].as_str().unwrap()))
+        .collect();
+    assert!(taken.contains(&("triage", "careful")), "{taken:?}");
+    assert!(!started(&events).contains(&"quick".to_owned()));
+
+    // The router's model was told its routes; the human stand-in got the rendered instructions.
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    let system = requests[0].body["system"].to_string();
+    assert!(
+        system.contains("Send high-risk releases down the careful path.")
+            && system.contains("Pick exactly one of these routes: careful, quick."),
+        "{system}"
+    );
+    assert_eq!(
+        requests[1].body["messages"][0]["content"]
+            .to_string()
+            .contains("second opinion on the release v2.0"),
+        true,
+        "{}",
+        requests[1].body
+    );
+}
+
+#[test]
+fn an_llm_router_whose_model_picks_no_route_fails_the_node() {
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        "router pick:\n  mode: llm\n  model: \"anthropic/claude-test\"\n\ntool a:\n  command: `echo a`\n\ntool b:\n  command: `echo b`\n\nworkflow w:\n  entry: pick\n  pick -> a\n  pick -> b\n  a -> done\n  b -> done\n",
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![Reply::text("{\"selected_route\": \"done\"}")],
+    );
+    let out = env
+        .cmd()
+        .env("ANTHROPIC_API_KEY", KEY)
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["failure_code"], json!("EXECUTION_FAILED"));
+    assert!(
+        summary["message"]
+            .as_str()
+            .unwrap()
+            .contains("the routing model picked no route of [a, b]"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn node_and_python_scripts_read_references_as_data() {
+    let env = Env::new();
+    env.write("w.iter", &example("10_script_languages.iter"));
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The hostile value went through both interpreters as one string, quotes and all.
+    assert_eq!(
+        summary["output"],
+        json!({"text": "HELLO ADA \"THE FIRST\" '); PRINT('PWNED", "length": 38})
+    );
+}
+
+#[test]
+fn docker_script_tools_run_inside_the_sandbox_and_shell_references_stay_words() {
+    if !docker_or_skip("cli::lang_nodes::docker_script_tools") {
+        return;
+    }
+    let env = Env::new();
+    env.write("w.iter", &example("09_script_tools.iter"));
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox-default-image", IMAGE, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 18 characters, one word: `$(id)` and the backticks were never run.
+    assert_eq!(summary["output"], json!({"chars": 18, "words": 1}));
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(
+        first(&events, "sandbox_started").unwrap()["driver"],
+        json!("docker")
+    );
+
+    // The script runs in the container, not on the host.
+    let probe = Env::new();
+    probe.write(
+        "w.iter",
+        "tool where:\n  language: sh\n  script: |\n    if [ -f /.dockerenv ]; then echo '{\"inside\": true}'; else echo '{\"inside\": false}'; fi\n\nworkflow w:\n  entry: where\n  where -> done\n",
+    );
+    let out = probe
+        .cmd()
+        .args(["run", "w.iter", "--sandbox-default-image", IMAGE, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["output"], json!({"inside": true}));
+}
+
+#[test]
+fn docker_a_script_whose_interpreter_the_image_lacks_fails_naming_it() {
+    if !docker_or_skip("cli::lang_nodes::docker_missing_interpreter") {
+        return;
+    }
+    let env = Env::new();
+    env.write("w.iter", &example("10_script_languages.iter"));
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox-default-image", IMAGE, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["failure_code"], json!("EXECUTION_FAILED"));
+    assert!(
+        summary["message"]
+            .as_str()
+            .unwrap()
+            .contains("node could not be started in the sandbox (exit 127)"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_script_language_outside_the_allow_list_is_refused_before_anything_runs() {
+    for (language, code) in [("\"python3; touch pwned\"", "E021"), ("perl", "E020")] {
+        let env = Env::new();
+        env.write(
+            "w.iter",
+            &format!("tool t:\n  language: {language}\n  script: |\n    print(1)\n\nworkflow w:\n  entry: t\n  t -> done\n"),
+        );
+        let out = env
+            .cmd()
+            .args(["run", "w.iter", "--sandbox", "none"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+        assert!(
+            stderr_of(&out).contains(&format!("error[{code}]")),
+            "{}",
+            stderr_of(&out)
+        );
+        assert!(env.runs().is_empty());
+        assert!(!env.path("pwned").exists());
+    }
+}
+
+#[test]
+fn docker_the_human_gate_pauses_a_sandboxed_run_and_its_models_run_in_the_container() {
+    if !docker_or_skip("cli::lang_nodes::docker_human_gate") {
+        return;
+    }
+    let Some(static_bin) =
+        iterion_test_support::static_iterion_or_skip("cli::lang_nodes::docker_human_gate")
+    else {
+        return;
+    };
+    let env = Env::new();
+    // An allowlist: the fake model's host (loopback) is added to it as a model provider host.
+    env.write(
+        "w.iter",
+        &example("08_human_gate.iter").replace(
+            "  entry: draft\n",
+            &format!("  entry: draft\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"example.invalid\"]\n"),
+        ),
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::text("{\"selected_route\": \"careful\", \"reasoning\": \"high\"}"),
+            Reply::text("Canary first."),
+        ],
+    );
+    let run_cmd = |args: &[&str]| {
+        env.cmd()
+            .args(args)
+            .env("ITERION_BIN", &static_bin)
+            .env("ANTHROPIC_API_KEY", KEY)
+            .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+            .output()
+            .unwrap()
+    };
+    let out = run_cmd(&["run", "w.iter", "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr_of(&out));
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(
+        first(&events, "sandbox_started").unwrap()["driver"],
+        json!("docker")
+    );
+    assert_eq!(
+        first(&events, "run_paused").unwrap()["node"],
+        json!("approve")
+    );
+    let out = run_cmd(&[
+        "resume",
+        run.id.as_str(),
+        "--answer",
+        "{\"approved\": true, \"comment\": \"go\"}",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["output"], json!({"text": "Canary first."}));
+    // The model nodes ran their loop in the container, through the runner (the event is
+    // recorded once per attempt; the first attempt ran no model).
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].header("x-api-key"), Some(KEY));
+    let events = env.events(&env.only_run());
+    assert_eq!(
+        kinds(&events)
+            .iter()
+            .filter(|k| **k == "sandbox_claw_routed_via_runner")
+            .count(),
+        1,
+        "{events:#?}"
+    );
+}
+
+#[test]
+fn a_round_robin_count_survives_a_pause() {
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        "tool a:\n  command: `echo '{\"who\": \"a\"}'`\n\ntool b:\n  command: `echo '{\"who\": \"b\"}'`\n\nrouter rr:\n  mode: round_robin\n\nhuman gate:\n  instructions: \"again?\"\n\ncompute check:\n  expr:\n    again: \"input.answer == 'yes'\"\n\nworkflow w:\n  entry: rr\n  rr -> a\n  rr -> b\n  a -> gate\n  b -> gate\n  gate -> check with { answer: \"{{input.answer}}\" }\n  check -> rr as more(3) when again\n  check -> done\n",
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr_of(&out));
+    let id = env.only_run().id;
+    for answer in ["yes", "no"] {
+        let out = env
+            .cmd()
+            .args(["resume", id.as_str(), "--answer", answer, "--json"])
+            .output()
+            .unwrap();
+        let want = if answer == "yes" { 3 } else { 0 };
+        assert_eq!(out.status.code(), Some(want), "{}", stderr_of(&out));
+    }
+    let events = env.events(&env.only_run());
+    let tools: Vec<String> = started(&events)
+        .into_iter()
+        .filter(|n| n == "a" || n == "b")
+        .collect();
+    assert_eq!(tools, ["a", "b"]);
+}

@@ -1,0 +1,677 @@
+//! The warm pool (issue 18 item 4; docs/sandbox.md "Warm pool"): pre-started containers a run
+//! claims instead of creating and starting its own.
+//!
+//! What a container fixes at create time is its *shape*: the image, the user, the working dir,
+//! the network mode, the capabilities and limits, the tmpfs and every mount. A run's shape is
+//! its create plan ([`create_plan`](crate::plan::create_plan)) with everything per-run taken out:
+//!
+//! - the env: a pool entry is created with none; the run's container env (the spec's, the file
+//!   secrets' paths, the proxy variables with the run's token) is put in front of every exec
+//!   the claiming run makes ([`DockerRun`](crate::run::DockerRun)'s base env), so the entry never
+//!   holds another run's token;
+//! - the name and the run labels: an entry is `iterion-warm-<nonce>`, labelled managed, with the
+//!   store, [`WARM_PURPOSE`], its owner process ([`LABEL_WARM_OWNER`]) and its slots;
+//! - every bind whose host source lies under a directory named after the run id (the per-run
+//!   dir's `net/` and CA, the run files dir): the entry binds a *slot* instead, an empty
+//!   directory (or file) `.iterion-warm-<nonce>-<n>` beside the run-id directory, so on the same
+//!   filesystem. At claim an empty per-run directory is replaced by the slot (rename: the
+//!   container's bind follows the inode, so the run's path is now what the container sees); a
+//!   read-only one's sockets (the proxy's) are hard-linked into the slot; a read-only file
+//!   (the CA) is copied into the slot file. Anything else fails the claim, which then starts cold.
+//!
+//! Everything else, the workspace bind included, is part of the key, and a key that still names
+//! the run is not pooled: under `host_state: auto` the scratch dir is bound at
+//! `/tmp/iterion-scratch/<root run id>` (SANDBOX.md §8.3), so only the runs of one run tree
+//! share a shape there; with `host_state: none` every run of a spec does. A pool entry serves one
+//! workspace path (a trusted run in the same checkout; an untrusted run's per-run copy never
+//! matches and starts cold). Trust is in the key twice, explicitly and through the untrusted
+//! shape (capabilities dropped, pids limit, no-new-privileges), so an untrusted run never claims
+//! a trusted entry. Specs with file secrets (refreshed by renaming in the run dir), a planned
+//! listener (its socket comes later) or a per-run build image are never pooled.
+//!
+//! An entry is claimed once (popped under the pool's lock) and never returned: cleanup removes it
+//! like any run's container. The pool refills in the background after every claim or miss of a
+//! poolable shape, up to its size per shape. Entries are owned by the process that made them;
+//! the reaper removes those whose owner is gone ([`owner_is_gone`]), with their unclaimed slots.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bollard::models::{ContainerCreateBody, MountType};
+use iterion_sandbox::{LABEL_MANAGED, LABEL_PURPOSE, LABEL_STORE, RunInfo, Trust};
+
+use crate::api::{ContainerApi, EngineKind};
+
+/// The purpose label of a pool entry: reaped by its owner's liveness, not by a run's.
+pub(crate) const WARM_PURPOSE: &str = "warm-pool";
+/// The process that made an entry: `<boot id>/<pid namespace>/<pid>/<start time>`.
+pub(crate) const LABEL_WARM_OWNER: &str = "iterion.io/warm-owner";
+/// The entry's slots, host paths joined by `\n`.
+pub(crate) const LABEL_WARM_SLOTS: &str = "iterion.io/warm-slots";
+/// The name every slot starts with; nothing else is ever removed as a slot.
+pub(crate) const SLOT_PREFIX: &str = ".iterion-warm-";
+
+/// What a per-run bind source is on the host when the shape is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotKind {
+    /// An empty directory (renamed over at claim).
+    Dir,
+    /// A directory of sockets, bound read-only (the proxy's `net/`; linked at claim).
+    Sockets,
+    /// A regular file, bound read-only (copied at claim).
+    File,
+}
+
+/// One per-run bind of a shape: which mount, where its slots go, what it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct SlotTemplate {
+    mount: usize,
+    parent: PathBuf,
+    kind: SlotKind,
+    read_only: bool,
+}
+
+/// What a pool entry is created from: the run's create body with the env, the run labels and
+/// the per-run bind sources taken out.
+#[derive(Debug)]
+pub(crate) struct Template {
+    body: ContainerCreateBody,
+    slots: Vec<SlotTemplate>,
+}
+
+/// A run's shape: its key, the template, and what the claiming run brings (its own per-run bind
+/// sources, in slot order, and its container env).
+#[derive(Clone, Debug)]
+pub(crate) struct Shape {
+    pub(crate) key: String,
+    template: Arc<Template>,
+    run_sources: Vec<PathBuf>,
+    pub(crate) env: Vec<(String, String)>,
+}
+
+/// A pre-started container.
+#[derive(Clone, Debug)]
+pub(crate) struct Entry {
+    pub(crate) id: String,
+    slots: Vec<PathBuf>,
+}
+
+/// What else keeps a run out of the pool, besides what [`shape_of`] finds in the body.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct NotPooled {
+    /// File secrets: refreshed by renaming in the run dir, which a slot would not follow.
+    pub(crate) secret_files: bool,
+    /// A per-run image (`build:`).
+    pub(crate) built_image: bool,
+    /// Author or engine binds staged under the per-run dir (issue 15 item 1): their source is
+    /// the screened object, which no slot may stand in for.
+    pub(crate) staged_binds: bool,
+}
+
+fn poolable(info: &RunInfo, not: NotPooled) -> Result<(), String> {
+    let reason = if not.secret_files {
+        "file secrets"
+    } else if not.built_image {
+        "a per-run image"
+    } else if not.staged_binds {
+        "staged binds"
+    } else if info.listener_planned {
+        "a planned listener"
+    } else if info.run_id.is_empty() {
+        "no run id"
+    } else {
+        return Ok(());
+    };
+    Err(reason.to_owned())
+}
+
+/// The run's shape, or why it is not poolable. `kind_of` says what a per-run bind source
+/// is on the host (`None`: missing or neither, which is not poolable). Pure but for `kind_of`.
+pub(crate) fn shape_of(
+    body: &ContainerCreateBody,
+    info: &RunInfo,
+    not: NotPooled,
+    kind_of: &dyn Fn(&Path) -> Option<SlotKind>,
+) -> Result<Shape, String> {
+    poolable(info, not)?;
+    let run_id = info.run_id.as_str();
+    let mut template = body.clone();
+    let mut slots = Vec::new();
+    let mut run_sources = Vec::new();
+    let mounts = template
+        .host_config
+        .as_mut()
+        .and_then(|host| host.mounts.as_mut())
+        .ok_or("no mounts")?;
+    for (index, mount) in mounts.iter_mut().enumerate() {
+        if mount.typ != Some(MountType::BIND) {
+            continue;
+        }
+        let Some(source) = mount.source.as_deref().map(PathBuf::from) else {
+            continue;
+        };
+        let Some(parent) = run_id_parent(&source, run_id) else {
+            continue;
+        };
+        let read_only = mount.read_only.unwrap_or(false);
+        let kind = kind_of(&source)
+            .ok_or_else(|| format!("per-run {} is missing or has content", source.display()))?;
+        if kind != SlotKind::Dir && !read_only {
+            return Err(format!("per-run {} is writable", source.display()));
+        }
+        mount.source = Some(format!("<slot {}>", slots.len()));
+        slots.push(SlotTemplate {
+            mount: index,
+            parent,
+            kind,
+            read_only,
+        });
+        run_sources.push(source);
+    }
+    let env = template
+        .env
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|pair| {
+            pair.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        })
+        .collect();
+    // The run's own labels go (the run id, its name); an embedder's extra labels stay.
+    let run_labels = iterion_sandbox::managed_labels(info);
+    let labels: BTreeMap<String, String> = template
+        .labels
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(key, _)| !run_labels.contains_key(key))
+        .chain([
+            (LABEL_MANAGED.to_owned(), "true".to_owned()),
+            (LABEL_STORE.to_owned(), info.store_id.clone()),
+            (LABEL_PURPOSE.to_owned(), WARM_PURPOSE.to_owned()),
+        ])
+        .collect();
+    // tmpfs is a HashMap: sorted into the key, not serialised in its random order.
+    let tmpfs: BTreeMap<String, String> = template
+        .host_config
+        .as_mut()
+        .and_then(|host| host.tmpfs.take())
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let slot_shapes: Vec<String> = slots
+        .iter()
+        .map(|slot| {
+            format!(
+                "{}:{:?}:{}",
+                slot.parent.display(),
+                slot.kind,
+                slot.read_only
+            )
+        })
+        .collect();
+    let trust = match info.trust {
+        Trust::Trusted => "trusted",
+        Trust::Untrusted => "untrusted",
+    };
+    let body_text = serde_json::to_string(&template).map_err(|e| e.to_string())?;
+    let key = format!(
+        "trust={trust}\nstore={}\nbody={body_text}\ntmpfs={tmpfs:?}\nlabels={labels:?}\nslots={slot_shapes:?}",
+        info.store_id
+    );
+    // A shape that still names the run (its workspace is a per-run copy, say) never matches
+    // another run: not worth a pool entry.
+    if key.contains(run_id) {
+        return Err(
+            "a mount target or setting names the run (host_state auto binds the run tree's scratch dir at a path naming its root run)"
+                .to_owned(),
+        );
+    }
+    if let Some(host) = template.host_config.as_mut() {
+        host.tmpfs = (!tmpfs.is_empty()).then(|| tmpfs.into_iter().collect());
+    }
+    template.labels = Some(labels.into_iter().collect());
+    Ok(Shape {
+        key,
+        template: Arc::new(Template {
+            body: template,
+            slots,
+        }),
+        run_sources,
+        env,
+    })
+}
+
+/// The directory holding the first path component named `run_id`, when there is one.
+fn run_id_parent(source: &Path, run_id: &str) -> Option<PathBuf> {
+    let mut parent = PathBuf::new();
+    for component in source.components() {
+        if let Component::Normal(name) = component
+            && name == run_id
+        {
+            return Some(parent);
+        }
+        parent.push(component);
+    }
+    None
+}
+
+/// This process, as an entry's owner label names it. Blocking (reads `/proc`).
+fn this_owner() -> String {
+    let pid = std::process::id();
+    format!(
+        "{}/{}/{pid}/{}",
+        boot_id(),
+        pid_namespace(),
+        start_time(pid).unwrap_or_default()
+    )
+}
+
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|id| id.trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn pid_namespace() -> String {
+    std::fs::read_link("/proc/self/ns/pid")
+        .map(|link| link.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Field 22 of `/proc/<pid>/stat` (after the parenthesised command, which may hold spaces).
+fn start_time(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19).map(str::to_owned)
+}
+
+/// Whether the process an owner label names is provably gone: same boot and pid namespace as
+/// this process, and no process with that pid and start time. An owner this host cannot judge
+/// (another boot, another pid namespace, a malformed label) is kept. Blocking (reads `/proc`).
+pub(crate) fn owner_is_gone(owner: &str) -> bool {
+    let parts: Vec<&str> = owner.split('/').collect();
+    let [boot, ns, pid, start] = parts.as_slice() else {
+        return false;
+    };
+    let Ok(pid) = pid.parse::<u32>() else {
+        return false;
+    };
+    if boot.is_empty() || *boot != boot_id() || *ns != pid_namespace() {
+        return false;
+    }
+    start_time(pid).is_none_or(|now| now != *start)
+}
+
+/// Removes an entry's slots that are still slots (a claimed one was renamed away). Only paths
+/// whose name starts with [`SLOT_PREFIX`] are touched. Blocking.
+pub(crate) fn remove_slots<'a>(slots: impl IntoIterator<Item = &'a Path>) {
+    for slot in slots {
+        let is_slot = slot
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.starts_with(SLOT_PREFIX));
+        if !is_slot {
+            continue;
+        }
+        match std::fs::symlink_metadata(slot) {
+            Ok(meta) if meta.is_dir() => {
+                let _ = std::fs::remove_dir_all(slot);
+            }
+            Ok(_) => {
+                let _ = std::fs::remove_file(slot);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// The slots an entry's label lists.
+pub(crate) fn slots_of(labels: &BTreeMap<String, String>) -> Vec<PathBuf> {
+    labels
+        .get(LABEL_WARM_SLOTS)
+        .map(|slots| slots.lines().map(PathBuf::from).collect())
+        .unwrap_or_default()
+}
+
+/// What each per-run bind source is: an empty directory, a directory of sockets only, or a
+/// regular file; anything else (missing, a symlink, a directory with content — a per-run
+/// worktree or copy) is not poolable. Blocking.
+pub(crate) fn host_kind(path: &Path) -> Option<SlotKind> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if meta.is_file() {
+        return Some(SlotKind::File);
+    }
+    if !meta.is_dir() {
+        return None;
+    }
+    let mut kinds = Vec::new();
+    for child in std::fs::read_dir(path).ok()? {
+        kinds.push(child.ok()?.file_type().ok()?);
+    }
+    if kinds.is_empty() {
+        Some(SlotKind::Dir)
+    } else if kinds.iter().all(FileTypeExt::is_socket) {
+        Some(SlotKind::Sockets)
+    } else {
+        None
+    }
+}
+
+#[derive(Default)]
+struct ShapeState {
+    template: Option<Arc<Template>>,
+    ready: Vec<Entry>,
+    filling: usize,
+}
+
+/// The pool of one driver (and every copy [`Driver::with_run_log`](iterion_sandbox::Driver::with_run_log)
+/// makes of it).
+pub(crate) struct WarmPool {
+    size: usize,
+    api: Arc<dyn ContainerApi>,
+    engine: EngineKind,
+    owner: String,
+    shapes: Mutex<HashMap<String, ShapeState>>,
+}
+
+impl std::fmt::Debug for WarmPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WarmPool")
+            .field("size", &self.size)
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+static NONCE: AtomicU64 = AtomicU64::new(0);
+
+fn nonce() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!(
+        "{:x}-{:x}-{:x}",
+        std::process::id(),
+        nanos & 0xffff_ffff_ffff,
+        NONCE.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+/// The pool of every driver of this process connected to `endpoint` (the engine's factory
+/// makes a driver per run attempt, so a pool kept by one driver would never see a second run).
+/// Size 0 is a private, empty pool.
+pub(crate) fn process_pool(
+    endpoint: &str,
+    engine: EngineKind,
+    size: usize,
+    api: Arc<dyn ContainerApi>,
+) -> Arc<WarmPool> {
+    type Pools = Mutex<HashMap<(String, String, usize), Arc<WarmPool>>>;
+    static POOLS: std::sync::OnceLock<Pools> = std::sync::OnceLock::new();
+    if size == 0 {
+        return Arc::new(WarmPool::new(0, api, engine));
+    }
+    let mut pools = POOLS
+        .get_or_init(Pools::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Arc::clone(
+        pools
+            .entry((endpoint.to_owned(), engine.as_str().to_owned(), size))
+            .or_insert_with(|| Arc::new(WarmPool::new(size, api, engine))),
+    )
+}
+
+impl WarmPool {
+    pub(crate) fn new(size: usize, api: Arc<dyn ContainerApi>, engine: EngineKind) -> Self {
+        WarmPool {
+            size,
+            api,
+            engine,
+            owner: if size == 0 {
+                String::new()
+            } else {
+                this_owner()
+            },
+            shapes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whether the pool keeps anything (`ITERION_SANDBOX_WARM` > 0).
+    pub(crate) fn enabled(&self) -> bool {
+        self.size > 0
+    }
+
+    /// The ids of the entries ready to be claimed, every shape together.
+    pub(crate) fn ready_ids(&self) -> Vec<String> {
+        let shapes = self
+            .shapes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        shapes
+            .values()
+            .flat_map(|state| state.ready.iter().map(|entry| entry.id.clone()))
+            .collect()
+    }
+
+    /// Takes a ready entry of `shape`, if any; it is never handed out again. Remembers the shape
+    /// so [`WarmPool::refill`] can make more.
+    pub(crate) fn take(&self, shape: &Shape) -> Option<Entry> {
+        let mut shapes = self
+            .shapes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let state = shapes.entry(shape.key.clone()).or_default();
+        if state.template.is_none() {
+            state.template = Some(Arc::clone(&shape.template));
+        }
+        state.ready.pop()
+    }
+
+    /// Starts background creates until `shape` has `size` entries ready or being made.
+    pub(crate) fn refill(self: &Arc<Self>, key: &str) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (template, missing) = {
+            let mut shapes = self
+                .shapes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let Some(state) = shapes.get_mut(key) else {
+                return;
+            };
+            let Some(template) = state.template.clone() else {
+                return;
+            };
+            let missing = self.size.saturating_sub(state.ready.len() + state.filling);
+            state.filling += missing;
+            (template, missing)
+        };
+        for _ in 0..missing {
+            let (pool, template, key) = (Arc::clone(self), Arc::clone(&template), key.to_owned());
+            handle.spawn(async move {
+                let made = pool.make(&template).await;
+                let mut shapes = pool
+                    .shapes
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let state = shapes.entry(key).or_default();
+                state.filling = state.filling.saturating_sub(1);
+                match made {
+                    Ok(entry) => state.ready.push(entry),
+                    Err(reason) => tracing::debug!("sandbox: warm pool entry not made: {reason}"),
+                }
+            });
+        }
+    }
+
+    /// Creates and starts one entry: its slots first, then the container naming them.
+    async fn make(&self, template: &Template) -> Result<Entry, String> {
+        let id = nonce();
+        let slots: Vec<PathBuf> = template
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(n, slot)| slot.parent.join(format!("{SLOT_PREFIX}{id}-{n}")))
+            .collect();
+        let made = {
+            let (slots, kinds): (Vec<PathBuf>, Vec<SlotKind>) = (
+                slots.clone(),
+                template.slots.iter().map(|slot| slot.kind).collect(),
+            );
+            tokio::task::spawn_blocking(move || make_slots(&slots, &kinds))
+                .await
+                .map_err(|join| join.to_string())
+                .and_then(|made| made.map_err(|error| error.to_string()))
+        };
+        if let Err(reason) = made {
+            let doomed = slots.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                remove_slots(doomed.iter().map(PathBuf::as_path));
+            })
+            .await;
+            return Err(reason);
+        }
+        let mut body = template.body.clone();
+        if let Some(mounts) = body.host_config.as_mut().and_then(|h| h.mounts.as_mut()) {
+            for (slot, path) in template.slots.iter().zip(&slots) {
+                if let Some(mount) = mounts.get_mut(slot.mount) {
+                    mount.source = Some(path.to_string_lossy().into_owned());
+                }
+            }
+        }
+        let labels = body.labels.get_or_insert_with(HashMap::new);
+        labels.insert(LABEL_WARM_OWNER.to_owned(), self.owner.clone());
+        let listed: Vec<String> = slots
+            .iter()
+            .map(|slot| slot.to_string_lossy().into_owned())
+            .collect();
+        labels.insert(LABEL_WARM_SLOTS.to_owned(), listed.join("\n"));
+        let name = format!("iterion-warm-{id}");
+        let created = match self.api.create_container(&name, body).await {
+            Ok(created) => created,
+            Err(error) => {
+                let doomed = slots.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    remove_slots(doomed.iter().map(PathBuf::as_path));
+                })
+                .await;
+                return Err(format!("create {name}: {error}"));
+            }
+        };
+        if let Err(error) = self.api.start_container(&created).await {
+            let _ = self.api.remove_container(&created).await;
+            let doomed = slots.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                remove_slots(doomed.iter().map(PathBuf::as_path));
+            })
+            .await;
+            return Err(format!("start {name}: {error}"));
+        }
+        tracing::debug!("sandbox: warm pool entry {name} ready on {}", self.engine);
+        Ok(Entry { id: created, slots })
+    }
+}
+
+fn make_slots(slots: &[PathBuf], kinds: &[SlotKind]) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    for (slot, kind) in slots.iter().zip(kinds) {
+        match kind {
+            SlotKind::Dir | SlotKind::Sockets => {
+                std::fs::DirBuilder::new().mode(0o700).create(slot)?;
+            }
+            SlotKind::File => drop(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o644)
+                    .open(slot)?,
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// Hands a claimed entry's slots to the run (see the module doc): returns the slots left over
+/// (to remove at cleanup), or why the claim cannot go on. Blocking.
+pub(crate) fn hand_over(shape: &Shape, entry: &Entry) -> Result<Vec<PathBuf>, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut leftovers = Vec::new();
+    for ((slot, template), source) in entry
+        .slots
+        .iter()
+        .zip(&shape.template.slots)
+        .zip(&shape.run_sources)
+    {
+        let describe = |what: &str, error: std::io::Error| {
+            format!(
+                "{what} {} for {}: {error}",
+                slot.display(),
+                source.display()
+            )
+        };
+        match template.kind {
+            SlotKind::Dir | SlotKind::Sockets => {
+                let meta = std::fs::symlink_metadata(source)
+                    .map_err(|e| describe("inspect the run's dir", e))?;
+                if !meta.is_dir() {
+                    return Err(format!("{} is no longer a directory", source.display()));
+                }
+                let empty = std::fs::read_dir(source)
+                    .map_err(|e| describe("read the run's dir", e))?
+                    .next()
+                    .is_none();
+                if empty {
+                    std::fs::remove_dir(source).map_err(|e| describe("replace", e))?;
+                    std::fs::rename(slot, source).map_err(|e| describe("rename", e))?;
+                    std::fs::set_permissions(source, meta.permissions())
+                        .map_err(|e| describe("chmod", e))?;
+                } else if template.read_only {
+                    use std::os::unix::fs::FileTypeExt;
+                    for child in std::fs::read_dir(source).map_err(|e| describe("read", e))? {
+                        let child = child.map_err(|e| describe("read", e))?;
+                        let kind = child.file_type().map_err(|e| describe("read", e))?;
+                        if !kind.is_socket() {
+                            return Err(format!(
+                                "{} holds something other than sockets",
+                                source.display()
+                            ));
+                        }
+                        std::fs::hard_link(child.path(), slot.join(child.file_name()))
+                            .map_err(|e| describe("link into", e))?;
+                    }
+                    std::fs::set_permissions(slot, std::fs::Permissions::from_mode(0o755))
+                        .map_err(|e| describe("chmod", e))?;
+                    leftovers.push(slot.clone());
+                } else {
+                    return Err(format!(
+                        "{} is written by the sandbox and not empty",
+                        source.display()
+                    ));
+                }
+            }
+            SlotKind::File => {
+                let bytes = std::fs::read(source).map_err(|e| describe("read", e))?;
+                std::fs::write(slot, bytes).map_err(|e| describe("write", e))?;
+                leftovers.push(slot.clone());
+            }
+        }
+    }
+    Ok(leftovers)
+}
+
+/// The slots of an entry, for a claim that failed (the entry is removed, its slots with it).
+pub(crate) fn entry_slots(entry: &Entry) -> Vec<PathBuf> {
+    entry.slots.clone()
+}
+
+#[cfg(test)]
+#[path = "warm_tests.rs"]
+mod tests;
