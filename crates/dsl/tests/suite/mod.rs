@@ -1,5 +1,5 @@
 mod examples;
 mod fragments;
-mod resources;
 mod node_kinds;
+mod resources;
 mod robustness;
