@@ -22,6 +22,7 @@
 //!   and the runner, where each tool runs, and the runner's side of the channel.
 //! - [`delegate`]: the `claude_code` and `codex` backends' invocations and output streams.
 //! - [`forfait`]: subscription credential files checked and copied without their real tokens.
+//! - [`mcp`]: the stdio MCP client the runner offers a node's declared servers' tools through.
 //! - [`text`]: byte-bounded slices of text.
 #![deny(missing_docs)]
 
@@ -30,6 +31,7 @@ pub mod envelope;
 pub mod forfait;
 mod glob;
 pub mod http;
+pub mod mcp;
 pub mod placement;
 pub mod provider;
 pub mod runner;

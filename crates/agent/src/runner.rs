@@ -26,6 +26,7 @@ use crate::envelope::{
     SNAPSHOT_MAX, clamp_json, clamp_text,
 };
 use crate::http::{HttpClient, HttpError, Route};
+use crate::mcp::{McpClients, McpError, McpServerSpec, Spawn};
 use crate::placement::{PermissionPolicy, Placement, PolicyError, sandbox_placement_of};
 use crate::provider::{Endpoint, Provider};
 use crate::session::{
@@ -71,6 +72,9 @@ pub struct TaskData {
     /// The run (for `ITERION_RUN_ID` in `bash`).
     #[serde(default)]
     pub run_id: String,
+    /// The node's MCP servers, started by the runner inside the sandbox (defined here).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<McpServerSpec>,
 }
 
 /// The `session_replay` data the launcher sends to resume a paused loop (defined here).
@@ -82,14 +86,20 @@ pub struct Replay {
     pub answer: String,
 }
 
-/// Runs the runner over the process's stdin/stdout, its `bash` in the shell `shells` opens,
-/// reading the container's environment `env` (the process's, snapshotted once at its entry
-/// point: the model client's proxy and CA); returns the exit code.
-pub async fn claw_runner_main(shells: &dyn OpenShell, env: &Environment) -> i32 {
-    serve(
+/// Runs the runner over the process's stdin/stdout, its `bash` in the shell `shells` opens, the
+/// node's MCP servers through `spawner`, reading the container's environment `env` (the
+/// process's, snapshotted once at its entry point: the model client's proxy and CA); returns the
+/// exit code.
+pub async fn claw_runner_main(
+    shells: &dyn OpenShell,
+    spawner: &dyn Spawn,
+    env: &Environment,
+) -> i32 {
+    serve_with(
         tokio::io::BufReader::new(tokio::io::stdin()),
         tokio::io::stdout(),
         shells,
+        Some(spawner),
         env,
     )
     .await
@@ -128,8 +138,24 @@ impl Outbox {
     }
 }
 
-/// The runner over any byte streams (tests drive it in process), reading `env`.
+/// The runner over any byte streams (tests drive it in process), reading `env`; it cannot start
+/// MCP servers (a task naming one fails).
 pub async fn serve<R, W>(input: R, output: W, shells: &dyn OpenShell, env: &Environment) -> i32
+where
+    R: AsyncBufRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    serve_with(input, output, shells, None, env).await
+}
+
+/// [`serve`], starting the task's MCP servers through `spawner`.
+pub async fn serve_with<R, W>(
+    input: R,
+    output: W,
+    shells: &dyn OpenShell,
+    spawner: Option<&dyn Spawn>,
+    env: &Environment,
+) -> i32
 where
     R: AsyncBufRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -140,7 +166,17 @@ where
         Ok(parts) => parts,
         Err(error) => return fatal(outbox, &error.to_string()).await,
     };
-    let code = match run_task(task, replay, policy, reader, &outbox, shells, env).await {
+    let code = match run_task(
+        task,
+        replay,
+        policy,
+        reader,
+        &outbox,
+        (shells, spawner),
+        env,
+    )
+    .await
+    {
         Ok(()) => 0,
         Err(error) => return fatal(outbox, &error.to_string()).await,
     };
@@ -187,6 +223,8 @@ enum RunnerError {
     Shell(ShellError),
     #[error("{0}")]
     Client(HttpError),
+    #[error(transparent)]
+    Mcp(McpError),
 }
 
 /// §13.2 steps 1–2: envelopes until `task`.
@@ -242,7 +280,7 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
     policy: Option<PermissionPolicy>,
     reader: EnvelopeReader<R>,
     outbox: &Outbox,
-    shells: &dyn OpenShell,
+    (shells, spawner): (&dyn OpenShell, Option<&dyn Spawn>),
     env: &Environment,
 ) -> Result<(), RunnerError> {
     let provider = task
@@ -267,6 +305,16 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
         .open(RUNNER_SESSION_ID, &workdir)
         .await
         .map_err(RunnerError::Shell)?;
+    // The node's MCP servers start here, inside the sandbox; `${VAR}` in their command, args
+    // and env is the container's variable, never the host's.
+    let lookup = env.lookup();
+    let expand =
+        |v: &str| iterion_dsl::template::expand_host(v, &lookup).unwrap_or_else(|_| v.to_owned());
+    let mcp = McpClients::start(&task.mcp_servers, spawner, &workdir, &expand)
+        .await
+        .map_err(RunnerError::Mcp)?;
+    let mut tools = task.tools.clone();
+    tools.extend(mcp.specs().iter().cloned());
     let host = RunnerTools {
         local: LocalTools::new(
             &workdir,
@@ -276,7 +324,8 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
                 ("ITERION_NODE_ID".to_owned(), task.node_id.clone()),
             ],
         ),
-        advertised: task.tools.iter().map(|t| t.name.clone()).collect(),
+        advertised: tools.iter().map(|t| t.name.clone()).collect(),
+        mcp,
         policy,
         reader: Mutex::new(reader),
         outbox: outbox.tx.clone(),
@@ -291,7 +340,7 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
         model,
         system: task.system.clone(),
         prompt: task.prompt.clone(),
-        tools: task.tools.clone(),
+        tools,
         max_turns: task
             .max_turns
             .unwrap_or(iterion_dsl::ir::DEFAULT_TOOL_MAX_STEPS),
@@ -370,6 +419,8 @@ impl LoopObserver for EventObserver {
 struct RunnerTools<R> {
     local: LocalTools,
     advertised: BTreeSet<String>,
+    /// The node's MCP servers (in the sandbox, like the runner); their tools run here.
+    mcp: McpClients,
     policy: PermissionPolicy,
     reader: Mutex<EnvelopeReader<R>>,
     outbox: mpsc::UnboundedSender<Envelope>,
@@ -379,6 +430,12 @@ struct RunnerTools<R> {
 #[async_trait]
 impl<R: AsyncBufRead + Unpin + Send> ToolHost for RunnerTools<R> {
     async fn call(&self, call: &ToolCall) -> ToolOutcome {
+        if self.mcp.owns(&call.name) {
+            return match self.mcp.call(&call.name, &call.input).await {
+                Ok(text) => ToolOutcome::Output(text),
+                Err(error) => ToolOutcome::Error(error),
+            };
+        }
         if !self.advertised.contains(&call.name) || !self.policy.allows(&call.name) {
             return ToolOutcome::Error(format!(
                 "tool {:?} is not available to this node",

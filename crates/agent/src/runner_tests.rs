@@ -78,6 +78,7 @@ fn task(base_url: &str, workdir: &str, tools: Vec<ToolSpec>) -> Value {
         api_key: "__ITERION_SECRET_ITERION_GATEWAY_ANTHROPIC__".into(),
         output: None,
         run_id: "r".into(),
+        mcp_servers: vec![],
     })
     .unwrap()
 }

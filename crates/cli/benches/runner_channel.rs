@@ -134,6 +134,7 @@ async fn main() {
         api_key: "__ITERION_SECRET_ITERION_GATEWAY_ANTHROPIC__".into(),
         output: None,
         run_id: "bench".into(),
+        mcp_servers: vec![],
     };
     for envelope in [
         Envelope::new("permission_policy", json!(["allow ask_user"])),

@@ -159,6 +159,10 @@ pub struct RunArgs {
     /// A workflow var, typed as declared (repeatable): `--var name=ada`.
     #[arg(long = "var", value_name = "K=V")]
     pub vars: Vec<String>,
+    /// A preset of the workflow's `presets:` block: its values replace the vars' defaults
+    /// (`--var` still overrides them).
+    #[arg(long = "preset", value_name = "NAME")]
+    pub preset: Option<String>,
     /// The sandbox flags (`iterion sandbox doctor` takes the same).
     #[command(flatten)]
     pub sandbox: SandboxFlags,

@@ -233,6 +233,114 @@ pub enum Decl {
     Node(Node),
     /// `workflow NAME:`.
     Workflow(Workflow),
+    /// `cursor NAME:`.
+    Cursor(CursorDecl),
+    /// `mcp_server NAME:`.
+    McpServer(McpServerDecl),
+    /// `presets:`.
+    Presets(PresetsBlock),
+    /// `attachments:` at top level.
+    Attachments(AttachmentsBlock),
+}
+
+/// `cursor NAME:` (a prompt-calibration dial): `values:` (named fragments) or `bands:` (fragments
+/// over sub-ranges of `[0, 1]`), checked by C085/C086.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CursorDecl {
+    /// The name.
+    pub name: Ident,
+    /// `description`.
+    pub description: Option<StrLit>,
+    /// `values:` entries in source order.
+    pub values: Option<Vec<(Ident, StrLit)>>,
+    /// `bands:` entries: the range as written (`"0.0..0.33"`) and its fragment.
+    pub bands: Option<Vec<(StrLit, StrLit)>>,
+}
+
+/// A node's `cursors:` block: `enabled` and one setting per cursor.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct CursorsBlock {
+    /// The `cursors` key.
+    pub key: Span,
+    /// `enabled` (absent: false, as upstream).
+    pub enabled: Option<BoolLit>,
+    /// `NAME: value` settings; the value as written (a word, a number's spelling, or a string
+    /// that may hold `${VAR}`).
+    pub settings: Vec<(Ident, StrLit)>,
+}
+
+/// `mcp_server NAME:`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpServerDecl {
+    /// The name.
+    pub name: Ident,
+    /// `transport` (C025 outside stdio / http / sse; absent: stdio).
+    pub transport: Option<Word>,
+    /// `command` (stdio).
+    pub command: Option<StrLit>,
+    /// `args` (stdio).
+    pub args: Option<StrList>,
+    /// `env` (stdio): set in the server's environment.
+    pub env: Option<MapValue>,
+    /// `url` (http / sse).
+    pub url: Option<StrLit>,
+    /// `auth:` block, by its key (C038 / not honoured).
+    pub auth: Option<McpAuth>,
+}
+
+/// `auth:` of an `mcp_server`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpAuth {
+    /// The `auth` key.
+    pub key: Span,
+    /// `type`.
+    pub type_: Option<StrLit>,
+}
+
+/// A node's or the workflow's `mcp:` block.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct McpBlock {
+    /// The `mcp` key.
+    pub key: Span,
+    /// `servers`.
+    pub servers: Option<WordList>,
+    /// `disable` (node: drop these of the workflow's).
+    pub disable: Option<WordList>,
+    /// `inherit` (node: take the workflow's servers; absent: true).
+    pub inherit: Option<BoolLit>,
+}
+
+/// `presets:` — named bundles of var values.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PresetsBlock {
+    /// The `presets` keyword.
+    pub keyword: Span,
+    /// Each preset: its name and `VAR: value` entries.
+    pub presets: Vec<(Ident, Vec<(Ident, Value)>)>,
+}
+
+/// `attachments:` (top level or in the workflow).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttachmentsBlock {
+    /// The `attachments` keyword.
+    pub keyword: Span,
+    /// The declared attachments.
+    pub items: Vec<AttachmentDef>,
+}
+
+/// One attachment: `NAME: file|image` with optional properties.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttachmentDef {
+    /// The name.
+    pub name: Ident,
+    /// `file` or `image`.
+    pub kind: Word,
+    /// `description`.
+    pub description: Option<StrLit>,
+    /// `accept_mime`.
+    pub accept_mime: Option<StrList>,
+    /// `required`.
+    pub required: Option<BoolLit>,
 }
 
 /// The var types (DSL.md §3.1).
@@ -496,6 +604,17 @@ pub struct AgentProps {
     pub publish: Option<Ident>,
     /// `readonly`: the node gets no tool that writes (`write_file`, `file_edit`).
     pub readonly: Option<BoolLit>,
+    /// `cursors` and `mcp` (boxed: most nodes have neither).
+    pub extras: Box<AgentExtras>,
+}
+
+/// The agent properties of cursors and MCP servers.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct AgentExtras {
+    /// `cursors:`.
+    pub cursors: Option<CursorsBlock>,
+    /// `mcp:`.
+    pub mcp: Option<McpBlock>,
 }
 
 /// A script tool's `language` (E020 outside the allow-list).
@@ -686,6 +805,10 @@ pub struct Workflow {
     pub budget: Option<Budget>,
     /// `default_backend`: the backend of agent and judge nodes that name none.
     pub default_backend: Option<(Backend, Span)>,
+    /// `mcp:` (the servers every agent gets unless it opts out).
+    pub mcp: Option<McpBlock>,
+    /// `attachments:` inside the workflow.
+    pub attachments: Option<AttachmentsBlock>,
     /// Edges in declaration order.
     pub edges: Vec<Edge>,
 }

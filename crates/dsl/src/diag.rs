@@ -79,6 +79,10 @@ pub enum Code {
     C022,
     /// `C023`: an `llm`-only property on another router.
     C023,
+    /// `C024`.
+    C024,
+    /// `C025`.
+    C025,
     /// `C026`.
     C026,
     /// `C028`.
@@ -97,6 +101,8 @@ pub enum Code {
     C034,
     /// `C036`.
     C036,
+    /// `C038`.
+    C038,
     /// `C039`: a `compute` node without expressions.
     C039,
     /// `C040`.
@@ -105,6 +111,28 @@ pub enum Code {
     C041,
     /// `C044`.
     C044,
+    /// `C050`.
+    C050,
+    /// `C051`.
+    C051,
+    /// `C052`.
+    C052,
+    /// `C070`.
+    C070,
+    /// `C071`.
+    C071,
+    /// `C072`.
+    C072,
+    /// `C083` (warning).
+    C083,
+    /// `C084`.
+    C084,
+    /// `C085`.
+    C085,
+    /// `C086`.
+    C086,
+    /// `C087`.
+    C087,
     /// `C090`.
     C090,
     /// `C091`.
@@ -226,6 +254,8 @@ impl Code {
         Code::C021,
         Code::C022,
         Code::C023,
+        Code::C024,
+        Code::C025,
         Code::C026,
         Code::C028,
         Code::C029,
@@ -235,10 +265,22 @@ impl Code {
         Code::C033,
         Code::C034,
         Code::C036,
+        Code::C038,
         Code::C039,
         Code::C040,
         Code::C041,
         Code::C044,
+        Code::C050,
+        Code::C051,
+        Code::C052,
+        Code::C070,
+        Code::C071,
+        Code::C072,
+        Code::C083,
+        Code::C084,
+        Code::C085,
+        Code::C086,
+        Code::C087,
         Code::C090,
         Code::C091,
         Code::C092,
@@ -320,6 +362,8 @@ impl Code {
             Code::C021 => "C021",
             Code::C022 => "C022",
             Code::C023 => "C023",
+            Code::C024 => "C024",
+            Code::C025 => "C025",
             Code::C026 => "C026",
             Code::C028 => "C028",
             Code::C029 => "C029",
@@ -329,10 +373,22 @@ impl Code {
             Code::C033 => "C033",
             Code::C034 => "C034",
             Code::C036 => "C036",
+            Code::C038 => "C038",
             Code::C039 => "C039",
             Code::C040 => "C040",
             Code::C041 => "C041",
             Code::C044 => "C044",
+            Code::C050 => "C050",
+            Code::C051 => "C051",
+            Code::C052 => "C052",
+            Code::C070 => "C070",
+            Code::C071 => "C071",
+            Code::C072 => "C072",
+            Code::C083 => "C083",
+            Code::C084 => "C084",
+            Code::C085 => "C085",
+            Code::C086 => "C086",
+            Code::C087 => "C087",
             Code::C090 => "C090",
             Code::C091 => "C091",
             Code::C092 => "C092",
@@ -379,6 +435,7 @@ impl Code {
     pub fn severity(self) -> Severity {
         match self {
             Code::C032
+            | Code::C083
             | Code::C128
             | Code::C136
             | Code::C137

@@ -21,6 +21,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::ast;
 
+mod resources;
+pub use resources::{
+    Attachment, Band, CALIBRATION_HEADING, Cursor, CursorError, CursorSetting, McpServer,
+    McpTransport, calibration, parse_band,
+};
+
 pub use iterion_vocab::{
     HostState, NetworkMode, NodeKind, SECRETS_DIR, default_secret_mount_path, secret_file_name,
 };
@@ -81,6 +87,18 @@ pub struct Workflow {
     /// [`MAX_SUBBOT_RUNS`]); 0 without subbots.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub subbot_runs: u64,
+    /// `mcp_server` declarations by name; they run inside the run's sandbox.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, McpServer>,
+    /// `cursor` declarations by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cursors: BTreeMap<String, Cursor>,
+    /// `presets:`: preset name → var name → value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub presets: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
+    /// `attachments:` (top level and the workflow's), in declaration order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -113,6 +131,13 @@ impl Workflow {
     /// The secret with this name.
     pub fn secret(&self, name: &str) -> Option<&Secret> {
         self.secrets.iter().find(|s| s.name == name)
+    }
+
+    /// Whether some agent or judge node gets an MCP server.
+    pub fn uses_mcp(&self) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| matches!(&n.body, NodeBody::Agent(a) if !a.mcp_servers.is_empty()))
     }
 
     /// Whether some node may ask the operator (`interaction: ask`): the engine refuses such a run
@@ -368,6 +393,12 @@ pub struct AgentNode {
     /// `max_tokens`: the most output tokens per model answer, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
+    /// The MCP servers the node gets (its `mcp:` block and the workflow's), by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<String>,
+    /// The node's activated cursors (`cursors:` with `enabled: true`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cursors: Vec<CursorSetting>,
 }
 
 /// `backend` (DSL.md §3.5).

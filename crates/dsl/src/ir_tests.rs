@@ -73,6 +73,10 @@ fn a_minimal_workflow_takes_every_default() {
             },
             declared_sandbox_fields: vec![],
             subbot_runs: 0,
+            mcp_servers: BTreeMap::new(),
+            cursors: BTreeMap::new(),
+            presets: BTreeMap::new(),
+            attachments: vec![],
         })
     );
 }
@@ -357,6 +361,8 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
                     provider: None,
                     publish: None,
                     readonly: false,
+                    mcp_servers: vec![],
+                    cursors: vec![],
                 }),
             },
             Node {
@@ -379,6 +385,8 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
                     provider: None,
                     publish: None,
                     readonly: false,
+                    mcp_servers: vec![],
+                    cursors: vec![],
                 }),
             },
             Node {

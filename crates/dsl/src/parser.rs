@@ -19,6 +19,7 @@ use crate::diag::{Code, Diagnostic};
 use crate::lexer::{Lexer, Tok, Token};
 
 mod decls;
+mod extras;
 mod values;
 mod workflow;
 
@@ -39,10 +40,7 @@ const RESERVED: &[&str] = &[
 
 /// Upstream declaration kinds at indentation 0 that this subset does not support (§2.3, §11).
 const UPSTREAM_KINDS: &[&str] = &[
-    "mcp_server",
     "mcp",
-    "presets",
-    "attachments",
     "fail",
     "emit",
     "wait",
@@ -50,7 +48,6 @@ const UPSTREAM_KINDS: &[&str] = &[
     "join",
     "group",
     "use",
-    "cursor",
     "cursors",
     "supervisor",
     "contract",
@@ -60,8 +57,22 @@ const UPSTREAM_KINDS: &[&str] = &[
 
 /// Declaration keywords, for the E001 hint.
 const DECL_KEYWORDS: &[&str] = &[
-    "vars", "secrets", "prompt", "schema", "agent", "judge", "tool", "router", "subbot", "compute",
-    "human", "workflow",
+    "vars",
+    "secrets",
+    "prompt",
+    "schema",
+    "agent",
+    "judge",
+    "tool",
+    "router",
+    "subbot",
+    "compute",
+    "human",
+    "workflow",
+    "cursor",
+    "mcp_server",
+    "presets",
+    "attachments",
 ];
 
 /// Upstream properties outside the subset: E012 "not supported yet" in any block where they are
@@ -87,7 +98,6 @@ const UNSUPPORTED_PROPS: &[&str] = &[
     "compress",
     "memory",
     "auto_memory",
-    "mcp",
     "fallbacks",
     "needs",
     "description",
@@ -115,8 +125,6 @@ const UNSUPPORTED_PROPS: &[&str] = &[
     "command",
     "backend",
     "source",
-    "attachments",
-    "cursors",
 ];
 
 /// The end-of-input token returned when the buffer is somehow empty.
@@ -515,6 +523,13 @@ impl<'a> Parser<'a> {
             "compute" => ast::Decl::Node(self.node(ast::NodeKind::Compute)?),
             "human" => ast::Decl::Node(self.node(ast::NodeKind::Human)?),
             "workflow" => ast::Decl::Workflow(self.workflow()?),
+            "cursor" => ast::Decl::Cursor(self.cursor_decl()?),
+            "mcp_server" => ast::Decl::McpServer(self.mcp_server_decl()?),
+            "presets" => ast::Decl::Presets(self.presets_decl()?),
+            "attachments" => {
+                let keyword = self.bump().span;
+                ast::Decl::Attachments(self.attachments_body(keyword)?)
+            }
             w if UPSTREAM_KINDS.contains(&w) => {
                 return Err(diag(
                     Code::E001,

@@ -486,7 +486,7 @@ fn fragment_e001_unsupported_declaration_kind() {
             "`supervisor` declarations are not supported yet"
         )
     );
-    for kind in ["mcp_server", "presets", "attachments", "fail", "include"] {
+    for kind in ["fail", "include"] {
         let src = format!("{kind} x:\n  a: 1\n\n{}", workflow_with(""));
         assert_eq!(
             only(&src).message,
@@ -865,6 +865,7 @@ fn every_declaration_kind_becomes_its_tree() {
                     sandbox: None,
                     publish: None,
                     readonly: None,
+                    extras: Box::default(),
                 }),
             }),
             Decl::Node(Node {
@@ -920,6 +921,8 @@ fn every_declaration_kind_becomes_its_tree() {
                     ..Budget::default()
                 }),
                 default_backend: None,
+                mcp: None,
+                attachments: None,
                 edges: vec![
                     Edge {
                         from: ident("a", 40, 3),

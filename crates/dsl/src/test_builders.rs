@@ -48,6 +48,7 @@ pub(crate) fn agent_props(line: u32) -> AgentProps {
         sandbox: None,
         publish: None,
         readonly: None,
+        extras: Box::default(),
     }
 }
 
@@ -92,6 +93,8 @@ pub(crate) fn workflow(f: impl FnOnce(&mut Workflow)) -> Decl {
         worktree: None,
         budget: None,
         default_backend: None,
+        mcp: None,
+        attachments: None,
         edges: vec![],
     };
     f(&mut w);

@@ -87,7 +87,8 @@ pub use launcher::fleet::{
     Delivery, WorkerOptions, WorkerReport, redeliver_interrupted, run_worker,
 };
 pub use launcher::launch::{
-    LaunchError, LaunchOptions, resolve_secrets, resolve_vars, workflow_hash,
+    LaunchError, LaunchOptions, resolve_secrets, resolve_vars, resolve_vars_with_preset,
+    workflow_hash,
 };
 pub use launcher::reaper::{
     DEFAULT_REAP_INTERVAL, INTERRUPTED_MESSAGE, ITERION_SANDBOX_REAP_INTERVAL, LivenessSource,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use iterion_dsl::CompileOptions;
 use iterion_engine::{
-    EngineError, LaunchOptions, RunControl, RunRequest, resolve_secrets, resolve_vars,
+    EngineError, LaunchOptions, RunControl, RunRequest, resolve_secrets, resolve_vars_with_preset,
     workflow_hash,
 };
 use iterion_sandbox::{
@@ -137,7 +137,8 @@ async fn launch(args: RunArgs, env: &Environment) -> Result<Exit, Failure> {
     let file = iterion_dsl::workflow_file(&args.file);
     let shown = file.display().to_string();
     let (workflow, bytes) = compile_workflow(&file)?;
-    let vars = resolve_vars(&workflow, &args.vars).map_err(Failure::bad_input)?;
+    let vars = resolve_vars_with_preset(&workflow, args.preset.as_deref(), &args.vars)
+        .map_err(Failure::bad_input)?;
     let secrets = resolve_secrets(&workflow, |k| env.get(k)).map_err(Failure::bad_input)?;
     let cwd = std::env::current_dir().map_err(Failure::bad_input)?;
     // ITERION_SANDBOX_DEFAULT is checked before the store is opened.

@@ -14,6 +14,7 @@ mod exec_agent;
 mod execfix;
 mod faults;
 mod fleet;
+mod lang_features;
 mod lang_nodes;
 mod language;
 mod logs;

@@ -4,6 +4,7 @@ use crate::{CompileOptions, ast, diag::Diagnostic};
 
 mod decls;
 mod graph;
+mod resources;
 mod subbots;
 pub(crate) mod symbols;
 
@@ -21,6 +22,7 @@ pub(crate) fn run(
     let mut out = Vec::new();
     decls::check(file, &syms, opts, &mut out);
     graph::check(file, &syms, opts, &mut out);
+    resources::check(&syms, &mut out);
     let children = subbots::check(&syms, opts, origin, &mut out);
     let mut seen = std::collections::HashSet::new();
     out.retain(|d| seen.insert((d.code, d.span, d.message.clone(), d.node.clone())));

@@ -23,6 +23,14 @@ pub(crate) struct Symbols<'a> {
     pub secrets: HashMap<&'a str, &'a ast::SecretDef>,
     /// Every workflow in order (C006/C007); the first is *the* workflow.
     pub workflows: Vec<&'a ast::Workflow>,
+    /// `cursor` declarations in order, duplicates included (C086).
+    pub cursor_list: Vec<&'a ast::CursorDecl>,
+    /// `mcp_server` declarations in order, duplicates included (C024).
+    pub mcp_list: Vec<&'a ast::McpServerDecl>,
+    /// `presets:` blocks.
+    pub presets: Vec<&'a ast::PresetsBlock>,
+    /// Top-level `attachments:` blocks (the workflow's own is on the workflow).
+    pub attachment_blocks: Vec<&'a ast::AttachmentsBlock>,
 }
 
 impl<'a> Symbols<'a> {
@@ -68,6 +76,10 @@ impl<'a> Symbols<'a> {
                     }
                     s.workflows.push(w);
                 }
+                Decl::Cursor(c) => s.cursor_list.push(c),
+                Decl::McpServer(m) => s.mcp_list.push(m),
+                Decl::Presets(p) => s.presets.push(p),
+                Decl::Attachments(a) => s.attachment_blocks.push(a),
             }
         }
         s

@@ -1,6 +1,7 @@
 //! Tree → [`Workflow`]: names resolved, defaults applied, words typed (see the module above).
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::resources;
 use super::*;
 use crate::ast;
 
@@ -89,13 +90,32 @@ pub(crate) fn lower_with(
                     lower_vars(b, &mut vars, true);
                 }
             }
+            ast::Decl::Cursor(_)
+            | ast::Decl::McpServer(_)
+            | ast::Decl::Presets(_)
+            | ast::Decl::Attachments(_) => {}
         }
     }
     let declared_sandbox_fields = declared_sandbox_fields(wf, &nodes);
     let default_backend = wf.default_backend.map(|(b, _)| b);
+    let mut extras = Extras::default();
+    for decl in &file.decls {
+        extras.add(decl);
+    }
+    if let Some(b) = &wf.attachments {
+        extras.add_attachments(b);
+    }
     let nodes: Vec<Node> = nodes
         .into_iter()
-        .map(|n| lower_node(n, &prompts, children, default_backend))
+        .map(|n| {
+            let mut node = lower_node(n, &prompts, children, default_backend);
+            if let (NodeBody::Agent(a), ast::NodeBody::Agent(props)) = (&mut node.body, &n.body) {
+                a.mcp_servers =
+                    resources::node_mcp_servers(props.extras.mcp.as_ref(), wf.mcp.as_ref());
+                a.cursors = resources::node_cursors(props.extras.cursors.as_ref());
+            }
+            node
+        })
         .collect();
     let subbot_runs = nodes
         .iter()
@@ -146,7 +166,57 @@ pub(crate) fn lower_with(
             .map_or_else(Sandbox::default, lower_sandbox),
         declared_sandbox_fields,
         subbot_runs,
+        mcp_servers: extras.mcp_servers,
+        cursors: extras.cursors,
+        presets: extras.presets,
+        attachments: extras.attachments,
     })
+}
+
+/// The declarations of cursors, MCP servers, presets and attachments; the first of a name wins.
+#[derive(Default)]
+struct Extras {
+    mcp_servers: BTreeMap<String, McpServer>,
+    cursors: BTreeMap<String, Cursor>,
+    presets: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
+    attachments: Vec<Attachment>,
+}
+
+impl Extras {
+    fn add(&mut self, decl: &ast::Decl) {
+        match decl {
+            ast::Decl::Cursor(c) => {
+                self.cursors
+                    .entry(c.name.name.clone())
+                    .or_insert_with(|| resources::lower_cursor(c));
+            }
+            ast::Decl::McpServer(m) => {
+                self.mcp_servers
+                    .entry(m.name.name.clone())
+                    .or_insert_with(|| resources::lower_mcp_server(m));
+            }
+            ast::Decl::Presets(p) => {
+                for (name, entries) in &p.presets {
+                    self.presets.entry(name.name.clone()).or_insert_with(|| {
+                        entries
+                            .iter()
+                            .map(|(k, v)| (k.name.clone(), resources::preset_json(v)))
+                            .collect()
+                    });
+                }
+            }
+            ast::Decl::Attachments(b) => self.add_attachments(b),
+            _ => {}
+        }
+    }
+
+    fn add_attachments(&mut self, b: &ast::AttachmentsBlock) {
+        for a in &b.items {
+            if !self.attachments.iter().any(|x| x.name == a.name.name) {
+                self.attachments.push(resources::lower_attachment(a));
+            }
+        }
+    }
 }
 
 /// SANDBOX.md §14's `declared_sandbox_fields`: the workflow block's fields, then each agent or
@@ -367,6 +437,8 @@ fn lower_node(
                     .delegate
                     .max_tokens
                     .and_then(|i| u32::try_from(i.value).ok()),
+                mcp_servers: Vec::new(),
+                cursors: Vec::new(),
             });
             (lower_await(a.await_.as_ref()), body)
         }

@@ -38,6 +38,8 @@ const AGENT_PROPS: &[&str] = &[
     "provider",
     "publish",
     "readonly",
+    "cursors",
+    "mcp",
 ];
 
 /// `tool` (§3.6).
@@ -416,6 +418,7 @@ impl Parser<'_> {
         let (mut backend, mut session, mut reasoning_effort, mut max_tokens) =
             (None, None, None, None);
         let (mut provider, mut publish, mut readonly) = (None, None, None);
+        let mut extras = ast::AgentExtras::default();
         self.props(kind.as_str(), AGENT_PROPS, |p, key| {
             match key.name.as_str() {
                 "model" => model = Some(p.model_prop(&key)?),
@@ -456,6 +459,8 @@ impl Parser<'_> {
                     )?);
                 }
                 "await" => await_ = Some(p.enum_prop(&key, AWAIT_MODES)?),
+                "cursors" => extras.cursors = Some(p.cursors_prop(&key)?),
+                "mcp" => extras.mcp = Some(p.mcp_prop(&key)?),
                 _ => sandbox = Some(p.sandbox_prop(&key)?),
             }
             Ok(())
@@ -483,6 +488,7 @@ impl Parser<'_> {
             sandbox,
             publish,
             readonly,
+            extras: Box::new(extras),
         })
     }
 

@@ -17,6 +17,8 @@ const WORKFLOW_PROPS: &[&str] = &[
     "worktree",
     "budget",
     "default_backend",
+    "mcp",
+    "attachments",
 ];
 
 /// `budget:` fields (§3.8).
@@ -63,6 +65,8 @@ impl Parser<'_> {
             worktree: None,
             budget: None,
             default_backend: None,
+            mcp: None,
+            attachments: None,
             edges: Vec::new(),
         };
         let mut seen = HashMap::new();
@@ -93,6 +97,11 @@ impl Parser<'_> {
                 "sandbox" => w.sandbox = Some(p.sandbox_prop(&key)?),
                 "worktree" => w.worktree = Some(p.word_prop(&key, "a word")?),
                 "default_backend" => w.default_backend = Some(p.backend_prop(&key)?),
+                "mcp" => w.mcp = Some(p.mcp_prop(&key)?),
+                "attachments" => {
+                    p.expect_colon()?;
+                    w.attachments = Some(p.attachments_after_colon(key.span)?);
+                }
                 _ => w.budget = Some(p.budget_prop(&key)?),
             }
             Ok(())

@@ -1,4 +1,5 @@
 mod examples;
 mod fragments;
 mod node_kinds;
+mod resources;
 mod robustness;

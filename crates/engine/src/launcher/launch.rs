@@ -40,6 +40,14 @@ pub enum LaunchError {
         /// The declared names, comma-separated (or `none`).
         declared: String,
     },
+    /// `--preset` names a preset the workflow does not declare.
+    #[error("--preset {name}: the workflow declares no preset {name:?} (declared: {declared})")]
+    UnknownPreset {
+        /// The name given.
+        name: String,
+        /// The declared names, comma-separated (or `none`).
+        declared: String,
+    },
     /// The same var was given twice.
     #[error("--var {name} is given more than once")]
     DuplicateVar {
@@ -113,6 +121,7 @@ impl LaunchError {
         match self {
             LaunchError::MalformedVar { .. }
             | LaunchError::UnknownVar { .. }
+            | LaunchError::UnknownPreset { .. }
             | LaunchError::DuplicateVar { .. }
             | LaunchError::BadVarValue { .. }
             | LaunchError::MissingVar { .. } => "VAR_INVALID",
@@ -146,6 +155,48 @@ pub fn workflow_hash(source: &[u8]) -> String {
 /// A malformed argument, an unknown or repeated name, a value that does not parse as the var's
 /// type, or a required var left out.
 pub fn resolve_vars(wf: &Workflow, args: &[String]) -> Result<Map<String, Value>, LaunchError> {
+    resolve_vars_in(&wf.vars, args)
+}
+
+/// [`resolve_vars`] with a named preset of the workflow's `presets:` applied first: its values
+/// replace the vars' defaults, and `--var` still overrides them (docs/language.md "Presets").
+///
+/// # Errors
+///
+/// [`LaunchError::UnknownPreset`] for a name the workflow does not declare; then as
+/// [`resolve_vars`].
+pub fn resolve_vars_with_preset(
+    wf: &Workflow,
+    preset: Option<&str>,
+    args: &[String],
+) -> Result<Map<String, Value>, LaunchError> {
+    let Some(name) = preset else {
+        return resolve_vars(wf, args);
+    };
+    let Some(values) = wf.presets.get(name) else {
+        let declared: Vec<&str> = wf.presets.keys().map(String::as_str).collect();
+        return Err(LaunchError::UnknownPreset {
+            name: name.to_owned(),
+            declared: if declared.is_empty() {
+                "none".to_owned()
+            } else {
+                declared.join(", ")
+            },
+        });
+    };
+    let mut vars = wf.vars.clone();
+    for var in &mut vars {
+        if let Some(value) = values.get(&var.name) {
+            var.default = Some(value.clone());
+        }
+    }
+    resolve_vars_in(&vars, args)
+}
+
+fn resolve_vars_in(
+    declared_vars: &[iterion_dsl::ir::Var],
+    args: &[String],
+) -> Result<Map<String, Value>, LaunchError> {
     let mut given: Map<String, Value> = Map::new();
     let mut seen = BTreeSet::new();
     for arg in args {
@@ -153,8 +204,8 @@ pub fn resolve_vars(wf: &Workflow, args: &[String]) -> Result<Map<String, Value>
             return Err(LaunchError::MalformedVar { arg: arg.clone() });
         };
         let name = name.trim();
-        let Some(var) = wf.var(name) else {
-            let declared: Vec<&str> = wf.vars.iter().map(|v| v.name.as_str()).collect();
+        let Some(var) = declared_vars.iter().find(|v| v.name == name) else {
+            let declared: Vec<&str> = declared_vars.iter().map(|v| v.name.as_str()).collect();
             return Err(LaunchError::UnknownVar {
                 name: name.to_owned(),
                 declared: if declared.is_empty() {
@@ -181,7 +232,7 @@ pub fn resolve_vars(wf: &Workflow, args: &[String]) -> Result<Map<String, Value>
         given.insert(name.to_owned(), value);
     }
     let mut vars = Map::new();
-    for var in &wf.vars {
+    for var in declared_vars {
         let value = match (given.remove(&var.name), &var.default) {
             (Some(value), _) => value,
             (None, Some(default)) => default.clone(),

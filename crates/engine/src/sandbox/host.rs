@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use iterion_agent::mcp::{Pipes, Spawn};
 use iterion_agent::shell::{Command, OpenShell, Shell, ShellError};
 use iterion_sandbox::{
     Driver, ExecOpts, ExecResult, NoProgress, NoopDriver, RunInfo, SandboxRun, Spec,
@@ -63,11 +64,51 @@ impl OpenShell for HostShells {
     }
 }
 
+/// The runner's MCP server processes: children of the runner, so in the container the runner
+/// runs in, never on the engine's host (docs/language.md "MCP servers"). Each is killed when its
+/// client is dropped; its stderr is discarded.
+pub(crate) struct RunnerSpawn;
+
+#[async_trait]
+impl Spawn for RunnerSpawn {
+    async fn spawn(
+        &self,
+        argv: &[String],
+        env: &[(String, String)],
+        workdir: &Path,
+    ) -> Result<Pipes, std::io::Error> {
+        let Some((program, args)) = argv.split_first() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "empty command",
+            ));
+        };
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .current_dir(workdir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(std::io::Error::other("the server's pipes are missing"));
+        };
+        Ok(Pipes {
+            stdin: Box::pin(stdin),
+            stdout: Box::pin(stdout),
+            guard: Box::new(std::sync::Mutex::new(child)),
+        })
+    }
+}
+
 /// `iterion __claw-runner`: the runner ([`iterion_agent::runner`]) over the process's
-/// stdin/stdout, its `bash` on this host, reading `env` (the container process's environment,
-/// taken once by its entry point); returns the exit code.
+/// stdin/stdout, its `bash` and the node's MCP servers on this host (the container), reading
+/// `env` (the container process's environment, taken once by its entry point); returns the exit
+/// code.
 pub async fn claw_runner_main(env: &iterion_vocab::Environment) -> i32 {
-    iterion_agent::runner::claw_runner_main(&HostShells, env).await
+    iterion_agent::runner::claw_runner_main(&HostShells, &RunnerSpawn, env).await
 }
 
 /// The devbox `PATH` of a host run (SANDBOX.md §15, "No sandbox"): the profile bin dirs go

@@ -197,7 +197,7 @@ pub(super) fn check<'a>(
                     }
                 }
             }
-            Decl::Vars(_) | Decl::Schema(_) | Decl::Node(_) | Decl::Workflow(_) => {}
+            _ => {}
         }
     }
     if let Some(g) = graph {

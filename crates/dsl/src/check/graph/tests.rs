@@ -187,6 +187,8 @@ fn a_second_workflow_is_c007_and_is_not_checked() {
         worktree: None,
         budget: None,
         default_backend: None,
+        mcp: None,
+        attachments: None,
         edges: vec![e(201, "ghost", "done")],
     }));
     assert_eq!(

@@ -125,6 +125,7 @@ impl Launcher {
             id,
             agent,
             spec,
+            mcp_servers,
             resume,
             events,
             redactor,
@@ -165,6 +166,7 @@ impl Launcher {
             api_key: placeholder.clone(),
             output: spec.output.clone(),
             run_id: run_id.to_owned(),
+            mcp_servers,
         };
         let policy = PermissionPolicy::allowing(spec.tools.iter().map(|t| t.name.as_str()));
         let mut bootstrap = vec![
@@ -322,6 +324,8 @@ pub(crate) struct RunnerNode<'a> {
     pub agent: &'a AgentNode,
     /// Its loop.
     pub spec: &'a LoopSpec,
+    /// The MCP servers the runner starts for it, in the container.
+    pub mcp_servers: Vec<iterion_agent::mcp::McpServerSpec>,
     /// The paused loop and the operator's answer, when resuming it.
     pub resume: Option<(Snapshot, String)>,
     /// Where `sandbox_claw_routed_via_runner` and the transcript go.

@@ -154,6 +154,7 @@ fn bootstrap(spec: &LoopSpec) -> Vec<Envelope> {
         api_key: spec.endpoint.api_key.clone(),
         output: None,
         run_id: "r".into(),
+        mcp_servers: vec![],
     };
     vec![
         Envelope::new(

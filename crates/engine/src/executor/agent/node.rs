@@ -85,6 +85,7 @@ pub(crate) fn loop_spec(
         None => None,
     };
     let (system, prompt) = render_prompts(ctx, agent, input);
+    let system = with_calibration(ctx, id, agent, system)?;
     Ok(LoopSpec {
         endpoint: route.endpoint.clone(),
         model: route.model.clone(),
@@ -93,6 +94,26 @@ pub(crate) fn loop_spec(
         tools: offered_tools(agent),
         max_turns: agent.tool_max_steps,
         output,
+    })
+}
+
+/// The system prompt with the node's cursor calibration appended (docs/language.md "Cursors"):
+/// each setting's `${VAR}` expanded from the run's environment, a value that then selects no
+/// fragment failing the node.
+fn with_calibration(
+    ctx: &Ctx<'_>,
+    id: &str,
+    agent: &AgentNode,
+    system: Option<String>,
+) -> Result<Option<String>, Failure> {
+    let lookup = ctx.environment.lookup();
+    let expand = |v: &str| template::expand_host(v, &lookup).unwrap_or_else(|_| v.to_owned());
+    let section = iterion_dsl::ir::calibration(&ctx.wf.cursors, &agent.cursors, expand)
+        .map_err(|e| Failure::new(FailureCode::ExecutionFailed, format!("node \"{id}\": {e}")))?;
+    Ok(match (system, section) {
+        (s, None) => s,
+        (None, Some(c)) => Some(c),
+        (Some(s), Some(c)) => Some(format!("{}\n\n{c}", s.trim_end())),
     })
 }
 
@@ -119,6 +140,7 @@ pub(crate) async fn run(
         ));
     };
     let spec = loop_spec(ctx, &env, id, agent, input)?;
+    let mcp_servers = mcp_server_specs(ctx.wf, id, agent, &env.place)?;
     if agent.backend.is_delegate() {
         return crate::executor::agent::delegate::run(ctx, &env, id, agent, &spec)
             .await
@@ -145,6 +167,7 @@ pub(crate) async fn run(
                     id,
                     agent,
                     spec: &spec,
+                    mcp_servers,
                     resume,
                     events: ctx.events.as_ref(),
                     redactor: &ctx.redactor,
@@ -153,6 +176,59 @@ pub(crate) async fn run(
                 .await
         }
     }
+}
+
+/// What the runner starts for node `id`'s MCP servers (docs/language.md "MCP servers"). The one
+/// owner of where a workflow's MCP server may run: **only inside the run's sandbox**, through the
+/// runner. A node that gets servers fails with `CAPABILITY_UNSUPPORTED`, before anything starts,
+/// when its loop would run on the engine's host (an unsandboxed run), when it is a delegate node
+/// (not wired yet), or when a server is not a plain stdio one (`http`/`sse`, `auth`).
+pub(crate) fn mcp_server_specs(
+    wf: &iterion_dsl::ir::Workflow,
+    id: &str,
+    agent: &AgentNode,
+    place: &AgentPlace,
+) -> Result<Vec<iterion_agent::mcp::McpServerSpec>, Failure> {
+    if agent.mcp_servers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let refuse = |why: String| {
+        Failure::new(
+            FailureCode::CapabilityUnsupported,
+            format!("node \"{id}\": {why}"),
+        )
+    };
+    if agent.backend.is_delegate() {
+        return Err(refuse(format!(
+            "MCP servers are not yet given to {} delegate nodes",
+            agent.backend.as_str()
+        )));
+    }
+    if matches!(place, AgentPlace::InProcess { .. }) {
+        return Err(refuse(
+            "MCP servers run only inside the run's sandbox, and this run has none (no MCP server ever runs on the engine's host)"
+                .to_owned(),
+        ));
+    }
+    let mut out = Vec::new();
+    for name in &agent.mcp_servers {
+        let Some(server) = wf.mcp_servers.get(name) else {
+            return Err(refuse(format!("mcp server \"{name}\" is not declared")));
+        };
+        if server.transport != iterion_dsl::ir::McpTransport::Stdio || server.auth {
+            return Err(refuse(format!(
+                "mcp server \"{name}\": only stdio servers without auth run in the sandbox (transport {})",
+                server.transport.as_str()
+            )));
+        }
+        out.push(iterion_agent::mcp::McpServerSpec {
+            name: name.clone(),
+            command: server.command.clone().unwrap_or_default(),
+            args: server.args.clone(),
+            env: server.env.clone(),
+        });
+    }
+    Ok(out)
 }
 
 /// The paused loop of node `id` with the operator's answer, when there is one to resume.
