@@ -615,6 +615,9 @@ pub struct AgentExtras {
     pub cursors: Option<CursorsBlock>,
     /// `mcp:`.
     pub mcp: Option<McpBlock>,
+    /// Upstream properties accepted but not enforced (`capabilities`, `compaction`, `memory`):
+    /// their keys, for C943.
+    pub unenforced: Vec<Ident>,
 }
 
 /// A script tool's `language` (E020 outside the allow-list).

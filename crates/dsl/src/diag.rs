@@ -212,6 +212,9 @@ pub enum Code {
     C941,
     /// `C942` (warning): a writing tool listed on a `readonly` node is removed.
     C942,
+    /// `C943` (warning): an upstream agent property (`capabilities`, `compaction`, `memory`) is
+    /// accepted but not enforced.
+    C943,
 }
 
 impl Code {
@@ -320,6 +323,7 @@ impl Code {
         Code::C940,
         Code::C941,
         Code::C942,
+        Code::C943,
     ];
 
     /// The stable wire spelling (`"C044"`).
@@ -428,6 +432,7 @@ impl Code {
             Code::C940 => "C940",
             Code::C941 => "C941",
             Code::C942 => "C942",
+            Code::C943 => "C943",
         }
     }
 
@@ -451,7 +456,8 @@ impl Code {
             | Code::C920
             | Code::C940
             | Code::C941
-            | Code::C942 => Severity::Warning,
+            | Code::C942
+            | Code::C943 => Severity::Warning,
             _ => Severity::Error,
         }
     }

@@ -566,9 +566,20 @@ impl<'a> Lexer<'a> {
             }
             c if ident_start(c) => {
                 let rest = self.rest();
-                let len = rest
+                let mut len = rest
                     .find(|ch: char| !ident_continue(ch))
                     .unwrap_or(rest.len());
+                // Inside `[…]` a dotted name (`board.read`, upstream's capability names) is one
+                // IDENT; whatever list takes it judges it.
+                if matches!(self.brackets.last(), Some((Tok::LBracket, ..))) {
+                    while let Some(after) = rest.get(len..).and_then(|r| r.strip_prefix('.'))
+                        && after.chars().next().is_some_and(ident_start)
+                    {
+                        len += 1 + after
+                            .find(|ch: char| !ident_continue(ch))
+                            .unwrap_or(after.len());
+                    }
+                }
                 let word = rest.get(..len).unwrap_or("");
                 let type_list =
                     word == "string" && rest.get(len..).is_some_and(|r| r.starts_with("[]"));

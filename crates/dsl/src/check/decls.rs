@@ -216,6 +216,7 @@ fn check_nodes(
             }
             check_delegate(a, backend.map(|(b, _)| b), name, out);
             check_readonly(a, name, out);
+            check_unenforced(a, name, out);
             let delegate = backend.filter(|(b, _)| *b != ast::Backend::Claw);
             if let (Some((ast::Interaction::Ask, span)), Some((backend, _))) =
                 (a.interaction, delegate)
@@ -468,6 +469,25 @@ fn check_readonly(a: &ast::AgentProps, name: &str, out: &mut Vec<Diagnostic>) {
                 .with_hint("remove it from tools, or set readonly: false"),
             );
         }
+    }
+}
+
+/// C943 (warning): `capabilities`, `compaction` or `memory` on an agent is accepted for
+/// upstream workflows but has no effect.
+fn check_unenforced(a: &ast::AgentProps, name: &str, out: &mut Vec<Diagnostic>) {
+    for key in &a.extras.unenforced {
+        out.push(
+            Diagnostic::new(
+                Code::C943,
+                key.span,
+                format!(
+                    "{} is accepted but not enforced yet; it has no effect",
+                    key.name
+                ),
+            )
+            .with_node(name)
+            .with_hint(format!("remove {} to silence this warning", key.name)),
+        );
     }
 }
 

@@ -40,6 +40,9 @@ const AGENT_PROPS: &[&str] = &[
     "readonly",
     "cursors",
     "mcp",
+    "capabilities",
+    "compaction",
+    "memory",
 ];
 
 /// `tool` (§3.6).
@@ -461,6 +464,10 @@ impl Parser<'_> {
                 "await" => await_ = Some(p.enum_prop(&key, AWAIT_MODES)?),
                 "cursors" => extras.cursors = Some(p.cursors_prop(&key)?),
                 "mcp" => extras.mcp = Some(p.mcp_prop(&key)?),
+                "capabilities" | "compaction" | "memory" => {
+                    p.unenforced_prop(&key)?;
+                    extras.unenforced.push(key);
+                }
                 _ => sandbox = Some(p.sandbox_prop(&key)?),
             }
             Ok(())

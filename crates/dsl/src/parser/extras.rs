@@ -23,6 +23,19 @@ const MCP_AUTH_PROPS: &[&str] = &[
     "scopes",
 ];
 /// A node's or the workflow's `mcp:` block.
+/// `compaction:` on an agent (upstream).
+const COMPACTION_PROPS: &[&str] = &["threshold", "preserve_recent"];
+
+/// `memory:` on an agent (upstream).
+const MEMORY_PROPS: &[&str] = &[
+    "enabled",
+    "scope",
+    "autoload",
+    "read",
+    "write",
+    "pre_compact_inject",
+];
+
 const MCP_PROPS: &[&str] = &["servers", "disable", "inherit", "autoload_project"];
 /// The properties of one attachment.
 const ATTACHMENT_PROPS: &[&str] = &["description", "accept_mime", "required"];
@@ -283,6 +296,35 @@ impl Parser<'_> {
             Ok(())
         })?;
         Ok(b)
+    }
+
+    /// `capabilities: [..]`, `compaction:` (`threshold`, `preserve_recent`) or `memory:`
+    /// (`enabled`, `scope`, `autoload`, `read`, `write`, `pre_compact_inject`) on an agent:
+    /// checked for shape, kept only as the key (C943 says they are not enforced).
+    pub(super) fn unenforced_prop(&mut self, key: &ast::Ident) -> PResult<()> {
+        let any = |_| Ok(());
+        match key.name.as_str() {
+            "capabilities" => {
+                // Upstream's capability names are dotted (`board.read`), which no value here
+                // lexes as one word: the rest of the line is taken as it is, up to a `]`.
+                self.expect_colon()?;
+                if !matches!(self.peek().tok, Tok::LBracket) {
+                    return Err(self.unexpected(Some("\"[\"")));
+                }
+                while !matches!(self.peek().tok, Tok::RBracket) {
+                    if matches!(self.peek().tok, Tok::Newline | Tok::Eof | Tok::Error(_)) {
+                        return Err(self.unexpected(Some("\"]\"")));
+                    }
+                    self.bump();
+                }
+                self.bump();
+                self.end_line()
+            }
+            "compaction" => self.block_prop(key, COMPACTION_PROPS, |p, k| {
+                p.scalar_prop(&k, "a value", any)
+            }),
+            _ => self.block_prop(key, MEMORY_PROPS, |p, k| p.scalar_prop(&k, "a value", any)),
+        }
     }
 
     /// `presets:` at top level.

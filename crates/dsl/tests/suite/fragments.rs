@@ -576,3 +576,14 @@ fn a_workflow_var_overrides_a_top_level_one() {
     assert_eq!(wf.vars.len(), 1);
     assert_eq!(wf.vars[0].default, Some(serde_json::json!("workflow")));
 }
+
+#[test]
+fn c943_capabilities_compaction_and_memory_are_accepted_but_not_enforced() {
+    let src = run_nodes(
+        "agent x:\n  model: \"anthropic/claude\"\n  capabilities: [board.read, board.create]\n  compaction:\n    threshold: 0.9\n    preserve_recent: 8\n  memory:\n    enabled: true\n    scope: fp\n  user: \"hi\"\n",
+    );
+    expect(&src, &[("C943", 3), ("C943", 4), ("C943", 7)]);
+    // The shape is still checked: an unknown key in the block is E012.
+    let bad = src.replace("preserve_recent", "preserve_recnt");
+    expect(&bad, &[("E012", 6)]);
+}
