@@ -812,6 +812,9 @@ pub struct Workflow {
     pub mcp: Option<McpBlock>,
     /// `attachments:` inside the workflow.
     pub attachments: Option<AttachmentsBlock>,
+    /// Upstream members accepted but not enforced (`compaction`, `interaction`): their keys,
+    /// for C943.
+    pub unenforced: Vec<Ident>,
     /// Edges in declaration order.
     pub edges: Vec<Edge>,
 }

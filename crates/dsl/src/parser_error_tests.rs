@@ -29,8 +29,8 @@ fn unsupported_upstream_properties_say_so() {
         "\"warn_tokens\" is not supported yet"
     );
     assert_eq!(
-        only(&workflow_with("  interaction: ask\n")).message,
-        "\"interaction\" is not supported yet"
+        only(&workflow_with("  tool_policy: [bash]\n")).message,
+        "\"tool_policy\" is not supported yet"
     );
 }
 

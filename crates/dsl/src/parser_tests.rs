@@ -923,6 +923,7 @@ fn every_declaration_kind_becomes_its_tree() {
                 default_backend: None,
                 mcp: None,
                 attachments: None,
+                unenforced: vec![],
                 edges: vec![
                     Edge {
                         from: ident("a", 40, 3),

@@ -95,6 +95,7 @@ pub(crate) fn workflow(f: impl FnOnce(&mut Workflow)) -> Decl {
         default_backend: None,
         mcp: None,
         attachments: None,
+        unenforced: vec![],
         edges: vec![],
     };
     f(&mut w);

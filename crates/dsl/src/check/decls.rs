@@ -75,6 +75,19 @@ pub(super) fn check(
                 );
             }
         }
+        for key in &w.unenforced {
+            out.push(
+                Diagnostic::new(
+                    Code::C943,
+                    key.span,
+                    format!(
+                        "workflow {} is accepted but not enforced yet; it has no effect",
+                        key.name
+                    ),
+                )
+                .with_hint(format!("remove {} to silence this warning", key.name)),
+            );
+        }
         if i == 0 {
             workflow_sandbox = checked;
             if let (Some(Checked::Valid(SandboxMode::None)), Some(decl)) = (checked, &w.sandbox) {

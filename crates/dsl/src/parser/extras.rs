@@ -320,6 +320,7 @@ impl Parser<'_> {
                 self.bump();
                 self.end_line()
             }
+            "interaction" => self.scalar_prop(key, "an interaction mode", any),
             "compaction" => self.block_prop(key, COMPACTION_PROPS, |p, k| {
                 p.scalar_prop(&k, "a value", any)
             }),

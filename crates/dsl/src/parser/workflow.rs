@@ -19,6 +19,8 @@ const WORKFLOW_PROPS: &[&str] = &[
     "default_backend",
     "mcp",
     "attachments",
+    "compaction",
+    "interaction",
 ];
 
 /// `budget:` fields (§3.8).
@@ -68,6 +70,7 @@ impl Parser<'_> {
             mcp: None,
             attachments: None,
             edges: Vec::new(),
+            unenforced: Vec::new(),
         };
         let mut seen = HashMap::new();
         let mut vars_seen = false;
@@ -101,6 +104,10 @@ impl Parser<'_> {
                 "attachments" => {
                     p.expect_colon()?;
                     w.attachments = Some(p.attachments_after_colon(key.span)?);
+                }
+                "compaction" | "interaction" => {
+                    p.unenforced_prop(&key)?;
+                    w.unenforced.push(key);
                 }
                 _ => w.budget = Some(p.budget_prop(&key)?),
             }

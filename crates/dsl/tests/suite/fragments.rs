@@ -587,3 +587,9 @@ fn c943_capabilities_compaction_and_memory_are_accepted_but_not_enforced() {
     let bad = src.replace("preserve_recent", "preserve_recnt");
     expect(&bad, &[("E012", 6)]);
 }
+
+#[test]
+fn c943_workflow_compaction_and_interaction_are_accepted_but_not_enforced() {
+    let src = workflow_with("  interaction: llm_or_human\n  compaction:\n    threshold: 0.9\n");
+    expect(&src, &[("C943", 6), ("C943", 7)]);
+}

@@ -189,6 +189,7 @@ fn a_second_workflow_is_c007_and_is_not_checked() {
         default_backend: None,
         mcp: None,
         attachments: None,
+        unenforced: vec![],
         edges: vec![e(201, "ghost", "done")],
     }));
     assert_eq!(
