@@ -695,6 +695,9 @@ pub enum HumanMode {
 #[derive(Clone, Debug, PartialEq)]
 pub struct HumanProps {
     /// `input` schema name.
+    /// `publish`: the artifact name the answer is stored under.
+    pub publish: Option<Ident>,
+    /// `input`.
     pub input: Option<Ident>,
     /// `output` schema name.
     pub output: Option<Ident>,

@@ -570,6 +570,9 @@ pub struct HumanNode {
     pub input: Option<String>,
     /// The output schema's name: the answer must conform.
     pub output: Option<String>,
+    /// `publish`: the artifact name the answer is stored under.
+    #[serde(default)]
+    pub publish: Option<String>,
 }
 
 /// A subbot node (DSL.md §3.9): runs the compiled child workflow as a child run.

@@ -495,6 +495,7 @@ fn lower_node(
                 system: h.system.as_ref().map(|p| prompt_text(p, prompts)),
                 input: ident(&h.input),
                 output: ident(&h.output),
+                publish: h.publish.as_ref().map(|p| p.name.clone()),
             }),
         ),
         ast::NodeBody::Subbot(b) => (

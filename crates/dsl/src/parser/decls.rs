@@ -74,6 +74,7 @@ const HUMAN_PROPS: &[&str] = &[
     "system",
     "min_answers",
     "await",
+    "publish",
 ];
 
 /// `subbot` (§3.9).
@@ -639,6 +640,7 @@ impl Parser<'_> {
 
     fn human_props(&mut self, name: &ast::Ident) -> PResult<ast::HumanProps> {
         let mut h = ast::HumanProps {
+            publish: None,
             input: None,
             output: None,
             instructions: None,
@@ -652,6 +654,7 @@ impl Parser<'_> {
             match key.name.as_str() {
                 "input" => h.input = Some(p.ref_prop(&key, "a schema name")?),
                 "output" => h.output = Some(p.ref_prop(&key, "a schema name")?),
+                "publish" => h.publish = Some(p.ref_prop(&key, "an artifact name")?),
                 "instructions" => h.instructions = Some(p.prompt_prop(&key)?),
                 "interaction" => {
                     h.interaction = Some(p.enum_prop(

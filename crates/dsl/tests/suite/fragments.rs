@@ -593,3 +593,19 @@ fn c943_workflow_compaction_and_interaction_are_accepted_but_not_enforced() {
     let src = workflow_with("  interaction: llm_or_human\n  compaction:\n    threshold: 0.9\n");
     expect(&src, &[("C943", 6), ("C943", 7)]);
 }
+
+#[test]
+fn a_human_node_publishes_its_answer_like_an_agent() {
+    let src = "schema v:\n  verdict: string\n\nhuman x:\n  output: v\n  publish: decisions\n  instructions: \"decide\"\n\nagent y:\n  model: \"anthropic/claude\"\n  user: \"{{artifacts.decisions.verdict}}\"\n\nworkflow w:\n  entry: x\n  x -> y\n  y -> done\n";
+    expect(src, &[]);
+    let wf = iterion_dsl::compile(src.as_bytes(), &Default::default())
+        .workflow
+        .expect("compiles");
+    let iterion_dsl::ir::NodeBody::Human(h) = &wf.nodes[0].body else {
+        panic!("human")
+    };
+    assert_eq!(h.publish.as_deref(), Some("decisions"));
+    // The answer's schema is checked through the artifact as through the output.
+    let bad = src.replace("decisions.verdict", "decisions.absent");
+    expect(&bad, &[("C031", 11)]);
+}

@@ -525,11 +525,12 @@ impl Ctx<'_> {
                     usage,
                 }))
                 .await;
-                if let NodeBody::Agent(AgentNode {
-                    publish: Some(name),
-                    ..
-                }) = &node.body
-                {
+                let published = match &node.body {
+                    NodeBody::Agent(AgentNode { publish, .. }) => publish.as_ref(),
+                    NodeBody::Human(h) => h.publish.as_ref(),
+                    _ => None,
+                };
+                if let Some(name) = published {
                     self.publish(id, name, &output).await;
                 }
                 Ok(output)

@@ -543,6 +543,9 @@ impl<'a> Refs<'_, 'a> {
                     NodeBody::Agent(p) if p.publish.as_ref().is_some_and(|i| i.name == a) => {
                         Some(n.name.name.clone())
                     }
+                    NodeBody::Human(h) if h.publish.as_ref().is_some_and(|i| i.name == a) => {
+                        Some(n.name.name.clone())
+                    }
                     _ => None,
                 });
                 match publisher {
