@@ -435,3 +435,37 @@ fn a_round_robin_count_survives_a_pause() {
         .collect();
     assert_eq!(tools, ["a", "b"]);
 }
+
+#[test]
+fn a_human_node_publishes_its_answer_as_an_artifact() {
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        "schema v:\n  verdict: string\n\nhuman x:\n  output: v\n  publish: decisions\n  instructions: \"decide\"\n\nworkflow w:\n  entry: x\n  x -> done\n",
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr_of(&out));
+    let run = env.only_run();
+    assert!(first(&env.events(&run), "artifact_published").is_none());
+    let out = env
+        .cmd()
+        .args([
+            "resume",
+            run.id.as_str(),
+            "--answer",
+            "{\"verdict\": \"ok\"}",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let events = env.events(&run);
+    let published = first(&events, "artifact_published").expect("published");
+    assert_eq!(published["name"], json!("decisions"));
+    assert_eq!(published["node"], json!("x"));
+    assert_eq!(published["value"], json!({"verdict": "ok"}));
+}
