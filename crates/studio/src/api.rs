@@ -120,14 +120,10 @@ pub(crate) async fn answer_api(
     headers: HeaderMap,
     Json(body): Json<AnswerBody>,
 ) -> Result<Response, Failure> {
-    state.access.check_write(&headers, None).map_err(|d| {
-        Failure::new(
-            StatusCode::from_u16(d.status).unwrap_or(StatusCode::FORBIDDEN),
-            "DENIED",
-            d.message,
-        )
-        .json()
-    })?;
+    state
+        .access
+        .check_write(&headers, None)
+        .map_err(|d| Failure::denied(d).json())?;
     let run = find_run(state.store.as_ref(), &id)
         .await
         .map_err(Failure::json)?;
@@ -150,14 +146,10 @@ pub(crate) async fn cancel_api(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, Failure> {
-    state.access.check_write(&headers, None).map_err(|d| {
-        Failure::new(
-            StatusCode::from_u16(d.status).unwrap_or(StatusCode::FORBIDDEN),
-            "DENIED",
-            d.message,
-        )
-        .json()
-    })?;
+    state
+        .access
+        .check_write(&headers, None)
+        .map_err(|d| Failure::denied(d).json())?;
     let run = find_run(state.store.as_ref(), &id)
         .await
         .map_err(Failure::json)?;

@@ -1,7 +1,7 @@
 //! The HTML pages' handlers.
 
 use axum::extract::{Form, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, header};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use iterion_store::RunId;
@@ -116,13 +116,7 @@ pub(crate) async fn answer_form(
     state
         .access
         .check_write(&headers, form.token.as_deref())
-        .map_err(|d| {
-            Failure::new(
-                StatusCode::from_u16(d.status).unwrap_or(StatusCode::FORBIDDEN),
-                "DENIED",
-                d.message,
-            )
-        })?;
+        .map_err(Failure::denied)?;
     let run = find_run(state.store.as_ref(), &id).await?;
     answer(&state, &run, form.answer).await?;
     Ok(Redirect::to(&format!("/runs/{}", run_path(&run.id))).into_response())
@@ -143,13 +137,7 @@ pub(crate) async fn cancel_form(
     state
         .access
         .check_write(&headers, form.token.as_deref())
-        .map_err(|d| {
-            Failure::new(
-                StatusCode::from_u16(d.status).unwrap_or(StatusCode::FORBIDDEN),
-                "DENIED",
-                d.message,
-            )
-        })?;
+        .map_err(Failure::denied)?;
     let run = find_run(state.store.as_ref(), &id).await?;
     cancel(&state, &run).await?;
     Ok(Redirect::to(&format!("/runs/{}", run_path(&run.id))).into_response())

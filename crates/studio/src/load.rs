@@ -45,6 +45,15 @@ impl Failure {
         }
     }
 
+    /// A write refused by [`crate::access::Access::check_write`]: its status and message.
+    pub fn denied(d: crate::access::Denied) -> Self {
+        Self::new(
+            StatusCode::from_u16(d.status).unwrap_or(StatusCode::FORBIDDEN),
+            "DENIED",
+            d.message,
+        )
+    }
+
     pub fn store(e: iterion_store::Error) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "STORE", e.to_string())
     }
