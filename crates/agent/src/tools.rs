@@ -232,9 +232,10 @@ impl LocalTools {
         Ok(clamp_text(&text, TOOL_OUTPUT_MAX))
     }
 
-    /// `git ARGS` in the workspace, never running what the repository configures: no external
-    /// diff or text conversion drivers, no fsmonitor, no hooks, no pager, no prompts (the
-    /// repository is the workflow's input and may be hostile).
+    /// `git ARGS` in the workspace with what the repository configures turned off where git has
+    /// a switch for it: no external diff or text conversion drivers, no fsmonitor, no hooks, no
+    /// pager, no prompts (the repository is the workflow's input and may be hostile). Not yet:
+    /// clean filters named by `.gitattributes` (docs/language.md, `tools`).
     async fn git(&self, args: Vec<String>) -> Result<String, ToolError> {
         let mut argv: Vec<String> = [
             "git",
