@@ -232,10 +232,57 @@ impl LocalTools {
         Ok(clamp_text(&text, TOOL_OUTPUT_MAX))
     }
 
+    /// The repository's filter driver commands (`filter.NAME.clean`, `smudge`, `process`), read
+    /// with `git config` (which runs nothing) under the same switches as `base`.
+    async fn filter_keys(
+        &self,
+        base: &[String],
+        env: &[(String, String)],
+    ) -> Result<Vec<String>, ToolError> {
+        let mut argv: Vec<String> = base
+            .iter()
+            .take_while(|a| *a != "--no-pager")
+            .cloned()
+            .collect();
+        argv.extend(
+            [
+                "config",
+                "-z",
+                "--name-only",
+                "--get-regexp",
+                r"^filter\..*\.(clean|smudge|process)$",
+            ]
+            .map(str::to_owned),
+        );
+        let out = BoundedSink::new(TOOL_OUTPUT_MAX);
+        let code = self
+            .shell
+            .exec(Command {
+                argv: &argv,
+                env: env.to_vec(),
+                workdir: &self.root,
+                stdout: out.clone(),
+                stderr: BoundedSink::new(TOOL_OUTPUT_MAX / 4),
+            })
+            .await
+            .map_err(ToolError::Shell)?;
+        // 1: no such key; anything else but 0 is a config git cannot read, so nothing runs.
+        match code {
+            0 => Ok(out
+                .text()
+                .split('\0')
+                .filter(|k| !k.is_empty())
+                .map(str::to_owned)
+                .collect()),
+            1 => Ok(Vec::new()),
+            c => Err(ToolError::Git(format!("git config exited with {c}"))),
+        }
+    }
+
     /// `git ARGS` in the workspace with what the repository configures turned off where git has
     /// a switch for it: no external diff or text conversion drivers, no fsmonitor, no hooks, no
-    /// pager, no prompts (the repository is the workflow's input and may be hostile). Not yet:
-    /// clean filters named by `.gitattributes` (docs/language.md, `tools`).
+    /// pager, no prompts, and no filter drivers (set to nothing, see `filter_keys`); the
+    /// repository is the workflow's input and may be hostile.
     async fn git(&self, args: Vec<String>) -> Result<String, ToolError> {
         let mut argv: Vec<String> = [
             "git",
@@ -273,6 +320,15 @@ impl LocalTools {
             ]
             .map(|(k, v)| (k.to_owned(), v.to_owned())),
         );
+        // Filter drivers have no switch: every `filter.*.{clean,smudge,process}` the repository's
+        // config (with its includes) names is set to nothing for this call, through
+        // GIT_CONFIG_COUNT so that no name is parsed out of a `-c` argument.
+        let neutral = self.filter_keys(&argv, &env).await?;
+        env.push(("GIT_CONFIG_COUNT".to_owned(), neutral.len().to_string()));
+        for (i, key) in neutral.into_iter().enumerate() {
+            env.push((format!("GIT_CONFIG_KEY_{i}"), key));
+            env.push((format!("GIT_CONFIG_VALUE_{i}"), String::new()));
+        }
         let exit_code = self
             .shell
             .exec(Command {

@@ -148,12 +148,12 @@ async fn git_tools_show_changes_and_run_nothing_the_repository_configures() {
     let d = dir.path();
     git(d, &["init", "-q"]);
     std::fs::write(d.join("a.txt"), "one\n").unwrap();
-    std::fs::write(d.join(".gitattributes"), "*.txt diff=evil\n").unwrap();
+    std::fs::write(d.join(".gitattributes"), "*.txt diff=evil filter=evil\n").unwrap();
     git(d, &["add", "."]);
     git(d, &["commit", "-qm", "base"]);
     std::fs::write(d.join("a.txt"), "two\n").unwrap();
     // A hostile repository: its config names programs git would run for status (fsmonitor),
-    // for diff (an external diff and a textconv driver) and as hooks.
+    // for diff (an external diff and a textconv driver), as filters and as hooks.
     let marker = d.join("pwned");
     let run = format!("sh -c 'touch {}'", marker.display());
     for (key, value) in [
@@ -162,6 +162,9 @@ async fn git_tools_show_changes_and_run_nothing_the_repository_configures() {
         ("diff.evil.textconv", run.as_str()),
         ("diff.evil.command", run.as_str()),
         ("core.pager", run.as_str()),
+        // A clean filter runs whenever git compares the working tree (no switch turns it off).
+        ("filter.evil.clean", run.as_str()),
+        ("filter.evil.process", run.as_str()),
     ] {
         git(d, &["config", key, value]);
     }
