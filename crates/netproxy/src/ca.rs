@@ -151,20 +151,18 @@ impl EphemeralCa {
     }
 }
 
-/// Serves a leaf per SNI, falling back to the CONNECT host when the client sends none.
+/// Serves the leaf of the tunnel's CONNECT host, whatever the SNI says: no leaf is ever minted
+/// for a name the policy did not decide on. A client whose SNI names another host is refused
+/// after the handshake ([`crate::mitm`]), before any request.
 #[derive(Debug)]
 pub(crate) struct LeafResolver {
     pub ca: Arc<EphemeralCa>,
-    pub fallback_host: String,
+    pub host: String,
 }
 
 impl rustls::server::ResolvesServerCert for LeafResolver {
-    fn resolve(&self, hello: rustls::server::ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        let host = hello
-            .server_name()
-            .map(crate::host::canonical_host)
-            .unwrap_or_else(|| self.fallback_host.clone());
-        self.ca.leaf_for(&host).ok()
+    fn resolve(&self, _hello: rustls::server::ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.ca.leaf_for(&self.host).ok()
     }
 }
 

@@ -109,6 +109,26 @@ pub enum NetProxyError {
         #[source]
         source: rustls::Error,
     },
+    /// `ITERION_SANDBOX_UPSTREAM_CA` names a file that cannot be read.
+    #[error("ITERION_SANDBOX_UPSTREAM_CA: cannot read {}: {source}", path.display())]
+    UpstreamCaUnreadable {
+        /// The file, as named.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `ITERION_SANDBOX_UPSTREAM_CA` names a file that holds no usable PEM certificate.
+    #[error(
+        "ITERION_SANDBOX_UPSTREAM_CA: {} is not a PEM file of CA certificates: {reason}",
+        path.display()
+    )]
+    UpstreamCaInvalid {
+        /// The file, as named.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The OS random source failed while minting the token or a serial.
     #[error("the OS random source failed: {reason}")]
     Random {
@@ -137,6 +157,8 @@ impl NetProxyError {
             Self::BindUnix { .. } => "NETPROXY_BIND_FAILED",
             Self::Certificate { .. } => "NETPROXY_CERTIFICATE_FAILED",
             Self::Tls { .. } => "NETPROXY_TLS_CONFIG",
+            Self::UpstreamCaUnreadable { .. } => "NETPROXY_UPSTREAM_CA_UNREADABLE",
+            Self::UpstreamCaInvalid { .. } => "NETPROXY_UPSTREAM_CA_INVALID",
             Self::Random { .. } => "NETPROXY_RANDOM_FAILED",
         }
     }

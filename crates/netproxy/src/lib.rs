@@ -32,6 +32,8 @@ mod response;
 mod rewrite;
 mod shared;
 mod tunnel;
+mod upstream;
+mod websocket;
 mod zerocopy;
 
 pub use addr::{NON_PUBLIC_RANGES, canonical_ip, net_reaches_non_public};
@@ -47,7 +49,7 @@ pub use head::{
 pub use host::{HostError, canonical_host, parse_authority, parse_host};
 pub use iterion_vocab::NetworkMode;
 pub use matcher::{DEFAULT_RULE_PORTS, HostPattern, Policy, Rule, compile, parse_network_mode};
-pub use mitm::MAX_INSPECTED_HEAD_BYTES;
+pub use mitm::{MAX_INSPECTED_HEAD_BYTES, MAX_INSPECTED_STREAMS};
 pub use preset::{
     ITERION_DEFAULT_PRESET, ITERION_DEFAULT_RULES, SILENT_DENY_HOSTS, compile_with_preset,
     is_silent_deny, preset_rules,
@@ -64,3 +66,4 @@ pub use rewrite::{
     is_model_api_request, placeholder_for,
 };
 pub use shared::{BlockedCallback, BlockedEvent, SECRET_POLICY_REASON};
+pub use upstream::{UPSTREAM_CA_ENV, load_upstream_roots};

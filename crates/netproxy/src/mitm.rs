@@ -1,6 +1,11 @@
 //! TLS inspection (SANDBOX.md §6.9): terminate the client's TLS with a leaf from the per-run
-//! CA, bound and scan each request, rewrite it (§6.10), forward it over verified TLS, and
-//! redact the response.
+//! CA (ALPN `h2` and `http/1.1`), bound and scan each request, rewrite it (§6.10), forward it
+//! over verified TLS ([`crate::upstream`]), and redact the response as it streams.
+//!
+//! HTTP/1.1 and HTTP/2 requests take the same path ([`inspected`]): hyper hands both over as an
+//! `http::Request`, whose `:authority` (HTTP/2) or `Host` (HTTP/1.1) the domain-fronting rule
+//! checks, so no rule exists twice. A WebSocket handshake passes the same policy, then its
+//! bytes are spliced ([`crate::websocket`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -13,43 +18,29 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use rustls::pki_types::{CertificateDer, ServerName};
-use tokio_rustls::{TlsAcceptor, TlsConnector};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio_rustls::TlsAcceptor;
 
 use crate::ca::LeafResolver;
 use crate::decide::BlockReason;
-use crate::dial::dial;
-use crate::error::NetProxyError;
 use crate::head::{RequestTarget, canonical_host_header, check_request_host};
+use crate::host::canonical_host;
+use crate::redact_stream::{Trailers, redact_headers, redacted_body};
 use crate::response::{IO_TIMEOUT, ProxyBody, established, full, strip_hop_by_hop, text};
 use crate::rewrite::{HEADER_GROWTH_BUDGET, is_model_api_request};
 use crate::shared::{Shared, refuse};
+use crate::upstream::{Offer, TunnelUpstream};
 
-/// A request line plus headers over this gets `431`.
+/// A request line plus headers over this gets `431` (HTTP/1.1 and HTTP/2 alike).
 pub const MAX_INSPECTED_HEAD_BYTES: usize = 1024 * 1024 + 4096;
 
-/// The upstream TLS client: webpki roots plus injected extra roots, HTTP/1.1 only.
-pub(crate) fn client_config(
-    extra_roots: &[CertificateDer<'static>],
-) -> Result<rustls::ClientConfig, NetProxyError> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    for r in extra_roots {
-        roots
-            .add(r.clone())
-            .map_err(|source| NetProxyError::Tls { source })?;
-    }
-    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|source| NetProxyError::Tls { source })?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(cfg)
-}
+/// The most HTTP/2 streams one inspected tunnel may have open at once
+/// (`SETTINGS_MAX_CONCURRENT_STREAMS`): each holds a bounded request body in memory, so this
+/// bounds what one tunnel can make the proxy hold.
+pub const MAX_INSPECTED_STREAMS: u32 = 100;
+
+/// The protocols offered to the client inside an inspected tunnel, preferred first.
+const CLIENT_ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
 
 fn server_config(shared: &Shared, host: &str) -> Option<Arc<rustls::ServerConfig>> {
     let ca = shared.ca.clone()?;
@@ -61,13 +52,14 @@ fn server_config(shared: &Shared, host: &str) -> Option<Arc<rustls::ServerConfig
     .with_no_client_auth()
     .with_cert_resolver(Arc::new(LeafResolver {
         ca,
-        fallback_host: host.to_string(),
+        host: host.to_string(),
     }));
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    cfg.alpn_protocols = CLIENT_ALPN.iter().map(|p| p.to_vec()).collect();
     Some(Arc::new(cfg))
 }
 
-/// Replies 200 and serves the tunnel as TLS with a minted leaf.
+/// Replies 200 and serves the tunnel as TLS with a minted leaf for the CONNECT host, over the
+/// protocol the client chose (`h2` or `http/1.1`).
 pub(crate) fn intercept(
     shared: Arc<Shared>,
     req: Request<Incoming>,
@@ -80,8 +72,6 @@ pub(crate) fn intercept(
             "tls inspection unavailable",
         );
     };
-    let target = Arc::new(target);
-    let vetted = Arc::new(vetted);
     tokio::spawn(async move {
         let up = match hyper::upgrade::on(req).await {
             Ok(up) => up,
@@ -101,22 +91,75 @@ pub(crate) fn intercept(
             }
             Err(_) => return tracing::info!(host = %target.host, "client tls handshake timed out"),
         };
-        let svc_shared = shared.clone();
-        let svc = service_fn(move |r| {
-            let (s, t, v) = (svc_shared.clone(), target.clone(), vetted.clone());
-            async move { Ok::<_, Infallible>(inspected(s, t, v, r).await) }
-        });
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(IO_TIMEOUT)
-            .max_buf_size(2 * MAX_INSPECTED_HEAD_BYTES)
-            .serve_connection(TokioIo::new(tls), svc);
-        tokio::select! {
-            r = conn => if let Err(e) = r { tracing::debug!(error = %e, "inspected connection ended") },
-            _ = shared.cancel.cancelled() => {}
+        // SNI ≠ CONNECT: the name the client's TLS asks for must be the tunnel's target too.
+        let (_, session) = tls.get_ref();
+        if session
+            .server_name()
+            .is_some_and(|sni| canonical_host(sni) != target.host)
+        {
+            shared.blocked(&target.host, BlockReason::HostMismatch, false);
+            return;
         }
+        let offer = match session.alpn_protocol() {
+            Some(b"h2") => Offer::Http2,
+            _ => Offer::Http1,
+        };
+        serve_tunnel(shared, target, vetted, offer, tls).await;
     });
     established()
+}
+
+/// Serves the requests of one inspected tunnel until it closes or the proxy shuts down.
+async fn serve_tunnel<I>(
+    shared: Arc<Shared>,
+    target: RequestTarget,
+    vetted: Vec<SocketAddr>,
+    offer: Offer,
+    io: I,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let upstream = Arc::new(TunnelUpstream::new(target.host.clone(), vetted));
+    let target = Arc::new(target);
+    let svc_shared = shared.clone();
+    let svc = service_fn(move |r| {
+        let (s, t, u) = (svc_shared.clone(), target.clone(), upstream.clone());
+        async move { Ok::<_, Infallible>(inspected(s, t, u, offer, r).await) }
+    });
+    let io = TokioIo::new(io);
+    let ended = match offer {
+        Offer::Http2 => {
+            let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                .timer(TokioTimer::new())
+                .max_concurrent_streams(MAX_INSPECTED_STREAMS)
+                // Twice the bound, so that a head between the two gets the same `431` and
+                // event as over HTTP/1.1; past it the h2 layer refuses on its own.
+                .max_header_list_size(
+                    u32::try_from(2 * MAX_INSPECTED_HEAD_BYTES).unwrap_or(u32::MAX),
+                )
+                .enable_connect_protocol()
+                .serve_connection(io, svc);
+            tokio::select! {
+                r = conn => r.err().map(|e| e.to_string()),
+                _ = shared.cancel.cancelled() => None,
+            }
+        }
+        Offer::Http1 => {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(IO_TIMEOUT)
+                .max_buf_size(2 * MAX_INSPECTED_HEAD_BYTES)
+                .serve_connection(io, svc)
+                .with_upgrades();
+            tokio::select! {
+                r = conn => r.err().map(|e| e.to_string()),
+                _ = shared.cancel.cancelled() => None,
+            }
+        }
+    };
+    if let Some(error) = ended {
+        tracing::debug!(error, "inspected connection ended");
+    }
 }
 
 fn head_len(parts: &Parts) -> usize {
@@ -128,13 +171,50 @@ fn head_len(parts: &Parts) -> usize {
         .sum::<usize>()
 }
 
+/// How a request inside a tunnel asks to leave HTTP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Upgrade {
+    /// It does not.
+    None,
+    /// A WebSocket: HTTP/1.1 `GET` with `Upgrade: websocket`, or HTTP/2 extended CONNECT with
+    /// `:protocol = websocket` (RFC 8441).
+    WebSocket,
+    /// Anything else: another `Upgrade` (`h2c`, …), a plain CONNECT (a tunnel inside the tunnel
+    /// would carry bytes past inspection), another `:protocol`.
+    Refused,
+}
+
+fn upgrade_of(parts: &Parts) -> Upgrade {
+    let is_websocket = |v: &[u8]| v.trim_ascii().eq_ignore_ascii_case(b"websocket");
+    if parts.method == http::Method::CONNECT {
+        return match parts.extensions.get::<hyper::ext::Protocol>() {
+            Some(p) if is_websocket(p.as_str().as_bytes()) => Upgrade::WebSocket,
+            _ => Upgrade::Refused,
+        };
+    }
+    let mut upgrades = parts.headers.get_all(header::UPGRADE).iter();
+    match (upgrades.next(), upgrades.next()) {
+        (None, _) => Upgrade::None,
+        (Some(v), None) if parts.method == http::Method::GET && is_websocket(v.as_bytes()) => {
+            Upgrade::WebSocket
+        }
+        _ => Upgrade::Refused,
+    }
+}
+
+/// The request policy of an inspected tunnel, one path for HTTP/1.1 and HTTP/2: the head
+/// bound, the domain-fronting rule (`Host` and `:authority`), the upgrade rule, then
+/// [`inspect_request`] (body bound, exfiltration scan, placeholders), then the upstream.
 async fn inspected(
     shared: Arc<Shared>,
     target: Arc<RequestTarget>,
-    vetted: Arc<Vec<SocketAddr>>,
-    req: Request<Incoming>,
+    upstream: Arc<TunnelUpstream>,
+    offer: Offer,
+    mut req: Request<Incoming>,
 ) -> Response<ProxyBody> {
     let host = target.host.as_str();
+    let client_version = req.version();
+    let on_upgrade = hyper::upgrade::on(&mut req);
     let (mut parts, body) = req.into_parts();
     if head_len(&parts) > MAX_INSPECTED_HEAD_BYTES {
         return refuse(
@@ -147,10 +227,8 @@ async fn inspected(
     // Domain fronting: the request must name the tunnel's target and nothing else.
     let canonical = check_request_host(&target, &parts.uri, &parts.headers, 443)
         .and_then(|()| canonical_host_header(&target, 443));
-    match canonical {
-        Ok(h) => {
-            parts.headers.insert(header::HOST, h);
-        }
+    let canonical = match canonical {
+        Ok(h) => h,
         Err(_) => {
             return refuse(
                 &shared,
@@ -159,8 +237,10 @@ async fn inspected(
                 BlockReason::HostMismatch,
             );
         }
-    }
-    if parts.headers.contains_key(header::UPGRADE) {
+    };
+    parts.headers.insert(header::HOST, canonical.clone());
+    let upgrade = upgrade_of(&parts);
+    if upgrade == Upgrade::Refused {
         return refuse(
             &shared,
             host,
@@ -172,63 +252,51 @@ async fn inspected(
         Ok(b) => b,
         Err(resp) => return resp,
     };
-    strip_hop_by_hop(&mut parts.headers);
-    parts.headers.insert(
-        header::ACCEPT_ENCODING,
-        HeaderValue::from_static("identity"),
-    );
-    parts.version = http::Version::HTTP_11;
-    parts.uri = match parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .parse()
+    let absolute = match format!(
+        "https://{}{}",
+        canonical.to_str().unwrap_or_default(),
+        parts.uri.path_and_query().map_or("/", |p| p.as_str())
+    )
+    .parse::<http::Uri>()
     {
         Ok(u) => u,
         Err(_) => return text(StatusCode::BAD_REQUEST, "bad request target"),
     };
-    match send_upstream(
-        &shared,
-        &target,
-        &vetted,
-        Request::from_parts(parts, full(body)),
-    )
-    .await
+    parts.uri = absolute;
+    if upgrade == Upgrade::WebSocket {
+        return crate::websocket::relay(&shared, &upstream, client_version, parts, on_upgrade)
+            .await;
+    }
+    // gRPC over HTTP/2 needs `te: trailers`; it is hop-by-hop only in HTTP/1.1.
+    let te_trailers = parts
+        .headers
+        .get_all(header::TE)
+        .iter()
+        .any(|v| v.as_bytes().eq_ignore_ascii_case(b"trailers"));
+    strip_hop_by_hop(&mut parts.headers);
+    if te_trailers && offer == Offer::Http2 {
+        parts
+            .headers
+            .insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+    parts.headers.insert(
+        header::ACCEPT_ENCODING,
+        HeaderValue::from_static("identity"),
+    );
+    match upstream
+        .send(&shared, offer, Request::from_parts(parts, full(body)))
+        .await
     {
         Ok(resp) => {
             let (mut rparts, rbody) = resp.into_parts();
             strip_hop_by_hop(&mut rparts.headers);
-            finish_response(&shared, rparts, rbody).await
+            finish_response(&shared, rparts, rbody, client_version)
         }
         Err(e) => {
             tracing::info!(host, error = %e, "inspected upstream failed");
             crate::response::upstream_unreachable(host, &crate::response::root_cause(&*e))
         }
     }
-}
-
-async fn send_upstream(
-    shared: &Shared,
-    target: &RequestTarget,
-    vetted: &[SocketAddr],
-    req: Request<ProxyBody>,
-) -> Result<Response<Incoming>, Box<dyn std::error::Error + Send + Sync>> {
-    let tcp = dial(vetted).await?;
-    let name = ServerName::try_from(target.host.clone())?;
-    let tls = tokio::time::timeout(
-        IO_TIMEOUT,
-        TlsConnector::from(shared.client_tls.clone()).connect(name, tcp),
-    )
-    .await??;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
-    let cancel = shared.cancel.clone();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = conn => {}
-            _ = cancel.cancelled() => {}
-        }
-    });
-    Ok(sender.send_request(req).await?)
 }
 
 /// Bounds the body, refuses exfiltration, and materialises placeholders (headers within the
@@ -326,44 +394,38 @@ pub(crate) async fn inspect_request(
 }
 
 /// Streams the response through the §6.10 sliding window (real values become placeholders),
-/// redacts headers, drops trailers and forces `Connection: close`. When there is a value to look
-/// for, `Content-Length` is dropped (the redacted length is known only at the end; HTTP/1.1
-/// clients get it chunked); otherwise the body and its length pass through untouched.
-pub(crate) async fn finish_response(
+/// redacts headers and, for an HTTP/1.1 client, drops trailers and forces `Connection: close`
+/// (an HTTP/2 client gets the trailers, redacted: gRPC's status is there). When there is a value
+/// to look for, `Content-Length` is dropped (the redacted length is known only at the end;
+/// HTTP/1.1 clients get it chunked); otherwise the body and its length pass through untouched.
+pub(crate) fn finish_response(
     shared: &Shared,
     mut parts: http::response::Parts,
     body: Incoming,
+    client_version: http::Version,
 ) -> Response<ProxyBody> {
+    let http2 = client_version == http::Version::HTTP_2;
     let body = match &shared.rewriter {
         Some(rw) if !rw.is_empty() => {
             // A header whose name carries a value goes; a custom reason phrase is not relayed.
-            let named: Vec<_> = parts
-                .headers
-                .keys()
-                .filter(|n| rw.forms().find(n.as_str().as_bytes(), |_| true).is_some())
-                .cloned()
-                .collect();
-            for name in named {
-                parts.headers.remove(&name);
-            }
+            redact_headers(rw, &mut parts.headers);
             parts.extensions.remove::<hyper::ext::ReasonPhrase>();
-            for v in parts.headers.values_mut() {
-                let r = rw.redact_response(v.as_bytes());
-                if r != v.as_bytes()
-                    && let Ok(nv) = HeaderValue::from_bytes(&r)
-                {
-                    *v = nv;
-                }
-            }
             parts.headers.remove(header::CONTENT_LENGTH);
-            crate::redact_stream::redacted_body(body, rw)
+            let trailers = if http2 {
+                Trailers::Redact
+            } else {
+                Trailers::Drop
+            };
+            redacted_body(body, rw, trailers)
         }
         _ => body.boxed(),
     };
     parts.headers.remove(header::TRANSFER_ENCODING);
     parts.headers.remove(header::TRAILER);
-    parts
-        .headers
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    if !http2 {
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     Response::from_parts(parts, body)
 }

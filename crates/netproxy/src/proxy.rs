@@ -157,6 +157,16 @@ impl ProxyBuilder {
         self
     }
 
+    /// Trust every root of `ders` as [`Self::extra_upstream_root`] does (what
+    /// [`crate::load_upstream_roots`] read from `ITERION_SANDBOX_UPSTREAM_CA`).
+    pub fn extra_upstream_roots(
+        mut self,
+        ders: impl IntoIterator<Item = CertificateDer<'static>>,
+    ) -> Self {
+        self.extra_roots.extend(ders);
+        self
+    }
+
     /// The inspected body bound in bytes. Default: 64 MiB.
     pub fn max_inspected_body(mut self, bytes: usize) -> Self {
         self.max_body = bytes;
@@ -168,7 +178,7 @@ impl ProxyBuilder {
         if self.tcp.is_none() && self.unix.is_none() {
             return Err(NetProxyError::NoListener);
         }
-        let client_tls = Arc::new(crate::mitm::client_config(&self.extra_roots)?);
+        let upstream_tls = crate::upstream::UpstreamTls::new(&self.extra_roots)?;
         let tcp = match self.tcp {
             Some(addr) => Some(
                 tokio::net::TcpListener::bind(addr)
@@ -206,7 +216,7 @@ impl ProxyBuilder {
             resolver: self.resolver,
             rewriter: self.rewriter.map(Arc::new),
             ca: self.ca.clone(),
-            client_tls,
+            upstream_tls,
             max_body: self.max_body,
             blocked: Mutex::new(HashMap::new()),
             on_blocked: self.on_blocked,
@@ -479,7 +489,7 @@ async fn forward(
     let (mut rparts, rbody) = resp.into_parts();
     strip_hop_by_hop(&mut rparts.headers);
     if inspecting {
-        return crate::mitm::finish_response(&shared, rparts, rbody).await;
+        return crate::mitm::finish_response(&shared, rparts, rbody, http::Version::HTTP_11);
     }
     Response::from_parts(rparts, rbody.boxed())
 }

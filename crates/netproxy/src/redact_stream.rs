@@ -72,6 +72,15 @@ impl ResponseRedactor {
         self.release(safe_end)
     }
 
+    /// The upstream has nothing more ready: releases what is held back up to and including its
+    /// last line break (an SSE event, an NDJSON line), keeping the rest (see the module docs).
+    pub fn flush_lines(&mut self) -> Vec<u8> {
+        match self.carry.iter().rposition(|b| *b == b'\n') {
+            Some(last) => self.release(last + 1),
+            None => Vec::new(),
+        }
+    }
+
     /// The end of the body: releases everything held back.
     pub fn finish(&mut self) -> Vec<u8> {
         let all = self.carry.len();
@@ -113,11 +122,26 @@ impl ResponseRedactor {
     }
 }
 
-/// A response body redacted on the fly: trailers are dropped (§6.9 step 4), data frames pass
-/// through a [`ResponseRedactor`].
+/// What a redacted body does with the upstream's trailers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Trailers {
+    /// Dropped (an HTTP/1.1 client: §6.9 step 4).
+    Drop,
+    /// Relayed with their values redacted like the headers (an HTTP/2 client: gRPC's
+    /// `grpc-status` lives there).
+    Redact,
+}
+
+/// A response body redacted on the fly: data frames pass through a [`ResponseRedactor`], and
+/// the complete lines it holds back are released as soon as the upstream has nothing more ready
+/// (so a streamed response, an SSE event or an NDJSON line, reaches the client as it comes).
 struct RedactedBody {
     inner: Incoming,
     redactor: ResponseRedactor,
+    rewriter: Arc<SecretRewriter>,
+    trailers: Trailers,
+    /// Trailers that arrived while data was held back: they follow that data.
+    trailers_next: Option<http::HeaderMap>,
     done: bool,
 }
 
@@ -133,17 +157,48 @@ impl Body for RedactedBody {
             if self.done {
                 return Poll::Ready(None);
             }
+            if let Some(mut trailers) = self.trailers_next.take() {
+                redact_headers(&self.rewriter, &mut trailers);
+                self.done = true;
+                return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+            }
             match Pin::new(&mut self.inner).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => {
+                    // Nothing more is ready: the complete lines held back go now (the module
+                    // docs say what this costs).
+                    let held = self.redactor.flush_lines();
+                    if held.is_empty() {
+                        return Poll::Pending;
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(Bytes::from(held)))));
+                }
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
                 Poll::Ready(Some(Ok(frame))) => {
-                    let Ok(data) = frame.into_data() else {
-                        continue; // trailers are dropped
+                    let frame = match frame.into_data() {
+                        Ok(data) => {
+                            let released = self.redactor.push(&data);
+                            if released.is_empty() {
+                                continue;
+                            }
+                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(released)))));
+                        }
+                        Err(frame) => frame,
                     };
-                    let released = self.redactor.push(&data);
-                    if !released.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(released)))));
+                    let Ok(mut trailers) = frame.into_trailers() else {
+                        continue;
+                    };
+                    if self.trailers == Trailers::Drop {
+                        continue;
                     }
+                    let rest = self.redactor.finish();
+                    if !rest.is_empty() {
+                        // The data before the trailers first; the trailers come on the next poll.
+                        self.trailers_next = Some(trailers);
+                        return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
+                    }
+                    redact_headers(&self.rewriter, &mut trailers);
+                    self.done = true;
+                    return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
                 }
                 Poll::Ready(None) => {
                     self.done = true;
@@ -157,11 +212,39 @@ impl Body for RedactedBody {
     }
 }
 
+/// Redacts a header map in place: a header whose name carries a value goes, and every value has
+/// each real value replaced by its placeholder.
+pub(crate) fn redact_headers(rw: &SecretRewriter, headers: &mut http::HeaderMap) {
+    let named: Vec<_> = headers
+        .keys()
+        .filter(|n| rw.forms().find(n.as_str().as_bytes(), |_| true).is_some())
+        .cloned()
+        .collect();
+    for name in named {
+        headers.remove(&name);
+    }
+    for v in headers.values_mut() {
+        let r = rw.redact_response(v.as_bytes());
+        if r != v.as_bytes()
+            && let Ok(nv) = http::HeaderValue::from_bytes(&r)
+        {
+            *v = nv;
+        }
+    }
+}
+
 /// `body` with every real value of `rewriter` replaced by its placeholder, streamed.
-pub(crate) fn redacted_body(body: Incoming, rewriter: &Arc<SecretRewriter>) -> ProxyBody {
+pub(crate) fn redacted_body(
+    body: Incoming,
+    rewriter: &Arc<SecretRewriter>,
+    trailers: Trailers,
+) -> ProxyBody {
     RedactedBody {
         inner: body,
         redactor: ResponseRedactor::new(rewriter),
+        rewriter: rewriter.clone(),
+        trailers,
+        trailers_next: None,
         done: false,
     }
     .boxed()

@@ -11,7 +11,9 @@
 //! - every test container carries the label [`TEST_ID_LABEL`]`=<test id>` ([`test_labels`]) and is
 //!   force-removed by a [`ContainerGuard`] when the test ends, even when it panics.
 //!
-//! [`fake_model::FakeModel`] is a scripted model server (both APIs) for agent-node tests.
+//! [`fake_model::FakeModel`] is a scripted model server (both APIs) for agent-node tests;
+//! [`https::HttpsServer`] is a local HTTPS server (HTTP/1.1 and HTTP/2, SSE, a WebSocket echo)
+//! with a test CA, for the egress proxy's tests.
 //!
 //! It has no dependency on the other iterion crates: the
 //! crates depend on it (as a dev-dependency), never the other way round.
@@ -22,6 +24,7 @@
 #![deny(missing_docs)]
 
 pub mod fake_model;
+pub mod https;
 
 use std::collections::HashMap;
 use std::sync::mpsc;

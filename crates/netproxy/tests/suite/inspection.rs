@@ -148,7 +148,7 @@ async fn a_host_that_differs_from_the_connect_target_gets_421() {
 }
 
 #[tokio::test]
-async fn a_body_over_the_bound_gets_413_and_an_upgrade_gets_403() {
+async fn a_body_over_the_bound_gets_413_and_a_non_websocket_upgrade_gets_403() {
     let up = https_upstream(&["secure.test"]).await;
     let h = inspecting(&up, Some(1024)).await;
     let t = format!("secure.test:{}", up.addr.port());
@@ -160,7 +160,7 @@ async fn a_body_over_the_bound_gets_413_and_an_upgrade_gets_403() {
     assert_eq!(status, 413);
     let up_req = hyper::Request::get("/ws")
         .header("host", &t)
-        .header("upgrade", "websocket")
+        .header("upgrade", "h2c")
         .header("connection", "upgrade")
         .body(Full::new(Bytes::new()))
         .unwrap();

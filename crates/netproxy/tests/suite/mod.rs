@@ -2,5 +2,6 @@ mod attacks;
 mod encodings;
 mod inspection;
 mod policy;
+mod protocols;
 mod server;
 mod support;
