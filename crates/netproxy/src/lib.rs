@@ -65,5 +65,8 @@ pub use rewrite::{
     HEADER_GROWTH_BUDGET, MIN_SCANNED_VALUE_LEN, Secret, SecretKind, SecretRewriter,
     is_model_api_request, placeholder_for,
 };
+/// The DER certificate type of [`ProxyBuilder::extra_upstream_roots`], re-exported so that
+/// callers always name the version this crate uses.
+pub use rustls::pki_types::CertificateDer;
 pub use shared::{BlockedCallback, BlockedEvent, SECRET_POLICY_REASON};
 pub use upstream::{UPSTREAM_CA_ENV, load_upstream_roots};

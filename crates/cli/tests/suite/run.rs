@@ -174,6 +174,16 @@ fn bad_input_exits_two_and_creates_no_run() {
             "ITERION_SANDBOX_HOST_STATE=\"yes\": want auto or none",
         ),
         (
+            vec!["run", "hello.iter"],
+            vec![("ITERION_SANDBOX_UPSTREAM_CA", "/nonexistent/iterion-ca.pem")],
+            "ITERION_SANDBOX_UPSTREAM_CA: cannot read /nonexistent/iterion-ca.pem",
+        ),
+        (
+            vec!["run", "hello.iter"],
+            vec![("ITERION_SANDBOX_UPSTREAM_CA", "/etc/passwd")],
+            "ITERION_SANDBOX_UPSTREAM_CA: /etc/passwd is not a PEM file of CA certificates",
+        ),
+        (
             vec!["run", "hello.iter", "--sandbox", "maybe"],
             vec![],
             "invalid value 'maybe' for '--sandbox <SANDBOX>'",

@@ -326,7 +326,8 @@ pub struct LaunchOptions {
 /// # Errors
 ///
 /// [`LaunchError::InvalidSetting`] naming `ITERION_SANDBOX_OVERRIDE` or
-/// `ITERION_SANDBOX_HOST_STATE` when it holds something other than `auto` or `none`.
+/// `ITERION_SANDBOX_HOST_STATE` when it holds something other than `auto` or `none`, or
+/// `ITERION_SANDBOX_UPSTREAM_CA` when it names a file that is not a PEM file of certificates.
 pub(crate) fn settings_from_env(
     global: Option<SandboxFlag>,
     launch: &LaunchOptions,
@@ -337,6 +338,13 @@ pub(crate) fn settings_from_env(
     };
     let override_env = sandbox_override_from_env(env).map_err(invalid)?;
     let host_state_env = iterion_sandbox::host_state_from_env(env).map_err(invalid)?;
+    // A bad extra upstream CA is bad input, refused before any run exists (the proxy loads
+    // the file again when it starts: crate::sandbox::egress).
+    crate::sandbox::egress::upstream_roots_from_env(env).map_err(|e| {
+        LaunchError::InvalidSetting {
+            message: e.to_string(),
+        }
+    })?;
     let settings = SandboxSettings {
         cli_flag: launch.sandbox,
         override_env,

@@ -55,6 +55,25 @@ const TLS_INSPECT_ENV: &str = "ITERION_SANDBOX_TLS_INSPECT";
 /// §6.9: the bound on an inspected request body (default 64 MiB).
 const INSPECT_MAX_BODY_ENV: &str = "ITERION_SANDBOX_INSPECT_MAX_BODY";
 
+/// The extra upstream roots `ITERION_SANDBOX_UPSTREAM_CA` names (none when it is unset or
+/// empty): for an operator behind a corporate TLS proxy, and for tests with a local HTTPS
+/// server. Only the inspecting proxy's own TLS client trusts them.
+///
+/// # Errors
+///
+/// The file cannot be read or holds no usable certificate (the error names the variable).
+pub(crate) fn upstream_roots_from_env(
+    env: &Environment,
+) -> Result<Vec<iterion_netproxy::CertificateDer<'static>>, iterion_netproxy::NetProxyError> {
+    match env
+        .get_os(iterion_netproxy::UPSTREAM_CA_ENV)
+        .filter(|v| !v.is_empty())
+    {
+        Some(path) => iterion_netproxy::load_upstream_roots(std::path::Path::new(&path)),
+        None => Ok(Vec::new()),
+    }
+}
+
 /// A resolved secret as the proxy's rewriter sees it. `Debug` never shows the value.
 #[derive(Clone)]
 pub(crate) struct EgressSecret {
@@ -243,6 +262,9 @@ pub(crate) async fn start_network_proxy(
         let ca = EphemeralCa::new(budget)
             .map_err(|e| SetupError::failed(format!("sandbox egress CA: {e}")))?;
         builder = builder.secrets(rewriter).tls_inspection(Arc::new(ca));
+        let roots = upstream_roots_from_env(request.env)
+            .map_err(|e| SetupError::failed(format!("sandbox egress proxy: {e}")))?;
+        builder = builder.extra_upstream_roots(roots);
         if let Some(value) = request
             .env
             .get(INSPECT_MAX_BODY_ENV)

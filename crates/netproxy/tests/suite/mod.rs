@@ -5,3 +5,4 @@ mod policy;
 mod protocols;
 mod server;
 mod support;
+mod tunnel_attacks;
