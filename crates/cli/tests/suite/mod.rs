@@ -10,6 +10,7 @@ mod doctor;
 mod egress;
 mod egress_attacks;
 mod egress_bridge;
+mod egress_inspect;
 mod exec_agent;
 mod execfix;
 mod faults;
