@@ -24,6 +24,7 @@ mod head;
 mod host;
 mod matcher;
 mod mitm;
+mod pipe;
 mod preset;
 mod proxy;
 mod redact_stream;
@@ -33,6 +34,7 @@ mod rewrite;
 mod shared;
 mod tunnel;
 mod upstream;
+mod upstream_tls;
 mod websocket;
 mod zerocopy;
 
@@ -69,4 +71,4 @@ pub use rewrite::{
 /// callers always name the version this crate uses.
 pub use rustls::pki_types::CertificateDer;
 pub use shared::{BlockedCallback, BlockedEvent, SECRET_POLICY_REASON};
-pub use upstream::{UPSTREAM_CA_ENV, load_upstream_roots};
+pub use upstream_tls::{UPSTREAM_CA_ENV, load_upstream_roots};

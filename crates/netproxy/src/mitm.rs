@@ -25,7 +25,6 @@ use crate::ca::LeafResolver;
 use crate::decide::BlockReason;
 use crate::head::{RequestTarget, canonical_host_header, check_request_host};
 use crate::host::canonical_host;
-use crate::redact_stream::{Trailers, redact_headers, redacted_body};
 use crate::response::{IO_TIMEOUT, ProxyBody, established, full, strip_hop_by_hop, text};
 use crate::rewrite::{HEADER_GROWTH_BUDGET, is_model_api_request};
 use crate::shared::{Shared, refuse};
@@ -290,7 +289,7 @@ async fn inspected(
         Ok(resp) => {
             let (mut rparts, rbody) = resp.into_parts();
             strip_hop_by_hop(&mut rparts.headers);
-            finish_response(&shared, rparts, rbody, client_version)
+            crate::redact_stream::finish_response(&shared, rparts, rbody, client_version)
         }
         Err(e) => {
             tracing::info!(host, error = %e, "inspected upstream failed");
@@ -391,41 +390,4 @@ pub(crate) async fn inspect_request(
             .insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
     }
     Ok(body)
-}
-
-/// Streams the response through the §6.10 sliding window (real values become placeholders),
-/// redacts headers and, for an HTTP/1.1 client, drops trailers and forces `Connection: close`
-/// (an HTTP/2 client gets the trailers, redacted: gRPC's status is there). When there is a value
-/// to look for, `Content-Length` is dropped (the redacted length is known only at the end;
-/// HTTP/1.1 clients get it chunked); otherwise the body and its length pass through untouched.
-pub(crate) fn finish_response(
-    shared: &Shared,
-    mut parts: http::response::Parts,
-    body: Incoming,
-    client_version: http::Version,
-) -> Response<ProxyBody> {
-    let http2 = client_version == http::Version::HTTP_2;
-    let body = match &shared.rewriter {
-        Some(rw) if !rw.is_empty() => {
-            // A header whose name carries a value goes; a custom reason phrase is not relayed.
-            redact_headers(rw, &mut parts.headers);
-            parts.extensions.remove::<hyper::ext::ReasonPhrase>();
-            parts.headers.remove(header::CONTENT_LENGTH);
-            let trailers = if http2 {
-                Trailers::Redact
-            } else {
-                Trailers::Drop
-            };
-            redacted_body(body, rw, trailers)
-        }
-        _ => body.boxed(),
-    };
-    parts.headers.remove(header::TRANSFER_ENCODING);
-    parts.headers.remove(header::TRAILER);
-    if !http2 {
-        parts
-            .headers
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    Response::from_parts(parts, body)
 }

@@ -178,7 +178,7 @@ impl ProxyBuilder {
         if self.tcp.is_none() && self.unix.is_none() {
             return Err(NetProxyError::NoListener);
         }
-        let upstream_tls = crate::upstream::UpstreamTls::new(&self.extra_roots)?;
+        let upstream_tls = crate::upstream_tls::UpstreamTls::new(&self.extra_roots)?;
         let tcp = match self.tcp {
             Some(addr) => Some(
                 tokio::net::TcpListener::bind(addr)
@@ -489,7 +489,12 @@ async fn forward(
     let (mut rparts, rbody) = resp.into_parts();
     strip_hop_by_hop(&mut rparts.headers);
     if inspecting {
-        return crate::mitm::finish_response(&shared, rparts, rbody, http::Version::HTTP_11);
+        return crate::redact_stream::finish_response(
+            &shared,
+            rparts,
+            rbody,
+            http::Version::HTTP_11,
+        );
     }
     Response::from_parts(rparts, rbody.boxed())
 }

@@ -20,8 +20,12 @@ use http_body_util::BodyExt as _;
 use hyper::body::{Body, Frame, Incoming};
 
 use crate::forms::SecretForms;
+use http::Response;
+use http::header::{self, HeaderValue};
+
 use crate::response::ProxyBody;
 use crate::rewrite::SecretRewriter;
+use crate::shared::Shared;
 
 /// The redaction state of one response body.
 pub struct ResponseRedactor {
@@ -248,6 +252,43 @@ pub(crate) fn redacted_body(
         done: false,
     }
     .boxed()
+}
+
+/// Streams the response through the §6.10 sliding window (real values become placeholders),
+/// redacts headers and, for an HTTP/1.1 client, drops trailers and forces `Connection: close`
+/// (an HTTP/2 client gets the trailers, redacted: gRPC's status is there). When there is a value
+/// to look for, `Content-Length` is dropped (the redacted length is known only at the end;
+/// HTTP/1.1 clients get it chunked); otherwise the body and its length pass through untouched.
+pub(crate) fn finish_response(
+    shared: &Shared,
+    mut parts: http::response::Parts,
+    body: Incoming,
+    client_version: http::Version,
+) -> Response<ProxyBody> {
+    let http2 = client_version == http::Version::HTTP_2;
+    let body = match &shared.rewriter {
+        Some(rw) if !rw.is_empty() => {
+            // A header whose name carries a value goes; a custom reason phrase is not relayed.
+            redact_headers(rw, &mut parts.headers);
+            parts.extensions.remove::<hyper::ext::ReasonPhrase>();
+            parts.headers.remove(header::CONTENT_LENGTH);
+            let trailers = if http2 {
+                Trailers::Redact
+            } else {
+                Trailers::Drop
+            };
+            redacted_body(body, rw, trailers)
+        }
+        _ => body.boxed(),
+    };
+    parts.headers.remove(header::TRANSFER_ENCODING);
+    parts.headers.remove(header::TRAILER);
+    if !http2 {
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    Response::from_parts(parts, body)
 }
 
 #[cfg(test)]

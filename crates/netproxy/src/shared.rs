@@ -29,7 +29,7 @@ pub(crate) struct Shared {
     pub resolver: Arc<dyn Resolver>,
     pub rewriter: Option<Arc<SecretRewriter>>,
     pub ca: Option<Arc<EphemeralCa>>,
-    pub upstream_tls: crate::upstream::UpstreamTls,
+    pub upstream_tls: crate::upstream_tls::UpstreamTls,
     pub max_body: usize,
     pub blocked: Mutex<HashMap<(String, BlockReason), u64>>,
     pub on_blocked: Option<BlockedCallback>,

@@ -3,13 +3,12 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpStream, UnixStream};
 use tokio_util::sync::CancellationToken;
 
@@ -17,10 +16,6 @@ use crate::dial::dial;
 use crate::head::RequestTarget;
 use crate::response::{ProxyBody, established};
 use crate::shared::Shared;
-
-/// After one direction of a tunnel ends, the other gets this long before both close.
-pub(crate) const CLOSE_BACKSTOP: Duration = Duration::from_secs(5);
-const COPY_BUF: usize = 64 * 1024;
 
 /// Handles an authorised, vetted CONNECT.
 pub(crate) async fn connect(
@@ -75,64 +70,15 @@ async fn relay_upgraded(up: Upgraded, mut upstream: TcpStream, cancel: &Cancella
         }
         Err(up) => up,
     };
-    splice(TokioIo::new(up), upstream, cancel).await;
+    crate::pipe::splice(TokioIo::new(up), upstream, cancel).await;
 }
 
-/// Both directions through `splice(2)`, with [`splice`]'s closing rules.
+/// Both directions through `splice(2)`, with [`crate::pipe::splice`]'s closing rules.
 async fn spliced<C>(client: C, upstream: TcpStream, cancel: &CancellationToken)
 where
     C: crate::zerocopy::SpliceSocket,
 {
     let up = crate::zerocopy::relay(&client, &upstream);
     let down = crate::zerocopy::relay(&upstream, &client);
-    close_together(up, down, cancel).await;
-}
-
-/// Copies both ways; when one direction finishes, the other gets [`CLOSE_BACKSTOP`], then both
-/// close. Cancellation (shutdown) closes at once.
-pub(crate) async fn splice<A, B>(client: A, upstream: B, cancel: &CancellationToken)
-where
-    A: AsyncRead + AsyncWrite + Unpin,
-    B: AsyncRead + AsyncWrite + Unpin,
-{
-    let (cr, mut cw) = tokio::io::split(client);
-    let (ur, mut uw) = tokio::io::split(upstream);
-    let mut cr = BufReader::with_capacity(COPY_BUF, cr);
-    let mut ur = BufReader::with_capacity(COPY_BUF, ur);
-    let up = async {
-        let r = tokio::io::copy_buf(&mut cr, &mut uw).await;
-        let _ = uw.shutdown().await;
-        r
-    };
-    let down = async {
-        let r = tokio::io::copy_buf(&mut ur, &mut cw).await;
-        let _ = cw.shutdown().await;
-        r
-    };
-    close_together(up, down, cancel).await;
-}
-
-/// Runs both directions; when one finishes, the other gets [`CLOSE_BACKSTOP`]. Cancellation ends
-/// both at once.
-async fn close_together<U, D, T, E>(up: U, down: D, cancel: &CancellationToken)
-where
-    U: Future<Output = Result<T, E>>,
-    D: Future<Output = Result<T, E>>,
-{
-    tokio::pin!(up, down);
-    tokio::select! {
-        _ = cancel.cancelled() => {}
-        _ = &mut up => {
-            tokio::select! {
-                _ = cancel.cancelled() => {}
-                _ = tokio::time::timeout(CLOSE_BACKSTOP, &mut down) => {}
-            }
-        }
-        _ = &mut down => {
-            tokio::select! {
-                _ = cancel.cancelled() => {}
-                _ = tokio::time::timeout(CLOSE_BACKSTOP, &mut up) => {}
-            }
-        }
-    }
+    crate::pipe::close_together(up, down, cancel).await;
 }

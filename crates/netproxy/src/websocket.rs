@@ -81,7 +81,7 @@ pub(crate) async fn relay(
         // The upstream refused the upgrade: relay its answer like any response.
         let (mut rparts, rbody) = resp.into_parts();
         strip_hop_by_hop(&mut rparts.headers);
-        return crate::mitm::finish_response(shared, rparts, rbody, client_version);
+        return crate::redact_stream::finish_response(shared, rparts, rbody, client_version);
     }
     let upstream_upgrade = hyper::upgrade::on(&mut resp);
     let mut headers = resp.headers().clone();
@@ -101,7 +101,7 @@ pub(crate) async fn relay(
     tokio::spawn(async move {
         match tokio::join!(client_upgrade, upstream_upgrade) {
             (Ok(client), Ok(server)) => {
-                crate::tunnel::splice(TokioIo::new(client), TokioIo::new(server), &cancel).await;
+                crate::pipe::splice(TokioIo::new(client), TokioIo::new(server), &cancel).await;
             }
             (c, s) => tracing::debug!(
                 client = c.err().map(|e| e.to_string()),
