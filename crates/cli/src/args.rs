@@ -163,6 +163,10 @@ pub struct RunArgs {
     /// (`--var` still overrides them).
     #[arg(long = "preset", value_name = "NAME")]
     pub preset: Option<String>,
+    /// A file for one of the workflow's `attachments:` (repeatable): `--attach spec=./spec.pdf`.
+    /// It is copied into the run (read-only in the sandbox, at `/run/iterion/attachments`).
+    #[arg(long = "attach", value_name = "NAME=PATH")]
+    pub attach: Vec<String>,
     /// The sandbox flags (`iterion sandbox doctor` takes the same).
     #[command(flatten)]
     pub sandbox: SandboxFlags,

@@ -117,6 +117,10 @@ pub enum Code {
     C051,
     /// `C052`.
     C052,
+    /// `C053`: `{{attachments.NAME}}` names no declared attachment.
+    C053,
+    /// `C054`: `{{attachments.NAME.F}}` with a field other than `path`, `mime`, `size`, `sha256`.
+    C054,
     /// `C070`.
     C070,
     /// `C071`.
@@ -276,6 +280,8 @@ impl Code {
         Code::C050,
         Code::C051,
         Code::C052,
+        Code::C053,
+        Code::C054,
         Code::C070,
         Code::C071,
         Code::C072,
@@ -385,6 +391,8 @@ impl Code {
             Code::C050 => "C050",
             Code::C051 => "C051",
             Code::C052 => "C052",
+            Code::C053 => "C053",
+            Code::C054 => "C054",
             Code::C070 => "C070",
             Code::C071 => "C071",
             Code::C072 => "C072",

@@ -83,6 +83,11 @@ impl Engine {
                 self.environment.get(k)
             })
             .map_err(crate::launcher::launch::LaunchError::from)?;
+        let staged = crate::sandbox::attachments::stage(
+            &request.workflow,
+            &request.options.attachments,
+        )
+        .map_err(crate::launcher::launch::LaunchError::from)?;
         let holder = holder_name();
         let run = self
             .store
@@ -94,13 +99,14 @@ impl Engine {
             secrets: request.secrets,
             routes,
         };
-        let attempt = Attempt::prepare(
+        let mut attempt = Attempt::prepare(
             run,
             holder,
             inputs,
             request.options,
             (settings, override_env),
         );
+        attempt.attachments = (!staged.is_empty()).then_some(staged);
         self.attempt(attempt, control, observer).await
     }
 
@@ -156,8 +162,17 @@ impl Engine {
         let run = &admitted.run;
         let mut ending = Ending::default();
         let mut worktree: Option<RunWorktree> = None;
+        let copied = match (&admitted.refusal, attempt.attachments.take()) {
+            (None, Some(staged)) => Some(
+                self.copy_attachments(staged, run.id.as_str(), &record.events)
+                    .await,
+            ),
+            _ => None,
+        };
         if let Some((code, message)) = admitted.refusal.clone() {
             ending.fail(code, message, PHASE_ADMISSION);
+        } else if let Some(Err(message)) = copied {
+            ending.fail(FailureCode::LaunchFailed, message, PHASE_ADMISSION);
         } else {
             match self.workspace(&attempt, run).await {
                 Err(error) => ending.fail(
@@ -226,6 +241,33 @@ impl Engine {
             worktree: kept_worktree,
             branch: landed_branch,
         })
+    }
+
+    /// A launch's attachments copied into the run's attachments dir, recorded as
+    /// `sandbox_attachments_copied` (names, sizes, hashes; never contents).
+    async fn copy_attachments(
+        &self,
+        staged: crate::sandbox::attachments::Staged,
+        run_id: &str,
+        events: &StoreEvents,
+    ) -> Result<(), String> {
+        let dir = crate::sandbox::attachments::run_dir(&self.iterion_home, run_id);
+        let records = tokio::task::spawn_blocking(move || staged.copy_into(&dir))
+            .await
+            .map_err(|e| format!("copying the attachments: {e}"))?
+            .map_err(|e| e.to_string())?;
+        events
+            .emit(Event::SandboxAttachmentsCopied(
+                crate::records::sandbox_events::SandboxAttachmentsCopied {
+                    target: crate::sandbox::attachments::CONTAINER_DIR.to_owned(),
+                    files: records.len() as u64,
+                    bytes: records.iter().map(|r| r.size).sum(),
+                    error: None,
+                    attachments: records,
+                },
+            ))
+            .await;
+        Ok(())
     }
 
     /// The attempt's record opened: the lease kept, the model keys added to the secrets, every
@@ -470,6 +512,11 @@ impl Engine {
                 },
                 untrusted_copy: None,
                 child_of_live_sandbox: attempt.run.parent_run_id.is_some(),
+                attachments: {
+                    let dir =
+                        crate::sandbox::attachments::run_dir(&self.iterion_home, run_id);
+                    dir.is_dir().then_some(dir)
+                },
             },
             file_secrets: attempt.workflow.has_file_secrets(),
             events,
@@ -672,6 +719,17 @@ impl Engine {
             });
         if let Some(checkpoint) = attempt.checkpoint.clone() {
             execution = execution.resume_from(checkpoint);
+        }
+        {
+            // The copies, at the path the nodes see them: bound in a sandbox, on the host else.
+            let dir = crate::sandbox::attachments::run_dir(&self.iterion_home, run_id);
+            let records = crate::sandbox::attachments::load(&dir);
+            let base = match active {
+                Some(_) => crate::sandbox::attachments::CONTAINER_DIR.to_owned(),
+                None => dir.to_string_lossy().into_owned(),
+            };
+            execution =
+                execution.attachments(crate::sandbox::attachments::scope(&records, &base));
         }
         let children = StoreChildRuns::new(
             self,

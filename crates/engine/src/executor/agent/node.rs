@@ -55,6 +55,7 @@ pub(crate) fn render_prompts(
         input,
         outputs: &state.outputs,
         artifacts: &state.artifacts,
+        attachments: &ctx.attachments,
         loops: &loops,
         run_id: &ctx.run_id,
         secrets: &ctx.wf.secrets,
