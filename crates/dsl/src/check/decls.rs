@@ -401,9 +401,8 @@ fn backend_word(backend: ast::Backend) -> &'static str {
 }
 
 /// A delegate node's model must name the provider its CLI speaks (C914): `claude_code` talks
-/// to Anthropic, `codex` to an OpenAI Responses server. The delegate-only properties
-/// (`session`, `reasoning_effort`, `max_tokens`) on a claw node are refused the same way (C914 names the
-/// property), since the built-in loop has no CLI session to carry.
+/// to Anthropic, `codex` to an OpenAI Responses server. A carried `session` on a claw node is
+/// the warning C941, since the built-in loop has no conversation to carry between nodes.
 fn check_delegate(
     a: &ast::AgentProps,
     backend: Option<ast::Backend>,
@@ -415,19 +414,13 @@ fn check_delegate(
         |span: Span, message: String| Diagnostic::new(Code::C914, span, message).with_node(name);
     let speaks: &[&str] = match backend {
         ast::Backend::Claw => {
-            // Upstream workflows set these on claw nodes; the built-in loop does not carry
-            // them yet, which is said (C941) rather than refused.
-            let unused = [
-                a.delegate.session.and_then(|(s, span)| {
-                    (!matches!(s, ast::Session::Fresh | ast::Session::ArtifactsOnly))
-                        .then_some(("session", span))
-                }),
-                a.delegate
-                    .reasoning_effort
-                    .as_ref()
-                    .map(|w| ("reasoning_effort", w.span)),
-                a.delegate.max_tokens.map(|n| ("max_tokens", n.span)),
-            ];
+            // Upstream workflows set `session` on claw nodes; the built-in loop does not carry
+            // a conversation between nodes yet, which is said (C941) rather than refused.
+            // `reasoning_effort` and `max_tokens` reach the provider's request.
+            let unused = [a.delegate.session.and_then(|(s, span)| {
+                (!matches!(s, ast::Session::Fresh | ast::Session::ArtifactsOnly))
+                    .then_some(("session", span))
+            })];
             for (prop, span) in unused.into_iter().flatten() {
                 out.push(
                     Diagnostic::new(

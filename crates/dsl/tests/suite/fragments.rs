@@ -184,11 +184,12 @@ fn c914_a_delegate_backend_refuses_a_provider_its_cli_cannot_speak() {
 }
 
 #[test]
-fn c941_delegate_properties_on_a_claw_node_warn_that_they_do_nothing() {
+fn c941_a_carried_session_on_a_claw_node_warns_that_it_does_nothing() {
+    // `max_tokens` and `reasoning_effort` reach the provider's request: no warning.
     let src = run_nodes(
-        "agent x:\n  model: \"anthropic/claude\"\n  session: inherit\n  max_tokens: 9\n  user: \"hi\"\n",
+        "agent x:\n  model: \"anthropic/claude\"\n  session: inherit\n  max_tokens: 9\n  reasoning_effort: high\n  user: \"hi\"\n",
     );
-    expect(&src, &[("C941", 3), ("C941", 4)]);
+    expect(&src, &[("C941", 3)]);
 }
 
 #[test]

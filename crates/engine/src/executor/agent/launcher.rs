@@ -167,6 +167,7 @@ impl Launcher {
             output: spec.output.clone(),
             run_id: run_id.to_owned(),
             mcp_servers,
+            generation: spec.generation.clone(),
         };
         let policy = PermissionPolicy::allowing(spec.tools.iter().map(|t| t.name.as_str()));
         let mut bootstrap = vec![

@@ -137,6 +137,7 @@ fn loop_spec(base_url: &str, tools: Vec<ToolSpec>) -> LoopSpec {
         tools,
         max_turns: 5,
         output: None,
+        generation: Default::default(),
     }
 }
 
@@ -155,6 +156,7 @@ fn bootstrap(spec: &LoopSpec) -> Vec<Envelope> {
         output: None,
         run_id: "r".into(),
         mcp_servers: vec![],
+        generation: Default::default(),
     };
     vec![
         Envelope::new(
