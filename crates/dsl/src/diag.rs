@@ -207,6 +207,9 @@ pub enum Code {
     C914,
     /// `C915`: a subbot `source` that resolves outside the workflow's repository.
     C915,
+    /// `C916`: a bundle's `prompts/` file that cannot be read by the bundle rules (a symlink out
+    /// of the bundle, not a regular file, over the size bound, not UTF-8).
+    C916,
     /// `C920` (warning): a router's condition reads an input field that the output of one of
     /// its predecessors cannot have.
     C920,
@@ -325,6 +328,7 @@ impl Code {
         Code::C913,
         Code::C914,
         Code::C915,
+        Code::C916,
         Code::C920,
         Code::C940,
         Code::C941,
@@ -436,6 +440,7 @@ impl Code {
             Code::C913 => "C913",
             Code::C914 => "C914",
             Code::C915 => "C915",
+            Code::C916 => "C916",
             Code::C920 => "C920",
             Code::C940 => "C940",
             Code::C941 => "C941",
