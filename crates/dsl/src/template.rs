@@ -373,21 +373,19 @@ pub fn check_shape(ns: Namespace, path: &[String]) -> Result<(), ShapeError> {
         | Namespace::Outputs
         | Namespace::Secrets
         | Namespace::Artifacts
-        | Namespace::Attachments => {
-            match seg(0) {
-                Some(_) => Ok(()),
-                None => Err(ShapeError::NeedsName {
-                    namespace: ns,
-                    what: match ns {
-                        Namespace::Vars => "var",
-                        Namespace::Outputs => "node",
-                        Namespace::Artifacts => "artifact",
-                        Namespace::Attachments => "attachment",
-                        _ => "secret",
-                    },
-                }),
-            }
-        }
+        | Namespace::Attachments => match seg(0) {
+            Some(_) => Ok(()),
+            None => Err(ShapeError::NeedsName {
+                namespace: ns,
+                what: match ns {
+                    Namespace::Vars => "var",
+                    Namespace::Outputs => "node",
+                    Namespace::Artifacts => "artifact",
+                    Namespace::Attachments => "attachment",
+                    _ => "secret",
+                },
+            }),
+        },
         Namespace::Run => match path {
             [id] if id == "id" => Ok(()),
             [] => Err(ShapeError::RunNeedsField),

@@ -95,10 +95,6 @@ pub use launcher::reaper::{
     ReapReport, Verdict, reap_cloud, reap_interval, reap_local, reapable, recover_interrupted,
     run_sandbox_reaper, sandbox_resource_reapable, survey_local,
 };
-pub use sandbox::attachments::{
-    AttachmentError, AttachmentSource, MAX_FILE_BYTES as MAX_ATTACHMENT_BYTES,
-    MAX_TOTAL_BYTES as MAX_ATTACHMENTS_TOTAL_BYTES,
-};
 pub use preflight::{
     BasicReport, Check, CheckId, CheckStatus, ContainerNeeds, Counts, DEFAULT_DOCTOR_TIMEOUT,
     HostClass, ITERION_SANDBOX_DOCTOR_TIMEOUT, ITERION_SANDBOX_PREFLIGHT, PreflightError,
@@ -115,8 +111,8 @@ pub use records::events::{
 };
 pub use records::record::{NoObserver, RunObserver};
 pub use records::sandbox_events::{
-    Adoption, BUILD_ERROR_MAX_BYTES, DevboxTarget, DrainFailure, NetworkBlocked,
-    AttachmentRecord, PINNED_NOOP_REASON, SandboxAttachmentsCopied, SandboxBuildFailed, SandboxBuildFinished,
+    Adoption, AttachmentRecord, BUILD_ERROR_MAX_BYTES, DevboxTarget, DrainFailure, NetworkBlocked,
+    PINNED_NOOP_REASON, SandboxAttachmentsCopied, SandboxBuildFailed, SandboxBuildFinished,
     SandboxBuildStarted, SandboxClawRoutedViaRunner, SandboxDevboxProvisioned, SandboxEnvDenied,
     SandboxHostBindsDropped, SandboxHostStateMounted, SandboxImageEnvPlanted,
     SandboxNetworkDefaulted, SandboxRunfilesDrainFailed, SandboxScratchBanked,
@@ -126,6 +122,10 @@ pub use records::sandbox_events::{
 };
 pub use records::secrets::ResolvedSecret;
 pub use records::sink::{EventSink, LogLine, MemoryEventSink, MemoryRunLog, RunLogSink};
+pub use sandbox::attachments::{
+    AttachmentError, AttachmentSource, MAX_FILE_BYTES as MAX_ATTACHMENT_BYTES,
+    MAX_TOTAL_BYTES as MAX_ATTACHMENTS_TOTAL_BYTES,
+};
 pub use sandbox::engine_binary::{ContainerBinary, ITERION_BIN, container_binary_for};
 pub use sandbox::host::{claw_runner_main, host_sandbox};
 pub use sandbox::host_services::{HostService, HostServiceError, UntrustedHostServices};

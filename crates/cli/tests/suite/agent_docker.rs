@@ -233,7 +233,10 @@ fn generation_of(fake: &FakeModel) -> Vec<(serde_json::Value, serde_json::Value,
 fn max_tokens_and_reasoning_effort_reach_the_request_of_a_claw_node_on_the_host() {
     let env = Env::new();
     env.write("w.iter", &model_params_example());
-    let fake = FakeModel::start(Api::Anthropic, vec![Reply::text("Nobody is there to fix it.")]);
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![Reply::text("Nobody is there to fix it.")],
+    );
     let out = env
         .cmd()
         .args(["run", "w.iter", "--sandbox", "none"])
@@ -271,7 +274,10 @@ fn docker_max_tokens_and_reasoning_effort_reach_the_request_from_the_container()
             ),
         ),
     );
-    let fake = FakeModel::start(Api::Anthropic, vec![Reply::text("Nobody is there to fix it.")]);
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![Reply::text("Nobody is there to fix it.")],
+    );
     let out = env
         .cmd()
         .args(["run", "w.iter"])

@@ -303,7 +303,14 @@ fn without_a_sandbox_an_attachment_is_read_at_its_copy_on_the_host() {
     let env = attachments_env();
     let out = env
         .cmd()
-        .args(["run", "w.iter", "--sandbox", "none", "--attach", "notes=notes.txt"])
+        .args([
+            "run",
+            "w.iter",
+            "--sandbox",
+            "none",
+            "--attach",
+            "notes=notes.txt",
+        ])
         .output()
         .unwrap();
     let ended = env.only_run_ended(&out, 0);
@@ -342,8 +349,14 @@ fn a_hostile_attachment_is_refused_before_a_run_exists() {
     env.write("secret.txt", "PRIVATE KEY\n");
     std::os::unix::fs::symlink(env.path("secret.txt"), env.path("linked.txt")).unwrap();
     for (args, says) in [
-        (vec!["--attach", "notes=linked.txt"], "goes through a symbolic link"),
-        (vec!["--attach", "other=notes.txt"], "declares no attachment \"other\""),
+        (
+            vec!["--attach", "notes=linked.txt"],
+            "goes through a symbolic link",
+        ),
+        (
+            vec!["--attach", "other=notes.txt"],
+            "declares no attachment \"other\"",
+        ),
         (vec![], "attachment notes is required"),
         (vec!["--attach", "notes=."], "is not a regular file"),
         (vec!["--attach", "notes"], "expected NAME=PATH"),
@@ -355,7 +368,11 @@ fn a_hostile_attachment_is_refused_before_a_run_exists() {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr_of(&out));
-        assert!(stderr_of(&out).contains(says), "{args:?}: {}", stderr_of(&out));
+        assert!(
+            stderr_of(&out).contains(says),
+            "{args:?}: {}",
+            stderr_of(&out)
+        );
     }
     assert_eq!(env.runs().len(), 0);
 }

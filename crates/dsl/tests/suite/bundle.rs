@@ -26,11 +26,18 @@ fn codes(dir: &Path) -> Vec<String> {
 #[test]
 fn a_bundle_prompt_file_is_a_prompt_and_main_bot_wins_a_clash() {
     let dir = bundle(MAIN);
-    std::fs::write(dir.path().join("prompts/helper.md"), "You help {{vars.who}}.\n\n").unwrap();
+    std::fs::write(
+        dir.path().join("prompts/helper.md"),
+        "You help {{vars.who}}.\n\n",
+    )
+    .unwrap();
     std::fs::write(dir.path().join("prompts/own.md"), "From the folder.").unwrap();
     std::fs::write(dir.path().join("prompts/not-a-name.md"), "ignored").unwrap();
     std::fs::write(dir.path().join("prompts/.gitkeep"), "").unwrap();
-    let main = MAIN.replace("workflow w:", "vars:\n  who: string = \"you\"\n\nworkflow w:");
+    let main = MAIN.replace(
+        "workflow w:",
+        "vars:\n  who: string = \"you\"\n\nworkflow w:",
+    );
     std::fs::write(dir.path().join("main.bot"), &main).unwrap();
     let compiled = compile_file(&dir.path().join("main.bot"), &CompileOptions::default()).unwrap();
     assert_eq!(compiled.error_count(), 0, "{:?}", compiled.diagnostics);
@@ -67,7 +74,8 @@ fn a_prompt_symlinked_out_of_the_bundle_is_refused() {
     std::os::unix::fs::symlink(outside.path(), dir.path().join("prompts")).unwrap();
     let got = codes(dir.path());
     assert!(
-        got.iter().any(|c| c.starts_with("C916: bundle prompts/ is a symbolic link")),
+        got.iter()
+            .any(|c| c.starts_with("C916: bundle prompts/ is a symbolic link")),
         "{got:?}"
     );
 }
@@ -79,7 +87,8 @@ fn a_prompt_over_the_bound_is_refused() {
     file.set_len(iterion_dsl::MAX_PROMPT_BYTES + 1).unwrap();
     let got = codes(dir.path());
     assert!(
-        got.iter().any(|c| c.starts_with("C916: bundle prompt prompts/helper.md")),
+        got.iter()
+            .any(|c| c.starts_with("C916: bundle prompt prompts/helper.md")),
         "{got:?}"
     );
 }

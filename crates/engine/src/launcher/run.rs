@@ -83,11 +83,9 @@ impl Engine {
                 self.environment.get(k)
             })
             .map_err(crate::launcher::launch::LaunchError::from)?;
-        let staged = crate::sandbox::attachments::stage(
-            &request.workflow,
-            &request.options.attachments,
-        )
-        .map_err(crate::launcher::launch::LaunchError::from)?;
+        let staged =
+            crate::sandbox::attachments::stage(&request.workflow, &request.options.attachments)
+                .map_err(crate::launcher::launch::LaunchError::from)?;
         let holder = holder_name();
         let run = self
             .store
@@ -513,8 +511,7 @@ impl Engine {
                 untrusted_copy: None,
                 child_of_live_sandbox: attempt.run.parent_run_id.is_some(),
                 attachments: {
-                    let dir =
-                        crate::sandbox::attachments::run_dir(&self.iterion_home, run_id);
+                    let dir = crate::sandbox::attachments::run_dir(&self.iterion_home, run_id);
                     dir.is_dir().then_some(dir)
                 },
             },
@@ -728,8 +725,7 @@ impl Engine {
                 Some(_) => crate::sandbox::attachments::CONTAINER_DIR.to_owned(),
                 None => dir.to_string_lossy().into_owned(),
             };
-            execution =
-                execution.attachments(crate::sandbox::attachments::scope(&records, &base));
+            execution = execution.attachments(crate::sandbox::attachments::scope(&records, &base));
         }
         let children = StoreChildRuns::new(
             self,

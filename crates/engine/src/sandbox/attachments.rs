@@ -277,8 +277,7 @@ fn copy_all(items: Vec<StagedFile>, dir: &Path) -> Result<Vec<AttachmentRecord>,
         }
         out.sync_all().map_err(store)?;
         drop(out);
-        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o444))
-            .map_err(store)?;
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o444)).map_err(store)?;
         records.push(AttachmentRecord {
             name: item.name,
             file: item.file_name,

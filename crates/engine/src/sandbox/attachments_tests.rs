@@ -7,9 +7,8 @@ use pretty_assertions::assert_eq;
 use super::*;
 
 fn workflow(decls: &str) -> Workflow {
-    let src = format!(
-        "{decls}\ntool t:\n  command: `true`\n\nworkflow w:\n  entry: t\n  t -> done\n"
-    );
+    let src =
+        format!("{decls}\ntool t:\n  command: `true`\n\nworkflow w:\n  entry: t\n  t -> done\n");
     let compiled = iterion_dsl::compile(src.as_bytes(), &Default::default());
     compiled.workflow.expect("the test workflow compiles")
 }
