@@ -115,7 +115,7 @@ pub(crate) async fn run(
     };
     let reasoning_effort = match &agent.reasoning_effort {
         None => None,
-        Some(text) => crate::executor::agent::node::effort(ctx, id, text)?,
+        Some(text) => crate::executor::agent::effort::effort(ctx, id, text)?,
     };
     let mut task = DelegateTask {
         cli,
