@@ -315,6 +315,14 @@ fn claude(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
             allowed.push(rule);
         }
     }
+    // The MCP servers iterion gives the CLI run without a prompt too (`mcp__<server>`: all of
+    // that server's tools); a repository's are never loaded (`--strict-mcp-config`).
+    let mcp_rules: Vec<String> = task
+        .mcp_servers
+        .iter()
+        .map(|s| format!("mcp__{}", s.name))
+        .collect();
+    allowed.extend(mcp_rules.iter().map(String::as_str));
     let allowed = allowed.join(",");
     let mut argv: Vec<String> = [
         "claude",
