@@ -153,8 +153,10 @@ pub fn mcp_config(cli: Cli, servers: &[McpServer]) -> Option<String> {
             let mut out = String::new();
             for s in servers {
                 let args: Vec<String> = s.args.iter().map(|a| toml_str(a)).collect();
+                // Its tools run without an approval: `approval_policy = "never"` would otherwise
+                // refuse every call ("MCP tool call requires approval").
                 out.push_str(&format!(
-                    "\n[mcp_servers.{}]\ncommand = {}\nargs = [{}]\n",
+                    "\n[mcp_servers.{}]\ncommand = {}\nargs = [{}]\ndefault_tools_approval_mode = \"approve\"\n",
                     toml_str(&s.name),
                     toml_str(&s.command),
                     args.join(", ")

@@ -112,7 +112,7 @@ fn pause_then_resume(
     // The resume continued the CLI's session: the fake saw the first prompt again, the
     // question and the answer.
     let requests = fake.requests();
-    let last = conversation(requests.last().unwrap());
+    let last = conversation(&requests[1]);
     assert!(
         last.contains("Deploy the service.")
             && last.contains(QUESTION)
@@ -179,11 +179,12 @@ fn codex_on_the_host_asks_pauses_and_resume_answers_in_its_thread() {
     let fake = FakeModel::start(
         Api::Responses,
         vec![
-            Reply::tool("mcp__iterion__ask_user", json!({"question": QUESTION})),
+            // codex offers MCP tools inside a `namespace` tool, `mcp__<server>`.
+            Reply::tool("mcp__iterion/ask_user", json!({"question": QUESTION})),
             Reply::text("{\"answer\": \"deploying to staging\"}"),
         ],
     );
-    pause_then_resume(&env, &fake, "mcp__iterion__ask_user", |args| {
+    pause_then_resume(&env, &fake, "mcp__iterion", |args| {
         env.cmd()
             .args(args)
             .env("PATH", path_with(&clis))
