@@ -293,3 +293,38 @@ fn docker_claude_code_asks_from_the_container_and_the_listener_refuses_everyone_
     assert!(!format!("{events:?}{logs}").contains(ANTHROPIC_KEY));
     assert_eq!(env.containers(), Vec::<String>::new());
 }
+
+#[test]
+fn docker_codex_asks_from_the_container_pauses_and_resume_answers_in_its_thread() {
+    if !docker_or_skip("cli::delegates_ask::docker_codex") {
+        return;
+    }
+    let Some(static_bin) = static_iterion_or_skip("cli::delegates_ask::docker_codex") else {
+        return;
+    };
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        &workflow("codex", "openai/gpt-test", &sandbox_block(), ""),
+    );
+    let fake = FakeModel::start(
+        Api::Responses,
+        vec![
+            Reply::tool("mcp__iterion/ask_user", json!({"question": QUESTION})),
+            Reply::text("{\"answer\": \"deploying to staging\"}"),
+        ],
+    );
+    let events = pause_then_resume(&env, &fake, "mcp__iterion", |args| {
+        env.cmd()
+            .args(args)
+            .env("ITERION_BIN", &static_bin)
+            .env("OPENAI_API_KEY", OPENAI_KEY)
+            .env("ITERION_OPENAI_BASE_URL", fake.base_url())
+            .timeout(std::time::Duration::from_secs(300))
+            .output()
+            .unwrap()
+    });
+    assert_eq!(of_kind(&events, "sandbox_started").len(), 2, "{events:#?}");
+    assert!(!format!("{events:?}").contains(OPENAI_KEY));
+    assert_eq!(env.containers(), Vec::<String>::new());
+}
