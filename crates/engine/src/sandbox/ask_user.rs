@@ -393,6 +393,19 @@ async fn serve(mut stream: UnixStream, token: &ProxyToken, slots: &Slots, run_lo
     line.push(b'\n');
     let _ = stream.write_all(&line).await;
     let _ = stream.shutdown().await;
+    // A refused oversized request may still be arriving: closing with it unread would reset the
+    // connection and lose the refusal. Read (and drop) what is left, bounded in time and size.
+    let drain = async {
+        let mut buf = [0u8; 8192];
+        let mut left = 4 * REQUEST_MAX_BYTES;
+        while left > 0 {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
 
 #[cfg(test)]

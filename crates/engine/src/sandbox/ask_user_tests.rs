@@ -21,7 +21,11 @@ async fn send(path: &Path, line: &[u8]) -> AskReply {
     // The listener may answer (and close) before it read everything: a refused oversized line.
     let _ = stream.write_all(&bytes).await;
     let mut out = Vec::new();
-    stream.read_to_end(&mut out).await.unwrap();
+    // A request that reached a slot waits for its reply: nobody gives one here.
+    tokio::time::timeout(std::time::Duration::from_secs(5), stream.read_to_end(&mut out))
+        .await
+        .expect("the listener answered at once (a refusal)")
+        .unwrap();
     serde_json::from_slice(&out).unwrap()
 }
 
