@@ -319,9 +319,16 @@ fn claude(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
     }
     // The MCP servers iterion gives the CLI run without a prompt too (`mcp__<server>`: all of
     // that server's tools); a repository's are never loaded (`--strict-mcp-config`).
+    // A name that is not one plain word gets no rule: `,` or `(` in it would write other rules.
     let mcp_rules: Vec<String> = task
         .mcp_servers
         .iter()
+        .filter(|s| {
+            !s.name.is_empty()
+                && s.name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
         .map(|s| format!("mcp__{}", s.name))
         .collect();
     allowed.extend(mcp_rules.iter().map(String::as_str));
