@@ -163,7 +163,9 @@ fn serve(
                     error(id, -32602, "unknown tool")
                 } else {
                     match params["arguments"]["question"].as_str() {
-                        None => tool_text(id, "input field \"question\" (a string) is required", true),
+                        None => {
+                            tool_text(id, "input field \"question\" (a string) is required", true)
+                        }
                         Some(question) => match ask(question) {
                             AskReply::Answer { text } => tool_text(id, &text, false),
                             AskReply::Refused { reason } => {
@@ -252,7 +254,9 @@ mod tests {
                 reason: "the token is not this run's".to_owned(),
             },
         };
-        serve(&mut input.as_bytes(), &mut out, &ask, &|| panic!("no pause"));
+        serve(&mut input.as_bytes(), &mut out, &ask, &|| {
+            panic!("no pause")
+        });
         let got = lines(&out);
         assert_eq!(got.len(), 4, "{got:#?}");
         assert_eq!(got[0]["result"]["protocolVersion"], json!("2025-06-18"));

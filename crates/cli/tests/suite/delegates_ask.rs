@@ -130,7 +130,12 @@ fn claude_code_on_the_host_asks_pauses_and_resume_answers_in_its_session() {
     let env = Env::new();
     env.write(
         "w.iter",
-        &workflow("claude_code", "anthropic/claude-test", "  sandbox: none\n", ""),
+        &workflow(
+            "claude_code",
+            "anthropic/claude-test",
+            "  sandbox: none\n",
+            "",
+        ),
     );
     let fake = FakeModel::start(
         Api::Anthropic,
@@ -264,7 +269,10 @@ fn docker_claude_code_asks_from_the_container_and_the_listener_refuses_everyone_
         .iter()
         .map(|r| {
             (
-                r["result"]["content"][0]["text"].as_str().unwrap().to_owned(),
+                r["result"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
                 r["result"]["isError"].as_bool().unwrap(),
             )
         })
@@ -277,7 +285,10 @@ fn docker_claude_code_asks_from_the_container_and_the_listener_refuses_everyone_
     assert_eq!(
         texts,
         vec![
-            ("ask_user refused: the token is not this run's".to_owned(), true),
+            (
+                "ask_user refused: the token is not this run's".to_owned(),
+                true
+            ),
             (not_running("prober"), true),
             (not_running("asker"), true),
             (

@@ -684,26 +684,27 @@ impl Engine {
             }
             _ => None,
         };
-        let ask_user = match (active, &host_listener) {
-            (Some(active), _) => active.ask_user.as_ref().map(|listener| {
-                crate::executor::agent::env::AskChannel {
+        let ask_user =
+            match (active, &host_listener) {
+                (Some(active), _) => active.ask_user.as_ref().map(|listener| {
+                    crate::executor::agent::env::AskChannel {
+                        listener: Arc::clone(listener),
+                        socket: crate::sandbox::ask_user::CONTAINER_SOCKET.to_owned(),
+                        command: active.engine_bin.to_owned(),
+                    }
+                }),
+                (None, Some(listener)) => crate::sandbox::engine_binary::engine_binary_for_run(
+                    self.engine_binary.as_deref(),
+                    &self.environment,
+                )
+                .or_else(|| std::env::current_exe().ok())
+                .map(|bin| crate::executor::agent::env::AskChannel {
                     listener: Arc::clone(listener),
-                    socket: crate::sandbox::ask_user::CONTAINER_SOCKET.to_owned(),
-                    command: active.engine_bin.to_owned(),
-                }
-            }),
-            (None, Some(listener)) => crate::sandbox::engine_binary::engine_binary_for_run(
-                self.engine_binary.as_deref(),
-                &self.environment,
-            )
-            .or_else(|| std::env::current_exe().ok())
-            .map(|bin| crate::executor::agent::env::AskChannel {
-                listener: Arc::clone(listener),
-                socket: listener.path().to_string_lossy().into_owned(),
-                command: bin.to_string_lossy().into_owned(),
-            }),
-            (None, None) => None,
-        };
+                    socket: listener.path().to_string_lossy().into_owned(),
+                    command: bin.to_string_lossy().into_owned(),
+                }),
+                (None, None) => None,
+            };
         let mut execution = Execution::new(&attempt.workflow, run_id, sandbox, sink)
             .vars(attempt.vars.clone())
             .environment(self.environment.clone())

@@ -288,7 +288,8 @@ async fn accept_loop(
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let (token, slots, run_log) = (Arc::clone(&token), Arc::clone(&slots), Arc::clone(&run_log));
+        let (token, slots, run_log) =
+            (Arc::clone(&token), Arc::clone(&slots), Arc::clone(&run_log));
         tokio::spawn(async move {
             serve(stream, &token, &slots, run_log.as_ref()).await;
         });
@@ -356,9 +357,12 @@ fn admit(
 }
 
 async fn serve(mut stream: UnixStream, token: &ProxyToken, slots: &Slots, run_log: &dyn RunLog) {
-    let read = tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut stream, REQUEST_MAX_BYTES))
-        .await
-        .unwrap_or_else(|_| Err("no request within the time allowed".to_owned()));
+    let read = tokio::time::timeout(
+        REQUEST_TIMEOUT,
+        read_request(&mut stream, REQUEST_MAX_BYTES),
+    )
+    .await
+    .unwrap_or_else(|_| Err("no request within the time allowed".to_owned()));
     let verdict = read.and_then(|line| {
         let request: AskRequest = serde_json::from_slice(&line)
             .map_err(|e| format!("the request is not an ask-user request: {e}"))?;

@@ -8,9 +8,13 @@ use super::*;
 use crate::records::secrets::Redactor;
 
 async fn listener(dir: &Path) -> AskUserListener {
-    AskUserListener::bind(dir, &Redactor::default(), Arc::new(iterion_sandbox::NullRunLog))
-        .await
-        .unwrap()
+    AskUserListener::bind(
+        dir,
+        &Redactor::default(),
+        Arc::new(iterion_sandbox::NullRunLog),
+    )
+    .await
+    .unwrap()
 }
 
 /// Sends `line` (a newline is added) and reads the reply.
@@ -22,10 +26,13 @@ async fn send(path: &Path, line: &[u8]) -> AskReply {
     let _ = stream.write_all(&bytes).await;
     let mut out = Vec::new();
     // A request that reached a slot waits for its reply: nobody gives one here.
-    tokio::time::timeout(std::time::Duration::from_secs(5), stream.read_to_end(&mut out))
-        .await
-        .expect("the listener answered at once (a refusal)")
-        .unwrap();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        stream.read_to_end(&mut out),
+    )
+    .await
+    .expect("the listener answered at once (a refusal)")
+    .unwrap();
     serde_json::from_slice(&out).unwrap()
 }
 
@@ -53,7 +60,8 @@ async fn a_question_reaches_the_open_slot_of_its_node_and_its_reply_comes_back()
     let mut other = l.open("other");
     let path = l.path().to_owned();
     let token = l.token().to_owned();
-    let client = tokio::spawn(async move { send(&path, &request(&token, "asker", "Which env?")).await });
+    let client =
+        tokio::spawn(async move { send(&path, &request(&token, "asker", "Which env?")).await });
     let asked = asking.asked.recv().await.unwrap();
     assert_eq!(asked.question, "Which env?");
     asked
@@ -84,7 +92,10 @@ async fn a_wrong_token_and_a_second_runs_token_are_refused() {
         let reply = send(a.path(), &request(token, "asker", "Which env?")).await;
         assert_eq!(refused(&reply), "the token is not this run's");
     }
-    assert!(slot.asked.try_recv().is_err(), "no refused question reached the node");
+    assert!(
+        slot.asked.try_recv().is_err(),
+        "no refused question reached the node"
+    );
 }
 
 #[tokio::test]
@@ -124,7 +135,10 @@ async fn a_node_without_an_open_slot_is_refused_even_with_the_token() {
     // A slot, once closed, refuses too.
     drop(l.open("asker"));
     let reply = send(l.path(), &request(l.token(), "asker", "Which env?")).await;
-    assert!(refused(&reply).starts_with("node \"asker\" may not ask"), "{reply:?}");
+    assert!(
+        refused(&reply).starts_with("node \"asker\" may not ask"),
+        "{reply:?}"
+    );
 }
 
 #[tokio::test]
@@ -139,7 +153,11 @@ async fn the_token_is_redacted_and_the_socket_is_connectable_by_anyone() {
     )
     .await
     .unwrap();
-    assert!(!redactor.redact(&format!("x {} y", l.token())).contains(l.token()));
+    assert!(
+        !redactor
+            .redact(&format!("x {} y", l.token()))
+            .contains(l.token())
+    );
     let mode = std::fs::metadata(l.path()).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o666);
 }

@@ -385,23 +385,24 @@ async fn apply(
     // that the driver binds; decided here, before the container exists, because that bind is
     // part of its shape. A driver whose proxy is not on a Unix socket shares no run dir (gets
     // none: an interactive delegate node then fails with CAPABILITY_UNSUPPORTED).
-    let ask_user = if ctx.ask_user && matches!(addresses.bind, iterion_sandbox::ProxyBind::UnixSocket(_)) {
-        match ask_user::AskUserListener::bind(
-            &run_dir.join("net"),
-            &ctx.redactor,
-            Arc::clone(&ctx.run_log),
-        )
-        .await
-        {
-            Ok(listener) => Some(Arc::new(listener)),
-            Err(error) => {
-                made.undo().await;
-                return Err(SetupError::failed(error.to_string()));
+    let ask_user =
+        if ctx.ask_user && matches!(addresses.bind, iterion_sandbox::ProxyBind::UnixSocket(_)) {
+            match ask_user::AskUserListener::bind(
+                &run_dir.join("net"),
+                &ctx.redactor,
+                Arc::clone(&ctx.run_log),
+            )
+            .await
+            {
+                Ok(listener) => Some(Arc::new(listener)),
+                Err(error) => {
+                    made.undo().await;
+                    return Err(SetupError::failed(error.to_string()));
+                }
             }
-        }
-    } else {
-        None
-    };
+        } else {
+            None
+        };
     // L10: the proxy, listening from here on; every later failure shuts it down.
     let proxy = match egress::start_network_proxy(
         &egress::ProxyRequest {

@@ -39,12 +39,12 @@ use tokio::io::AsyncBufReadExt as _;
 
 use crate::executor::agent::env::{AgentEnv, AgentPlace};
 use crate::executor::agent::operator::{AgentResult, Operator, PausedAgent, PausedDelegate};
-use crate::sandbox::ask_user::{self, AskReply, Slot};
 use crate::executor::ctx::Ctx;
 use crate::executor::outcome::{Failure, TAIL_BYTES};
 use crate::records::agent_events::{AgentToolCall, AgentTurn, bound_transcript_text};
 use crate::records::events::Event;
 use crate::records::sink::LogLine;
+use crate::sandbox::ask_user::{self, AskReply, Slot};
 use iterion_vocab::{FailureCode, LogStream};
 
 /// The longest one CLI run may take before the node fails.
@@ -195,7 +195,10 @@ pub(crate) async fn run(
             log(
                 ctx,
                 id,
-                format!("{backend}: resuming session {} with the operator's answer", delegate.session),
+                format!(
+                    "{backend}: resuming session {} with the operator's answer",
+                    delegate.session
+                ),
             );
             (
                 Start::Resume(delegate.session),
@@ -457,7 +460,9 @@ async fn serve_questions(
                     "ask_user: nobody can answer now; the CLI session ends and the run pauses"
                         .to_owned(),
                 );
-                *paused.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                *paused
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
                     Some(asked.question.clone());
                 AskReply::Paused
             }
@@ -513,10 +518,7 @@ async fn paused_at(
     let mut files = Vec::new();
     let mut total = 0usize;
     for name in names.lines().filter(|n| !n.is_empty()) {
-        let cat = [
-            "cat".to_owned(),
-            format!("{}/{name}", task.config_dir),
-        ];
+        let cat = ["cat".to_owned(), format!("{}/{name}", task.config_dir)];
         let read = ctx
             .sandbox
             .exec(&cat, ExecOpts::default())
