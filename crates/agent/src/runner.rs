@@ -75,6 +75,9 @@ pub struct TaskData {
     /// The node's MCP servers, started by the runner inside the sandbox (defined here).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<McpServerSpec>,
+    /// `max_tokens` and `reasoning_effort` (defined here).
+    #[serde(default, skip_serializing_if = "crate::wire::Generation::is_unset")]
+    pub generation: crate::wire::Generation,
 }
 
 /// The `session_replay` data the launcher sends to resume a paused loop (defined here).
@@ -345,6 +348,7 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
             .max_turns
             .unwrap_or(iterion_dsl::ir::DEFAULT_TOOL_MAX_STEPS),
         output: task.output.clone(),
+        generation: task.generation.clone(),
     };
     let client = HttpClient::new(Route::EnvProxy, crate::http::MODEL_TIMEOUT, env)
         .map_err(RunnerError::Client)?;

@@ -79,6 +79,7 @@ fn task(base_url: &str, workdir: &str, tools: Vec<ToolSpec>) -> Value {
         output: None,
         run_id: "r".into(),
         mcp_servers: vec![],
+        generation: Default::default(),
     })
     .unwrap()
 }

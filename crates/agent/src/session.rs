@@ -174,6 +174,8 @@ pub struct LoopSpec {
     pub max_turns: u32,
     /// The output schema, by name.
     pub output: Option<(String, Schema)>,
+    /// `max_tokens` and `reasoning_effort`, on every request.
+    pub generation: wire::Generation,
 }
 
 /// How a loop ended well.
@@ -428,9 +430,19 @@ async fn call_model(
     choice: ToolChoice,
 ) -> Result<Turn, LoopError> {
     let provider = spec.endpoint.provider;
-    let (path, body) = wire::encode(provider, &spec.model, conversation, &spec.tools, choice);
+    let (path, body) = wire::encode(
+        provider,
+        &spec.model,
+        conversation,
+        &spec.tools,
+        choice,
+        &spec.generation,
+    );
     let url = format!("{}{path}", spec.endpoint.base_url);
-    let headers = wire::auth_headers(provider, &spec.endpoint.api_key);
+    let mut headers = wire::auth_headers(provider, &spec.endpoint.api_key);
+    if provider.is_messages_api() && spec.generation.reasoning_effort.is_some() {
+        headers.push(("anthropic-beta", wire::EFFORT_BETA.to_owned()));
+    }
     let headers: Vec<(&str, String)> = headers.into_iter().collect();
     let body = serde_json::to_vec(&body).map_err(|e| LoopError::Model(e.to_string()))?;
     let mut attempt = 0u32;

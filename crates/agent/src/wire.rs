@@ -123,6 +123,40 @@ pub(crate) struct Turn {
     pub stop_reason: Option<String>,
 }
 
+/// A node's `max_tokens` and `reasoning_effort` (docs/language.md "agent"), as every request of
+/// its loop carries them. The default sets neither: the request then has this crate's own
+/// output cap and no effort.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Generation {
+    /// The most output tokens per answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// The effort word as the workflow wrote it (expanded): `minimal`, `low`, `medium`, `high`,
+    /// `xhigh` or `max`; mapped to what each API takes by [`effort_for`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+}
+
+impl Generation {
+    /// Whether neither is set.
+    pub fn is_unset(&self) -> bool {
+        self.max_tokens.is_none() && self.reasoning_effort.is_none()
+    }
+}
+
+/// The effort word the provider's API takes for `effort`: Anthropic's `output_config.effort`
+/// takes `low`, `medium`, `high`; Chat Completions' `reasoning_effort` also `minimal`. A word
+/// above the range (`xhigh`, `max`) is the highest, below it the lowest; an unknown word is
+/// passed as written (the provider then answers with its own error).
+pub fn effort_for(provider: Provider, effort: &str) -> String {
+    let messages = provider.is_messages_api();
+    match effort {
+        "minimal" if messages => "low".to_owned(),
+        "xhigh" | "max" => "high".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
 /// The request path under the base URL and the JSON body.
 pub(crate) fn encode(
     provider: Provider,
@@ -130,19 +164,36 @@ pub(crate) fn encode(
     conversation: &Conversation,
     tools: &[ToolSpec],
     choice: ToolChoice,
+    generation: &Generation,
 ) -> (&'static str, Value) {
     if provider.is_messages_api() {
-        (
-            "/v1/messages",
-            anthropic_body(model, conversation, tools, choice),
-        )
+        let mut body = anthropic_body(model, conversation, tools, choice);
+        if let Some(n) = generation.max_tokens {
+            body["max_tokens"] = json!(n);
+        }
+        if let Some(effort) = &generation.reasoning_effort {
+            body["output_config"] = json!({"effort": effort_for(provider, effort)});
+        }
+        ("/v1/messages", body)
     } else {
-        (
-            "/chat/completions",
-            openai_body(model, conversation, tools, choice),
-        )
+        let mut body = openai_body(model, conversation, tools, choice);
+        if let Some(n) = generation.max_tokens {
+            // OpenAI's reasoning models take only the newer name; other servers the older one.
+            let key = match provider {
+                Provider::Openai => "max_completion_tokens",
+                Provider::Anthropic | Provider::OpenaiCompatible => "max_tokens",
+            };
+            body[key] = json!(n);
+        }
+        if let Some(effort) = &generation.reasoning_effort {
+            body["reasoning_effort"] = json!(effort_for(provider, effort));
+        }
+        ("/chat/completions", body)
     }
 }
+
+/// The `anthropic-beta` value a Messages request with an effort carries.
+pub(crate) const EFFORT_BETA: &str = "effort-2025-11-24";
 
 /// The headers carrying the key.
 pub(crate) fn auth_headers(provider: Provider, key: &str) -> Vec<(&'static str, String)> {
@@ -439,7 +490,14 @@ mod tests {
             description: "d".into(),
             input_schema: json!({"type": "object"}),
         }];
-        let (path, body) = encode(Provider::Anthropic, "m", &convo(), &tools, ToolChoice::None);
+        let (path, body) = encode(
+            Provider::Anthropic,
+            "m",
+            &convo(),
+            &tools,
+            ToolChoice::None,
+            &Generation::default(),
+        );
         assert_eq!(path, "/v1/messages");
         assert_eq!(
             body,
@@ -460,7 +518,14 @@ mod tests {
 
     #[test]
     fn openai_bodies_use_function_calls_and_tool_messages() {
-        let (path, body) = encode(Provider::Openai, "m", &convo(), &[], ToolChoice::Auto);
+        let (path, body) = encode(
+            Provider::Openai,
+            "m",
+            &convo(),
+            &[],
+            ToolChoice::Auto,
+            &Generation::default(),
+        );
         assert_eq!(path, "/chat/completions");
         assert_eq!(
             body,
@@ -472,6 +537,53 @@ mod tests {
                 {"role": "tool", "tool_call_id": "c1", "content": "a\n"},
             ]})
         );
+    }
+
+    #[test]
+    fn max_tokens_and_reasoning_effort_reach_each_api_in_its_own_words() {
+        let generation = |effort: &str| Generation {
+            max_tokens: Some(777),
+            reasoning_effort: Some(effort.to_owned()),
+        };
+        let (_, body) = encode(
+            Provider::Anthropic,
+            "m",
+            &convo(),
+            &[],
+            ToolChoice::Auto,
+            &generation("xhigh"),
+        );
+        assert_eq!(
+            (&body["max_tokens"], &body["output_config"]),
+            (&json!(777), &json!({"effort": "high"}))
+        );
+        let (_, body) = encode(
+            Provider::Openai,
+            "m",
+            &convo(),
+            &[],
+            ToolChoice::Auto,
+            &generation("minimal"),
+        );
+        assert_eq!(
+            (&body["max_completion_tokens"], &body["reasoning_effort"]),
+            (&json!(777), &json!("minimal"))
+        );
+        assert!(body.get("max_tokens").is_none());
+        let (_, body) = encode(
+            Provider::OpenaiCompatible,
+            "m",
+            &convo(),
+            &[],
+            ToolChoice::Auto,
+            &generation("low"),
+        );
+        assert_eq!(
+            (&body["max_tokens"], &body["reasoning_effort"]),
+            (&json!(777), &json!("low"))
+        );
+        assert_eq!(effort_for(Provider::Anthropic, "minimal"), "low");
+        assert_eq!(effort_for(Provider::Openai, "max"), "high");
     }
 
     #[test]

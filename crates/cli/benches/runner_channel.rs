@@ -135,6 +135,7 @@ async fn main() {
         output: None,
         run_id: "bench".into(),
         mcp_servers: vec![],
+        generation: Default::default(),
     };
     for envelope in [
         Envelope::new("permission_policy", json!(["allow ask_user"])),

@@ -90,6 +90,10 @@ pub enum Command {
     /// engine runs it, people don't.
     #[command(name = "__exec-agent", hide = true)]
     ExecAgent,
+    /// The stdio MCP server (`ask_user`) a delegate CLI of an `interaction: ask` node runs; the
+    /// engine configures it, people don't.
+    #[command(name = "__mcp-ask-user", hide = true)]
+    McpAskUser,
     /// Run viewer: a web page of this store's runs (graph, sandbox, logs, transcripts, live),
     /// with a JSON API under /api/ (docs/studio.md). Runs until Ctrl-C.
     Studio(StudioArgs),
@@ -163,6 +167,10 @@ pub struct RunArgs {
     /// (`--var` still overrides them).
     #[arg(long = "preset", value_name = "NAME")]
     pub preset: Option<String>,
+    /// A file for one of the workflow's `attachments:` (repeatable): `--attach spec=./spec.pdf`.
+    /// It is copied into the run (read-only in the sandbox, at `/run/iterion/attachments`).
+    #[arg(long = "attach", value_name = "NAME=PATH")]
+    pub attach: Vec<String>,
     /// The sandbox flags (`iterion sandbox doctor` takes the same).
     #[command(flatten)]
     pub sandbox: SandboxFlags,

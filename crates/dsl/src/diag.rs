@@ -117,6 +117,10 @@ pub enum Code {
     C051,
     /// `C052`.
     C052,
+    /// `C053`: `{{attachments.NAME}}` names no declared attachment.
+    C053,
+    /// `C054`: `{{attachments.NAME.F}}` with a field other than `path`, `mime`, `size`, `sha256`.
+    C054,
     /// `C070`.
     C070,
     /// `C071`.
@@ -203,6 +207,9 @@ pub enum Code {
     C914,
     /// `C915`: a subbot `source` that resolves outside the workflow's repository.
     C915,
+    /// `C916`: a bundle's `prompts/` file that cannot be read by the bundle rules (a symlink out
+    /// of the bundle, not a regular file, over the size bound, not UTF-8).
+    C916,
     /// `C920` (warning): a router's condition reads an input field that the output of one of
     /// its predecessors cannot have.
     C920,
@@ -276,6 +283,8 @@ impl Code {
         Code::C050,
         Code::C051,
         Code::C052,
+        Code::C053,
+        Code::C054,
         Code::C070,
         Code::C071,
         Code::C072,
@@ -319,6 +328,7 @@ impl Code {
         Code::C913,
         Code::C914,
         Code::C915,
+        Code::C916,
         Code::C920,
         Code::C940,
         Code::C941,
@@ -385,6 +395,8 @@ impl Code {
             Code::C050 => "C050",
             Code::C051 => "C051",
             Code::C052 => "C052",
+            Code::C053 => "C053",
+            Code::C054 => "C054",
             Code::C070 => "C070",
             Code::C071 => "C071",
             Code::C072 => "C072",
@@ -428,6 +440,7 @@ impl Code {
             Code::C913 => "C913",
             Code::C914 => "C914",
             Code::C915 => "C915",
+            Code::C916 => "C916",
             Code::C920 => "C920",
             Code::C940 => "C940",
             Code::C941 => "C941",

@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod ast;
+mod bundle;
 mod check;
 pub mod diag;
 pub mod expr;
@@ -56,16 +57,33 @@ pub fn compile_file(path: &std::path::Path, opts: &CompileOptions) -> Result<Com
 /// the same directory, with no cycle through it, is compiled once (`check/subbots/session.rs`
 /// says why that is exact), so a file named by many subbot nodes costs one compile, not one per
 /// path to it.
+///
+/// A bundle's `main.bot` (docs/language.md "Bundles") also gets the prompts of the `prompts/`
+/// beside it; one that cannot be read is C916.
 pub fn compile_at(bytes: &[u8], path: &std::path::Path, opts: &CompileOptions) -> Compiled {
     let origin = check::Origin::root(path, compile_in);
-    compile_in(bytes, opts, Some(&origin)).0
+    let bundle = (path.file_name() == Some(std::ffi::OsStr::new(BUNDLE_MAIN)))
+        .then(|| bundle::prompts(path));
+    compile_with(bytes, opts, Some(&origin), bundle).0
 }
+
+pub use bundle::{MAX_PROMPT_BYTES, MAX_PROMPTS};
 
 /// The pipeline, with where the text came from (`None`: bytes without a file).
 pub(crate) fn compile_in(
     bytes: &[u8],
     opts: &CompileOptions,
     origin: Option<&check::Origin>,
+) -> (Compiled, check::Children) {
+    compile_with(bytes, opts, origin, None)
+}
+
+/// [`compile_in`] with a bundle's prompts (and the C916 of the files that could not be read).
+fn compile_with(
+    bytes: &[u8],
+    opts: &CompileOptions,
+    origin: Option<&check::Origin>,
+    bundle: Option<(Vec<bundle::BundlePrompt>, Vec<Diagnostic>)>,
 ) -> (Compiled, check::Children) {
     let mut diagnostics = Vec::new();
     let text = match source::normalise(bytes) {
@@ -78,18 +96,25 @@ pub(crate) fn compile_in(
             return (compiled, check::Children::default());
         }
     };
-    let (file, parse_diags) = parser::parse(&text);
+    let (mut file, parse_diags) = parser::parse(&text);
     diagnostics.extend(parse_diags);
+    let mut unread = Vec::new();
+    if let Some((prompts, failed)) = bundle {
+        bundle::add_to(&mut file, prompts);
+        unread = failed;
+    }
     let mut workflow = None;
     let mut children = check::Children::default();
     if diagnostics.is_empty() {
         let (diags, found) = check::run(&file, opts, origin);
         diagnostics.extend(diags);
+        diagnostics.append(&mut unread);
         children = found;
         if !diagnostics.iter().any(Diagnostic::is_error) {
             workflow = ir::lower::lower_with(&file, &children.compiled);
         }
     }
+    diagnostics.append(&mut unread);
     diag::sort(&mut diagnostics);
     let compiled = Compiled {
         diagnostics,

@@ -36,11 +36,13 @@ pub enum Namespace {
     Secrets,
     /// `artifacts.A[.F[.path]]`: the output a node published as `A`.
     Artifacts,
+    /// `attachments.A[.path|.mime|.size|.sha256]`: a file the operator attached at launch.
+    Attachments,
 }
 
 impl Namespace {
     /// Every namespace, in table order.
-    pub const ALL: [Namespace; 7] = [
+    pub const ALL: [Namespace; 8] = [
         Namespace::Vars,
         Namespace::Input,
         Namespace::Outputs,
@@ -48,6 +50,7 @@ impl Namespace {
         Namespace::Run,
         Namespace::Secrets,
         Namespace::Artifacts,
+        Namespace::Attachments,
     ];
 
     /// The spelling in source.
@@ -60,6 +63,7 @@ impl Namespace {
             Namespace::Run => "run",
             Namespace::Secrets => "secrets",
             Namespace::Artifacts => "artifacts",
+            Namespace::Attachments => "attachments",
         }
     }
 
@@ -70,7 +74,11 @@ impl Namespace {
 }
 
 /// Upstream namespaces this subset does not support: a reference to one is C004.
-pub const UNSUPPORTED_NAMESPACES: [&str; 3] = ["attachments", "each", "params"];
+pub const UNSUPPORTED_NAMESPACES: [&str; 2] = ["each", "params"];
+
+/// The fields of `{{attachments.NAME.F}}` (docs/language.md "Attachments"); the bare reference
+/// is `path`.
+pub const ATTACHMENT_FIELDS: [&str; 4] = ["path", "mime", "size", "sha256"];
 
 /// `{{ref}}` or `{{!ref}}` (DSL.md §4.1, §6.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -361,20 +369,23 @@ pub fn check_shape(ns: Namespace, path: &[String]) -> Result<(), ShapeError> {
     let seg = |i: usize| path.get(i).map(String::as_str);
     match ns {
         Namespace::Input => Ok(()),
-        Namespace::Vars | Namespace::Outputs | Namespace::Secrets | Namespace::Artifacts => {
-            match seg(0) {
-                Some(_) => Ok(()),
-                None => Err(ShapeError::NeedsName {
-                    namespace: ns,
-                    what: match ns {
-                        Namespace::Vars => "var",
-                        Namespace::Outputs => "node",
-                        Namespace::Artifacts => "artifact",
-                        _ => "secret",
-                    },
-                }),
-            }
-        }
+        Namespace::Vars
+        | Namespace::Outputs
+        | Namespace::Secrets
+        | Namespace::Artifacts
+        | Namespace::Attachments => match seg(0) {
+            Some(_) => Ok(()),
+            None => Err(ShapeError::NeedsName {
+                namespace: ns,
+                what: match ns {
+                    Namespace::Vars => "var",
+                    Namespace::Outputs => "node",
+                    Namespace::Artifacts => "artifact",
+                    Namespace::Attachments => "attachment",
+                    _ => "secret",
+                },
+            }),
+        },
         Namespace::Run => match path {
             [id] if id == "id" => Ok(()),
             [] => Err(ShapeError::RunNeedsField),

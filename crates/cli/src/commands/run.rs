@@ -165,7 +165,13 @@ async fn launch(args: RunArgs, env: &Environment) -> Result<Exit, Failure> {
             } else {
                 iterion_engine::UntrustedHostServices::Refused
             },
-            ..launch_options(&args.sandbox, &args.sandbox_env, cwd, env)?
+            attachments: args
+                .attach
+                .iter()
+                .map(|arg| iterion_engine::AttachmentSource::parse(arg, &cwd))
+                .collect::<Result<_, _>>()
+                .map_err(Failure::bad_input)?,
+            ..launch_options(&args.sandbox, &args.sandbox_env, cwd.clone(), env)?
         },
     };
     // The strict pre-flight (SANDBOX.md §11.4): a failing check refuses the launch (exit 2)
@@ -177,6 +183,11 @@ async fn launch(args: RunArgs, env: &Environment) -> Result<Exit, Failure> {
     }
     let (home, store) = open_store(env).await?;
     let engine = Arc::new(product_engine(store, home, env)?);
+    if args.submit && !request.options.attachments.is_empty() {
+        return Err(Failure::bad_input(anyhow::anyhow!(
+            "--attach cannot go with --submit: a queued run's runner has no access to this machine's files"
+        )));
+    }
     if args.submit {
         // `--submit` (ARCHITECTURE.md §4): queue for `iterion runner`, print the id, exit 0.
         let run = engine.submit(request).await.map_err(|e| match e {

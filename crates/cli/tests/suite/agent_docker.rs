@@ -207,3 +207,98 @@ fn docker_the_static_runner_refuses_a_five_mib_line_in_a_busybox_container() {
         json!({"type": "result", "data": {"output": null, "error": "envelope line over 4194304 bytes [RUNNER_LINE_TOO_LONG] before task"}})
     );
 }
+
+fn model_params_example() -> String {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/14_model_params.iter");
+    std::fs::read_to_string(&path).unwrap()
+}
+
+/// What every request of the example's loop carried: `max_tokens`, `output_config` and the
+/// `anthropic-beta` header.
+fn generation_of(fake: &FakeModel) -> Vec<(serde_json::Value, serde_json::Value, Option<String>)> {
+    fake.requests()
+        .iter()
+        .map(|r| {
+            (
+                r.body["max_tokens"].clone(),
+                r.body["output_config"].clone(),
+                r.header("anthropic-beta").map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn max_tokens_and_reasoning_effort_reach_the_request_of_a_claw_node_on_the_host() {
+    let env = Env::new();
+    env.write("w.iter", &model_params_example());
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![Reply::text("Nobody is there to fix it.")],
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none"])
+        .env("ANTHROPIC_API_KEY", KEY)
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .env("EFFORT", "max")
+        .output()
+        .unwrap();
+    env.only_run_ended(&out, 0);
+    assert_eq!(
+        generation_of(&fake),
+        vec![(
+            json!(1024),
+            json!({"effort": "high"}),
+            Some("effort-2025-11-24".to_owned())
+        )]
+    );
+}
+
+#[test]
+fn docker_max_tokens_and_reasoning_effort_reach_the_request_from_the_container() {
+    if !docker_or_skip("cli::agent_docker::model_params") {
+        return;
+    }
+    let Some(static_bin) = static_iterion_or_skip("cli::agent_docker::model_params") else {
+        return;
+    };
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        &model_params_example().replace(
+            "  sandbox: auto\n",
+            &format!(
+                "  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"example.invalid\"]\n"
+            ),
+        ),
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![Reply::text("Nobody is there to fix it.")],
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter"])
+        .env("ITERION_BIN", &static_bin)
+        .env("ANTHROPIC_API_KEY", KEY)
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .output()
+        .unwrap();
+    let ended = env.only_run_ended(&out, 0);
+    // The loop ran in the container's runner (the default effort of the example: high).
+    assert!(
+        kinds(&ended.events).contains(&"sandbox_started"),
+        "{:?}",
+        kinds(&ended.events)
+    );
+    assert_eq!(
+        generation_of(&fake),
+        vec![(
+            json!(1024),
+            json!({"effort": "high"}),
+            Some("effort-2025-11-24".to_owned())
+        )]
+    );
+}

@@ -222,3 +222,157 @@ fn an_mcp_server_never_runs_on_the_host() {
         .any(|n| n.starts_with("mcp-started-on-"));
     assert!(!started, "the MCP server ran on the host");
 }
+
+fn attachments_env() -> Env {
+    let env = Env::new();
+    env.write("w.iter", &example("13_attachments.iter"));
+    env.write("notes.txt", "one\ntwo\nthree\n");
+    env
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn docker_an_attachment_is_a_read_only_copy_in_the_sandbox() {
+    if !docker_or_skip("cli::lang_features::attachments_in_the_sandbox") {
+        return;
+    }
+    let Some(static_bin) = static_iterion_or_skip("cli::lang_features::attachments_in_the_sandbox")
+    else {
+        return;
+    };
+    let env = attachments_env();
+    env.write(
+        "w.iter",
+        &example("13_attachments.iter").replace(
+            "  sandbox: auto\n",
+            &format!("  sandbox:\n    image: \"{IMAGE}\"\n"),
+        ),
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--attach", "notes=notes.txt"])
+        .env("ITERION_BIN", &static_bin)
+        .output()
+        .unwrap();
+    let ended = env.only_run_ended(&out, 0);
+    let sha = sha256_hex(b"one\ntwo\nthree\n");
+    let finished = ended
+        .events
+        .iter()
+        .find(|(k, d)| k == "node_finished" && d["node"] == "count")
+        .map(|(_, d)| d["output"].clone())
+        .unwrap();
+    assert_eq!(
+        finished,
+        json!({
+            "lines": 3,
+            "sha256": sha,
+            "path": "/run/iterion/attachments/notes/notes.txt",
+            "mime": "text/plain",
+            "writable": false,
+        })
+    );
+    // The event names what was copied, never its content.
+    let copied = first(&ended.events, "sandbox_attachments_copied").unwrap();
+    assert_eq!(
+        copied,
+        &json!({
+            "target": "/run/iterion/attachments",
+            "files": 1,
+            "bytes": 14,
+            "attachments": [{"name": "notes", "file": "notes.txt", "size": 14, "sha256": sha, "mime": "text/plain"}],
+        })
+    );
+    assert!(first(&ended.events, "sandbox_started").is_some());
+    // The operator's file is untouched.
+    assert_eq!(
+        std::fs::read_to_string(env.path("notes.txt")).unwrap(),
+        "one\ntwo\nthree\n"
+    );
+}
+
+#[test]
+fn without_a_sandbox_an_attachment_is_read_at_its_copy_on_the_host() {
+    let env = attachments_env();
+    let out = env
+        .cmd()
+        .args([
+            "run",
+            "w.iter",
+            "--sandbox",
+            "none",
+            "--attach",
+            "notes=notes.txt",
+        ])
+        .output()
+        .unwrap();
+    let ended = env.only_run_ended(&out, 0);
+    let output = ended
+        .events
+        .iter()
+        .find(|(k, d)| k == "node_finished" && d["node"] == "count")
+        .map(|(_, d)| d["output"].clone())
+        .unwrap();
+    let copy = env
+        .home
+        .path()
+        .join("runs")
+        .join(ended.run.id.to_string())
+        .join("attachments/notes/notes.txt");
+    assert_eq!(output["path"], json!(copy.to_string_lossy()));
+    assert_eq!(output["lines"], json!(3));
+    // Unsandboxed there is no read-only bind (and root ignores the copy's mode), but whatever the
+    // run does, it does to the copy: the operator's file is untouched.
+    assert!(
+        std::fs::read_to_string(&copy)
+            .unwrap()
+            .starts_with("one\ntwo\nthree\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path("notes.txt")).unwrap(),
+        "one\ntwo\nthree\n"
+    );
+}
+
+#[test]
+fn a_hostile_attachment_is_refused_before_a_run_exists() {
+    // Attack: the file the operator names is, in the checkout, a symlink to a host secret. It
+    // must not be copied into the run (and so into the sandbox).
+    let env = attachments_env();
+    env.write("secret.txt", "PRIVATE KEY\n");
+    std::os::unix::fs::symlink(env.path("secret.txt"), env.path("linked.txt")).unwrap();
+    for (args, says) in [
+        (
+            vec!["--attach", "notes=linked.txt"],
+            "goes through a symbolic link",
+        ),
+        (
+            vec!["--attach", "other=notes.txt"],
+            "declares no attachment \"other\"",
+        ),
+        (vec![], "attachment notes is required"),
+        (vec!["--attach", "notes=."], "is not a regular file"),
+        (vec!["--attach", "notes"], "expected NAME=PATH"),
+    ] {
+        let out = env
+            .cmd()
+            .args(["run", "w.iter", "--sandbox", "none"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr_of(&out));
+        assert!(
+            stderr_of(&out).contains(says),
+            "{args:?}: {}",
+            stderr_of(&out)
+        );
+    }
+    assert_eq!(env.runs().len(), 0);
+}

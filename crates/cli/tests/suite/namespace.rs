@@ -399,3 +399,40 @@ fn the_strict_doctor_passes_on_the_namespace_driver_without_asking_for_an_engine
         "{ids:?}"
     );
 }
+
+#[test]
+fn js_and_python_script_tools_run_inside_the_namespace_sandbox() {
+    // The namespace driver's image is the host's root (read-only), so the interpreters
+    // scripts/test.sh installs (node, python3) are there; the scripts run inside the sandbox.
+    let env = Env::new();
+    let example = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/10_script_languages.iter"),
+    )
+    .unwrap();
+    env.write(
+        "w.iter",
+        &example.replace(
+            "workflow languages:\n",
+            "workflow languages:\n  sandbox: auto\n",
+        ),
+    );
+    let out = no_engine(&env, &["run", "w.iter", "--json"]);
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}",
+        stderr_of(&out)
+    );
+    assert_eq!(
+        first(&events, "sandbox_started").unwrap()["driver"],
+        json!("namespace")
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary["output"],
+        json!({"text": "HELLO ADA \"THE FIRST\" '); PRINT('PWNED", "length": 38})
+    );
+}

@@ -230,23 +230,9 @@ fn check_nodes(
             check_delegate(a, backend.map(|(b, _)| b), name, out);
             check_readonly(a, name, out);
             check_unenforced(a, name, out);
-            let delegate = backend.filter(|(b, _)| *b != ast::Backend::Claw);
-            if let (Some((ast::Interaction::Ask, span)), Some((backend, _))) =
-                (a.interaction, delegate)
-            {
-                out.push(
-                    node_diag(
-                        Code::C136,
-                        span,
-                        format!(
-                            "node \"{name}\" asks the operator, but backend {} has no \
-                             ask-user channel yet; it runs as if interaction were none",
-                            backend_word(backend)
-                        ),
-                    )
-                    .with_hint("set interaction: none, or use backend: claw to ask the operator"),
-                );
-            } else if let (Some((ast::Interaction::Ask, span)), false, false) =
+            // A delegate node's `ask_user` reaches the engine like a claw node's (its CLI's
+            // `iterion` MCP server, docs/delegates.md): the same rule for both.
+            if let (Some((ast::Interaction::Ask, span)), false, false) =
                 (a.interaction, opted_out, opts.ask_user_in_sandbox)
             {
                 out.push(
@@ -401,9 +387,8 @@ fn backend_word(backend: ast::Backend) -> &'static str {
 }
 
 /// A delegate node's model must name the provider its CLI speaks (C914): `claude_code` talks
-/// to Anthropic, `codex` to an OpenAI Responses server. The delegate-only properties
-/// (`session`, `reasoning_effort`, `max_tokens`) on a claw node are refused the same way (C914 names the
-/// property), since the built-in loop has no CLI session to carry.
+/// to Anthropic, `codex` to an OpenAI Responses server. A carried `session` on a claw node is
+/// the warning C941, since the built-in loop has no conversation to carry between nodes.
 fn check_delegate(
     a: &ast::AgentProps,
     backend: Option<ast::Backend>,
@@ -415,19 +400,13 @@ fn check_delegate(
         |span: Span, message: String| Diagnostic::new(Code::C914, span, message).with_node(name);
     let speaks: &[&str] = match backend {
         ast::Backend::Claw => {
-            // Upstream workflows set these on claw nodes; the built-in loop does not carry
-            // them yet, which is said (C941) rather than refused.
-            let unused = [
-                a.delegate.session.and_then(|(s, span)| {
-                    (!matches!(s, ast::Session::Fresh | ast::Session::ArtifactsOnly))
-                        .then_some(("session", span))
-                }),
-                a.delegate
-                    .reasoning_effort
-                    .as_ref()
-                    .map(|w| ("reasoning_effort", w.span)),
-                a.delegate.max_tokens.map(|n| ("max_tokens", n.span)),
-            ];
+            // Upstream workflows set `session` on claw nodes; the built-in loop does not carry
+            // a conversation between nodes yet, which is said (C941) rather than refused.
+            // `reasoning_effort` and `max_tokens` reach the provider's request.
+            let unused = [a.delegate.session.and_then(|(s, span)| {
+                (!matches!(s, ast::Session::Fresh | ast::Session::ArtifactsOnly))
+                    .then_some(("session", span))
+            })];
             for (prop, span) in unused.into_iter().flatten() {
                 out.push(
                     Diagnostic::new(

@@ -85,6 +85,21 @@ impl<'a> Symbols<'a> {
         s
     }
 
+    /// Whether an attachment `name` is declared (top level or in the workflow).
+    pub(crate) fn has_attachment(&self, name: &str) -> bool {
+        self.attachment_names().any(|a| a == name)
+    }
+
+    /// Every declared attachment name, top level then the workflow's.
+    pub(crate) fn attachment_names(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.attachment_blocks
+            .iter()
+            .copied()
+            .chain(self.workflow().and_then(|w| w.attachments.as_ref()))
+            .flat_map(|b| &b.items)
+            .map(|a| a.name.name.as_str())
+    }
+
     /// The workflow the checks use: the first one declared (DSL.md §8.3).
     pub(crate) fn workflow(&self) -> Option<&'a ast::Workflow> {
         self.workflows.first().copied()

@@ -1,3 +1,4 @@
+mod bundle;
 mod examples;
 mod fragments;
 mod node_kinds;

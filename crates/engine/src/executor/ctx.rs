@@ -50,6 +50,8 @@ pub(crate) struct Ctx<'a> {
     pub graph: Graph,
     pub run_id: String,
     pub vars: Value,
+    /// The `attachments` namespace ([`crate::sandbox::attachments::scope`]).
+    pub attachments: Value,
     pub redactor: Arc<Redactor>,
     /// Subbot nesting: 0 for a top-level run (DSL.md §3.9).
     pub depth: u32,
@@ -81,6 +83,7 @@ impl Ctx<'_> {
             graph: &self.graph,
             vars: &self.vars,
             run_id: &self.run_id,
+            attachments: &self.attachments,
         }
     }
 

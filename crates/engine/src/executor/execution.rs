@@ -75,6 +75,7 @@ pub struct Execution<'a> {
     redactor: Option<Arc<Redactor>>,
     children: Option<Arc<dyn ChildRuns + 'a>>,
     shared: SharedSandbox,
+    attachments: Value,
 }
 
 impl<'a> Execution<'a> {
@@ -104,7 +105,15 @@ impl<'a> Execution<'a> {
             redactor: None,
             children: None,
             shared: SharedSandbox::default(),
+            attachments: Value::Object(Map::new()),
         }
+    }
+
+    /// The run's attachments as `{{attachments.NAME…}}` reads them
+    /// ([`crate::sandbox::attachments::scope`]). Default: none.
+    pub(crate) fn attachments(mut self, attachments: Value) -> Self {
+        self.attachments = attachments;
+        self
     }
 
     /// The resolved vars (`{{vars.X}}`, and the entry node's default input). Default: none.
@@ -230,6 +239,7 @@ impl<'a> Execution<'a> {
                     graph: &graph,
                     vars: &vars,
                     run_id: &self.run_id,
+                    attachments: &self.attachments,
                 }
                 .node_input(&state, &wf.entry, None);
                 let start = NextNode {
@@ -250,6 +260,7 @@ impl<'a> Execution<'a> {
             graph,
             run_id: self.run_id,
             vars,
+            attachments: self.attachments,
             redactor,
             depth: self.depth,
             children,

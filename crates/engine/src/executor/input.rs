@@ -20,6 +20,8 @@ pub(crate) struct View<'s> {
     pub input: &'s Value,
     pub outputs: &'s BTreeMap<String, Value>,
     pub artifacts: &'s BTreeMap<String, Value>,
+    /// `{NAME: {path, mime, size, sha256}}` ([`crate::sandbox::attachments::scope`]).
+    pub attachments: &'s Value,
     pub loops: &'s Value,
     pub run_id: &'s str,
     pub secrets: &'s [ir::Secret],
@@ -46,6 +48,15 @@ impl View<'_> {
             Namespace::Artifacts => {
                 let (name, rest) = path.split_first()?;
                 walk(self.artifacts.get(name)?, rest).cloned()
+            }
+            Namespace::Attachments => {
+                let (name, rest) = path.split_first()?;
+                let info = self.attachments.get(name)?;
+                match rest {
+                    [] => info.get("path").cloned(),
+                    [field] => info.get(field).cloned(),
+                    _ => None,
+                }
             }
             Namespace::Loop => walk(self.loops, path).cloned(),
             Namespace::Run => match path {
@@ -111,6 +122,7 @@ pub(crate) struct InputCtx<'a> {
     pub graph: &'a Graph,
     pub vars: &'a Value,
     pub run_id: &'a str,
+    pub attachments: &'a Value,
 }
 
 impl InputCtx<'_> {
@@ -128,6 +140,7 @@ impl InputCtx<'_> {
             input: source_output,
             outputs: &state.outputs,
             artifacts: &state.artifacts,
+            attachments: self.attachments,
             loops,
             run_id: self.run_id,
             secrets: &self.wf.secrets,
@@ -235,17 +248,19 @@ mod tests {
         let outputs = BTreeMap::from([("n".to_owned(), json!({"f": [1]}))]);
         let loops = json!({"l": {"iteration": 2}});
         let secrets = secrets();
+        let attachments = json!({"spec": {"path": "/run/iterion/attachments/spec/a.pdf", "mime": "application/pdf", "size": 4, "sha256": "ab"}});
         let view = View {
             vars: &vars,
             input: &input,
             outputs: &outputs,
             artifacts: &BTreeMap::new(),
+            attachments: &attachments,
             loops: &loops,
             run_id: "r1",
             secrets: &secrets,
         };
         let tpl = template::parse(
-            "{{vars.a.b}}|{{input.x}}|{{input.y}}|{{outputs.n.f}}|{{outputs.m}}|{{loop.l.iteration}}|{{run.id}}|{{secrets.tok}}|{{secrets.key}}|{{secrets.key.path}}|{{secrets.tok.path}}",
+            "{{vars.a.b}}|{{input.x}}|{{input.y}}|{{outputs.n.f}}|{{outputs.m}}|{{loop.l.iteration}}|{{run.id}}|{{secrets.tok}}|{{secrets.key}}|{{secrets.key.path}}|{{secrets.tok.path}}|{{attachments.spec}}|{{attachments.spec.size}}|{{attachments.spec.mime}}|{{attachments.other}}",
         );
         let got: Vec<Option<Value>> = tpl.references().map(|r| view.resolve(r)).collect();
         assert_eq!(
@@ -262,6 +277,10 @@ mod tests {
                 Some(json!("/run/iterion/secrets/key")),
                 Some(json!("/run/iterion/secrets/key")),
                 None,
+                Some(json!("/run/iterion/attachments/spec/a.pdf")),
+                Some(json!(4)),
+                Some(json!("application/pdf")),
+                None,
             ]
         );
     }
@@ -272,11 +291,13 @@ mod tests {
         let input = json!({"n": 3, "s": "x", "l": [1, "a"]});
         let outputs = BTreeMap::new();
         let loops = json!({});
+        let attachments = json!({});
         let view = View {
             vars: &vars,
             input: &input,
             outputs: &outputs,
             artifacts: &BTreeMap::new(),
+            attachments: &attachments,
             loops: &loops,
             run_id: "r",
             secrets: &[],

@@ -42,6 +42,9 @@ pub(crate) struct Attempt {
     /// refused admission puts back (SANDBOX.md §10, "a refused resume leaves the status as it
     /// was"). `None` for a launch.
     pub prior_failure: Option<(FailureCode, String)>,
+    /// A launch's attachments, checked and open: copied into the run's attachments dir once
+    /// admitted. `None` for a resume (the copies are already there).
+    pub attachments: Option<crate::sandbox::attachments::Staged>,
 }
 
 /// What an attempt runs: the workflow and its resolved inputs.
@@ -122,6 +125,7 @@ impl Attempt {
             rewound: None,
             shared: None,
             prior_failure: None,
+            attachments: None,
         }
     }
 

@@ -113,6 +113,9 @@ pub enum LaunchError {
     /// (SANDBOX.md §13.1b).
     #[error(transparent)]
     Model(#[from] iterion_agent::provider::RouteError),
+    /// A `--attach` the workflow's `attachments:` refuses (docs/language.md "Attachments").
+    #[error(transparent)]
+    Attachment(#[from] crate::sandbox::attachments::AttachmentError),
 }
 
 impl LaunchError {
@@ -132,6 +135,7 @@ impl LaunchError {
             LaunchError::Worktree(e) => e.code(),
             LaunchError::Budget(e) => e.code(),
             LaunchError::Model(_) => "MODEL_UNRESOLVED",
+            LaunchError::Attachment(e) => e.code(),
         }
     }
 }
@@ -318,6 +322,10 @@ pub struct LaunchOptions {
     /// `--dangerously-allow-host-untrusted`: whether an untrusted run may have them.
     #[serde(default, skip_serializing_if = "UntrustedHostServices::is_refused")]
     pub allow_hosts_untrusted: UntrustedHostServices,
+    /// `--attach NAME=PATH`: staged before the run exists, copied once it does. Never kept on
+    /// the run: a resume reads the copies.
+    #[serde(skip)]
+    pub attachments: Vec<crate::sandbox::attachments::AttachmentSource>,
 }
 
 /// The sandbox settings of a launch: the flags, the variables (read from `env`), the installed

@@ -83,6 +83,9 @@ impl Engine {
                 self.environment.get(k)
             })
             .map_err(crate::launcher::launch::LaunchError::from)?;
+        let staged =
+            crate::sandbox::attachments::stage(&request.workflow, &request.options.attachments)
+                .map_err(crate::launcher::launch::LaunchError::from)?;
         let holder = holder_name();
         let run = self
             .store
@@ -94,13 +97,14 @@ impl Engine {
             secrets: request.secrets,
             routes,
         };
-        let attempt = Attempt::prepare(
+        let mut attempt = Attempt::prepare(
             run,
             holder,
             inputs,
             request.options,
             (settings, override_env),
         );
+        attempt.attachments = (!staged.is_empty()).then_some(staged);
         self.attempt(attempt, control, observer).await
     }
 
@@ -156,8 +160,17 @@ impl Engine {
         let run = &admitted.run;
         let mut ending = Ending::default();
         let mut worktree: Option<RunWorktree> = None;
+        let copied = match (&admitted.refusal, attempt.attachments.take()) {
+            (None, Some(staged)) => Some(
+                self.copy_attachments(staged, run.id.as_str(), &record.events)
+                    .await,
+            ),
+            _ => None,
+        };
         if let Some((code, message)) = admitted.refusal.clone() {
             ending.fail(code, message, PHASE_ADMISSION);
+        } else if let Some(Err(message)) = copied {
+            ending.fail(FailureCode::LaunchFailed, message, PHASE_ADMISSION);
         } else {
             match self.workspace(&attempt, run).await {
                 Err(error) => ending.fail(
@@ -226,6 +239,33 @@ impl Engine {
             worktree: kept_worktree,
             branch: landed_branch,
         })
+    }
+
+    /// A launch's attachments copied into the run's attachments dir, recorded as
+    /// `sandbox_attachments_copied` (names, sizes, hashes; never contents).
+    async fn copy_attachments(
+        &self,
+        staged: crate::sandbox::attachments::Staged,
+        run_id: &str,
+        events: &StoreEvents,
+    ) -> Result<(), String> {
+        let dir = crate::sandbox::attachments::run_dir(&self.iterion_home, run_id);
+        let records = tokio::task::spawn_blocking(move || staged.copy_into(&dir))
+            .await
+            .map_err(|e| format!("copying the attachments: {e}"))?
+            .map_err(|e| e.to_string())?;
+        events
+            .emit(Event::SandboxAttachmentsCopied(
+                crate::records::sandbox_events::SandboxAttachmentsCopied {
+                    target: crate::sandbox::attachments::CONTAINER_DIR.to_owned(),
+                    files: records.len() as u64,
+                    bytes: records.iter().map(|r| r.size).sum(),
+                    error: None,
+                    attachments: records,
+                },
+            ))
+            .await;
+        Ok(())
     }
 
     /// The attempt's record opened: the lease kept, the model keys added to the secrets, every
@@ -470,8 +510,13 @@ impl Engine {
                 },
                 untrusted_copy: None,
                 child_of_live_sandbox: attempt.run.parent_run_id.is_some(),
+                attachments: {
+                    let dir = crate::sandbox::attachments::run_dir(&self.iterion_home, run_id);
+                    dir.is_dir().then_some(dir)
+                },
             },
             file_secrets: attempt.workflow.has_file_secrets(),
+            ask_user: crate::sandbox::ask_user::wanted(&attempt.workflow),
             events,
             event_sink: Arc::new(events.clone()),
             egress_secrets: {
@@ -654,6 +699,56 @@ impl Engine {
                 path: host_path.clone(),
             },
         };
+        // The ask-user channel of delegate nodes: the sandbox's listener, or on the host one in
+        // a fresh 0700 dir, with the iterion binary the CLI runs as its MCP server.
+        let host_listener = match active {
+            None if crate::sandbox::ask_user::wanted(&attempt.workflow) => {
+                let tmp = self
+                    .environment
+                    .get_os("TMPDIR")
+                    .filter(|t| !t.is_empty())
+                    .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+                match crate::sandbox::ask_user::AskUserListener::bind_on_host(
+                    &tmp,
+                    run_log.redactor(),
+                    Arc::new(run_log.clone()),
+                )
+                .await
+                {
+                    Ok(listener) => Some(Arc::new(listener)),
+                    Err(error) => {
+                        ending.fail(
+                            FailureCode::SandboxSetupFailed,
+                            error.to_string(),
+                            PHASE_SANDBOX_SETUP,
+                        );
+                        return;
+                    }
+                }
+            }
+            _ => None,
+        };
+        let ask_user =
+            match (active, &host_listener) {
+                (Some(active), _) => active.ask_user.as_ref().map(|listener| {
+                    crate::executor::agent::env::AskChannel {
+                        listener: Arc::clone(listener),
+                        socket: crate::sandbox::ask_user::CONTAINER_SOCKET.to_owned(),
+                        command: active.engine_bin.to_owned(),
+                    }
+                }),
+                (None, Some(listener)) => crate::sandbox::engine_binary::engine_binary_for_run(
+                    self.engine_binary.as_deref(),
+                    &self.environment,
+                )
+                .or_else(|| std::env::current_exe().ok())
+                .map(|bin| crate::executor::agent::env::AskChannel {
+                    listener: Arc::clone(listener),
+                    socket: listener.path().to_string_lossy().into_owned(),
+                    command: bin.to_string_lossy().into_owned(),
+                }),
+                (None, None) => None,
+            };
         let mut execution = Execution::new(&attempt.workflow, run_id, sandbox, sink)
             .vars(attempt.vars.clone())
             .environment(self.environment.clone())
@@ -669,9 +764,20 @@ impl Engine {
                 delegates: Default::default(),
                 // Ok here: a login that failed to load ended the attempt before the sandbox.
                 forfaits: scope.forfaits.clone().unwrap_or_default(),
+                ask_user,
             });
         if let Some(checkpoint) = attempt.checkpoint.clone() {
             execution = execution.resume_from(checkpoint);
+        }
+        {
+            // The copies, at the path the nodes see them: bound in a sandbox, on the host else.
+            let dir = crate::sandbox::attachments::run_dir(&self.iterion_home, run_id);
+            let records = crate::sandbox::attachments::load(&dir);
+            let base = match active {
+                Some(_) => crate::sandbox::attachments::CONTAINER_DIR.to_owned(),
+                None => dir.to_string_lossy().into_owned(),
+            };
+            execution = execution.attachments(crate::sandbox::attachments::scope(&records, &base));
         }
         let children = StoreChildRuns::new(
             self,
@@ -690,7 +796,11 @@ impl Engine {
             Arc::new(children),
             active.map(ActiveSandbox::shared).unwrap_or_default(),
         );
-        match execution.run().await {
+        let ran = execution.run().await;
+        if let Some(listener) = &host_listener {
+            listener.shutdown().await;
+        }
+        match ran {
             Ok(report) => {
                 let mut outcome = report.outcome;
                 if outcome.failure_code == Some(FailureCode::Cancelled) && stop.is_cancelled() {

@@ -344,6 +344,7 @@ fn other_sandbox_events_have_exactly_their_keys() {
                 files: 2,
                 bytes: 10,
                 error: None,
+                attachments: vec![],
             }),
             "sandbox_attachments_copied",
             json!({"target": "/t", "files": 2, "bytes": 10}),

@@ -288,6 +288,25 @@ pub struct SandboxAttachmentsCopied {
     /// The copy error, if it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What was copied, one entry an attachment: names, sizes, hashes, never contents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<AttachmentRecord>,
+}
+
+/// One attachment a run was given (`iterion run --attach`), as its manifest and
+/// `sandbox_attachments_copied` record it: never its content.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachmentRecord {
+    /// The declared name.
+    pub name: String,
+    /// The file name in `NAME/` (the source's, with anything but `[A-Za-z0-9._-]` replaced).
+    pub file: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The hex SHA-256 of its bytes.
+    pub sha256: String,
+    /// The type sniffed from its first bytes.
+    pub mime: String,
 }
 
 /// `sandbox_user_remap`.

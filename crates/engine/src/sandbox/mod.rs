@@ -10,6 +10,7 @@
 //! - The workspace: [`workspace`] (the repository root), [`worktree`] (`worktree: auto`),
 //!   [`copy`] (an untrusted run's copy) and [`landing`] (landing it back as a branch), over
 //!   [`git`] (host git, hardened) and [`nofollow`] (file access that follows no link).
+//! - [`attachments`]: the files attached at launch (M1), staged, copied and bound read-only.
 //! - [`host`]: the noop driver's host run, for an unsandboxed run and for the agent's `bash`.
 //!
 //! Under a proxy the container has no network (`--network none`) and reaches the proxy's Unix
@@ -20,6 +21,8 @@
 //! shuts it down, and teardown does too (the socket goes with it).
 
 pub(crate) mod active;
+pub(crate) mod ask_user;
+pub(crate) mod attachments;
 pub(crate) mod copy;
 pub(crate) mod devbox;
 pub(crate) mod egress;

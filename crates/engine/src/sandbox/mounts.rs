@@ -1,10 +1,9 @@
 //! Step L8 (SANDBOX.md §8): the engine's mounts and env, configured on the spec before Prepare.
 //!
-//! Done here, in order: M2 run files, M3 locale, M5 host_state (§8.1 auto / §8.2 none), M8 the
+//! Done here, in order: M1 attachments (the run's copies, read-only), M2 run files, M3 locale, M5 host_state (§8.1 auto / §8.2 none), M8 the
 //! engine binary, M9 the worktree's `.git` (§8.5), M10 git `safe.directory`, M11 file secrets (on
 //! the spec, with their `env:` variables); M4 (bundle) and M7 (devbox) through `devbox.rs`. M12
-//! (dropping what a driver without host binds cannot honour) is `finalize.rs`. Not here: M1
-//! attachments (no producer exists yet).
+//! (dropping what a driver without host binds cannot honour) is `finalize.rs`.
 //!
 //! The decisions are pure functions over what was found on the host ([`Candidate`] stats, the
 //! uid); [`plan_mounts`] reads the filesystem and runs `git` to find it, and makes nothing: the
@@ -98,6 +97,9 @@ pub(crate) struct MountInputs {
     /// Whether the run is a subbot child with a sandbox of its own (SANDBOX.md §14 rule 1): its
     /// workspace is then the parent's, which the parent's live sandbox writes.
     pub child_of_live_sandbox: bool,
+    /// The run's attachments dir (M1) when the run has attachments: the engine's own copies
+    /// (`sandbox/attachments.rs`), never an operator's source.
+    pub attachments: Option<PathBuf>,
 }
 
 impl MountInputs {
@@ -259,6 +261,16 @@ pub(crate) async fn plan_mounts(
     let ws = inputs.workspace.to_string_lossy().into_owned();
     let folder = spec.workspace_folder.clone().unwrap_or_else(|| ws.clone());
 
+    // M1: the attachments, read-only: the engine-made copies, trusted or not (an untrusted run
+    // never sees the operator's source either). M12 drops the bind where binds are unsupported.
+    if let Some(dir) = &inputs.attachments {
+        spec.engine_mounts.push(bind(
+            dir,
+            crate::sandbox::attachments::CONTAINER_DIR,
+            true,
+            "attachments",
+        ));
+    }
     // M2: the run files dir (every driver; M12 drops it, and its variable, where binds are
     // unsupported).
     {

@@ -566,6 +566,40 @@ impl<'a> Refs<'_, 'a> {
                     None => {}
                 }
             }
+            Namespace::Attachments => {
+                let (Some(a), true) = (first, place.context_free()) else {
+                    return;
+                };
+                if !syms.has_attachment(a) {
+                    let hint = did_you_mean(a, syms.attachment_names());
+                    self.push(
+                        Code::C053,
+                        span,
+                        format!("unknown attachment \"{a}\""),
+                        place.node,
+                        hint,
+                    );
+                    return;
+                }
+                let rest = &path[1..];
+                let known = match rest {
+                    [] => true,
+                    [f] => template::ATTACHMENT_FIELDS.contains(&f.as_str()),
+                    _ => false,
+                };
+                if !known {
+                    self.push(
+                        Code::C054,
+                        span,
+                        format!(
+                            "attachments.{a}.{}: no such field; use path, mime, size or sha256",
+                            rest.join(".")
+                        ),
+                        place.node,
+                        None,
+                    );
+                }
+            }
             Namespace::Secrets => {
                 let (Some(s), true) = (first, place.context_free()) else {
                     return;

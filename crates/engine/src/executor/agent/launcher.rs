@@ -167,6 +167,7 @@ impl Launcher {
             output: spec.output.clone(),
             run_id: run_id.to_owned(),
             mcp_servers,
+            generation: spec.generation.clone(),
         };
         let policy = PermissionPolicy::allowing(spec.tools.iter().map(|t| t.name.as_str()));
         let mut bootstrap = vec![
@@ -364,6 +365,7 @@ fn result_of(node: &str, data: Value, snapshot: Option<Snapshot>) -> Result<Agen
             node: node.to_owned(),
             question,
             snapshot: Some(snapshot),
+            delegate: None,
         })));
     }
     if let Some(error) = data.get("error").and_then(Value::as_str) {

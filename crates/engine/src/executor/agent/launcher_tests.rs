@@ -121,6 +121,7 @@ fn env_with(operator: Option<Arc<dyn crate::executor::agent::operator::Operator>
         operator,
         answer: None,
         delegates: Default::default(),
+        ask_user: None,
     }
 }
 
@@ -137,6 +138,7 @@ fn loop_spec(base_url: &str, tools: Vec<ToolSpec>) -> LoopSpec {
         tools,
         max_turns: 5,
         output: None,
+        generation: Default::default(),
     }
 }
 
@@ -155,6 +157,7 @@ fn bootstrap(spec: &LoopSpec) -> Vec<Envelope> {
         output: None,
         run_id: "r".into(),
         mcp_servers: vec![],
+        generation: Default::default(),
     };
     vec![
         Envelope::new(

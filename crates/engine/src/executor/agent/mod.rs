@@ -9,6 +9,7 @@
 //! - [`launcher`]: the engine side of the runner channel (SANDBOX.md §13): the loop in the
 //!   container through `iterion __claw-runner`, the key replaced by its gateway placeholder.
 //!
+//! - [`effort`]: `reasoning_effort` read as a node starts, for both backends.
 //! - [`delegate`]: the `claude_code` and `codex` backends — the vendor's CLI run through the
 //!   run's sandbox (or on the host), its transcript recorded as events.
 //!
@@ -16,6 +17,7 @@
 
 pub(crate) mod delegate;
 pub(crate) mod delegate_state;
+pub(crate) mod effort;
 pub(crate) mod env;
 pub(crate) mod launcher;
 pub(crate) mod node;

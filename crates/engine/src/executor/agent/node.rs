@@ -55,6 +55,7 @@ pub(crate) fn render_prompts(
         input,
         outputs: &state.outputs,
         artifacts: &state.artifacts,
+        attachments: &ctx.attachments,
         loops: &loops,
         run_id: &ctx.run_id,
         secrets: &ctx.wf.secrets,
@@ -94,6 +95,13 @@ pub(crate) fn loop_spec(
         tools: offered_tools(agent),
         max_turns: agent.tool_max_steps,
         output,
+        generation: iterion_agent::wire::Generation {
+            max_tokens: agent.max_tokens,
+            reasoning_effort: match &agent.reasoning_effort {
+                None => None,
+                Some(text) => crate::executor::agent::effort::effort(ctx, id, text)?,
+            },
+        },
     })
 }
 
@@ -294,6 +302,7 @@ async fn run_in_process(
                 node: id.to_owned(),
                 question,
                 snapshot: Some(*snapshot),
+                delegate: None,
             })))
         }
         Err(error) => Err(loop_failure(error)),

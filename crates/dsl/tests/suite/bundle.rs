@@ -1,0 +1,94 @@
+//! Bundle directories: `DIR/main.bot` gets the prompts of `DIR/prompts/*.md`, read beneath the
+//! bundle (a symlink out of it is C916, never followed).
+use std::path::Path;
+
+use iterion_dsl::{CompileOptions, compile_file};
+use pretty_assertions::assert_eq;
+
+const MAIN: &str = "prompt own:\n  Declared in main.bot.\n\nagent a:\n  model: \"anthropic/claude\"\n  system: helper\n  user: own\n\nworkflow w:\n  entry: a\n  a -> done\n";
+
+fn bundle(main: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("main.bot"), main).unwrap();
+    std::fs::create_dir(dir.path().join("prompts")).unwrap();
+    dir
+}
+
+fn codes(dir: &Path) -> Vec<String> {
+    let compiled = compile_file(&dir.join("main.bot"), &CompileOptions::default()).unwrap();
+    compiled
+        .diagnostics
+        .iter()
+        .map(|d| format!("{}: {}", d.code.as_str(), d.message))
+        .collect()
+}
+
+#[test]
+fn a_bundle_prompt_file_is_a_prompt_and_main_bot_wins_a_clash() {
+    let dir = bundle(MAIN);
+    std::fs::write(
+        dir.path().join("prompts/helper.md"),
+        "You help {{vars.who}}.\n\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("prompts/own.md"), "From the folder.").unwrap();
+    std::fs::write(dir.path().join("prompts/not-a-name.md"), "ignored").unwrap();
+    std::fs::write(dir.path().join("prompts/.gitkeep"), "").unwrap();
+    let main = MAIN.replace(
+        "workflow w:",
+        "vars:\n  who: string = \"you\"\n\nworkflow w:",
+    );
+    std::fs::write(dir.path().join("main.bot"), &main).unwrap();
+    let compiled = compile_file(&dir.path().join("main.bot"), &CompileOptions::default()).unwrap();
+    assert_eq!(compiled.error_count(), 0, "{:?}", compiled.diagnostics);
+    let wf = compiled.workflow.unwrap();
+    let agent = wf.nodes.iter().find(|n| n.id == "a").unwrap();
+    let iterion_dsl::ir::NodeBody::Agent(agent) = &agent.body else {
+        panic!("{agent:?}")
+    };
+    assert_eq!(agent.system.as_deref(), Some("You help {{vars.who}}."));
+    assert_eq!(agent.user, "Declared in main.bot.");
+}
+
+#[test]
+fn a_prompt_symlinked_out_of_the_bundle_is_refused() {
+    // Attack: a stranger's bundle whose prompt is a link to a file of the host; reading it
+    // would send the file to the model.
+    let dir = bundle(MAIN);
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("id_rsa"), "PRIVATE KEY").unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("id_rsa"),
+        dir.path().join("prompts/helper.md"),
+    )
+    .unwrap();
+    let got = codes(dir.path());
+    assert!(
+        got.iter()
+            .any(|c| c.starts_with("C916: bundle prompt prompts/helper.md")),
+        "{got:?}"
+    );
+    // The prompts dir itself linked out of the bundle.
+    let dir = bundle(MAIN);
+    std::fs::remove_dir(dir.path().join("prompts")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), dir.path().join("prompts")).unwrap();
+    let got = codes(dir.path());
+    assert!(
+        got.iter()
+            .any(|c| c.starts_with("C916: bundle prompts/ is a symbolic link")),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn a_prompt_over_the_bound_is_refused() {
+    let dir = bundle(MAIN);
+    let file = std::fs::File::create(dir.path().join("prompts/helper.md")).unwrap();
+    file.set_len(iterion_dsl::MAX_PROMPT_BYTES + 1).unwrap();
+    let got = codes(dir.path());
+    assert!(
+        got.iter()
+            .any(|c| c.starts_with("C916: bundle prompt prompts/helper.md")),
+        "{got:?}"
+    );
+}
