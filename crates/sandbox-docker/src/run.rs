@@ -101,7 +101,11 @@ impl RemoveOnDrop {
 
 /// Removes `id`, then the pool slots that went with it (only [`crate::warm::SLOT_PREFIX`]
 /// paths are touched; the reaper would find them too, but only after this process is gone).
-pub(crate) async fn remove_with_slots(shared: &Shared, id: &str, slots: Vec<PathBuf>) -> Result<()> {
+pub(crate) async fn remove_with_slots(
+    shared: &Shared,
+    id: &str,
+    slots: Vec<PathBuf>,
+) -> Result<()> {
     let removed = remove_container(shared, id).await;
     if !slots.is_empty() {
         let _ = tokio::task::spawn_blocking(move || {

@@ -76,9 +76,15 @@ pub fn read_cgroup_state() -> String {
         .map(|c| c.trim().to_owned())
         .unwrap_or_default();
     if writable {
-        format!("cgroup v2, delegated at {} (controllers: {controllers})", dir.display())
+        format!(
+            "cgroup v2, delegated at {} (controllers: {controllers})",
+            dir.display()
+        )
     } else {
-        format!("cgroup v2, not delegated ({} is not writable by the engine)", dir.display())
+        format!(
+            "cgroup v2, not delegated ({} is not writable by the engine)",
+            dir.display()
+        )
     }
 }
 
@@ -179,7 +185,10 @@ mod tests {
     #[test]
     fn the_report_says_plainly_that_no_cgroup_limit_is_applied() {
         let facts = UsernsFacts {
-            cgroup: Some("cgroup v2, not delegated (/sys/fs/cgroup/x is not writable by the engine)".to_owned()),
+            cgroup: Some(
+                "cgroup v2, not delegated (/sys/fs/cgroup/x is not writable by the engine)"
+                    .to_owned(),
+            ),
             ..UsernsFacts::default()
         };
         assert_eq!(

@@ -563,8 +563,7 @@ async fn an_exec_runs_as_the_one_mapped_user_and_another_user_is_refused_not_ign
         assert_eq!(
             (
                 result.exit_code,
-                String::from_utf8_lossy(result.stdout.as_deref().unwrap_or_default())
-                    .into_owned()
+                String::from_utf8_lossy(result.stdout.as_deref().unwrap_or_default()).into_owned()
             ),
             (0, "1000\n1000\n".to_owned()),
             "{same}"
