@@ -22,7 +22,10 @@
 //! (`cargo bench -p iterion-sandbox-docker --bench docker_driver`).
 //!
 //! Needs a running engine and the test images (scripts/build-test-images.sh). Not part of the
-//! test suite: `cargo bench -p iterion --bench run -- [--runs N]` (default 20).
+//! test suite: `cargo bench -p iterion --bench run -- [--runs N] [--driver namespace|docker]`
+//! (default 20 rounds, every series). `--driver namespace` runs the namespace series and the
+//! `docker run --rm` baseline only (and the namespace memory row); `--driver docker` leaves the namespace
+//! series out.
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -233,6 +236,15 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
+    let only: Option<String> = args
+        .iter()
+        .position(|a| a == "--driver")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    assert!(
+        matches!(only.as_deref(), None | Some("namespace" | "docker")),
+        "--driver takes namespace or docker"
+    );
     let home = tempfile::tempdir().unwrap();
     let ws = tempfile::tempdir().unwrap();
     // The workspace is canonical, as the driver binds it.
@@ -250,9 +262,19 @@ fn main() {
 
     let h = home.path();
     let w = ws_path.as_path();
+    let wanted = |series: usize| match only.as_deref() {
+        // The namespace series and their baseline.
+        Some("namespace") => matches!(series, 1 | 2 | 4),
+        Some(_) => !matches!(series, 1 | 4),
+        None => true,
+    };
     // Warm up every path (page cache, the store's file, the engine's image cache).
-    timed(&mut iterion(h, w, "one.iter", false));
-    timed(&mut iterion(h, w, "one_ns.iter", true));
+    if wanted(0) {
+        timed(&mut iterion(h, w, "one.iter", false));
+    }
+    if wanted(1) {
+        timed(&mut iterion(h, w, "one_ns.iter", true));
+    }
     timed(Command::new("docker").args(["run", "--rm", IMAGE, "sh", "-c", CMD]));
 
     // A long-lived container for the raw `docker exec` baseline.
@@ -289,6 +311,9 @@ fn main() {
     for round in 0..runs {
         for k in 0..SERIES.len() {
             let series = (k + round) % SERIES.len();
+            if !wanted(series) {
+                continue;
+            }
             let took = match series {
                 0 => timed(&mut iterion(h, w, "one.iter", false)),
                 1 => timed(&mut iterion(h, w, "one_ns.iter", true)),
@@ -311,11 +336,28 @@ fn main() {
 
     write("idle.iter", workflow(1, false, "sleep 8"));
     write("idle_ns.iter", workflow(1, true, "sleep 8"));
-    let docker_idle = idle_memory(h, w, false);
+    let docker_idle = if wanted(0) {
+        idle_memory(h, w, false)
+    } else {
+        "not measured".to_owned()
+    };
     std::fs::rename(ws_path.join("idle_ns.iter"), ws_path.join("idle.iter")).unwrap();
-    let namespace_idle = idle_memory(h, w, true);
+    let namespace_idle = if wanted(1) {
+        idle_memory(h, w, true)
+    } else {
+        "not measured".to_owned()
+    };
 
-    let m: Vec<Duration> = samples.into_iter().map(median).collect();
+    let m: Vec<Duration> = samples
+        .into_iter()
+        .map(|xs| {
+            if xs.is_empty() {
+                Duration::ZERO
+            } else {
+                median(xs)
+            }
+        })
+        .collect();
     let per_node = |twenty: Duration, one: Duration| twenty.saturating_sub(one) / 19;
     let (docker_node, ns_node, off_node) = (
         per_node(m[3], m[0]),

@@ -605,7 +605,7 @@ impl DockerDriver {
                         info.run_id
                     ),
                 );
-                guard.arm(&id);
+                guard.arm_claimed(&id, &leftovers);
                 let env = shape.as_ref().map(|s| s.env.clone()).unwrap_or_default();
                 (id, env, leftovers)
             }
@@ -756,11 +756,12 @@ impl Driver for DockerDriver {
             }
             Err(error) => match guard.take() {
                 None => Err(error),
-                Some(id) => {
-                    // A fresh budget, never the failed (or cancelled) one.
+                Some((id, slots)) => {
+                    // A fresh budget, never the failed (or cancelled) one. A claimed entry's
+                    // leftover slots go with it (they are no run's dir: nobody else would).
                     let cleanup = tokio::time::timeout(
                         CLEANUP_TIMEOUT,
-                        run::remove_container(&self.shared, &id),
+                        run::remove_with_slots(&self.shared, &id, slots),
                     )
                     .await
                     .unwrap_or_else(|_| {

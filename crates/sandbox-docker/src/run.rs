@@ -58,43 +58,78 @@ pub(crate) async fn remove_container(shared: &Shared, id: &str) -> Result<()> {
 const REMOVE_CONFLICT_RETRIES: u32 = 5;
 const REMOVE_CONFLICT_PAUSE: Duration = Duration::from_millis(200);
 
-/// Removes the container `start` created if `start` does not finish: on its own error path
-/// the driver takes the id back ([`RemoveOnDrop::take`]) and removes it itself; if the caller
-/// drops the `start` future (cancellation), `Drop` spawns the removal on the runtime.
+/// Removes the container `start` created (or the warm pool entry it claimed, with the entry's
+/// leftover slots) if `start` does not finish: on its own error path the driver takes both back
+/// ([`RemoveOnDrop::take`]) and removes them itself; if the caller drops the `start` future
+/// (cancellation), `Drop` spawns the removal on the runtime.
 pub(crate) struct RemoveOnDrop {
     shared: Arc<Shared>,
     id: Option<String>,
+    slots: Vec<PathBuf>,
 }
 
 impl RemoveOnDrop {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        RemoveOnDrop { shared, id: None }
+        RemoveOnDrop {
+            shared,
+            id: None,
+            slots: Vec::new(),
+        }
     }
 
     pub(crate) fn arm(&mut self, id: &str) {
         self.id = Some(id.to_owned());
     }
 
-    pub(crate) fn disarm(&mut self) {
-        self.id = None;
+    /// Arms for a claimed pool entry: its container and the slots the run did not take over.
+    pub(crate) fn arm_claimed(&mut self, id: &str, slots: &[PathBuf]) {
+        self.id = Some(id.to_owned());
+        self.slots = slots.to_vec();
     }
 
-    pub(crate) fn take(&mut self) -> Option<String> {
-        self.id.take()
+    pub(crate) fn disarm(&mut self) {
+        self.id = None;
+        self.slots.clear();
     }
+
+    /// The container to remove and the slots to remove with it.
+    pub(crate) fn take(&mut self) -> Option<(String, Vec<PathBuf>)> {
+        let slots = std::mem::take(&mut self.slots);
+        self.id.take().map(|id| (id, slots))
+    }
+}
+
+/// Removes `id`, then the pool slots that went with it (only [`crate::warm::SLOT_PREFIX`]
+/// paths are touched; the reaper would find them too, but only after this process is gone).
+pub(crate) async fn remove_with_slots(
+    shared: &Shared,
+    id: &str,
+    slots: Vec<PathBuf>,
+) -> Result<()> {
+    let removed = remove_container(shared, id).await;
+    if !slots.is_empty() {
+        let _ = tokio::task::spawn_blocking(move || {
+            crate::warm::remove_slots(slots.iter().map(PathBuf::as_path));
+        })
+        .await;
+    }
+    removed
 }
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        let Some(id) = self.id.take() else {
+        let Some((id, slots)) = self.take() else {
             return;
         };
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
                 let shared = Arc::clone(&self.shared);
                 handle.spawn(async move {
-                    let removed =
-                        tokio::time::timeout(CLEANUP_TIMEOUT, remove_container(&shared, &id)).await;
+                    let removed = tokio::time::timeout(
+                        CLEANUP_TIMEOUT,
+                        remove_with_slots(&shared, &id, slots),
+                    )
+                    .await;
                     if !matches!(removed, Ok(Ok(()))) {
                         tracing::warn!(
                             "sandbox: could not remove container {id} after a cancelled start; the reaper will"
@@ -102,9 +137,12 @@ impl Drop for RemoveOnDrop {
                     }
                 });
             }
-            Err(_) => tracing::warn!(
-                "sandbox: no runtime to remove container {id} after a cancelled start; the reaper will"
-            ),
+            Err(_) => {
+                crate::warm::remove_slots(slots.iter().map(PathBuf::as_path));
+                tracing::warn!(
+                    "sandbox: no runtime to remove container {id} after a cancelled start; the reaper will"
+                );
+            }
         }
     }
 }

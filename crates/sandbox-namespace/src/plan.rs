@@ -145,6 +145,31 @@ pub(crate) fn ids(spec: &Spec, trust: Trust, engine: (u32, u32)) -> Result<Ids, 
     })
 }
 
+/// Whether an exec may run as `user` (`ExecOpts::user`): only the one uid:gid the namespace
+/// maps, written `uid` or `uid:gid`; any other user does not exist in the sandbox, and an
+/// exec naming one is refused rather than run as someone else. Pure.
+///
+/// # Errors
+///
+/// [`Error::InvalidSpec`] naming the user and the one the sandbox has.
+pub(crate) fn check_exec_user(ids: &Ids, user: &str) -> Result<(), Error> {
+    let wanted = parse_user(user.trim());
+    if wanted == Some((ids.inside_uid, ids.inside_gid))
+        || (!user.contains(':') && wanted.map(|(uid, _)| uid) == Some(ids.inside_uid))
+    {
+        return Ok(());
+    }
+    Err(Error::InvalidSpec {
+        field: "exec user".to_owned(),
+        reason: format!(
+            "the namespace sandbox maps one user, {}:{}; an exec as \"{}\" cannot run here",
+            ids.inside_uid,
+            ids.inside_gid,
+            user.escape_default()
+        ),
+    })
+}
+
 fn parse_user(user: &str) -> Option<(u32, u32)> {
     match user.split_once(':') {
         Some((u, g)) => Some((u.parse().ok()?, g.parse().ok()?)),

@@ -18,6 +18,8 @@ pub struct UsernsFacts {
     pub root: bool,
     /// What a trial `unshare` of the sandbox's namespaces answered: `None` = it worked.
     pub trial_error: Option<String>,
+    /// The engine's cgroup as limits would need it ([`read_cgroup_state`]); `None` = unread.
+    pub cgroup: Option<String>,
 }
 
 /// The verdict: usable or not, each finding, and the remedy when not.
@@ -48,6 +50,41 @@ pub fn read_userns_facts() -> UsernsFacts {
         trial_error: crate::init::probe_unshare()
             .err()
             .map(|e| e.desc().to_owned()),
+        cgroup: Some(read_cgroup_state()),
+    }
+}
+
+/// Where memory, pids and cpu limits could come from for a sandbox of this engine: `cgroup v1`
+/// (no unified hierarchy), `cgroup v2, not delegated (…)` (the engine's own cgroup is not
+/// writable by it), or `cgroup v2, delegated (controllers: …)`. Blocking (reads `/proc` and
+/// `/sys/fs/cgroup`).
+pub fn read_cgroup_state() -> String {
+    let unified = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    if !unified {
+        return "cgroup v1 (no unified cgroup v2 hierarchy at /sys/fs/cgroup)".to_owned();
+    }
+    let own = std::fs::read_to_string("/proc/self/cgroup")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("0::").map(str::to_owned))
+        })
+        .unwrap_or_else(|| "/".to_owned());
+    let dir = Path::new("/sys/fs/cgroup").join(own.trim_start_matches('/'));
+    let writable = nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK).is_ok();
+    let controllers = std::fs::read_to_string(dir.join("cgroup.controllers"))
+        .map(|c| c.trim().to_owned())
+        .unwrap_or_default();
+    if writable {
+        format!(
+            "cgroup v2, delegated at {} (controllers: {controllers})",
+            dir.display()
+        )
+    } else {
+        format!(
+            "cgroup v2, not delegated ({} is not writable by the engine)",
+            dir.display()
+        )
     }
 }
 
@@ -91,6 +128,11 @@ pub fn judge_userns(facts: &UsernsFacts) -> UsernsReport {
         ),
         Some(error) => findings.push(format!("trial unshare: {error}")),
     }
+    // Limits are reported, not applied: the driver sets no cgroup limit yet (docs/namespace.md).
+    findings.push(format!(
+        "cgroup limits (memory, pids, cpu): not applied by the namespace driver; {}; a sandboxed command is bounded by the host's own limits only",
+        facts.cgroup.as_deref().unwrap_or("cgroup state not read")
+    ));
     let usable = facts.trial_error.is_none();
     let remedy = (!usable).then(|| {
         if remedies.is_empty() {
@@ -119,6 +161,7 @@ mod tests {
             apparmor_restrict_unprivileged_userns: Some("1".to_owned()),
             root: false,
             trial_error: Some("Operation not permitted".to_owned()),
+            cgroup: Some("cgroup v1 (no unified cgroup v2 hierarchy at /sys/fs/cgroup)".to_owned()),
         };
         let report = judge_userns(&facts);
         assert_eq!(report.usable, false);
@@ -137,5 +180,22 @@ mod tests {
         };
         let report = judge_userns(&facts);
         assert_eq!((report.usable, report.remedy), (true, None));
+    }
+
+    #[test]
+    fn the_report_says_plainly_that_no_cgroup_limit_is_applied() {
+        let facts = UsernsFacts {
+            cgroup: Some(
+                "cgroup v2, not delegated (/sys/fs/cgroup/x is not writable by the engine)"
+                    .to_owned(),
+            ),
+            ..UsernsFacts::default()
+        };
+        assert_eq!(
+            judge_userns(&facts).findings.last().map(String::as_str),
+            Some(
+                "cgroup limits (memory, pids, cpu): not applied by the namespace driver; cgroup v2, not delegated (/sys/fs/cgroup/x is not writable by the engine); a sandboxed command is bounded by the host's own limits only"
+            )
+        );
     }
 }

@@ -333,11 +333,27 @@ impl SandboxRun for NamespaceRun {
         Some(true)
     }
 
-    /// Runs `argv` as a child of the sandbox's init. `opts.user` is not honoured: the
-    /// namespace maps one uid, the run's (see the crate doc); every exec runs as it.
+    /// An exec is one request on the control socket and a `fork` + `execve` by the sandbox's
+    /// init: the exec agent would spawn the same way after paying its own start.
+    fn exec_spawns_directly(&self) -> bool {
+        true
+    }
+
+    fn only_user(&self) -> Option<String> {
+        Some(format!(
+            "{}:{}",
+            self.plan.ids.inside_uid, self.plan.ids.inside_gid
+        ))
+    }
+
+    /// Runs `argv` as a child of the sandbox's init, as the one user the namespace maps (the
+    /// run's, see the crate doc): an `opts.user` naming another is refused.
     async fn exec(&self, argv: &[String], opts: ExecOpts) -> Result<ExecResult> {
         if self.closed.load(Ordering::SeqCst) {
             return Err(self.closed_error());
+        }
+        if let Some(user) = opts.user.as_deref() {
+            crate::plan::check_exec_user(&self.plan.ids, user)?;
         }
         let mut env: BTreeMap<String, String> = self.plan.env.iter().cloned().collect();
         for (key, value) in opts.env {

@@ -322,7 +322,9 @@ pub struct ExecOpts {
     /// Keep stdin attached after `stdin` is exhausted (or with no `stdin`), until the process
     /// exits. Default: false.
     pub keep_stdin_open: bool,
-    /// Run as this user (docker/podman only; kubernetes ignores it). Default: the spec's user.
+    /// Run as this user (docker/podman; the namespace driver runs only its one mapped user and
+    /// refuses another, [`SandboxRun::only_user`]; kubernetes ignores it). Default: the spec's
+    /// user.
     pub user: Option<String>,
 }
 
@@ -415,6 +417,20 @@ pub trait SandboxRun: Send + Sync {
     /// fails, `None` when it could not tell. Default: `None` (the engine knows the bridged shape
     /// of docker/podman on its own).
     fn egress_enforced(&self) -> Option<bool> {
+        None
+    }
+
+    /// Whether [`SandboxRun::exec`] is already a direct spawn by a process of the sandbox (no
+    /// runtime or API round trip per exec), so that the in-sandbox exec agent
+    /// ([`crate::exec_agent`]) would only add its own start to the run. Default: `false`.
+    fn exec_spawns_directly(&self) -> bool {
+        false
+    }
+
+    /// The one user every exec runs as, when the sandbox has only one (the namespace driver
+    /// maps a single uid and gid): an [`ExecOpts::user`] naming another is refused, never
+    /// ignored. `None` (the default): an exec may name any user the sandbox has.
+    fn only_user(&self) -> Option<String> {
         None
     }
 

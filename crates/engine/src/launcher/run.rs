@@ -38,7 +38,7 @@ use crate::sandbox::mounts::MountInputs;
 use crate::sandbox::resolve::{Resolved, resolve};
 use crate::sandbox::start::{SandboxOutcome, resolve_and_start_sandbox};
 use crate::sandbox::start_ctx::StartCtx;
-use crate::sandbox::worktree::{RunWorktree, WorktreeError, create_worktree, workspace_root};
+use crate::sandbox::worktree::{RunWorktree, WorktreeError, create_worktree};
 use iterion_vocab::{FailureCode, OutcomeStatus};
 
 /// The `phase` of an admission refusal's `run_failed` (defined here).
@@ -172,7 +172,7 @@ impl Engine {
         } else if let Some(Err(message)) = copied {
             ending.fail(FailureCode::LaunchFailed, message, PHASE_ADMISSION);
         } else {
-            match self.workspace(&attempt, run).await {
+            match self.workspace(&attempt, run, &admitted.root).await {
                 Err(error) => ending.fail(
                     FailureCode::SandboxSetupFailed,
                     error.to_string(),
@@ -389,16 +389,19 @@ impl Engine {
             resolved,
             factory,
             overlay,
+            root: repo_root,
         })
     }
 
     /// Workspace setup: the run's worktree (made, or reopened on a resume) under
-    /// `worktree: auto`, else the workspace root of the launch directory; canonicalised. A
-    /// worktree that cannot be made is the message.
+    /// `worktree: auto`, else `root`, the workspace root of the launch directory admission
+    /// found (one `git rev-parse` per run, not two); canonicalised. A worktree that cannot be
+    /// made is the message.
     async fn workspace(
         &self,
         attempt: &Attempt,
         run: &Run,
+        root: &std::path::Path,
     ) -> Result<(PathBuf, Option<RunWorktree>), WorktreeError> {
         let cwd = &attempt.launch.cwd;
         let (workspace, worktree) = match attempt.workflow.worktree {
@@ -413,7 +416,7 @@ impl Engine {
                 let worktree = made?;
                 (worktree.path().to_owned(), Some(worktree))
             }
-            Worktree::None => (workspace_root(cwd, &self.environment).await, None),
+            Worktree::None => (root.to_owned(), None),
         };
         let workspace = tokio::fs::canonicalize(&workspace)
             .await
@@ -990,6 +993,8 @@ struct Admitted {
     resolved: Resolved,
     factory: Factory,
     overlay: EnvOverlay,
+    /// The launch directory's workspace root ([`crate::sandbox::workspace::sandbox_root_of`]).
+    root: PathBuf,
 }
 
 impl Admitted {

@@ -351,7 +351,10 @@ pub(crate) fn dynamic_binary_hint(binary: Option<&std::path::Path>) -> String {
     }
 }
 
-/// §4.6: execs the bridge as `0:0` and waits for `ready`.
+/// §4.6: execs the bridge as `0:0` (so that the sandbox user cannot signal it) and waits for
+/// `ready`. A sandbox with one user only ([`SandboxRun::only_user`], the namespace driver) runs
+/// it as that user: there is no other, and the bridge reaches nothing the user could not (the
+/// proxy socket, behind the run's token).
 pub(crate) async fn start_egress_bridge(
     run: Arc<dyn SandboxRun>,
 ) -> Result<EgressBridge, SetupError> {
@@ -361,7 +364,7 @@ pub(crate) async fn start_egress_bridge(
     let opts = ExecOpts {
         stdout: Some(Box::new(out_w)),
         stderr: Some(Box::new(err_w)),
-        user: Some("0:0".to_owned()),
+        user: run.only_user().or_else(|| Some("0:0".to_owned())),
         ..ExecOpts::default()
     };
     let exec = tokio::spawn(async move {

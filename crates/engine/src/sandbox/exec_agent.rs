@@ -1,7 +1,9 @@
 //! L11 (after start): the in-sandbox exec agent (issue 18 item 3). Every node command of a
 //! sandbox whose driver binds the engine binary goes through one long-lived `iterion
 //! __exec-agent` instead of a driver exec each ([`iterion_sandbox::exec_agent`]); when the agent
-//! cannot start the run goes on with the driver's exec and the run log says why.
+//! cannot start the run goes on with the driver's exec and the run log says why. A driver whose
+//! exec is already a direct spawn inside the sandbox (the namespace driver's init forks each
+//! command) gets no agent: it would cost its start and save nothing per node.
 //! `ITERION_SANDBOX_EXEC_AGENT=0` turns it off (to compare, or to rule it out).
 
 use std::sync::Arc;
@@ -39,6 +41,16 @@ pub(crate) async fn with_exec_agent(
             LogLevel::Info,
             &format!(
                 "sandbox: exec agent off ({EXEC_AGENT_ENV}); node commands use the driver's exec"
+            ),
+        );
+        return run;
+    }
+    if run.exec_spawns_directly() {
+        run_log.line(
+            LogLevel::Debug,
+            &format!(
+                "sandbox: no exec agent: the {} driver's exec is already a direct spawn",
+                run.driver()
             ),
         );
         return run;

@@ -26,6 +26,7 @@ crate::engine_tests!(
     a_mismatched_spec_starts_cold_and_leaves_the_entry,
     an_untrusted_run_never_claims_a_trusted_entry,
     two_concurrent_claims_never_get_the_same_sandbox,
+    a_claimed_entry_that_fails_to_start_leaves_no_slot_behind,
 );
 
 const FILES_TARGET: &str = "/run/iterion/files";
@@ -337,4 +338,40 @@ async fn two_concurrent_claims_never_get_the_same_sandbox(engine: Engine) {
     for run in [r1, r2, r3, a] {
         run.cleanup().await.unwrap();
     }
+}
+
+async fn a_claimed_entry_that_fails_to_start_leaves_no_slot_behind(engine: Engine) {
+    let (test_id, run_a) = ids(engine, "warm-fail");
+    let (_, run_b) = ids(engine, "warm-fail");
+    let Some((driver, client)) = warm_driver(engine, &test_id, 1).await else {
+        return;
+    };
+    let mut fx = Fixture::new();
+    let store = "store-warm-fail";
+    let (spec_a, info_a) = fx.run(&run_a, store, "a");
+    let a = start(&driver, &spec_a, info_a).await;
+    let _guard_a = EngineGuard::container(engine, a.id());
+    let entry = ready(&driver, 1).await[0].clone();
+    let _entry_guard = EngineGuard::container(engine, entry.clone());
+    // Same shape (post_create runs after the claim), and post_create fails: the start fails
+    // after the entry was claimed and its proxy slot filled.
+    let (mut spec_b, info_b) = fx.run(&run_b, store, "b");
+    spec_b.post_create = Some("exit 3".to_owned());
+    let prepared = driver.prepare(&spec_b, &NoProgress).await.unwrap();
+    let failed = driver.start(prepared, info_b).await;
+    assert!(failed.is_err(), "post_create exits 3: the start fails");
+    assert!(
+        !container_exists(&client, &entry).await,
+        "the claimed entry is removed"
+    );
+    // The refill made a new entry; its two slots are the only ones left.
+    let next = ready(&driver, 1).await;
+    let _pool = guard_pool(engine, &driver);
+    assert!(!next.contains(&entry));
+    let slots = slots_under(fx.tmp.path()).len() + slots_under(&fx.tmp.path().join("runs")).len();
+    assert_eq!(
+        slots, 2,
+        "the failed claim's slots went with its entry; only the ready entry's two are left"
+    );
+    a.cleanup().await.unwrap();
 }

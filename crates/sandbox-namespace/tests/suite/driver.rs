@@ -543,3 +543,38 @@ async fn a_request_larger_than_a_datagram_is_delivered_whole() {
     assert!(err.contains("Argument list too long"), "{err}");
     run.cleanup().await.unwrap();
 }
+
+#[tokio::test]
+async fn an_exec_runs_as_the_one_mapped_user_and_another_user_is_refused_not_ignored() {
+    let fx = fixture();
+    let spec = Spec {
+        user: Some("1000:1000".to_owned()),
+        ..Spec::default()
+    };
+    let run = start(&fx, spec, Trust::Trusted).await;
+    assert_eq!(run.only_user().as_deref(), Some("1000:1000"));
+    let as_user = |user: &str| ExecOpts {
+        user: Some(user.to_owned()),
+        ..ExecOpts::default()
+    };
+    let argv = ["sh", "-c", "id -u; id -g"].map(str::to_owned);
+    for same in ["1000", "1000:1000", " 1000:1000 "] {
+        let result = run.exec(&argv, as_user(same)).await.unwrap();
+        assert_eq!(
+            (
+                result.exit_code,
+                String::from_utf8_lossy(result.stdout.as_deref().unwrap_or_default()).into_owned()
+            ),
+            (0, "1000\n1000\n".to_owned()),
+            "{same}"
+        );
+    }
+    for other in ["0:0", "0", "1000:0", "root", "65534"] {
+        let error = run.exec(&argv, as_user(other)).await.unwrap_err();
+        assert!(
+            error.to_string().contains("maps one user, 1000:1000"),
+            "{other}: {error}"
+        );
+    }
+    run.cleanup().await.unwrap();
+}

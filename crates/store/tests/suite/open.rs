@@ -82,6 +82,33 @@ async fn reopening_keeps_the_data_and_the_store_id_and_migrates_nothing() {
 }
 
 #[tokio::test]
+async fn closing_does_not_checkpoint_and_the_next_open_reads_the_wal() {
+    // No checkpoint at close (no fsync at every process exit): the commits stay in the WAL,
+    // which the next open reads back; nothing is lost.
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = clock();
+    let wal = std::path::PathBuf::from(format!("{}-wal", db_file(tmp.path()).display()));
+    let id = {
+        let store = file_store(tmp.path(), &clock).await;
+        let run = store.create_run(review()).await.unwrap();
+        for n in 0..3 {
+            store
+                .append_event(&run.id, NewEvent::new("node_started", json!({ "n": n })))
+                .await
+                .unwrap();
+        }
+        run.id
+    };
+    let wal_len = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+    assert!(
+        wal_len > 0,
+        "the store's WAL was checkpointed and truncated at close"
+    );
+    let again = file_store(tmp.path(), &clock).await;
+    assert_eq!(again.events(&id, 0).await.unwrap().len(), 3);
+}
+
+#[tokio::test]
 async fn two_stores_have_different_ids() {
     let a = SqliteStore::in_memory(SqliteOptions::default())
         .await
