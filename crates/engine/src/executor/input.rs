@@ -20,6 +20,8 @@ pub(crate) struct View<'s> {
     pub input: &'s Value,
     pub outputs: &'s BTreeMap<String, Value>,
     pub artifacts: &'s BTreeMap<String, Value>,
+    /// Every output so far of each node in a loop ([`Checkpoint::history`]).
+    pub history: &'s BTreeMap<String, Vec<Value>>,
     pub loops: &'s Value,
     pub run_id: &'s str,
     pub secrets: &'s [ir::Secret],
@@ -41,7 +43,16 @@ impl View<'_> {
             Namespace::Input => walk(self.input, path).cloned(),
             Namespace::Outputs => {
                 let (node, rest) = path.split_first()?;
-                walk(self.outputs.get(node)?, rest).cloned()
+                let output = self.outputs.get(node)?;
+                // `outputs.N.history`: N's outputs so far, unless its output has that field.
+                if let Some((field, tail)) = rest.split_first()
+                    && field == ir::HISTORY_FIELD
+                    && output.get(ir::HISTORY_FIELD).is_none()
+                    && let Some(all) = self.history.get(node)
+                {
+                    return walk(&Value::Array(all.clone()), tail).cloned();
+                }
+                walk(output, rest).cloned()
             }
             Namespace::Artifacts => {
                 let (name, rest) = path.split_first()?;
@@ -128,6 +139,7 @@ impl InputCtx<'_> {
             input: source_output,
             outputs: &state.outputs,
             artifacts: &state.artifacts,
+            history: &state.history,
             loops,
             run_id: self.run_id,
             secrets: &self.wf.secrets,
@@ -240,6 +252,7 @@ mod tests {
             input: &input,
             outputs: &outputs,
             artifacts: &BTreeMap::new(),
+            history: &BTreeMap::new(),
             loops: &loops,
             run_id: "r1",
             secrets: &secrets,
@@ -277,6 +290,7 @@ mod tests {
             input: &input,
             outputs: &outputs,
             artifacts: &BTreeMap::new(),
+            history: &BTreeMap::new(),
             loops: &loops,
             run_id: "r",
             secrets: &[],

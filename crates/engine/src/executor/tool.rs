@@ -42,6 +42,7 @@ pub(crate) async fn run(
             input,
             outputs: &state.outputs,
             artifacts: &state.artifacts,
+            history: &state.history,
             loops: &loops,
             run_id: &ctx.run_id,
             secrets: &ctx.wf.secrets,

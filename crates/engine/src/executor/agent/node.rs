@@ -55,6 +55,7 @@ pub(crate) fn render_prompts(
         input,
         outputs: &state.outputs,
         artifacts: &state.artifacts,
+            history: &state.history,
         loops: &loops,
         run_id: &ctx.run_id,
         secrets: &ctx.wf.secrets,
@@ -142,7 +143,7 @@ pub(crate) async fn run(
     let spec = loop_spec(ctx, &env, id, agent, input)?;
     let mcp_servers = mcp_server_specs(ctx.wf, id, agent, &env.place)?;
     if agent.backend.is_delegate() {
-        return crate::executor::agent::delegate::run(ctx, &env, id, agent, &spec)
+        return crate::executor::agent::delegate::run(ctx, &env, id, agent, &spec, input)
             .await
             .map_err(|f| f.at(id));
     }
