@@ -29,7 +29,10 @@ fn answer_of(output: &Value) -> Value {
     let mut answer = output.clone();
     let session = answer.as_object_mut().and_then(|m| m.remove("_session_id"));
     assert!(
-        session.as_ref().and_then(Value::as_str).is_some_and(|s| !s.is_empty()),
+        session
+            .as_ref()
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty()),
         "no _session_id in {output}"
     );
     answer
@@ -101,8 +104,14 @@ fn claude_code_on_the_host_runs_its_bash_tool_conforms_its_answer_and_inherits_i
         "made-by-claude\n"
     );
     let finished = of_kind(&events, "node_finished");
-    assert_eq!(answer_of(&finished[0]["output"]), json!({"answer": "made.txt"}));
-    assert_eq!(answer_of(&finished[1]["output"]), json!({"text": "I made made.txt."}));
+    assert_eq!(
+        answer_of(&finished[0]["output"]),
+        json!({"answer": "made.txt"})
+    );
+    assert_eq!(
+        answer_of(&finished[1]["output"]),
+        json!({"text": "I made made.txt."})
+    );
     assert_eq!(finished[0]["usage"]["input_tokens"], json!(30));
     let calls = of_kind(&events, "agent_tool_call");
     assert_eq!(calls.len(), 1, "{calls:#?}");
@@ -251,7 +260,10 @@ fn docker_claude_code_runs_in_the_container_with_the_placeholder_and_inherits_it
     let started = first(&events, "sandbox_started").unwrap();
     assert_eq!(started["proxy"], json!(true));
     let finished = of_kind(&events, "node_finished");
-    assert_eq!(answer_of(&finished[0]["output"]), json!({"answer": "made.txt"}));
+    assert_eq!(
+        answer_of(&finished[0]["output"]),
+        json!({"answer": "made.txt"})
+    );
     let calls = of_kind(&events, "agent_tool_call");
     assert_eq!(calls.len(), 1, "{calls:#?}");
     assert_eq!(calls[0]["tool"], json!("Bash"));
@@ -334,8 +346,14 @@ fn codex_on_the_host_runs_its_command_tool_conforms_its_answer_and_resumes_its_t
         of_kind(&events, "agent_tool_call")
     );
     let finished = of_kind(&events, "node_finished");
-    assert_eq!(answer_of(&finished[0]["output"]), json!({"answer": "made.txt"}));
-    assert_eq!(answer_of(&finished[1]["output"]), json!({"text": "I made made.txt."}));
+    assert_eq!(
+        answer_of(&finished[0]["output"]),
+        json!({"answer": "made.txt"})
+    );
+    assert_eq!(
+        answer_of(&finished[1]["output"]),
+        json!({"text": "I made made.txt."})
+    );
     let calls = of_kind(&events, "agent_tool_call");
     assert_eq!(calls.len(), 1, "{calls:#?}");
     assert_eq!(
@@ -410,7 +428,10 @@ fn docker_codex_runs_in_the_container_without_its_own_sandbox_with_the_placehold
         of_kind(&events, "agent_tool_call")
     );
     let finished = of_kind(&events, "node_finished");
-    assert_eq!(answer_of(&finished[0]["output"]), json!({"answer": "made.txt"}));
+    assert_eq!(
+        answer_of(&finished[0]["output"]),
+        json!({"answer": "made.txt"})
+    );
     let calls = of_kind(&events, "agent_tool_call");
     assert_eq!(calls.len(), 1, "{calls:#?}");
     assert_eq!(
@@ -815,7 +836,10 @@ fn docker_claude_code_on_a_subscription_login_holds_only_the_placeholder() {
         "made-in-the-box\n"
     );
     let finished = of_kind(&events, "node_finished");
-    assert_eq!(answer_of(&finished[0]["output"]), json!({"answer": "made.txt"}));
+    assert_eq!(
+        answer_of(&finished[0]["output"]),
+        json!({"answer": "made.txt"})
+    );
     // Usage and the cost claude reports (its own estimate) are in node_finished.
     let usage = &finished[0]["usage"];
     assert!(usage["input_tokens"].as_u64().unwrap() > 0, "{usage}");
@@ -986,7 +1010,10 @@ fn docker_codex_on_a_chatgpt_login_holds_only_the_placeholder() {
             .collect::<Vec<_>>()
     );
     let finished = of_kind(&events, "node_finished");
-    assert_eq!(answer_of(&finished[0]["output"]), json!({"answer": "made.txt"}));
+    assert_eq!(
+        answer_of(&finished[0]["output"]),
+        json!({"answer": "made.txt"})
+    );
     // codex reports tokens and no cost.
     let usage = &finished[0]["usage"];
     assert!(usage["input_tokens"].as_u64().unwrap() > 0, "{usage}");
@@ -1172,9 +1199,9 @@ fn claude_code_inherit_continues_the_session_its_input_names() {
     let events = env.events(&run);
     let finished = of_kind(&events, "node_finished");
     assert!(
-        finished
-            .iter()
-            .all(|f| f["output"]["_session_id"].as_str().is_some_and(|s| !s.is_empty())),
+        finished.iter().all(|f| f["output"]["_session_id"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty())),
         "{finished:?}"
     );
 }

@@ -97,6 +97,7 @@ async fn ask_person(
                             options: Vec::new(),
                         },
                         snapshot: None,
+                        delegate: None,
                     })));
                 }
             }
@@ -126,7 +127,7 @@ fn question_text(ctx: &Ctx<'_>, id: &str, node: &HumanNode, input: &Value) -> St
         input,
         outputs: &state.outputs,
         artifacts: &state.artifacts,
-            history: &state.history,
+        history: &state.history,
         loops: &loops,
         run_id: &ctx.run_id,
         secrets: &ctx.wf.secrets,

@@ -488,8 +488,8 @@ impl<'a> Refs<'_, 'a> {
                             if field(s, f).is_none() && !runtime_field(syms, self.graph, n, f) =>
                         {
                             self.push(
-                            Code::C031,
-                            span,
+                                Code::C031,
+                                span,
                                 format!(
                                     "output schema \"{}\" of \"{n}\" has no field \"{f}\"",
                                     s.name.name

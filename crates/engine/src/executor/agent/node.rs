@@ -55,7 +55,7 @@ pub(crate) fn render_prompts(
         input,
         outputs: &state.outputs,
         artifacts: &state.artifacts,
-            history: &state.history,
+        history: &state.history,
         loops: &loops,
         run_id: &ctx.run_id,
         secrets: &ctx.wf.secrets,
@@ -295,6 +295,7 @@ async fn run_in_process(
                 node: id.to_owned(),
                 question,
                 snapshot: Some(*snapshot),
+                delegate: None,
             })))
         }
         Err(error) => Err(loop_failure(error)),
