@@ -42,6 +42,15 @@ pub fn default_delegate_model(backend: Backend) -> &'static str {
 /// The default of `tool_max_steps` (DSL.md §3.5, decision D15).
 pub const DEFAULT_TOOL_MAX_STEPS: u32 = 50;
 
+/// The output field a delegate node's CLI session id is added under: `{{outputs.N._session_id}}`
+/// in a `with` mapping hands it to a later `session: inherit | fork` node, which continues that
+/// session rather than the last one its backend left.
+pub const SESSION_ID_FIELD: &str = "_session_id";
+
+/// The output field `{{outputs.N.history}}` of a node at an end of a loop edge: the list of its
+/// outputs so far in the run, oldest first (unless its schema declares `history` itself).
+pub const HISTORY_FIELD: &str = "history";
+
 /// The deepest nesting of subbot children: a run's child has depth 1 (DSL.md §3.9). Deeper is
 /// C910 at compile time and `SUBBOT_DEPTH_EXCEEDED` at run time.
 pub const MAX_SUBBOT_DEPTH: u32 = 8;

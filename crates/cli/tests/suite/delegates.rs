@@ -24,6 +24,20 @@ fn workflow(backend: &str, model: &str, sandbox: &str) -> String {
     )
 }
 
+/// A delegate node's output without its `_session_id`, which must be there.
+fn answer_of(output: &Value) -> Value {
+    let mut answer = output.clone();
+    let session = answer.as_object_mut().and_then(|m| m.remove("_session_id"));
+    assert!(
+        session
+            .as_ref()
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty()),
+        "no _session_id in {output}"
+    );
+    answer
+}
+
 fn path_with(dir: &Path) -> String {
     format!(
         "{}:{}",
@@ -90,8 +104,14 @@ fn claude_code_on_the_host_runs_its_bash_tool_conforms_its_answer_and_inherits_i
         "made-by-claude\n"
     );
     let finished = of_kind(&events, "node_finished");
-    assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
-    assert_eq!(finished[1]["output"], json!({"text": "I made made.txt."}));
+    assert_eq!(
+        answer_of(&finished[0]["output"]),
+        json!({"answer": "made.txt"})
+    );
+    assert_eq!(
+        answer_of(&finished[1]["output"]),
+        json!({"text": "I made made.txt."})
+    );
     assert_eq!(finished[0]["usage"]["input_tokens"], json!(30));
     let calls = of_kind(&events, "agent_tool_call");
     assert_eq!(calls.len(), 1, "{calls:#?}");
@@ -240,7 +260,10 @@ fn docker_claude_code_runs_in_the_container_with_the_placeholder_and_inherits_it
     let started = first(&events, "sandbox_started").unwrap();
     assert_eq!(started["proxy"], json!(true));
     let finished = of_kind(&events, "node_finished");
-    assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
+    assert_eq!(
+        answer_of(&finished[0]["output"]),
+        json!({"answer": "made.txt"})
+    );
     let calls = of_kind(&events, "agent_tool_call");
     assert_eq!(calls.len(), 1, "{calls:#?}");
     assert_eq!(calls[0]["tool"], json!("Bash"));
@@ -323,8 +346,14 @@ fn codex_on_the_host_runs_its_command_tool_conforms_its_answer_and_resumes_its_t
         of_kind(&events, "agent_tool_call")
     );
     let finished = of_kind(&events, "node_finished");
-    assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
-    assert_eq!(finished[1]["output"], json!({"text": "I made made.txt."}));
+    assert_eq!(
+        answer_of(&finished[0]["output"]),
+        json!({"answer": "made.txt"})
+    );
+    assert_eq!(
+        answer_of(&finished[1]["output"]),
+        json!({"text": "I made made.txt."})
+    );
     let calls = of_kind(&events, "agent_tool_call");
     assert_eq!(calls.len(), 1, "{calls:#?}");
     assert_eq!(
@@ -399,7 +428,10 @@ fn docker_codex_runs_in_the_container_without_its_own_sandbox_with_the_placehold
         of_kind(&events, "agent_tool_call")
     );
     let finished = of_kind(&events, "node_finished");
-    assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
+    assert_eq!(
+        answer_of(&finished[0]["output"]),
+        json!({"answer": "made.txt"})
+    );
     let calls = of_kind(&events, "agent_tool_call");
     assert_eq!(calls.len(), 1, "{calls:#?}");
     assert_eq!(
@@ -804,7 +836,10 @@ fn docker_claude_code_on_a_subscription_login_holds_only_the_placeholder() {
         "made-in-the-box\n"
     );
     let finished = of_kind(&events, "node_finished");
-    assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
+    assert_eq!(
+        answer_of(&finished[0]["output"]),
+        json!({"answer": "made.txt"})
+    );
     // Usage and the cost claude reports (its own estimate) are in node_finished.
     let usage = &finished[0]["usage"];
     assert!(usage["input_tokens"].as_u64().unwrap() > 0, "{usage}");
@@ -975,7 +1010,10 @@ fn docker_codex_on_a_chatgpt_login_holds_only_the_placeholder() {
             .collect::<Vec<_>>()
     );
     let finished = of_kind(&events, "node_finished");
-    assert_eq!(finished[0]["output"], json!({"answer": "made.txt"}));
+    assert_eq!(
+        answer_of(&finished[0]["output"]),
+        json!({"answer": "made.txt"})
+    );
     // codex reports tokens and no cost.
     let usage = &finished[0]["usage"];
     assert!(usage["input_tokens"].as_u64().unwrap() > 0, "{usage}");
@@ -1107,4 +1145,63 @@ fn docker_strict_doctor_names_a_delegate_cli_missing_from_the_image() {
     env.write("both.iter", &block(DELEGATES_IMAGE));
     let (code, failed) = crate::suite::execfix::strict_failures(&env, "both.iter", &static_bin);
     assert_eq!((code, failed), (0, Vec::new()));
+}
+
+/// `{{outputs.N._session_id}}` hands a node's CLI session to a later `inherit` node, which
+/// continues that one rather than the last session its backend left.
+#[test]
+fn claude_code_inherit_continues_the_session_its_input_names() {
+    let Some(clis) = delegate_clis_or_skip("cli::delegates::session_id") else {
+        return;
+    };
+    let env = Env::new();
+    let node = |name: &str, session: &str, user: &str| {
+        format!(
+            "agent {name}:\n  model: \"anthropic/claude-test\"\n  backend: claude_code\n  session: {session}\n  user: \"{user}\"\n\n"
+        )
+    };
+    env.write(
+        "w.iter",
+        &format!(
+            "{}{}{}workflow w:\n  entry: a\n  a -> b\n  b -> last with {{ _session_id: \"{{{{outputs.a._session_id}}}}\" }}\n  last -> done\n",
+            node("a", "fresh", "Prompt of a."),
+            node("b", "fresh", "Prompt of b."),
+            node("last", "inherit", "Last prompt."),
+        ),
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::text("a answer"),
+            Reply::text("b answer"),
+            Reply::text("last answer"),
+        ],
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .env("PATH", path_with(&clis))
+        .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    let last = message_texts(&requests[2]);
+    assert!(
+        last.contains("Prompt of a.") && last.contains("Last prompt."),
+        "{last}"
+    );
+    assert!(!last.contains("Prompt of b."), "{last}");
+    // Every delegate output carries its session id.
+    let run = env.only_run();
+    let events = env.events(&run);
+    let finished = of_kind(&events, "node_finished");
+    assert!(
+        finished.iter().all(|f| f["output"]["_session_id"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty())),
+        "{finished:?}"
+    );
 }

@@ -469,3 +469,33 @@ fn a_human_node_publishes_its_answer_as_an_artifact() {
     assert_eq!(published["node"], json!("x"));
     assert_eq!(published["value"], json!({"verdict": "ok"}));
 }
+
+#[test]
+fn a_gated_branch_is_skipped_a_chained_fan_out_joins_and_history_lists_every_round() {
+    let env = Env::new();
+    env.write("w.iter", &example("15_gated_fanout.iter"));
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The go branch's `when has_go` did not hold: its key reached the join as null.
+    assert_eq!(
+        summary["output"],
+        json!({"result": "js||generic|[{\"n\":0},{\"n\":1},{\"n\":2}]"})
+    );
+    let run = env.only_run();
+    let mut nodes = started(&env.events(&run));
+    // Branches run concurrently: compare each fan-out's branches as a set.
+    nodes[2..4].sort();
+    nodes[5..7].sort();
+    assert_eq!(
+        nodes,
+        [
+            "detect", "scanners", "generic", "js", "reviews", "review_a", "review_b", "gather",
+            "count", "count", "count", "report"
+        ]
+    );
+}

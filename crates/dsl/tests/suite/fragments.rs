@@ -462,11 +462,37 @@ fn a_clean_fan_out_has_no_diagnostic() {
 }
 
 #[test]
-fn c905_condition_on_a_fan_out_edge() {
+fn c905_else_on_a_fan_out_edge() {
+    let src = format!(
+        "{FAN}workflow w:\n  entry: r\n  r -> a else\n  r -> b\n  a -> j\n  b -> j\n  j -> done\n"
+    );
+    expect(&src, &[("C905", 16)]);
+}
+
+#[test]
+fn a_condition_on_a_fan_out_edge_gates_its_branch() {
     let src = format!(
         "{FAN}workflow w:\n  entry: r\n  r -> a when ok\n  r -> b\n  a -> j\n  b -> j\n  j -> done\n"
     );
-    expect(&src, &[("C905", 16)]);
+    expect(&src, &[]);
+}
+
+#[test]
+fn a_fan_out_router_every_branch_reaches_is_their_join() {
+    let src = format!(
+        "{FAN}router r2:\n  mode: fan_out_all\n\ntool c:\n  command: `true`\n\ntool d:\n  command: `true`\n\n\
+         workflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> r2\n  b -> r2\n  r2 -> c\n  r2 -> d\n  c -> j\n  d -> j\n  j -> done\n"
+    );
+    expect(&src, &[]);
+}
+
+#[test]
+fn c907_a_fan_out_inside_one_branch_still_nests() {
+    let src = format!(
+        "{FAN}router r2:\n  mode: fan_out_all\n\ntool c:\n  command: `true`\n\ntool d:\n  command: `true`\n\ntool k:\n  await: wait_all\n  command: `true`\n\n\
+         workflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> r2\n  r2 -> c\n  r2 -> d\n  c -> k\n  d -> k\n  k -> j\n  b -> j\n  j -> done\n"
+    );
+    expect(&src, &[("C907", 31)]);
 }
 
 #[test]

@@ -85,6 +85,9 @@ pub struct Checkpoint {
     /// Visits of every `round_robin` router so far: the next visit takes edge `count % edges`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub round_robin: BTreeMap<String, u64>,
+    /// Every output of each node in a loop's body, oldest first: `{{outputs.N.history}}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub history: BTreeMap<String, Vec<Value>>,
 }
 
 impl Default for Checkpoint {
@@ -102,6 +105,7 @@ impl Default for Checkpoint {
             artifacts: BTreeMap::new(),
             artifact_versions: BTreeMap::new(),
             round_robin: BTreeMap::new(),
+            history: BTreeMap::new(),
         }
     }
 }

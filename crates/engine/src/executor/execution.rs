@@ -527,6 +527,13 @@ impl Ctx<'_> {
                 {
                     let mut state = self.lock_state();
                     state.outputs.insert(id.to_owned(), output.clone());
+                    if self.graph.in_loop(id) {
+                        state
+                            .history
+                            .entry(id.to_owned())
+                            .or_default()
+                            .push(output.clone());
+                    }
                     state.last_completed_node = Some(id.to_owned());
                 }
                 self.emit(Event::NodeFinished(NodeFinished {
@@ -666,6 +673,9 @@ impl Ctx<'_> {
             .into_inner()
             .unwrap_or_else(PoisonError::into_inner);
         for value in checkpoint.outputs.values_mut() {
+            *value = redactor.redact_json(value);
+        }
+        for value in checkpoint.history.values_mut().flatten() {
             *value = redactor.redact_json(value);
         }
         for counter in checkpoint.loops.values_mut() {

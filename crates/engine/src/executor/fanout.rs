@@ -7,6 +7,10 @@
 //! run fails with `JOIN_FAILED`. Under `best_effort` every branch runs to its end, and the join
 //! runs if at least one arrived, with `_failed_branches` in its input.
 //!
+//! A branch edge with `when` starts its branch only when the condition holds on the router's
+//! output; a skipped branch is no failure, and the join sees its keys as `null`. A join may be
+//! a `fan_out_all` router itself (a chained fan-out): it waits for all branches, then fans out.
+//!
 //! A run-level stop (cancellation, budget) cancels the fan-out too, and then its own reason wins
 //! over `JOIN_FAILED`.
 
@@ -14,11 +18,12 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use iterion_dsl::ir::{AwaitMode, Target};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::executor::checkpoint::NextNode;
 use crate::executor::ctx::{BranchCtx, Ctx, LineEnd};
 use crate::executor::outcome::Failure;
+use crate::executor::select;
 use crate::records::events::{EdgeSelected, Event};
 use iterion_vocab::FailureCode;
 
@@ -56,6 +61,32 @@ pub(crate) async fn fan_out(
         let Target::Node(first) = &edge.to else {
             continue;
         };
+        // A branch whose `when` does not hold on the router's output (its input) is skipped;
+        // the join sees its keys as `null`. A condition that fails to evaluate skips it too,
+        // with its `edge_condition_error`.
+        let holds = {
+            let state = ctx.lock_state();
+            let output = state.outputs.get(router).cloned().unwrap_or(Value::Null);
+            select::holds(
+                &select::WalkInput {
+                    wf: ctx.wf,
+                    graph: &ctx.graph,
+                    state: &state,
+                    vars: &ctx.vars,
+                    run_id: &ctx.run_id,
+                },
+                index,
+                &output,
+            )
+        };
+        match holds {
+            Ok(true) => {}
+            Ok(false) => continue,
+            Err(reason) => {
+                ctx.emit(select::condition_error(edge, reason)).await;
+                continue;
+            }
+        }
         ctx.emit(Event::EdgeSelected(EdgeSelected {
             from: router.to_owned(),
             to: first.clone(),
@@ -161,7 +192,7 @@ pub(crate) async fn fan_out(
             None
         }
         AwaitMode::BestEffort => {
-            if arrivals.is_empty() {
+            if arrivals.is_empty() && !failures.is_empty() {
                 let all: Vec<String> = failures.iter().map(describe).collect();
                 return Err(Failure::new(
                     FailureCode::JoinFailed,

@@ -64,6 +64,11 @@ impl Graph {
         self.incoming.get(node).map_or(&[], Vec::as_slice)
     }
 
+    /// Whether `node` is in the body of a loop (its outputs are kept as its history).
+    pub(crate) fn in_loop(&self, node: &str) -> bool {
+        self.loops.values().any(|l| l.body.contains(node))
+    }
+
     /// The join of a fan-out router.
     pub(crate) fn join_of(&self, router: &str) -> Option<&str> {
         self.joins.get(router).map(String::as_str)
@@ -143,10 +148,17 @@ fn loops(wf: &Workflow) -> BTreeMap<String, LoopInfo> {
     out
 }
 
-/// For every `fan_out_all` router, the first `await` node met walking forward from its branch
-/// targets without entering an `await` node (C906 makes it the only one).
+/// For every `fan_out_all` router, the first join met walking forward from its branch targets
+/// without entering one (C906 makes it the only one): an `await` node, or a `fan_out_all`
+/// router, which waits for every branch (`wait_all`) and then fans out again (a chained
+/// fan-out).
 fn joins(wf: &Workflow) -> HashMap<String, String> {
-    let is_await = |id: &str| wf.node(id).is_some_and(|n| n.await_mode.is_some());
+    let is_await = |id: &str| {
+        wf.node(id).is_some_and(|n| {
+            n.await_mode.is_some()
+                || matches!(&n.body, NodeBody::Router(r) if r.mode == RouterMode::FanOutAll)
+        })
+    };
     let mut out = HashMap::new();
     for router in &wf.nodes {
         let NodeBody::Router(r) = &router.body else {

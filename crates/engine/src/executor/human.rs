@@ -128,6 +128,7 @@ fn question_text(ctx: &Ctx<'_>, id: &str, node: &HumanNode, input: &Value) -> St
         outputs: &state.outputs,
         artifacts: &state.artifacts,
         attachments: &ctx.attachments,
+        history: &state.history,
         loops: &loops,
         run_id: &ctx.run_id,
         secrets: &ctx.wf.secrets,

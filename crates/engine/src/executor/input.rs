@@ -22,6 +22,8 @@ pub(crate) struct View<'s> {
     pub artifacts: &'s BTreeMap<String, Value>,
     /// `{NAME: {path, mime, size, sha256}}` ([`crate::sandbox::attachments::scope`]).
     pub attachments: &'s Value,
+    /// Every output so far of each node in a loop ([`Checkpoint::history`]).
+    pub history: &'s BTreeMap<String, Vec<Value>>,
     pub loops: &'s Value,
     pub run_id: &'s str,
     pub secrets: &'s [ir::Secret],
@@ -43,7 +45,16 @@ impl View<'_> {
             Namespace::Input => walk(self.input, path).cloned(),
             Namespace::Outputs => {
                 let (node, rest) = path.split_first()?;
-                walk(self.outputs.get(node)?, rest).cloned()
+                let output = self.outputs.get(node)?;
+                // `outputs.N.history`: N's outputs so far, unless its output has that field.
+                if let Some((field, tail)) = rest.split_first()
+                    && field == ir::HISTORY_FIELD
+                    && output.get(ir::HISTORY_FIELD).is_none()
+                    && let Some(all) = self.history.get(node)
+                {
+                    return walk(&Value::Array(all.clone()), tail).cloned();
+                }
+                walk(output, rest).cloned()
             }
             Namespace::Artifacts => {
                 let (name, rest) = path.split_first()?;
@@ -141,6 +152,7 @@ impl InputCtx<'_> {
             outputs: &state.outputs,
             artifacts: &state.artifacts,
             attachments: self.attachments,
+            history: &state.history,
             loops,
             run_id: self.run_id,
             secrets: &self.wf.secrets,
@@ -255,6 +267,7 @@ mod tests {
             outputs: &outputs,
             artifacts: &BTreeMap::new(),
             attachments: &attachments,
+            history: &BTreeMap::new(),
             loops: &loops,
             run_id: "r1",
             secrets: &secrets,
@@ -298,6 +311,7 @@ mod tests {
             outputs: &outputs,
             artifacts: &BTreeMap::new(),
             attachments: &attachments,
+            history: &BTreeMap::new(),
             loops: &loops,
             run_id: "r",
             secrets: &[],

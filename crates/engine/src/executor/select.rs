@@ -72,31 +72,12 @@ pub(crate) fn walk(w: &WalkInput<'_>, source: &str, output: &Value) -> (Option<u
                 continue;
             }
         }
-        let decided = match &e.condition {
-            // Step 5: the first edge without `when` is the fallback.
-            Condition::None | Condition::Else => {
-                fallback.get_or_insert(i);
-                continue;
-            }
-            // Step 4.
-            Condition::Field { name, negated } => match output.get(name) {
-                None => continue,
-                Some(Value::Bool(b)) => Ok(*b != *negated),
-                Some(other) => Err(format!(
-                    "field \"{name}\" is {}, not bool",
-                    iterion_dsl::expr::type_name(other)
-                )),
-            },
-            // Step 3.
-            Condition::Expr(_) => match w.graph.expr(i) {
-                Some(Ok(expr)) => expr
-                    .eval_condition(&expr_scope(w, expr, output))
-                    .map_err(|err| err.to_string()),
-                Some(Err(parse_error)) => Err(parse_error.to_string()),
-                None => Err("the expression was not parsed".to_owned()),
-            },
-        };
-        match decided {
+        // Step 5: the first edge without `when` is the fallback.
+        if matches!(e.condition, Condition::None | Condition::Else) {
+            fallback.get_or_insert(i);
+            continue;
+        }
+        match holds(w, i, output) {
             Ok(true) => return (Some(i), events),
             Ok(false) => {}
             Err(reason) => events.push(condition_error(e, reason)),
@@ -105,7 +86,34 @@ pub(crate) fn walk(w: &WalkInput<'_>, source: &str, output: &Value) -> (Option<u
     (fallback, events)
 }
 
-fn condition_error(e: &Edge, reason: String) -> Event {
+/// Whether the `when` of edge `i` holds on its source's `output` (steps 3–4): an edge without
+/// one holds; a missing field does not; a non-bool field or a failing expression is the error's
+/// text.
+pub(crate) fn holds(w: &WalkInput<'_>, i: usize, output: &Value) -> Result<bool, String> {
+    let Some(e) = w.wf.edges.get(i) else {
+        return Ok(false);
+    };
+    match &e.condition {
+        Condition::None | Condition::Else => Ok(true),
+        Condition::Field { name, negated } => match output.get(name) {
+            None => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b != *negated),
+            Some(other) => Err(format!(
+                "field \"{name}\" is {}, not bool",
+                iterion_dsl::expr::type_name(other)
+            )),
+        },
+        Condition::Expr(_) => match w.graph.expr(i) {
+            Some(Ok(expr)) => expr
+                .eval_condition(&expr_scope(w, expr, output))
+                .map_err(|err| err.to_string()),
+            Some(Err(parse_error)) => Err(parse_error.to_string()),
+            None => Err("the expression was not parsed".to_owned()),
+        },
+    }
+}
+
+pub(crate) fn condition_error(e: &Edge, reason: String) -> Event {
     Event::EdgeConditionError(EdgeConditionError {
         from: e.from.clone(),
         to: target_name(&e.to).to_owned(),

@@ -43,6 +43,7 @@ pub(crate) async fn run(
             outputs: &state.outputs,
             artifacts: &state.artifacts,
             attachments: &ctx.attachments,
+            history: &state.history,
             loops: &loops,
             run_id: &ctx.run_id,
             secrets: &ctx.wf.secrets,

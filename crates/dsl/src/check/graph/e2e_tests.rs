@@ -368,9 +368,14 @@ const FAN: &str = "router r:\n  mode: fan_out_all\n\ntool a:\n  command: `true`\
 #[test]
 fn fragment_c905() {
     let src = format!(
-        "{FAN}workflow w:\n  entry: r\n  r -> a when ok\n  r -> b\n  a -> j\n  b -> j\n  j -> done\n"
+        "{FAN}workflow w:\n  entry: r\n  r -> a else\n  r -> b\n  a -> j\n  b -> j\n  j -> done\n"
     );
     assert_eq!(all(&src), vec![(Code::C905, 16)]);
+    // `when` chooses whether a branch starts.
+    let src = format!(
+        "{FAN}workflow w:\n  entry: r\n  r -> a when ok\n  r -> b\n  a -> j\n  b -> j\n  j -> done\n"
+    );
+    assert_eq!(all(&src), vec![]);
 }
 
 #[test]

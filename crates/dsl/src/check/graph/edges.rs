@@ -143,11 +143,12 @@ fn picker_clauses(
     }
 }
 
-/// C905: a `fan_out_all` router takes every edge, so no clause may choose among them.
+/// C905: a `fan_out_all` router starts a branch per edge; `else` and `as` cannot choose among
+/// them. `when` may: a branch whose condition does not hold on the router's input is skipped
+/// (the join sees its keys as `null`), as upstream's workflows gate per-ecosystem branches.
 fn fan_out_clauses(name: &str, edges: &[&ast::Edge], out: &mut Vec<Diagnostic>) {
     for e in edges {
         let clauses = [
-            e.when.as_ref().map(|w| ("when", w.span())),
             e.else_.map(|s| ("else", s)),
             e.loop_.as_ref().map(|l| ("as", l.span)),
         ];

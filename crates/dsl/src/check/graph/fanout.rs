@@ -1,5 +1,8 @@
 //! `fan_out_all` structure and input keys (DSL.md §5.6, §5.1): C028, C906, C907, C908.
 //!
+//! A join is an `await` node, or a `fan_out_all` router that every branch reaches (a chained
+//! fan-out: the router waits for all branches, as `await: wait_all`, then fans out again).
+//!
 //! Every region node is claimed by the first branch that reaches it, across all routers, and a
 //! walk never expands a claimed node again: the whole analysis is linear in the graph however
 //! many routers and branches a file has. A branch that runs into another branch of its router
@@ -66,8 +69,13 @@ fn branch<'a>(
                 return;
             }
             if is_fan_out(syms, v) {
+                // A `fan_out_all` router every branch reaches is their join (wait_all), and
+                // then fans out again; anywhere else it nests a fan-out (C907).
                 if !b.routers.iter().any(|(r, _)| *r == v) {
                     b.routers.push((v, by));
+                }
+                if awaits.insert(v) {
+                    b.awaits.push(v);
                 }
                 return;
             }
@@ -126,14 +134,22 @@ pub(super) fn check<'a>(g: &Graph<'a>, syms: &Symbols<'a>, out: &mut Vec<Diagnos
                     all.push(a);
                 }
             }
+        }
+        // The only boundary node, a router: a chained fan-out, joined by that router.
+        let chained = |inner: &str| matches!(all.as_slice(), [j] if *j == inner);
+        let mut nested = false;
+        for b in &branches {
             for (inner, by) in &b.routers {
-                c.push(
-                    by,
-                    format!("branch \"{}\" holds the fan-out \"{inner}\"", b.start),
-                );
+                if !chained(inner) {
+                    nested = true;
+                    c.push(
+                        by,
+                        format!("branch \"{}\" holds the fan-out \"{inner}\"", b.start),
+                    );
+                }
             }
         }
-        if branches.iter().any(|b| b.foreign || !b.routers.is_empty()) {
+        if nested || branches.iter().any(|b| b.foreign) {
             continue;
         }
         // Which branches can reach each candidate join: their own awaits, or those of an
@@ -312,7 +328,18 @@ struct KeySeen<'a> {
 
 /// C028: two pure unconditional edges from different sources into one target map the same key;
 /// into a join, any two edges from different branches do.
+///
+/// An edge whose source is a loop's entry (the target of a loop edge) does not count among the
+/// pure ones: that source runs again on every crossing and its edge re-enters the target on a
+/// later pass than the first edge, with the taken edge's mapping winning (§5.3), as upstream's
+/// check has it (its workflows re-run a node after a fix loop with the first pass's keys).
 fn input_keys(g: &Graph<'_>, joins: &HashMap<&str, Join<'_>>, out: &mut Vec<Diagnostic>) {
+    let reentries: HashSet<&str> = g
+        .edges
+        .iter()
+        .filter(|e| e.loop_.is_some())
+        .map(|e| e.to.name.as_str())
+        .collect();
     let mut targets: Vec<&str> = Vec::new();
     let mut seen_target: HashSet<&str> = HashSet::new();
     for e in &g.edges {
@@ -327,7 +354,7 @@ fn input_keys(g: &Graph<'_>, joins: &HashMap<&str, Join<'_>>, out: &mut Vec<Diag
         for (i, e) in g.in_edges(t).enumerate() {
             let Some(with) = &e.with else { continue };
             let src = e.from.name.as_str();
-            let pure = is_pure(e);
+            let pure = is_pure(e) && !reentries.contains(src);
             let br = join.and_then(|j| j.branch_of.get(src).copied());
             for (key, _) in &with.entries {
                 let seen = keys.entry(key.name.as_str()).or_default();

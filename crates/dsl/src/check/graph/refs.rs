@@ -7,6 +7,7 @@ use crate::ast::{self, Decl, NodeBody, PromptRef, Span, StrLit, When};
 use crate::check::symbols::Symbols;
 use crate::diag::{Code, Diagnostic};
 use crate::expr;
+use crate::ir::{HISTORY_FIELD, SESSION_ID_FIELD};
 use crate::template::{self, Namespace};
 
 /// Which of a template's checks to run. A named prompt is checked once for what does not
@@ -483,16 +484,20 @@ impl<'a> Refs<'_, 'a> {
                 }
                 if let (Some(f), true) = (path.get(1), place.context_free()) {
                     match output_schema(syms, n) {
-                        OutputSchema::Known(s) if field(s, f).is_none() => self.push(
-                            Code::C031,
-                            span,
-                            format!(
-                                "output schema \"{}\" of \"{n}\" has no field \"{f}\"",
-                                s.name.name
-                            ),
-                            place.node,
-                            None,
-                        ),
+                        OutputSchema::Known(s)
+                            if field(s, f).is_none() && !runtime_field(syms, self.graph, n, f) =>
+                        {
+                            self.push(
+                                Code::C031,
+                                span,
+                                format!(
+                                    "output schema \"{}\" of \"{n}\" has no field \"{f}\"",
+                                    s.name.name
+                                ),
+                                place.node,
+                                None,
+                            );
+                        }
                         OutputSchema::Missing => self.push(
                             Code::C032,
                             span,
@@ -651,4 +656,24 @@ fn input_schema<'a>(syms: &Symbols<'a>, node: &str) -> Option<&'a ast::Schema> {
         NodeBody::Router(_) | NodeBody::Subbot(_) => return None,
     };
     syms.schemas.get(id.name.as_str()).copied()
+}
+
+/// Fields the engine adds to a node's output beyond its schema (DSL.md §4.1, as upstream's
+/// workflows use them): `_session_id` on an agent node (the delegate CLI's session, for a later
+/// `session: inherit | fork` node's `with`), and `history` on a node at an end of a loop edge
+/// (its outputs so far in the run, oldest first), unless its schema declares a field of that
+/// name, which then wins.
+fn runtime_field(syms: &Symbols<'_>, graph: Option<&Graph<'_>>, node: &str, f: &str) -> bool {
+    match f {
+        SESSION_ID_FIELD => syms
+            .nodes
+            .get(node)
+            .is_some_and(|n| matches!(n.body, NodeBody::Agent(_))),
+        HISTORY_FIELD => graph.is_some_and(|g| {
+            g.edges
+                .iter()
+                .any(|e| e.loop_.is_some() && (e.from.name == node || e.to.name == node))
+        }),
+        _ => false,
+    }
 }

@@ -1085,13 +1085,6 @@ fn fan_out_edges_take_no_clause() {
         vec![
             d(
                 Code::C905,
-                110,
-                30,
-                "fan_out_all router \"r\" takes every edge; when is not allowed"
-            )
-            .with_node("r"),
-            d(
-                Code::C905,
                 111,
                 30,
                 "fan_out_all router \"r\" takes every edge; else is not allowed"

@@ -10,7 +10,9 @@
 //!   run's agent environment). codex's provider is written there as `config.toml`.
 //! - Every assistant turn the CLI reports becomes an `agent_turn`, every tool call an
 //!   `agent_tool_call` (redacted, bounded); the session id is kept per backend so a later node
-//!   with `session: inherit | fork` continues it (a fork's own session is not kept).
+//!   with `session: inherit | fork` continues it (a fork's own session is not kept). The node's
+//!   output carries its session id as `_session_id`; a later node whose input has a
+//!   `_session_id` (a `with` mapping of `{{outputs.N._session_id}}`) continues that one.
 //! - The final answer is conformed to the node's output schema exactly like a claw node's; on a
 //!   miss the CLI's session is resumed once with a correction request.
 //! - A CLI that exits without an answer, reports an error or overruns [`DELEGATE_TIMEOUT`]
@@ -32,7 +34,7 @@ use iterion_agent::delegate::{
 use iterion_agent::session::{LoopSpec, conforming};
 use iterion_agent::shell::BoundedSink;
 use iterion_agent::wire::{Dollars, Usage};
-use iterion_dsl::ir::{AgentNode, Backend, Interaction, Session};
+use iterion_dsl::ir::{AgentNode, Backend, Interaction, SESSION_ID_FIELD, Session};
 use iterion_sandbox::ExecOpts;
 use serde_json::json;
 use tokio::io::AsyncBufReadExt as _;
@@ -66,6 +68,7 @@ pub(crate) async fn run(
     id: &str,
     agent: &AgentNode,
     spec: &LoopSpec,
+    input: &serde_json::Value,
 ) -> Result<AgentResult, Failure> {
     let Some(cli) = cli_of(agent.backend) else {
         return Err(Failure::new(
@@ -108,8 +111,18 @@ pub(crate) async fn run(
     };
     let config_dir = config_dir(ctx, env, cli, sandboxed).await?;
     let backend = cli.backend();
+    // The session to continue: the one the node's input names (`_session_id`, mapped from an
+    // earlier node's output), else the last one its backend left in this run.
+    let named = input
+        .get(SESSION_ID_FIELD)
+        .and_then(serde_json::Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned);
     let resumed = take_paused(ctx, env, id);
-    let start = match (agent.session, env.delegates.session(backend)) {
+    let start = match (
+        agent.session,
+        named.or_else(|| env.delegates.session(backend)),
+    ) {
         _ if resumed.is_some() => Start::Fresh,
         (Session::Fresh, _) | (_, None) => {
             if !matches!(agent.session, Session::Fresh | Session::InheritIfAvailable) {
@@ -220,10 +233,19 @@ pub(crate) async fn run(
         env.delegates.keep_session(backend, session.clone());
     }
     let Some((name, schema)) = &spec.output else {
-        return Ok(AgentResult::Done(json!({"text": first.end.text}), usage));
+        let text = json!({"text": first.end.text});
+        return Ok(AgentResult::Done(
+            stamped(text, first.session.as_ref()),
+            usage,
+        ));
     };
     let violation = match conforming(schema, &first.end.text) {
-        Ok(value) => return Ok(AgentResult::Done(value, usage)),
+        Ok(value) => {
+            return Ok(AgentResult::Done(
+                stamped(value, first.session.as_ref()),
+                usage,
+            ));
+        }
         Err(v) => v,
     };
     // One correction, in the same CLI session (as the claw loop asks its model once more).
@@ -245,11 +267,12 @@ pub(crate) async fn run(
         fields.join(", ")
     );
     task.system = None;
-    task.start = Start::Resume(session);
+    task.start = Start::Resume(session.clone());
     let retry = run_cli(ctx, id, &task, &mut turns, &mut asking).await?;
     if let Some(question) = retry.paused {
         return paused_at(ctx, id, &task, question, retry.session).await;
     }
+    let own = retry.session.clone().unwrap_or(session);
     usage.input_tokens = usage.input_tokens.saturating_add(retry.end.input_tokens);
     usage.output_tokens = usage.output_tokens.saturating_add(retry.end.output_tokens);
     usage.cost_usd = match (usage.cost_usd, retry.end.cost_usd) {
@@ -260,7 +283,7 @@ pub(crate) async fn run(
         env.delegates.keep_session(backend, session);
     }
     conforming(schema, &retry.end.text)
-        .map(|value| AgentResult::Done(value, usage))
+        .map(|value| AgentResult::Done(stamped(value, Some(&own)), usage))
         .map_err(|violation| {
             Failure::new(
                 FailureCode::SchemaValidation,
@@ -269,6 +292,17 @@ pub(crate) async fn run(
                 ),
             )
         })
+}
+
+/// The node's output with its CLI session id under [`SESSION_ID_FIELD`], when there is one.
+fn stamped(mut value: serde_json::Value, session: Option<&String>) -> serde_json::Value {
+    if let (Some(map), Some(session)) = (value.as_object_mut(), session) {
+        map.insert(
+            SESSION_ID_FIELD.to_owned(),
+            serde_json::Value::String(session.clone()),
+        );
+    }
+    value
 }
 
 fn log(ctx: &Ctx<'_>, node: &str, text: String) {

@@ -56,6 +56,7 @@ pub(crate) fn render_prompts(
         outputs: &state.outputs,
         artifacts: &state.artifacts,
         attachments: &ctx.attachments,
+        history: &state.history,
         loops: &loops,
         run_id: &ctx.run_id,
         secrets: &ctx.wf.secrets,
@@ -150,7 +151,7 @@ pub(crate) async fn run(
     let spec = loop_spec(ctx, &env, id, agent, input)?;
     let mcp_servers = mcp_server_specs(ctx.wf, id, agent, &env.place)?;
     if agent.backend.is_delegate() {
-        return crate::executor::agent::delegate::run(ctx, &env, id, agent, &spec)
+        return crate::executor::agent::delegate::run(ctx, &env, id, agent, &spec, input)
             .await
             .map_err(|f| f.at(id));
     }
