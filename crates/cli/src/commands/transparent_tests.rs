@@ -112,7 +112,7 @@ async fn hostile_dns_messages_never_panic_and_get_bounded_well_formed_replies() 
             v.push((y >> 56) as u8);
         }
         // Half of them keep a query header so that they reach the parser's deeper paths.
-        if x % 2 == 0 && v.len() > 12 {
+        if x.is_multiple_of(2) && v.len() > 12 {
             v[2] &= 0x7f;
             v[4] = 0;
             v[5] = 1;
