@@ -153,8 +153,10 @@ pub fn mcp_config(cli: Cli, servers: &[McpServer]) -> Option<String> {
             let mut out = String::new();
             for s in servers {
                 let args: Vec<String> = s.args.iter().map(|a| toml_str(a)).collect();
+                // Its tools run without an approval: `approval_policy = "never"` would otherwise
+                // refuse every call ("MCP tool call requires approval").
                 out.push_str(&format!(
-                    "\n[mcp_servers.{}]\ncommand = {}\nargs = [{}]\n",
+                    "\n[mcp_servers.{}]\ncommand = {}\nargs = [{}]\ndefault_tools_approval_mode = \"approve\"\n",
                     toml_str(&s.name),
                     toml_str(&s.command),
                     args.join(", ")
@@ -315,6 +317,21 @@ fn claude(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
             allowed.push(rule);
         }
     }
+    // The MCP servers iterion gives the CLI run without a prompt too (`mcp__<server>`: all of
+    // that server's tools); a repository's are never loaded (`--strict-mcp-config`).
+    // A name that is not one plain word gets no rule: `,` or `(` in it would write other rules.
+    let mcp_rules: Vec<String> = task
+        .mcp_servers
+        .iter()
+        .filter(|s| {
+            !s.name.is_empty()
+                && s.name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
+        .map(|s| format!("mcp__{}", s.name))
+        .collect();
+    allowed.extend(mcp_rules.iter().map(String::as_str));
     let allowed = allowed.join(",");
     let mut argv: Vec<String> = [
         "claude",

@@ -316,4 +316,26 @@ fn mcp_servers_are_written_to_one_file_per_cli_and_a_hostile_name_cannot_add_key
     assert_eq!(lines, vec!["model_provider = \"iterion\""], "{config}");
     assert!(!config.lines().any(|l| l.starts_with("x = ")), "{config}");
     assert!(config.contains("args = [\"__mcp-ask-user\"]"), "{config}");
+    // codex runs the servers' tools without an approval (`approval_policy = "never"` would
+    // refuse them otherwise).
+    assert!(
+        config.contains("default_tools_approval_mode = \"approve\""),
+        "{config}"
+    );
+}
+
+#[test]
+fn claude_runs_the_given_mcp_servers_tools_without_a_prompt_and_a_hostile_name_adds_no_rule() {
+    let server = |name: &str| McpServer {
+        name: name.into(),
+        command: "/run/iterion/bin/iterion".into(),
+        args: vec!["__mcp-ask-user".into()],
+        env: vec![],
+    };
+    let mut t = task(Cli::ClaudeCode);
+    t.tools = vec![];
+    t.mcp_servers = vec![server("iterion"), server("x,Bash"), server("y(Bash)")];
+    let inv = invocation(&t);
+    let at = inv.argv.iter().position(|a| a == "--allowedTools").unwrap();
+    assert_eq!(inv.argv[at + 1], "mcp__iterion");
 }

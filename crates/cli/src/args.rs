@@ -90,6 +90,10 @@ pub enum Command {
     /// engine runs it, people don't.
     #[command(name = "__exec-agent", hide = true)]
     ExecAgent,
+    /// The stdio MCP server (`ask_user`) a delegate CLI of an `interaction: ask` node runs; the
+    /// engine configures it, people don't.
+    #[command(name = "__mcp-ask-user", hide = true)]
+    McpAskUser,
     /// Run viewer: a web page of this store's runs (graph, sandbox, logs, transcripts, live),
     /// with a JSON API under /api/ (docs/studio.md). Runs until Ctrl-C.
     Studio(StudioArgs),

@@ -29,6 +29,8 @@ fn main() -> std::process::ExitCode {
         args::Command::ClawRunner => commands::claw_runner::run(&env),
         // Framed stdin/stdout only, no tracing subscriber, no env read.
         args::Command::ExecAgent => commands::exec_agent::run(),
+        // JSON-RPC on stdin/stdout only, no tracing subscriber.
+        args::Command::McpAskUser => commands::mcp_ask_user::run(&env),
         command => async_main(command, env),
     };
     code.into()
@@ -85,6 +87,7 @@ fn async_main(command: args::Command, process_env: Environment) -> Exit {
             args::Command::EgressProbe { target } => commands::egress_probe::run(&target),
             args::Command::ClawRunner => commands::claw_runner::run(&env),
             args::Command::ExecAgent => commands::exec_agent::run(),
+            args::Command::McpAskUser => commands::mcp_ask_user::run(&env),
             args::Command::Studio(args) => commands::studio::run(args, &env).await,
         }
     })

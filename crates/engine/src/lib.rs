@@ -63,7 +63,7 @@ mod sandbox;
 pub use async_trait::async_trait;
 pub use iterion_dsl as dsl;
 
-pub use executor::agent::operator::{Operator, PausedAgent};
+pub use executor::agent::operator::{Operator, PausedAgent, PausedDelegate};
 pub use executor::budget::{BudgetError, RunBudget};
 pub use executor::checkpoint::{
     CHECKPOINT_VERSION, Checkpoint, LoopCounter, NextNode, NodeStart, ResumeError, RewindError,
@@ -124,6 +124,13 @@ pub use records::secrets::ResolvedSecret;
 pub use records::sink::{EventSink, LogLine, MemoryEventSink, MemoryRunLog, RunLogSink};
 pub use sandbox::engine_binary::{ContainerBinary, ITERION_BIN, container_binary_for};
 pub use sandbox::host::{claw_runner_main, host_sandbox};
+/// The ask-user listener's wire format and names, for `iterion __mcp-ask-user`.
+pub mod ask_user {
+    pub use crate::sandbox::ask_user::{
+        AskReply, AskRequest, MCP_SERVER_NAME, MCP_SUBCOMMAND, NODE_ENV, QUESTION_MAX_BYTES,
+        REQUEST_MAX_BYTES, SOCKET_ENV, TOKEN_ENV,
+    };
+}
 pub use sandbox::host_services::{HostService, HostServiceError, UntrustedHostServices};
 pub use sandbox::registry::local_reapers;
 pub use sandbox::rundir::runtime_root;

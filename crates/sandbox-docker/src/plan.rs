@@ -157,7 +157,8 @@ pub(crate) fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
     for (source, target) in secrets.binds() {
         mounts.push(bind(utf8("run_dir", &source)?, target, true));
     }
-    if proxied {
+    // The `net/` dir holds the proxy's socket and the ask-user listener's (seed step 18).
+    if proxied || info.listener_planned {
         mounts.push(bind(
             utf8("run_dir", &info.run_dir.join("net"))?,
             NET_DIR_TARGET.to_owned(),

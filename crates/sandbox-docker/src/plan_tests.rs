@@ -165,6 +165,29 @@ fn a_proxied_run_has_no_network_and_reaches_the_proxy_through_its_sockets() {
 }
 
 #[test]
+fn a_planned_listener_binds_the_net_dir_without_a_proxy_too() {
+    let net_bound = |listener: bool| {
+        let mut info = info();
+        info.listener_planned = listener;
+        let plan = plan_for(EngineKind::Docker, &Spec::default(), &info);
+        plan.body
+            .host_config
+            .unwrap()
+            .mounts
+            .unwrap()
+            .iter()
+            .filter(|m| m.target.as_deref() == Some("/run/iterion/net"))
+            .map(|m| (m.source.clone().unwrap(), m.read_only))
+            .collect::<Vec<_>>()
+    };
+    let net = info().run_dir.join("net").to_string_lossy().into_owned();
+    assert_eq!(
+        (net_bound(false), net_bound(true)),
+        (vec![], vec![(net, Some(true))])
+    );
+}
+
+#[test]
 fn the_host_alias_is_added_only_for_a_planned_listener_without_a_proxy() {
     let alias = |listener: bool, proxy: bool| {
         let mut info = info();

@@ -223,9 +223,8 @@ pub(crate) fn plan(spec: &Spec, info: &RunInfo, inputs: &PlanInputs<'_>) -> Resu
             purpose: mount.purpose.clone(),
         });
     }
-    if let Some(proxy) = &info.proxy
-        && proxy.host_socket.is_some()
-    {
+    // The `net/` dir holds the proxy's socket and the ask-user listener's (seed step 18).
+    if info.listener_planned || info.proxy.as_ref().is_some_and(|p| p.host_socket.is_some()) {
         binds.push(Bind {
             source: info.run_dir.join("net"),
             target: NET_DIR_TARGET.to_owned(),

@@ -364,8 +364,13 @@ fn sse_responses(reply: &Reply, n: usize) -> Vec<(&'static str, Value)> {
         items.push(item);
     }
     for (i, (name, input)) in calls.iter().enumerate() {
-        let item = json!({"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": format!("call_{n}_{i}"),
+        let mut item = json!({"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": format!("call_{n}_{i}"),
                           "name": name, "arguments": input.to_string(), "status": "completed"});
+        // `NAMESPACE/tool`: a tool of a `namespace` tool (codex offers MCP tools that way).
+        if let Some((namespace, tool)) = name.split_once('/') {
+            item["namespace"] = json!(namespace);
+            item["name"] = json!(tool);
+        }
         events.push((
             "response.output_item.added",
             json!({"type": "response.output_item.added", "output_index": items.len(), "item": item}),

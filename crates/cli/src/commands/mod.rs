@@ -10,6 +10,7 @@ pub mod exec_agent;
 pub mod follow;
 pub mod inspect;
 pub mod logs;
+pub mod mcp_ask_user;
 pub mod operator;
 pub mod progress;
 pub mod prune;

@@ -3,6 +3,7 @@ mod agent;
 mod agent_docker;
 mod cancel;
 mod delegates;
+mod delegates_ask;
 mod devbox;
 mod devcontainer;
 mod docs;

@@ -230,23 +230,9 @@ fn check_nodes(
             check_delegate(a, backend.map(|(b, _)| b), name, out);
             check_readonly(a, name, out);
             check_unenforced(a, name, out);
-            let delegate = backend.filter(|(b, _)| *b != ast::Backend::Claw);
-            if let (Some((ast::Interaction::Ask, span)), Some((backend, _))) =
-                (a.interaction, delegate)
-            {
-                out.push(
-                    node_diag(
-                        Code::C136,
-                        span,
-                        format!(
-                            "node \"{name}\" asks the operator, but backend {} has no \
-                             ask-user channel yet; it runs as if interaction were none",
-                            backend_word(backend)
-                        ),
-                    )
-                    .with_hint("set interaction: none, or use backend: claw to ask the operator"),
-                );
-            } else if let (Some((ast::Interaction::Ask, span)), false, false) =
+            // A delegate node's `ask_user` reaches the engine like a claw node's (its CLI's
+            // `iterion` MCP server, docs/delegates.md): the same rule for both.
+            if let (Some((ast::Interaction::Ask, span)), false, false) =
                 (a.interaction, opted_out, opts.ask_user_in_sandbox)
             {
                 out.push(

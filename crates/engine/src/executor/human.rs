@@ -97,6 +97,7 @@ async fn ask_person(
                             options: Vec::new(),
                         },
                         snapshot: None,
+                        delegate: None,
                     })));
                 }
             }

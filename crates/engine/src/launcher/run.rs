@@ -472,6 +472,7 @@ impl Engine {
                 child_of_live_sandbox: attempt.run.parent_run_id.is_some(),
             },
             file_secrets: attempt.workflow.has_file_secrets(),
+            ask_user: crate::sandbox::ask_user::wanted(&attempt.workflow),
             events,
             event_sink: Arc::new(events.clone()),
             egress_secrets: {
@@ -654,6 +655,56 @@ impl Engine {
                 path: host_path.clone(),
             },
         };
+        // The ask-user channel of delegate nodes: the sandbox's listener, or on the host one in
+        // a fresh 0700 dir, with the iterion binary the CLI runs as its MCP server.
+        let host_listener = match active {
+            None if crate::sandbox::ask_user::wanted(&attempt.workflow) => {
+                let tmp = self
+                    .environment
+                    .get_os("TMPDIR")
+                    .filter(|t| !t.is_empty())
+                    .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+                match crate::sandbox::ask_user::AskUserListener::bind_on_host(
+                    &tmp,
+                    run_log.redactor(),
+                    Arc::new(run_log.clone()),
+                )
+                .await
+                {
+                    Ok(listener) => Some(Arc::new(listener)),
+                    Err(error) => {
+                        ending.fail(
+                            FailureCode::SandboxSetupFailed,
+                            error.to_string(),
+                            PHASE_SANDBOX_SETUP,
+                        );
+                        return;
+                    }
+                }
+            }
+            _ => None,
+        };
+        let ask_user =
+            match (active, &host_listener) {
+                (Some(active), _) => active.ask_user.as_ref().map(|listener| {
+                    crate::executor::agent::env::AskChannel {
+                        listener: Arc::clone(listener),
+                        socket: crate::sandbox::ask_user::CONTAINER_SOCKET.to_owned(),
+                        command: active.engine_bin.to_owned(),
+                    }
+                }),
+                (None, Some(listener)) => crate::sandbox::engine_binary::engine_binary_for_run(
+                    self.engine_binary.as_deref(),
+                    &self.environment,
+                )
+                .or_else(|| std::env::current_exe().ok())
+                .map(|bin| crate::executor::agent::env::AskChannel {
+                    listener: Arc::clone(listener),
+                    socket: listener.path().to_string_lossy().into_owned(),
+                    command: bin.to_string_lossy().into_owned(),
+                }),
+                (None, None) => None,
+            };
         let mut execution = Execution::new(&attempt.workflow, run_id, sandbox, sink)
             .vars(attempt.vars.clone())
             .environment(self.environment.clone())
@@ -669,6 +720,7 @@ impl Engine {
                 delegates: Default::default(),
                 // Ok here: a login that failed to load ended the attempt before the sandbox.
                 forfaits: scope.forfaits.clone().unwrap_or_default(),
+                ask_user,
             });
         if let Some(checkpoint) = attempt.checkpoint.clone() {
             execution = execution.resume_from(checkpoint);
@@ -690,7 +742,11 @@ impl Engine {
             Arc::new(children),
             active.map(ActiveSandbox::shared).unwrap_or_default(),
         );
-        match execution.run().await {
+        let ran = execution.run().await;
+        if let Some(listener) = &host_listener {
+            listener.shutdown().await;
+        }
+        match ran {
             Ok(report) => {
                 let mut outcome = report.outcome;
                 if outcome.failure_code == Some(FailureCode::Cancelled) && stop.is_cancelled() {

@@ -10,7 +10,7 @@ use iterion_sandbox::{RunLog, SandboxRun};
 
 use crate::records::events::Event;
 use crate::records::sink::EventSink;
-use crate::sandbox::{copy, egress, mounts, rundir, scratch};
+use crate::sandbox::{ask_user, copy, egress, mounts, rundir, scratch};
 
 /// What a run hands the children that adopt its sandbox besides the run itself (SANDBOX.md
 /// §14's `SharedSandbox`; the run, its driver and the parent id travel in the executor).
@@ -40,6 +40,8 @@ pub(crate) struct ActiveSandbox {
     pub workspace_folder: Option<String>,
     /// An untrusted run's copy, landed back as a branch and a patch at teardown (issue 15).
     pub landing: Option<Box<copy::UntrustedLanding>>,
+    /// The ask-user listener (seed step 18), when a delegate node may ask.
+    pub ask_user: Option<Arc<ask_user::AskUserListener>>,
 }
 
 /// Where a sandbox without host binds is copied back to at teardown (SANDBOX.md §5.11), and
@@ -103,6 +105,9 @@ impl ActiveSandbox {
         }
         if let Some(proxy) = self.proxy {
             proxy.shutdown(self.run_log.as_ref()).await;
+        }
+        if let Some(listener) = self.ask_user {
+            listener.shutdown().await;
         }
         // The container is gone: nothing writes the copy any more while it is read.
         if let Some(landing) = self.landing {

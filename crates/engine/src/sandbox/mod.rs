@@ -20,6 +20,7 @@
 //! shuts it down, and teardown does too (the socket goes with it).
 
 pub(crate) mod active;
+pub(crate) mod ask_user;
 pub(crate) mod copy;
 pub(crate) mod devbox;
 pub(crate) mod egress;

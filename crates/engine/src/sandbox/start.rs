@@ -28,7 +28,7 @@ use crate::sandbox::egress::{self};
 use crate::sandbox::error::{PHASE_SANDBOX_SETUP, SetupError};
 use crate::sandbox::resolve::Resolved;
 use crate::sandbox::start_ctx::StartCtx;
-use crate::sandbox::{copy, devbox, exec_agent, finalize, mounts, rundir, scratch};
+use crate::sandbox::{ask_user, copy, devbox, exec_agent, finalize, mounts, rundir, scratch};
 
 /// What L5–L14 came to.
 pub(crate) enum SandboxOutcome {
@@ -381,6 +381,28 @@ async fn apply(
         Some(landing) => landing.copy.clone(),
         None => ctx.mount_inputs.workspace.clone(),
     };
+    // Seed step 18: the ask-user listener beside the proxy's socket, in the run's `net/` dir
+    // that the driver binds; decided here, before the container exists, because that bind is
+    // part of its shape. A driver whose proxy is not on a Unix socket shares no run dir (gets
+    // none: an interactive delegate node then fails with CAPABILITY_UNSUPPORTED).
+    let ask_user =
+        if ctx.ask_user && matches!(addresses.bind, iterion_sandbox::ProxyBind::UnixSocket(_)) {
+            match ask_user::AskUserListener::bind(
+                &run_dir.join("net"),
+                &ctx.redactor,
+                Arc::clone(&ctx.run_log),
+            )
+            .await
+            {
+                Ok(listener) => Some(Arc::new(listener)),
+                Err(error) => {
+                    made.undo().await;
+                    return Err(SetupError::failed(error.to_string()));
+                }
+            }
+        } else {
+            None
+        };
     // L10: the proxy, listening from here on; every later failure shuts it down.
     let proxy = match egress::start_network_proxy(
         &egress::ProxyRequest {
@@ -402,12 +424,23 @@ async fn apply(
     {
         Ok(proxy) => proxy,
         Err(error) => {
+            if let Some(listener) = &ask_user {
+                listener.shutdown().await;
+            }
             made.undo().await;
             return Err(error);
         }
     };
     let workspace_folder = spec.workspace_folder.clone();
-    let result = start_in(ctx, spec, driver, &run_dir, &workspace_path, proxy.as_ref()).await;
+    let result = start_in(
+        ctx,
+        spec,
+        driver,
+        (&run_dir, &workspace_path),
+        proxy.as_ref(),
+        ask_user.is_some(),
+    )
+    .await;
     match result {
         Ok(mut run) => {
             // Drivers that bind the engine binary run node commands through its exec agent.
@@ -495,11 +528,15 @@ async fn apply(
                 }),
                 workspace_folder,
                 landing: made.landing,
+                ask_user,
             })
         }
         Err(error) => {
             if let Some(proxy) = proxy {
                 proxy.shutdown(ctx.run_log.as_ref()).await;
+            }
+            if let Some(listener) = &ask_user {
+                listener.shutdown().await;
             }
             made.undo().await;
             Err(error)
@@ -538,11 +575,12 @@ async fn start_in(
     ctx: &StartCtx<'_>,
     spec: Spec,
     driver: &dyn Driver,
-    run_dir: &std::path::Path,
-    workspace_path: &std::path::Path,
+    (run_dir, workspace_path): (&std::path::Path, &std::path::Path),
     proxy: Option<&egress::EngineProxy>,
+    listener_planned: bool,
 ) -> Result<Started, SetupError> {
     let mut info = RunInfo::new(ctx.run_id, ctx.store_id, workspace_path, run_dir);
+    info.listener_planned = listener_planned;
     info.friendly_name = ctx.workflow.to_owned();
     info.trust = ctx.trust;
     info.mount_scope = ctx.mount_inputs.mount_scope();

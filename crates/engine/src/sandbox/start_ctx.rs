@@ -32,6 +32,8 @@ pub(crate) struct StartCtx<'a> {
     pub egress_secrets: Vec<EgressSecret>,
     /// The delegate nodes' subscription logins (seed steps 14 and 17).
     pub forfaits: crate::sandbox::forfait::Forfaits,
+    /// Some delegate node may ask the operator: bind the ask-user listener (seed step 18).
+    pub ask_user: bool,
     /// The agent nodes' model provider hosts, implicitly allowed under an allowlist (§13.1b).
     pub model_hosts: Vec<String>,
     pub run_log: Arc<dyn RunLog>,

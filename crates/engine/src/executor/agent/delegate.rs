@@ -15,27 +15,36 @@
 //!   miss the CLI's session is resumed once with a correction request.
 //! - A CLI that exits without an answer, reports an error or overruns [`DELEGATE_TIMEOUT`]
 //!   fails the node with its exit code and the tail of its stderr.
+//! - An `interaction: ask` node's CLI gets one MCP server, `iterion` (`iterion __mcp-ask-user`,
+//!   run by the CLI where it runs), whose `ask_user` reaches the run's listener
+//!   ([`crate::sandbox::ask_user`]) through the node's open slot. An operator at a terminal
+//!   answers at once (the CLI goes on with the answer as the tool's result); otherwise the MCP
+//!   server ends the CLI, the CLI's session files are kept in the checkpoint and the run pauses
+//!   (exit 3). `iterion resume RUN --answer TEXT` restores them into the new attempt's config dir
+//!   and resumes the session (`--resume` / `exec resume`) with the answer as the next prompt: a
+//!   run paused for hours holds no sandbox and no CLI.
 
 use std::time::Duration;
 
 use iterion_agent::delegate::{
-    Cli, Credential, DelegateEvent, DelegateTask, Final, Invocation, Start, StreamParser,
+    Cli, Credential, DelegateEvent, DelegateTask, Final, Start, StreamParser,
 };
 use iterion_agent::session::{LoopSpec, conforming};
 use iterion_agent::shell::BoundedSink;
 use iterion_agent::wire::{Dollars, Usage};
-use iterion_dsl::ir::{AgentNode, Backend, Session};
+use iterion_dsl::ir::{AgentNode, Backend, Interaction, Session};
 use iterion_sandbox::ExecOpts;
 use serde_json::json;
 use tokio::io::AsyncBufReadExt as _;
 
 use crate::executor::agent::env::{AgentEnv, AgentPlace};
-use crate::executor::agent::operator::AgentResult;
+use crate::executor::agent::operator::{AgentResult, Operator, PausedAgent, PausedDelegate};
 use crate::executor::ctx::Ctx;
 use crate::executor::outcome::{Failure, TAIL_BYTES};
 use crate::records::agent_events::{AgentToolCall, AgentTurn, bound_transcript_text};
 use crate::records::events::Event;
 use crate::records::sink::LogLine;
+use crate::sandbox::ask_user::{self, AskReply, Slot};
 use iterion_vocab::{FailureCode, LogStream};
 
 /// The longest one CLI run may take before the node fails.
@@ -127,7 +136,9 @@ pub(crate) async fn run(
     };
     let config_dir = config_dir(ctx, env, cli, sandboxed).await?;
     let backend = cli.backend();
+    let resumed = take_paused(ctx, env, id);
     let start = match (agent.session, env.delegates.session(backend)) {
+        _ if resumed.is_some() => Start::Fresh,
         (Session::Fresh, _) | (_, None) => {
             if !matches!(agent.session, Session::Fresh | Session::InheritIfAvailable) {
                 log(
@@ -145,11 +156,66 @@ pub(crate) async fn run(
         None => None,
         Some(text) => effort(ctx, id, text)?,
     };
+    let mut slot = None;
+    let mut mcp_servers = Vec::new();
+    if agent.interaction == Interaction::Ask {
+        let Some(channel) = &env.ask_user else {
+            return Err(Failure::new(
+                FailureCode::CapabilityUnsupported,
+                format!(
+                    "node \"{id}\" asks the operator (interaction: ask), but this run's sandbox driver gives {backend} no ask-user channel (it needs a run dir shared with the sandbox: docker, podman, the namespace sandbox, or no sandbox)"
+                ),
+            ));
+        };
+        slot = Some(channel.listener.open(id));
+        mcp_servers.push(iterion_agent::delegate::McpServer {
+            name: ask_user::MCP_SERVER_NAME.to_owned(),
+            command: channel.command.clone(),
+            args: vec![ask_user::MCP_SUBCOMMAND.to_owned()],
+            env: vec![
+                (ask_user::SOCKET_ENV.to_owned(), channel.socket.clone()),
+                (
+                    ask_user::TOKEN_ENV.to_owned(),
+                    channel.listener.token().to_owned(),
+                ),
+                (ask_user::NODE_ENV.to_owned(), id.to_owned()),
+            ],
+        });
+    }
+    let (start, prompt, system) = match resumed {
+        None => (start, spec.prompt.clone(), spec.system.clone()),
+        Some((paused, answer)) => {
+            let Some(delegate) = paused.delegate else {
+                return Err(Failure::new(
+                    FailureCode::ExecutionFailed,
+                    format!("node \"{id}\" paused without its {backend} session"),
+                ));
+            };
+            restore_session(ctx, &config_dir, sandboxed, &delegate).await?;
+            log(
+                ctx,
+                id,
+                format!(
+                    "{backend}: resuming session {} with the operator's answer",
+                    delegate.session
+                ),
+            );
+            (
+                Start::Resume(delegate.session),
+                format!(
+                    "The operator answered your question \"{}\":\n\n{answer}",
+                    paused.question.question
+                ),
+                // codex reads its instructions from the prompt: the session has them already.
+                spec.system.clone().filter(|_| cli == Cli::ClaudeCode),
+            )
+        }
+    };
     let mut task = DelegateTask {
         cli,
         model: spec.model.clone(),
-        system: spec.system.clone(),
-        prompt: spec.prompt.clone(),
+        system,
+        prompt,
         tools: agent.tools.clone(),
         max_turns: spec.max_turns,
         reasoning_effort,
@@ -159,10 +225,17 @@ pub(crate) async fn run(
         credential,
         config_dir,
         sandboxed,
-        mcp_servers: Vec::new(),
+        mcp_servers,
     };
     let mut turns = 0;
-    let first = run_cli(ctx, id, &task, &mut turns).await?;
+    let mut asking = Asking {
+        slot: slot.as_mut(),
+        operator: env.operator.as_ref(),
+    };
+    let first = run_cli(ctx, id, &task, &mut turns, &mut asking).await?;
+    if let Some(question) = first.paused {
+        return paused_at(ctx, id, &task, question, first.session).await;
+    }
     let mut usage = Usage {
         input_tokens: first.end.input_tokens,
         output_tokens: first.end.output_tokens,
@@ -201,7 +274,10 @@ pub(crate) async fn run(
     );
     task.system = None;
     task.start = Start::Resume(session);
-    let retry = run_cli(ctx, id, &task, &mut turns).await?;
+    let retry = run_cli(ctx, id, &task, &mut turns, &mut asking).await?;
+    if let Some(question) = retry.paused {
+        return paused_at(ctx, id, &task, question, retry.session).await;
+    }
     usage.input_tokens = usage.input_tokens.saturating_add(retry.end.input_tokens);
     usage.output_tokens = usage.output_tokens.saturating_add(retry.end.output_tokens);
     usage.cost_usd = match (usage.cost_usd, retry.end.cost_usd) {
@@ -283,19 +359,32 @@ async fn config_dir(
     Ok(dir)
 }
 
-/// Writes the invocation's config files into the config dir (0600), where the CLI runs.
-async fn write_config(ctx: &Ctx<'_>, task: &DelegateTask, inv: &Invocation) -> Result<(), Failure> {
-    for (name, text) in &inv.config_files {
-        let path = format!("{}/{name}", task.config_dir);
+/// Writes files into the config dir (0600; a name may hold `/`, its dirs are made 0700), where
+/// the CLI runs.
+async fn write_files(
+    ctx: &Ctx<'_>,
+    config_dir: &str,
+    sandboxed: bool,
+    files: &[(String, String)],
+) -> Result<(), Failure> {
+    for (name, text) in files {
+        let path = format!("{config_dir}/{name}");
         let failed = |e: String| {
             Failure::new(
                 FailureCode::ExecutionFailed,
                 format!("{path} could not be written: {e}"),
             )
         };
-        if !task.sandboxed {
+        if !sandboxed {
             use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
+            use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+            if let Some(parent) = std::path::Path::new(&path).parent() {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(parent)
+                    .map_err(|e| failed(e.to_string()))?;
+            }
             let mut file = std::fs::OpenOptions::new()
                 .write(true)
                 .create(true)
@@ -310,7 +399,7 @@ async fn write_config(ctx: &Ctx<'_>, task: &DelegateTask, inv: &Invocation) -> R
         let argv = [
             "sh".to_owned(),
             "-c".to_owned(),
-            "umask 077 && cat > \"$1\"".to_owned(),
+            "umask 077 && mkdir -p \"$(dirname \"$1\")\" && cat > \"$1\"".to_owned(),
             "sh".to_owned(),
             path.clone(),
         ];
@@ -334,17 +423,181 @@ async fn write_config(ctx: &Ctx<'_>, task: &DelegateTask, inv: &Invocation) -> R
 struct CliRun {
     session: Option<String>,
     end: Final,
+    /// The question the run pauses on (the CLI was ended by its MCP server).
+    paused: Option<String>,
 }
 
-/// Runs the CLI once, recording its turns and tool calls as they stream.
+/// Who answers the node's `ask_user` while its CLI runs: its open slot on the run's listener,
+/// and the operator at a terminal, if any.
+struct Asking<'a> {
+    slot: Option<&'a mut Slot>,
+    operator: Option<&'a std::sync::Arc<dyn Operator>>,
+}
+
+/// Answers the questions arriving on the node's slot until the CLI ends: the operator's answer
+/// when there is one, else `Paused` (the MCP server then ends the CLI) with the question kept in
+/// `paused`. Never returns while the slot is open.
+async fn serve_questions(
+    ctx: &Ctx<'_>,
+    id: &str,
+    asking: &mut Asking<'_>,
+    paused: &std::sync::Mutex<Option<String>>,
+) {
+    let Some(slot) = asking.slot.as_deref_mut() else {
+        return std::future::pending().await;
+    };
+    while let Some(asked) = slot.asked.recv().await {
+        let answer = match asking.operator {
+            Some(op) => op.ask(id, &asked.question, &[]).await,
+            None => None,
+        };
+        let reply = match answer {
+            Some(text) => AskReply::Answer { text },
+            None => {
+                log(
+                    ctx,
+                    id,
+                    "ask_user: nobody can answer now; the CLI session ends and the run pauses"
+                        .to_owned(),
+                );
+                *paused
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Some(asked.question.clone());
+                AskReply::Paused
+            }
+        };
+        let _ = asked.reply.send(reply);
+    }
+    std::future::pending().await
+}
+
+/// A session id as the CLI reported it, if it is one word (it names files and goes into argv).
+fn session_word(session: &str) -> bool {
+    !session.is_empty()
+        && session.len() <= 128
+        && session
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// The most a paused session's files may hold, all together.
+const SESSION_MAX_BYTES: usize = 16 * 1024 * 1024;
+
+/// The node's pause: its question, and its CLI session (the id and the CLI's own session files,
+/// read from the config dir) for the resume.
+async fn paused_at(
+    ctx: &Ctx<'_>,
+    id: &str,
+    task: &DelegateTask,
+    question: String,
+    session: Option<String>,
+) -> Result<AgentResult, Failure> {
+    let program = task.cli.program();
+    let failed = |m: String| Failure::new(FailureCode::ExecutionFailed, m);
+    let Some(session) = session.filter(|s| session_word(s)) else {
+        return Err(failed(format!(
+            "{program} asked the operator but reported no session to resume with the answer"
+        )));
+    };
+    // claude: projects/<cwd>/<id>.jsonl; codex: sessions/Y/M/D/rollout-<time>-<id>.jsonl.
+    let list = [
+        "sh".to_owned(),
+        "-c".to_owned(),
+        "cd \"$1\" 2>/dev/null || exit 0; for f in projects/*/\"$2\".jsonl sessions/*/*/*/rollout-*\"$2\".jsonl; do [ -f \"$f\" ] && printf '%s\\n' \"$f\"; done; exit 0".to_owned(),
+        "sh".to_owned(),
+        task.config_dir.clone(),
+        session.clone(),
+    ];
+    let listed = ctx
+        .sandbox
+        .exec(&list, ExecOpts::default())
+        .await
+        .map_err(|e| failed(format!("the {program} session could not be listed: {e}")))?;
+    let names = String::from_utf8_lossy(&listed.stdout.unwrap_or_default()).into_owned();
+    let mut files = Vec::new();
+    let mut total = 0usize;
+    for name in names.lines().filter(|n| !n.is_empty()) {
+        let cat = ["cat".to_owned(), format!("{}/{name}", task.config_dir)];
+        let read = ctx
+            .sandbox
+            .exec(&cat, ExecOpts::default())
+            .await
+            .map_err(|e| failed(format!("{name} could not be read: {e}")))?;
+        let text = String::from_utf8_lossy(&read.stdout.unwrap_or_default()).into_owned();
+        total = total.saturating_add(text.len());
+        if total > SESSION_MAX_BYTES {
+            return Err(failed(format!(
+                "the {program} session to keep for the resume is over {} MiB",
+                SESSION_MAX_BYTES / (1024 * 1024)
+            )));
+        }
+        files.push((name.to_owned(), text));
+    }
+    if files.is_empty() {
+        return Err(failed(format!(
+            "{program} asked the operator, but its session {session} left no file to resume from"
+        )));
+    }
+    log(
+        ctx,
+        id,
+        format!(
+            "{}: paused in session {session} ({} file(s) kept for the resume)",
+            task.cli.backend(),
+            files.len()
+        ),
+    );
+    Ok(AgentResult::Paused(Box::new(PausedAgent {
+        node: id.to_owned(),
+        question: iterion_agent::session::Question {
+            question,
+            options: Vec::new(),
+        },
+        snapshot: None,
+        delegate: Some(PausedDelegate { session, files }),
+    })))
+}
+
+/// The pause of node `id` with the operator's answer, when the run resumes one; a pause without
+/// an answer is dropped (the node starts over and may ask again).
+fn take_paused(ctx: &Ctx<'_>, env: &AgentEnv, id: &str) -> Option<(PausedAgent, String)> {
+    let paused = ctx.lock_state().paused.take_if(|p| p.node == id)?;
+    env.answer.clone().map(|answer| (paused, answer))
+}
+
+/// Writes a paused session's files back into the (new) config dir.
+async fn restore_session(
+    ctx: &Ctx<'_>,
+    config_dir: &str,
+    sandboxed: bool,
+    delegate: &PausedDelegate,
+) -> Result<(), Failure> {
+    for (name, _) in &delegate.files {
+        let plain = std::path::Path::new(name)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !plain || !session_word(&delegate.session) {
+            return Err(Failure::new(
+                FailureCode::ResumeInvalid,
+                format!("the checkpoint's session file {name:?} is not a plain relative path"),
+            ));
+        }
+    }
+    write_files(ctx, config_dir, sandboxed, &delegate.files).await
+}
+
+/// Runs the CLI once, recording its turns and tool calls as they stream, and answering its
+/// `ask_user` through `asking`.
 async fn run_cli(
     ctx: &Ctx<'_>,
     id: &str,
     task: &DelegateTask,
     turns: &mut u32,
+    asking: &mut Asking<'_>,
 ) -> Result<CliRun, Failure> {
     let inv = iterion_agent::delegate::invocation(task);
-    write_config(ctx, task, &inv).await?;
+    write_files(ctx, &task.config_dir, task.sandboxed, &inv.config_files).await?;
     let backend = task.cli.backend();
     log(
         ctx,
@@ -381,7 +634,19 @@ async fn run_cli(
     let offset = *turns;
     let exec = ctx.sandbox.exec(&inv.argv, opts);
     let read = read_stream(ctx, id, task.cli, offset, stdout_ours);
-    let joined = tokio::time::timeout(DELEGATE_TIMEOUT, async { tokio::join!(exec, read) }).await;
+    let paused = std::sync::Mutex::new(None);
+    let joined = tokio::time::timeout(DELEGATE_TIMEOUT, async {
+        let both = async { tokio::join!(exec, read) };
+        tokio::pin!(both);
+        tokio::select! {
+            done = &mut both => done,
+            () = serve_questions(ctx, id, asking, &paused) => both.await,
+        }
+    })
+    .await;
+    let paused = paused
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let tail = || {
         let text = stderr.text();
         let tail = iterion_agent::text::tail_bytes(text.trim(), TAIL_BYTES);
@@ -401,6 +666,14 @@ async fn run_cli(
         });
     };
     *turns = read.turns;
+    if paused.is_some() {
+        // Ended by its MCP server at the question: how it exited says nothing.
+        return Ok(CliRun {
+            session: read.session,
+            end: read.end.unwrap_or_default(),
+            paused,
+        });
+    }
     let exit = match result {
         Ok(r) => r.exit_code,
         Err(e) => {
@@ -421,6 +694,7 @@ async fn run_cli(
         Some(end) if !end.is_error && exit == 0 => Ok(CliRun {
             session: read.session,
             end,
+            paused: None,
         }),
         end => {
             let message = match (&end, missing) {

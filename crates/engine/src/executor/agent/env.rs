@@ -1,5 +1,6 @@
 //! What agent nodes need from the launcher ([`AgentEnv`]): every node's model route, where the
-//! loop runs ([`AgentPlace`]), who answers `ask_user`, and the answer a resumed run brings.
+//! loop runs ([`AgentPlace`]), who answers `ask_user`, the answer a resumed run brings, and the
+//! ask-user channel of delegate nodes ([`AskChannel`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,4 +40,17 @@ pub(crate) struct AgentEnv {
     pub delegates: Arc<DelegateState>,
     /// The delegate CLIs' subscription logins, for nodes without an API key.
     pub forfaits: crate::sandbox::forfait::Forfaits,
+    /// The run's ask-user listener, when an `interaction: ask` delegate node can reach one.
+    pub ask_user: Option<AskChannel>,
+}
+
+/// How a delegate CLI's `ask_user` reaches the engine (the `sandbox::ask_user` module).
+#[derive(Clone)]
+pub(crate) struct AskChannel {
+    /// The run's listener.
+    pub listener: Arc<crate::sandbox::ask_user::AskUserListener>,
+    /// The socket's path where the CLI runs (in the container, or on the host).
+    pub socket: String,
+    /// The iterion binary the CLI runs as its `iterion` MCP server, where it runs.
+    pub command: String,
 }

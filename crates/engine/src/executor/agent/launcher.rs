@@ -364,6 +364,7 @@ fn result_of(node: &str, data: Value, snapshot: Option<Snapshot>) -> Result<Agen
             node: node.to_owned(),
             question,
             snapshot: Some(snapshot),
+            delegate: None,
         })));
     }
     if let Some(error) = data.get("error").and_then(Value::as_str) {

@@ -121,6 +121,7 @@ fn env_with(operator: Option<Arc<dyn crate::executor::agent::operator::Operator>
         operator,
         answer: None,
         delegates: Default::default(),
+        ask_user: None,
     }
 }
 

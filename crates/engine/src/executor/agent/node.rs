@@ -294,6 +294,7 @@ async fn run_in_process(
                 node: id.to_owned(),
                 question,
                 snapshot: Some(*snapshot),
+                delegate: None,
             })))
         }
         Err(error) => Err(loop_failure(error)),

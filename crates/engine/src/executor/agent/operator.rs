@@ -27,6 +27,30 @@ pub struct PausedAgent {
     pub question: Question,
     /// Where its loop stood; `None` for a `human` node, which has no loop.
     pub snapshot: Option<Snapshot>,
+    /// A delegate node's CLI session, ended at the pause and resumed with the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegate: Option<PausedDelegate>,
+}
+
+/// A delegate CLI's session at a pause: its id and the CLI's own session files (relative to
+/// its config dir), restored into the next attempt's config dir so `--resume` / `exec resume`
+/// finds them in a new sandbox.
+#[derive(Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PausedDelegate {
+    /// The session (claude's `session_id`, codex's `thread_id`).
+    pub session: String,
+    /// `(path relative to the config dir, text)`.
+    pub files: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for PausedDelegate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.files.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("PausedDelegate")
+            .field("session", &self.session)
+            .field("files", &names)
+            .finish()
+    }
 }
 
 /// What an agent node came to.

@@ -1,0 +1,417 @@
+//! The per-run ask-user listener (seed step 18): how a delegate CLI's `ask_user` reaches the
+//! engine. The CLI is given one MCP server, `iterion` (`iterion __mcp-ask-user`, a stdio server
+//! run by the CLI itself, inside the sandbox when the run has one); its one tool, `ask_user
+//! {question}`, sends the question here, over a Unix socket:
+//!
+//! - in a docker, podman or namespace sandbox, `<run dir>/net/ask-user.sock`, which the driver
+//!   binds read-only at `/run/iterion/net` with the proxy's socket ([`CONTAINER_SOCKET`]); the
+//!   decision that the run needs it ([`iterion_sandbox::RunInfo::listener_planned`]) is made
+//!   before the container is created, because the mount is part of its shape;
+//! - on the host (an unsandboxed run), in a fresh 0700 directory of the host's temp dir;
+//! - a driver without a host-shared run dir (kubernetes) gets no listener: an interactive
+//!   delegate node there fails with `CAPABILITY_UNSUPPORTED`.
+//!
+//! **What it accepts.** One JSON line, [`AskRequest`] `{token, node, question}`, at most
+//! [`REQUEST_MAX_BYTES`], within [`REQUEST_TIMEOUT`]; one JSON line back, [`AskReply`]. The
+//! token is minted per run ([`AskUserListener::bind`]) and compared in constant time; a
+//! request with another token (a second run's, a guess) is refused. The question is bounded
+//! ([`QUESTION_MAX_BYTES`]). The node must hold an open [`Slot`]: the engine opens one for an
+//! `interaction: ask` delegate node while its CLI runs, and only that node's question reaches
+//! that node ([`AskUserListener::open`]) — a non-interactive node, or a node that is not
+//! running, is refused even with the right token. Every refusal is a run-log line.
+//!
+//! The socket is world-connectable (0666) because the container's user is the workflow's
+//! choice; the token and the slot are the gate, the directory (the run dir, or a 0700 dir on the
+//! host) is where it can be reached from.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use iterion_netproxy::ProxyToken;
+use iterion_sandbox::{LogLevel, RunLog};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+/// The socket's name in the run's `net/` dir.
+pub const SOCKET_NAME: &str = "ask-user.sock";
+/// Where the socket is inside a sandbox that binds the run's `net/` dir.
+pub const CONTAINER_SOCKET: &str = "/run/iterion/net/ask-user.sock";
+/// The variable naming the socket, for `iterion __mcp-ask-user`.
+pub const SOCKET_ENV: &str = "ITERION_ASK_USER_SOCKET";
+/// The variable carrying the run's token, for `iterion __mcp-ask-user`.
+pub const TOKEN_ENV: &str = "ITERION_ASK_USER_TOKEN";
+/// The variable naming the asking node, for `iterion __mcp-ask-user`.
+pub const NODE_ENV: &str = "ITERION_ASK_USER_NODE";
+/// The MCP server's name as the CLI sees it (claude names its tool `mcp__iterion__ask_user`).
+pub const MCP_SERVER_NAME: &str = "iterion";
+/// The hidden subcommand that runs the MCP server.
+pub const MCP_SUBCOMMAND: &str = "__mcp-ask-user";
+/// The longest question accepted, in bytes.
+pub const QUESTION_MAX_BYTES: usize = 8 * 1024;
+/// The longest request line accepted, in bytes (the question, JSON-escaped, and the rest).
+pub const REQUEST_MAX_BYTES: usize = 64 * 1024;
+/// How long a connection has to send its request.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether `wf` needs the listener: some agent node of a delegate backend asks the operator
+/// (`interaction: ask`). A claw node's `ask_user` travels over the runner channel instead.
+pub(crate) fn wanted(wf: &iterion_dsl::ir::Workflow) -> bool {
+    wf.nodes.iter().any(|n| {
+        matches!(&n.body, iterion_dsl::ir::NodeBody::Agent(a)
+            if a.backend.is_delegate() && a.interaction == iterion_dsl::ir::Interaction::Ask)
+    })
+}
+
+/// One question, as `iterion __mcp-ask-user` sends it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AskRequest {
+    /// The run's token.
+    pub token: String,
+    /// The asking node.
+    pub node: String,
+    /// The question.
+    pub question: String,
+}
+
+impl std::fmt::Debug for AskRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AskRequest")
+            .field("node", &self.node)
+            .field("question", &self.question)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The listener's answer to one request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum AskReply {
+    /// The operator answered at once (an interactive terminal): the tool's result.
+    Answer {
+        /// The answer.
+        text: String,
+    },
+    /// Nobody can answer now: the run pauses, the CLI session ends and is resumed with the
+    /// answer (`iterion resume RUN --answer TEXT`).
+    Paused,
+    /// The request was refused.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A question that reached an open slot, waiting for its reply.
+pub(crate) struct Asked {
+    /// The question.
+    pub question: String,
+    /// Where the reply goes (the asking connection).
+    pub reply: oneshot::Sender<AskReply>,
+}
+
+type Slots = Arc<Mutex<HashMap<String, mpsc::Sender<Asked>>>>;
+
+/// A node's permission to ask, while its CLI runs: the questions it sends arrive on `asked`.
+/// Dropping it closes the slot (a later question from that node is refused).
+pub(crate) struct Slot {
+    node: String,
+    slots: Slots,
+    /// The questions of this node.
+    pub asked: mpsc::Receiver<Asked>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.node);
+    }
+}
+
+/// The listener of one run.
+pub(crate) struct AskUserListener {
+    token: ProxyToken,
+    path: PathBuf,
+    /// A host dir made for the socket (an unsandboxed run), removed at shutdown.
+    own_dir: Option<PathBuf>,
+    slots: Slots,
+    task: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for AskUserListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AskUserListener")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the listener could not be bound.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ListenError {
+    /// The token could not be minted.
+    #[error("ask-user token: {0}")]
+    Token(String),
+    /// The socket (or its directory) could not be made.
+    #[error("ask-user socket {}: {source}", path.display())]
+    Socket {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+impl AskUserListener {
+    /// Mints the run's token (told to `redactor`, so no record shows it) and listens on
+    /// `<dir>/ask-user.sock`, making `dir` (0755) when missing.
+    pub(crate) async fn bind(
+        dir: &Path,
+        redactor: &crate::records::secrets::Redactor,
+        run_log: Arc<dyn RunLog>,
+    ) -> Result<AskUserListener, ListenError> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let token = ProxyToken::generate().map_err(|e| ListenError::Token(e.to_string()))?;
+        redactor.add_token(token.reveal());
+        let socket_error = |path: &Path, source| ListenError::Socket {
+            path: path.to_owned(),
+            source,
+        };
+        if !dir.exists() {
+            tokio::fs::create_dir_all(dir)
+                .await
+                .map_err(|e| socket_error(dir, e))?;
+            tokio::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+                .await
+                .map_err(|e| socket_error(dir, e))?;
+        }
+        let path = dir.join(SOCKET_NAME);
+        let _ = tokio::fs::remove_file(&path).await;
+        let listener = UnixListener::bind(&path).map_err(|e| socket_error(&path, e))?;
+        // The container's user is the workflow's choice: the token is the gate.
+        tokio::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
+            .await
+            .map_err(|e| socket_error(&path, e))?;
+        let slots: Slots = Arc::default();
+        let task = tokio::spawn(accept_loop(
+            listener,
+            Arc::new(token.clone()),
+            Arc::clone(&slots),
+            run_log,
+        ));
+        Ok(AskUserListener {
+            token,
+            path,
+            own_dir: None,
+            slots,
+            task,
+        })
+    }
+
+    /// [`bind`](Self::bind) in a new 0700 directory under `tmp` (an unsandboxed run: the CLI and
+    /// its MCP server run as this user), removed at shutdown.
+    pub(crate) async fn bind_on_host(
+        tmp: &Path,
+        redactor: &crate::records::secrets::Redactor,
+        run_log: Arc<dyn RunLog>,
+    ) -> Result<AskUserListener, ListenError> {
+        use std::os::unix::fs::DirBuilderExt as _;
+        let dir = tmp.join(format!("iterion-ask-{}", uuid::Uuid::now_v7().simple()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|source| ListenError::Socket {
+                path: dir.clone(),
+                source,
+            })?;
+        match AskUserListener::bind(&dir, redactor, run_log).await {
+            Ok(mut listener) => {
+                listener.own_dir = Some(dir);
+                Ok(listener)
+            }
+            Err(error) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(error)
+            }
+        }
+    }
+
+    /// The run's token. Never log it.
+    pub(crate) fn token(&self) -> &str {
+        self.token.reveal()
+    }
+
+    /// The socket's host path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Opens node `node`'s slot: from now until the slot is dropped, its questions arrive on
+    /// [`Slot::asked`]. A node holds at most one (a second open replaces the first).
+    pub(crate) fn open(&self, node: &str) -> Slot {
+        let (tx, rx) = mpsc::channel(4);
+        self.slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(node.to_owned(), tx);
+        Slot {
+            node: node.to_owned(),
+            slots: Arc::clone(&self.slots),
+            asked: rx,
+        }
+    }
+
+    /// Stops listening and removes the socket (and the host dir made for it).
+    pub(crate) async fn shutdown(&self) {
+        self.task.abort();
+        let _ = tokio::fs::remove_file(&self.path).await;
+        if let Some(dir) = &self.own_dir {
+            let _ = tokio::fs::remove_dir_all(dir).await;
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: UnixListener,
+    token: Arc<ProxyToken>,
+    slots: Slots,
+    run_log: Arc<dyn RunLog>,
+) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let (token, slots, run_log) =
+            (Arc::clone(&token), Arc::clone(&slots), Arc::clone(&run_log));
+        tokio::spawn(async move {
+            serve(stream, &token, &slots, run_log.as_ref()).await;
+        });
+    }
+}
+
+/// Reads one request line of at most `max` bytes (without its newline); `Err` names why not.
+async fn read_request(stream: &mut UnixStream, max: usize) -> Result<Vec<u8>, String> {
+    let mut line = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = stream
+            .read(&mut buf)
+            .await
+            .map_err(|e| format!("the request could not be read: {e}"))?;
+        if n == 0 {
+            return Ok(line);
+        }
+        if let Some(end) = buf[..n].iter().position(|b| *b == b'\n') {
+            line.extend_from_slice(&buf[..end]);
+            return if line.len() > max {
+                Err(format!("the request is over {max} bytes"))
+            } else {
+                Ok(line)
+            };
+        }
+        line.extend_from_slice(&buf[..n]);
+        if line.len() > max {
+            return Err(format!("the request is over {max} bytes"));
+        }
+    }
+}
+
+/// The verdict on one request: the slot it goes to, or why it is refused. The checks, in order:
+/// the token (constant time), the question's size and content, an open slot for the node.
+fn admit(
+    request: &AskRequest,
+    token: &ProxyToken,
+    slots: &Slots,
+) -> Result<mpsc::Sender<Asked>, String> {
+    let bearer = format!("Bearer {}", request.token);
+    if request.token.is_empty() || !token.authorizes(Some(bearer.as_bytes())) {
+        return Err("the token is not this run's".to_owned());
+    }
+    if request.question.len() > QUESTION_MAX_BYTES {
+        return Err(format!(
+            "the question is over {QUESTION_MAX_BYTES} bytes ({} bytes)",
+            request.question.len()
+        ));
+    }
+    if request.question.trim().is_empty() {
+        return Err("the question is empty".to_owned());
+    }
+    slots
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&request.node)
+        .cloned()
+        .ok_or_else(|| {
+            format!(
+                "node {:?} may not ask: it is not an interaction: ask delegate node running now",
+                request.node
+            )
+        })
+}
+
+async fn serve(mut stream: UnixStream, token: &ProxyToken, slots: &Slots, run_log: &dyn RunLog) {
+    let read = tokio::time::timeout(
+        REQUEST_TIMEOUT,
+        read_request(&mut stream, REQUEST_MAX_BYTES),
+    )
+    .await
+    .unwrap_or_else(|_| Err("no request within the time allowed".to_owned()));
+    let verdict = read.and_then(|line| {
+        let request: AskRequest = serde_json::from_slice(&line)
+            .map_err(|e| format!("the request is not an ask-user request: {e}"))?;
+        let slot = admit(&request, token, slots)?;
+        Ok((request, slot))
+    });
+    let reply = match verdict {
+        Err(reason) => {
+            run_log.line(
+                LogLevel::Warn,
+                &format!("ask-user: refused a request: {reason}"),
+            );
+            AskReply::Refused { reason }
+        }
+        Ok((request, slot)) => {
+            let (tx, rx) = oneshot::channel();
+            let asked = Asked {
+                question: request.question,
+                reply: tx,
+            };
+            match slot.send(asked).await {
+                Ok(()) => rx.await.unwrap_or(AskReply::Refused {
+                    reason: "the node ended before it could be asked".to_owned(),
+                }),
+                Err(_) => AskReply::Refused {
+                    reason: format!("node {:?} is no longer running", request.node),
+                },
+            }
+        }
+    };
+    let mut line = serde_json::to_vec(&reply).unwrap_or_default();
+    line.push(b'\n');
+    let _ = stream.write_all(&line).await;
+    let _ = stream.shutdown().await;
+    // A refused oversized request may still be arriving: closing with it unread would reset the
+    // connection and lose the refusal. Read (and drop) what is left, bounded in time and size.
+    let drain = async {
+        let mut buf = [0u8; 8192];
+        let mut left = 4 * REQUEST_MAX_BYTES;
+        while left > 0 {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+}
+
+#[cfg(test)]
+#[path = "ask_user_tests.rs"]
+mod tests;
