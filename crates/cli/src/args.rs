@@ -435,6 +435,12 @@ pub struct EgressBridgeArgs {
     #[arg(long = "listen", value_name = "ADDR=SOCKET", required = true,
           value_parser = parse_listen)]
     pub listen: Vec<ListenSpec>,
+    /// Transparent egress (issue 22): a DNS stub on this loopback address (UDP and TCP) that asks
+    /// the proxy behind SOCKET about each name, answers allowed ones with synthetic loopback
+    /// addresses and forwards connections to them as CONNECTs. The run's proxy token is read
+    /// from the first line of stdin. E.g. `127.0.0.1:53=/run/iterion/net/proxy.sock`.
+    #[arg(long = "dns", value_name = "ADDR=SOCKET", value_parser = parse_listen)]
+    pub dns: Option<ListenSpec>,
 }
 
 /// `iterion sandbox …`.

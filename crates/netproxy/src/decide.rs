@@ -123,6 +123,30 @@ pub fn decide(policy: &Policy, host: &str, port: u16, resolved_ips: &[IpAddr]) -
     }
 }
 
+/// The ports on which `host` may be reached by name, for the transparent path's DNS stub
+/// (issue 22): every port of [`crate::DEFAULT_RULE_PORTS`] and every port a rule names, kept
+/// where [`decide`] allows it before resolution (the resolved-address check runs on the
+/// connection itself, as for any CONNECT). Empty: the name is denied (the stub answers
+/// NXDOMAIN). An IP literal is never a name: empty.
+pub fn name_ports(policy: &Policy, host: &str) -> Vec<u16> {
+    let host = canonical_host(host);
+    if host.is_empty() || host.parse::<IpAddr>().is_ok() {
+        return Vec::new();
+    }
+    let mut candidates: Vec<u16> = crate::matcher::DEFAULT_RULE_PORTS.to_vec();
+    for rule in policy.rules() {
+        if let Some(port) = rule.port
+            && !candidates.contains(&port)
+        {
+            candidates.push(port);
+        }
+    }
+    candidates
+        .into_iter()
+        .filter(|port| decide(policy, &host, *port, &[]).verdict == Verdict::Allow)
+        .collect()
+}
+
 #[cfg(test)]
 #[path = "decide_tests.rs"]
 mod tests;

@@ -41,7 +41,9 @@ mod zerocopy;
 pub use addr::{NON_PUBLIC_RANGES, canonical_ip, net_reaches_non_public};
 pub use auth::{ProxyToken, decode_proxy_authorization};
 pub use ca::{CA_COMMON_NAME, EphemeralCa};
-pub use decide::{BlockReason, Decision, DecisionSource, Verdict, decide, is_non_public};
+pub use decide::{
+    BlockReason, Decision, DecisionSource, Verdict, decide, is_non_public, name_ports,
+};
 pub use error::NetProxyError;
 pub use forms::{FRAGMENT_LEN, SecretForms, SecretSpan, replace_spans};
 pub use head::{
@@ -57,8 +59,8 @@ pub use preset::{
     is_silent_deny, preset_rules,
 };
 pub use proxy::{
-    DEFAULT_INSPECT_MAX_BODY, MAX_PROXY_HEAD_BYTES, ProxyBuilder, RunningProxy,
-    parse_inspect_max_body,
+    DEFAULT_INSPECT_MAX_BODY, MAX_PROXY_HEAD_BYTES, NAME_METHOD, NAME_PORTS_HEADER, ProxyBuilder,
+    RunningProxy, parse_inspect_max_body,
 };
 pub use redact_stream::ResponseRedactor;
 pub use resolve::{BoxFuture, Resolver, StaticHostsResolver, SystemResolver, parse_static_hosts};

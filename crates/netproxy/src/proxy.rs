@@ -64,6 +64,16 @@ pub fn parse_inspect_max_body(text: &str) -> Result<usize, NetProxyError> {
             text: text.to_owned(),
         })
 }
+/// The method of a name query (issue 22, transparent egress): `ITERION-NAME /<name> HTTP/1.1`
+/// with the run's `Proxy-Authorization`, sent by the in-sandbox egress bridge's DNS stub. The
+/// proxy answers `200` with [`NAME_PORTS_HEADER`] when the policy lets the name through on some
+/// port ([`crate::name_ports`], built on [`crate::decide`]), else `403` after recording the
+/// refusal (`network_blocked`, once per host). Nothing is resolved: no query for any name leaves
+/// the host.
+pub const NAME_METHOD: &str = "ITERION-NAME";
+/// The ports a name may be reached on, comma-separated, in a name query's `200`.
+pub const NAME_PORTS_HEADER: &str = "x-iterion-ports";
+
 /// Largest request head accepted on the proxy's own listener.
 pub const MAX_PROXY_HEAD_BYTES: usize = 64 * 1024;
 
@@ -407,6 +417,9 @@ async fn handle(
     if !shared.token.authorizes(auth) {
         return Ok(auth_required());
     }
+    if req.method().as_str() == NAME_METHOD {
+        return Ok(answer_name_query(&shared, req.uri().path()));
+    }
     let target = match target_of(req.method(), req.uri(), req.headers()) {
         Ok(t) => t,
         Err(e) => return Ok(text(StatusCode::BAD_REQUEST, e.message())),
@@ -431,6 +444,35 @@ async fn handle(
         TargetKind::Connect => crate::tunnel::connect(shared, req, target, vetted).await,
         TargetKind::Forward => forward(shared, req, target, vetted).await,
     })
+}
+
+/// A name query: the ports the policy allows `/<name>` on, or a recorded refusal.
+fn answer_name_query(shared: &Shared, path: &str) -> Response<ProxyBody> {
+    let raw = path.strip_prefix('/').unwrap_or(path);
+    let host = match crate::host::parse_host(raw) {
+        Ok(h) if h.parse::<IpAddr>().is_err() => h,
+        _ => return text(StatusCode::BAD_REQUEST, "bad name"),
+    };
+    let ports = crate::decide::name_ports(&shared.policy, &host);
+    if ports.is_empty() {
+        let silent = crate::preset::is_silent_deny(&host);
+        shared.blocked(&host, BlockReason::PolicyDenial, silent);
+        return crate::response::policy_denied(&host);
+    }
+    // A secret spelled as DNS labels is refused here as on a CONNECT.
+    if let Some(refused) = crate::shared::refuse_secret_in_host(shared, &host) {
+        return refused;
+    }
+    let list = ports
+        .iter()
+        .map(u16::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut r = text(StatusCode::OK, String::new());
+    if let Ok(v) = HeaderValue::from_str(&list) {
+        r.headers_mut().insert(NAME_PORTS_HEADER, v);
+    }
+    r
 }
 
 async fn forward(

@@ -69,7 +69,7 @@ pub fn run(args: EgressBridgeArgs) -> Exit {
 
 /// [`run`] on the caller's runtime.
 pub async fn run_async(args: EgressBridgeArgs) -> Exit {
-    match serve(args.listen).await {
+    match serve(args.listen, args.dns).await {
         Ok(never) => match never {},
         Err(e) => {
             eprintln!("error: egress bridge: {e:#}");
@@ -79,7 +79,17 @@ pub async fn run_async(args: EgressBridgeArgs) -> Exit {
 }
 
 /// Checks the sockets, binds every listener, prints `ready`, then serves forever.
-async fn serve(specs: Vec<ListenSpec>) -> anyhow::Result<std::convert::Infallible> {
+async fn serve(
+    specs: Vec<ListenSpec>,
+    dns: Option<ListenSpec>,
+) -> anyhow::Result<std::convert::Infallible> {
+    if let Some(dns) = dns {
+        check_socket(&dns.socket)?;
+        let token = read_token().await?;
+        crate::commands::transparent::Transparent::new(dns.socket.clone(), token)
+            .serve(dns.addr)
+            .await?;
+    }
     let mut bound = Vec::with_capacity(specs.len());
     for spec in specs {
         check_socket(&spec.socket)?;
@@ -104,6 +114,23 @@ async fn serve(specs: Vec<ListenSpec>) -> anyhow::Result<std::convert::Infallibl
         Some(Ok(never)) => match never {},
         None => bail!("no listener"),
     }
+}
+
+/// The run's proxy token, the first line of stdin (never argv: it would show in `ps`).
+async fn read_token() -> anyhow::Result<String> {
+    use tokio::io::AsyncBufReadExt as _;
+    use tokio::io::AsyncReadExt as _;
+    let mut line = String::new();
+    tokio::io::BufReader::new(tokio::io::stdin())
+        .take(1024)
+        .read_line(&mut line)
+        .await
+        .context("cannot read the proxy token from stdin")?;
+    let token = line.trim().to_owned();
+    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        bail!("--dns needs the run's proxy token on the first line of stdin");
+    }
+    Ok(token)
 }
 
 /// The socket must exist and be a socket: a missing one means the engine mounted the wrong path

@@ -20,6 +20,7 @@ pub mod runner;
 pub mod runs;
 pub mod sandbox_doctor;
 pub mod studio;
+pub mod transparent;
 pub mod validate;
 
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 mod attacks;
 mod encodings;
 mod inspection;
+mod names;
 mod policy;
 mod protocols;
 mod server;
