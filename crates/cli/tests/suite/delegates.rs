@@ -25,7 +25,7 @@ fn workflow(backend: &str, model: &str, sandbox: &str) -> String {
 }
 
 /// A delegate node's output without its `_session_id`, which must be there.
-fn answer_of(output: &Value) -> Value {
+pub(crate) fn answer_of(output: &Value) -> Value {
     let mut answer = output.clone();
     let session = answer.as_object_mut().and_then(|m| m.remove("_session_id"));
     assert!(

@@ -106,7 +106,7 @@ fn pause_then_resume(
     );
     let finished = of_kind(&events, "node_finished");
     assert_eq!(
-        finished[0]["output"],
+        crate::suite::delegates::answer_of(&finished[0]["output"]),
         json!({"answer": "deploying to staging"})
     );
     // The resume continued the CLI's session: the fake saw the first prompt again, the

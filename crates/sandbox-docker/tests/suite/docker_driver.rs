@@ -839,6 +839,8 @@ async fn a_planned_listener_without_proxy_gets_the_host_alias(engine: Engine) {
     let (tmp, ws) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mut info = run_info(&run_id, "store", ws.path(), tmp.path());
     info.listener_planned = true;
+    // The engine makes the listener's `net/` dir before start (the driver binds it).
+    std::fs::create_dir_all(info.run_dir.join("net")).unwrap();
     let (run, _guard) = start(engine, &driver, &busybox_spec(), info).await;
     let hosts = sh(run.as_ref(), "grep -c 'host.docker.internal' /etc/hosts").await;
     assert_eq!((hosts.exit_code, text(hosts.stdout)), (0, "1\n".to_owned()));
