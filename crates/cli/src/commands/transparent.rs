@@ -260,12 +260,8 @@ impl Transparent {
     }
 }
 
-/// The proxy's name-query method and ports header (`iterion_netproxy::NAME_METHOD` and
-/// `NAME_PORTS_HEADER`; the cli does not link the proxy into the bridge's path for two strings,
-/// and a test checks they agree).
-pub const NAME_METHOD: &str = "ITERION-NAME";
-/// See [`NAME_METHOD`].
-pub const NAME_PORTS_HEADER: &str = "x-iterion-ports";
+// The proxy owns the name query's method and ports header; the bridge speaks them.
+pub use iterion_netproxy::{NAME_METHOD, NAME_PORTS_HEADER};
 
 /// A question's name as the proxy gets it: lower case, no trailing dot, `a-z 0-9 - _ .` only and
 /// 253 bytes at most; anything else is no name (NXDOMAIN, nothing asked).
