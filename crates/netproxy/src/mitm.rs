@@ -11,11 +11,10 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -25,8 +24,11 @@ use crate::ca::LeafResolver;
 use crate::decide::BlockReason;
 use crate::head::{RequestTarget, canonical_host_header, check_request_host};
 use crate::host::canonical_host;
-use crate::response::{IO_TIMEOUT, ProxyBody, established, full, strip_hop_by_hop, text};
-use crate::rewrite::{HEADER_GROWTH_BUDGET, is_model_api_request};
+use crate::request_stream::{
+    RequestBody, RequestInspector, Tripwire, full_request, inspected_body,
+};
+use crate::response::{IO_TIMEOUT, ProxyBody, established, strip_hop_by_hop, text};
+use crate::rewrite::{HEADER_GROWTH_BUDGET, SecretRewriter, is_model_api_request};
 use crate::shared::{Shared, refuse};
 use crate::upstream::{Offer, TunnelUpstream};
 
@@ -247,7 +249,7 @@ async fn inspected(
             BlockReason::UpgradeRefused,
         );
     }
-    let body = match inspect_request(&shared, host, &mut parts, body).await {
+    let inspected_req = match inspect_request(&shared, host, &mut parts, body).await {
         Ok(b) => b,
         Err(resp) => return resp,
     };
@@ -282,30 +284,42 @@ async fn inspected(
         header::ACCEPT_ENCODING,
         HeaderValue::from_static("identity"),
     );
-    match upstream
-        .send(&shared, offer, Request::from_parts(parts, full(body)))
-        .await
-    {
+    let InspectedRequest { body, tripwire } = inspected_req;
+    let sent = upstream
+        .send(&shared, offer, Request::from_parts(parts, body))
+        .await;
+    match sent {
         Ok(resp) => {
             let (mut rparts, rbody) = resp.into_parts();
             strip_hop_by_hop(&mut rparts.headers);
             crate::redact_stream::finish_response(&shared, rparts, rbody, client_version)
         }
         Err(e) => {
+            if let Some(refusal) = tripwire.refusal() {
+                return refusal;
+            }
             tracing::info!(host, error = %e, "inspected upstream failed");
             crate::response::upstream_unreachable(host, &crate::response::root_cause(&*e))
         }
     }
 }
 
+/// A request that passed [`inspect_request`]: its body, streamed through the body rules, and
+/// the tripwire that says which rule cut it if one did.
+pub(crate) struct InspectedRequest {
+    pub(crate) body: RequestBody,
+    pub(crate) tripwire: Tripwire,
+}
+
 /// Bounds the body, refuses exfiltration, and materialises placeholders (headers within the
-/// growth budget; the body unless it is a model-API request).
+/// growth budget; the body unless it is a model-API request). The head is checked here; the
+/// body streams through [`RequestInspector`] as the upstream reads it ([`crate::request_stream`]).
 pub(crate) async fn inspect_request(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     host: &str,
     parts: &mut Parts,
     body: Incoming,
-) -> Result<Bytes, Response<ProxyBody>> {
+) -> Result<InspectedRequest, Response<ProxyBody>> {
     let declared = parts
         .headers
         .get(header::CONTENT_LENGTH)
@@ -319,34 +333,18 @@ pub(crate) async fn inspect_request(
             BlockReason::BodyOverBound,
         ));
     }
-    let body = match Limited::new(body, shared.max_body).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            return Err(refuse(
-                shared,
-                host,
-                StatusCode::PAYLOAD_TOO_LARGE,
-                BlockReason::BodyOverBound,
-            ));
-        }
-        Err(_) => {
-            return Err(text(
-                StatusCode::BAD_REQUEST,
-                "could not read the request body",
-            ));
-        }
-    };
-    let Some(rw) = &shared.rewriter else {
-        return Ok(body);
-    };
+    parts.headers.remove(header::TRANSFER_ENCODING);
     let uri = parts.uri.to_string();
     let mut scanned: Vec<&[u8]> = vec![parts.method.as_str().as_bytes(), uri.as_bytes()];
     for (n, v) in &parts.headers {
         scanned.push(n.as_str().as_bytes());
         scanned.push(v.as_bytes());
     }
-    scanned.push(body.as_ref());
-    if rw.request_exfiltrates_to(&scanned, host).is_some() {
+    let head = scanned.concat();
+    let rewriter = shared.rewriter.clone().filter(|rw| !rw.is_empty());
+    if let Some(rw) = &rewriter
+        && rw.request_exfiltrates_to(&scanned, host).is_some()
+    {
         return Err(refuse(
             shared,
             host,
@@ -354,10 +352,43 @@ pub(crate) async fn inspect_request(
             BlockReason::SecretExfiltration,
         ));
     }
+    if let Some(rw) = &rewriter {
+        materialize_headers(rw, host, &mut parts.headers);
+    }
+    let swap = !is_model_api_request(host, parts.uri.path());
+    let inspector = RequestInspector::new(rewriter, host, shared.max_body, &head, swap);
+    let swaps = inspector.swaps();
+    let (body, tripwire) = inspected_body(shared.clone(), body, inspector);
+    let inspected = InspectedRequest { body, tripwire };
+    if !(swaps && declared.is_some()) {
+        // Nothing can change the length: a declared one stays, and the body streams.
+        return Ok(inspected);
+    }
+    // A declared length whose body a swap may change: read whole, through the same rules.
+    let InspectedRequest { body, tripwire } = inspected;
+    let body = match body.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(_) => {
+            return Err(tripwire.refusal().unwrap_or_else(|| {
+                text(StatusCode::BAD_REQUEST, "could not read the request body")
+            }));
+        }
+    };
+    parts
+        .headers
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+    Ok(InspectedRequest {
+        body: full_request(body),
+        tripwire,
+    })
+}
+
+/// Materialises the placeholders in header values, within [`HEADER_GROWTH_BUDGET`].
+fn materialize_headers(rw: &SecretRewriter, host: &str, headers: &mut http::HeaderMap) {
     let mut budget = HEADER_GROWTH_BUDGET;
-    let names: Vec<_> = parts.headers.keys().cloned().collect();
+    let names: Vec<_> = headers.keys().cloned().collect();
     for name in names {
-        let values: Vec<HeaderValue> = parts.headers.get_all(&name).iter().cloned().collect();
+        let values: Vec<HeaderValue> = headers.get_all(&name).iter().cloned().collect();
         let mut changed = false;
         let mut out = Vec::with_capacity(values.len());
         for v in values {
@@ -370,24 +401,10 @@ pub(crate) async fn inspect_request(
             }
         }
         if changed {
-            parts.headers.remove(&name);
+            headers.remove(&name);
             for v in out {
-                parts.headers.append(name.clone(), v);
+                headers.append(name.clone(), v);
             }
         }
     }
-    let path = parts.uri.path();
-    let body = if is_model_api_request(host, path) {
-        body
-    } else {
-        let mut unbounded = usize::MAX;
-        Bytes::from(rw.materialize_for_host(&body, host, &mut unbounded))
-    };
-    parts.headers.remove(header::TRANSFER_ENCODING);
-    if !body.is_empty() || parts.headers.contains_key(header::CONTENT_LENGTH) {
-        parts
-            .headers
-            .insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
-    }
-    Ok(body)
 }

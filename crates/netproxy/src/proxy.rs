@@ -32,7 +32,7 @@ use crate::head::{
 };
 use crate::matcher::Policy;
 use crate::resolve::{Resolver, SystemResolver};
-use crate::response::{IO_TIMEOUT, ProxyBody, auth_required, full, strip_hop_by_hop, text};
+use crate::response::{IO_TIMEOUT, ProxyBody, auth_required, strip_hop_by_hop, text};
 use crate::rewrite::SecretRewriter;
 use crate::shared::{BlockedCallback, Shared, refuse};
 
@@ -504,13 +504,13 @@ async fn forward(
         Err(_) => return text(StatusCode::BAD_REQUEST, "bad request target"),
     };
     let inspecting = shared.ca.is_some() && shared.rewriter.is_some();
-    let body = if inspecting {
+    let (body, tripwire) = if inspecting {
         match crate::mitm::inspect_request(&shared, &target.host, &mut parts, body).await {
-            Ok(b) => full(b),
+            Ok(i) => (i.body, Some(i.tripwire)),
             Err(resp) => return resp,
         }
     } else {
-        body.boxed()
+        (crate::request_stream::passthrough(body), None)
     };
     shared.connector.remember(&target.host, target.port, vetted);
     tracing::debug!(host = %target.host, method = %parts.method, "forwarding plain http");
@@ -521,6 +521,9 @@ async fn forward(
     {
         Ok(r) => r,
         Err(e) => {
+            if let Some(refusal) = tripwire.as_ref().and_then(|t| t.refusal()) {
+                return refusal;
+            }
             tracing::info!(host = %target.host, error = %e, "upstream error");
             return crate::response::upstream_unreachable(
                 &format!("{}:{}", target.host, target.port),

@@ -224,6 +224,16 @@ impl SecretRewriter {
         out
     }
 
+    /// The placeholders [`Self::materialize_for_host`] swaps toward `host`.
+    pub(crate) fn placeholders_for_host(&self, host: &str) -> Vec<Vec<u8>> {
+        let host = canonical_host(host);
+        self.secrets
+            .iter()
+            .filter(|s| s.kind == SecretKind::Value && Self::covers(s, &host))
+            .map(|s| s.placeholder.as_bytes().to_vec())
+            .collect()
+    }
+
     /// Every encoded form of every value, secret `i` of the forms being `self.secrets[i]`.
     pub(crate) fn forms(&self) -> &SecretForms {
         self.forms.get_or_init(|| {

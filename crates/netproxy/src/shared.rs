@@ -33,7 +33,7 @@ pub(crate) struct Shared {
     pub max_body: usize,
     pub blocked: Mutex<HashMap<(String, BlockReason), u64>>,
     pub on_blocked: Option<BlockedCallback>,
-    pub client: Client<VettedConnector, ProxyBody>,
+    pub client: Client<VettedConnector, crate::request_stream::RequestBody>,
     pub connector: VettedConnector,
     pub cancel: CancellationToken,
 }
@@ -140,6 +140,11 @@ pub(crate) fn refuse(
     reason: BlockReason,
 ) -> Response<ProxyBody> {
     shared.blocked(host, reason, false);
+    refused(status, reason)
+}
+
+/// The refusal [`refuse`] answers, without counting it (the caller already did).
+pub(crate) fn refused(status: StatusCode, reason: BlockReason) -> Response<ProxyBody> {
     let body = match reason {
         BlockReason::SecretExfiltration => "blocked by sandbox secret policy".to_string(),
         other => format!("{}: {}", status.as_u16(), other.as_str()),

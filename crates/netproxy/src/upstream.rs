@@ -18,10 +18,9 @@ use tokio::sync::Mutex;
 use tokio_rustls::TlsConnector;
 
 use crate::dial::dial;
-use crate::response::{IO_TIMEOUT, ProxyBody};
+use crate::request_stream::{BoxError, RequestBody};
+use crate::response::IO_TIMEOUT;
 use crate::shared::Shared;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What a tunnel offers its upstream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +36,7 @@ pub(crate) enum Offer {
 pub(crate) struct TunnelUpstream {
     host: String,
     vetted: Vec<SocketAddr>,
-    h2: Mutex<Option<hyper::client::conn::http2::SendRequest<ProxyBody>>>,
+    h2: Mutex<Option<hyper::client::conn::http2::SendRequest<RequestBody>>>,
 }
 
 impl TunnelUpstream {
@@ -76,7 +75,7 @@ impl TunnelUpstream {
         &self,
         shared: &Shared,
         offer: Offer,
-        mut req: Request<ProxyBody>,
+        mut req: Request<RequestBody>,
     ) -> Result<Response<Incoming>, BoxError> {
         if offer == Offer::Http2 {
             let mut cached = self.h2.lock().await;
@@ -111,7 +110,7 @@ impl TunnelUpstream {
         &self,
         shared: &Shared,
         tls: tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
-        mut req: Request<ProxyBody>,
+        mut req: Request<RequestBody>,
     ) -> Result<Response<Incoming>, BoxError> {
         to_origin_form(&mut req)?;
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
@@ -124,7 +123,7 @@ impl TunnelUpstream {
     pub(crate) async fn send_upgrade(
         &self,
         shared: &Shared,
-        req: Request<ProxyBody>,
+        req: Request<RequestBody>,
     ) -> Result<Response<Incoming>, BoxError> {
         let tls = self.connect(shared, Offer::Http1).await?;
         self.send_http1(shared, tls, req).await
@@ -133,7 +132,7 @@ impl TunnelUpstream {
 
 /// An absolute-form request as HTTP/1.1 sends it: the path and query only (the `Host` header,
 /// set by the caller, names the target).
-fn to_origin_form(req: &mut Request<ProxyBody>) -> Result<(), BoxError> {
+fn to_origin_form(req: &mut Request<RequestBody>) -> Result<(), BoxError> {
     let pq = req
         .uri()
         .path_and_query()

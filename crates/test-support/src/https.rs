@@ -6,10 +6,14 @@
 //! Routes:
 //! - `/sse?n=N&gap_ms=M`: `text/event-stream`, `N` events `data: <i>\n\n`, `M` ms apart;
 //! - `/ws`: a WebSocket echo (HTTP/1.1 `Upgrade`), every message sent back as it came;
+//! - `/stream`: answers at once and echoes each request body chunk as it arrives (a
+//!   bidirectional stream, like gRPC's), then the request's trailers as its own trailers, plus
+//!   `grpc-status: 0`;
 //! - anything else: `auth=<Authorization>;proto=<HTTP version>`, the `Authorization` header
 //!   echoed so that response redaction is observable.
 //!
-//! Every request is recorded ([`HttpsServer::seen`]), the WebSocket handshake included.
+//! Every request is recorded ([`HttpsServer::seen`]) when its head arrives, the WebSocket
+//! handshake included; its body and trailers are added once they have arrived whole.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -37,6 +41,12 @@ pub struct Seen {
     pub version: String,
     /// Every header, names lower-case, in order.
     pub headers: Vec<(String, String)>,
+    /// The body, once it has arrived whole (empty until then, or if it never did).
+    pub body: String,
+    /// Whether the body arrived whole (false: still coming, cut, or an upgrade).
+    pub complete: bool,
+    /// The trailers, names lower-case, once the body has arrived.
+    pub trailers: Vec<(String, String)>,
 }
 
 impl Seen {
@@ -192,21 +202,27 @@ async fn respond(
         .map_or("/", |p| p.as_str())
         .to_owned();
     let version = format!("{:?}", req.version());
-    seen.lock().unwrap().push(Seen {
-        method: req.method().to_string(),
-        path: path.clone(),
-        version: version.clone(),
-        headers: req
-            .headers()
-            .iter()
-            .map(|(n, v)| {
-                (
-                    n.to_string(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect(),
-    });
+    let index = record_head(
+        &seen,
+        Seen {
+            method: req.method().to_string(),
+            path: path.clone(),
+            version: version.clone(),
+            headers: req
+                .headers()
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.to_string(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: String::new(),
+            complete: false,
+            trailers: Vec::new(),
+        },
+    );
     let auth = req
         .headers()
         .get("authorization")
@@ -274,8 +290,82 @@ async fn respond(
             .unwrap();
         return Ok(r);
     }
-    let _ = req.into_body().collect().await;
+    if path.starts_with("/stream") {
+        return Ok(hyper::Response::new(stream_echo(
+            seen,
+            index,
+            req.into_body(),
+        )));
+    }
+    if let Ok(body) = req.into_body().collect().await {
+        let trailers = body.trailers().map(pairs).unwrap_or_default();
+        record_body(&seen, index, &body.to_bytes(), trailers);
+    }
     Ok(hyper::Response::new(full(format!(
         "auth={auth};proto={version}"
     ))))
+}
+
+fn pairs(h: &hyper::HeaderMap) -> Vec<(String, String)> {
+    h.iter()
+        .map(|(n, v)| {
+            (
+                n.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
+}
+
+fn record_head(seen: &Mutex<Vec<Seen>>, head: Seen) -> usize {
+    let mut seen = seen.lock().unwrap();
+    seen.push(head);
+    seen.len() - 1
+}
+
+fn record_body(
+    seen: &Mutex<Vec<Seen>>,
+    index: usize,
+    body: &[u8],
+    trailers: Vec<(String, String)>,
+) {
+    if let Some(s) = seen.lock().unwrap().get_mut(index) {
+        s.body = String::from_utf8_lossy(body).into_owned();
+        s.complete = true;
+        s.trailers = trailers;
+    }
+}
+
+/// The `/stream` route's body: each request chunk echoed as it arrives, then the request's
+/// trailers and `grpc-status: 0` as trailers.
+fn stream_echo(seen: Arc<Mutex<Vec<Seen>>>, index: usize, mut body: Incoming) -> Body {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Infallible>>(16);
+    tokio::spawn(async move {
+        let mut all = Vec::new();
+        let mut trailers = hyper::HeaderMap::new();
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else {
+                return;
+            };
+            match frame.into_data() {
+                Ok(data) => {
+                    all.extend_from_slice(&data);
+                    if tx.send(Ok(Frame::data(data))).await.is_err() {
+                        return;
+                    }
+                }
+                Err(frame) => {
+                    if let Ok(t) = frame.into_trailers() {
+                        trailers = t;
+                    }
+                }
+            }
+        }
+        record_body(&seen, index, &all, pairs(&trailers));
+        trailers.insert("grpc-status", hyper::header::HeaderValue::from_static("0"));
+        let _ = tx.send(Ok(Frame::trailers(trailers))).await;
+    });
+    let stream =
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) });
+    http_body_util::BodyExt::boxed(StreamBody::new(stream))
 }

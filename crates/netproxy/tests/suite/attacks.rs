@@ -232,7 +232,7 @@ const TUNNEL_FRONTING: &[&str] = &[
 
 #[tokio::test]
 async fn fronting_inside_an_inspected_tunnel_in_every_shape_gets_421() {
-    let up = https_upstream(&["good.test", "evil.test"]).await;
+    let up = HttpsServer::start(&["good.test", "evil.test"]);
     let port = up.addr.port();
     let h = start(Options {
         rules: rules(&[
@@ -243,7 +243,7 @@ async fn fronting_inside_an_inspected_tunnel_in_every_shape_gets_421() {
         hosts: "good.test=127.0.0.1,evil.test=127.0.0.1",
         secrets: Some(scoped_to("good.test")),
         inspect: true,
-        extra_root: up.ca_der.clone(),
+        extra_root: Some(up.ca_der.clone()),
         ..Default::default()
     })
     .await;

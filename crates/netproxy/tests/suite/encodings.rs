@@ -477,13 +477,13 @@ async fn the_value_in_any_encoding_or_in_pieces_toward_an_unscoped_host_is_refus
 
 #[tokio::test]
 async fn the_value_in_any_encoding_or_in_pieces_toward_an_unscoped_host_is_refused_in_a_tunnel() {
-    let up = https_upstream(&["scoped.test", "evil.test"]).await;
+    let up = HttpsServer::start(&["scoped.test", "evil.test"]);
     let h = start(Options {
         rules: port_rules(up.addr.port()),
         hosts: "scoped.test=127.0.0.1,evil.test=127.0.0.1",
         secrets: Some(secrets()),
         inspect: true,
-        extra_root: up.ca_der.clone(),
+        extra_root: Some(up.ca_der.clone()),
         ..Default::default()
     })
     .await;

@@ -19,7 +19,7 @@ fn secrets() -> SecretRewriter {
     r
 }
 
-async fn inspecting(up: &Upstream, max_body: Option<usize>) -> Harness {
+async fn inspecting(up: &HttpsServer, max_body: Option<usize>) -> Harness {
     start(Options {
         rules: {
             let p = up.addr.port();
@@ -32,7 +32,7 @@ async fn inspecting(up: &Upstream, max_body: Option<usize>) -> Harness {
         hosts: "secure.test=127.0.0.1,other.test=127.0.0.1",
         secrets: Some(secrets()),
         inspect: true,
-        extra_root: up.ca_der.clone(),
+        extra_root: Some(up.ca_der.clone()),
         max_body,
         ..Default::default()
     })
@@ -65,7 +65,7 @@ fn with_auth(uri: &str, host: &str, auth: &str) -> hyper::Request<Full<Bytes>> {
 
 #[tokio::test]
 async fn a_placeholder_reaches_the_scoped_upstream_as_the_real_value_and_comes_back_redacted() {
-    let up = https_upstream(&["secure.test", "other.test"]).await;
+    let up = HttpsServer::start(&["secure.test", "other.test"]);
     let h = inspecting(&up, None).await;
     assert!(h.proxy.ca_pem().unwrap().contains("BEGIN CERTIFICATE"));
     let t = format!("secure.test:{}", up.addr.port());
@@ -82,14 +82,17 @@ async fn a_placeholder_reaches_the_scoped_upstream_as_the_real_value_and_comes_b
     );
     assert_eq!(up.seen()[0].header("accept-encoding"), Some("identity"));
     // The upstream echoed the real value; the sandbox sees the placeholder.
-    assert_eq!(body, "hello; auth=Bearer __ITERION_SECRET_API_KEY__");
+    assert_eq!(
+        body,
+        "auth=Bearer __ITERION_SECRET_API_KEY__;proto=HTTP/1.1"
+    );
     assert_eq!(headers.get("connection").unwrap(), "close");
     assert_eq!(h.events(), vec![]);
 }
 
 #[tokio::test]
 async fn a_placeholder_toward_an_unscoped_host_stays_opaque() {
-    let up = https_upstream(&["secure.test", "other.test"]).await;
+    let up = HttpsServer::start(&["secure.test", "other.test"]);
     let h = inspecting(&up, None).await;
     let t = format!("other.test:{}", up.addr.port());
     let (status, _, _) = send(
@@ -107,7 +110,7 @@ async fn a_placeholder_toward_an_unscoped_host_stays_opaque() {
 
 #[tokio::test]
 async fn the_real_value_toward_another_host_is_refused_and_never_reaches_it() {
-    let up = https_upstream(&["secure.test", "other.test"]).await;
+    let up = HttpsServer::start(&["secure.test", "other.test"]);
     let h = inspecting(&up, None).await;
     let t = format!("other.test:{}", up.addr.port());
     let (status, headers, body) = send(&h, &t, with_auth("/", &t, &format!("Bearer {REAL}"))).await;
@@ -138,7 +141,7 @@ async fn the_real_value_toward_another_host_is_refused_and_never_reaches_it() {
 
 #[tokio::test]
 async fn a_host_that_differs_from_the_connect_target_gets_421() {
-    let up = https_upstream(&["secure.test", "other.test"]).await;
+    let up = HttpsServer::start(&["secure.test", "other.test"]);
     let h = inspecting(&up, None).await;
     let t = format!("other.test:{}", up.addr.port());
     let (status, _, _) = send(&h, &t, get("/", &format!("secure.test:{}", up.addr.port()))).await;
@@ -149,7 +152,7 @@ async fn a_host_that_differs_from_the_connect_target_gets_421() {
 
 #[tokio::test]
 async fn a_body_over_the_bound_gets_413_and_a_non_websocket_upgrade_gets_403() {
-    let up = https_upstream(&["secure.test"]).await;
+    let up = HttpsServer::start(&["secure.test"]);
     let h = inspecting(&up, Some(1024)).await;
     let t = format!("secure.test:{}", up.addr.port());
     let post = hyper::Request::post("/big")
@@ -176,7 +179,7 @@ async fn a_body_over_the_bound_gets_413_and_a_non_websocket_upgrade_gets_403() {
 
 #[tokio::test]
 async fn a_head_over_the_inspection_bound_gets_431() {
-    let up = https_upstream(&["secure.test"]).await;
+    let up = HttpsServer::start(&["secure.test"]);
     let h = inspecting(&up, None).await;
     let t = format!("secure.test:{}", up.addr.port());
     let big = "a".repeat(iterion_netproxy::MAX_INSPECTED_HEAD_BYTES);

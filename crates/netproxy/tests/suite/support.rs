@@ -1,5 +1,5 @@
-//! Loopback upstreams (HTTP and HTTPS) that record what they receive, a proxy starter, and a raw
-//! client.
+//! A loopback HTTP upstream that records what it receives, a proxy starter, and a raw client
+//! (the HTTPS upstream is test-support's `HttpsServer`).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -14,7 +14,8 @@ use iterion_netproxy::{
     BlockedEvent, BoxFuture, EphemeralCa, ProxyBuilder, ProxyToken, Resolver, RunningProxy,
     SecretRewriter, StaticHostsResolver, compile,
 };
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+pub use iterion_test_support::https::HttpsServer;
+use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -41,8 +42,6 @@ impl Seen {
 pub struct Upstream {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Vec<Seen>>>,
-    /// The test CA that signed the HTTPS upstream's leaf.
-    pub ca_der: Option<CertificateDer<'static>>,
 }
 
 impl Upstream {
@@ -106,70 +105,9 @@ pub async fn http_upstream() -> Upstream {
             });
         }
     });
-    Upstream {
-        addr,
-        seen,
-        ca_der: None,
-    }
+    Upstream { addr, seen }
 }
 
-/// An HTTPS upstream whose leaf (for `names`) is signed by a fresh test CA.
-pub async fn https_upstream(names: &[&str]) -> Upstream {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "test upstream CA");
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
-    let leaf_key = rcgen::KeyPair::generate().unwrap();
-    let leaf_params =
-        rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-            .unwrap();
-    let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
-    let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(
-        vec![leaf.der().clone(), ca_cert.der().clone()],
-        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
-    )
-    .unwrap();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = l.local_addr().unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let s = seen.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((io, _)) = l.accept().await else {
-                return;
-            };
-            let (s, acceptor) = (s.clone(), acceptor.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(io).await else {
-                    return;
-                };
-                let svc = service_fn(move |r| respond(s.clone(), r));
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tls), svc)
-                    .await;
-            });
-        }
-    });
-    Upstream {
-        addr,
-        seen,
-        ca_der: Some(ca_cert.der().clone()),
-    }
-}
-
-/// No DNS in tests: every name not in the static map fails.
 struct NoDns;
 impl Resolver for NoDns {
     fn resolve<'a>(&'a self, _host: &'a str) -> BoxFuture<'a, std::io::Result<Vec<IpAddr>>> {
