@@ -4,8 +4,8 @@
 #
 #   1. installs what the tests need when it is missing (as root, via apt): the Docker engine from
 #      Debian's docker.io package, podman, busybox-static, debootstrap, postgresql, chromium,
-#      nodejs and npm; then playwright-core (pinned, from npm) into target/node for the studio's
-#      browser test;
+#      nodejs, npm and golang-go (the egress matrix's Go client); then playwright-core (pinned,
+#      from npm) into target/node for the studio's browser test;
 #   2. starts dockerd in the background when no engine answers, and waits for it; likewise podman's
 #      Docker-compatible API service (`podman system service`), which the docker/podman driver
 #      suite runs against too;
@@ -92,13 +92,15 @@ command -v python3 >/dev/null || missing+=(python3)
 # playwright-core under node.
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
 command -v node >/dev/null || missing+=(nodejs)
+# The egress client matrix's Go client (crates/cli/tests/clients/egress_client.go), built static.
+command -v go >/dev/null || missing+=(golang-go)
 if ((${#missing[@]})); then
     printf 'installing: %s\n' "${missing[*]}" >&2
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         "${missing[@]}" >/dev/null
 else
-    echo "docker.io, podman, busybox-static, debootstrap, npm, bubblewrap, postgresql, chromium and node already installed" >&2
+    echo "docker.io, podman, busybox-static, debootstrap, npm, bubblewrap, postgresql, chromium, node and go already installed" >&2
 fi
 
 # ---------------------------------------------------------------------------------------------

@@ -9,6 +9,9 @@
 //! - `/stream`: answers at once and echoes each request body chunk as it arrives (a
 //!   bidirectional stream, like gRPC's), then the request's trailers as its own trailers, plus
 //!   `grpc-status: 0`;
+//! - `/files/<path>`: the file at `<path>` under the directory given to
+//!   [`HttpsServer::start_serving`] (a bare git repository after `git update-server-info` is
+//!   cloned from there over git's "dumb" HTTP protocol), `404` when there is none;
 //! - anything else: `auth=<Authorization>;proto=<HTTP version>`, the `Authorization` header
 //!   echoed so that response redaction is observable.
 //!
@@ -82,6 +85,12 @@ impl Drop for HttpsServer {
 impl HttpsServer {
     /// Starts a server whose leaf names `names` (DNS names or IP addresses).
     pub fn start(names: &[&str]) -> Self {
+        Self::start_serving(names, None)
+    }
+
+    /// [`Self::start`], also serving the files under `files` at `/files/`.
+    pub fn start_serving(names: &[&str], files: Option<std::path::PathBuf>) -> Self {
+        let files = Arc::new(files);
         let ca_key = rcgen::KeyPair::generate().unwrap();
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -130,12 +139,13 @@ impl HttpsServer {
                         };
                         let _ = io.set_nodelay(true);
                         let (acceptor, seen) = (acceptor.clone(), recorded.clone());
+                        let files = files.clone();
                         tokio::spawn(async move {
                             let Ok(tls) = acceptor.accept(io).await else {
                                 return;
                             };
                             let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-                            let svc = service_fn(move |r| respond(seen.clone(), r));
+                            let svc = service_fn(move |r| respond(seen.clone(), files.clone(), r));
                             let io = TokioIo::new(tls);
                             if h2 {
                                 let _ =
@@ -194,6 +204,7 @@ fn query(path: &str, key: &str) -> Option<u64> {
 
 async fn respond(
     seen: Arc<Mutex<Vec<Seen>>>,
+    files: Arc<Option<std::path::PathBuf>>,
     mut req: hyper::Request<Incoming>,
 ) -> Result<hyper::Response<Body>, Infallible> {
     let path = req
@@ -289,6 +300,20 @@ async fn respond(
             .body(http_body_util::BodyExt::boxed(StreamBody::new(stream)))
             .unwrap();
         return Ok(r);
+    }
+    if let (Some(rel), Some(root)) = (req.uri().path().strip_prefix("/files/"), files.as_ref()) {
+        let rel = std::path::Path::new(rel);
+        let inside = rel
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        return Ok(match std::fs::read(root.join(rel)) {
+            Ok(bytes) if inside => hyper::Response::new(full(bytes)),
+            _ => {
+                let mut r = hyper::Response::new(full("no such file"));
+                *r.status_mut() = hyper::StatusCode::NOT_FOUND;
+                r
+            }
+        });
     }
     if path.starts_with("/stream") {
         return Ok(hyper::Response::new(stream_echo(
