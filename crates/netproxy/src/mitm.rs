@@ -1,6 +1,7 @@
 //! TLS inspection (SANDBOX.md §6.9): terminate the client's TLS with a leaf from the per-run
 //! CA (ALPN `h2` and `http/1.1`), bound and scan each request, rewrite it (§6.10), forward it
-//! over verified TLS ([`crate::upstream`]), and redact the response as it streams.
+//! over verified TLS ([`crate::upstream`]) with its body streamed through the same rules
+//! ([`crate::request_stream`]), and redact the response as it streams.
 //!
 //! HTTP/1.1 and HTTP/2 requests take the same path ([`inspected`]): hyper hands both over as an
 //! `http::Request`, whose `:authority` (HTTP/2) or `Host` (HTTP/1.1) the domain-fronting rule
@@ -36,8 +37,9 @@ use crate::upstream::{Offer, TunnelUpstream};
 pub const MAX_INSPECTED_HEAD_BYTES: usize = 1024 * 1024 + 4096;
 
 /// The most HTTP/2 streams one inspected tunnel may have open at once
-/// (`SETTINGS_MAX_CONCURRENT_STREAMS`): each holds a bounded request body in memory, so this
-/// bounds what one tunnel can make the proxy hold.
+/// (`SETTINGS_MAX_CONCURRENT_STREAMS`): each may hold a bounded request body in memory (one that
+/// declares its length toward a host whose placeholders are swapped is read whole; others hold
+/// only the scan window), so this bounds what one tunnel can make the proxy hold.
 pub const MAX_INSPECTED_STREAMS: u32 = 100;
 
 /// The protocols offered to the client inside an inspected tunnel, preferred first.
