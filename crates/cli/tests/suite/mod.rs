@@ -4,6 +4,7 @@ mod agent_docker;
 mod cancel;
 mod delegates;
 mod delegates_ask;
+mod delegates_login;
 mod devbox;
 mod devcontainer;
 mod docs;

@@ -267,6 +267,8 @@ async fn plan(
         Trust::Trusted => None,
     };
     inputs.untrusted_copy = copy.as_ref().map(|c| c.landing.dir.clone());
+    // A workflow bind that named a login is not made: the login is the secret file below.
+    ctx.forfaits.consume_mounts(&mut spec);
     let mounts = mounts::plan_mounts(&mut spec, &inputs).await?;
     // M12: what a driver without host binds cannot honour goes, with the promises it made.
     let dropped = finalize::finalize_mounts_for_driver(&mut spec, inputs.host_binds, driver.name());

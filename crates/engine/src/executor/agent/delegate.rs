@@ -83,7 +83,7 @@ pub(crate) async fn run(
             return Err(Failure::new(
                 FailureCode::ExecutionFailed,
                 format!(
-                    "node \"{id}\" has no {} and no {} subscription login was loaded",
+                    "node \"{id}\" has no {} and no {} subscription login was loaded for this run (a subbot child running in its parent's sandbox uses the login its parent loaded, and loads none of its own)",
                     spec.endpoint.provider.key_var(),
                     cli.program()
                 ),
