@@ -5,6 +5,7 @@ mod cancel;
 mod delegates;
 mod delegates_ask;
 mod delegates_login;
+mod delegates_mcp;
 mod devbox;
 mod devcontainer;
 mod docs;
