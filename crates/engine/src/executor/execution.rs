@@ -632,7 +632,7 @@ impl Ctx<'_> {
             self.sandbox,
             opened.events.clone(),
         )
-        .vars(vars)
+        .vars(vars.clone())
         .environment(self.environment.clone())
         .run_log(self.logs.clone())
         .cancel_token(stop.clone())
