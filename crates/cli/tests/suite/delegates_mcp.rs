@@ -150,3 +150,66 @@ fn docker_codex_calls_a_tool_of_the_workflows_stdio_mcp_server_inside_the_sandbo
         json!("The server said hello.")
     );
 }
+
+/// Attacks, no container needed: a delegate node's MCP server would run on the engine's host
+/// when the run has no sandbox; a workflow server named `iterion` would pose as iterion's own
+/// ask-user server. Both fail the node with `CAPABILITY_UNSUPPORTED` before the CLI or the
+/// server starts (no model call, no server marker).
+#[test]
+fn attack_a_delegate_nodes_mcp_server_never_runs_on_the_host_nor_as_iterion() {
+    for (name, wf, args, expect) in [
+        (
+            "on the host",
+            workflow("claude_code", "anthropic/claude-test"),
+            vec!["run", "w.iter", "--sandbox", "none"],
+            "MCP servers run only inside the run's sandbox",
+        ),
+        (
+            "named iterion",
+            workflow("claude_code", "anthropic/claude-test")
+                .replace("mcp_server tiny:", "mcp_server iterion:")
+                .replace("servers: [tiny]", "servers: [iterion]"),
+            vec!["run", "w.iter"],
+            "the name is reserved for iterion's own server",
+        ),
+    ] {
+        if name == "named iterion" && !docker_or_skip("cli::delegates_mcp::named_iterion") {
+            continue;
+        }
+        let env = Env::new();
+        env.write("w.iter", &wf);
+        env.write("tiny-mcp.sh", SERVER);
+        let fake = FakeModel::start(Api::Anthropic, vec![Reply::text("never")]);
+        let mut cmd = env.cmd();
+        if let Some(bin) = std::env::var_os("ITERION_STATIC_BIN") {
+            cmd.env("ITERION_BIN", bin);
+        }
+        let out = cmd
+            .args(&args)
+            .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+            .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+            .timeout(std::time::Duration::from_secs(300))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", stderr_of(&out));
+        let run = env.only_run();
+        let events = env.events(&run);
+        let failed = events
+            .iter()
+            .find(|(k, _)| k == "node_failed")
+            .map(|(_, v)| v)
+            .unwrap_or_else(|| panic!("{name}: {events:#?}"));
+        assert_eq!(failed["code"], json!("CAPABILITY_UNSUPPORTED"), "{name}");
+        assert!(
+            failed["message"].as_str().unwrap_or_default().contains(expect),
+            "{name}: {failed}"
+        );
+        assert!(fake.requests().is_empty(), "{name}");
+        let started = std::fs::read_dir(env.ws.path())
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .any(|n| n.starts_with("mcp-started-on-"));
+        assert!(!started, "{name}: the server ran");
+        assert_eq!(env.containers(), Vec::<String>::new(), "{name}");
+    }
+}
