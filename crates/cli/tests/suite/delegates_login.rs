@@ -107,8 +107,11 @@ fn attack_a_workflow_named_login_outside_the_allowed_roots_is_refused_naming_the
     let h = home.path();
     // A symlink in an allowed root pointing at the private key, and a symlinked directory.
     std::fs::create_dir_all(h.join(".claude/evil")).unwrap();
-    std::os::unix::fs::symlink(h.join(".ssh/id_rsa"), h.join(".claude/evil/.credentials.json"))
-        .unwrap();
+    std::os::unix::fs::symlink(
+        h.join(".ssh/id_rsa"),
+        h.join(".claude/evil/.credentials.json"),
+    )
+    .unwrap();
     std::os::unix::fs::symlink(h.join(".ssh"), h.join(".claude/dirlink")).unwrap();
     // A fifo (reading it would block the engine) and an oversized file, in the root.
     std::fs::create_dir_all(h.join(".claude/fifo")).unwrap();

@@ -201,7 +201,10 @@ fn attack_a_delegate_nodes_mcp_server_never_runs_on_the_host_nor_as_iterion() {
             .unwrap_or_else(|| panic!("{name}: {events:#?}"));
         assert_eq!(failed["code"], json!("CAPABILITY_UNSUPPORTED"), "{name}");
         assert!(
-            failed["message"].as_str().unwrap_or_default().contains(expect),
+            failed["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(expect),
             "{name}: {failed}"
         );
         assert!(fake.requests().is_empty(), "{name}");

@@ -222,10 +222,7 @@ pub(crate) enum WorkflowLoginError {
     #[error(
         "the workflow's {property} names a login directory, and an untrusted run may not use a login file its workflow names; the operator's {var} (or the default login) is used only when the workflow names none"
     )]
-    Untrusted {
-        property: String,
-        var: &'static str,
-    },
+    Untrusted { property: String, var: &'static str },
     /// Not an absolute host path (nor the target of one of the workflow's bind mounts whose
     /// source is one).
     #[error(

@@ -151,9 +151,17 @@ pub(crate) async fn run(
     let spec = loop_spec(ctx, &env, id, agent, input)?;
     let mcp_servers = mcp_server_specs(ctx.wf, id, agent, &env.place)?;
     if agent.backend.is_delegate() {
-        return crate::executor::agent::delegate::run(ctx, &env, id, agent, &spec, input, mcp_servers)
-            .await
-            .map_err(|f| f.at(id));
+        return crate::executor::agent::delegate::run(
+            ctx,
+            &env,
+            id,
+            agent,
+            &spec,
+            input,
+            mcp_servers,
+        )
+        .await
+        .map_err(|f| f.at(id));
     }
     let resume = take_resume(ctx, &env, id);
     match &env.place {
