@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use bollard::models::{
-    ContainerCreateBody, HostConfig, Mount, MountBindOptions, MountBindOptionsPropagationEnum,
+    ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountBindOptions, MountBindOptionsPropagationEnum,
     MountTmpfsOptions, MountType, MountVolumeOptions, ResourcesUlimits,
 };
 use bytes::Bytes;
@@ -225,7 +225,7 @@ pub(crate) fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
         ..HostConfig::default()
     };
 
-    let body = ContainerCreateBody {
+    let mut body = ContainerCreateBody {
         image: Some(image.to_owned()),
         entrypoint: Some(vec![SANDBOX_ENTRYPOINT.to_owned()]),
         cmd: Some(vec![SANDBOX_CMD.to_owned()]),
@@ -238,10 +238,52 @@ pub(crate) fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
         host_config: Some(host_config),
         ..ContainerCreateBody::default()
     };
+    if let Some(agent) = spec.exec_agent.as_deref().filter(|bin| !bin.is_empty()) {
+        agent_command(&mut body, agent);
+    }
     Ok(CreatePlan {
         name: container_name(&info.run_id),
         body,
     })
+}
+
+/// PID 1 becomes the exec agent (issue 18): `<agent> __exec-agent`, its stdin open for the
+/// driver's attach and closed when that attach ends (so the agent ends what it started), its
+/// stdout (the agent's frames) kept out of the engine's log.
+fn agent_command(body: &mut ContainerCreateBody, agent: &str) {
+    body.entrypoint = Some(vec![agent.to_owned()]);
+    body.cmd = Some(vec![iterion_sandbox::exec_agent::EXEC_AGENT_SUBCOMMAND.to_owned()]);
+    body.open_stdin = Some(true);
+    body.stdin_once = Some(true);
+    body.attach_stdin = Some(true);
+    body.attach_stdout = Some(true);
+    body.attach_stderr = Some(true);
+    if let Some(host) = body.host_config.as_mut() {
+        host.log_config = Some(HostConfigLogConfig {
+            typ: Some("none".to_owned()),
+            config: None,
+        });
+    }
+}
+
+/// Whether `body` runs the exec agent as PID 1 ([`agent_command`]).
+pub(crate) fn runs_agent(body: &ContainerCreateBody) -> bool {
+    body.open_stdin == Some(true)
+}
+
+/// `body` with PID 1 back to [`SANDBOX_ENTRYPOINT`] `infinity`: a warm pool entry (nobody
+/// attaches to it), or the fallback when the agent could not start as the command.
+pub(crate) fn idle_command(body: &mut ContainerCreateBody) {
+    body.entrypoint = Some(vec![SANDBOX_ENTRYPOINT.to_owned()]);
+    body.cmd = Some(vec![SANDBOX_CMD.to_owned()]);
+    body.open_stdin = Some(false);
+    body.stdin_once = None;
+    body.attach_stdin = None;
+    body.attach_stdout = None;
+    body.attach_stderr = None;
+    if let Some(host) = body.host_config.as_mut() {
+        host.log_config = None;
+    }
 }
 
 /// The container's env, sorted by key: the spec's, then each file secret's `env:` path, then the

@@ -427,6 +427,13 @@ pub trait SandboxRun: Send + Sync {
         false
     }
 
+    /// The channel to an exec agent the driver started as the sandbox's own command
+    /// ([`Spec::exec_agent`]), already greeted; taken once (later calls answer `None`). Default:
+    /// `None` (the engine starts the agent through [`SandboxRun::exec`]).
+    fn take_attached_agent(&self) -> Option<crate::exec_agent::AttachedAgent> {
+        None
+    }
+
     /// The one user every exec runs as, when the sandbox has only one (the namespace driver
     /// maps a single uid and gid): an [`ExecOpts::user`] naming another is refused, never
     /// ignored. `None` (the default): an exec may name any user the sandbox has.

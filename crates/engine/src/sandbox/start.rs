@@ -268,6 +268,13 @@ async fn plan(
     };
     inputs.untrusted_copy = copy.as_ref().map(|c| c.landing.dir.clone());
     let mounts = mounts::plan_mounts(&mut spec, &inputs).await?;
+    // Issue 18: where the driver can, the exec agent is the sandbox's own command.
+    if inputs.host_binds
+        && ctx.mount_inputs.engine_binary.is_some()
+        && exec_agent::exec_agent_enabled(&ctx.mount_inputs.env)
+    {
+        spec.exec_agent = Some(mounts::ENGINE_BIN_TARGET.to_owned());
+    }
     // M12: what a driver without host binds cannot honour goes, with the promises it made.
     let dropped = finalize::finalize_mounts_for_driver(&mut spec, inputs.host_binds, driver.name());
     // Seed step 14: the logins as read-only secret files (shadowing a host-state bind's

@@ -93,6 +93,7 @@ pub(super) fn fuse_devcontainer_spec(repo: &Spec, workflow: Option<&Spec>) -> Fu
             host_state: workflow.host_state,
             network: Some(network),
             secret_files: workflow.secret_files.clone(),
+            exec_agent: workflow.exec_agent.clone(),
         },
         repo_env,
         denied_env,
