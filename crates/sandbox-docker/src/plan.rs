@@ -103,6 +103,17 @@ pub(crate) const UNTRUSTED_SECURITY_OPT: &[&str] = &["no-new-privileges"];
 /// instead of exhausting the host's pids.
 pub(crate) const UNTRUSTED_PIDS_LIMIT: i64 = 4096;
 
+/// The container's pids limit: the operator's ([`Spec::limits`]), and for an untrusted run at
+/// most [`UNTRUSTED_PIDS_LIMIT`].
+fn pids_limit(spec: &Spec, untrusted: bool) -> Option<i64> {
+    let operator = spec.limits.pids.map(|p| i64::try_from(p).unwrap_or(i64::MAX));
+    match (operator, untrusted) {
+        (Some(pids), true) => Some(pids.min(UNTRUSTED_PIDS_LIMIT)),
+        (None, true) => Some(UNTRUSTED_PIDS_LIMIT),
+        (pids, false) => pids,
+    }
+}
+
 /// The create body of a run's one long-lived container (SANDBOX.md §4.5). Pure.
 ///
 /// In order: the workspace bind (first mount), the author mounts (their canonical sources), the
@@ -215,7 +226,11 @@ pub(crate) fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
         // (a setuid binary it plants or finds does not elevate); its user is non-root (the
         // engine's plan sets it).
         cap_drop: untrusted.then(|| UNTRUSTED_CAP_DROP.iter().map(|c| (*c).to_owned()).collect()),
-        pids_limit: untrusted.then_some(UNTRUSTED_PIDS_LIMIT),
+        pids_limit: pids_limit(spec, untrusted),
+        // Issue 18: the operator's limits; swap equal to memory means no swap beyond it.
+        memory: spec.limits.memory_bytes.and_then(|m| i64::try_from(m).ok()),
+        memory_swap: spec.limits.memory_bytes.and_then(|m| i64::try_from(m).ok()),
+        nano_cpus: spec.limits.nano_cpus.and_then(|c| i64::try_from(c).ok()),
         security_opt: untrusted.then(|| {
             UNTRUSTED_SECURITY_OPT
                 .iter()

@@ -223,6 +223,11 @@ pub struct Spec {
     /// other ignores it. `None`: the sandbox's command is the driver's own idle process.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exec_agent: Option<String>,
+    /// Resource limits (issue 18; [`crate::Limits`]), set by the engine from the operator's
+    /// settings; a driver without
+    /// [`supports_resource_limits`](crate::Capabilities::supports_resource_limits) ignores them.
+    #[serde(skip_serializing_if = "crate::Limits::is_empty")]
+    pub limits: crate::Limits,
 }
 
 impl Spec {

@@ -94,6 +94,7 @@ pub(super) fn fuse_devcontainer_spec(repo: &Spec, workflow: Option<&Spec>) -> Fu
             network: Some(network),
             secret_files: workflow.secret_files.clone(),
             exec_agent: workflow.exec_agent.clone(),
+            limits: workflow.limits,
         },
         repo_env,
         denied_env,
