@@ -115,7 +115,7 @@ pub use records::sandbox_events::{
     PINNED_NOOP_REASON, SandboxAttachmentsCopied, SandboxBuildFailed, SandboxBuildFinished,
     SandboxBuildStarted, SandboxClawRoutedViaRunner, SandboxDevboxProvisioned, SandboxEnvDenied,
     SandboxHostBindsDropped, SandboxHostStateMounted, SandboxImageEnvPlanted,
-    SandboxNetworkDefaulted, SandboxRunfilesDrainFailed, SandboxScratchBanked,
+    SandboxLimitsNotApplied, SandboxNetworkDefaulted, SandboxRunfilesDrainFailed, SandboxScratchBanked,
     SandboxScratchRestored, SandboxShared, SandboxSkipped, SandboxStarted,
     SandboxUidMismatchWarning, SandboxUserRemap, SandboxWorkspaceCopied,
     SandboxWorkspaceExportFailed, SandboxWorkspaceLanded, SkippedMount,

@@ -105,6 +105,14 @@ impl Driver for NamespaceDriver {
         Capabilities::NAMESPACE
     }
 
+    /// The host's cgroup state: no limit is applied by this driver (`sandbox doctor` says the same).
+    fn resource_limits_refusal(&self) -> Option<String> {
+        Some(format!(
+            "the namespace driver applies no cgroup limit; {}",
+            crate::probe::read_cgroup_state()
+        ))
+    }
+
     async fn prepare(&self, spec: &Spec, _progress: &dyn Progress) -> Result<PreparedSpec> {
         spec.validate()?;
         if !spec.runs_without_image() {

@@ -365,6 +365,14 @@ pub trait Driver: Send + Sync {
     /// What this driver can do.
     fn capabilities(&self) -> Capabilities;
 
+    /// Why this driver leaves [`Spec::limits`](crate::Spec::limits) unapplied, or `None` when it
+    /// applies them ([`Capabilities::supports_resource_limits`]). A driver that knows more (the
+    /// namespace driver reads the host's cgroup state) says so here.
+    fn resource_limits_refusal(&self) -> Option<String> {
+        (!self.capabilities().supports_resource_limits)
+            .then(|| format!("the {} driver does not apply resource limits", self.name()))
+    }
+
     /// Validates the spec ([`Spec::validate`] first) and does the slow I/O (pull). Creates
     /// nothing.
     async fn prepare(&self, spec: &Spec, progress: &dyn Progress) -> Result<PreparedSpec>;
@@ -425,6 +433,13 @@ pub trait SandboxRun: Send + Sync {
     /// ([`crate::exec_agent`]) would only add its own start to the run. Default: `false`.
     fn exec_spawns_directly(&self) -> bool {
         false
+    }
+
+    /// The channel to an exec agent the driver started as the sandbox's own command
+    /// ([`Spec::exec_agent`]), already greeted; taken once (later calls answer `None`). Default:
+    /// `None` (the engine starts the agent through [`SandboxRun::exec`]).
+    fn take_attached_agent(&self) -> Option<crate::exec_agent::AttachedAgent> {
+        None
     }
 
     /// The one user every exec runs as, when the sandbox has only one (the namespace driver

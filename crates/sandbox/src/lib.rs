@@ -65,6 +65,7 @@ mod factory;
 mod host;
 mod kubernetes;
 mod labels;
+mod limits;
 mod mode;
 mod mounts;
 mod noop;
@@ -116,6 +117,10 @@ pub use labels::{
     LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE, LABEL_RUN_ID, LABEL_STORE, ListedResource,
     ManagedResource, build_image_tag, container_name, filter_managed, managed_filters,
     managed_labels, nix_volume_name,
+};
+pub use limits::{
+    ITERION_SANDBOX_CPUS, ITERION_SANDBOX_MEMORY, ITERION_SANDBOX_PIDS, Limits, MIN_MEMORY_BYTES,
+    MIN_NANO_CPUS,
 };
 pub use mode::{HostState, Inherit, Mode, NetworkMode, SandboxFlag, Trust};
 pub use mounts::{

@@ -21,6 +21,7 @@ mod fleet;
 mod lang_features;
 mod lang_nodes;
 mod language;
+mod limits;
 mod logs;
 mod matrix;
 mod mount_race;

@@ -339,6 +339,15 @@ fn other_sandbox_events_have_exactly_their_keys() {
             json!({"driver": "kubernetes", "dropped": ["/c"], "withdrawn_env": ["K"], "attachments_dir_cleared": true}),
         ),
         (
+            Event::SandboxLimitsNotApplied(SandboxLimitsNotApplied {
+                driver: "namespace".into(),
+                limits: vec!["memory".into(), "pids".into()],
+                reason: "no cgroup".into(),
+            }),
+            "sandbox_limits_not_applied",
+            json!({"driver": "namespace", "limits": ["memory", "pids"], "reason": "no cgroup"}),
+        ),
+        (
             Event::SandboxAttachmentsCopied(SandboxAttachmentsCopied {
                 target: "/t".into(),
                 files: 2,

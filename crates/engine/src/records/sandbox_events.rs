@@ -276,6 +276,18 @@ pub struct SandboxHostBindsDropped {
     pub attachments_dir_cleared: bool,
 }
 
+/// `sandbox_limits_not_applied` (issue 18): the operator set resource limits the driver cannot
+/// apply; the run goes on without them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxLimitsNotApplied {
+    /// The driver.
+    pub driver: String,
+    /// The limits set and not applied: `memory`, `cpus`, `pids`.
+    pub limits: Vec<String>,
+    /// Why.
+    pub reason: String,
+}
+
 /// `sandbox_attachments_copied`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxAttachmentsCopied {

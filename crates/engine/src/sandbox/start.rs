@@ -20,7 +20,7 @@ use iterion_vocab::FailureCode;
 use crate::records::events::Event;
 use crate::records::sandbox_events::{
     SandboxBuildFailed, SandboxBuildFinished, SandboxBuildStarted, SandboxEnvDenied,
-    SandboxHostBindsDropped, SandboxNetworkDefaulted, SandboxSkipped, SandboxStarted,
+    SandboxHostBindsDropped, SandboxLimitsNotApplied, SandboxNetworkDefaulted, SandboxSkipped, SandboxStarted,
 };
 use crate::sandbox::active::{ActiveSandbox, CopyBack};
 use crate::sandbox::copy::UntrustedLanding;
@@ -270,6 +270,31 @@ async fn plan(
     // A workflow bind that named a login is not made: the login is the secret file below.
     ctx.forfaits.consume_mounts(&mut spec);
     let mounts = mounts::plan_mounts(&mut spec, &inputs).await?;
+    // Issue 18: the operator's resource limits; a driver that cannot apply them says why.
+    spec.limits = iterion_sandbox::Limits::from_env(&ctx.mount_inputs.env)
+        .map_err(|error| SetupError::classify(&error))?;
+    if !spec.limits.is_empty()
+        && let Some(reason) = driver.resource_limits_refusal()
+    {
+        ctx.run_log.line(
+            iterion_sandbox::LogLevel::Warn,
+            &format!("sandbox: resource limits not applied: {reason}"),
+        );
+        ctx.events
+            .emit(Event::SandboxLimitsNotApplied(SandboxLimitsNotApplied {
+                driver: driver.name().to_owned(),
+                limits: spec.limits.names().into_iter().map(str::to_owned).collect(),
+                reason,
+            }))
+            .await;
+    }
+    // Issue 18: where the driver can, the exec agent is the sandbox's own command.
+    if inputs.host_binds
+        && ctx.mount_inputs.engine_binary.is_some()
+        && exec_agent::exec_agent_enabled(&ctx.mount_inputs.env)
+    {
+        spec.exec_agent = Some(mounts::ENGINE_BIN_TARGET.to_owned());
+    }
     // M12: what a driver without host binds cannot honour goes, with the promises it made.
     let dropped = finalize::finalize_mounts_for_driver(&mut spec, inputs.host_binds, driver.name());
     // Seed step 14: the logins as read-only secret files (shadowing a host-state bind's
