@@ -12,7 +12,6 @@ use iterion_sandbox::exec_agent::AttachedAgent;
 use iterion_sandbox::exec_agent::frame::{CHUNK, Frame, PROTOCOL_VERSION};
 use tokio::io::AsyncWriteExt;
 
-
 use crate::api::{ExecAttachment, ExecChunk};
 
 /// How long the agent has to greet once its container started (a static binary on a local

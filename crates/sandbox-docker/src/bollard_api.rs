@@ -13,9 +13,9 @@ use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use bollard::models::{ContainerCreateBody, VolumeCreateRequest};
 use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, BuildImageOptionsBuilder, CreateContainerOptionsBuilder, CreateImageOptionsBuilder,
-    ListContainersOptionsBuilder, ListImagesOptionsBuilder, RemoveContainerOptionsBuilder,
-    RemoveImageOptionsBuilder,
+    AttachContainerOptionsBuilder, BuildImageOptionsBuilder, CreateContainerOptionsBuilder,
+    CreateImageOptionsBuilder, ListContainersOptionsBuilder, ListImagesOptionsBuilder,
+    RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder,
 };
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
@@ -55,9 +55,7 @@ fn classify(error: bollard::errors::Error) -> ApiError {
 /// An attached process's output as stdout and stderr chunks.
 fn demuxed(
     output: std::pin::Pin<
-        Box<
-            dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send,
-        >,
+        Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
     >,
 ) -> ApiStream<ExecChunk> {
     output

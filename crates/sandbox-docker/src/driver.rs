@@ -410,7 +410,10 @@ impl DockerDriver {
         plan: &plan::CreatePlan,
         guard: &mut RemoveOnDrop,
         attach: bool,
-    ) -> Result<(String, Option<std::result::Result<ExecAttachment, ApiError>>)> {
+    ) -> Result<(
+        String,
+        Option<std::result::Result<ExecAttachment, ApiError>>,
+    )> {
         let shared = &self.shared;
         shared.log(LogLevel::Info, &render::render_run(shared.engine, plan));
         let id = match shared

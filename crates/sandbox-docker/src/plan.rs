@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use bollard::models::{
-    ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountBindOptions, MountBindOptionsPropagationEnum,
-    MountTmpfsOptions, MountType, MountVolumeOptions, ResourcesUlimits,
+    ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountBindOptions,
+    MountBindOptionsPropagationEnum, MountTmpfsOptions, MountType, MountVolumeOptions,
+    ResourcesUlimits,
 };
 use bytes::Bytes;
 use iterion_sandbox::{
@@ -106,7 +107,10 @@ pub(crate) const UNTRUSTED_PIDS_LIMIT: i64 = 4096;
 /// The container's pids limit: the operator's ([`Spec::limits`]), and for an untrusted run at
 /// most [`UNTRUSTED_PIDS_LIMIT`].
 fn pids_limit(spec: &Spec, untrusted: bool) -> Option<i64> {
-    let operator = spec.limits.pids.map(|p| i64::try_from(p).unwrap_or(i64::MAX));
+    let operator = spec
+        .limits
+        .pids
+        .map(|p| i64::try_from(p).unwrap_or(i64::MAX));
     match (operator, untrusted) {
         (Some(pids), true) => Some(pids.min(UNTRUSTED_PIDS_LIMIT)),
         (None, true) => Some(UNTRUSTED_PIDS_LIMIT),
@@ -267,7 +271,9 @@ pub(crate) fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
 /// stdout (the agent's frames) kept out of the engine's log.
 fn agent_command(body: &mut ContainerCreateBody, agent: &str) {
     body.entrypoint = Some(vec![agent.to_owned()]);
-    body.cmd = Some(vec![iterion_sandbox::exec_agent::EXEC_AGENT_SUBCOMMAND.to_owned()]);
+    body.cmd = Some(vec![
+        iterion_sandbox::exec_agent::EXEC_AGENT_SUBCOMMAND.to_owned(),
+    ]);
     body.open_stdin = Some(true);
     body.stdin_once = Some(true);
     body.attach_stdin = Some(true);

@@ -564,12 +564,19 @@ fn the_operators_limits_go_into_the_host_config_and_an_untrusted_pids_limit_stay
     let plan = plan_for(EngineKind::Docker, &limited, &info());
     let host = plan.body.host_config.clone().unwrap();
     assert_eq!(
-        (host.memory, host.memory_swap, host.nano_cpus, host.pids_limit),
+        (
+            host.memory,
+            host.memory_swap,
+            host.nano_cpus,
+            host.pids_limit
+        ),
         (Some(64 << 20), Some(64 << 20), Some(500_000_000), Some(100))
     );
     let line = render_run(EngineKind::Docker, &plan);
     assert!(
-        line.contains("--memory 67108864b --memory-swap 67108864b --cpus 0.500000000 --pids-limit 100"),
+        line.contains(
+            "--memory 67108864b --memory-swap 67108864b --cpus 0.500000000 --pids-limit 100"
+        ),
         "{line}"
     );
     // Untrusted: the operator's pids limit only lowers the untrusted cap, never raises it.

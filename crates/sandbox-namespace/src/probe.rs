@@ -74,7 +74,11 @@ pub fn read_cgroup_state() -> String {
                     .collect();
                 format!(
                     "cgroup v1 with a hybrid cgroup v2 at /sys/fs/cgroup/unified (controllers: {}); {} {} bound to the v1 hierarchies, and a controller serves one hierarchy only",
-                    if controllers.is_empty() { "none" } else { controllers },
+                    if controllers.is_empty() {
+                        "none"
+                    } else {
+                        controllers
+                    },
                     missing.join(", "),
                     if missing.len() == 1 { "is" } else { "are" },
                 )

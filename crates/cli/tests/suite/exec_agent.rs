@@ -105,7 +105,13 @@ fn docker_the_exec_agent_is_the_containers_own_command() {
             cmd.env(key, value);
         }
         let out = cmd
-            .args(["run", "pid1.iter", "--sandbox-default-image", IMAGE, "--json"])
+            .args([
+                "run",
+                "pid1.iter",
+                "--sandbox-default-image",
+                IMAGE,
+                "--json",
+            ])
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
@@ -131,7 +137,9 @@ fn docker_the_exec_agent_is_the_containers_own_command() {
         "{created}"
     );
     assert!(
-        !logs.iter().any(|line| line.contains("exec agent unavailable")),
+        !logs
+            .iter()
+            .any(|line| line.contains("exec agent unavailable")),
         "{logs:#?}"
     );
 

@@ -34,7 +34,13 @@ fn docker_the_operators_limits_are_the_containers_cgroup_and_hold_a_fork_bomb() 
         .env("ITERION_SANDBOX_MEMORY", "96m")
         .env("ITERION_SANDBOX_CPUS", "0.5")
         .env("ITERION_SANDBOX_PIDS", "48")
-        .args(["run", "limits.iter", "--sandbox-default-image", IMAGE, "--json"])
+        .args([
+            "run",
+            "limits.iter",
+            "--sandbox-default-image",
+            IMAGE,
+            "--json",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
@@ -62,7 +68,13 @@ fn a_malformed_limit_is_refused_before_a_sandbox_is_made() {
     let out = env
         .cmd()
         .env("ITERION_SANDBOX_MEMORY", "lots")
-        .args(["run", "limits.iter", "--sandbox-default-image", IMAGE, "--json"])
+        .args([
+            "run",
+            "limits.iter",
+            "--sandbox-default-image",
+            IMAGE,
+            "--json",
+        ])
         .output()
         .unwrap();
     assert_ne!(out.status.code(), Some(0));

@@ -469,5 +469,8 @@ fn the_namespace_driver_reports_the_operators_limits_as_not_applied_and_why() {
         reason.starts_with("the namespace driver applies no cgroup limit; cgroup v"),
         "{reason}"
     );
-    assert_eq!(first(&events, "sandbox_started").unwrap()["driver"], json!("namespace"));
+    assert_eq!(
+        first(&events, "sandbox_started").unwrap()["driver"],
+        json!("namespace")
+    );
 }

@@ -18,8 +18,8 @@ use crate::records::sandbox_events::{
     NetworkBlocked, SandboxAttachmentsCopied, SandboxBuildFailed, SandboxBuildFinished,
     SandboxBuildStarted, SandboxClawRoutedViaRunner, SandboxDevboxProvisioned, SandboxEnvDenied,
     SandboxHostBindsDropped, SandboxHostStateMounted, SandboxImageEnvPlanted,
-    SandboxLimitsNotApplied, SandboxNetworkDefaulted, SandboxRunfilesDrainFailed, SandboxScratchBanked,
-    SandboxScratchRestored, SandboxShared, SandboxSkipped, SandboxStarted,
+    SandboxLimitsNotApplied, SandboxNetworkDefaulted, SandboxRunfilesDrainFailed,
+    SandboxScratchBanked, SandboxScratchRestored, SandboxShared, SandboxSkipped, SandboxStarted,
     SandboxUidMismatchWarning, SandboxUserRemap, SandboxWorkspaceCopied,
     SandboxWorkspaceExportFailed, SandboxWorkspaceLanded,
 };

@@ -20,7 +20,8 @@ use iterion_vocab::FailureCode;
 use crate::records::events::Event;
 use crate::records::sandbox_events::{
     SandboxBuildFailed, SandboxBuildFinished, SandboxBuildStarted, SandboxEnvDenied,
-    SandboxHostBindsDropped, SandboxLimitsNotApplied, SandboxNetworkDefaulted, SandboxSkipped, SandboxStarted,
+    SandboxHostBindsDropped, SandboxLimitsNotApplied, SandboxNetworkDefaulted, SandboxSkipped,
+    SandboxStarted,
 };
 use crate::sandbox::active::{ActiveSandbox, CopyBack};
 use crate::sandbox::copy::UntrustedLanding;
