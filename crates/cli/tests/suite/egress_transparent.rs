@@ -155,7 +155,7 @@ fn transparent_curl(engine: Engine, inspect: bool) {
         )
     };
     let script = format!(
-        "r=$(getent ahostsv4 allowed.test | head -1 | cut -d' ' -f1); \
+        "r=$(getent hosts allowed.test); r=${r%% *}; \
          a=$(curl -s --max-time 10 http://allowed.test:{hport}/hello); \
          s=$({https}); \
          d=$(curl -s --max-time 10 http://denied.test:{hport}/ 2>&1; echo rc=$?); \
