@@ -40,6 +40,9 @@ fn sandbox_head(engine: Engine) -> String {
     }
 }
 
+/// A run's exit code, events and run-log lines.
+pub(crate) type Outcome = (Option<i32>, Vec<(String, Value)>, Vec<(String, String)>);
+
 /// Runs `script` as the only tool of a workflow under an allowlist of `rules` in `engine`, with
 /// `hosts` as `ITERION_SANDBOX_PROXY_HOSTS`; `secret_hosts` turns inspection on. Returns the
 /// exit code, the events and the run-log lines.
@@ -51,7 +54,7 @@ pub(crate) fn run_in(
     secret_hosts: Option<&str>,
     hosts: &str,
     extra_env: &[(&str, &str)],
-) -> Option<(Option<i32>, Vec<(String, Value)>, Vec<(String, String)>)> {
+) -> Option<Outcome> {
     let static_bin = match engine {
         Engine::Namespace => assert_cmd::cargo::cargo_bin("iterion"),
         _ => {
@@ -110,9 +113,6 @@ pub(crate) fn run_in(
         String::from_utf8_lossy(&out.stderr),
     );
     assert!(!everything.contains(SECRET_VALUE), "the secret leaked");
-    if out.status.code() != Some(0) {
-        eprintln!("stderr: {}", String::from_utf8_lossy(&out.stderr));
-    }
     Some((out.status.code(), events, logs))
 }
 
