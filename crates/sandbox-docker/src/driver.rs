@@ -566,6 +566,14 @@ impl DockerDriver {
         if let Some(pem) = &info.proxy_ca_pem {
             write_ca(&info.run_dir, pem).await?;
         }
+        if info.transparent_egress {
+            write_run_file(
+                &info.run_dir,
+                iterion_sandbox::RESOLV_CONF_RUN_DIR_FILE,
+                iterion_sandbox::RESOLV_CONF,
+            )
+            .await?;
+        }
         let nix_volume = if shared.settings.persist_nix {
             prepared
                 .image_config
@@ -746,7 +754,12 @@ fn pull_failed(image: &str, error: &ApiError) -> Error {
 }
 
 async fn write_ca(run_dir: &Path, pem: &str) -> Result<()> {
-    let path = run_dir.join(plan::CA_RUN_DIR_FILE);
+    write_run_file(run_dir, plan::CA_RUN_DIR_FILE, pem).await
+}
+
+/// Writes `contents` at `relative` under the per-run dir, world-readable (bound read-only).
+async fn write_run_file(run_dir: &Path, relative: &str, contents: &str) -> Result<()> {
+    let path = run_dir.join(relative);
     let io = |operation| {
         let path = path.clone();
         move |source| Error::Io {
@@ -758,7 +771,9 @@ async fn write_ca(run_dir: &Path, pem: &str) -> Result<()> {
     if let Some(dir) = path.parent() {
         tokio::fs::create_dir_all(dir).await.map_err(io("create"))?;
     }
-    tokio::fs::write(&path, pem).await.map_err(io("write"))?;
+    tokio::fs::write(&path, contents)
+        .await
+        .map_err(io("write"))?;
     use std::os::unix::fs::PermissionsExt;
     tokio::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
         .await

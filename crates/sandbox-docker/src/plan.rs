@@ -187,6 +187,17 @@ pub(crate) fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
             true,
         ));
     }
+    // Issue 22: the bridge's DNS stub is the sandbox's resolver.
+    if info.transparent_egress {
+        mounts.push(bind(
+            utf8(
+                "run_dir",
+                &info.run_dir.join(iterion_sandbox::RESOLV_CONF_RUN_DIR_FILE),
+            )?,
+            iterion_sandbox::RESOLV_CONF_TARGET.to_owned(),
+            true,
+        ));
+    }
     if let Some(volume) = nix_volume {
         mounts.push(Mount {
             typ: Some(MountType::VOLUME),
@@ -214,6 +225,14 @@ pub(crate) fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
         mounts: Some(mounts),
         tmpfs: (!tmpfs.is_empty()).then_some(tmpfs),
         network_mode: proxied.then(|| "none".to_owned()),
+        // Issue 22: the bridge binds 53, 80 and 443 with every capability dropped; the sysctl
+        // is the container's own network namespace's (podman's default is 1024).
+        sysctls: info.transparent_egress.then(|| {
+            HashMap::from([(
+                iterion_sandbox::UNPRIVILEGED_PORT_SYSCTL.to_owned(),
+                "0".to_owned(),
+            )])
+        }),
         extra_hosts: (!proxied && info.listener_planned).then(|| vec![HOST_ALIAS.to_owned()]),
         ulimits: (engine == EngineKind::Podman).then(|| {
             ["nofile", "nproc"]

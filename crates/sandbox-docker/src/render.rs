@@ -194,6 +194,11 @@ pub(crate) fn render_run(engine: EngineKind, plan: &CreatePlan) -> String {
         };
         push_flag(&mut line, "--tmpfs", &entry);
     }
+    let mut sysctls: Vec<(&String, &String)> = host.sysctls.iter().flatten().collect();
+    sysctls.sort();
+    for (key, value) in sysctls {
+        push_flag(&mut line, "--sysctl", &format!("{key}={value}"));
+    }
     for limit in host.ulimits.iter().flatten() {
         let (Some(name), Some(soft), Some(hard)) = (&limit.name, limit.soft, limit.hard) else {
             continue;

@@ -95,7 +95,8 @@ pub use driver::{
     AdvertisedPort, Builder, Driver, DriverConstructor, ExecInput, ExecOpts, ExecOutput,
     ExecResult, ImageConfig, LogLevel, NoProgress, NullRunLog, PROXY_CA_TARGET, PreparedSpec,
     Progress, ProxyAddresses, ProxyAttachment, ProxyBind, ProxyConfigurer, PullProgress,
-    RunFilesDrainer, RunInfo, RunLog, SandboxRun, SecretFileRefresher, WorkspaceExporter,
+    RESOLV_CONF, RESOLV_CONF_RUN_DIR_FILE, RESOLV_CONF_TARGET, RunFilesDrainer, RunInfo, RunLog,
+    SandboxRun, SecretFileRefresher, UNPRIVILEGED_PORT_SYSCTL, WorkspaceExporter,
     WorkspaceFileRefresher, WorkspaceHeadCapturer, plant_proxy_env, plant_proxy_env_with,
     proxy_addresses_for_driver, redact_proxy_url,
 };

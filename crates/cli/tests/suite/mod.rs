@@ -14,6 +14,7 @@ mod egress;
 mod egress_attacks;
 mod egress_bridge;
 mod egress_inspect;
+mod egress_transparent;
 mod exec_agent;
 mod execfix;
 mod faults;

@@ -105,6 +105,11 @@ pub struct SandboxStarted {
     pub tls_inspection: bool,
     /// Whether egress is enforced (no route but the proxy); `null` when unknown. Always present.
     pub egress_enforced: Option<bool>,
+    /// Whether transparent egress is on (issue 22): the sandbox's resolver is the egress
+    /// bridge's DNS stub, and connections to the synthetic addresses it hands out go through
+    /// the proxy, so clients that ignore the proxy variables are enforced (and served) too.
+    #[serde(default)]
+    pub transparent_egress: bool,
     /// The kubernetes scheduling policy summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduling: Option<String>,

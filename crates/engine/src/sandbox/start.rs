@@ -515,6 +515,7 @@ async fn apply(
                     Some(_) => run.0.egress_enforced(),
                     None => None,
                 },
+                transparent_egress: proxy.as_ref().is_some_and(|p| p.bridged),
                 scheduling: None,
             };
             ctx.events.emit(Event::SandboxStarted(started)).await;
@@ -625,6 +626,8 @@ async fn start_in(
             port: proxy.port,
         });
         info.proxy_ca_pem = proxy.ca_pem();
+        // Issue 22: a bridged proxy is transparent too (DNS stub, synthetic addresses).
+        info.transparent_egress = proxy.bridged;
     }
     let prepared = driver
         .prepare(&spec, ctx.progress)
@@ -700,7 +703,7 @@ async fn start_in(
     let bridge = match proxy {
         None => None,
         Some(proxy) if !proxy.bridged => None,
-        Some(_) => match egress::start_egress_bridge(Arc::clone(&run)).await {
+        Some(proxy) => match egress::start_egress_bridge(Arc::clone(&run), Some(proxy)).await {
             Ok(bridge) => Some(bridge),
             Err(mut error) => {
                 error.message.push_str(&egress::dynamic_binary_hint(
