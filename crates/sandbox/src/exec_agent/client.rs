@@ -18,6 +18,7 @@ use crate::driver::{
     WorkspaceFileRefresher, WorkspaceHeadCapturer,
 };
 use crate::error::{Error, Result};
+use crate::exec_agent::attached::AttachedAgent;
 use crate::exec_agent::frame::{CHUNK, Frame, FrameError, PROTOCOL_VERSION, StartRequest};
 use crate::rules::ArgRule;
 
@@ -194,24 +195,6 @@ pub async fn start_exec_agent(
         agent_exit,
         tasks,
     ))
-}
-
-/// An exec agent the driver started as the sandbox's own command and already greeted (its
-/// hello read and checked): the frames to it, the frames from it (stdout only; its stderr is
-/// the driver's), and how it ended once the driver knows (`None` when it cannot say).
-pub struct AttachedAgent {
-    /// The agent's stdin.
-    pub to_agent: std::pin::Pin<Box<dyn AsyncWrite + Send>>,
-    /// The agent's stdout, after the hello.
-    pub from_agent: std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>,
-    /// Resolves with the agent's exit code when the sandbox's command ended (`None`: unknown).
-    pub exited: std::pin::Pin<Box<dyn std::future::Future<Output = Option<i64>> + Send>>,
-}
-
-impl std::fmt::Debug for AttachedAgent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AttachedAgent").finish_non_exhaustive()
-    }
 }
 
 /// `run` with its execs sent through `agent`, the sandbox's own command (no exec started it).

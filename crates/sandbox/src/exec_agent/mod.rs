@@ -23,11 +23,13 @@
 //! start it. As PID 1 it outlives a lost channel (it then only idles and reaps), so the driver's
 //! exec still answers, and signals from inside the sandbox cannot end it.
 
+mod attached;
 mod client;
 pub mod frame;
 mod server;
 
-pub use client::{AgentRun, AttachedAgent, attach_exec_agent, start_exec_agent};
+pub use attached::AttachedAgent;
+pub use client::{AgentRun, attach_exec_agent, start_exec_agent};
 pub use server::{idle_as_init, serve};
 
 /// The hidden subcommand that runs the agent.
