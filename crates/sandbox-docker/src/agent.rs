@@ -12,7 +12,7 @@ use iterion_sandbox::exec_agent::AttachedAgent;
 use iterion_sandbox::exec_agent::frame::{CHUNK, Frame, PROTOCOL_VERSION};
 use tokio::io::AsyncWriteExt;
 
-use crate::api::{ExecAttachment, ExecChunk};
+use crate::api::{ContainerApi, ExecAttachment, ExecChunk};
 
 /// How long the agent has to greet once its container started (a static binary on a local
 /// engine greets in milliseconds).
@@ -21,6 +21,21 @@ pub(crate) const GREET_WITHIN: Duration = Duration::from_secs(10);
 /// The most bytes of the agent's stderr kept to explain why it did not greet.
 const STDERR_TAIL: usize = 2048;
 
+/// Resolves with the container's exit code once it ended (`None`: the engine could not say).
+pub(crate) type ExitCode = std::pin::Pin<Box<dyn std::future::Future<Output = Option<i64>> + Send>>;
+
+/// The exit code of container `id`'s own command, asked for now (while it runs), so that an
+/// auto-removed container still reports it.
+pub(crate) fn exit_code(api: Arc<dyn ContainerApi>, id: String) -> ExitCode {
+    let waited = tokio::spawn(async move {
+        api.wait_container(&id)
+            .await
+            .map_err(|error| tracing::debug!("sandbox: wait for container {id}: {error}"))
+            .ok()
+    });
+    Box::pin(async move { waited.await.ok().flatten() })
+}
+
 /// Reads the agent's hello from `attachment` (attached before the start) within `within`.
 ///
 /// # Errors
@@ -28,6 +43,7 @@ const STDERR_TAIL: usize = 2048;
 /// Why the agent is not there: its container ended, it said something else, or nothing in time.
 pub(crate) async fn greet(
     attachment: ExecAttachment,
+    exit_code: ExitCode,
     within: Duration,
 ) -> Result<AttachedAgent, String> {
     let ExecAttachment { mut output, input } = attachment;
@@ -89,10 +105,10 @@ pub(crate) async fn greet(
     Ok(AttachedAgent {
         to_agent: input,
         from_agent: Box::pin(out_r),
-        // The container's end is the agent's; the attach does not say with which code.
+        // The container's end is the agent's; the engine's wait says with which code.
         exited: Box::pin(async move {
             let _ = ended_rx.await;
-            None
+            exit_code.await
         }),
     })
 }

@@ -276,6 +276,15 @@ pub trait ContainerApi: Send + Sync {
         })
     }
 
+    /// `POST /containers/{id}/wait?condition=not-running`: the exit code of the container's
+    /// own command once it ends. Default: refused (an API that cannot wait).
+    async fn wait_container(&self, id: &str) -> ApiResult<i64> {
+        Err(ApiError::Status {
+            status: 501,
+            message: format!("wait for container {id}: not supported"),
+        })
+    }
+
     /// `DELETE /containers/{id}?force=true&v=true`.
     async fn remove_container(&self, id: &str) -> ApiResult<()>;
 

@@ -15,7 +15,7 @@ use bollard::models::{ContainerCreateBody, VolumeCreateRequest};
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, BuildImageOptionsBuilder, CreateContainerOptionsBuilder,
     CreateImageOptionsBuilder, ListContainersOptionsBuilder, ListImagesOptionsBuilder,
-    RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder,
+    RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder, WaitContainerOptionsBuilder,
 };
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
@@ -473,6 +473,23 @@ impl ContainerApi for BollardApi {
             output: demuxed(attached.output),
             input: attached.input,
         })
+    }
+
+    async fn wait_container(&self, id: &str) -> ApiResult<i64> {
+        let options = WaitContainerOptionsBuilder::default()
+            .condition("not-running")
+            .build();
+        let mut waited = std::pin::pin!(self.docker.wait_container(id, Some(options)));
+        match waited.next().await {
+            Some(Ok(response)) => Ok(response.status_code),
+            // bollard reports a non-zero status as an error carrying it.
+            Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
+            Some(Err(error)) => Err(classify(error)),
+            None => Err(ApiError::Status {
+                status: 500,
+                message: format!("wait for container {id}: no answer"),
+            }),
+        }
     }
 
     async fn remove_container(&self, id: &str) -> ApiResult<()> {

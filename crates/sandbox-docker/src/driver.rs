@@ -382,7 +382,13 @@ impl DockerDriver {
         }
         let (id, attachment) = self.create_then_start(plan, guard, true).await?;
         let why = match attachment {
-            Some(Ok(attachment)) => match agent::greet(attachment, agent::GREET_WITHIN).await {
+            Some(Ok(attachment)) => match agent::greet(
+                attachment,
+                agent::exit_code(Arc::clone(&shared.api), id.clone()),
+                agent::GREET_WITHIN,
+            )
+            .await
+            {
                 Ok(agent) => return Ok((id, Some(agent))),
                 Err(why) => why,
             },
