@@ -202,7 +202,7 @@ fn expected(clients: &[&str], vars: Vars) -> String {
             "curl1" => format!("curl1={}", echo("1.1")),
             "curl2" => format!("curl2={}", echo("2.0")),
             "sse" => "sse=data:_0.data:_1.data:_2.".to_string(),
-            "git" => "git=matrix.".to_string(),
+            "git" => "git=matrix".to_string(),
             "py" => format!("py={}", echo("1.1")),
             "node" => format!("node={}", echo("1.1")),
             "go" => format!("go={}", echo("2.0")),
