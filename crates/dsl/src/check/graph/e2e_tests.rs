@@ -587,3 +587,37 @@ fn await_on_a_router_is_e012_with_a_hint_naming_the_join() {
         )
     );
 }
+
+#[test]
+fn a_loop_cap_may_be_one_reference_resolved_at_run_time() {
+    let base = "vars:\n  n: int = 2\n\nschema s:\n  n: int\n\ntool t:\n  command: `echo '{\"n\": 1}'`\n  output: s\n\nworkflow w:\n  entry: t\n";
+    // One reference to a var, an output or the source's output: accepted, lowered as a template.
+    for cap in ["{{vars.n}}", "{{outputs.t.n}}", "{{input.n}}"] {
+        let src = format!("{base}  t -> t as again(\"{cap}\")\n  t -> done\n");
+        let compiled = compile(
+            src.as_bytes(),
+            &CompileOptions {
+                ask_user_in_sandbox: false,
+            },
+        );
+        assert_eq!(all(&src), [], "{cap}");
+        let wf = compiled.workflow.unwrap();
+        let l = wf.edges[0].loop_.as_ref().unwrap();
+        assert_eq!((l.cap, l.cap_template.as_deref()), (0, Some(cap)));
+    }
+    // Text around it, two references, a loop or a secret reference, an unknown var: refused.
+    for (cap, code) in [
+        ("at most {{vars.n}}", Code::C026),
+        ("{{vars.n}}{{vars.n}}", Code::C026),
+        ("{{loop.again.iteration}}", Code::C026),
+        ("{{vars.m}}", Code::C033),
+    ] {
+        let src = format!("{base}  t -> t as again(\"{cap}\")\n  t -> done\n");
+        assert_eq!(ours(&src).first().map(|p| p.0), Some(code), "{cap}");
+    }
+    // One loop, a literal cap on one edge and a template on another: C005.
+    let src = format!(
+        "{base}  t -> t as again(\"{{{{vars.n}}}}\") when \"false\"\n  t -> t as again(2)\n  t -> done\n"
+    );
+    assert!(ours(&src).contains(&(Code::C005, 14)), "{:?}", ours(&src));
+}
