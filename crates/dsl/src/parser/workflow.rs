@@ -244,7 +244,7 @@ impl Parser<'_> {
         match &t.tok {
             Tok::Ident(n) if n == "not" => {
                 self.bump();
-                let field = self.name("a field name after \"when not\"")?;
+                let field = self.field_name("a field name after \"when not\"")?;
                 Ok(ast::When::Field {
                     negated: true,
                     field,
@@ -252,7 +252,7 @@ impl Parser<'_> {
                 })
             }
             Tok::Ident(_) => {
-                let field = self.name("a field name")?;
+                let field = self.field_name("a field name")?;
                 Ok(ast::When::Field {
                     negated: false,
                     field,

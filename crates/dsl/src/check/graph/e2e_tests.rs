@@ -621,3 +621,28 @@ fn a_loop_cap_may_be_one_reference_resolved_at_run_time() {
     );
     assert!(ours(&src).contains(&(Code::C005, 14)), "{:?}", ours(&src));
 }
+
+#[test]
+fn two_sources_mapping_one_key_to_the_same_context_free_text_is_no_c028() {
+    let head = "vars:\n  dir: string = \".\"\n\ntool a:\n  command: `true`\n\ntool b:\n  command: `true`\n\ntool c:\n  command: `true`\n\nrouter pick:\n  mode: round_robin\n\nworkflow w:\n  entry: pick\n  pick -> a\n  pick -> b\n";
+    let tail = "  c -> done\n";
+    let same = format!(
+        "{head}  a -> c with {{ dir: \"{{{{vars.dir}}}}\" }}\n  b -> c with {{ dir: \"{{{{vars.dir}}}}\" }}\n{tail}"
+    );
+    assert!(
+        !ours(&same).iter().any(|p| p.0 == Code::C028),
+        "{:?}",
+        ours(&same)
+    );
+    // Different text, or text reading `input` (each source's own output), still clashes.
+    for (x, y) in [("{{vars.dir}}", "other"), ("{{input.x}}", "{{input.x}}")] {
+        let src = format!(
+            "{head}  a -> c with {{ dir: \"{x}\" }}\n  b -> c with {{ dir: \"{y}\" }}\n{tail}"
+        );
+        assert!(
+            ours(&src).iter().any(|p| p.0 == Code::C028),
+            "{x} {y}: {:?}",
+            ours(&src)
+        );
+    }
+}
