@@ -115,8 +115,8 @@ pub use records::sandbox_events::{
     PINNED_NOOP_REASON, SandboxAttachmentsCopied, SandboxBuildFailed, SandboxBuildFinished,
     SandboxBuildStarted, SandboxClawRoutedViaRunner, SandboxDevboxProvisioned, SandboxEnvDenied,
     SandboxHostBindsDropped, SandboxHostStateMounted, SandboxImageEnvPlanted,
-    SandboxNetworkDefaulted, SandboxRunfilesDrainFailed, SandboxScratchBanked,
-    SandboxScratchRestored, SandboxShared, SandboxSkipped, SandboxStarted,
+    SandboxLimitsNotApplied, SandboxNetworkDefaulted, SandboxRunfilesDrainFailed,
+    SandboxScratchBanked, SandboxScratchRestored, SandboxShared, SandboxSkipped, SandboxStarted,
     SandboxUidMismatchWarning, SandboxUserRemap, SandboxWorkspaceCopied,
     SandboxWorkspaceExportFailed, SandboxWorkspaceLanded, SkippedMount,
 };

@@ -78,12 +78,33 @@ pub(crate) fn intercept(
                 return tracing::debug!(host = %target.host, error = %e, "tunnel upgrade failed");
             }
         };
-        let tls = match tokio::time::timeout(
+        // Transparent egress (issue 22) carries plain HTTP (`http://…` on port 80 or a rule's
+        // port) as a CONNECT too: a tunnel whose client speaks first with an HTTP/1 method
+        // rather than a TLS record is relayed as it is, as without inspection (no secret is
+        // swapped into plaintext; the dial goes to the vetted addresses only).
+        let mut up = TokioIo::new(up);
+        let mut first = [0u8; 1];
+        let first = match tokio::time::timeout(
             IO_TIMEOUT,
-            TlsAcceptor::from(cfg).accept(TokioIo::new(up)),
+            tokio::io::AsyncReadExt::read(&mut up, &mut first),
         )
         .await
         {
+            Ok(Ok(1)) => first[0],
+            _ => return,
+        };
+        let up = Prefixed {
+            first: Some(first),
+            io: up,
+        };
+        if first.is_ascii_uppercase() {
+            match crate::dial::dial(&vetted).await {
+                Ok(upstream) => crate::pipe::splice(up, upstream, &shared.cancel).await,
+                Err(e) => tracing::info!(host = %target.host, error = %e, "tunnel dial failed"),
+            }
+            return;
+        }
+        let tls = match tokio::time::timeout(IO_TIMEOUT, TlsAcceptor::from(cfg).accept(up)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
                 return tracing::info!(host = %target.host, error = %e, "client tls handshake failed");
@@ -106,6 +127,50 @@ pub(crate) fn intercept(
         serve_tunnel(shared, target, vetted, offer, tls).await;
     });
     established()
+}
+
+/// A stream with the one byte already read from it in front.
+struct Prefixed<I> {
+    first: Option<u8>,
+    io: I,
+}
+
+impl<I: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Prefixed<I> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if let Some(byte) = self.first.take() {
+            buf.put_slice(&[byte]);
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<I: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Prefixed<I> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write(cx, data)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
 }
 
 /// Serves the requests of one inspected tunnel until it closes or the proxy shuts down.

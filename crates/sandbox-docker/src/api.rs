@@ -266,6 +266,25 @@ pub trait ContainerApi: Send + Sync {
     /// `POST /containers/{id}/start`.
     async fn start_container(&self, id: &str) -> ApiResult<()>;
 
+    /// `POST /containers/{id}/attach?stream=1&stdin=1&stdout=1&stderr=1`: the container's own
+    /// command's stdio (created with `OpenStdin`), attached before its start so nothing it
+    /// writes is missed. Default: refused (an API that cannot attach).
+    async fn attach_container(&self, id: &str) -> ApiResult<ExecAttachment> {
+        Err(ApiError::Status {
+            status: 501,
+            message: format!("attach to container {id}: not supported"),
+        })
+    }
+
+    /// `POST /containers/{id}/wait?condition=not-running`: the exit code of the container's
+    /// own command once it ends. Default: refused (an API that cannot wait).
+    async fn wait_container(&self, id: &str) -> ApiResult<i64> {
+        Err(ApiError::Status {
+            status: 501,
+            message: format!("wait for container {id}: not supported"),
+        })
+    }
+
     /// `DELETE /containers/{id}?force=true&v=true`.
     async fn remove_container(&self, id: &str) -> ApiResult<()>;
 

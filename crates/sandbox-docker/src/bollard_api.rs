@@ -13,9 +13,9 @@ use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use bollard::models::{ContainerCreateBody, VolumeCreateRequest};
 use bollard::query_parameters::{
-    BuildImageOptionsBuilder, CreateContainerOptionsBuilder, CreateImageOptionsBuilder,
-    ListContainersOptionsBuilder, ListImagesOptionsBuilder, RemoveContainerOptionsBuilder,
-    RemoveImageOptionsBuilder,
+    AttachContainerOptionsBuilder, BuildImageOptionsBuilder, CreateContainerOptionsBuilder,
+    CreateImageOptionsBuilder, ListContainersOptionsBuilder, ListImagesOptionsBuilder,
+    RemoveContainerOptionsBuilder, RemoveImageOptionsBuilder, WaitContainerOptionsBuilder,
 };
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
@@ -50,6 +50,26 @@ fn classify(error: bollard::errors::Error) -> ApiError {
             message: other.to_string(),
         },
     }
+}
+
+/// An attached process's output as stdout and stderr chunks.
+fn demuxed(
+    output: std::pin::Pin<
+        Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
+    >,
+) -> ApiStream<ExecChunk> {
+    output
+        .map_err(classify)
+        .try_filter_map(|chunk| async move {
+            Ok(match chunk {
+                LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                    Some(ExecChunk::Stdout(message))
+                }
+                LogOutput::StdErr { message } => Some(ExecChunk::Stderr(message)),
+                LogOutput::StdIn { .. } => None,
+            })
+        })
+        .boxed()
 }
 
 fn label_filters(filters: Vec<String>) -> HashMap<&'static str, Vec<String>> {
@@ -437,6 +457,41 @@ impl ContainerApi for BollardApi {
             .map_err(classify)
     }
 
+    async fn attach_container(&self, id: &str) -> ApiResult<ExecAttachment> {
+        let options = AttachContainerOptionsBuilder::new()
+            .stream(true)
+            .stdin(true)
+            .stdout(true)
+            .stderr(true)
+            .build();
+        let attached = self
+            .docker
+            .attach_container(id, Some(options))
+            .await
+            .map_err(classify)?;
+        Ok(ExecAttachment {
+            output: demuxed(attached.output),
+            input: attached.input,
+        })
+    }
+
+    async fn wait_container(&self, id: &str) -> ApiResult<i64> {
+        let options = WaitContainerOptionsBuilder::default()
+            .condition("not-running")
+            .build();
+        let mut waited = std::pin::pin!(self.docker.wait_container(id, Some(options)));
+        match waited.next().await {
+            Some(Ok(response)) => Ok(response.status_code),
+            // bollard reports a non-zero status as an error carrying it.
+            Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
+            Some(Err(error)) => Err(classify(error)),
+            None => Err(ApiError::Status {
+                status: 500,
+                message: format!("wait for container {id}: no answer"),
+            }),
+        }
+    }
+
     async fn remove_container(&self, id: &str) -> ApiResult<()> {
         let options = RemoveContainerOptionsBuilder::default()
             .force(true)
@@ -506,18 +561,7 @@ impl ContainerApi for BollardApi {
             .map_err(classify)?
         {
             StartExecResults::Attached { output, input } => Ok(ExecAttachment {
-                output: output
-                    .map_err(classify)
-                    .try_filter_map(|chunk| async move {
-                        Ok(match chunk {
-                            LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                                Some(ExecChunk::Stdout(message))
-                            }
-                            LogOutput::StdErr { message } => Some(ExecChunk::Stderr(message)),
-                            LogOutput::StdIn { .. } => None,
-                        })
-                    })
-                    .boxed(),
+                output: demuxed(output),
                 input,
             }),
             StartExecResults::Detached => Err(ApiError::Status {

@@ -17,7 +17,7 @@ use iterion_sandbox::{
     validate_spec_mounts,
 };
 
-use crate::api::{ApiError, ContainerApi, EngineKind};
+use crate::api::{ApiError, ContainerApi, EngineKind, ExecAttachment};
 use crate::bollard_api::BollardApi;
 use crate::endpoints::{CONTAINER_HOST, DOCKER_HOST};
 use crate::plan::{
@@ -28,7 +28,8 @@ use crate::secrets::{self, SecretPlan, secret_plan};
 use crate::settings::DockerSettings;
 use crate::shared::Shared;
 use crate::warm::{self, NotPooled, WarmPool};
-use crate::{engine_binary, render};
+use crate::{agent, engine_binary, render};
+use iterion_sandbox::exec_agent::AttachedAgent;
 
 /// How long connecting, negotiating and pinging one endpoint may take (SANDBOX.md §4.2).
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -366,12 +367,59 @@ impl DockerDriver {
     }
 
     /// Step 4–5 of a cold start: create (a name conflict is a leftover of this run id: remove
-    /// it, retry once), arm the guard, start.
+    /// it, retry once), arm the guard, start. A plan whose PID 1 is the exec agent is attached
+    /// before the start and greeted after it; an agent that does not greet is logged, its
+    /// container removed, and the run goes on with the idle command (the engine then starts
+    /// the agent through an exec, or uses the driver's exec).
     async fn create_and_start(
         &self,
         plan: &plan::CreatePlan,
         guard: &mut RemoveOnDrop,
-    ) -> Result<String> {
+    ) -> Result<(String, Option<AttachedAgent>)> {
+        let shared = &self.shared;
+        if !plan::runs_agent(&plan.body) {
+            return Ok((self.create_then_start(plan, guard, false).await?.0, None));
+        }
+        let (id, attachment) = self.create_then_start(plan, guard, true).await?;
+        let why = match attachment {
+            Some(Ok(attachment)) => match agent::greet(
+                attachment,
+                agent::exit_code(Arc::clone(&shared.api), id.clone()),
+                agent::GREET_WITHIN,
+            )
+            .await
+            {
+                Ok(agent) => return Ok((id, Some(agent))),
+                Err(why) => why,
+            },
+            Some(Err(error)) => error.to_string(),
+            None => "no attach".to_owned(),
+        };
+        shared.log(
+            LogLevel::Warn,
+            &format!(
+                "sandbox: exec agent unavailable as the container's command ({why}); starting it with {} {}",
+                plan::SANDBOX_ENTRYPOINT,
+                plan::SANDBOX_CMD
+            ),
+        );
+        guard.disarm();
+        run::remove_container(shared, &id).await?;
+        let mut idle = plan.clone();
+        plan::idle_command(&mut idle.body);
+        Ok((self.create_then_start(&idle, guard, false).await?.0, None))
+    }
+
+    /// Create, arm, (attach,) start.
+    async fn create_then_start(
+        &self,
+        plan: &plan::CreatePlan,
+        guard: &mut RemoveOnDrop,
+        attach: bool,
+    ) -> Result<(
+        String,
+        Option<std::result::Result<ExecAttachment, ApiError>>,
+    )> {
         let shared = &self.shared;
         shared.log(LogLevel::Info, &render::render_run(shared.engine, plan));
         let id = match shared
@@ -390,6 +438,12 @@ impl DockerDriver {
         }
         .map_err(shared.engine_error(format!("create container {}", plan.name)))?;
         guard.arm(&id);
+        // Attached before the start, so the agent's hello is not missed.
+        let attachment = if attach {
+            Some(shared.api.attach_container(&id).await)
+        } else {
+            None
+        };
         // Step 5: start. Step 6 (the egress bridge) is the engine's, right after start returns:
         // a proxied container has no route until the bridge is ready.
         shared
@@ -397,7 +451,7 @@ impl DockerDriver {
             .start_container(&id)
             .await
             .map_err(shared.engine_error(format!("start container {}", plan.name)))?;
-        Ok(id)
+        Ok((id, attachment))
     }
 
     /// Takes a ready pool entry of `shape` and hands it the run's per-run binds: the entry's id
@@ -518,6 +572,14 @@ impl DockerDriver {
         if let Some(pem) = &info.proxy_ca_pem {
             write_ca(&info.run_dir, pem).await?;
         }
+        if info.transparent_egress {
+            write_run_file(
+                &info.run_dir,
+                iterion_sandbox::RESOLV_CONF_RUN_DIR_FILE,
+                iterion_sandbox::RESOLV_CONF,
+            )
+            .await?;
+        }
         let nix_volume = if shared.settings.persist_nix {
             prepared
                 .image_config
@@ -572,7 +634,11 @@ impl DockerDriver {
                 built_image: built_image.is_some(),
                 staged_binds: screened.iter().any(|m| m.host_source.is_some()) || pinned,
             };
-            let (body, info_for_shape) = (plan.body.clone(), info.clone());
+            // A pool entry idles: nobody attaches to its command (a claimer starts the agent
+            // through an exec).
+            let mut body = plan.body.clone();
+            plan::idle_command(&mut body);
+            let info_for_shape = info.clone();
             let shaped = tokio::task::spawn_blocking(move || {
                 warm::shape_of(&body, &info_for_shape, not, &warm::host_kind)
             })
@@ -596,6 +662,7 @@ impl DockerDriver {
             None => None,
         };
         let warm = claimed.is_some();
+        let mut attached = None;
         let (id, base_env, leftovers) = match claimed {
             Some((id, leftovers)) => {
                 shared.log(
@@ -610,9 +677,11 @@ impl DockerDriver {
                 (id, env, leftovers)
             }
             None => {
-                let id = self.create_and_start(&plan, guard).await;
+                let started = self.create_and_start(&plan, guard).await;
                 // On an error the stager's drop releases the staging mounts.
-                (id?, Vec::new(), Vec::new())
+                let (id, agent) = started?;
+                attached = agent;
+                (id, Vec::new(), Vec::new())
             }
         };
         // The started container's mount namespace holds its own reference to every staged
@@ -633,6 +702,7 @@ impl DockerDriver {
                 secrets,
                 base_env,
                 warm_leftovers: leftovers,
+                attached,
             },
         );
         // Step 7: post_create, logged at info, bounded by its phase.
@@ -690,7 +760,12 @@ fn pull_failed(image: &str, error: &ApiError) -> Error {
 }
 
 async fn write_ca(run_dir: &Path, pem: &str) -> Result<()> {
-    let path = run_dir.join(plan::CA_RUN_DIR_FILE);
+    write_run_file(run_dir, plan::CA_RUN_DIR_FILE, pem).await
+}
+
+/// Writes `contents` at `relative` under the per-run dir, world-readable (bound read-only).
+async fn write_run_file(run_dir: &Path, relative: &str, contents: &str) -> Result<()> {
+    let path = run_dir.join(relative);
     let io = |operation| {
         let path = path.clone();
         move |source| Error::Io {
@@ -702,7 +777,9 @@ async fn write_ca(run_dir: &Path, pem: &str) -> Result<()> {
     if let Some(dir) = path.parent() {
         tokio::fs::create_dir_all(dir).await.map_err(io("create"))?;
     }
-    tokio::fs::write(&path, pem).await.map_err(io("write"))?;
+    tokio::fs::write(&path, contents)
+        .await
+        .map_err(io("write"))?;
     use std::os::unix::fs::PermissionsExt;
     tokio::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
         .await

@@ -49,6 +49,7 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
+mod agent;
 mod api;
 mod bollard_api;
 mod build;

@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use bollard::models::{
-    ContainerCreateBody, HostConfig, Mount, MountBindOptions, MountBindOptionsPropagationEnum,
-    MountTmpfsOptions, MountType, MountVolumeOptions, ResourcesUlimits,
+    ContainerCreateBody, HostConfig, HostConfigLogConfig, Mount, MountBindOptions,
+    MountBindOptionsPropagationEnum, MountTmpfsOptions, MountType, MountVolumeOptions,
+    ResourcesUlimits,
 };
 use bytes::Bytes;
 use iterion_sandbox::{
@@ -103,6 +104,20 @@ pub(crate) const UNTRUSTED_SECURITY_OPT: &[&str] = &["no-new-privileges"];
 /// instead of exhausting the host's pids.
 pub(crate) const UNTRUSTED_PIDS_LIMIT: i64 = 4096;
 
+/// The container's pids limit: the operator's ([`Spec::limits`]), and for an untrusted run at
+/// most [`UNTRUSTED_PIDS_LIMIT`].
+fn pids_limit(spec: &Spec, untrusted: bool) -> Option<i64> {
+    let operator = spec
+        .limits
+        .pids
+        .map(|p| i64::try_from(p).unwrap_or(i64::MAX));
+    match (operator, untrusted) {
+        (Some(pids), true) => Some(pids.min(UNTRUSTED_PIDS_LIMIT)),
+        (None, true) => Some(UNTRUSTED_PIDS_LIMIT),
+        (pids, false) => pids,
+    }
+}
+
 /// The create body of a run's one long-lived container (SANDBOX.md §4.5). Pure.
 ///
 /// In order: the workspace bind (first mount), the author mounts (their canonical sources), the
@@ -172,6 +187,17 @@ pub(crate) fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
             true,
         ));
     }
+    // Issue 22: the bridge's DNS stub is the sandbox's resolver.
+    if info.transparent_egress {
+        mounts.push(bind(
+            utf8(
+                "run_dir",
+                &info.run_dir.join(iterion_sandbox::RESOLV_CONF_RUN_DIR_FILE),
+            )?,
+            iterion_sandbox::RESOLV_CONF_TARGET.to_owned(),
+            true,
+        ));
+    }
     if let Some(volume) = nix_volume {
         mounts.push(Mount {
             typ: Some(MountType::VOLUME),
@@ -199,6 +225,14 @@ pub(crate) fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
         mounts: Some(mounts),
         tmpfs: (!tmpfs.is_empty()).then_some(tmpfs),
         network_mode: proxied.then(|| "none".to_owned()),
+        // Issue 22: the bridge binds 53, 80 and 443 with every capability dropped; the sysctl
+        // is the container's own network namespace's (podman's default is 1024).
+        sysctls: info.transparent_egress.then(|| {
+            HashMap::from([(
+                iterion_sandbox::UNPRIVILEGED_PORT_SYSCTL.to_owned(),
+                "0".to_owned(),
+            )])
+        }),
         extra_hosts: (!proxied && info.listener_planned).then(|| vec![HOST_ALIAS.to_owned()]),
         ulimits: (engine == EngineKind::Podman).then(|| {
             ["nofile", "nproc"]
@@ -215,7 +249,11 @@ pub(crate) fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
         // (a setuid binary it plants or finds does not elevate); its user is non-root (the
         // engine's plan sets it).
         cap_drop: untrusted.then(|| UNTRUSTED_CAP_DROP.iter().map(|c| (*c).to_owned()).collect()),
-        pids_limit: untrusted.then_some(UNTRUSTED_PIDS_LIMIT),
+        pids_limit: pids_limit(spec, untrusted),
+        // Issue 18: the operator's limits; swap equal to memory means no swap beyond it.
+        memory: spec.limits.memory_bytes.and_then(|m| i64::try_from(m).ok()),
+        memory_swap: spec.limits.memory_bytes.and_then(|m| i64::try_from(m).ok()),
+        nano_cpus: spec.limits.nano_cpus.and_then(|c| i64::try_from(c).ok()),
         security_opt: untrusted.then(|| {
             UNTRUSTED_SECURITY_OPT
                 .iter()
@@ -225,7 +263,7 @@ pub(crate) fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
         ..HostConfig::default()
     };
 
-    let body = ContainerCreateBody {
+    let mut body = ContainerCreateBody {
         image: Some(image.to_owned()),
         entrypoint: Some(vec![SANDBOX_ENTRYPOINT.to_owned()]),
         cmd: Some(vec![SANDBOX_CMD.to_owned()]),
@@ -238,10 +276,54 @@ pub(crate) fn create_plan(inputs: &CreateInputs<'_>) -> Result<CreatePlan> {
         host_config: Some(host_config),
         ..ContainerCreateBody::default()
     };
+    if let Some(agent) = spec.exec_agent.as_deref().filter(|bin| !bin.is_empty()) {
+        agent_command(&mut body, agent);
+    }
     Ok(CreatePlan {
         name: container_name(&info.run_id),
         body,
     })
+}
+
+/// PID 1 becomes the exec agent (issue 18): `<agent> __exec-agent`, its stdin open for the
+/// driver's attach and closed when that attach ends (so the agent ends what it started), its
+/// stdout (the agent's frames) kept out of the engine's log.
+fn agent_command(body: &mut ContainerCreateBody, agent: &str) {
+    body.entrypoint = Some(vec![agent.to_owned()]);
+    body.cmd = Some(vec![
+        iterion_sandbox::exec_agent::EXEC_AGENT_SUBCOMMAND.to_owned(),
+    ]);
+    body.open_stdin = Some(true);
+    body.stdin_once = Some(true);
+    body.attach_stdin = Some(true);
+    body.attach_stdout = Some(true);
+    body.attach_stderr = Some(true);
+    if let Some(host) = body.host_config.as_mut() {
+        host.log_config = Some(HostConfigLogConfig {
+            typ: Some("none".to_owned()),
+            config: None,
+        });
+    }
+}
+
+/// Whether `body` runs the exec agent as PID 1 ([`agent_command`]).
+pub(crate) fn runs_agent(body: &ContainerCreateBody) -> bool {
+    body.open_stdin == Some(true)
+}
+
+/// `body` with PID 1 back to [`SANDBOX_ENTRYPOINT`] `infinity`: a warm pool entry (nobody
+/// attaches to it), or the fallback when the agent could not start as the command.
+pub(crate) fn idle_command(body: &mut ContainerCreateBody) {
+    body.entrypoint = Some(vec![SANDBOX_ENTRYPOINT.to_owned()]);
+    body.cmd = Some(vec![SANDBOX_CMD.to_owned()]);
+    body.open_stdin = Some(false);
+    body.stdin_once = None;
+    body.attach_stdin = None;
+    body.attach_stdout = None;
+    body.attach_stderr = None;
+    if let Some(host) = body.host_config.as_mut() {
+        host.log_config = None;
+    }
 }
 
 /// The container's env, sorted by key: the spec's, then each file secret's `env:` path, then the

@@ -556,3 +556,81 @@ fn registry_errors_that_mean_no_such_image_allow_the_fallback() {
         vec![true, true, true, false, false, false]
     );
 }
+
+#[test]
+fn the_operators_limits_go_into_the_host_config_and_an_untrusted_pids_limit_stays_capped() {
+    let mut limited = spec();
+    limited.limits = iterion_sandbox::Limits::parse(Some("64m"), Some("0.5"), Some("100")).unwrap();
+    let plan = plan_for(EngineKind::Docker, &limited, &info());
+    let host = plan.body.host_config.clone().unwrap();
+    assert_eq!(
+        (
+            host.memory,
+            host.memory_swap,
+            host.nano_cpus,
+            host.pids_limit
+        ),
+        (Some(64 << 20), Some(64 << 20), Some(500_000_000), Some(100))
+    );
+    let line = render_run(EngineKind::Docker, &plan);
+    assert!(
+        line.contains(
+            "--memory 67108864b --memory-swap 67108864b --cpus 0.500000000 --pids-limit 100"
+        ),
+        "{line}"
+    );
+    // Untrusted: the operator's pids limit only lowers the untrusted cap, never raises it.
+    let mut untrusted = info();
+    untrusted.trust = Trust::Untrusted;
+    limited.limits.pids = Some(1_000_000);
+    let host = plan_for(EngineKind::Docker, &limited, &untrusted)
+        .body
+        .host_config
+        .unwrap();
+    assert_eq!(host.pids_limit, Some(crate::plan::UNTRUSTED_PIDS_LIMIT));
+    limited.limits.pids = Some(50);
+    let host = plan_for(EngineKind::Docker, &limited, &untrusted)
+        .body
+        .host_config
+        .unwrap();
+    assert_eq!(host.pids_limit, Some(50));
+    // No limit set: nothing in the host config (a trusted run keeps the engine's defaults).
+    let host = plan_for(EngineKind::Docker, &spec(), &info())
+        .body
+        .host_config
+        .unwrap();
+    assert_eq!(
+        (host.memory, host.nano_cpus, host.pids_limit),
+        (None, None, None)
+    );
+}
+
+#[test]
+fn the_exec_agent_as_pid_1_is_attached_and_a_pool_entry_or_the_fallback_idles() {
+    let mut with_agent = spec();
+    with_agent.exec_agent = Some("/run/iterion/bin/iterion".to_owned());
+    let plan = plan_for(EngineKind::Docker, &with_agent, &info());
+    assert_eq!(
+        (
+            plan.body.entrypoint.clone(),
+            plan.body.cmd.clone(),
+            plan.body.open_stdin,
+            plan.body.stdin_once,
+        ),
+        (
+            Some(vec!["/run/iterion/bin/iterion".to_owned()]),
+            Some(vec!["__exec-agent".to_owned()]),
+            Some(true),
+            Some(true),
+        )
+    );
+    assert!(crate::plan::runs_agent(&plan.body));
+    let line = render_run(EngineKind::Docker, &plan);
+    assert!(
+        line.starts_with("docker run --detach --interactive --rm --log-driver none"),
+        "{line}"
+    );
+    let mut idle = plan.body.clone();
+    crate::plan::idle_command(&mut idle);
+    assert_eq!(idle, plan_for(EngineKind::Docker, &spec(), &info()).body);
+}

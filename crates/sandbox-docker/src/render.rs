@@ -149,12 +149,19 @@ pub(crate) fn render_run(engine: EngineKind, plan: &CreatePlan) -> String {
         env,
         labels,
         host_config,
+        open_stdin,
         ..
     } = &plan.body;
     let host = host_config.clone().unwrap_or_default();
     let mut line = format!("{engine} run --detach");
+    if *open_stdin == Some(true) {
+        line.push_str(" --interactive");
+    }
     if host.auto_remove == Some(true) {
         line.push_str(" --rm");
+    }
+    if let Some(driver) = host.log_config.as_ref().and_then(|c| c.typ.as_ref()) {
+        push_flag(&mut line, "--log-driver", driver);
     }
     push_flag(&mut line, "--name", &plan.name);
     let mut labels: Vec<(&String, &String)> = labels.iter().flatten().collect();
@@ -187,6 +194,11 @@ pub(crate) fn render_run(engine: EngineKind, plan: &CreatePlan) -> String {
         };
         push_flag(&mut line, "--tmpfs", &entry);
     }
+    let mut sysctls: Vec<(&String, &String)> = host.sysctls.iter().flatten().collect();
+    sysctls.sort();
+    for (key, value) in sysctls {
+        push_flag(&mut line, "--sysctl", &format!("{key}={value}"));
+    }
     for limit in host.ulimits.iter().flatten() {
         let (Some(name), Some(soft), Some(hard)) = (&limit.name, limit.soft, limit.hard) else {
             continue;
@@ -195,6 +207,22 @@ pub(crate) fn render_run(engine: EngineKind, plan: &CreatePlan) -> String {
     }
     for pair in env.iter().flatten() {
         push_flag(&mut line, "--env", &env_pair(pair));
+    }
+    if let Some(memory) = host.memory {
+        push_flag(&mut line, "--memory", &format!("{memory}b"));
+    }
+    if let Some(swap) = host.memory_swap {
+        push_flag(&mut line, "--memory-swap", &format!("{swap}b"));
+    }
+    if let Some(nano) = host.nano_cpus {
+        push_flag(
+            &mut line,
+            "--cpus",
+            &format!("{}.{:09}", nano / 1_000_000_000, nano % 1_000_000_000),
+        );
+    }
+    if let Some(pids) = host.pids_limit {
+        push_flag(&mut line, "--pids-limit", &pids.to_string());
     }
     let mut entrypoint = entrypoint.iter().flatten();
     if let Some(first) = entrypoint.next() {

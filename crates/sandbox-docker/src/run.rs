@@ -14,6 +14,8 @@ use iterion_sandbox::{
 };
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
+use iterion_sandbox::exec_agent::AttachedAgent;
+
 use crate::api::{ApiError, ApiStream, ExecAttachment, ExecChunk};
 use crate::plan::{ExecInputs, exec_plan};
 use crate::render::{render_exec, render_rm, render_rmi};
@@ -159,6 +161,7 @@ pub(crate) struct DockerRun {
     secrets: Arc<SecretPlan>,
     base_env: Vec<(String, String)>,
     warm_leftovers: Vec<PathBuf>,
+    attached: std::sync::Mutex<Option<AttachedAgent>>,
     closed: AtomicBool,
     cleaned: tokio::sync::Mutex<bool>,
 }
@@ -178,6 +181,8 @@ pub(crate) struct RunParts {
     /// A claimed pool entry's slots that were not renamed into the run's dirs, removed at
     /// cleanup.
     pub(crate) warm_leftovers: Vec<PathBuf>,
+    /// The exec agent running as the container's command, greeted, until the engine takes it.
+    pub(crate) attached: Option<AttachedAgent>,
 }
 
 impl DockerRun {
@@ -192,6 +197,7 @@ impl DockerRun {
             secrets,
             base_env,
             warm_leftovers,
+            attached,
         } = parts;
         DockerRun {
             shared,
@@ -204,6 +210,7 @@ impl DockerRun {
             secrets: Arc::new(secrets),
             base_env,
             warm_leftovers,
+            attached: std::sync::Mutex::new(attached),
             closed: AtomicBool::new(false),
             cleaned: tokio::sync::Mutex::new(false),
         }
@@ -512,6 +519,13 @@ impl SandboxRun for DockerRun {
             .await;
         }
         Ok(())
+    }
+
+    fn take_attached_agent(&self) -> Option<AttachedAgent> {
+        self.attached
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     fn secret_file_refresher(&self) -> Option<&dyn SecretFileRefresher> {

@@ -105,6 +105,14 @@ impl Driver for NamespaceDriver {
         Capabilities::NAMESPACE
     }
 
+    /// The host's cgroup state: no limit is applied by this driver (`sandbox doctor` says the same).
+    fn resource_limits_refusal(&self) -> Option<String> {
+        Some(format!(
+            "the namespace driver applies no cgroup limit; {}",
+            crate::probe::read_cgroup_state()
+        ))
+    }
+
     async fn prepare(&self, spec: &Spec, _progress: &dyn Progress) -> Result<PreparedSpec> {
         spec.validate()?;
         if !spec.runs_without_image() {
@@ -226,6 +234,20 @@ fn start_blocking(
         }
         write_private(&path, pem.as_bytes(), 0o444, ids)?;
         secret_sources.push((path, CA_TARGET.to_owned()));
+    }
+    // Issue 22: the egress bridge's DNS stub is the sandbox's resolver.
+    if info.transparent_egress {
+        let path = info.run_dir.join(iterion_sandbox::RESOLV_CONF_RUN_DIR_FILE);
+        if let Some(parent) = path.parent() {
+            std::fs::DirBuilder::new()
+                .mode(0o755)
+                .recursive(true)
+                .create(parent)
+                .map_err(io("create", parent))?;
+            made.push(parent.to_owned());
+        }
+        write_private(&path, iterion_sandbox::RESOLV_CONF.as_bytes(), 0o444, ids)?;
+        secret_sources.push((path, iterion_sandbox::RESOLV_CONF_TARGET.to_owned()));
     }
     let plan = crate::plan::plan(
         spec,

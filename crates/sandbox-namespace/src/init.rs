@@ -424,6 +424,9 @@ fn p2(
     build_root(inputs, detached)?;
     sethostname(&plan.hostname).map_err(fail("sethostname"))?;
     loopback_up()?;
+    if plan.unprivileged_ports {
+        unprivileged_ports()?;
+    }
     nix::unistd::chdir(Path::new(&plan.workdir))
         .map_err(fail(format!("chdir {}", plan.workdir)))?;
     limits()?;
@@ -786,6 +789,14 @@ fn loopback_up() -> Result<(), Fail> {
     let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFFLAGS, &req) };
     Errno::result(rc).map_err(fail("SIOCSIFFLAGS lo"))?;
     Ok(())
+}
+
+/// `net.ipv4.ip_unprivileged_port_start = 0` in the sandbox's own network namespace, while the
+/// init still holds `CAP_NET_ADMIN` there (issue 22: the egress bridge binds 53, 80 and 443 on
+/// loopback after every capability is gone).
+fn unprivileged_ports() -> Result<(), Fail> {
+    std::fs::write("/proc/sys/net/ipv4/ip_unprivileged_port_start", b"0")
+        .map_err(io_fail("write net.ipv4.ip_unprivileged_port_start"))
 }
 
 /// No core dumps (a dump would land in the workspace, readable by the next node).

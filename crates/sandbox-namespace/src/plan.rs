@@ -91,6 +91,9 @@ pub(crate) struct Plan {
     pub binds: Vec<Bind>,
     /// The paths Landlock lets the sandbox write (everything else is read and execute only).
     pub writable: Vec<String>,
+    /// Transparent egress (issue 22): the sandbox's network namespace lets any uid bind ports
+    /// below 1024 (the bridge, with no capability, binds 53, 80 and 443 on loopback).
+    pub unprivileged_ports: bool,
 }
 
 /// What a plan needs besides the spec and the run.
@@ -314,6 +317,7 @@ pub(crate) fn plan(spec: &Spec, info: &RunInfo, inputs: &PlanInputs<'_>) -> Resu
         tmpfs,
         binds,
         writable,
+        unprivileged_ports: info.transparent_egress,
     })
 }
 

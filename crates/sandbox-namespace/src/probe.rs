@@ -61,7 +61,30 @@ pub fn read_userns_facts() -> UsernsFacts {
 pub fn read_cgroup_state() -> String {
     let unified = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
     if !unified {
-        return "cgroup v1 (no unified cgroup v2 hierarchy at /sys/fs/cgroup)".to_owned();
+        // Hybrid (systemd's `unified` mount): a cgroup2 hierarchy exists, but a controller
+        // lives in one hierarchy only, and memory, pids and cpu are bound to the v1 ones; a
+        // second cgroup2 mount is the same hierarchy with the same controllers.
+        let hybrid = std::fs::read_to_string("/sys/fs/cgroup/unified/cgroup.controllers").ok();
+        return match hybrid {
+            Some(controllers) => {
+                let controllers = controllers.trim();
+                let missing: Vec<&str> = ["memory", "pids", "cpu"]
+                    .into_iter()
+                    .filter(|c| !controllers.split_whitespace().any(|have| have == *c))
+                    .collect();
+                format!(
+                    "cgroup v1 with a hybrid cgroup v2 at /sys/fs/cgroup/unified (controllers: {}); {} {} bound to the v1 hierarchies, and a controller serves one hierarchy only",
+                    if controllers.is_empty() {
+                        "none"
+                    } else {
+                        controllers
+                    },
+                    missing.join(", "),
+                    if missing.len() == 1 { "is" } else { "are" },
+                )
+            }
+            None => "cgroup v1 (no unified cgroup v2 hierarchy at /sys/fs/cgroup)".to_owned(),
+        };
     }
     let own = std::fs::read_to_string("/proc/self/cgroup")
         .ok()

@@ -4,7 +4,8 @@
 use serde::Serialize;
 
 /// A driver's capabilities. Serialises with the doctor's keys (`image`, `build`, `mounts`,
-/// `host_bind_mounts`, `network_policy`, `post_create`, `remote_user`, `tls_inspection`).
+/// `host_bind_mounts`, `network_policy`, `post_create`, `remote_user`, `tls_inspection`,
+/// `resource_limits`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
 pub struct Capabilities {
     /// Runs a given image.
@@ -31,6 +32,9 @@ pub struct Capabilities {
     /// Can install the proxy's ephemeral CA for TLS inspection.
     #[serde(rename = "tls_inspection")]
     pub supports_tls_inspection: bool,
+    /// Applies [`Spec::limits`](crate::Spec::limits) (memory, cpus, pids; issue 18).
+    #[serde(rename = "resource_limits")]
+    pub supports_resource_limits: bool,
 }
 
 impl Capabilities {
@@ -44,6 +48,7 @@ impl Capabilities {
         supports_post_create: false,
         supports_remote_user: false,
         supports_tls_inspection: false,
+        supports_resource_limits: false,
     };
 
     /// Docker and Podman: everything.
@@ -56,19 +61,24 @@ impl Capabilities {
         supports_post_create: true,
         supports_remote_user: true,
         supports_tls_inspection: true,
+        supports_resource_limits: true,
     };
 
     /// The namespace driver (issue 18): no image and no build (the host's root is the image),
     /// everything else.
+    /// No cgroup limit is applied yet (`sandbox doctor` says why on this host).
     pub const NAMESPACE: Capabilities = Capabilities {
         supports_image: false,
         supports_build: false,
+        supports_resource_limits: false,
         ..Capabilities::DOCKER
     };
 
-    /// Kubernetes: no build, no host binds (pvc, configmap and secret mounts only).
+    /// Kubernetes: no build, no host binds (pvc, configmap and secret mounts only); its limits
+    /// are the operator's `ITERION_SANDBOX_K8S_*` resources.
     pub const KUBERNETES: Capabilities = Capabilities {
         supports_build: false,
+        supports_resource_limits: false,
         supports_host_bind_mounts: false,
         ..Capabilities::DOCKER
     };

@@ -211,6 +211,12 @@ pub struct RunInfo {
     pub max_duration_seconds: u64,
     /// The proxy's ephemeral CA (PEM), when TLS inspection is on. Default: none.
     pub proxy_ca_pem: Option<String>,
+    /// Transparent egress (issue 22): the egress bridge serves DNS on `127.0.0.1:53` and the
+    /// synthetic addresses it hands out, so the driver binds [`RESOLV_CONF`] read-only at
+    /// [`RESOLV_CONF_TARGET`] and lets the sandbox's own network namespace bind ports below
+    /// 1024 without a capability ([`UNPRIVILEGED_PORT_SYSCTL`] = 0). Only set with a bridged
+    /// proxy (`proxy.host_socket`). Default: false.
+    pub transparent_egress: bool,
     /// Extra `NO_PROXY` entries. Default: none.
     pub no_proxy_extra: Option<String>,
     /// What no author mount may reach (the store, the runtime root) and what live sandboxes
@@ -239,11 +245,26 @@ impl RunInfo {
             listener_planned: false,
             max_duration_seconds: 0,
             proxy_ca_pem: None,
+            transparent_egress: false,
             no_proxy_extra: None,
             mount_scope: crate::mounts::MountScope::default(),
         }
     }
 }
+
+/// Where a driver binds the sandbox's resolver configuration under transparent egress.
+pub const RESOLV_CONF_TARGET: &str = "/etc/resolv.conf";
+/// The file a driver writes [`RESOLV_CONF`] to, inside the per-run dir (bound read-only at
+/// [`RESOLV_CONF_TARGET`]).
+pub const RESOLV_CONF_RUN_DIR_FILE: &str = "dns/resolv.conf";
+/// The sandbox's resolver configuration under transparent egress: the bridge's DNS stub on
+/// loopback and nothing else; no search domains (a bare name is asked as it is, once), a short
+/// timeout (the stub answers from the proxy's policy, never from the network).
+pub const RESOLV_CONF: &str = "# iterion: transparent egress; the egress bridge answers from the run's network policy\nnameserver 127.0.0.1\noptions ndots:1 timeout:2 attempts:2\n";
+/// The per-network-namespace sysctl that lets the bridge (with every capability dropped) bind
+/// the DNS stub on 53 and the synthetic listeners on 80/443: set to 0 in the sandbox's own
+/// namespace only (docker's default for a container network namespace; podman's is 1024).
+pub const UNPRIVILEGED_PORT_SYSCTL: &str = "net.ipv4.ip_unprivileged_port_start";
 
 /// Where a driver binds the proxy's ephemeral CA in the sandbox, when TLS inspection is on.
 pub const PROXY_CA_TARGET: &str = "/run/iterion/ca/egress-ca.pem";
@@ -365,6 +386,14 @@ pub trait Driver: Send + Sync {
     /// What this driver can do.
     fn capabilities(&self) -> Capabilities;
 
+    /// Why this driver leaves [`Spec::limits`](crate::Spec::limits) unapplied, or `None` when it
+    /// applies them ([`Capabilities::supports_resource_limits`]). A driver that knows more (the
+    /// namespace driver reads the host's cgroup state) says so here.
+    fn resource_limits_refusal(&self) -> Option<String> {
+        (!self.capabilities().supports_resource_limits)
+            .then(|| format!("the {} driver does not apply resource limits", self.name()))
+    }
+
     /// Validates the spec ([`Spec::validate`] first) and does the slow I/O (pull). Creates
     /// nothing.
     async fn prepare(&self, spec: &Spec, progress: &dyn Progress) -> Result<PreparedSpec>;
@@ -425,6 +454,13 @@ pub trait SandboxRun: Send + Sync {
     /// ([`crate::exec_agent`]) would only add its own start to the run. Default: `false`.
     fn exec_spawns_directly(&self) -> bool {
         false
+    }
+
+    /// The channel to an exec agent the driver started as the sandbox's own command
+    /// ([`Spec::exec_agent`]), already greeted; taken once (later calls answer `None`). Default:
+    /// `None` (the engine starts the agent through [`SandboxRun::exec`]).
+    fn take_attached_agent(&self) -> Option<crate::exec_agent::AttachedAgent> {
+        None
     }
 
     /// The one user every exec runs as, when the sandbox has only one (the namespace driver

@@ -65,6 +65,7 @@ mod factory;
 mod host;
 mod kubernetes;
 mod labels;
+mod limits;
 mod mode;
 mod mounts;
 mod noop;
@@ -94,7 +95,8 @@ pub use driver::{
     AdvertisedPort, Builder, Driver, DriverConstructor, ExecInput, ExecOpts, ExecOutput,
     ExecResult, ImageConfig, LogLevel, NoProgress, NullRunLog, PROXY_CA_TARGET, PreparedSpec,
     Progress, ProxyAddresses, ProxyAttachment, ProxyBind, ProxyConfigurer, PullProgress,
-    RunFilesDrainer, RunInfo, RunLog, SandboxRun, SecretFileRefresher, WorkspaceExporter,
+    RESOLV_CONF, RESOLV_CONF_RUN_DIR_FILE, RESOLV_CONF_TARGET, RunFilesDrainer, RunInfo, RunLog,
+    SandboxRun, SecretFileRefresher, UNPRIVILEGED_PORT_SYSCTL, WorkspaceExporter,
     WorkspaceFileRefresher, WorkspaceHeadCapturer, plant_proxy_env, plant_proxy_env_with,
     proxy_addresses_for_driver, redact_proxy_url,
 };
@@ -116,6 +118,10 @@ pub use labels::{
     LABEL_IMAGE, LABEL_MANAGED, LABEL_PURPOSE, LABEL_RUN_ID, LABEL_STORE, ListedResource,
     ManagedResource, build_image_tag, container_name, filter_managed, managed_filters,
     managed_labels, nix_volume_name,
+};
+pub use limits::{
+    ITERION_SANDBOX_CPUS, ITERION_SANDBOX_MEMORY, ITERION_SANDBOX_PIDS, Limits, MIN_MEMORY_BYTES,
+    MIN_NANO_CPUS,
 };
 pub use mode::{HostState, Inherit, Mode, NetworkMode, SandboxFlag, Trust};
 pub use mounts::{

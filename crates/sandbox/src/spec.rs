@@ -215,6 +215,19 @@ pub struct Spec {
     /// File secrets (values never serialised).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub secret_files: Vec<SecretFileMount>,
+    /// The in-sandbox path of the engine binary to run as the sandbox's own command, serving
+    /// the exec agent on its stdin/stdout (issue 18; [`crate::exec_agent`]), set by the engine
+    /// when the agent is on and the binary is bound. A driver that can attach to its sandbox's
+    /// command (docker, podman) does so and hands the channel over
+    /// ([`SandboxRun::take_attached_agent`](crate::SandboxRun::take_attached_agent)); any
+    /// other ignores it. `None`: the sandbox's command is the driver's own idle process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exec_agent: Option<String>,
+    /// Resource limits (issue 18; [`crate::Limits`]), set by the engine from the operator's
+    /// settings; a driver without
+    /// [`supports_resource_limits`](crate::Capabilities::supports_resource_limits) ignores them.
+    #[serde(skip_serializing_if = "crate::Limits::is_empty")]
+    pub limits: crate::Limits,
 }
 
 impl Spec {

@@ -3,7 +3,9 @@
 //! sends every node command to it as a frame on stdin; output and exit codes come back as frames
 //! on stdout ([`iterion_sandbox::exec_agent`] holds the protocol and both sides). It reads no
 //! environment variable of its own (the commands it starts inherit the sandbox's) and writes
-//! nothing but frames to stdout; a broken channel is one line on stderr and exit 1.
+//! nothing but frames to stdout; a broken channel is one line on stderr and exit 1. As the
+//! sandbox's own command (PID 1, docker and podman) it never exits: once the channel ends it
+//! idles and reaps, so the sandbox stays up for the driver's exec until the driver removes it.
 use crate::exit::Exit;
 
 /// Serves the engine on this process's stdin/stdout until stdin ends.
@@ -18,10 +20,18 @@ pub fn run() -> Exit {
             return Exit::Failed;
         }
     };
-    match runtime.block_on(iterion_sandbox::exec_agent::serve(
+    let served = runtime.block_on(iterion_sandbox::exec_agent::serve(
         tokio::io::stdin(),
         tokio::io::stdout(),
-    )) {
+    ));
+    if std::process::id() == 1 {
+        if let Err(error) = &served {
+            eprintln!("exec agent: {error}");
+        }
+        drop(runtime);
+        iterion_sandbox::exec_agent::idle_as_init();
+    }
+    match served {
         Ok(()) => Exit::Success,
         Err(error) => {
             eprintln!("exec agent: {error}");

@@ -144,9 +144,13 @@ fn claude_code_on_the_host_asks_pauses_and_resume_answers_in_its_session() {
             Reply::text("{\"answer\": \"deploying to staging\"}"),
         ],
     );
+    // The host listener's directory goes under TMPDIR: one of this test's own, so a concurrent
+    // test's live listener is not mistaken for a leftover.
+    let tmp = tempfile::tempdir().unwrap();
     let events = pause_then_resume(&env, &fake, "mcp__iterion__ask_user", |args| {
         env.cmd()
             .args(args)
+            .env("TMPDIR", tmp.path())
             .env("PATH", path_with(&clis))
             .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
             .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
@@ -162,11 +166,10 @@ fn claude_code_on_the_host_asks_pauses_and_resume_answers_in_its_session() {
         "{calls:#?}"
     );
     // Nothing of the paused attempt's listener is left on the host.
-    let leftovers: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+    let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
         .unwrap()
         .filter_map(Result::ok)
         .filter(|e| e.file_name().to_string_lossy().starts_with("iterion-ask-"))
-        .filter(|e| e.path().join("ask-user.sock").exists())
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }

@@ -425,8 +425,9 @@ fn docker_attacks_from_inside_the_container_are_refused() {
 
 /// The real value of a secret is nowhere the container (or anyone reading its configuration) can
 /// see it (ARCHITECTURE decision 5): not in `docker inspect` taken while the container runs, not
-/// in `/proc/1/environ`, not in the tool's environment or argv (which carry the placeholder), not
-/// in events or logs. The file secret's bytes are only in its read-only file.
+/// in `/proc/1/environ` (pid 1, the exec agent, is not dumpable: unreadable to the node) or the
+/// node shell's own `/proc/$$/environ` (the container's env plus the exec's), not in the tool's
+/// environment or argv (which carry the placeholder), not in events or logs. The file secret's bytes are only in its read-only file.
 #[test]
 fn docker_secret_values_stay_out_of_the_container_configuration() {
     if !docker_or_skip("cli::egress::docker_secret_values_stay_out") {
@@ -441,7 +442,8 @@ fn docker_secret_values_stay_out_of_the_container_configuration() {
     let xdg = runtime_dir(&env);
     let script = "touch started; \
          i=0; while [ ! -e inspected ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; \
-         tr '\\0' '\\n' < /proc/1/environ > environ.txt; env > env.txt; \
+         { tr '\\0' '\\n' < /proc/1/environ 2>/dev/null || echo pid1-unreadable; \
+         tr '\\0' '\\n' < /proc/$$/environ; } > environ.txt; env > env.txt; \
          echo '{{secrets.tok}}' > argv.txt; \
          stat -c '%a %s' \"$KEY_FILE\" > keyfile.txt";
     env.write(
@@ -486,6 +488,7 @@ fn docker_secret_values_stay_out_of_the_container_configuration() {
     let read = |name: &str| std::fs::read_to_string(env.path(name)).unwrap();
     let (environ, tool_env, argv) = (read("environ.txt"), read("env.txt"), read("argv.txt"));
     assert_eq!(argv.trim(), "__ITERION_SECRET_tok__");
+    assert!(environ.contains("KEY_FILE="), "{environ}");
     // The image user is not a numeric uid the engine knows, so 0444 under the 0700 run dir (§8.7).
     assert_eq!(
         read("keyfile.txt").trim(),

@@ -81,6 +81,72 @@ fn docker_node_commands_are_children_of_the_exec_agent_unless_it_is_turned_off()
     );
 }
 
+/// Issue 18: the agent is the container's own command (PID 1, attached before the start), so no
+/// exec starts it; with the agent off PID 1 is the idle `sleep infinity`.
+const PID1: &str = r#"
+tool first:
+  command: `echo "$PPID $(tr '\0' ' ' < /proc/1/cmdline)"`
+
+workflow pid1:
+  entry: first
+  first -> done
+"#;
+
+#[test]
+fn docker_the_exec_agent_is_the_containers_own_command() {
+    if !docker_or_skip("cli::exec_agent::docker_the_exec_agent_is_the_containers_own_command") {
+        return;
+    }
+    let run = |extra: &[(&str, &str)]| {
+        let env = Env::new();
+        env.write("pid1.iter", PID1);
+        let mut cmd = env.cmd();
+        for (key, value) in extra {
+            cmd.env(key, value);
+        }
+        let out = cmd
+            .args([
+                "run",
+                "pid1.iter",
+                "--sandbox-default-image",
+                IMAGE,
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        let first = results(&env)["first"].as_str().unwrap().trim().to_owned();
+        let logs: Vec<String> = env
+            .logs(&env.only_run())
+            .into_iter()
+            .map(|(_, line)| line)
+            .collect();
+        (first, logs)
+    };
+    let (first, logs) = run(&[]);
+    assert_eq!(
+        first, "1 /run/iterion/bin/iterion __exec-agent",
+        "the node's parent is PID 1, the agent"
+    );
+    let created = logs
+        .iter()
+        .find(|line| line.contains(" run --detach"))
+        .expect("the create line");
+    assert!(
+        created.contains("--interactive") && created.contains("--log-driver none"),
+        "{created}"
+    );
+    assert!(
+        !logs
+            .iter()
+            .any(|line| line.contains("exec agent unavailable")),
+        "{logs:#?}"
+    );
+
+    let (first, _) = run(&[("ITERION_SANDBOX_EXEC_AGENT", "0")]);
+    assert!(first.ends_with(" sleep infinity"), "{first}");
+}
+
 #[test]
 fn docker_an_agent_that_cannot_start_leaves_the_drivers_exec_and_says_why() {
     if !docker_or_skip("cli::exec_agent::docker_an_agent_that_cannot_start") {
@@ -103,6 +169,14 @@ fn docker_an_agent_that_cannot_start_leaves_the_drivers_exec_and_says_why() {
         logs.iter()
             .any(|(_, line)| line.contains("exec agent unavailable")
                 && line.contains("node commands use the driver's exec")),
+        "{logs:#?}"
+    );
+    // As the container's command it did not greet either: the container was made again with
+    // the idle command, and the run went on.
+    assert!(
+        logs.iter().any(|(_, line)| line
+            .contains("exec agent unavailable as the container's command")
+            && line.contains("sleep infinity")),
         "{logs:#?}"
     );
 }

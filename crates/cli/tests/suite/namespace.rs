@@ -436,3 +436,41 @@ fn js_and_python_script_tools_run_inside_the_namespace_sandbox() {
         json!({"text": "HELLO ADA \"THE FIRST\" '); PRINT('PWNED", "length": 38})
     );
 }
+
+/// Issue 18: the namespace driver applies no cgroup limit (this host: cgroup v1, or v2 without
+/// delegation); an operator's limits are reported as not applied, with the host's cgroup state,
+/// and the run goes on.
+#[test]
+fn the_namespace_driver_reports_the_operators_limits_as_not_applied_and_why() {
+    let env = Env::new();
+    env.write(
+        "one.iter",
+        "tool one:\n  command: `echo ok`\n\nworkflow one:\n  entry: one\n  one -> done\n",
+    );
+    let xdg = runtime_dir(&env);
+    let out = env
+        .cmd()
+        .args(["run", "one.iter"])
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .env("ITERION_BIN", iterion_binary())
+        .env("ITERION_SANDBOX_MEMORY", "256m")
+        .env("ITERION_SANDBOX_PIDS", "100")
+        .env_remove("ITERION_SANDBOX_DRIVER")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let events = env.events(&env.only_run());
+    let not_applied = first(&events, "sandbox_limits_not_applied").expect("the event");
+    assert_eq!(not_applied["driver"], json!("namespace"));
+    assert_eq!(not_applied["limits"], json!(["memory", "pids"]));
+    let reason = not_applied["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("the namespace driver applies no cgroup limit; cgroup v"),
+        "{reason}"
+    );
+    assert_eq!(
+        first(&events, "sandbox_started").unwrap()["driver"],
+        json!("namespace")
+    );
+}

@@ -290,6 +290,7 @@ fn docker_a_sandboxed_run_records_sandbox_started_and_leaves_no_container() {
             "network_source": "default (open)",
             "proxy": false,
             "tls_inspection": false,
+            "transparent_egress": false,
             "egress_enforced": null,
         })
     );
@@ -305,7 +306,10 @@ fn docker_a_sandboxed_run_records_sandbox_started_and_leaves_no_container() {
             .any(|(s, l)| s == stream && l.starts_with(prefix))
     };
     assert!(
-        has("system", "docker run --detach --rm --name iterion-"),
+        has(
+            "system",
+            "docker run --detach --interactive --rm --log-driver none --name iterion-"
+        ),
         "{logs:#?}"
     );
     assert!(

@@ -17,7 +17,7 @@ pub const DEAD_DOCKER: &str = "unix:///nonexistent/docker.sock";
 pub const DEAD_PODMAN: &str = "unix:///nonexistent/podman.sock";
 
 /// Every variable that would change a run's sandbox decision from outside the test.
-const CLEARED: [&str; 15] = [
+const CLEARED: [&str; 16] = [
     "ITERION_STORE_URL",
     "ITERION_SANDBOX_DEFAULT",
     "ITERION_SANDBOX_OVERRIDE",
@@ -33,6 +33,7 @@ const CLEARED: [&str; 15] = [
     "ITERION_CODEX_AUTH",
     "CLAUDE_CONFIG_DIR",
     "CODEX_HOME",
+    "ITERION_CREDENTIAL_ROOTS",
 ];
 
 /// A run that ended, as [`Env::only_run_ended`] read it.

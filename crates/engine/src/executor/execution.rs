@@ -654,7 +654,7 @@ impl Ctx<'_> {
             self.sandbox,
             opened.events.clone(),
         )
-        .vars(vars)
+        .vars(vars.clone())
         .environment(self.environment.clone())
         .run_log(self.logs.clone())
         .cancel_token(stop.clone())
@@ -664,7 +664,26 @@ impl Ctx<'_> {
             execution = execution.workdir(workdir.clone());
         }
         if let Some(agents) = &self.agents {
-            execution = execution.shared_agents(agents.clone());
+            // The child's agent nodes get their own model routes; everything else (where they
+            // run, the operator, the delegate CLIs' config dirs and the subscription logins the
+            // parent loaded and seeded, its ask-user channel) is the parent's: an adopted child
+            // gets no credential the parent did not have.
+            // A route that does not resolve leaves that node without one (it then fails, naming
+            // itself); the reason is in the run log. The child's run is closed as usual.
+            let routes = iterion_agent::provider::resolve_routes(workflow, &vars, |k| {
+                self.environment.get(k)
+            })
+            .unwrap_or_else(|error| {
+                self.logs.line(crate::records::sink::LogLine {
+                    node: id.to_owned(),
+                    stream: iterion_vocab::LogStream::System,
+                    text: format!("subbot {id}: the child's model routes: {error}"),
+                });
+                iterion_agent::provider::Routes::new()
+            });
+            let mut child = (**agents).clone();
+            child.routes = routes;
+            execution = execution.shared_agents(Arc::new(child));
         }
         let started = Instant::now();
         let report = execution.run().await;

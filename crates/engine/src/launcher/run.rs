@@ -130,6 +130,7 @@ impl Engine {
             &attempt.workflow,
             &attempt.routes,
             &self.environment,
+            attempt.run.trust,
             now,
         );
         let login_secrets = forfaits

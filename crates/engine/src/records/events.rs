@@ -18,8 +18,8 @@ use crate::records::sandbox_events::{
     NetworkBlocked, SandboxAttachmentsCopied, SandboxBuildFailed, SandboxBuildFinished,
     SandboxBuildStarted, SandboxClawRoutedViaRunner, SandboxDevboxProvisioned, SandboxEnvDenied,
     SandboxHostBindsDropped, SandboxHostStateMounted, SandboxImageEnvPlanted,
-    SandboxNetworkDefaulted, SandboxRunfilesDrainFailed, SandboxScratchBanked,
-    SandboxScratchRestored, SandboxShared, SandboxSkipped, SandboxStarted,
+    SandboxLimitsNotApplied, SandboxNetworkDefaulted, SandboxRunfilesDrainFailed,
+    SandboxScratchBanked, SandboxScratchRestored, SandboxShared, SandboxSkipped, SandboxStarted,
     SandboxUidMismatchWarning, SandboxUserRemap, SandboxWorkspaceCopied,
     SandboxWorkspaceExportFailed, SandboxWorkspaceLanded,
 };
@@ -72,6 +72,8 @@ pub enum Event {
     SandboxHostStateMounted(SandboxHostStateMounted),
     /// Binds the driver cannot honour were dropped.
     SandboxHostBindsDropped(SandboxHostBindsDropped),
+    /// Resource limits the driver cannot apply were left out.
+    SandboxLimitsNotApplied(SandboxLimitsNotApplied),
     /// Attachments were copied into a copy-based sandbox.
     SandboxAttachmentsCopied(SandboxAttachmentsCopied),
     /// The container user was remapped.
@@ -138,6 +140,7 @@ impl Event {
             Event::SandboxShared(_) => "sandbox_shared",
             Event::SandboxHostStateMounted(_) => "sandbox_host_state_mounted",
             Event::SandboxHostBindsDropped(_) => "sandbox_host_binds_dropped",
+            Event::SandboxLimitsNotApplied(_) => "sandbox_limits_not_applied",
             Event::SandboxAttachmentsCopied(_) => "sandbox_attachments_copied",
             Event::SandboxUserRemap(_) => "sandbox_user_remap",
             Event::SandboxUidMismatchWarning(_) => "sandbox_uid_mismatch_warning",

@@ -239,13 +239,14 @@ fn sandbox_started_always_carries_egress_enforced() {
         proxy: false,
         tls_inspection: false,
         egress_enforced,
+        transparent_egress: false,
         scheduling: scheduling.map(str::to_owned),
     };
     let base = json!({
         "driver": "docker", "mode": "inline", "source": "workflow sandbox: block",
         "image": "alpine:3", "sandbox_id": "c1", "has_post_create": false,
         "network_mode": "open", "network_source": "workflow", "proxy": false,
-        "tls_inspection": false, "egress_enforced": null,
+        "tls_inspection": false, "egress_enforced": null, "transparent_egress": false,
     });
     assert_wire(
         Event::SandboxStarted(started(None, None)),
@@ -337,6 +338,15 @@ fn other_sandbox_events_have_exactly_their_keys() {
             }),
             "sandbox_host_binds_dropped",
             json!({"driver": "kubernetes", "dropped": ["/c"], "withdrawn_env": ["K"], "attachments_dir_cleared": true}),
+        ),
+        (
+            Event::SandboxLimitsNotApplied(SandboxLimitsNotApplied {
+                driver: "namespace".into(),
+                limits: vec!["memory".into(), "pids".into()],
+                reason: "no cgroup".into(),
+            }),
+            "sandbox_limits_not_applied",
+            json!({"driver": "namespace", "limits": ["memory", "pids"], "reason": "no cgroup"}),
         ),
         (
             Event::SandboxAttachmentsCopied(SandboxAttachmentsCopied {

@@ -105,6 +105,11 @@ pub struct SandboxStarted {
     pub tls_inspection: bool,
     /// Whether egress is enforced (no route but the proxy); `null` when unknown. Always present.
     pub egress_enforced: Option<bool>,
+    /// Whether transparent egress is on (issue 22): the sandbox's resolver is the egress
+    /// bridge's DNS stub, and connections to the synthetic addresses it hands out go through
+    /// the proxy, so clients that ignore the proxy variables are enforced (and served) too.
+    #[serde(default)]
+    pub transparent_egress: bool,
     /// The kubernetes scheduling policy summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduling: Option<String>,
@@ -274,6 +279,18 @@ pub struct SandboxHostBindsDropped {
     pub withdrawn_env: Vec<String>,
     /// Whether the attachments dir was cleared.
     pub attachments_dir_cleared: bool,
+}
+
+/// `sandbox_limits_not_applied` (issue 18): the operator set resource limits the driver cannot
+/// apply; the run goes on without them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxLimitsNotApplied {
+    /// The driver.
+    pub driver: String,
+    /// The limits set and not applied: `memory`, `cpus`, `pids`.
+    pub limits: Vec<String>,
+    /// Why.
+    pub reason: String,
 }
 
 /// `sandbox_attachments_copied`.

@@ -46,6 +46,9 @@ pub(crate) const BRIDGE_ARGV: [&str; 4] = [
     "--listen",
     "127.0.0.1:3128=/run/iterion/net/proxy.sock",
 ];
+/// Transparent egress (issue 22): the bridge's DNS stub, on the address the driver's
+/// `/etc/resolv.conf` names; the run's token follows on the bridge's stdin.
+pub(crate) const BRIDGE_DNS_ARGV: [&str; 2] = ["--dns", "127.0.0.1:53=/run/iterion/net/proxy.sock"];
 /// How much of the bridge's stderr a failure quotes.
 const STDERR_TAIL_BYTES: usize = 2048;
 /// The static hosts override (§6.6, §17).
@@ -134,7 +137,11 @@ pub(crate) struct EngineProxy {
     /// The TCP port the proxy listens on, when it does.
     pub port: Option<u16>,
     /// Whether the proxy listens on a Unix socket that the egress bridge splices to (§4.6).
+    /// A bridged proxy also gets transparent egress (issue 22): the bridge's DNS stub and
+    /// synthetic addresses, for clients that ignore the proxy variables.
     pub bridged: bool,
+    /// The run's token, for the bridge's stdin (never argv). Never log it.
+    token: String,
 }
 
 impl EngineProxy {
@@ -220,6 +227,7 @@ pub(crate) async fn start_network_proxy(
         .map_err(|e| SetupError::failed(format!("sandbox proxy token: {e}")))?;
     // Before anything can print it (the container's env carries it in the proxy URL).
     request.redactor.add_token(token.reveal());
+    let bridge_token = token.reveal().to_owned();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<BlockedEvent>();
     let mut builder = ProxyBuilder::new(run_id, compiled, token);
     builder = match &request.addresses.bind {
@@ -301,6 +309,7 @@ pub(crate) async fn start_network_proxy(
         endpoint,
         port: (!bridged).then_some(port),
         bridged,
+        token: bridge_token,
     }))
 }
 
@@ -333,6 +342,16 @@ impl EgressBridge {
     }
 }
 
+/// The bridge's argv: [`BRIDGE_ARGV`], and [`BRIDGE_DNS_ARGV`] under transparent egress.
+pub(crate) fn bridge_argv(transparent: bool) -> Vec<String> {
+    let dns: &[&str] = if transparent { &BRIDGE_DNS_ARGV } else { &[] };
+    BRIDGE_ARGV
+        .iter()
+        .chain(dns)
+        .map(|s| (*s).to_owned())
+        .collect()
+}
+
 /// What to add to a bridge failure when the bound engine binary is not statically linked: it
 /// then needs a libc the image may lack, and the exec's `no such file or directory` names neither
 /// the file nor the fix (issue 19). Empty for a static binary (the failure is something else).
@@ -355,15 +374,23 @@ pub(crate) fn dynamic_binary_hint(binary: Option<&std::path::Path>) -> String {
 /// `ready`. A sandbox with one user only ([`SandboxRun::only_user`], the namespace driver) runs
 /// it as that user: there is no other, and the bridge reaches nothing the user could not (the
 /// proxy socket, behind the run's token).
+///
+/// With `proxy` (transparent egress, issue 22) the bridge also serves DNS
+/// ([`BRIDGE_DNS_ARGV`]), and the run's token is the first line of its stdin.
 pub(crate) async fn start_egress_bridge(
     run: Arc<dyn SandboxRun>,
+    proxy: Option<&EngineProxy>,
 ) -> Result<EgressBridge, SetupError> {
     let (out_w, out_r) = tokio::io::duplex(8192);
     let (err_w, mut err_r) = tokio::io::duplex(8192);
-    let argv: Vec<String> = BRIDGE_ARGV.iter().map(|s| (*s).to_owned()).collect();
+    let argv = bridge_argv(proxy.is_some());
     let opts = ExecOpts {
         stdout: Some(Box::new(out_w)),
         stderr: Some(Box::new(err_w)),
+        stdin: proxy.map(|p| {
+            Box::new(std::io::Cursor::new(format!("{}\n", p.token).into_bytes()))
+                as iterion_sandbox::ExecInput
+        }),
         user: run.only_user().or_else(|| Some("0:0".to_owned())),
         ..ExecOpts::default()
     };

@@ -4,12 +4,14 @@
 //! cannot start the run goes on with the driver's exec and the run log says why. A driver whose
 //! exec is already a direct spawn inside the sandbox (the namespace driver's init forks each
 //! command) gets no agent: it would cost its start and save nothing per node.
+//! Where the driver ran the agent as the sandbox's own command ([`iterion_sandbox::Spec::exec_agent`],
+//! docker and podman) the channel it attached is used and no exec starts one.
 //! `ITERION_SANDBOX_EXEC_AGENT=0` turns it off (to compare, or to rule it out).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use iterion_sandbox::exec_agent::{EXEC_AGENT_SUBCOMMAND, start_exec_agent};
+use iterion_sandbox::exec_agent::{EXEC_AGENT_SUBCOMMAND, attach_exec_agent, start_exec_agent};
 use iterion_sandbox::{LogLevel, RunLog, SandboxRun};
 use iterion_vocab::Environment;
 
@@ -54,6 +56,13 @@ pub(crate) async fn with_exec_agent(
             ),
         );
         return run;
+    }
+    if let Some(attached) = run.take_attached_agent() {
+        run_log.line(
+            LogLevel::Debug,
+            "sandbox: exec agent is the sandbox's command; node commands go through it",
+        );
+        return Arc::new(attach_exec_agent(run, attached));
     }
     let argv = vec![engine_bin.to_owned(), EXEC_AGENT_SUBCOMMAND.to_owned()];
     match start_exec_agent(Arc::clone(&run), argv, READY_WITHIN).await {

@@ -15,7 +15,7 @@ use iterion_agent::delegate::Cli;
 use iterion_agent::forfait::{self as pure, Forfait};
 use iterion_agent::provider::{Endpoint, Provider, Routes};
 use iterion_dsl::ir::{Backend, NodeBody, Workflow};
-use iterion_sandbox::{EngineMountKind, SandboxRun, SecretBytes, SecretFileMount, Spec};
+use iterion_sandbox::{EngineMountKind, SandboxRun, SecretBytes, SecretFileMount, Spec, Trust};
 use iterion_vocab::Environment;
 
 use crate::records::secrets::ResolvedSecret;
@@ -42,6 +42,10 @@ struct Login {
     path: PathBuf,
     canonical: PathBuf,
     forfait: Forfait,
+    /// The target of the workflow's bind mount that named the login (upstream's
+    /// `mounts: [type=bind,source=~/.claude,target=T]` with `CLAUDE_CONFIG_DIR: T`): the login
+    /// arrives as the secret file instead, so that mount is not made.
+    consumed_target: Option<String>,
     /// Where the CLI sends its requests with this login.
     base_url: String,
     host: Option<String>,
@@ -97,6 +101,7 @@ pub(crate) fn load(
     wf: &Workflow,
     routes: &Routes,
     env: &Environment,
+    trust: Trust,
     now: i64,
 ) -> Result<Forfaits, String> {
     let mut logins: Vec<Login> = Vec::new();
@@ -114,6 +119,33 @@ pub(crate) fn load(
             continue;
         }
         let provider = route.endpoint.provider;
+        // The operator's own variable wins; then a login the workflow names (upstream's
+        // `sandbox.env.CLAUDE_CONFIG_DIR` / `CODEX_HOME`), resolved only inside the allowed
+        // roots; then the operator's defaults.
+        let named = match env.get(var_of(cli)).filter(|v| !v.trim().is_empty()) {
+            Some(_) => None,
+            None => workflow_login(cli, wf, env, trust).map_err(|e| e.to_string())?,
+        };
+        if let Some(named) = named {
+            let shown = named.path.display().to_string();
+            let placeholder = iterion_netproxy::placeholder_for(pure::secret_name(cli));
+            let forfait = pure::parse(cli, &named.text, now, &placeholder).map_err(|e| {
+                format!(
+                    "the {} subscription login {shown} (the workflow's sandbox.env.{}) {e}",
+                    cli.program(),
+                    cli.config_var()
+                )
+            })?;
+            logins.push(login_of(
+                cli,
+                route,
+                named.path,
+                named.canonical,
+                forfait,
+                named.consumed_target,
+            ));
+            continue;
+        }
         let Some(path) = login_path(cli, env) else {
             return Err(format!(
                 "node \"{}\" uses {} with no {}: set it, or point {} at a {} login file",
@@ -139,30 +171,265 @@ pub(crate) fn load(
         let placeholder = iterion_netproxy::placeholder_for(pure::secret_name(cli));
         let forfait = pure::parse(cli, &text, now, &placeholder)
             .map_err(|e| format!("the {} subscription login {shown} {e}", cli.program()))?;
-        let base_url = match (cli, provider) {
-            (Cli::Codex, Provider::Openai)
-                if Some(route.endpoint.base_url.as_str()) == provider.default_base_url() =>
-            {
-                CHATGPT_CODEX_BASE.to_owned()
-            }
-            _ => route.endpoint.base_url.clone(),
-        };
-        let endpoint = Endpoint {
-            provider,
-            base_url: base_url.clone(),
-            api_key: String::new(),
-        };
-        logins.push(Login {
-            cli,
-            canonical: std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone()),
-            path,
-            forfait,
-            host: endpoint.host(),
-            rule: endpoint.rule(),
-            base_url,
-        });
+        let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        logins.push(login_of(cli, route, path, canonical, forfait, None));
     }
     Ok(Forfaits(Arc::new(logins)))
+}
+
+fn login_of(
+    cli: Cli,
+    route: &iterion_agent::provider::NodeModel,
+    path: PathBuf,
+    canonical: PathBuf,
+    forfait: Forfait,
+    consumed_target: Option<String>,
+) -> Login {
+    let provider = route.endpoint.provider;
+    let base_url = match (cli, provider) {
+        (Cli::Codex, Provider::Openai)
+            if Some(route.endpoint.base_url.as_str()) == provider.default_base_url() =>
+        {
+            CHATGPT_CODEX_BASE.to_owned()
+        }
+        _ => route.endpoint.base_url.clone(),
+    };
+    let endpoint = Endpoint {
+        provider,
+        base_url: base_url.clone(),
+        api_key: String::new(),
+    };
+    Login {
+        cli,
+        canonical,
+        path,
+        forfait,
+        consumed_target,
+        host: endpoint.host(),
+        rule: endpoint.rule(),
+        base_url,
+    }
+}
+
+/// The operator's variable listing more directories a workflow-named login may come from.
+pub(crate) const CREDENTIAL_ROOTS_VAR: &str = "ITERION_CREDENTIAL_ROOTS";
+
+/// Why a login the workflow names (`sandbox.env.CLAUDE_CONFIG_DIR` / `CODEX_HOME`) is refused.
+/// Each names the property: the path is the workflow's, hostile until proven otherwise.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum WorkflowLoginError {
+    /// An untrusted run may not pick a host file.
+    #[error(
+        "the workflow's {property} names a login directory, and an untrusted run may not use a login file its workflow names; the operator's {var} (or the default login) is used only when the workflow names none"
+    )]
+    Untrusted { property: String, var: &'static str },
+    /// Not an absolute host path (nor the target of one of the workflow's bind mounts whose
+    /// source is one).
+    #[error(
+        "the workflow's {property} ({value}) names no absolute host directory: give a host path, or the target of a `type=bind` entry of sandbox.mounts whose source is one"
+    )]
+    NotAbsolute { property: String, value: String },
+    /// Missing or unreadable.
+    #[error("the workflow's {property} names the login {path}, which {reason}")]
+    Unreadable {
+        property: String,
+        path: String,
+        reason: String,
+    },
+    /// Outside every allowed root once symlinks are resolved.
+    #[error(
+        "the workflow's {property} names the login {path}, which resolves to {resolved}, outside the directories logins may come from ({roots}); the operator can add a directory to {CREDENTIAL_ROOTS_VAR}"
+    )]
+    OutsideRoots {
+        property: String,
+        path: String,
+        resolved: String,
+        roots: String,
+    },
+    /// A fifo, socket, device or directory.
+    #[error("the workflow's {property} names the login {path}, which is not a regular file")]
+    NotRegular { property: String, path: String },
+    /// Larger than the bound.
+    #[error("the workflow's {property} names the login {path}, which is larger than {kib} KiB")]
+    TooLarge {
+        property: String,
+        path: String,
+        kib: usize,
+    },
+}
+
+/// A login the workflow named, read.
+struct NamedLogin {
+    path: PathBuf,
+    canonical: PathBuf,
+    text: String,
+    consumed_target: Option<String>,
+}
+
+/// The directories a workflow-named login of `cli` may resolve into, canonical: the operator's
+/// own config dir of that CLI (`$CLAUDE_CONFIG_DIR` / `$CODEX_HOME` of the engine's
+/// environment, and `~/.claude` / `~/.codex`) and each absolute entry of
+/// `ITERION_CREDENTIAL_ROOTS` (`:`-separated). Never the workspace: a repository is the
+/// workflow author's, and a login committed there is no login of the operator's.
+fn allowed_roots(cli: Cli, env: &Environment) -> Vec<PathBuf> {
+    let home_dir = match cli {
+        Cli::ClaudeCode => ".claude",
+        Cli::Codex => ".codex",
+    };
+    let mut roots: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = env.get(cli.config_var()).filter(|v| !v.trim().is_empty()) {
+        roots.push(PathBuf::from(dir));
+    }
+    if let Some(home) = env.get_os("HOME") {
+        roots.push(Path::new(home).join(home_dir));
+    }
+    if let Some(list) = env.get(CREDENTIAL_ROOTS_VAR) {
+        roots.extend(
+            list.split(':')
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute()),
+        );
+    }
+    let mut canonical: Vec<PathBuf> = roots
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .filter(|r| r.is_dir() && r.parent().is_some())
+        .collect();
+    canonical.sort();
+    canonical.dedup();
+    canonical
+}
+
+/// The login the workflow names for `cli`, if it names one: upstream's `sandbox.env.<config
+/// var>` (`${localEnv:…}` expanded), mapped through the workflow's bind mount whose target it
+/// is, else taken as a host directory. Resolved on the host only inside [`allowed_roots`], with
+/// symlinks resolved (and the opened file checked again), a regular file, at most
+/// [`pure::MAX_BYTES`]. An untrusted run gets none.
+fn workflow_login(
+    cli: Cli,
+    wf: &Workflow,
+    env: &Environment,
+    trust: Trust,
+) -> Result<Option<NamedLogin>, WorkflowLoginError> {
+    let var = cli.config_var();
+    let Some(raw) = wf.sandbox.env.get(var).filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let property = format!("sandbox.env.{var}");
+    if trust != Trust::Trusted {
+        return Err(WorkflowLoginError::Untrusted {
+            property,
+            var: var_of(cli),
+        });
+    }
+    let lookup = |name: &str| env.get(name);
+    let vars = iterion_sandbox::LocalVars {
+        repo_root: None,
+        lookup: &lookup,
+    };
+    let value = iterion_sandbox::expand_local_vars(raw, &vars);
+    let mut consumed_target = None;
+    let mut dir = value.clone();
+    for mount in &wf.sandbox.mounts {
+        let expanded = iterion_sandbox::expand_local_vars(mount, &vars);
+        let Ok(parsed) = iterion_sandbox::parse_mount(&expanded) else {
+            continue;
+        };
+        if parsed.kind == iterion_sandbox::MountKind::Bind
+            && Path::new(&parsed.target) == Path::new(&value)
+            && let Some(source) = parsed.source
+        {
+            dir = source;
+            consumed_target = Some(parsed.target);
+            break;
+        }
+    }
+    let dir = PathBuf::from(&dir);
+    if !dir.is_absolute() {
+        return Err(WorkflowLoginError::NotAbsolute { property, value });
+    }
+    let path = dir.join(cli.login_file());
+    let shown = path.display().to_string();
+    let unreadable = |e: std::io::Error| WorkflowLoginError::Unreadable {
+        property: property.clone(),
+        path: shown.clone(),
+        reason: match e.kind() {
+            std::io::ErrorKind::NotFound => "does not exist".to_owned(),
+            _ => format!("cannot be read ({e})"),
+        },
+    };
+    let canonical = std::fs::canonicalize(&path).map_err(unreadable)?;
+    let roots = allowed_roots(cli, env);
+    let inside = |p: &Path| roots.iter().any(|r| p != r && p.starts_with(r));
+    let outside = |resolved: &Path| WorkflowLoginError::OutsideRoots {
+        property: property.clone(),
+        path: shown.clone(),
+        resolved: resolved.display().to_string(),
+        roots: if roots.is_empty() {
+            "none exist".to_owned()
+        } else {
+            roots
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+    };
+    if !inside(&canonical) {
+        return Err(outside(&canonical));
+    }
+    // Opened without following a symlink put in its place since, and checked again through the
+    // descriptor: a directory swapped for a symlink between the two steps is caught here.
+    let file = crate::sandbox::nofollow::open_regular(&canonical)
+        .map_err(unreadable)?
+        .ok_or_else(|| WorkflowLoginError::NotRegular {
+            property: property.clone(),
+            path: shown.clone(),
+        })?;
+    {
+        use std::os::fd::AsRawFd;
+        let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            .map_err(unreadable)?;
+        if !inside(&opened) {
+            return Err(outside(&opened));
+        }
+    }
+    let text = read_bounded_from(file).map_err(|reason| match reason {
+        Bounded::TooLarge => WorkflowLoginError::TooLarge {
+            property: property.clone(),
+            path: shown.clone(),
+            kib: pure::MAX_BYTES / 1024,
+        },
+        Bounded::Other(reason) => WorkflowLoginError::Unreadable {
+            property: property.clone(),
+            path: shown.clone(),
+            reason,
+        },
+    })?;
+    Ok(Some(NamedLogin {
+        path,
+        canonical,
+        text,
+        consumed_target,
+    }))
+}
+
+enum Bounded {
+    TooLarge,
+    Other(String),
+}
+
+/// At most [`pure::MAX_BYTES`] of UTF-8 text from `file`.
+fn read_bounded_from(file: std::fs::File) -> Result<String, Bounded> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    file.take(pure::MAX_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Bounded::Other(format!("cannot be read ({e})")))?;
+    if bytes.len() > pure::MAX_BYTES {
+        return Err(Bounded::TooLarge);
+    }
+    String::from_utf8(bytes).map_err(|_| Bounded::Other("is not UTF-8 text".to_owned()))
 }
 
 fn var_of(cli: Cli) -> &'static str {
@@ -174,19 +441,14 @@ fn var_of(cli: Cli) -> &'static str {
 
 /// The file's text, at most [`pure::MAX_BYTES`].
 fn read_bounded(path: &Path) -> Result<String, String> {
-    use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => "does not exist".to_owned(),
         _ => format!("cannot be read ({e})"),
     })?;
-    let mut bytes = Vec::new();
-    file.take(pure::MAX_BYTES as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot be read ({e})"))?;
-    if bytes.len() > pure::MAX_BYTES {
-        return Err(format!("is larger than {} KiB", pure::MAX_BYTES / 1024));
-    }
-    String::from_utf8(bytes).map_err(|_| "is not UTF-8 text".to_owned())
+    read_bounded_from(file).map_err(|e| match e {
+        Bounded::TooLarge => format!("is larger than {} KiB", pure::MAX_BYTES / 1024),
+        Bounded::Other(reason) => reason,
+    })
 }
 
 /// The in-container config dir of `cli`.
@@ -236,6 +498,25 @@ impl Forfaits {
     /// The model hosts the logins talk to (allowed under an allowlist, like the routes').
     pub(crate) fn model_hosts(&self) -> Vec<String> {
         self.0.iter().filter_map(|l| l.rule.clone()).collect()
+    }
+
+    /// Drops the workflow's bind mounts that named a login (the login arrives as a secret file
+    /// instead), before the author mounts are screened and planned.
+    pub(crate) fn consume_mounts(&self, spec: &mut Spec) {
+        let targets: Vec<&str> = self
+            .0
+            .iter()
+            .filter_map(|l| l.consumed_target.as_deref())
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        spec.mounts.retain(|mount| {
+            iterion_sandbox::parse_mount(mount).map_or(true, |m| {
+                m.kind != iterion_sandbox::MountKind::Bind
+                    || !targets.iter().any(|t| Path::new(t) == Path::new(&m.target))
+            })
+        });
     }
 
     /// Seed step 14 on the final spec: each login's container copy as a read-only secret file,

@@ -20,7 +20,8 @@ use iterion_vocab::FailureCode;
 use crate::records::events::Event;
 use crate::records::sandbox_events::{
     SandboxBuildFailed, SandboxBuildFinished, SandboxBuildStarted, SandboxEnvDenied,
-    SandboxHostBindsDropped, SandboxNetworkDefaulted, SandboxSkipped, SandboxStarted,
+    SandboxHostBindsDropped, SandboxLimitsNotApplied, SandboxNetworkDefaulted, SandboxSkipped,
+    SandboxStarted,
 };
 use crate::sandbox::active::{ActiveSandbox, CopyBack};
 use crate::sandbox::copy::UntrustedLanding;
@@ -267,7 +268,34 @@ async fn plan(
         Trust::Trusted => None,
     };
     inputs.untrusted_copy = copy.as_ref().map(|c| c.landing.dir.clone());
+    // A workflow bind that named a login is not made: the login is the secret file below.
+    ctx.forfaits.consume_mounts(&mut spec);
     let mounts = mounts::plan_mounts(&mut spec, &inputs).await?;
+    // Issue 18: the operator's resource limits; a driver that cannot apply them says why.
+    spec.limits = iterion_sandbox::Limits::from_env(&ctx.mount_inputs.env)
+        .map_err(|error| SetupError::classify(&error))?;
+    if !spec.limits.is_empty()
+        && let Some(reason) = driver.resource_limits_refusal()
+    {
+        ctx.run_log.line(
+            iterion_sandbox::LogLevel::Warn,
+            &format!("sandbox: resource limits not applied: {reason}"),
+        );
+        ctx.events
+            .emit(Event::SandboxLimitsNotApplied(SandboxLimitsNotApplied {
+                driver: driver.name().to_owned(),
+                limits: spec.limits.names().into_iter().map(str::to_owned).collect(),
+                reason,
+            }))
+            .await;
+    }
+    // Issue 18: where the driver can, the exec agent is the sandbox's own command.
+    if inputs.host_binds
+        && ctx.mount_inputs.engine_binary.is_some()
+        && exec_agent::exec_agent_enabled(&ctx.mount_inputs.env)
+    {
+        spec.exec_agent = Some(mounts::ENGINE_BIN_TARGET.to_owned());
+    }
     // M12: what a driver without host binds cannot honour goes, with the promises it made.
     let dropped = finalize::finalize_mounts_for_driver(&mut spec, inputs.host_binds, driver.name());
     // Seed step 14: the logins as read-only secret files (shadowing a host-state bind's
@@ -487,6 +515,7 @@ async fn apply(
                     Some(_) => run.0.egress_enforced(),
                     None => None,
                 },
+                transparent_egress: proxy.as_ref().is_some_and(|p| p.bridged),
                 scheduling: None,
             };
             ctx.events.emit(Event::SandboxStarted(started)).await;
@@ -597,6 +626,8 @@ async fn start_in(
             port: proxy.port,
         });
         info.proxy_ca_pem = proxy.ca_pem();
+        // Issue 22: a bridged proxy is transparent too (DNS stub, synthetic addresses).
+        info.transparent_egress = proxy.bridged;
     }
     let prepared = driver
         .prepare(&spec, ctx.progress)
@@ -672,7 +703,7 @@ async fn start_in(
     let bridge = match proxy {
         None => None,
         Some(proxy) if !proxy.bridged => None,
-        Some(_) => match egress::start_egress_bridge(Arc::clone(&run)).await {
+        Some(proxy) => match egress::start_egress_bridge(Arc::clone(&run), Some(proxy)).await {
             Ok(bridge) => Some(bridge),
             Err(mut error) => {
                 error.message.push_str(&egress::dynamic_binary_hint(

@@ -93,6 +93,8 @@ pub(super) fn fuse_devcontainer_spec(repo: &Spec, workflow: Option<&Spec>) -> Fu
             host_state: workflow.host_state,
             network: Some(network),
             secret_files: workflow.secret_files.clone(),
+            exec_agent: workflow.exec_agent.clone(),
+            limits: workflow.limits,
         },
         repo_env,
         denied_env,

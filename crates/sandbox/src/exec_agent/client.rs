@@ -18,6 +18,7 @@ use crate::driver::{
     WorkspaceFileRefresher, WorkspaceHeadCapturer,
 };
 use crate::error::{Error, Result};
+use crate::exec_agent::attached::AttachedAgent;
 use crate::exec_agent::frame::{CHUNK, Frame, FrameError, PROTOCOL_VERSION, StartRequest};
 use crate::rules::ArgRule;
 
@@ -186,6 +187,42 @@ pub async fn start_exec_agent(
             )));
         }
     }
+    let tasks = vec![exec, stderr_task];
+    Ok(connect(
+        run,
+        Box::pin(to_agent_w),
+        Box::pin(from_agent_r),
+        agent_exit,
+        tasks,
+    ))
+}
+
+/// `run` with its execs sent through `agent`, the sandbox's own command (no exec started it).
+pub fn attach_exec_agent(run: Arc<dyn SandboxRun>, agent: AttachedAgent) -> AgentRun {
+    let AttachedAgent {
+        to_agent,
+        from_agent,
+        exited,
+    } = agent;
+    let (exit_tx, agent_exit) = tokio::sync::watch::channel(None);
+    let waiter = tokio::spawn(async move {
+        let code = exited.await;
+        let _ = exit_tx.send(Some(code));
+    });
+    connect(run, to_agent, from_agent, agent_exit, vec![waiter])
+}
+
+type Sink = std::pin::Pin<Box<dyn AsyncWrite + Send>>;
+type Source = std::pin::Pin<Box<dyn tokio::io::AsyncRead + Send>>;
+
+/// The channel over a greeted agent's stdin (`sink`) and stdout (`source`).
+fn connect(
+    run: Arc<dyn SandboxRun>,
+    sink: Sink,
+    mut from_agent_r: Source,
+    agent_exit: tokio::sync::watch::Receiver<Option<Option<i64>>>,
+    tasks: Vec<JoinHandle<()>>,
+) -> AgentRun {
     let (to_agent, mut outgoing) = mpsc::unbounded_channel::<Frame>();
     let channel = Arc::new(Channel {
         agent_exit,
@@ -198,7 +235,7 @@ pub async fn start_exec_agent(
     });
     let writer_channel = Arc::clone(&channel);
     let writer = tokio::spawn(async move {
-        let mut sink = to_agent_w;
+        let mut sink = sink;
         while let Some(frame) = outgoing.recv().await {
             if let Err(error) = frame.write(&mut sink).await {
                 writer_channel.lose(&error.to_string());
@@ -219,15 +256,15 @@ pub async fn start_exec_agent(
         .tasks
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .extend([exec, stderr_task, reader]);
-    Ok(AgentRun {
+        .extend(tasks.into_iter().chain([reader]));
+    AgentRun {
         inner: run,
         channel,
-    })
+    }
 }
 
 /// Hands each output and exit frame to its exec until the channel ends; returns why it ended.
-async fn read_deliveries(channel: &Channel, source: &mut tokio::io::DuplexStream) -> String {
+async fn read_deliveries(channel: &Channel, source: &mut Source) -> String {
     loop {
         let frame = match Frame::read(source).await {
             Ok(Some(frame)) => frame,

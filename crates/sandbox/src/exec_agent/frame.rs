@@ -10,7 +10,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 pub const MAX_PAYLOAD: usize = 256 * 1024;
 
 /// The size of the output chunks the agent sends.
-pub(crate) const CHUNK: usize = 64 * 1024;
+pub const CHUNK: usize = 64 * 1024;
 
 /// The protocol version the agent announces in its hello; the engine refuses any other.
 pub const PROTOCOL_VERSION: u32 = 1;

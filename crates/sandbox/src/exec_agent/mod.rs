@@ -16,13 +16,21 @@
 //! malformed; a sandbox that kills or confuses its agent only loses the speed-up. Within the
 //! sandbox, the agent is non-dumpable, so the commands it starts cannot reach its channel
 //! through `/proc/<pid>/fd`.
+//!
+//! Where the driver can attach to its sandbox's own command (docker, podman), the agent *is*
+//! that command ([`Spec::exec_agent`](crate::Spec::exec_agent)): the driver attaches before
+//! the start, reads the hello and hands the channel over ([`AttachedAgent`]); no exec is made to
+//! start it. As PID 1 it outlives a lost channel (it then only idles and reaps), so the driver's
+//! exec still answers, and signals from inside the sandbox cannot end it.
 
+mod attached;
 mod client;
 pub mod frame;
 mod server;
 
-pub use client::{AgentRun, start_exec_agent};
-pub use server::serve;
+pub use attached::AttachedAgent;
+pub use client::{AgentRun, attach_exec_agent, start_exec_agent};
+pub use server::{idle_as_init, serve};
 
 /// The hidden subcommand that runs the agent.
 pub const EXEC_AGENT_SUBCOMMAND: &str = "__exec-agent";

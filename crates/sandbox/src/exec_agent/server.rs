@@ -81,6 +81,19 @@ where
     ended
 }
 
+/// What an agent that is the sandbox's PID 1 does once its channel ended: it stays, so the
+/// sandbox (and the driver's exec, the engine's fallback) lives on until the driver removes it,
+/// and reaps what is reparented to it. Never returns.
+pub fn idle_as_init() -> ! {
+    loop {
+        match nix::sys::wait::waitpid(None, None) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            // Nothing to reap now: an orphan may come later.
+            Err(_) => std::thread::sleep(std::time::Duration::from_secs(1)),
+        }
+    }
+}
+
 fn lock(table: &Table) -> std::sync::MutexGuard<'_, HashMap<u32, Running>> {
     table.lock().unwrap_or_else(PoisonError::into_inner)
 }

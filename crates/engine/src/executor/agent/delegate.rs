@@ -69,6 +69,7 @@ pub(crate) async fn run(
     agent: &AgentNode,
     spec: &LoopSpec,
     input: &serde_json::Value,
+    workflow_servers: Vec<iterion_agent::mcp::McpServerSpec>,
 ) -> Result<AgentResult, Failure> {
     let Some(cli) = cli_of(agent.backend) else {
         return Err(Failure::new(
@@ -83,7 +84,7 @@ pub(crate) async fn run(
             return Err(Failure::new(
                 FailureCode::ExecutionFailed,
                 format!(
-                    "node \"{id}\" has no {} and no {} subscription login was loaded",
+                    "node \"{id}\" has no {} and no {} subscription login was loaded for this run (a subbot child running in its parent's sandbox uses the login its parent loaded, and loads none of its own)",
                     spec.endpoint.provider.key_var(),
                     cli.program()
                 ),
@@ -142,7 +143,17 @@ pub(crate) async fn run(
         Some(text) => crate::executor::agent::effort::effort(ctx, id, text)?,
     };
     let mut slot = None;
-    let mut mcp_servers = Vec::new();
+    // The workflow's servers (checked by `node::mcp_server_specs`: stdio, inside the sandbox),
+    // spawned by the CLI where it runs.
+    let mut mcp_servers: Vec<iterion_agent::delegate::McpServer> = workflow_servers
+        .into_iter()
+        .map(|s| iterion_agent::delegate::McpServer {
+            name: s.name,
+            command: s.command,
+            args: s.args,
+            env: s.env.into_iter().collect(),
+        })
+        .collect();
     if agent.interaction == Interaction::Ask {
         let Some(channel) = &env.ask_user else {
             return Err(Failure::new(

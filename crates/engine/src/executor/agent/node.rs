@@ -151,9 +151,17 @@ pub(crate) async fn run(
     let spec = loop_spec(ctx, &env, id, agent, input)?;
     let mcp_servers = mcp_server_specs(ctx.wf, id, agent, &env.place)?;
     if agent.backend.is_delegate() {
-        return crate::executor::agent::delegate::run(ctx, &env, id, agent, &spec, input)
-            .await
-            .map_err(|f| f.at(id));
+        return crate::executor::agent::delegate::run(
+            ctx,
+            &env,
+            id,
+            agent,
+            &spec,
+            input,
+            mcp_servers,
+        )
+        .await
+        .map_err(|f| f.at(id));
     }
     let resume = take_resume(ctx, &env, id);
     match &env.place {
@@ -189,9 +197,10 @@ pub(crate) async fn run(
 
 /// What the runner starts for node `id`'s MCP servers (docs/language.md "MCP servers"). The one
 /// owner of where a workflow's MCP server may run: **only inside the run's sandbox**, through the
-/// runner. A node that gets servers fails with `CAPABILITY_UNSUPPORTED`, before anything starts,
-/// when its loop would run on the engine's host (an unsandboxed run), when it is a delegate node
-/// (not wired yet), or when a server is not a plain stdio one (`http`/`sse`, `auth`).
+/// runner (a claw node's loop) or the delegate CLI (which spawns them where it runs: in the
+/// container). A node that gets servers fails with `CAPABILITY_UNSUPPORTED`, before anything
+/// starts, when it would run on the engine's host (an unsandboxed run), when a server is not a
+/// plain stdio one (`http`/`sse`, `auth`), or when a delegate node's server is named `iterion`.
 pub(crate) fn mcp_server_specs(
     wf: &iterion_dsl::ir::Workflow,
     id: &str,
@@ -207,12 +216,6 @@ pub(crate) fn mcp_server_specs(
             format!("node \"{id}\": {why}"),
         )
     };
-    if agent.backend.is_delegate() {
-        return Err(refuse(format!(
-            "MCP servers are not yet given to {} delegate nodes",
-            agent.backend.as_str()
-        )));
-    }
     if matches!(place, AgentPlace::InProcess { .. }) {
         return Err(refuse(
             "MCP servers run only inside the run's sandbox, and this run has none (no MCP server ever runs on the engine's host)"
@@ -224,6 +227,13 @@ pub(crate) fn mcp_server_specs(
         let Some(server) = wf.mcp_servers.get(name) else {
             return Err(refuse(format!("mcp server \"{name}\" is not declared")));
         };
+        // A delegate CLI's `iterion` server is the ask-user one; a workflow's may not pose as it.
+        if agent.backend.is_delegate() && name == crate::sandbox::ask_user::MCP_SERVER_NAME {
+            return Err(refuse(format!(
+                "mcp server \"{name}\": the name is reserved for iterion's own server on a {} node",
+                agent.backend.as_str()
+            )));
+        }
         if server.transport != iterion_dsl::ir::McpTransport::Stdio || server.auth {
             return Err(refuse(format!(
                 "mcp server \"{name}\": only stdio servers without auth run in the sandbox (transport {})",

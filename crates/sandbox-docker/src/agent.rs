@@ -1,0 +1,114 @@
+//! The exec agent as the container's own command (issue 18): attached before the start, its
+//! hello read here, the greeted channel handed to the engine
+//! ([`SandboxRun::take_attached_agent`](iterion_sandbox::SandboxRun::take_attached_agent)).
+//! The container's stdout carries the agent's frames; what it writes on stderr explains a
+//! failed start and is otherwise only traced.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use iterion_sandbox::exec_agent::AttachedAgent;
+use iterion_sandbox::exec_agent::frame::{CHUNK, Frame, PROTOCOL_VERSION};
+use tokio::io::AsyncWriteExt;
+
+use crate::api::{ContainerApi, ExecAttachment, ExecChunk};
+
+/// How long the agent has to greet once its container started (a static binary on a local
+/// engine greets in milliseconds).
+pub(crate) const GREET_WITHIN: Duration = Duration::from_secs(10);
+
+/// The most bytes of the agent's stderr kept to explain why it did not greet.
+const STDERR_TAIL: usize = 2048;
+
+/// Resolves with the container's exit code once it ended (`None`: the engine could not say).
+pub(crate) type ExitCode = std::pin::Pin<Box<dyn std::future::Future<Output = Option<i64>> + Send>>;
+
+/// The exit code of container `id`'s own command, asked for now (while it runs), so that an
+/// auto-removed container still reports it.
+pub(crate) fn exit_code(api: Arc<dyn ContainerApi>, id: String) -> ExitCode {
+    let waited = tokio::spawn(async move {
+        api.wait_container(&id)
+            .await
+            .map_err(|error| tracing::debug!("sandbox: wait for container {id}: {error}"))
+            .ok()
+    });
+    Box::pin(async move { waited.await.ok().flatten() })
+}
+
+/// Reads the agent's hello from `attachment` (attached before the start) within `within`.
+///
+/// # Errors
+///
+/// Why the agent is not there: its container ended, it said something else, or nothing in time.
+pub(crate) async fn greet(
+    attachment: ExecAttachment,
+    exit_code: ExitCode,
+    within: Duration,
+) -> Result<AttachedAgent, String> {
+    let ExecAttachment { mut output, input } = attachment;
+    let (mut out_w, mut out_r) = tokio::io::duplex(4 * CHUNK);
+    let tail = Arc::new(Mutex::new(Vec::new()));
+    let (ended_tx, ended_rx) = tokio::sync::oneshot::channel::<()>();
+    let tail_writer = Arc::clone(&tail);
+    tokio::spawn(async move {
+        while let Some(chunk) = output.next().await {
+            match chunk {
+                Ok(ExecChunk::Stdout(bytes)) => {
+                    if out_w.write_all(&bytes).await.is_err() {
+                        break;
+                    }
+                }
+                Ok(ExecChunk::Stderr(bytes)) => {
+                    tracing::debug!(
+                        "sandbox: exec agent stderr: {}",
+                        iterion_vocab::escape_controls(String::from_utf8_lossy(&bytes).trim())
+                    );
+                    let mut tail = tail_writer.lock().unwrap_or_else(PoisonError::into_inner);
+                    tail.extend_from_slice(&bytes);
+                    let excess = tail.len().saturating_sub(STDERR_TAIL);
+                    tail.drain(..excess);
+                }
+                Err(error) => {
+                    tracing::debug!("sandbox: exec agent attach: {error}");
+                    break;
+                }
+            }
+        }
+        // The attach ends with the container: the engine's side sees the agent's stdout end.
+        drop(out_w);
+        let _ = ended_tx.send(());
+    });
+    let why = match tokio::time::timeout(within, Frame::read(&mut out_r)).await {
+        Ok(Ok(Some(Frame::Hello(PROTOCOL_VERSION)))) => None,
+        Ok(Ok(Some(Frame::Hello(other)))) => Some(format!(
+            "the exec agent speaks version {other}, not {PROTOCOL_VERSION}"
+        )),
+        Ok(Ok(Some(_))) => Some("the exec agent did not greet first".to_owned()),
+        Ok(Ok(None)) => Some("the exec agent exited before it was ready".to_owned()),
+        Ok(Err(error)) => Some(error.to_string()),
+        Err(_) => Some(format!(
+            "the exec agent was not ready within {} ms",
+            within.as_millis()
+        )),
+    };
+    if let Some(why) = why {
+        let tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
+        let tail = String::from_utf8_lossy(&tail);
+        let tail = iterion_vocab::escape_controls(tail.trim());
+        return Err(if tail.is_empty() {
+            why
+        } else {
+            format!("{why}: {tail}")
+        });
+    }
+    Ok(AttachedAgent {
+        to_agent: input,
+        from_agent: Box::pin(out_r),
+        // The container's end is the agent's; the engine's wait says with which code.
+        exited: Box::pin(async move {
+            let _ = ended_rx.await;
+            exit_code.await
+        }),
+    })
+}
