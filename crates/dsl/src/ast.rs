@@ -886,13 +886,15 @@ impl When {
     }
 }
 
-/// `as L(N)`.
+/// `as L(N)`, or `as L("{{…}}")`: a cap resolved at run time.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LoopClause {
     /// The loop name.
     pub name: Ident,
-    /// The cap N (may be < 1: that is C026).
+    /// The cap N (may be < 1: that is C026); 0 when the cap is a template.
     pub cap: i64,
+    /// `as L("{{outputs.N.cap}}")`: the cap is this template's value when the edge is checked.
+    pub cap_template: Option<StrLit>,
     /// The `as` keyword.
     pub span: Span,
 }

@@ -78,7 +78,8 @@ pub struct Workflow {
     pub nodes: Vec<Node>,
     /// Edges in declaration order: the order of §5.4's walk.
     pub edges: Vec<Edge>,
-    /// Loop name → cap N (DSL.md §5.5); every edge of a loop carries the same cap.
+    /// Loop name → cap N (DSL.md §5.5); every edge of a loop carries the same cap. 0: the cap is
+    /// a template ([`LoopRef::cap_template`]).
     pub loops: BTreeMap<String, u32>,
     /// Where the run works (DSL.md §7.6).
     pub worktree: Worktree,
@@ -660,13 +661,21 @@ impl Tool {
     }
 
     /// Upstream tool names that mean one of ours, with no more power: listing and tree views
-    /// are `glob`, code search is `grep`, `run_command` is `bash`, `patch` is `file_edit`.
-    pub const UPSTREAM_ALIASES: [(&'static str, Tool); 5] = [
+    /// are `glob`, code search is `grep`, `run_command` is `bash`, `patch` is `file_edit`; and
+    /// Claude Code's own names (`Read`, `Write`, `Edit`, `Bash`, `Glob`, `Grep`), which upstream's
+    /// `claude_code` nodes list and which a delegate is given back under the same names.
+    pub const UPSTREAM_ALIASES: [(&'static str, Tool); 11] = [
         ("list_files", Tool::Glob),
         ("tree", Tool::Glob),
         ("search_codebase", Tool::Grep),
         ("run_command", Tool::Bash),
         ("patch", Tool::FileEdit),
+        ("Read", Tool::ReadFile),
+        ("Write", Tool::WriteFile),
+        ("Edit", Tool::FileEdit),
+        ("Bash", Tool::Bash),
+        ("Glob", Tool::Glob),
+        ("Grep", Tool::Grep),
     ];
 
     /// Whether the tool exists to change files (`readonly` nodes do not get it).
@@ -760,14 +769,21 @@ pub enum Condition {
     Else,
 }
 
-/// `as L(N)` on an edge.
+/// `as L(N)` or `as L("{{…}}")` on an edge.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoopRef {
     /// The loop's name.
     pub name: String,
-    /// Its cap N ≥ 1.
+    /// Its cap N ≥ 1; 0 when the cap is [`Self::cap_template`].
     pub cap: u32,
+    /// A cap resolved at run time: one `{{…}}` reference, resolved each time the edge is
+    /// checked, whose value must be an integer in `1..=`[`MAX_LOOP_CAP`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cap_template: Option<String>,
 }
+
+/// The largest cap a templated loop cap may resolve to.
+pub const MAX_LOOP_CAP: u32 = 100_000;
 
 /// One `with` entry (DSL.md §5.3).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -457,6 +457,7 @@ fn edges_carry_targets_conditions_loops_and_typed_mappings() {
                     e.loop_ = Some(LoopClause {
                         name: id("retry", 113, 18),
                         cap: 3,
+                        cap_template: None,
                         span: at(113, 15),
                     });
                 }),
@@ -519,7 +520,8 @@ fn edges_carry_targets_conditions_loops_and_typed_mappings() {
                 condition: Condition::None,
                 loop_: Some(LoopRef {
                     name: "retry".into(),
-                    cap: 3
+                    cap: 3,
+                    cap_template: None,
                 }),
                 with: vec![],
                 line: 113,

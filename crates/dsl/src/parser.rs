@@ -384,6 +384,24 @@ impl<'a> Parser<'a> {
         Ok(ident)
     }
 
+    /// A schema field's name, or the field a `when [not] F` reads: a name, where `done` and
+    /// `fail` are allowed too (upstream accepts them there, and a result field called `done`
+    /// is natural: `when not done`). Other reserved words are E011.
+    fn field_name(&mut self, what: &str) -> PResult<ast::Ident> {
+        let t = self.peek();
+        if let Tok::Ident(n) = &t.tok
+            && (n == "done" || n == "fail")
+        {
+            let ident = ast::Ident {
+                name: n.clone(),
+                span: t.span,
+            };
+            self.bump();
+            return Ok(ident);
+        }
+        self.name(what)
+    }
+
     /// A property key (any IDENT).
     fn prop_key(&mut self) -> PResult<ast::Ident> {
         let t = self.peek();

@@ -173,15 +173,30 @@ fn reserved_words_are_e011_as_any_name() {
         ("secrets:\n  as: \"x\"\n".to_owned(), 2),
         ("workflow not:\n  entry: a\n".to_owned(), 1),
         (workflow_with("  a -> done as else(2)\n"), 6),
-        (workflow_with("  a -> done when fail\n"), 6),
+        (workflow_with("  a -> done when true\n"), 6),
         (workflow_with("  a -> done with { done: 1 }\n"), 6),
         (workflow_with("  a -> with\n"), 6),
     ] {
         let d = only(&src);
         assert_eq!((d.code, d.span.line), (Code::E011, line), "{src}");
     }
-    // `done` and `fail` are legal edge targets.
+    // `done` and `fail` are legal edge targets, schema field names and `when` fields.
     assert!(parse(&workflow_with("  a -> fail when x\n")).1.is_empty());
+    assert!(
+        parse(&workflow_with("  a -> done when not done\n"))
+            .1
+            .is_empty()
+    );
+    assert!(
+        parse(&workflow_with("  a -> done when fail\n"))
+            .1
+            .is_empty()
+    );
+    assert!(
+        parse("schema s:\n  done: bool\n  fail: string\n")
+            .1
+            .is_empty()
+    );
 }
 
 #[test]

@@ -461,6 +461,7 @@ fn example_edges_parse_into_clauses() {
             loop_: Some(LoopClause {
                 name: ident("fix_round", l, 36),
                 cap: 2,
+                cap_template: None,
                 span: Span::new(l, 33, 2),
             }),
             with: Some(WithMap {

@@ -129,7 +129,10 @@ pub fn from_workflow(wf: &Workflow) -> Graph {
                 from: e.from.clone(),
                 to,
                 condition: condition_text(&e.condition),
-                loop_: e.loop_.as_ref().map(|l| format!("{}({})", l.name, l.cap)),
+                loop_: e.loop_.as_ref().map(|l| match &l.cap_template {
+                    Some(t) => format!("{}({t:?})", l.name),
+                    None => format!("{}({})", l.name, l.cap),
+                }),
             }
         })
         .collect();

@@ -21,6 +21,9 @@ pub(crate) fn remedy(code: Option<&str>, status: &str, run_id: &str) -> String {
             "A template named a value that does not exist: check the `{{…}}` names in the workflow."
         }
         Some(FailureCode::JoinFailed) => "A fan-out branch failed, so its join could not run.",
+        Some(FailureCode::LoopCapInvalid) => {
+            "A loop cap written as a template did not resolve to an integer from 1 to 100000: check the value it reads."
+        }
         Some(FailureCode::BudgetExceeded) => {
             "A budget cap was hit: raise `budget.max_iterations` or `budget.max_duration`."
         }

@@ -81,6 +81,9 @@ pub enum FailureCode {
     TemplateUnresolved,
     /// A fan-out join failed (DSL.md §5.6).
     JoinFailed,
+    /// A loop cap written as a template (`as L("{{…}}")`) did not resolve to an integer from 1
+    /// to `MAX_LOOP_CAP` when its edge was checked.
+    LoopCapInvalid,
     /// `max_iterations` or `max_duration` was hit (DSL.md §5.7).
     BudgetExceeded,
     /// The engine cannot do what the workflow asks: `interaction: ask` in an active sandbox
@@ -114,13 +117,14 @@ pub enum FailureCode {
 
 impl FailureCode {
     /// Every code, in declaration order.
-    pub const ALL: [FailureCode; 19] = [
+    pub const ALL: [FailureCode; 20] = [
         FailureCode::WorkflowFailed,
         FailureCode::NoOutgoingEdge,
         FailureCode::ExecutionFailed,
         FailureCode::SchemaValidation,
         FailureCode::TemplateUnresolved,
         FailureCode::JoinFailed,
+        FailureCode::LoopCapInvalid,
         FailureCode::BudgetExceeded,
         FailureCode::CapabilityUnsupported,
         FailureCode::SubbotDepthExceeded,
@@ -145,6 +149,7 @@ impl FailureCode {
             FailureCode::SchemaValidation => "SCHEMA_VALIDATION",
             FailureCode::TemplateUnresolved => "TEMPLATE_UNRESOLVED",
             FailureCode::JoinFailed => "JOIN_FAILED",
+            FailureCode::LoopCapInvalid => "LOOP_CAP_INVALID",
             FailureCode::BudgetExceeded => "BUDGET_EXCEEDED",
             FailureCode::CapabilityUnsupported => "CAPABILITY_UNSUPPORTED",
             FailureCode::SubbotDepthExceeded => "SUBBOT_DEPTH_EXCEEDED",
@@ -175,6 +180,7 @@ impl FailureCode {
             | FailureCode::NoOutgoingEdge
             | FailureCode::TemplateUnresolved
             | FailureCode::JoinFailed
+            | FailureCode::LoopCapInvalid
             | FailureCode::BudgetExceeded
             | FailureCode::CapabilityUnsupported
             | FailureCode::SubbotDepthExceeded
@@ -205,6 +211,7 @@ impl FailureCode {
             | FailureCode::SchemaValidation
             | FailureCode::TemplateUnresolved
             | FailureCode::JoinFailed
+            | FailureCode::LoopCapInvalid
             | FailureCode::BudgetExceeded
             | FailureCode::CapabilityUnsupported
             | FailureCode::SubbotDepthExceeded
@@ -270,6 +277,7 @@ mod tests {
                 ("SCHEMA_VALIDATION", Some("failed_resumable"), D),
                 ("TEMPLATE_UNRESOLVED", Some("failed"), D),
                 ("JOIN_FAILED", Some("failed"), D),
+                ("LOOP_CAP_INVALID", Some("failed"), D),
                 ("BUDGET_EXCEEDED", Some("failed"), D),
                 ("CAPABILITY_UNSUPPORTED", Some("failed"), D),
                 ("SUBBOT_DEPTH_EXCEEDED", Some("failed"), D),

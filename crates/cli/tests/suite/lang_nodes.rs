@@ -499,3 +499,43 @@ fn a_gated_branch_is_skipped_a_chained_fan_out_joins_and_history_lists_every_rou
         ]
     );
 }
+
+#[test]
+fn a_loop_cap_written_as_a_template_is_read_at_run_time_and_a_bad_one_fails_typed() {
+    let env = Env::new();
+    env.write("w.iter", &example("16_planned_rounds.iter"));
+    let run = |budget: &str| {
+        let out = env
+            .cmd()
+            .args(["run", "w.iter", "--sandbox", "none", "--json", "--var"])
+            .arg(format!("budget={budget}"))
+            .output()
+            .unwrap();
+        let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code(), summary)
+    };
+    // The planner's "3" is the cap: three crossings, and `loop.polish.max` reads it.
+    let (code, summary) = run("3");
+    assert_eq!(code, Some(0), "{summary}");
+    assert_eq!(summary["output"], json!({"round": 3, "of": "3"}));
+    let (code, summary) = run("abc");
+    assert_eq!(code, Some(1));
+    assert_eq!(summary["failure_code"], json!("LOOP_CAP_INVALID"));
+    assert_eq!(
+        summary["message"],
+        json!(
+            "node \"polish\": loop \"polish\" cap {{outputs.plan.rounds}} is \"abc\", not an integer"
+        )
+    );
+    for bad in ["0", "100001"] {
+        let (code, summary) = run(bad);
+        assert_eq!(code, Some(1));
+        assert_eq!(summary["failure_code"], json!("LOOP_CAP_INVALID"), "{bad}");
+        assert_eq!(
+            summary["message"],
+            json!(format!(
+                "node \"polish\": loop \"polish\" cap {{{{outputs.plan.rounds}}}} is {bad}; it must be from 1 to 100000"
+            ))
+        );
+    }
+}

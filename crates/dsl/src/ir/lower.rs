@@ -553,9 +553,17 @@ fn lower_edge(e: &ast::Edge) -> Edge {
         from: e.from.name.clone(),
         to,
         condition,
-        loop_: e.loop_.as_ref().map(|l| LoopRef {
-            name: l.name.name.clone(),
-            cap: u32::try_from(l.cap.max(1)).unwrap_or(u32::MAX),
+        loop_: e.loop_.as_ref().map(|l| match &l.cap_template {
+            Some(lit) => LoopRef {
+                name: l.name.name.clone(),
+                cap: 0,
+                cap_template: Some(lit.value.clone()),
+            },
+            None => LoopRef {
+                name: l.name.name.clone(),
+                cap: u32::try_from(l.cap.max(1)).unwrap_or(u32::MAX),
+                cap_template: None,
+            },
         }),
         with,
         line: e.from.span.line,

@@ -311,7 +311,7 @@ impl Parser<'_> {
         let mut fields = Vec::new();
         let mut seen = HashMap::new();
         self.block_lines(|p| {
-            let field = p.name("a field name")?;
+            let field = p.field_name("a field name")?;
             first_declaration(&mut seen, "field", &field)?;
             p.expect_colon()?;
             let (ty, ty_span) = p.var_type(&field.name)?;

@@ -244,7 +244,7 @@ impl Parser<'_> {
         match &t.tok {
             Tok::Ident(n) if n == "not" => {
                 self.bump();
-                let field = self.name("a field name after \"when not\"")?;
+                let field = self.field_name("a field name after \"when not\"")?;
                 Ok(ast::When::Field {
                     negated: true,
                     field,
@@ -252,7 +252,7 @@ impl Parser<'_> {
                 })
             }
             Tok::Ident(_) => {
-                let field = self.name("a field name")?;
+                let field = self.field_name("a field name")?;
                 Ok(ast::When::Field {
                     negated: false,
                     field,
@@ -278,8 +278,13 @@ impl Parser<'_> {
         self.bump();
         let t = self.peek();
         let cap_span = t.span;
+        let mut cap_template = None;
         let cap = match &t.tok {
             Tok::Int { value: Some(v), .. } => *v,
+            Tok::Str(lit) => {
+                cap_template = Some(lit.clone());
+                0
+            }
             Tok::Int { value: None, text } => {
                 return Err(kind_error(
                     "loop cap",
@@ -295,7 +300,12 @@ impl Parser<'_> {
             return Err(self.unexpected(Some("\")\"")));
         }
         self.bump();
-        Ok(ast::LoopClause { name, cap, span })
+        Ok(ast::LoopClause {
+            name,
+            cap,
+            cap_template,
+            span,
+        })
     }
 
     /// After `with`: `{ key: value, … }` with string, int, float or bool values.

@@ -29,6 +29,9 @@ pub struct LoopCounter {
     pub iteration: u32,
     /// The source's output at the most recent crossing; `null` before the first.
     pub previous_output: Value,
+    /// A templated cap as its edge last resolved it (`loop.L.max`); `None` for a literal cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u32>,
 }
 
 /// The node to run next, with the input it was given.

@@ -27,7 +27,7 @@ pub(crate) fn run(ctx: &Ctx<'_>, node: &ComputeNode, input: &Value) -> Result<Va
             "vars": ctx.vars,
             "input": input,
             "outputs": outputs,
-            "loop": loop_scope(&ctx.graph, &state),
+            "loop": loop_scope(&ctx.graph, &state, &ctx.vars),
             "run": {"id": ctx.run_id},
         })
     };

@@ -372,6 +372,7 @@ impl Ctx<'_> {
                 node,
                 output,
             )
+            .map_err(|select::CapInvalid(why)| Failure::new(FailureCode::LoopCapInvalid, why))?
         };
         for event in events {
             self.emit(event).await;
@@ -383,7 +384,28 @@ impl Ctx<'_> {
                 "no outgoing edge can be taken",
             ));
         };
+        // A templated cap as resolved for this crossing: `loop.L.max` inside the loop.
+        let resolved_cap = edge
+            .loop_
+            .as_ref()
+            .filter(|l| l.cap_template.is_some())
+            .and_then(|l| {
+                let state = self.lock_state();
+                let w = WalkInput {
+                    wf: self.wf,
+                    graph: &self.graph,
+                    state: &state,
+                    vars: &self.vars,
+                    run_id: &self.run_id,
+                };
+                select::cap_of(&w, l, output).ok()
+            });
         let selected_event = select::take(&self.graph, &mut self.lock_state(), edge, output);
+        if let (Some(l), Some(cap)) = (&edge.loop_, resolved_cap)
+            && let Some(counter) = self.lock_state().loops.get_mut(&l.name)
+        {
+            counter.max = Some(cap);
+        }
         self.emit(selected_event).await;
         match &edge.to {
             Target::Done => {
@@ -408,7 +430,7 @@ impl Ctx<'_> {
                 if let Some(b) = branch
                     && *target == b.join
                 {
-                    let loops = crate::executor::input::loop_scope(&self.graph, &state);
+                    let loops = crate::executor::input::loop_scope(&self.graph, &state, &self.vars);
                     let mapping = self
                         .inputs()
                         .edge_mapping(&state, &loops, index)

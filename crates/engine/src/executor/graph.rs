@@ -13,8 +13,10 @@ use iterion_dsl::ir::{Condition, NodeBody, RouterMode, Target, Workflow};
 /// One loop (DSL.md §5.5).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LoopInfo {
-    /// N: crossings allowed.
+    /// N: crossings allowed (0 when [`Self::cap_template`] is set).
     pub cap: u32,
+    /// The cap written as a template, resolved when an edge of the loop is checked.
+    pub cap_template: Option<String>,
     /// Entries(L): the targets of L's edges.
     pub entries: BTreeSet<String>,
     /// Body(L): the endpoints of L's edges, plus every node reachable from an entry that can reach
@@ -140,6 +142,9 @@ fn loops(wf: &Workflow) -> BTreeMap<String, LoopInfo> {
             name.clone(),
             LoopInfo {
                 cap: *cap,
+                cap_template: edges
+                    .iter()
+                    .find_map(|e| e.loop_.as_ref().and_then(|l| l.cap_template.clone())),
                 entries: entries.iter().map(|s| (*s).to_owned()).collect(),
                 body,
             },

@@ -121,7 +121,7 @@ fn question_text(ctx: &Ctx<'_>, id: &str, node: &HumanNode, input: &Value) -> St
         return format!("Node \"{id}\" waits for your answer.");
     };
     let state = ctx.lock_state();
-    let loops = loop_scope(&ctx.graph, &state);
+    let loops = loop_scope(&ctx.graph, &state, &ctx.vars);
     let view = View {
         vars: &ctx.vars,
         input,

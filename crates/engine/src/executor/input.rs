@@ -93,15 +93,30 @@ impl View<'_> {
 }
 
 /// The `loop` namespace: every declared loop with its `iteration`, `max` and `previous_output`.
-pub(crate) fn loop_scope(graph: &Graph, state: &Checkpoint) -> Value {
+/// A templated cap's `max` is the value its edge last resolved, or before any crossing its
+/// template resolved now (`input` empty); `null` when that does not resolve.
+pub(crate) fn loop_scope(graph: &Graph, state: &Checkpoint, vars: &Value) -> Value {
     let mut map = Map::new();
     for (name, info) in &graph.loops {
         let st = state.loops.get(name);
+        let max = match (&info.cap_template, st.and_then(|s| s.max)) {
+            (None, _) => Value::from(info.cap),
+            (Some(_), Some(resolved)) => Value::from(resolved),
+            (Some(text), None) => crate::executor::select::resolve_cap(
+                name,
+                text,
+                vars,
+                &Value::Null,
+                &state.outputs,
+                &state.artifacts,
+            )
+            .map_or(Value::Null, Value::from),
+        };
         map.insert(
             name.clone(),
             serde_json::json!({
                 "iteration": st.map_or(0, |s| s.iteration),
-                "max": info.cap,
+                "max": max,
                 "previous_output": st.map_or(Value::Null, |s| s.previous_output.clone()),
             }),
         );
@@ -173,7 +188,7 @@ impl InputCtx<'_> {
     /// source), so its conditions read what its predecessor produced; the mappings are applied
     /// over it (issue 19: a router after a node got an empty input).
     pub(crate) fn node_input(&self, state: &Checkpoint, node: &str, taken: Option<usize>) -> Value {
-        let loops = loop_scope(self.graph, state);
+        let loops = loop_scope(self.graph, state, self.vars);
         let mut map = Map::new();
         let is_router = matches!(
             self.wf.node(node).map(|n| &n.body),

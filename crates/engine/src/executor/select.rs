@@ -49,8 +49,96 @@ pub(crate) struct WalkInput<'a> {
     pub run_id: &'a str,
 }
 
-/// Steps 1–6: the selected edge's index (`None`: `NO_OUTGOING_EDGE`), and the events met.
-pub(crate) fn walk(w: &WalkInput<'_>, source: &str, output: &Value) -> (Option<usize>, Vec<Event>) {
+/// A templated loop cap that did not resolve to an integer in `1..=MAX_LOOP_CAP`: the run fails
+/// with `LOOP_CAP_INVALID`.
+#[derive(Debug)]
+pub(crate) struct CapInvalid(pub String);
+
+/// The cap of a loop edge: its literal N, or its template resolved now, against the source's
+/// `output` as `input` and the run's vars, outputs and artifacts.
+pub(crate) fn cap_of(
+    w: &WalkInput<'_>,
+    l: &iterion_dsl::ir::LoopRef,
+    output: &Value,
+) -> Result<u32, CapInvalid> {
+    let Some(text) = &l.cap_template else {
+        return Ok(l.cap);
+    };
+    resolve_cap(
+        &l.name,
+        text,
+        w.vars,
+        output,
+        &w.state.outputs,
+        &w.state.artifacts,
+    )
+}
+
+/// One owner of the templated-cap rule: the template's single reference must hold an integer
+/// (a JSON integer, or a string of decimal digits: tool and `with` values are often text) from
+/// 1 to [`iterion_dsl::ir::MAX_LOOP_CAP`].
+pub(crate) fn resolve_cap(
+    loop_name: &str,
+    text: &str,
+    vars: &Value,
+    input: &Value,
+    outputs: &std::collections::BTreeMap<String, Value>,
+    artifacts: &std::collections::BTreeMap<String, Value>,
+) -> Result<u32, CapInvalid> {
+    use iterion_dsl::ir::MAX_LOOP_CAP;
+    let tpl = iterion_dsl::template::parse(text);
+    let Some(r) = tpl.single_reference() else {
+        return Err(CapInvalid(format!(
+            "loop \"{loop_name}\" cap {text:?} is not one reference"
+        )));
+    };
+    let empty_history = std::collections::BTreeMap::new();
+    let view = crate::executor::input::View {
+        vars,
+        input,
+        outputs,
+        artifacts,
+        attachments: &Value::Null,
+        history: &empty_history,
+        loops: &Value::Null,
+        run_id: "",
+        secrets: &[],
+    };
+    let value = view.resolve(r);
+    let number = match &value {
+        Some(Value::Number(n)) => n.as_i64(),
+        Some(Value::String(s)) => s.trim().parse::<i64>().ok(),
+        _ => None,
+    };
+    match number {
+        Some(n) if (1..=i64::from(MAX_LOOP_CAP)).contains(&n) => {
+            Ok(u32::try_from(n).unwrap_or(MAX_LOOP_CAP))
+        }
+        Some(n) => Err(CapInvalid(format!(
+            "loop \"{loop_name}\" cap {} is {n}; it must be from 1 to {MAX_LOOP_CAP}",
+            r.text
+        ))),
+        None => {
+            let found = match &value {
+                Some(Value::String(s)) => format!("{:?}", s.chars().take(64).collect::<String>()),
+                Some(v) => iterion_dsl::expr::type_name(v).to_owned(),
+                None => "unresolved".to_owned(),
+            };
+            Err(CapInvalid(format!(
+                "loop \"{loop_name}\" cap {} is {found}, not an integer",
+                r.text
+            )))
+        }
+    }
+}
+
+/// Steps 1–6: the selected edge's index (`None`: `NO_OUTGOING_EDGE`), and the events met; a
+/// templated loop cap that does not resolve is [`CapInvalid`].
+pub(crate) fn walk(
+    w: &WalkInput<'_>,
+    source: &str,
+    output: &Value,
+) -> Result<(Option<usize>, Vec<Event>), CapInvalid> {
     let mut events = Vec::new();
     let mut fallback = None;
     for (i, e) in
@@ -61,13 +149,14 @@ pub(crate) fn walk(w: &WalkInput<'_>, source: &str, output: &Value) -> (Option<u
     {
         // Step 2: a spent loop edge is skipped.
         if let Some(l) = &e.loop_ {
+            let cap = cap_of(w, l, output)?;
             let counter = w.state.loops.get(&l.name).map_or(0, |c| c.iteration);
-            if counter >= l.cap {
+            if counter >= cap {
                 events.push(Event::LoopExhausted(LoopExhausted {
                     from: e.from.clone(),
                     to: target_name(&e.to).to_owned(),
                     loop_: l.name.clone(),
-                    max: l.cap,
+                    max: cap,
                 }));
                 continue;
             }
@@ -78,12 +167,12 @@ pub(crate) fn walk(w: &WalkInput<'_>, source: &str, output: &Value) -> (Option<u
             continue;
         }
         match holds(w, i, output) {
-            Ok(true) => return (Some(i), events),
+            Ok(true) => return Ok((Some(i), events)),
             Ok(false) => {}
             Err(reason) => events.push(condition_error(e, reason)),
         }
     }
-    (fallback, events)
+    Ok((fallback, events))
 }
 
 /// Whether the `when` of edge `i` holds on its source's `output` (steps 3–4): an edge without
@@ -143,7 +232,7 @@ fn expr_scope(w: &WalkInput<'_>, expr: &iterion_dsl::expr::Expr, output: &Value)
         scope.insert("outputs".to_owned(), Value::Object(outputs));
     }
     if reads(Namespace::Loop) {
-        scope.insert("loop".to_owned(), loop_scope(w.graph, w.state));
+        scope.insert("loop".to_owned(), loop_scope(w.graph, w.state, w.vars));
     }
     if reads(Namespace::Run) {
         scope.insert("run".to_owned(), serde_json::json!({"id": w.run_id}));

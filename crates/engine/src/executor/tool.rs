@@ -36,7 +36,7 @@ pub(crate) async fn run(
     // 1. Render: one pass, shell words; an unresolved reference fails before anything runs.
     let rendered = {
         let state = ctx.lock_state();
-        let loops = loop_scope(&ctx.graph, &state);
+        let loops = loop_scope(&ctx.graph, &state, &ctx.vars);
         let view = View {
             vars: &ctx.vars,
             input,

@@ -587,3 +587,62 @@ fn await_on_a_router_is_e012_with_a_hint_naming_the_join() {
         )
     );
 }
+
+#[test]
+fn a_loop_cap_may_be_one_reference_resolved_at_run_time() {
+    let base = "vars:\n  n: int = 2\n\nschema s:\n  n: int\n\ntool t:\n  command: `echo '{\"n\": 1}'`\n  output: s\n\nworkflow w:\n  entry: t\n";
+    // One reference to a var, an output or the source's output: accepted, lowered as a template.
+    for cap in ["{{vars.n}}", "{{outputs.t.n}}", "{{input.n}}"] {
+        let src = format!("{base}  t -> t as again(\"{cap}\")\n  t -> done\n");
+        let compiled = compile(
+            src.as_bytes(),
+            &CompileOptions {
+                ask_user_in_sandbox: false,
+            },
+        );
+        assert_eq!(all(&src), [], "{cap}");
+        let wf = compiled.workflow.unwrap();
+        let l = wf.edges[0].loop_.as_ref().unwrap();
+        assert_eq!((l.cap, l.cap_template.as_deref()), (0, Some(cap)));
+    }
+    // Text around it, two references, a loop or a secret reference, an unknown var: refused.
+    for (cap, code) in [
+        ("at most {{vars.n}}", Code::C026),
+        ("{{vars.n}}{{vars.n}}", Code::C026),
+        ("{{loop.again.iteration}}", Code::C026),
+        ("{{vars.m}}", Code::C033),
+    ] {
+        let src = format!("{base}  t -> t as again(\"{cap}\")\n  t -> done\n");
+        assert_eq!(ours(&src).first().map(|p| p.0), Some(code), "{cap}");
+    }
+    // One loop, a literal cap on one edge and a template on another: C005.
+    let src = format!(
+        "{base}  t -> t as again(\"{{{{vars.n}}}}\") when \"false\"\n  t -> t as again(2)\n  t -> done\n"
+    );
+    assert!(ours(&src).contains(&(Code::C005, 14)), "{:?}", ours(&src));
+}
+
+#[test]
+fn two_sources_mapping_one_key_to_the_same_context_free_text_is_no_c028() {
+    let head = "vars:\n  dir: string = \".\"\n\ntool a:\n  command: `true`\n\ntool b:\n  command: `true`\n\ntool c:\n  command: `true`\n\nrouter pick:\n  mode: round_robin\n\nworkflow w:\n  entry: pick\n  pick -> a\n  pick -> b\n";
+    let tail = "  c -> done\n";
+    let same = format!(
+        "{head}  a -> c with {{ dir: \"{{{{vars.dir}}}}\" }}\n  b -> c with {{ dir: \"{{{{vars.dir}}}}\" }}\n{tail}"
+    );
+    assert!(
+        !ours(&same).iter().any(|p| p.0 == Code::C028),
+        "{:?}",
+        ours(&same)
+    );
+    // Different text, or text reading `input` (each source's own output), still clashes.
+    for (x, y) in [("{{vars.dir}}", "other"), ("{{input.x}}", "{{input.x}}")] {
+        let src = format!(
+            "{head}  a -> c with {{ dir: \"{x}\" }}\n  b -> c with {{ dir: \"{y}\" }}\n{tail}"
+        );
+        assert!(
+            ours(&src).iter().any(|p| p.0 == Code::C028),
+            "{x} {y}: {:?}",
+            ours(&src)
+        );
+    }
+}

@@ -41,14 +41,52 @@ pub(super) fn check<'a>(g: &Graph<'a>, syms: &Symbols<'a>, out: &mut Vec<Diagnos
     }
 }
 
-/// C026 (cap below 1) and C005 (one loop, two caps), over every edge as written.
+/// A loop's cap as written: `3`, or the template quoted.
+fn cap_text(l: &ast::LoopClause) -> String {
+    match &l.cap_template {
+        Some(lit) => format!("{:?}", lit.value),
+        None => l.cap.to_string(),
+    }
+}
+
+/// Why a cap template cannot be a cap: it must be exactly one reference, to `vars`, `input`,
+/// `outputs` or `artifacts` (a `loop` reference would read the cap being decided; a secret is
+/// never a number the engine may see).
+fn cap_template_problem(text: &str) -> Option<&'static str> {
+    use crate::template::Namespace;
+    let t = crate::template::parse(text);
+    let Some(r) = t.single_reference() else {
+        return Some("must be exactly one {{…}} reference");
+    };
+    match r.namespace {
+        Namespace::Vars | Namespace::Input | Namespace::Outputs | Namespace::Artifacts => None,
+        _ => Some("may only read vars, input, outputs or artifacts"),
+    }
+}
+
+/// C026 (cap below 1, or a cap template that is not one reference) and C005 (one loop, two
+/// caps), over every edge as written.
 fn loop_clauses(g: &Graph<'_>, out: &mut Vec<Diagnostic>) {
     let mut caps: HashMap<&str, &ast::LoopClause> = HashMap::new();
     for e in &g.wf.edges {
         let Some(l) = &e.loop_ else { continue };
         let node = e.from.name.as_str();
         let name = l.name.name.as_str();
-        if l.cap < 1 {
+        if let Some(lit) = &l.cap_template {
+            if let Some(why) = cap_template_problem(&lit.value) {
+                out.push(
+                    Diagnostic::new(
+                        Code::C026,
+                        lit.span,
+                        format!("loop \"{name}\" cap template {why}"),
+                    )
+                    .with_node(node)
+                    .with_hint(
+                        "write one reference to a var, an output or an artifact, like \"{{outputs.plan.max_rounds}}\"",
+                    ),
+                );
+            }
+        } else if l.cap < 1 {
             out.push(
                 Diagnostic::new(
                     Code::C026,
@@ -62,13 +100,15 @@ fn loop_clauses(g: &Graph<'_>, out: &mut Vec<Diagnostic>) {
             None => {
                 caps.insert(name, l);
             }
-            Some(first) if first.cap != l.cap => out.push(
+            Some(first) if cap_text(first) != cap_text(l) => out.push(
                 Diagnostic::new(
                     Code::C005,
                     l.span,
                     format!(
                         "loop \"{name}\" has cap {} here but {} at line {}",
-                        l.cap, first.cap, first.span.line
+                        cap_text(l),
+                        cap_text(first),
+                        first.span.line
                     ),
                 )
                 .with_node(node),

@@ -316,6 +316,23 @@ impl Breaches<'_, '_> {
     }
 }
 
+/// Two `with` values that are the same whichever edge delivers them: equal, and (for template
+/// text) reading nothing from `input`, the only namespace that differs per edge.
+fn same_context_free(a: &ast::Value, b: &ast::Value) -> bool {
+    match (a, b) {
+        (ast::Value::Str(x), ast::Value::Str(y)) => {
+            x.value == y.value
+                && crate::template::parse(&x.value)
+                    .references()
+                    .all(|r| r.namespace != crate::template::Namespace::Input)
+        }
+        (ast::Value::Int(x, _), ast::Value::Int(y, _)) => x == y,
+        (ast::Value::Bool(x, _), ast::Value::Bool(y, _)) => x == y,
+        (ast::Value::Ident(x), ast::Value::Ident(y)) => x.name == y.name,
+        _ => false,
+    }
+}
+
 /// The first earlier edges mapping one key into one target: what C028 compares a later edge
 /// with, kept small so the check is linear in the number of keys.
 #[derive(Default)]
@@ -356,7 +373,7 @@ fn input_keys(g: &Graph<'_>, joins: &HashMap<&str, Join<'_>>, out: &mut Vec<Diag
             let src = e.from.name.as_str();
             let pure = is_pure(e) && !reentries.contains(src);
             let br = join.and_then(|j| j.branch_of.get(src).copied());
-            for (key, _) in &with.entries {
+            for (key, value) in &with.entries {
                 let seen = keys.entry(key.name.as_str()).or_default();
                 let by_pure = if pure {
                     match seen.pure {
@@ -374,7 +391,18 @@ fn input_keys(g: &Graph<'_>, joins: &HashMap<&str, Join<'_>>, out: &mut Vec<Diag
                     (Some(p), Some(q)) => Some(if p.0 <= q.0 { p } else { q }),
                     (p, q) => p.or(q),
                 };
-                if let Some((_, earlier)) = clash {
+                // The same text reading no `input` is the same value from either edge: nothing
+                // is overwritten (upstream does not check keys into a node with two sources).
+                let same_value = |k: usize| {
+                    g.in_edges(t)
+                        .nth(k)
+                        .and_then(|other| other.with.as_ref())
+                        .and_then(|w| w.entries.iter().find(|(k2, _)| k2.name == key.name))
+                        .is_some_and(|(_, v)| same_context_free(v, value))
+                };
+                if let Some((k, earlier)) = clash
+                    && !same_value(k)
+                {
                     out.push(
                         Diagnostic::new(
                             Code::C028,

@@ -343,6 +343,10 @@ impl<'a> Refs<'_, 'a> {
         if let Some(When::Expr { text, .. }) = &e.when {
             self.expression(text, place);
         }
+        // A templated loop cap is resolved like a `with` value of this edge.
+        if let Some(lit) = e.loop_.as_ref().and_then(|l| l.cap_template.as_ref()) {
+            self.template(lit, &template::parse(&lit.value), place, Kind::Text);
+        }
     }
 
     /// An expression string (a `when "…"` or a compute `expr` entry): C040 / C138, then its paths.

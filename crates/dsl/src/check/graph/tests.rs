@@ -90,6 +90,7 @@ fn looped(mut edge: Edge, name: &str, cap: i64) -> Edge {
     edge.loop_ = Some(LoopClause {
         name: id(name, line, 53),
         cap,
+        cap_template: None,
         span: at(line, 50),
     });
     edge

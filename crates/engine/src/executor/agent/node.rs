@@ -49,7 +49,7 @@ pub(crate) fn render_prompts(
     input: &Value,
 ) -> (Option<String>, String) {
     let state = ctx.lock_state();
-    let loops = loop_scope(&ctx.graph, &state);
+    let loops = loop_scope(&ctx.graph, &state, &ctx.vars);
     let view = View {
         vars: &ctx.vars,
         input,
