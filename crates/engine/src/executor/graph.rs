@@ -227,6 +227,7 @@ mod tests {
             g.loops.get("again"),
             Some(&LoopInfo {
                 cap: 2,
+                cap_template: None,
                 entries: set(&["b"]),
                 body: set(&["b", "c"]),
             })
