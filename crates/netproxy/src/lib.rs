@@ -28,6 +28,7 @@ mod pipe;
 mod preset;
 mod proxy;
 mod redact_stream;
+mod request_body;
 mod request_stream;
 mod resolve;
 mod response;

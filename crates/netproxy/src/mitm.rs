@@ -25,9 +25,8 @@ use crate::ca::LeafResolver;
 use crate::decide::BlockReason;
 use crate::head::{RequestTarget, canonical_host_header, check_request_host};
 use crate::host::canonical_host;
-use crate::request_stream::{
-    RequestBody, RequestInspector, Tripwire, full_request, inspected_body,
-};
+use crate::request_body::{RequestBody, full_request};
+use crate::request_stream::{RequestInspector, Tripwire, inspected_body};
 use crate::response::{IO_TIMEOUT, ProxyBody, established, strip_hop_by_hop, text};
 use crate::rewrite::{HEADER_GROWTH_BUDGET, SecretRewriter, is_model_api_request};
 use crate::shared::{Shared, refuse};

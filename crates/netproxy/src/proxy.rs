@@ -510,7 +510,7 @@ async fn forward(
             Err(resp) => return resp,
         }
     } else {
-        (crate::request_stream::passthrough(body), None)
+        (crate::request_body::passthrough(body), None)
     };
     shared.connector.remember(&target.host, target.port, vetted);
     tracing::debug!(host = %target.host, method = %parts.method, "forwarding plain http");

@@ -32,31 +32,13 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt as _;
-use http_body_util::combinators::BoxBody;
 use hyper::body::{Body, Frame, Incoming};
 
 use crate::decide::BlockReason;
+use crate::request_body::{BoxError, RequestBody};
 use crate::response::ProxyBody;
 use crate::rewrite::{HEADER_GROWTH_BUDGET, SecretRewriter, find};
 use crate::shared::{Shared, refused};
-
-/// The error type of a request body sent upstream.
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// The body type of every request the proxy sends upstream.
-pub(crate) type RequestBody = BoxBody<Bytes, BoxError>;
-
-/// A request body sent upstream as it came from the client (nothing to inspect).
-pub(crate) fn passthrough(body: Incoming) -> RequestBody {
-    body.map_err(BoxError::from).boxed()
-}
-
-/// A request body known in full.
-pub(crate) fn full_request(body: impl Into<Bytes>) -> RequestBody {
-    http_body_util::Full::new(body.into())
-        .map_err(|never| match never {})
-        .boxed()
-}
 
 /// Why a streamed body was cut, once set; the request path reads it to answer the client.
 #[derive(Clone, Debug, Default)]

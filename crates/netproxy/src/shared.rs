@@ -33,7 +33,7 @@ pub(crate) struct Shared {
     pub max_body: usize,
     pub blocked: Mutex<HashMap<(String, BlockReason), u64>>,
     pub on_blocked: Option<BlockedCallback>,
-    pub client: Client<VettedConnector, crate::request_stream::RequestBody>,
+    pub client: Client<VettedConnector, crate::request_body::RequestBody>,
     pub connector: VettedConnector,
     pub cancel: CancellationToken,
 }

@@ -18,7 +18,7 @@ use tokio::sync::Mutex;
 use tokio_rustls::TlsConnector;
 
 use crate::dial::dial;
-use crate::request_stream::{BoxError, RequestBody};
+use crate::request_body::{BoxError, RequestBody};
 use crate::response::IO_TIMEOUT;
 use crate::shared::Shared;
 

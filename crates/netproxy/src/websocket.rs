@@ -66,7 +66,7 @@ pub(crate) async fn relay(
     parts.headers.insert("sec-websocket-version", version);
     parts.method = http::Method::GET;
     parts.extensions = http::Extensions::new();
-    let req = Request::from_parts(parts, crate::request_stream::full_request(""));
+    let req = Request::from_parts(parts, crate::request_body::full_request(""));
     let mut resp = match upstream.send_upgrade(shared, req).await {
         Ok(r) => r,
         Err(e) => {

@@ -141,14 +141,14 @@ fn script(port: u16, clients: &[&str], inspect: bool, vars: Vars) -> String {
     }
     s.push_str("out=\"proxyvars=$proxyvars\"\n");
     s.push_str("run() { local name=$1; shift; local r; r=$(\"$@\" 2>/dev/null) || r=ERR; out=\"$out $name=$(printf %s \"$r\" | tr '\\n ' '._')\"; }\n");
-    s.push_str(&format!(
-        "c() {{ curl -sf --max-time 10 -H \"Authorization: Bearer $ph\" \"$@\"; }}\n\
-         py() {{ python3 -c 'import sys,urllib.request as u; r=u.Request(sys.argv[1], headers={{\"Authorization\": \"Bearer \"+sys.argv[2]}}); print(u.urlopen(r, timeout=10).read().decode(), end=\"\")' \"$1\" \"$ph\"; }}\n\
-         nf() {{ node -e 'fetch(process.argv[1],{{headers:{{authorization:\"Bearer \"+process.argv[2]}}}}).then(async r=>{{if(!r.ok)process.exit(1);process.stdout.write(await r.text())}}).catch(e=>{{console.error(String(e.cause||e));process.exit(1)}})' \"$1\" \"$ph\"; }}\n\
-         gc() {{ rm -rf clone-$2 && git clone -q \"$1\" clone-$2 && cat clone-$2/README; }}\n\
-         sse() {{ curl -sfN --max-time 10 \"$1\" | grep '^data:' | tr '\\n' '.'; }}\n\
-         goc() {{ ./egress_client \"$@\"; }}\n"
-    ));
+    s.push_str(
+        "c() { curl -sf --max-time 10 -H \"Authorization: Bearer $ph\" \"$@\"; }\n\
+         py() { python3 -c 'import sys,urllib.request as u; r=u.Request(sys.argv[1], headers={\"Authorization\": \"Bearer \"+sys.argv[2]}); print(u.urlopen(r, timeout=10).read().decode(), end=\"\")' \"$1\" \"$ph\"; }\n\
+         nf() { node -e 'fetch(process.argv[1],{headers:{authorization:\"Bearer \"+process.argv[2]}}).then(async r=>{if(!r.ok)process.exit(1);process.stdout.write(await r.text())}).catch(e=>{console.error(String(e.cause||e));process.exit(1)})' \"$1\" \"$ph\"; }\n\
+         gc() { rm -rf clone-$2 && git clone -q \"$1\" clone-$2 && cat clone-$2/README; }\n\
+         sse() { curl -sfN --max-time 10 \"$1\" | grep '^data:' | tr '\\n' '.'; }\n\
+         goc() { ./egress_client \"$@\"; }\n"
+    );
     let allowed = |c: &str| -> String {
         match c {
             "curl1" => format!("run curl1 c --http1.1 {u}/curl1"),

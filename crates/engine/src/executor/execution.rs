@@ -372,7 +372,9 @@ impl Ctx<'_> {
                 node,
                 output,
             )
-            .map_err(|select::CapInvalid(why)| Failure::new(FailureCode::LoopCapInvalid, why))?
+            .map_err(|crate::executor::input::CapInvalid(why)| {
+                Failure::new(FailureCode::LoopCapInvalid, why)
+            })?
         };
         for event in events {
             self.emit(event).await;

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::executor::checkpoint::{Checkpoint, LoopCounter};
 use crate::executor::graph::Graph;
-use crate::executor::input::loop_scope;
+use crate::executor::input::{CapInvalid, loop_scope, resolve_cap};
 use crate::records::events::{EdgeConditionError, EdgeSelected, Event, LoopExhausted};
 
 /// An edge's target as events spell it: a node id, `done` or `fail`.
@@ -49,11 +49,6 @@ pub(crate) struct WalkInput<'a> {
     pub run_id: &'a str,
 }
 
-/// A templated loop cap that did not resolve to an integer in `1..=MAX_LOOP_CAP`: the run fails
-/// with `LOOP_CAP_INVALID`.
-#[derive(Debug)]
-pub(crate) struct CapInvalid(pub String);
-
 /// The cap of a loop edge: its literal N, or its template resolved now, against the source's
 /// `output` as `input` and the run's vars, outputs and artifacts.
 pub(crate) fn cap_of(
@@ -72,64 +67,6 @@ pub(crate) fn cap_of(
         &w.state.outputs,
         &w.state.artifacts,
     )
-}
-
-/// One owner of the templated-cap rule: the template's single reference must hold an integer
-/// (a JSON integer, or a string of decimal digits: tool and `with` values are often text) from
-/// 1 to [`iterion_dsl::ir::MAX_LOOP_CAP`].
-pub(crate) fn resolve_cap(
-    loop_name: &str,
-    text: &str,
-    vars: &Value,
-    input: &Value,
-    outputs: &std::collections::BTreeMap<String, Value>,
-    artifacts: &std::collections::BTreeMap<String, Value>,
-) -> Result<u32, CapInvalid> {
-    use iterion_dsl::ir::MAX_LOOP_CAP;
-    let tpl = iterion_dsl::template::parse(text);
-    let Some(r) = tpl.single_reference() else {
-        return Err(CapInvalid(format!(
-            "loop \"{loop_name}\" cap {text:?} is not one reference"
-        )));
-    };
-    let empty_history = std::collections::BTreeMap::new();
-    let view = crate::executor::input::View {
-        vars,
-        input,
-        outputs,
-        artifacts,
-        attachments: &Value::Null,
-        history: &empty_history,
-        loops: &Value::Null,
-        run_id: "",
-        secrets: &[],
-    };
-    let value = view.resolve(r);
-    let number = match &value {
-        Some(Value::Number(n)) => n.as_i64(),
-        Some(Value::String(s)) => s.trim().parse::<i64>().ok(),
-        _ => None,
-    };
-    match number {
-        Some(n) if (1..=i64::from(MAX_LOOP_CAP)).contains(&n) => {
-            Ok(u32::try_from(n).unwrap_or(MAX_LOOP_CAP))
-        }
-        Some(n) => Err(CapInvalid(format!(
-            "loop \"{loop_name}\" cap {} is {n}; it must be from 1 to {MAX_LOOP_CAP}",
-            r.text
-        ))),
-        None => {
-            let found = match &value {
-                Some(Value::String(s)) => format!("{:?}", s.chars().take(64).collect::<String>()),
-                Some(v) => iterion_dsl::expr::type_name(v).to_owned(),
-                None => "unresolved".to_owned(),
-            };
-            Err(CapInvalid(format!(
-                "loop \"{loop_name}\" cap {} is {found}, not an integer",
-                r.text
-            )))
-        }
-    }
 }
 
 /// Steps 1–6: the selected edge's index (`None`: `NO_OUTGOING_EDGE`), and the events met; a
