@@ -47,6 +47,12 @@ pub const DEFAULT_TOOL_MAX_STEPS: u32 = 50;
 /// session rather than the last one its backend left.
 pub const SESSION_ID_FIELD: &str = "_session_id";
 
+/// The output field beside [`SESSION_ID_FIELD`] naming the provider route that built the
+/// session (backend, provider, API host; never a credential). A `session: fork` node given a
+/// session whose fingerprint is missing or not its own starts fresh instead: a session built
+/// on another provider cannot be continued there.
+pub const SESSION_FINGERPRINT_FIELD: &str = "_session_fingerprint";
+
 /// The output field `{{outputs.N.history}}` of a node at an end of a loop edge: the list of its
 /// outputs so far in the run, oldest first (unless its schema declares `history` itself).
 pub const HISTORY_FIELD: &str = "history";

@@ -24,17 +24,20 @@ fn workflow(backend: &str, model: &str, sandbox: &str) -> String {
     )
 }
 
-/// A delegate node's output without its `_session_id`, which must be there.
+/// A delegate node's output without its `_session_id` and `_session_fingerprint`, which must
+/// be there.
 pub(crate) fn answer_of(output: &Value) -> Value {
     let mut answer = output.clone();
-    let session = answer.as_object_mut().and_then(|m| m.remove("_session_id"));
-    assert!(
-        session
-            .as_ref()
-            .and_then(Value::as_str)
-            .is_some_and(|s| !s.is_empty()),
-        "no _session_id in {output}"
-    );
+    for field in ["_session_id", "_session_fingerprint"] {
+        let stamped = answer.as_object_mut().and_then(|m| m.remove(field));
+        assert!(
+            stamped
+                .as_ref()
+                .and_then(Value::as_str)
+                .is_some_and(|s| !s.is_empty()),
+            "no {field} in {output}"
+        );
+    }
     answer
 }
 
@@ -1145,6 +1148,84 @@ fn docker_strict_doctor_names_a_delegate_cli_missing_from_the_image() {
     env.write("both.iter", &block(DELEGATES_IMAGE));
     let (code, failed) = crate::suite::execfix::strict_failures(&env, "both.iter", &static_bin);
     assert_eq!((code, failed), (0, Vec::new()));
+}
+
+/// A `fork` of a session its input names forks it when `_session_fingerprint` is the node's own
+/// route, and starts fresh (saying why) when the fingerprint names another provider's route.
+#[test]
+fn claude_code_fork_of_a_named_session_checks_its_fingerprint() {
+    let Some(clis) = delegate_clis_or_skip("cli::delegates::fingerprint") else {
+        return;
+    };
+    let env = Env::new();
+    let node = |name: &str, session: &str, user: &str| {
+        format!(
+            "agent {name}:\n  model: \"anthropic/claude-test\"\n  backend: claude_code\n  session: {session}\n  user: \"{user}\"\n\n"
+        )
+    };
+    env.write(
+        "w.iter",
+        &format!(
+            "{}{}{}workflow w:\n  entry: a\n  \
+             a -> same with {{ _session_id: \"{{{{outputs.a._session_id}}}}\", _session_fingerprint: \"{{{{outputs.a._session_fingerprint}}}}\" }}\n  \
+             same -> other with {{ _session_id: \"{{{{outputs.a._session_id}}}}\", _session_fingerprint: \"claude_code/anthropic/api.elsewhere.test\" }}\n  \
+             other -> done\n",
+            node("a", "fresh", "Prompt of a."),
+            node("same", "fork", "Same route."),
+            node("other", "fork", "Other route."),
+        ),
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::text("a answer"),
+            Reply::text("same answer"),
+            Reply::text("other answer"),
+        ],
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .env("PATH", path_with(&clis))
+        .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 3);
+    let same = message_texts(&requests[1]);
+    assert!(
+        same.contains("Prompt of a.") && same.contains("Same route."),
+        "{same}"
+    );
+    let other = message_texts(&requests[2]);
+    assert!(
+        other.contains("Other route.") && !other.contains("Prompt of a."),
+        "{other}"
+    );
+    let run = env.only_run();
+    let logs = env.logs(&run);
+    assert!(
+        logs.iter()
+            .any(|(_, l)| l.contains("not forking the given session")
+                && l.contains("api.elsewhere.test")),
+        "{logs:#?}"
+    );
+    let events = env.events(&run);
+    let finished = of_kind(&events, "node_finished");
+    let host = url_host(&fake.base_url());
+    assert!(
+        finished.iter().all(|f| f["output"]["_session_fingerprint"]
+            == json!(format!("claude_code/anthropic/{host}"))),
+        "{finished:?}"
+    );
+}
+
+/// The host of `url` (`http://HOST:PORT/…`).
+fn url_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split(['/', ':']).next().unwrap_or_default().to_owned()
 }
 
 /// `{{outputs.N._session_id}}` hands a node's CLI session to a later `inherit` node, which

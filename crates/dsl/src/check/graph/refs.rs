@@ -7,7 +7,7 @@ use crate::ast::{self, Decl, NodeBody, PromptRef, Span, StrLit, When};
 use crate::check::symbols::Symbols;
 use crate::diag::{Code, Diagnostic};
 use crate::expr;
-use crate::ir::{HISTORY_FIELD, SESSION_ID_FIELD};
+use crate::ir::{HISTORY_FIELD, SESSION_FINGERPRINT_FIELD, SESSION_ID_FIELD};
 use crate::template::{self, Namespace};
 
 /// Which of a template's checks to run. A named prompt is checked once for what does not
@@ -663,13 +663,14 @@ fn input_schema<'a>(syms: &Symbols<'a>, node: &str) -> Option<&'a ast::Schema> {
 }
 
 /// Fields the engine adds to a node's output beyond its schema (DSL.md §4.1, as upstream's
-/// workflows use them): `_session_id` on an agent node (the delegate CLI's session, for a later
-/// `session: inherit | fork` node's `with`), and `history` on a node at an end of a loop edge
+/// workflows use them): `_session_id` and `_session_fingerprint` on an agent node (the delegate
+/// CLI's session and the provider route that built it, for a later `session: inherit | fork`
+/// node's `with`), and `history` on a node at an end of a loop edge
 /// (its outputs so far in the run, oldest first), unless its schema declares a field of that
 /// name, which then wins.
 fn runtime_field(syms: &Symbols<'_>, graph: Option<&Graph<'_>>, node: &str, f: &str) -> bool {
     match f {
-        SESSION_ID_FIELD => syms
+        SESSION_ID_FIELD | SESSION_FINGERPRINT_FIELD => syms
             .nodes
             .get(node)
             .is_some_and(|n| matches!(n.body, NodeBody::Agent(_))),
