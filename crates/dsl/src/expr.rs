@@ -190,7 +190,7 @@ pub enum ExprError {
         /// The name called.
         name: String,
     },
-    /// A string escape other than `\\`, `\'`, `\"` (C040).
+    /// A string escape other than `\\`, `\'`, `\"`, `\n`, `\t` (C040).
     #[error("invalid expression: unknown escape \\{escape} in a string")]
     BadEscape {
         /// The character after the backslash.
@@ -372,6 +372,11 @@ fn lex(text: &str) -> Result<Vec<Tok>, ExprError> {
                         Some('\\') => match at(j + 1) {
                             Some(e @ ('\\' | '\'' | '"')) => {
                                 s.push(e);
+                                j += 2;
+                            }
+                            // As upstream's expressions: `join(xs, '\n')`.
+                            Some(e @ ('n' | 't')) => {
+                                s.push(if e == 'n' { '\n' } else { '\t' });
                                 j += 2;
                             }
                             Some(e) => return Err(ExprError::BadEscape { escape: e }),

@@ -158,7 +158,17 @@ fn other_c040_causes() {
             name: "upper".to_string()
         })
     );
-    assert_eq!(parse("'a\\nb'"), Err(ExprError::BadEscape { escape: 'n' }));
+    assert_eq!(parse("'a\\qb'"), Err(ExprError::BadEscape { escape: 'q' }));
+    assert_eq!(
+        parse("join(input.xs, '\\n')")
+            .unwrap()
+            .eval_compute(&json!({"input": {"xs": ["a", "b"]}})),
+        Ok(json!("a\nb"))
+    );
+    assert_eq!(
+        parse("'a\\tb'").unwrap().eval(&json!({})),
+        Ok(json!("a\tb"))
+    );
     assert_eq!(parse("secrets.token != ''"), Err(ExprError::SecretsPath));
     assert_eq!(parse("x or secrets"), Err(ExprError::SecretsPath));
     for e in [
