@@ -219,7 +219,7 @@ pub fn claude_tool_name(tool: Tool) -> &'static str {
         Tool::Glob => "Glob",
         Tool::Grep => "Grep",
         // Claude Code's shell, allowed only for these commands (see `claude_allowed`).
-        Tool::GitDiff | Tool::GitStatus => "Bash",
+        Tool::GitDiff | Tool::GitStatus | Tool::GitLog => "Bash",
     }
 }
 
@@ -229,6 +229,7 @@ pub fn claude_allowed(tool: Tool) -> &'static str {
     match tool {
         Tool::GitDiff => "Bash(git diff:*)",
         Tool::GitStatus => "Bash(git status:*)",
+        Tool::GitLog => "Bash(git log:*)",
         other => claude_tool_name(other),
     }
 }
@@ -310,7 +311,7 @@ fn claude(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
     for rule in task
         .tools
         .iter()
-        .filter(|t| !(full_bash && matches!(t, Tool::GitDiff | Tool::GitStatus)))
+        .filter(|t| !(full_bash && matches!(t, Tool::GitDiff | Tool::GitStatus | Tool::GitLog)))
         .map(|t| claude_allowed(*t))
     {
         if !allowed.contains(&rule) {

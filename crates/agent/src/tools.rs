@@ -65,6 +65,10 @@ pub fn spec_of(tool: Tool) -> ToolSpec {
             "Show `git status --porcelain` of the workspace: changed and untracked files.",
             json!({"type": "object", "properties": {}}),
         ),
+        Tool::GitLog => (
+            "Show `git log` of the workspace: the commits reachable from `revision` (a commit, branch, tag or `A..B` range; default HEAD), newest first, at most `max_count` (default 20, at most 200), optionally only those touching `path`.",
+            json!({"type": "object", "properties": {"revision": {"type": "string"}, "max_count": {"type": "integer"}, "path": {"type": "string"}}}),
+        ),
     };
     ToolSpec {
         name: tool.as_str().to_owned(),
@@ -173,6 +177,40 @@ impl LocalTools {
                 let mut args = vec!["diff".to_owned(), "--no-color".to_owned()];
                 if let Some(base) = input.get("base").and_then(Value::as_str) {
                     args.push(git_revision(base)?.to_owned());
+                }
+                args.push("--".to_owned());
+                if let Some(rel) = input.get("path").and_then(Value::as_str) {
+                    self.resolve(rel)?;
+                    args.push(rel.to_owned());
+                }
+                self.git(args).await?
+            }
+            Tool::GitLog => {
+                let count = match input.get("max_count") {
+                    None | Some(Value::Null) => GIT_LOG_DEFAULT,
+                    Some(v) => v
+                        .as_u64()
+                        .filter(|n| (1..=GIT_LOG_MAX).contains(n))
+                        .ok_or_else(|| {
+                            ToolError::Git(format!(
+                                "max_count {v} is not an integer from 1 to {GIT_LOG_MAX}"
+                            ))
+                        })?,
+                };
+                // A fixed format without signature placeholders and no signature check: a
+                // repository's `log.showSignature` or `format.pretty` cannot make git run its
+                // `gpg.program`.
+                let mut args = vec![
+                    "log".to_owned(),
+                    "--no-color".to_owned(),
+                    "--no-show-signature".to_owned(),
+                    "--no-ext-diff".to_owned(),
+                    "--no-textconv".to_owned(),
+                    "--format=commit %H%nAuthor: %an <%ae>%nDate:   %aI%n%n%w(0,4,4)%B".to_owned(),
+                    format!("--max-count={count}"),
+                ];
+                if let Some(revision) = input.get("revision").and_then(Value::as_str) {
+                    args.push(git_revision(revision)?.to_owned());
                 }
                 args.push("--".to_owned());
                 if let Some(rel) = input.get("path").and_then(Value::as_str) {
@@ -420,6 +458,10 @@ impl LocalTools {
 }
 
 /// A `git_diff` base: a revision name (letters, digits, `._/~^@{}-`), never an option.
+/// How many commits `git_log` shows unless asked, and the most it shows.
+const GIT_LOG_DEFAULT: u64 = 20;
+const GIT_LOG_MAX: u64 = 200;
+
 fn git_revision(base: &str) -> Result<&str, ToolError> {
     let ok = !base.is_empty()
         && !base.starts_with('-')

@@ -150,12 +150,39 @@ async fn git_tools_show_changes_and_run_nothing_the_repository_configures() {
     std::fs::write(d.join("a.txt"), "one\n").unwrap();
     std::fs::write(d.join(".gitattributes"), "*.txt diff=evil filter=evil\n").unwrap();
     git(d, &["add", "."]);
-    git(d, &["commit", "-qm", "base"]);
+    // A signed commit (by a stand-in signer), so that a signature check would run gpg.program.
+    let tools_dir = tempfile::tempdir().unwrap();
+    let signer = tools_dir.path().join("signer");
+    std::fs::write(
+        &signer,
+        "#!/bin/sh\ncat >/dev/null\necho '[GNUPG:] SIG_CREATED ' >&2\nprintf -- '-----BEGIN PGP SIGNATURE-----\\n\\nAAAA\\n-----END PGP SIGNATURE-----\\n'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&signer, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let signer_program = format!("gpg.program={}", signer.display());
+    git(
+        d,
+        &[
+            "-c",
+            &signer_program,
+            "-c",
+            "user.signingkey=t",
+            "commit",
+            "-S",
+            "-qm",
+            "base",
+        ],
+    );
     std::fs::write(d.join("a.txt"), "two\n").unwrap();
     // A hostile repository: its config names programs git would run for status (fsmonitor),
     // for diff (an external diff and a textconv driver), as filters and as hooks.
     let marker = d.join("pwned");
     let run = format!("sh -c 'touch {}'", marker.display());
+    // gpg.program is executed, not given to a shell: a script.
+    let evil = tools_dir.path().join("evil");
+    std::fs::write(&evil, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    std::fs::set_permissions(&evil, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let evil = evil.display().to_string();
     for (key, value) in [
         ("core.fsmonitor", run.as_str()),
         ("diff.external", run.as_str()),
@@ -165,6 +192,10 @@ async fn git_tools_show_changes_and_run_nothing_the_repository_configures() {
         // A clean filter runs whenever git compares the working tree (no switch turns it off).
         ("filter.evil.clean", run.as_str()),
         ("filter.evil.process", run.as_str()),
+        // git log checks signatures (running gpg.program) when the config asks it to.
+        ("log.showSignature", "true"),
+        ("gpg.program", evil.as_str()),
+        ("format.pretty", "%G? %H"),
     ] {
         git(d, &["config", key, value]);
     }
@@ -175,7 +206,29 @@ async fn git_tools_show_changes_and_run_nothing_the_repository_configures() {
     assert!(diff.contains("-one") && diff.contains("+two"), "{diff}");
     let only = t.call("git_diff", &json!({"path": "a.txt"})).await.unwrap();
     assert!(only.contains("+two"), "{only}");
+    let log = t.call("git_log", &json!({"max_count": 5})).await.unwrap();
+    assert!(
+        log.starts_with("commit ") && log.contains("Author: t <t@t>") && log.contains("    base"),
+        "{log}"
+    );
+    let touching = t
+        .call("git_log", &json!({"revision": "HEAD", "path": "a.txt"}))
+        .await
+        .unwrap();
+    assert!(touching.contains("    base"), "{touching}");
     assert!(!marker.exists(), "a repository-configured program ran");
+    for bad in [json!(0), json!(201), json!("5"), json!(-1)] {
+        let err = t
+            .call("git_log", &json!({"max_count": bad}))
+            .await
+            .unwrap_err();
+        assert!(err.contains("max_count"), "{bad}: {err}");
+    }
+    let err = t
+        .call("git_log", &json!({"revision": "--output=/tmp/x"}))
+        .await
+        .unwrap_err();
+    assert!(err.contains("is not a revision name"), "{err}");
     // A base is a revision, never an option; a path stays inside the workspace.
     for bad in ["--output=/tmp/x", "-p", "a b", ""] {
         let err = t.call("git_diff", &json!({"base": bad})).await.unwrap_err();

@@ -623,11 +623,13 @@ pub enum Tool {
     GitDiff,
     /// `git_status`: `git status --porcelain` of the workspace, read-only.
     GitStatus,
+    /// `git_log`: `git log` of the workspace's history, read-only.
+    GitLog,
 }
 
 impl Tool {
     /// The roster, in the order the C135 hint lists it.
-    pub const ALL: [Tool; 8] = [
+    pub const ALL: [Tool; 9] = [
         Tool::Bash,
         Tool::ReadFile,
         Tool::WriteFile,
@@ -636,6 +638,7 @@ impl Tool {
         Tool::Grep,
         Tool::GitDiff,
         Tool::GitStatus,
+        Tool::GitLog,
     ];
 
     /// The tool's name.
@@ -649,6 +652,7 @@ impl Tool {
             Tool::Grep => "grep",
             Tool::GitDiff => "git_diff",
             Tool::GitStatus => "git_status",
+            Tool::GitLog => "git_log",
         }
     }
 
