@@ -646,3 +646,26 @@ fn two_sources_mapping_one_key_to_the_same_context_free_text_is_no_c028() {
         );
     }
 }
+
+#[test]
+fn an_input_field_an_incoming_with_maps_is_no_c034_though_the_schema_lacks_it() {
+    let head = "schema req:\n  plan: string\n\nprompt ask:\n  Plan: {{input.plan}} Review: {{input.review}}\n\n\
+                tool a:\n  command: `true`\n\nagent b:\n  model: \"anthropic/m\"\n  input: req\n  user: ask\n\n\
+                workflow w:\n  entry: a\n";
+    let mapped = format!("{head}  a -> b with {{ plan: \"p\", review: \"r\" }}\n  b -> done\n");
+    assert!(
+        !ours(&mapped).iter().any(|p| p.0 == Code::C034),
+        "{:?}",
+        ours(&mapped)
+    );
+    let unmapped = format!("{head}  a -> b with {{ plan: \"p\" }}\n  b -> done\n");
+    assert_eq!(
+        ours(&unmapped)
+            .into_iter()
+            .filter(|p| p.0 == Code::C034)
+            .count(),
+        1,
+        "{:?}",
+        ours(&unmapped)
+    );
+}

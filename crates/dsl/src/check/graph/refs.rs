@@ -425,6 +425,7 @@ impl<'a> Refs<'_, 'a> {
                     Consumer::Node(n) if place.node_dependent() => {
                         if let Some(s) = input_schema(syms, n)
                             && field(s, f).is_none()
+                            && !mapped_in(self.graph, n, f)
                         {
                             self.push(
                                 Code::C034,
@@ -660,6 +661,22 @@ fn input_schema<'a>(syms: &Symbols<'a>, node: &str) -> Option<&'a ast::Schema> {
         NodeBody::Router(_) | NodeBody::Subbot(_) => return None,
     };
     syms.schemas.get(id.name.as_str()).copied()
+}
+
+/// Whether an edge into `node` maps key `f` in its `with`: the engine builds a node's input
+/// from those keys (the input schema is not enforced at run time), so `{{input.f}}` has a value
+/// there even when the schema forgot the field (as upstream's own templates do).
+fn mapped_in(graph: Option<&Graph<'_>>, node: &str, f: &str) -> bool {
+    graph.is_some_and(|g| {
+        g.incoming.get(node).is_some_and(|edges| {
+            edges.iter().any(|&i| {
+                g.edges[i]
+                    .with
+                    .as_ref()
+                    .is_some_and(|w| w.entries.iter().any(|(k, _)| k.name == f))
+            })
+        })
+    })
 }
 
 /// Fields the engine adds to a node's output beyond its schema (DSL.md §4.1, as upstream's
