@@ -669,3 +669,29 @@ fn an_input_field_an_incoming_with_maps_is_no_c034_though_the_schema_lacks_it() 
         ours(&unmapped)
     );
 }
+
+#[test]
+fn a_budgets_max_iterations_bounds_a_cycle_without_a_loop_clause_unless_only_routers_loop() {
+    let body = "tool a:\n  command: `true`\n\ntool b:\n  command: `true`\n\n\
+                workflow w:\n  entry: a\n{budget}  a -> b\n  b -> a when \"true\"\n  b -> done\n";
+    let plain = body.replace("{budget}", "");
+    assert!(
+        ours(&plain).contains(&(Code::C019, 10)),
+        "{:?}",
+        ours(&plain)
+    );
+    let bounded = body.replace("{budget}", "  budget:\n    max_iterations: 50\n");
+    assert!(
+        !ours(&bounded).iter().any(|p| p.0 == Code::C019),
+        "{:?}",
+        ours(&bounded)
+    );
+    // Routers are not counted: a cycle of routers alone is still unbounded.
+    let routers = "router r:\n  mode: fan_out_all\n\nrouter s:\n  mode: fan_out_all\n\ntool t:\n  command: `true`\n\n\
+                   workflow w:\n  entry: r\n  budget:\n    max_iterations: 50\n  r -> s\n  s -> r\n  s -> t\n  t -> done\n";
+    assert!(
+        ours(routers).iter().any(|p| p.0 == Code::C019),
+        "{:?}",
+        ours(routers)
+    );
+}

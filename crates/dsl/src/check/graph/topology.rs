@@ -2,6 +2,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::model::{Graph, first_nodes, is_terminal, tarjan};
+use crate::ast::NodeBody;
 use crate::check::symbols::Symbols;
 use crate::diag::{Code, Diagnostic};
 
@@ -71,7 +72,14 @@ fn unreachable(g: &Graph<'_>, syms: &Symbols<'_>, entry: &str, out: &mut Vec<Dia
 
 /// C019: the graph without loop edges is acyclic. Each strongly connected component with two
 /// or more nodes, or with a self-edge, is reported once, at its last-declared internal edge.
+/// A workflow whose budget sets `max_iterations` bounds every cycle that runs a node it counts
+/// (anything but a router): such a cycle is not reported (upstream's own workflows rely on it).
 fn cycles(g: &Graph<'_>, syms: &Symbols<'_>, out: &mut Vec<Diagnostic>) {
+    let budget_bounds =
+        g.wf.budget
+            .as_ref()
+            .and_then(|b| b.max_iterations.as_ref())
+            .is_some_and(|n| n.value >= 1);
     let nodes: Vec<&str> = first_nodes(syms)
         .into_iter()
         .map(|n| n.name.name.as_str())
@@ -106,6 +114,15 @@ fn cycles(g: &Graph<'_>, syms: &Symbols<'_>, out: &mut Vec<Diagnostic>) {
             .max();
         let Some((ei, u, v)) = last else { continue };
         if comp.len() < 2 && u != v {
+            continue;
+        }
+        let counted = comp.iter().any(|&i| {
+            nodes
+                .get(i)
+                .and_then(|n| syms.nodes.get(n))
+                .is_some_and(|n| !matches!(n.body, NodeBody::Router(_)))
+        });
+        if budget_bounds && counted {
             continue;
         }
         let Some(edge) = g.edges.get(ei) else {
