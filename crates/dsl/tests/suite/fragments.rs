@@ -514,8 +514,12 @@ fn c028_two_unconditional_edges_map_the_same_key() {
     let src = "tool a:\n  command: `true`\n\ntool b:\n  command: `true`\n\ntool t:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> b with { k: \"1\" }\n  b -> t with { k: \"2\" }\n  t -> done\n";
     // a -> b and b -> t target different nodes: clean.
     expect(src, &[]);
+    // Two sources into a node that is not a join: the taken edge's mapping wins, no clash.
     let src = "router r:\n  mode: condition\n\ntool a:\n  command: `echo '{\"ok\":true}'`\n\ntool b:\n  command: `true`\n\ntool t:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> b when ok\n  a -> r else\n  b -> t with { k: \"1\" }\n  r -> t with { k: \"2\" }\n  t -> done\n";
-    expect(src, &[("C028", 18)]);
+    expect(src, &[]);
+    // Two branches into a join: a clash.
+    let src = "router r:\n  mode: fan_out_all\n\ntool a:\n  command: `true`\n\ntool b:\n  command: `true`\n\ntool t:\n  await: wait_all\n  command: `true`\n\nworkflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> t with { k: \"1\" }\n  b -> t with { k: \"2\" }\n  t -> done\n";
+    expect(src, &[("C028", 19)]);
 }
 
 #[test]

@@ -343,8 +343,8 @@ struct KeySeen<'a> {
     branch: [Option<(usize, &'a str, usize)>; 2],
 }
 
-/// C028: two pure unconditional edges from different sources into one target map the same key;
-/// into a join, any two edges from different branches do.
+/// C028: into a join, two pure unconditional edges from different sources map the same key, or
+/// any two edges from different branches do.
 ///
 /// An edge whose source is a loop's entry (the target of a loop edge) does not count among the
 /// pure ones: that source runs again on every crossing and its edge re-enters the target on a
@@ -371,7 +371,10 @@ fn input_keys(g: &Graph<'_>, joins: &HashMap<&str, Join<'_>>, out: &mut Vec<Diag
         for (i, e) in g.in_edges(t).enumerate() {
             let Some(with) = &e.with else { continue };
             let src = e.from.name.as_str();
-            let pure = is_pure(e) && !reentries.contains(src);
+            // Into a node that is not a join, the taken edge's mapping wins (§5.3): two sources
+            // mapping one key there overwrite nothing (upstream's workflows route a success and
+            // a failure branch into one bookkeeping node, each saying why).
+            let pure = join.is_some() && is_pure(e) && !reentries.contains(src);
             let br = join.and_then(|j| j.branch_of.get(src).copied());
             for (key, value) in &with.entries {
                 let seen = keys.entry(key.name.as_str()).or_default();
