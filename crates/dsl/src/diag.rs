@@ -177,6 +177,8 @@ pub enum Code {
     C147,
     /// `C148`.
     C148,
+    /// `C149`.
+    C149,
     /// `C901`.
     C901,
     /// `C902` (warning).
@@ -313,6 +315,7 @@ impl Code {
         Code::C145,
         Code::C147,
         Code::C148,
+        Code::C149,
         Code::C901,
         Code::C902,
         Code::C903,
@@ -425,6 +428,7 @@ impl Code {
             Code::C145 => "C145",
             Code::C147 => "C147",
             Code::C148 => "C148",
+            Code::C149 => "C149",
             Code::C901 => "C901",
             Code::C902 => "C902",
             Code::C903 => "C903",
@@ -461,6 +465,7 @@ impl Code {
             | Code::C143
             | Code::C145
             | Code::C147
+            | Code::C149
             | Code::C902
             | Code::C904
             | Code::C908

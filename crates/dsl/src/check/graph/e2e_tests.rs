@@ -41,6 +41,7 @@ const OURS: &[Code] = &[
     Code::C145,
     Code::C147,
     Code::C148,
+    Code::C149,
     Code::C901,
     Code::C903,
     Code::C904,
@@ -699,4 +700,21 @@ fn a_budgets_max_iterations_bounds_a_cycle_without_a_loop_clause_unless_only_rou
         "{:?}",
         ours(routers)
     );
+}
+
+#[test]
+fn a_shared_prompt_reading_a_field_only_one_of_its_nodes_gets_is_c149_for_the_other() {
+    let src = "schema req:\n  plan: string\n\nprompt ask:\n  Plan: {{input.plan}} Review: {{input.review}}\n\n\
+               tool a:\n  command: `true`\n\n\
+               agent b:\n  model: \"anthropic/m\"\n  input: req\n  user: ask\n\n\
+               agent c:\n  model: \"anthropic/m\"\n  input: req\n  user: ask\n\n\
+               workflow w:\n  entry: a\n  a -> b with { plan: \"p\", review: \"r\" }\n  b -> c with { plan: \"q\" }\n  c -> done\n";
+    let got = diags(src);
+    let picked: Vec<(Code, Option<&str>)> = got
+        .iter()
+        .filter(|d| matches!(d.code, Code::C034 | Code::C149))
+        .map(|d| (d.code, d.node.as_deref()))
+        .collect();
+    assert_eq!(picked, vec![(Code::C149, Some("c"))], "{got:?}");
+    assert_eq!(Code::C149.severity(), crate::Severity::Warning);
 }

@@ -72,6 +72,8 @@ struct Refs<'s, 'a> {
     graph: Option<&'s Graph<'a>>,
     out: &'s mut Vec<Diagnostic>,
     runs_before: Vec<RunsBefore<'a>>,
+    /// While a named prompt is checked for one of its nodes: every node that uses it (C149).
+    prompt_users: &'s [&'a str],
 }
 
 pub(super) fn check<'a>(
@@ -85,6 +87,7 @@ pub(super) fn check<'a>(
         graph,
         out,
         runs_before: Vec::new(),
+        prompt_users: &[],
     };
     // Named prompts and the nodes that use them, in declaration order.
     let mut users: HashMap<&str, Vec<&'a str>> = HashMap::new();
@@ -182,13 +185,16 @@ pub(super) fn check<'a>(
                         .collect(),
                     issues: Vec::new(),
                 };
-                for &user in list.into_iter().flatten() {
+                let all_users = list.map_or(&[][..], Vec::as_slice);
+                for &user in all_users {
                     let place = Place {
                         node: Some(user),
                         consumer: Consumer::Node(user),
                         part: Part::NodeOnly,
                     };
+                    r.prompt_users = all_users;
                     r.template(&p.body, &node_refs, place, Kind::Text);
+                    r.prompt_users = &[];
                 }
             }
             Decl::Secrets(block) => {
@@ -427,16 +433,28 @@ impl<'a> Refs<'_, 'a> {
                             && field(s, f).is_none()
                             && !mapped_in(self.graph, n, f)
                         {
-                            self.push(
-                                Code::C034,
-                                span,
-                                format!(
-                                    "input schema \"{}\" of \"{n}\" has no field \"{f}\"",
-                                    s.name.name
+                            // A prompt several nodes share may read a field only some of them
+                            // get: for the others it renders empty (a warning, not an error).
+                            let other = self.prompt_users.iter().copied().find(|&u| {
+                                u != n && input_has(syms, self.graph, u, f)
+                            });
+                            let (code, message) = match other {
+                                Some(other) => (
+                                    Code::C149,
+                                    format!(
+                                        "input schema \"{}\" of \"{n}\" has no field \"{f}\" (node \"{other}\", which shares this prompt, has it): it renders empty for \"{n}\"",
+                                        s.name.name
+                                    ),
                                 ),
-                                place.node,
-                                None,
-                            );
+                                None => (
+                                    Code::C034,
+                                    format!(
+                                        "input schema \"{}\" of \"{n}\" has no field \"{f}\"",
+                                        s.name.name
+                                    ),
+                                ),
+                            };
+                            self.push(code, span, message, place.node, None);
                         }
                     }
                     Consumer::EdgeSource(src) => match output_schema(syms, src) {
@@ -661,6 +679,11 @@ fn input_schema<'a>(syms: &Symbols<'a>, node: &str) -> Option<&'a ast::Schema> {
         NodeBody::Router(_) | NodeBody::Subbot(_) => return None,
     };
     syms.schemas.get(id.name.as_str()).copied()
+}
+
+/// Whether node `n`'s input has field `f`: its input schema declares it, or an edge into it maps it.
+fn input_has(syms: &Symbols<'_>, graph: Option<&Graph<'_>>, n: &str, f: &str) -> bool {
+    input_schema(syms, n).is_some_and(|s| field(s, f).is_some()) || mapped_in(graph, n, f)
 }
 
 /// Whether an edge into `node` maps key `f` in its `with`: the engine builds a node's input

@@ -913,11 +913,12 @@ fn a_named_prompt_is_checked_once_and_per_using_node() {
         got,
         vec![
             d(Code::C033, 9, 3, "unknown var \"nope\"").with_node("x"),
+            // x, which shares the prompt, gets `a`: for y it renders empty (a warning).
             d(
-                Code::C034,
+                Code::C149,
                 9,
                 17,
-                "input schema \"s2\" of \"y\" has no field \"a\""
+                "input schema \"s2\" of \"y\" has no field \"a\" (node \"x\", which shares this prompt, has it): it renders empty for \"y\""
             )
             .with_node("y"),
             d(
