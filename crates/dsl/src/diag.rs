@@ -179,6 +179,8 @@ pub enum Code {
     C148,
     /// `C149`.
     C149,
+    /// `C150`.
+    C150,
     /// `C901`.
     C901,
     /// `C902` (warning).
@@ -316,6 +318,7 @@ impl Code {
         Code::C147,
         Code::C148,
         Code::C149,
+        Code::C150,
         Code::C901,
         Code::C902,
         Code::C903,
@@ -429,6 +432,7 @@ impl Code {
             Code::C147 => "C147",
             Code::C148 => "C148",
             Code::C149 => "C149",
+            Code::C150 => "C150",
             Code::C901 => "C901",
             Code::C902 => "C902",
             Code::C903 => "C903",
@@ -466,6 +470,7 @@ impl Code {
             | Code::C145
             | Code::C147
             | Code::C149
+            | Code::C150
             | Code::C902
             | Code::C904
             | Code::C908

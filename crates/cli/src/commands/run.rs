@@ -125,8 +125,13 @@ pub(crate) fn compile_workflow(
                 "{}",
                 crate::terminal::diagnostics(&shown, &bytes, &compiled.diagnostics)
             );
+            let why = if errors == 0 {
+                "declares no workflow (C150)"
+            } else {
+                "does not compile"
+            };
             return Err(Failure::bad_input(anyhow::anyhow!(
-                "{shown} does not compile; nothing was run (`iterion validate {shown}` shows the same diagnostics)"
+                "{shown} {why}; nothing was run (`iterion validate {shown}` shows the same diagnostics)"
             )));
         }
     };

@@ -172,3 +172,36 @@ fn a_bad_flag_exits_two() {
         .assert()
         .code(2);
 }
+
+/// A file of declarations without nodes or a workflow (a library) validates with C150, and
+/// `run` refuses it as having nothing to run, exit 2.
+#[test]
+fn a_library_of_declarations_validates_and_run_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(
+        dir.path(),
+        "lib.iter",
+        "schema verdict:\n  ok: bool\n\nprompt judge:\n  Say whether it is fine.\n",
+    );
+    let out = iterion().arg("validate").arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let shown =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        shown.contains("warning[C150]") && shown.contains("0 errors, 1 warning"),
+        "{shown}"
+    );
+    let env = crate::suite::support::Env::new();
+    env.write("lib.iter", &std::fs::read_to_string(&f).unwrap());
+    let out = env
+        .cmd()
+        .args(["run", "lib.iter", "--sandbox", "none"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("declares no workflow (C150); nothing was run"),
+        "{stderr}"
+    );
+}

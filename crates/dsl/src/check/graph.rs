@@ -36,7 +36,7 @@ pub(super) fn check<'a>(
     _opts: &CompileOptions,
     out: &mut Vec<Diagnostic>,
 ) {
-    workflows(syms, out);
+    workflows(file, syms, out);
     let graph = syms.workflow().map(|wf| Graph::build(wf, syms, out));
     refs::check(file, syms, graph.as_ref(), out);
     if let Some(g) = &graph {
@@ -46,14 +46,22 @@ pub(super) fn check<'a>(
     }
 }
 
-/// C006 / C007.
-fn workflows(syms: &Symbols<'_>, out: &mut Vec<Diagnostic>) {
+/// C006 / C150 / C007. A file of declarations but no node and no workflow (a library of
+/// cursors, schemas or prompts to copy from, as upstream ships them) is C150, a warning: it
+/// validates, and `iterion run` refuses it as having nothing to run. Nodes without a workflow
+/// are a workflow missing its block: C006.
+fn workflows(file: &ast::File, syms: &Symbols<'_>, out: &mut Vec<Diagnostic>) {
     if syms.workflows.is_empty() {
-        out.push(Diagnostic::new(
-            Code::C006,
-            Span::new(1, 1, 1),
-            "no workflow declared",
-        ));
+        out.push(if file.decls.is_empty() || !syms.node_list.is_empty() {
+            Diagnostic::new(Code::C006, Span::new(1, 1, 1), "no workflow declared")
+        } else {
+            Diagnostic::new(
+                Code::C150,
+                Span::new(1, 1, 1),
+                "no workflow declared: the file only declares (a library); there is nothing to run",
+            )
+            .with_hint("add `workflow NAME:` with an entry and edges to run it")
+        });
     }
     for w in syms.workflows.iter().skip(1) {
         out.push(Diagnostic::new(

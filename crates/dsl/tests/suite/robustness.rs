@@ -57,7 +57,6 @@ fn binary_garbage_and_odd_text_get_diagnostics() {
         b"\x00\x01\x02tool".to_vec(),
         b"tool a:\n \t command: `x`\n".to_vec(),
         b"tool a:\n    command: `x`\n  output: y\n".to_vec(),
-        b"prompt p:\n  \"unterminated\n".to_vec(),
         b"\"".to_vec(),
         b"`".to_vec(),
         b"key: |\n".to_vec(),
@@ -67,6 +66,17 @@ fn binary_garbage_and_odd_text_get_diagnostics() {
     for src in cases {
         assert!(has_error(&src), "{:?}", String::from_utf8_lossy(&src));
     }
+    // A prompt body is free text: a lone quote in it is text, and a file of one prompt is a
+    // library (C150, a warning), not a workflow.
+    let out = compile(b"prompt p:\n  \"unterminated\n", &CompileOptions::default());
+    assert_eq!(
+        out.diagnostics
+            .iter()
+            .map(|d| d.code.as_str())
+            .collect::<Vec<_>>(),
+        vec!["C150"]
+    );
+    assert!(out.workflow.is_none());
 }
 
 #[test]

@@ -42,6 +42,7 @@ const OURS: &[Code] = &[
     Code::C147,
     Code::C148,
     Code::C149,
+    Code::C150,
     Code::C901,
     Code::C903,
     Code::C904,
@@ -717,4 +718,23 @@ fn a_shared_prompt_reading_a_field_only_one_of_its_nodes_gets_is_c149_for_the_ot
         .collect();
     assert_eq!(picked, vec![(Code::C149, Some("c"))], "{got:?}");
     assert_eq!(Code::C149.severity(), crate::Severity::Warning);
+}
+
+#[test]
+fn a_file_of_declarations_without_a_workflow_is_a_c150_warning_and_an_empty_one_c006() {
+    let library = "schema s:\n  a: string\n\nprompt p:\n  hello\n";
+    let got = diags(library);
+    assert_eq!(
+        got.iter().map(|d| (d.code, d.severity)).collect::<Vec<_>>(),
+        vec![(Code::C150, crate::Severity::Warning)],
+        "{got:?}"
+    );
+    let compiled = compile(
+        library.as_bytes(),
+        &CompileOptions {
+            ask_user_in_sandbox: false,
+        },
+    );
+    assert!(compiled.workflow.is_none());
+    assert_eq!(ours("## only a comment\n"), vec![(Code::C006, 1)]);
 }

@@ -435,9 +435,11 @@ impl<'a> Refs<'_, 'a> {
                         {
                             // A prompt several nodes share may read a field only some of them
                             // get: for the others it renders empty (a warning, not an error).
-                            let other = self.prompt_users.iter().copied().find(|&u| {
-                                u != n && input_has(syms, self.graph, u, f)
-                            });
+                            let other = self
+                                .prompt_users
+                                .iter()
+                                .copied()
+                                .find(|&u| u != n && input_has(syms, self.graph, u, f));
                             let (code, message) = match other {
                                 Some(other) => (
                                     Code::C149,
