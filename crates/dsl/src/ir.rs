@@ -22,6 +22,8 @@ use serde::{Deserialize, Serialize};
 use crate::ast;
 
 mod resources;
+
+pub(crate) use resources::node_mcp_servers;
 pub use resources::{
     Attachment, Band, CALIBRATION_HEADING, Cursor, CursorError, CursorSetting, McpServer,
     McpTransport, calibration, parse_band,
@@ -412,6 +414,10 @@ pub struct AgentNode {
     /// The MCP servers the node gets (its `mcp:` block and the workflow's), by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<String>,
+    /// `mcp.SERVER.TOOL` entries of `tools:`: of a server named here, only these tools are
+    /// offered (a server with none named here offers all of its tools).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_tools: Vec<McpToolRef>,
     /// The node's activated cursors (`cursors:` with `enabled: true`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cursors: Vec<CursorSetting>,
@@ -601,6 +607,33 @@ pub struct SubbotNode {
     /// The compiled child, loaded with the parent (its own children included). `None` only in a
     /// workflow lowered from a tree that did not pass the checks (C910 when it cannot be loaded).
     pub child: Option<Box<Workflow>>,
+}
+
+/// One `mcp.SERVER.TOOL` entry of an agent's `tools:`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpToolRef {
+    /// The server's declared name.
+    pub server: String,
+    /// The tool's name as the server lists it.
+    pub tool: String,
+}
+
+impl McpToolRef {
+    /// `mcp.SERVER.TOOL` read from a `tools:` entry: both parts one word of ASCII letters,
+    /// digits, `_` or `-` (at most 64 bytes each); anything else is `None` (C135).
+    pub fn parse(text: &str) -> Option<McpToolRef> {
+        let (server, tool) = text.strip_prefix("mcp.")?.split_once('.')?;
+        let word = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 64
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
+        (word(server) && word(tool)).then(|| McpToolRef {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+        })
+    }
 }
 
 /// The tools an agent may be given (DSL.md §6.2).

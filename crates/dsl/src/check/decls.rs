@@ -185,17 +185,49 @@ fn check_nodes(
                     );
                 }
             }
+            let mut servers = None;
             for tool in a.tools.iter().flat_map(|l| &l.items) {
-                if ir::Tool::from_name(&tool.text).is_none() {
-                    out.push(
-                        node_diag(
-                            Code::C135,
-                            tool.span,
-                            format!("unknown tool \"{}\"", tool.text),
-                        )
-                        .with_hint("available: bash, read_file, write_file, file_edit, glob, grep, git_diff, git_status"),
-                    );
+                if ir::Tool::from_name(&tool.text).is_some() {
+                    continue;
                 }
+                // `mcp.SERVER.TOOL`: one tool of a server the node gets.
+                if let Some(r) = ir::McpToolRef::parse(&tool.text) {
+                    let servers = servers.get_or_insert_with(|| {
+                        ir::node_mcp_servers(
+                            a.extras.mcp.as_ref(),
+                            syms.workflow().and_then(|w| w.mcp.as_ref()),
+                        )
+                    });
+                    if !servers.contains(&r.server) {
+                        out.push(
+                            node_diag(
+                                Code::C135,
+                                tool.span,
+                                format!(
+                                    "tool \"{}\" names MCP server \"{}\", which this node does not get",
+                                    tool.text, r.server
+                                ),
+                            )
+                            .with_hint(format!(
+                                "add {} to the node's mcp.servers (or the workflow's)",
+                                r.server
+                            )),
+                        );
+                    }
+                    continue;
+                }
+                let roster: Vec<&str> = ir::Tool::ALL.iter().map(|t| t.as_str()).collect();
+                out.push(
+                    node_diag(
+                        Code::C135,
+                        tool.span,
+                        format!("unknown tool \"{}\"", tool.text),
+                    )
+                    .with_hint(format!(
+                        "available: {}, or mcp.SERVER.TOOL for a tool of an MCP server the node gets",
+                        roster.join(", ")
+                    )),
+                );
             }
             if let Some(model) = &a.model
                 && let Some(provider) = literal_provider(&model.value)

@@ -389,12 +389,17 @@ fn lower_node(
         ast::NodeBody::Agent(a) => {
             let readonly = a.readonly.is_some_and(|b| b.value);
             let mut tools = Vec::new();
+            let mut mcp_tools = Vec::new();
             for w in a.tools.iter().flat_map(|l| &l.items) {
                 if let Some(t) = Tool::from_name(&w.text)
                     && !tools.contains(&t)
                     && !(readonly && t.writes())
                 {
                     tools.push(t);
+                } else if let Some(r) = McpToolRef::parse(&w.text)
+                    && !mcp_tools.contains(&r)
+                {
+                    mcp_tools.push(r);
                 }
             }
             let backend = match a.delegate.backend.map(|(b, _)| b).or(default_backend) {
@@ -438,6 +443,7 @@ fn lower_node(
                     .max_tokens
                     .and_then(|i| u32::try_from(i.value).ok()),
                 mcp_servers: Vec::new(),
+                mcp_tools,
                 cursors: Vec::new(),
             });
             (lower_await(a.await_.as_ref()), body)

@@ -173,6 +173,34 @@ fn mcp_servers_compile_and_nodes_resolve_their_list() {
 }
 
 #[test]
+fn mcp_tool_entries_name_tools_of_a_server_the_node_gets() {
+    let listed = MCP.replace(
+        "  user: \"go\"\n  mcp:\n    servers: [tools]",
+        "  user: \"go\"\n  tools: [bash, mcp.tools.greet, mcp.docs.search, mcp.tools.greet]\n  mcp:\n    servers: [tools]",
+    );
+    let out = compiled(&listed);
+    assert_eq!(out.diagnostics, vec![]);
+    let wf = out.workflow.unwrap();
+    let NodeBody::Agent(a) = &wf.node("a").unwrap().body else {
+        panic!("agent")
+    };
+    let refs: Vec<(&str, &str)> = a
+        .mcp_tools
+        .iter()
+        .map(|r| (r.server.as_str(), r.tool.as_str()))
+        .collect();
+    assert_eq!(refs, vec![("tools", "greet"), ("docs", "search")]);
+    // A server the node does not get (b opts out of the workflow's), or a malformed entry.
+    let foreign = MCP.replace(
+        "  mcp:\n    inherit: false",
+        "  tools: [mcp.docs.search]\n  mcp:\n    inherit: false",
+    );
+    assert_eq!(codes(&foreign), vec![("C135".into(), 24)]);
+    let malformed = listed.replace("mcp.docs.search", "mcp.docs");
+    assert_eq!(codes(&malformed), vec![("C135".into(), 18)]);
+}
+
+#[test]
 fn mcp_diagnostics() {
     let dup = MCP.replace("mcp_server docs:", "mcp_server tools:");
     assert!(codes(&dup).contains(&("C024".into(), 8)));

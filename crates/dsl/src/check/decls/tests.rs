@@ -146,7 +146,9 @@ fn tools_outside_the_roster_draw_c135_with_the_roster_as_hint() {
         vec![
             d(Code::C135, 13, 17, "unknown tool \"web_search\"")
                 .with_node("a")
-                .with_hint("available: bash, read_file, write_file, file_edit, glob, grep, git_diff, git_status")
+                .with_hint(
+                    "available: bash, read_file, write_file, file_edit, glob, grep, git_diff, git_status, git_log, or mcp.SERVER.TOOL for a tool of an MCP server the node gets"
+                )
         ]
     );
 }
