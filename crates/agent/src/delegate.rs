@@ -124,6 +124,8 @@ pub struct McpServer {
     pub args: Vec<String>,
     /// Variables set for it.
     pub env: Vec<(String, String)>,
+    /// Only these of its tools are allowed (the node's `mcp.SERVER.TOOL` entries); `None`: all.
+    pub only: Option<Vec<String>>,
 }
 
 /// The file the CLI's MCP servers are written to, in its config dir: claude's `--mcp-config`
@@ -161,6 +163,10 @@ pub fn mcp_config(cli: Cli, servers: &[McpServer]) -> Option<String> {
                     toml_str(&s.command),
                     args.join(", ")
                 ));
+                if let Some(only) = &s.only {
+                    let tools: Vec<String> = only.iter().map(|t| toml_str(t)).collect();
+                    out.push_str(&format!("enabled_tools = [{}]\n", tools.join(", ")));
+                }
                 if !s.env.is_empty() {
                     out.push_str(&format!("[mcp_servers.{}.env]\n", toml_str(&s.name)));
                     for (k, v) in &s.env {
@@ -330,7 +336,19 @@ fn claude(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         })
-        .map(|s| format!("mcp__{}", s.name))
+        .flat_map(|s| match &s.only {
+            None => vec![format!("mcp__{}", s.name)],
+            // One rule per named tool, each one plain word as well.
+            Some(only) => only
+                .iter()
+                .filter(|t| {
+                    !t.is_empty()
+                        && t.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                })
+                .map(|t| format!("mcp__{}__{t}", s.name))
+                .collect(),
+        })
         .collect();
     allowed.extend(mcp_rules.iter().map(String::as_str));
     let allowed = allowed.join(",");

@@ -281,6 +281,7 @@ fn mcp_servers_are_written_to_one_file_per_cli_and_a_hostile_name_cannot_add_key
         command: "/run/iterion/bin/iterion".into(),
         args: vec!["__mcp-ask-user".into()],
         env: vec![("TOKEN".into(), "t\"\nx = 1".into())],
+        only: None,
     }];
     let mut t = task(Cli::ClaudeCode);
     t.mcp_servers = servers.clone();
@@ -331,6 +332,7 @@ fn claude_runs_the_given_mcp_servers_tools_without_a_prompt_and_a_hostile_name_a
         command: "/run/iterion/bin/iterion".into(),
         args: vec!["__mcp-ask-user".into()],
         env: vec![],
+        only: None,
     };
     let mut t = task(Cli::ClaudeCode);
     t.tools = vec![];
@@ -338,4 +340,50 @@ fn claude_runs_the_given_mcp_servers_tools_without_a_prompt_and_a_hostile_name_a
     let inv = invocation(&t);
     let at = inv.argv.iter().position(|a| a == "--allowedTools").unwrap();
     assert_eq!(inv.argv[at + 1], "mcp__iterion");
+}
+
+/// A node naming `mcp.SERVER.TOOL` entries allows only those tools: one claude rule per tool (a
+/// hostile tool name adds none), codex's `enabled_tools` (quoted: it cannot add keys).
+#[test]
+fn named_mcp_tools_are_the_only_ones_allowed_on_either_cli() {
+    let server = McpServer {
+        name: "srv".into(),
+        command: "/bin/srv".into(),
+        args: vec![],
+        env: vec![],
+        only: Some(vec![
+            "echo".into(),
+            "a,Bash".into(),
+            "x\"]\nmodel = \"evil".into(),
+        ]),
+    };
+    let mut t = task(Cli::ClaudeCode);
+    t.tools = vec![];
+    t.mcp_servers = vec![server.clone()];
+    let inv = invocation(&t);
+    let at = inv.argv.iter().position(|a| a == "--allowedTools").unwrap();
+    assert_eq!(inv.argv[at + 1], "mcp__srv__echo");
+    let mut t = task(Cli::Codex);
+    t.mcp_servers = vec![server];
+    let inv = invocation(&t);
+    let config = &inv
+        .config_files
+        .iter()
+        .find(|(n, _)| n == "config.toml")
+        .unwrap()
+        .1;
+    let parsed: toml::Value = toml::from_str(config).unwrap();
+    assert_eq!(
+        parsed["mcp_servers"]["srv"]["enabled_tools"],
+        toml::Value::Array(vec![
+            "echo".into(),
+            "a,Bash".into(),
+            "x\"]\nmodel = \"evil".into()
+        ]),
+        "{config}"
+    );
+    assert!(
+        !config.lines().any(|l| l.starts_with("model = ")),
+        "{config}"
+    );
 }

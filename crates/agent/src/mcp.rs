@@ -48,6 +48,9 @@ pub struct McpServerSpec {
     /// Added to its environment.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Only these of its tools are offered (the node's `mcp.SERVER.TOOL` entries); `None`: all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<Vec<String>>,
 }
 
 /// The pipes of a started server.
@@ -279,6 +282,13 @@ impl McpClients {
                 let Some(own) = tool.get("name").and_then(Value::as_str) else {
                     continue;
                 };
+                if spec
+                    .only
+                    .as_ref()
+                    .is_some_and(|only| !only.iter().any(|t| t == own))
+                {
+                    continue;
+                }
                 let Some(name) = tool_name(&spec.name, own) else {
                     tracing::warn!(
                         "mcp server {:?}: tool {:?} has no valid model tool name; skipped",

@@ -93,7 +93,25 @@ fn spec(name: &str) -> McpServerSpec {
         command: "${SERVER_BIN}".to_owned(),
         args: vec!["--flag".to_owned()],
         env: [("MODE".to_owned(), "${MODE:-plain}".to_owned())].into(),
+        only: None,
     }
+}
+
+#[tokio::test]
+async fn a_server_limited_to_named_tools_offers_only_those() {
+    let tools = json!([{"name": "echo"}, {"name": "huge"}, {"name": "fails"}]);
+    let spawn = FakeSpawn {
+        handler: server(tools),
+        seen: Arc::default(),
+    };
+    let mut limited = spec("srv");
+    limited.only = Some(vec!["echo".to_owned(), "absent".to_owned()]);
+    let clients = McpClients::start(&[limited], Some(&spawn), Path::new("/"), &expand)
+        .await
+        .unwrap();
+    let names: Vec<&str> = clients.specs().iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, vec!["mcp__srv__echo"]);
+    assert!(!clients.owns("mcp__srv__huge"));
 }
 
 fn expand(v: &str) -> String {

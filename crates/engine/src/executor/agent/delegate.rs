@@ -173,6 +173,7 @@ pub(crate) async fn run(
             command: s.command,
             args: s.args,
             env: s.env.into_iter().collect(),
+            only: s.only,
         })
         .collect();
     if agent.interaction == Interaction::Ask {
@@ -197,6 +198,7 @@ pub(crate) async fn run(
                 ),
                 (ask_user::NODE_ENV.to_owned(), id.to_owned()),
             ],
+            only: None,
         });
     }
     let (start, prompt, system) = match resumed {

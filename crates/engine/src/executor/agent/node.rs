@@ -240,11 +240,19 @@ pub(crate) fn mcp_server_specs(
                 server.transport.as_str()
             )));
         }
+        // Of a server the node names tools of (`mcp.SERVER.TOOL`), only those are offered.
+        let only: Vec<String> = agent
+            .mcp_tools
+            .iter()
+            .filter(|r| &r.server == name)
+            .map(|r| r.tool.clone())
+            .collect();
         out.push(iterion_agent::mcp::McpServerSpec {
             name: name.clone(),
             command: server.command.clone().unwrap_or_default(),
             args: server.args.clone(),
             env: server.env.clone(),
+            only: (!only.is_empty()).then_some(only),
         });
     }
     Ok(out)
