@@ -175,14 +175,7 @@ impl LocalTools {
             }
             Tool::GitDiff => {
                 let mut args = vec!["diff".to_owned(), "--no-color".to_owned()];
-                if let Some(base) = input.get("base").and_then(Value::as_str) {
-                    args.push(git_revision(base)?.to_owned());
-                }
-                args.push("--".to_owned());
-                if let Some(rel) = input.get("path").and_then(Value::as_str) {
-                    self.resolve(rel)?;
-                    args.push(rel.to_owned());
-                }
+                self.revision_and_path(&mut args, input, "base")?;
                 self.git(args).await?
             }
             Tool::GitLog => {
@@ -209,14 +202,7 @@ impl LocalTools {
                     "--format=commit %H%nAuthor: %an <%ae>%nDate:   %aI%n%n%w(0,4,4)%B".to_owned(),
                     format!("--max-count={count}"),
                 ];
-                if let Some(revision) = input.get("revision").and_then(Value::as_str) {
-                    args.push(git_revision(revision)?.to_owned());
-                }
-                args.push("--".to_owned());
-                if let Some(rel) = input.get("path").and_then(Value::as_str) {
-                    self.resolve(rel)?;
-                    args.push(rel.to_owned());
-                }
+                self.revision_and_path(&mut args, input, "revision")?;
                 self.git(args).await?
             }
             Tool::GitStatus => {
@@ -321,6 +307,25 @@ impl LocalTools {
     /// a switch for it: no external diff or text conversion drivers, no fsmonitor, no hooks, no
     /// pager, no prompts, and no filter drivers (set to nothing, see `filter_keys`); the
     /// repository is the workflow's input and may be hostile.
+    /// A git tool's optional revision (the input field `key`, a revision name, never an
+    /// option), then `--`, then its optional `path` (which must stay in the workspace).
+    fn revision_and_path(
+        &self,
+        args: &mut Vec<String>,
+        input: &Value,
+        key: &str,
+    ) -> Result<(), ToolError> {
+        if let Some(revision) = input.get(key).and_then(Value::as_str) {
+            args.push(git_revision(revision)?.to_owned());
+        }
+        args.push("--".to_owned());
+        if let Some(rel) = input.get("path").and_then(Value::as_str) {
+            self.resolve(rel)?;
+            args.push(rel.to_owned());
+        }
+        Ok(())
+    }
+
     async fn git(&self, args: Vec<String>) -> Result<String, ToolError> {
         let mut argv: Vec<String> = [
             "git",
