@@ -131,8 +131,8 @@ pub use sandbox::host::{claw_runner_main, host_sandbox};
 /// The ask-user listener's wire format and names, for `iterion __mcp-ask-user`.
 pub mod ask_user {
     pub use crate::sandbox::ask_user::{
-        AskReply, AskRequest, MCP_SERVER_NAME, MCP_SUBCOMMAND, NODE_ENV, QUESTION_MAX_BYTES,
-        REQUEST_MAX_BYTES, SOCKET_ENV, TOKEN_ENV,
+        ADDR_ENV, AskReply, AskRequest, MCP_SERVER_NAME, MCP_SUBCOMMAND, NODE_ENV,
+        QUESTION_MAX_BYTES, REQUEST_MAX_BYTES, RUN_ENV, Reach, SOCKET_ENV, TOKEN_ENV,
     };
 }
 pub use sandbox::host_services::{HostService, HostServiceError, UntrustedHostServices};

@@ -2,8 +2,10 @@
 //! an `interaction: ask` node runs, where the CLI runs (inside the sandbox as
 //! `/run/iterion/bin/iterion __mcp-ask-user`). It offers one tool, `ask_user {question}`
 //! (claude shows it as `mcp__iterion__ask_user`), and sends each call to the run's ask-user
-//! listener (`$ITERION_ASK_USER_SOCKET`, with `$ITERION_ASK_USER_TOKEN` and the node
-//! `$ITERION_ASK_USER_NODE`, all set by the engine in the CLI's MCP config):
+//! listener — a Unix socket `$ITERION_ASK_USER_SOCKET`, or a TCP address
+//! `$ITERION_ASK_USER_ADDR` (`IP:PORT`, where no socket can be shared: kubernetes) — with
+//! `$ITERION_ASK_USER_TOKEN`, the run `$ITERION_ASK_USER_RUN` and the node
+//! `$ITERION_ASK_USER_NODE`, all set by the engine in the CLI's MCP config:
 //!
 //! - an answer (an operator at a terminal) is the tool's result, and the CLI goes on;
 //! - `paused` (nobody can answer now): it ends the CLI — SIGTERM to its parent, SIGKILL 10 s
@@ -16,7 +18,9 @@
 //! stdout.
 use std::io::{BufRead, Read as _, Write};
 
-use iterion_engine::ask_user::{AskReply, AskRequest, NODE_ENV, SOCKET_ENV, TOKEN_ENV};
+use iterion_engine::ask_user::{
+    ADDR_ENV, AskReply, AskRequest, NODE_ENV, RUN_ENV, Reach, SOCKET_ENV, TOKEN_ENV,
+};
 use serde_json::{Value, json};
 
 use crate::exit::Exit;
@@ -29,52 +33,103 @@ const REPLY_MAX_BYTES: u64 = 1024 * 1024;
 const END_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 /// The tool's name.
 const TOOL: &str = "ask_user";
+/// How long connecting to a TCP listener may take.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Where questions go.
 struct Listener {
-    socket: String,
+    /// The listener, or why it is not named right.
+    reach: Result<Reach, String>,
     token: String,
+    run: String,
     node: String,
+}
+
+/// The listener the environment names: exactly one of [`SOCKET_ENV`] (a path) and
+/// [`ADDR_ENV`] (an `IP:PORT`: no name is resolved).
+fn reach_of(socket: Option<String>, addr: Option<String>) -> Result<Reach, String> {
+    let (socket, addr) = (
+        socket.filter(|s| !s.is_empty()),
+        addr.filter(|a| !a.is_empty()),
+    );
+    match (socket, addr) {
+        (Some(path), None) => Ok(Reach::Unix(path)),
+        (None, Some(addr)) => addr
+            .parse::<std::net::SocketAddr>()
+            .map(|_| Reach::Tcp(addr.clone()))
+            .map_err(|_| format!("{ADDR_ENV}={addr:?} is not an IP:PORT address")),
+        (None, None) => Err(format!("neither {SOCKET_ENV} nor {ADDR_ENV} is set")),
+        (Some(_), Some(_)) => Err(format!(
+            "both {SOCKET_ENV} and {ADDR_ENV} are set; the engine sets one"
+        )),
+    }
+}
+
+/// One request over a connected stream; the reply, or why there is none.
+fn exchange<S: std::io::Read + Write>(mut stream: S, line: &[u8]) -> AskReply {
+    let refused = |reason: String| AskReply::Refused { reason };
+    // A refusal may come (and the socket close) before the whole line is written.
+    let _ = stream.write_all(line);
+    let mut reply = Vec::new();
+    if let Err(e) = (&mut stream).take(REPLY_MAX_BYTES).read_to_end(&mut reply) {
+        return refused(format!("the listener's reply could not be read: {e}"));
+    }
+    serde_json::from_slice(&reply)
+        .unwrap_or_else(|e| refused(format!("the listener's reply is unreadable: {e}")))
 }
 
 impl Listener {
     /// Sends `question` and reads the reply; a transport failure is a refusal naming it.
     fn ask(&self, question: &str) -> AskReply {
-        use std::os::unix::net::UnixStream;
         let refused = |reason: String| AskReply::Refused { reason };
-        let mut stream = match UnixStream::connect(&self.socket) {
-            Ok(s) => s,
-            Err(e) => {
-                return refused(format!(
-                    "the run's ask-user listener {} cannot be reached: {e}",
-                    self.socket
-                ));
-            }
+        let reach = match &self.reach {
+            Ok(reach) => reach,
+            Err(why) => return refused(format!("the run's ask-user listener is not named: {why}")),
         };
         let request = AskRequest {
             token: self.token.clone(),
+            run: self.run.clone(),
             node: self.node.clone(),
             question: question.to_owned(),
         };
         let mut line = serde_json::to_vec(&request).unwrap_or_default();
         line.push(b'\n');
-        let _ = stream.set_write_timeout(Some(std::time::Duration::from_secs(10)));
-        // A refusal may come (and the socket close) before the whole line is written.
-        let _ = stream.write_all(&line);
-        let mut reply = Vec::new();
-        if let Err(e) = (&mut stream).take(REPLY_MAX_BYTES).read_to_end(&mut reply) {
-            return refused(format!("the listener's reply could not be read: {e}"));
+        let timeout = Some(std::time::Duration::from_secs(10));
+        let unreachable = |what: &str, e: std::io::Error| {
+            refused(format!(
+                "the run's ask-user listener {what} cannot be reached: {e}"
+            ))
+        };
+        match reach {
+            Reach::Unix(path) => match std::os::unix::net::UnixStream::connect(path) {
+                Ok(stream) => {
+                    let _ = stream.set_write_timeout(timeout);
+                    exchange(stream, &line)
+                }
+                Err(e) => unreachable(path, e),
+            },
+            Reach::Tcp(addr) => {
+                let Ok(parsed) = addr.parse::<std::net::SocketAddr>() else {
+                    return refused(format!("{ADDR_ENV}={addr:?} is not an IP:PORT address"));
+                };
+                match std::net::TcpStream::connect_timeout(&parsed, CONNECT_TIMEOUT) {
+                    Ok(stream) => {
+                        let _ = stream.set_write_timeout(timeout);
+                        exchange(stream, &line)
+                    }
+                    Err(e) => unreachable(addr, e),
+                }
+            }
         }
-        serde_json::from_slice(&reply)
-            .unwrap_or_else(|e| refused(format!("the listener's reply is unreadable: {e}")))
     }
 }
 
 /// Runs the server on stdin/stdout until stdin ends.
 pub fn run(env: &iterion_vocab::Environment) -> Exit {
     let listener = Listener {
-        socket: env.get(SOCKET_ENV).unwrap_or_default(),
+        reach: reach_of(env.get(SOCKET_ENV), env.get(ADDR_ENV)),
         token: env.get(TOKEN_ENV).unwrap_or_default(),
+        run: env.get(RUN_ENV).unwrap_or_default(),
         node: env.get(NODE_ENV).unwrap_or_default(),
     };
     let parent = std::os::unix::process::parent_id();
@@ -225,6 +280,32 @@ fn write(output: &mut dyn Write, message: &Value) {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_listener_is_a_socket_or_an_ip_address_never_both_never_a_name() {
+        let s = |v: &str| Some(v.to_owned());
+        assert_eq!(
+            reach_of(s("/run/iterion/net/ask-user.sock"), None),
+            Ok(Reach::Unix("/run/iterion/net/ask-user.sock".to_owned()))
+        );
+        assert_eq!(
+            reach_of(None, s("10.0.0.7:40111")),
+            Ok(Reach::Tcp("10.0.0.7:40111".to_owned()))
+        );
+        assert_eq!(
+            reach_of(s(""), s("[fd00::7]:40111")),
+            Ok(Reach::Tcp("[fd00::7]:40111".to_owned()))
+        );
+        assert_eq!(
+            reach_of(None, s("runner.svc:40111")),
+            Err("ITERION_ASK_USER_ADDR=\"runner.svc:40111\" is not an IP:PORT address".to_owned())
+        );
+        assert_eq!(
+            reach_of(None, None),
+            Err("neither ITERION_ASK_USER_SOCKET nor ITERION_ASK_USER_ADDR is set".to_owned())
+        );
+        assert!(reach_of(s("/x"), s("127.0.0.1:1")).is_err());
+    }
 
     fn lines(out: &[u8]) -> Vec<Value> {
         String::from_utf8_lossy(out)

@@ -19,7 +19,9 @@ use iterion_vocab::FailureCode;
 /// Where a child run's record and events go.
 pub(crate) trait ChildRuns: Send + Sync {
     /// Opens the child run of subbot `node` in `parent_run`, with the child's typed `vars`: its
-    /// id and its event sink.
+    /// id and its event sink. With `resumed`, the child run of that id, paused on a question
+    /// of its own when its parent paused, is reopened instead (its `run_started` says
+    /// `resumed`); a record that is not that parent's paused child is `RESUME_INVALID`.
     fn open<'a>(
         &'a self,
         parent_run: &'a str,
@@ -27,6 +29,7 @@ pub(crate) trait ChildRuns: Send + Sync {
         subbot: &'a SubbotNode,
         child: &'a Workflow,
         vars: &'a Map<String, Value>,
+        resumed: Option<&'a str>,
     ) -> BoxFuture<'a, Result<ChildRun, Failure>>;
 
     /// Records how the child run ended.
@@ -103,16 +106,23 @@ impl ChildRuns for InlineChildRuns {
         _subbot: &'a SubbotNode,
         child: &'a Workflow,
         _vars: &'a Map<String, Value>,
+        resumed: Option<&'a str>,
     ) -> BoxFuture<'a, Result<ChildRun, Failure>> {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let run_id = resumed.map_or_else(
+            || {
+                let n = self.next.fetch_add(1, Ordering::Relaxed);
+                format!("{parent_run}.{node}.{n}")
+            },
+            str::to_owned,
+        );
         let run = ChildRun {
-            run_id: format!("{parent_run}.{node}.{n}"),
+            run_id,
             events: self.events.clone(),
             started: RunStarted {
                 workflow: child.name.clone(),
                 workflow_hash: String::new(),
                 trust: "trusted".to_owned(),
-                resumed: false,
+                resumed: resumed.is_some(),
                 parent_run: Some(parent_run.to_owned()),
                 root_run: Some(parent_run.to_owned()),
             },

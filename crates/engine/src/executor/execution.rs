@@ -528,7 +528,11 @@ impl Ctx<'_> {
                 }
             }
             NodeBody::Tool(t) => tool::run(self, id, t, input, token).await,
-            NodeBody::Subbot(b) => Box::pin(self.run_subbot(id, b, input, token)).await,
+            NodeBody::Subbot(b) => match Box::pin(self.run_subbot(id, b, input, token)).await {
+                // Its child paused on a question: so does this run (no `node_failed`).
+                Err(failure) if failure.paused => return Err(failure),
+                result => result,
+            },
             NodeBody::Agent(a) => {
                 let outcome = tokio::select! {
                     biased;
@@ -614,7 +618,7 @@ impl Ctx<'_> {
     /// The one place a node pauses the run for the operator (an agent's `ask_user`, a `human`
     /// node): the question goes into the checkpoint and the node ends with the paused failure,
     /// which ends the run `paused` (exit 3) until `iterion resume RUN --answer TEXT`.
-    fn pause(&self, paused: PausedAgent) -> Failure {
+    pub(crate) fn pause(&self, paused: PausedAgent) -> Failure {
         let question = self.redactor.redact(&paused.question.question);
         self.lock_state().paused = Some(paused);
         Failure {
@@ -634,6 +638,7 @@ impl Ctx<'_> {
     ) -> Result<Value, Failure> {
         let ChildGraph {
             workflow,
+            resume,
             opened,
             vars,
             depth,
@@ -665,6 +670,9 @@ impl Ctx<'_> {
         if let Some(workdir) = &self.workdir {
             execution = execution.workdir(workdir.clone());
         }
+        if let Some(checkpoint) = resume {
+            execution = execution.resume_from(checkpoint);
+        }
         if let Some(agents) = &self.agents {
             // The child's agent nodes get their own model routes; everything else (where they
             // run, the operator, the delegate CLIs' config dirs and the subscription logins the
@@ -690,7 +698,7 @@ impl Ctx<'_> {
         let started = Instant::now();
         let report = execution.run().await;
         relay.abort();
-        subbot::finish(self, node, opened, report, started).await
+        subbot::finish(self, id, node, opened, report, started).await
     }
 
     /// An output as events record it: redacted, and clamped to [`EVENT_OUTPUT_MAX_BYTES`] (a

@@ -98,6 +98,7 @@ async fn ask_person(
                         },
                         snapshot: None,
                         delegate: None,
+                        child: None,
                     })));
                 }
             }

@@ -16,6 +16,7 @@ use iterion_dsl::ir::{self, Interaction, NodeBody, SubbotNode, ValueType, Workfl
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::executor::agent::operator::{PausedAgent, PausedChild};
 use crate::executor::child_runs::{ChildRun, OwnRun};
 use crate::executor::ctx::Ctx;
 use crate::executor::error::ExecutionError;
@@ -102,6 +103,15 @@ pub(crate) fn adopted_in_copy_based_parent<'a>(
     None
 }
 
+/// Whether a child run's last `sandbox_shared` says it adopted its parent's sandbox: paused, it
+/// waits inside its parent's pause, and only the parent's resume answers it.
+pub(crate) fn adopted<'a>(events: impl DoubleEndedIterator<Item = (&'a str, &'a Value)>) -> bool {
+    events
+        .rev()
+        .find(|(kind, _)| *kind == "sandbox_shared")
+        .is_some_and(|(_, last)| last.get("adopted").and_then(Value::as_bool) == Some(true))
+}
+
 /// The child's vars: its defaults, then every input key naming a child var, typed as the child
 /// declares it (DSL.md §3.9). A required var left unset, or a value of the wrong type, fails the
 /// node (`TEMPLATE_UNRESOLVED` is not it: `SCHEMA_VALIDATION` names the bad input).
@@ -166,6 +176,9 @@ pub(crate) enum Prepared<'w> {
 pub(crate) struct ChildGraph<'w> {
     /// The compiled child.
     pub workflow: &'w Workflow,
+    /// The checkpoint it resumes from: it paused on a question when its parent paused, and the
+    /// parent is resumed now.
+    pub resume: Option<crate::executor::checkpoint::Checkpoint>,
     /// Its run: id, event sink, first event.
     pub opened: ChildRun,
     /// Its vars, typed.
@@ -235,9 +248,22 @@ pub(crate) async fn prepare<'w>(
         AdoptionDecision::Adopt => {}
     }
     let vars = child_vars(child, input)?;
+    // A child that paused when this run paused continues where it asked, in its own record.
+    let paused = ctx
+        .lock_state()
+        .paused
+        .take_if(|p| p.node == node && p.child.is_some())
+        .and_then(|p| p.child);
     let opened = ctx
         .children
-        .open(&ctx.run_id, node, subbot, child, &vars)
+        .open(
+            &ctx.run_id,
+            node,
+            subbot,
+            child,
+            &vars,
+            paused.as_ref().map(|p| p.run_id.as_str()),
+        )
         .await?;
     opened
         .events
@@ -258,7 +284,11 @@ pub(crate) async fn prepare<'w>(
         files_written_through: false,
         file_secrets_declared: child.has_file_secrets(),
         devbox_declared: opened.bundle_devbox.is_some(),
-        ask_user_inherited: ctx.agents.is_some(),
+        // A claw node asks over the runner channel (always there with agents); a delegate
+        // node needs the parent's listener, planned for the children before the sandbox started.
+        ask_user_inherited: ctx.agents.as_ref().is_some_and(|agents| {
+            agents.ask_user.is_some() || !crate::sandbox::ask_user::wanted(child)
+        }),
     };
     for warning in adoption_warnings(
         node,
@@ -280,6 +310,7 @@ pub(crate) async fn prepare<'w>(
         .await;
     Ok(Prepared::Child(Box::new(ChildGraph {
         workflow: child,
+        resume: paused.map(|p| p.checkpoint),
         opened,
         vars,
         depth,
@@ -288,9 +319,12 @@ pub(crate) async fn prepare<'w>(
 
 /// The rest of subbot node `node` once its child's graph ran (`report`, or why it could not
 /// start; it ran for `elapsed`): the child's terminal event and record, then the node's output —
-/// the child's `final_output`, checked against the node's `output` schema.
+/// the child's `final_output`, checked against the node's `output` schema. A child that paused
+/// on a question pauses this run with it ([`Paused`]): the question is the child's, and the
+/// child's checkpoint goes into this run's, for the resume.
 pub(crate) async fn finish(
     ctx: &Ctx<'_>,
+    node: &str,
     subbot: &SubbotNode,
     opened: ChildRun,
     report: Result<RunReport, ExecutionError>,
@@ -302,7 +336,7 @@ pub(crate) async fn finish(
             format!("the child run could not start: {e}"),
         )
     })?;
-    let mut outcome = report.outcome;
+    let mut outcome = report.outcome.clone();
     if outcome.failure_code == Some(FailureCode::Cancelled) && ctx.children.parent_interrupted() {
         outcome.failure_code = Some(FailureCode::Interrupted);
         outcome.status = FailureCode::Interrupted.status().unwrap_or(outcome.status);
@@ -315,6 +349,19 @@ pub(crate) async fn finish(
         )
         .await;
     ctx.children.close(&opened, &outcome).await;
+    if outcome.status == OutcomeStatus::Paused
+        && let Some(asked) = report.checkpoint.paused.as_ref()
+    {
+        return Err(Paused {
+            subbot: node.to_owned(),
+            question: asked.question.clone(),
+            child: PausedChild {
+                run_id: opened.run_id.clone(),
+                checkpoint: report.checkpoint,
+            },
+        }
+        .into_pause(ctx));
+    }
     if outcome.status != OutcomeStatus::Finished {
         let code = outcome.failure_code.unwrap_or(FailureCode::ExecutionFailed);
         return Err(Failure::new(
@@ -331,6 +378,26 @@ pub(crate) async fn finish(
         .final_output
         .unwrap_or_else(|| Value::Object(Map::new()));
     conform_output(ctx, subbot, output)
+}
+
+/// A child run paused on a question: its subbot node pauses the parent.
+struct Paused {
+    subbot: String,
+    question: iterion_agent::session::Question,
+    child: PausedChild,
+}
+
+impl Paused {
+    /// The parent's pause ([`Ctx::pause`]): the subbot node waits, holding the child.
+    fn into_pause(self, ctx: &Ctx<'_>) -> Failure {
+        ctx.pause(PausedAgent {
+            node: self.subbot,
+            question: self.question,
+            snapshot: None,
+            delegate: None,
+            child: Some(Box::new(self.child)),
+        })
+    }
 }
 
 /// What adoption does not give the child, said before it runs (SANDBOX.md §14): its file

@@ -118,8 +118,12 @@ impl ChildRuns for StoreChildRuns<'_> {
         subbot: &'a iterion_dsl::ir::SubbotNode,
         child: &'a iterion_dsl::ir::Workflow,
         vars: &'a serde_json::Map<String, serde_json::Value>,
+        resumed: Option<&'a str>,
     ) -> futures_util::future::BoxFuture<'a, Result<ChildRun, Failure>> {
         Box::pin(async move {
+            if let Some(run_id) = resumed {
+                return self.reopen(node, subbot, run_id).await;
+            }
             let ir = serde_json::to_vec(child).unwrap_or_default();
             let file = self.child_file(subbot);
             // The hash of the child's source as resume computes it; the compiled child's when
@@ -152,42 +156,7 @@ impl ChildRuns for StoreChildRuns<'_> {
                 ),
             }
             self.observer.run_created(run.id.as_str());
-            let keeper = crate::launcher::lease::LeaseKeeper::start(
-                Arc::clone(&self.store),
-                run.id.clone(),
-                self.holder.clone(),
-                self.on_lost.clone(),
-            );
-            self.keepers().push((run.id.to_string(), keeper));
-            let events = StoreEvents::new(
-                Arc::clone(&self.store),
-                run.id.clone(),
-                Arc::clone(&self.observer),
-            );
-            let started = crate::records::events::RunStarted {
-                workflow: run.workflow.clone(),
-                workflow_hash: run.workflow_hash.clone(),
-                trust: run.trust.as_str().to_owned(),
-                resumed: false,
-                parent_run: run.parent_run_id.as_ref().map(ToString::to_string),
-                root_run: Some(run.root_run_id.to_string()),
-            };
-            // A cancel asked for this child (it runs in its parent's execution, not an
-            // attempt of its own): the watch ends when `close` fires the same token.
-            let cancel = tokio_util::sync::CancellationToken::new();
-            crate::launcher::cancel::CancelWatch::start(
-                Arc::clone(&self.store),
-                run.id.clone(),
-                cancel.clone(),
-                cancel.clone(),
-            );
-            Ok(ChildRun {
-                run_id: run.id.to_string(),
-                events: Arc::new(events),
-                started,
-                bundle_devbox,
-                cancel,
-            })
+            Ok(self.attach(&run, false, bundle_devbox))
         })
     }
 
@@ -231,6 +200,104 @@ impl ChildRuns for StoreChildRuns<'_> {
 }
 
 impl StoreChildRuns<'_> {
+    /// The open child run of record `run`: its lease keeper, events, `run_started` and cancel
+    /// watch.
+    fn attach(
+        &self,
+        run: &iterion_store::Run,
+        resumed: bool,
+        bundle_devbox: Option<std::path::PathBuf>,
+    ) -> ChildRun {
+        let keeper = crate::launcher::lease::LeaseKeeper::start(
+            Arc::clone(&self.store),
+            run.id.clone(),
+            self.holder.clone(),
+            self.on_lost.clone(),
+        );
+        self.keepers().push((run.id.to_string(), keeper));
+        let events = StoreEvents::new(
+            Arc::clone(&self.store),
+            run.id.clone(),
+            Arc::clone(&self.observer),
+        );
+        let started = crate::records::events::RunStarted {
+            workflow: run.workflow.clone(),
+            workflow_hash: run.workflow_hash.clone(),
+            trust: run.trust.as_str().to_owned(),
+            resumed,
+            parent_run: run.parent_run_id.as_ref().map(ToString::to_string),
+            root_run: Some(run.root_run_id.to_string()),
+        };
+        // A cancel asked for this child (it runs in its parent's execution, not an
+        // attempt of its own): the watch ends when `close` fires the same token.
+        let cancel = tokio_util::sync::CancellationToken::new();
+        crate::launcher::cancel::CancelWatch::start(
+            Arc::clone(&self.store),
+            run.id.clone(),
+            cancel.clone(),
+            cancel.clone(),
+        );
+        ChildRun {
+            run_id: run.id.to_string(),
+            events: Arc::new(events),
+            started,
+            bundle_devbox,
+            cancel,
+        }
+    }
+
+    /// Reopens child run `run_id` of subbot `node`, paused when its parent paused: it must be a
+    /// `paused` child of this parent; it is taken (lease) and set `running` again.
+    async fn reopen(
+        &self,
+        node: &str,
+        subbot: &iterion_dsl::ir::SubbotNode,
+        run_id: &str,
+    ) -> Result<ChildRun, Failure> {
+        let invalid = |why: String| {
+            Failure::new(
+                FailureCode::ResumeInvalid,
+                format!("subbot {node}: the paused child run {run_id} cannot be resumed: {why}"),
+            )
+        };
+        let id = run_id
+            .parse::<RunId>()
+            .map_err(|e| invalid(format!("not a run id: {e}")))?;
+        let run = self
+            .store
+            .get_run(&id)
+            .await
+            .map_err(|e| invalid(e.to_string()))?
+            .ok_or_else(|| invalid("no such run".to_owned()))?;
+        if run.parent_run_id.as_ref() != Some(&self.parent.id) {
+            return Err(invalid(format!("it is not a child of run {}", self.parent.id)));
+        }
+        if run.status != iterion_store::RunStatus::Paused {
+            return Err(invalid(format!("it is {}, not paused", run.status)));
+        }
+        self.store
+            .acquire_lease(&run.id, &self.holder, crate::launcher::lease::LEASE_TTL)
+            .await
+            .map_err(|e| invalid(e.to_string()))?;
+        let mut next = run.clone();
+        next.status = iterion_store::RunStatus::Running;
+        next.failure_code = None;
+        next.failure_message = None;
+        next.version = self
+            .store
+            .save_run(&next, run.version)
+            .await
+            .map_err(|e| invalid(e.to_string()))?;
+        let bundle_devbox = crate::sandbox::devbox::bot_config(
+            self.child_file(subbot)
+                .parent()
+                .unwrap_or(std::path::Path::new(".")),
+            &self.workspace,
+        )
+        .await;
+        Ok(self.attach(&next, true, bundle_devbox))
+    }
+
     /// [`ChildRuns::run_own`]: the child record, then a whole attempt whose
     /// events start `run_started`, `sandbox_shared {adopted: false, declared}`.
     async fn launch_own(&self, own: OwnRun<'_>) -> Result<serde_json::Value, Failure> {

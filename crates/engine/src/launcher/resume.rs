@@ -93,6 +93,16 @@ impl Engine {
         {
             return Err(EngineError::ScratchNotPortable { message });
         }
+        // A child that paused in its parent's sandbox paused its parent with it: the answer
+        // goes to the parent, whose resume resumes this child in its own record.
+        if run.status == RunStatus::Paused
+            && let Some(parent) = &run.parent_run_id
+            && crate::executor::subbot::adopted(events.iter().map(|e| (e.kind.as_str(), &e.data)))
+        {
+            return Err(refused(format!(
+                "run {run_id} is a subbot child paused in its parent {parent}'s sandbox; its parent paused with it: `iterion resume {parent} --answer TEXT` answers it"
+            )));
+        }
         // A child that ran in a copy-based parent's sandbox has no sandbox to go back to
         // (SANDBOX.md §14): refused, or with --force, a sandbox of its own.
         let forced_parent = crate::executor::subbot::adopted_in_copy_based_parent(

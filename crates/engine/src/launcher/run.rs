@@ -737,7 +737,6 @@ impl Engine {
                 (Some(active), _) => active.ask_user.as_ref().map(|listener| {
                     crate::executor::agent::env::AskChannel {
                         listener: Arc::clone(listener),
-                        socket: crate::sandbox::ask_user::CONTAINER_SOCKET.to_owned(),
                         command: active.engine_bin.to_owned(),
                     }
                 }),
@@ -748,7 +747,6 @@ impl Engine {
                 .or_else(|| std::env::current_exe().ok())
                 .map(|bin| crate::executor::agent::env::AskChannel {
                     listener: Arc::clone(listener),
-                    socket: listener.path().to_string_lossy().into_owned(),
                     command: bin.to_string_lossy().into_owned(),
                 }),
                 (None, None) => None,

@@ -1,28 +1,34 @@
 //! The per-run ask-user listener (seed step 18): how a delegate CLI's `ask_user` reaches the
 //! engine. The CLI is given one MCP server, `iterion` (`iterion __mcp-ask-user`, a stdio server
 //! run by the CLI itself, inside the sandbox when the run has one); its one tool, `ask_user
-//! {question}`, sends the question here, over a Unix socket:
+//! {question}`, sends the question here, over a Unix socket or a TCP connection ([`Reach`]):
 //!
 //! - in a docker, podman or namespace sandbox, `<run dir>/net/ask-user.sock`, which the driver
 //!   binds read-only at `/run/iterion/net` with the proxy's socket ([`CONTAINER_SOCKET`]); the
 //!   decision that the run needs it ([`iterion_sandbox::RunInfo::listener_planned`]) is made
 //!   before the container is created, because the mount is part of its shape;
 //! - on the host (an unsandboxed run), in a fresh 0700 directory of the host's temp dir;
-//! - a driver without a host-shared run dir (kubernetes) gets no listener: an interactive
-//!   delegate node there fails with `CAPABILITY_UNSUPPORTED`.
+//! - a driver without a host-shared run dir (kubernetes: its proxy is on TCP, reached over the
+//!   pod network) gets a TCP listener bound where the proxy binds (`0.0.0.0:0`), advertised
+//!   where the proxy is (`ITERION_POD_IP:<port>`): the pod's NetworkPolicy admits the runner pod
+//!   on every port, and nothing else.
 //!
-//! **What it accepts.** One JSON line, [`AskRequest`] `{token, node, question}`, at most
+//! **What it accepts.** One JSON line, [`AskRequest`] `{token, run, node, question}`, at most
 //! [`REQUEST_MAX_BYTES`], within [`REQUEST_TIMEOUT`]; one JSON line back, [`AskReply`]. The
-//! token is minted per run ([`AskUserListener::bind`]) and compared in constant time; a
+//! token is minted per listener ([`AskUserListener::bind`]) and compared in constant time; a
 //! request with another token (a second run's, a guess) is refused. The question is bounded
 //! ([`QUESTION_MAX_BYTES`]). The node must hold an open [`Slot`]: the engine opens one for an
-//! `interaction: ask` delegate node while its CLI runs, and only that node's question reaches
-//! that node ([`AskUserListener::open`]) — a non-interactive node, or a node that is not
-//! running, is refused even with the right token. Every refusal is a run-log line.
+//! `interaction: ask` delegate node while its CLI runs, keyed by the run it belongs to and its
+//! name (a subbot child adopting its parent's sandbox shares the parent's listener, so a child's
+//! `asker` and its parent's `asker` are two slots), and only that node's question reaches that
+//! node ([`AskUserListener::open`]) — a non-interactive node, a node that is not running, or a
+//! node of another run of the tree, is refused even with the right token. Every refusal is a
+//! run-log line.
 //!
 //! The socket is world-connectable (0666) because the container's user is the workflow's
 //! choice; the token and the slot are the gate, the directory (the run dir, or a 0700 dir on the
-//! host) is where it can be reached from.
+//! host) is where it can be reached from. The TCP listener has no directory: the token and the
+//! slot are the whole gate there, as the proxy's token is on the same address.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -33,7 +39,8 @@ use iterion_netproxy::ProxyToken;
 use iterion_sandbox::{LogLevel, RunLog};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -41,8 +48,13 @@ use tokio::task::JoinHandle;
 pub const SOCKET_NAME: &str = "ask-user.sock";
 /// Where the socket is inside a sandbox that binds the run's `net/` dir.
 pub const CONTAINER_SOCKET: &str = "/run/iterion/net/ask-user.sock";
-/// The variable naming the socket, for `iterion __mcp-ask-user`.
+/// The variable naming the socket, for `iterion __mcp-ask-user` (a Unix socket's path).
 pub const SOCKET_ENV: &str = "ITERION_ASK_USER_SOCKET";
+/// The variable naming the listener's TCP address (`IP:PORT`), for `iterion __mcp-ask-user`
+/// where no socket can be shared (kubernetes). Exactly one of it and [`SOCKET_ENV`] is set.
+pub const ADDR_ENV: &str = "ITERION_ASK_USER_ADDR";
+/// The variable naming the run the asking node belongs to, for `iterion __mcp-ask-user`.
+pub const RUN_ENV: &str = "ITERION_ASK_USER_RUN";
 /// The variable carrying the run's token, for `iterion __mcp-ask-user`.
 pub const TOKEN_ENV: &str = "ITERION_ASK_USER_TOKEN";
 /// The variable naming the asking node, for `iterion __mcp-ask-user`.
@@ -59,19 +71,53 @@ pub const REQUEST_MAX_BYTES: usize = 64 * 1024;
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Whether `wf` needs the listener: some agent node of a delegate backend asks the operator
-/// (`interaction: ask`). A claw node's `ask_user` travels over the runner channel instead.
+/// (`interaction: ask`), in `wf` itself or in a subbot child that would run in its sandbox. A
+/// claw node's `ask_user` travels over the runner channel instead.
+///
+/// Children are compiled into the workflow's IR (`SubbotNode.child`), so every child a run can
+/// launch is known before `Driver::start`. A child that declares sandbox fields of its own
+/// (SANDBOX.md §14 rule 1) is a launch of its own with its own listener, so it is not counted;
+/// one that adopts (its own children counted the same way) shares this one.
 pub(crate) fn wanted(wf: &iterion_dsl::ir::Workflow) -> bool {
-    wf.nodes.iter().any(|n| {
-        matches!(&n.body, iterion_dsl::ir::NodeBody::Agent(a)
-            if a.backend.is_delegate() && a.interaction == iterion_dsl::ir::Interaction::Ask)
+    use iterion_dsl::ir::{Interaction, NodeBody};
+    wf.nodes.iter().any(|n| match &n.body {
+        NodeBody::Agent(a) => a.backend.is_delegate() && a.interaction == Interaction::Ask,
+        NodeBody::Subbot(s) => s
+            .child
+            .as_deref()
+            .is_some_and(|child| child.declared_sandbox_fields.is_empty() && wanted(child)),
+        _ => false,
     })
+}
+
+/// How a process where the CLI runs reaches the listener: what `iterion __mcp-ask-user` is
+/// told ([`Reach::env`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// A Unix socket at this path.
+    Unix(String),
+    /// A TCP address, `IP:PORT`.
+    Tcp(String),
+}
+
+impl Reach {
+    /// The variable naming it ([`SOCKET_ENV`] or [`ADDR_ENV`]) and its value.
+    pub fn env(&self) -> (&'static str, String) {
+        match self {
+            Reach::Unix(path) => (SOCKET_ENV, path.clone()),
+            Reach::Tcp(addr) => (ADDR_ENV, addr.clone()),
+        }
+    }
 }
 
 /// One question, as `iterion __mcp-ask-user` sends it.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AskRequest {
-    /// The run's token.
+    /// The listener's token.
     pub token: String,
+    /// The run the asking node belongs to (a subbot child's own run id, in its parent's
+    /// listener).
+    pub run: String,
     /// The asking node.
     pub node: String,
     /// The question.
@@ -81,6 +127,7 @@ pub struct AskRequest {
 impl std::fmt::Debug for AskRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AskRequest")
+            .field("run", &self.run)
             .field("node", &self.node)
             .field("question", &self.question)
             .finish_non_exhaustive()
@@ -114,12 +161,14 @@ pub(crate) struct Asked {
     pub reply: oneshot::Sender<AskReply>,
 }
 
-type Slots = Arc<Mutex<HashMap<String, mpsc::Sender<Asked>>>>;
+/// A slot's key: the run the node belongs to, and the node.
+type SlotKey = (String, String);
+type Slots = Arc<Mutex<HashMap<SlotKey, mpsc::Sender<Asked>>>>;
 
 /// A node's permission to ask, while its CLI runs: the questions it sends arrive on `asked`.
 /// Dropping it closes the slot (a later question from that node is refused).
 pub(crate) struct Slot {
-    node: String,
+    key: SlotKey,
     slots: Slots,
     /// The questions of this node.
     pub asked: mpsc::Receiver<Asked>,
@@ -130,14 +179,17 @@ impl Drop for Slot {
         self.slots
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.node);
+            .remove(&self.key);
     }
 }
 
 /// The listener of one run.
 pub(crate) struct AskUserListener {
     token: ProxyToken,
-    path: PathBuf,
+    /// The socket's host path; `None` for a TCP listener.
+    path: Option<PathBuf>,
+    /// How the CLI reaches it where it runs.
+    reach: Reach,
     /// A host dir made for the socket (an unsandboxed run), removed at shutdown.
     own_dir: Option<PathBuf>,
     slots: Slots,
@@ -148,6 +200,7 @@ impl std::fmt::Debug for AskUserListener {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AskUserListener")
             .field("path", &self.path)
+            .field("reach", &self.reach)
             .finish_non_exhaustive()
     }
 }
@@ -158,6 +211,14 @@ pub(crate) enum ListenError {
     /// The token could not be minted.
     #[error("ask-user token: {0}")]
     Token(String),
+    /// The TCP listener could not be bound.
+    #[error("ask-user listener on {addr}: {source}")]
+    Tcp {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// The socket (or its directory) could not be made.
     #[error("ask-user socket {}: {source}", path.display())]
     Socket {
@@ -170,9 +231,11 @@ pub(crate) enum ListenError {
 
 impl AskUserListener {
     /// Mints the run's token (told to `redactor`, so no record shows it) and listens on
-    /// `<dir>/ask-user.sock`, making `dir` (0755) when missing.
+    /// `<dir>/ask-user.sock`, making `dir` (0755) when missing. `seen_at` is the socket's path
+    /// where the CLI runs (in the sandbox); `None`: the host path itself.
     pub(crate) async fn bind(
         dir: &Path,
+        seen_at: Option<&str>,
         redactor: &crate::records::secrets::Redactor,
         run_log: Arc<dyn RunLog>,
     ) -> Result<AskUserListener, ListenError> {
@@ -200,14 +263,51 @@ impl AskUserListener {
             .map_err(|e| socket_error(&path, e))?;
         let slots: Slots = Arc::default();
         let task = tokio::spawn(accept_loop(
-            listener,
+            Accept::Unix(listener),
+            Arc::new(token.clone()),
+            Arc::clone(&slots),
+            run_log,
+        ));
+        let reach = Reach::Unix(seen_at.map_or_else(|| path.to_string_lossy().into_owned(), str::to_owned));
+        Ok(AskUserListener {
+            token,
+            path: Some(path),
+            reach,
+            own_dir: None,
+            slots,
+            task,
+        })
+    }
+
+    /// Mints the run's token (as [`bind`](Self::bind)) and listens on TCP `addr` (the proxy's
+    /// bind address: `0.0.0.0:0` on kubernetes), advertised as `<advertise_host>:<port>`, the
+    /// host the sandbox reaches the proxy at.
+    pub(crate) async fn bind_tcp(
+        addr: std::net::SocketAddr,
+        advertise_host: &str,
+        redactor: &crate::records::secrets::Redactor,
+        run_log: Arc<dyn RunLog>,
+    ) -> Result<AskUserListener, ListenError> {
+        let token = ProxyToken::generate().map_err(|e| ListenError::Token(e.to_string()))?;
+        redactor.add_token(token.reveal());
+        let tcp_error = |source| ListenError::Tcp { addr, source };
+        let listener = TcpListener::bind(addr).await.map_err(tcp_error)?;
+        let port = listener.local_addr().map_err(tcp_error)?.port();
+        let host = match advertise_host.parse::<std::net::IpAddr>() {
+            Ok(std::net::IpAddr::V6(v6)) => format!("[{v6}]"),
+            _ => advertise_host.to_owned(),
+        };
+        let slots: Slots = Arc::default();
+        let task = tokio::spawn(accept_loop(
+            Accept::Tcp(listener),
             Arc::new(token.clone()),
             Arc::clone(&slots),
             run_log,
         ));
         Ok(AskUserListener {
             token,
-            path,
+            path: None,
+            reach: Reach::Tcp(format!("{host}:{port}")),
             own_dir: None,
             slots,
             task,
@@ -230,7 +330,7 @@ impl AskUserListener {
                 path: dir.clone(),
                 source,
             })?;
-        match AskUserListener::bind(&dir, redactor, run_log).await {
+        match AskUserListener::bind(&dir, None, redactor, run_log).await {
             Ok(mut listener) => {
                 listener.own_dir = Some(dir);
                 Ok(listener)
@@ -247,21 +347,30 @@ impl AskUserListener {
         self.token.reveal()
     }
 
-    /// The socket's host path.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
+    /// The socket's host path (`None`: a TCP listener).
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
     }
 
-    /// Opens node `node`'s slot: from now until the slot is dropped, its questions arrive on
-    /// [`Slot::asked`]. A node holds at most one (a second open replaces the first).
-    pub(crate) fn open(&self, node: &str) -> Slot {
+    /// How the CLI reaches the listener where it runs.
+    pub(crate) fn reach(&self) -> &Reach {
+        &self.reach
+    }
+
+    /// Opens the slot of node `node` of run `run`: from now until the slot is dropped, its
+    /// questions arrive on [`Slot::asked`]. A node of a run holds at most one (a second open
+    /// replaces the first); a node of the same name in another run of the tree (a subbot child
+    /// in its parent's sandbox) has a slot of its own.
+    pub(crate) fn open(&self, run: &str, node: &str) -> Slot {
         let (tx, rx) = mpsc::channel(4);
+        let key = (run.to_owned(), node.to_owned());
         self.slots
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(node.to_owned(), tx);
+            .insert(key.clone(), tx);
         Slot {
-            node: node.to_owned(),
+            key,
             slots: Arc::clone(&self.slots),
             asked: rx,
         }
@@ -270,34 +379,45 @@ impl AskUserListener {
     /// Stops listening and removes the socket (and the host dir made for it).
     pub(crate) async fn shutdown(&self) {
         self.task.abort();
-        let _ = tokio::fs::remove_file(&self.path).await;
+        if let Some(path) = &self.path {
+            let _ = tokio::fs::remove_file(path).await;
+        }
         if let Some(dir) = &self.own_dir {
             let _ = tokio::fs::remove_dir_all(dir).await;
         }
     }
 }
 
-async fn accept_loop(
-    listener: UnixListener,
-    token: Arc<ProxyToken>,
-    slots: Slots,
-    run_log: Arc<dyn RunLog>,
-) {
+/// What the listener accepts on.
+enum Accept {
+    Unix(UnixListener),
+    Tcp(TcpListener),
+}
+
+async fn accept_loop(listener: Accept, token: Arc<ProxyToken>, slots: Slots, run_log: Arc<dyn RunLog>) {
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
         let (token, slots, run_log) =
             (Arc::clone(&token), Arc::clone(&slots), Arc::clone(&run_log));
-        tokio::spawn(async move {
-            serve(stream, &token, &slots, run_log.as_ref()).await;
-        });
+        let accepted = match &listener {
+            Accept::Unix(l) => l.accept().await.map(|(stream, _)| {
+                tokio::spawn(async move {
+                    serve(stream, &token, &slots, run_log.as_ref()).await;
+                });
+            }),
+            Accept::Tcp(l) => l.accept().await.map(|(stream, _)| {
+                tokio::spawn(async move {
+                    serve(stream, &token, &slots, run_log.as_ref()).await;
+                });
+            }),
+        };
+        if accepted.is_err() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 
 /// Reads one request line of at most `max` bytes (without its newline); `Err` names why not.
-async fn read_request(stream: &mut UnixStream, max: usize) -> Result<Vec<u8>, String> {
+async fn read_request<S: AsyncRead + Unpin>(stream: &mut S, max: usize) -> Result<Vec<u8>, String> {
     let mut line = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -324,7 +444,8 @@ async fn read_request(stream: &mut UnixStream, max: usize) -> Result<Vec<u8>, St
 }
 
 /// The verdict on one request: the slot it goes to, or why it is refused. The checks, in order:
-/// the token (constant time), the question's size and content, an open slot for the node.
+/// the token (constant time), the question's size and content, an open slot for the node of
+/// that run.
 fn admit(
     request: &AskRequest,
     token: &ProxyToken,
@@ -346,17 +467,22 @@ fn admit(
     slots
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .get(&request.node)
+        .get(&(request.run.clone(), request.node.clone()))
         .cloned()
         .ok_or_else(|| {
             format!(
-                "node {:?} may not ask: it is not an interaction: ask delegate node running now",
-                request.node
+                "node {:?} of run {:?} may not ask: it is not an interaction: ask delegate node running now",
+                request.node, request.run
             )
         })
 }
 
-async fn serve(mut stream: UnixStream, token: &ProxyToken, slots: &Slots, run_log: &dyn RunLog) {
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    token: &ProxyToken,
+    slots: &Slots,
+    run_log: &dyn RunLog,
+) {
     let read = tokio::time::timeout(
         REQUEST_TIMEOUT,
         read_request(&mut stream, REQUEST_MAX_BYTES),

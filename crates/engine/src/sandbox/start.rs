@@ -409,28 +409,42 @@ async fn apply(
         Some(landing) => landing.copy.clone(),
         None => ctx.mount_inputs.workspace.clone(),
     };
-    // Seed step 18: the ask-user listener beside the proxy's socket, in the run's `net/` dir
-    // that the driver binds; decided here, before the container exists, because that bind is
-    // part of its shape. A driver whose proxy is not on a Unix socket shares no run dir (gets
-    // none: an interactive delegate node then fails with CAPABILITY_UNSUPPORTED).
-    let ask_user =
-        if ctx.ask_user && matches!(addresses.bind, iterion_sandbox::ProxyBind::UnixSocket(_)) {
-            match ask_user::AskUserListener::bind(
-                &run_dir.join("net"),
-                &ctx.redactor,
-                Arc::clone(&ctx.run_log),
-            )
-            .await
-            {
-                Ok(listener) => Some(Arc::new(listener)),
-                Err(error) => {
-                    made.undo().await;
-                    return Err(SetupError::failed(error.to_string()));
-                }
+    // Seed step 18: the ask-user listener where the proxy is: beside the proxy's socket, in the
+    // run's `net/` dir that the driver binds, or, for a driver that shares no run dir with its
+    // sandbox (kubernetes: the proxy is on TCP, reached over the pod network), on TCP at the
+    // proxy's bind address, advertised at the proxy's host. Decided here, before the container
+    // exists, because the bind is part of its shape.
+    let ask_user = if ctx.ask_user {
+        let bound = match &addresses.bind {
+            iterion_sandbox::ProxyBind::UnixSocket(_) => {
+                ask_user::AskUserListener::bind(
+                    &run_dir.join("net"),
+                    Some(ask_user::CONTAINER_SOCKET),
+                    &ctx.redactor,
+                    Arc::clone(&ctx.run_log),
+                )
+                .await
             }
-        } else {
-            None
+            iterion_sandbox::ProxyBind::Tcp(addr) => {
+                ask_user::AskUserListener::bind_tcp(
+                    std::net::SocketAddr::new(addr.ip(), 0),
+                    &addresses.advertise_host,
+                    &ctx.redactor,
+                    Arc::clone(&ctx.run_log),
+                )
+                .await
+            }
         };
+        match bound {
+            Ok(listener) => Some(Arc::new(listener)),
+            Err(error) => {
+                made.undo().await;
+                return Err(SetupError::failed(error.to_string()));
+            }
+        }
+    } else {
+        None
+    };
     // L10: the proxy, listening from here on; every later failure shuts it down.
     let proxy = match egress::start_network_proxy(
         &egress::ProxyRequest {

@@ -181,21 +181,25 @@ pub(crate) async fn run(
             return Err(Failure::new(
                 FailureCode::CapabilityUnsupported,
                 format!(
-                    "node \"{id}\" asks the operator (interaction: ask), but this run's sandbox driver gives {backend} no ask-user channel (it needs a run dir shared with the sandbox: docker, podman, the namespace sandbox, or no sandbox)"
+                    "node \"{id}\" asks the operator (interaction: ask), but this run has no ask-user listener for {backend} (the engine planned none before the sandbox started)"
                 ),
             ));
         };
-        slot = Some(channel.listener.open(id));
+        // The slot is this run's node: a subbot child in its parent's sandbox shares the
+        // parent's listener under its own run id.
+        slot = Some(channel.listener.open(&ctx.run_id, id));
+        let (reach_var, reach) = channel.listener.reach().env();
         mcp_servers.push(iterion_agent::delegate::McpServer {
             name: ask_user::MCP_SERVER_NAME.to_owned(),
             command: channel.command.clone(),
             args: vec![ask_user::MCP_SUBCOMMAND.to_owned()],
             env: vec![
-                (ask_user::SOCKET_ENV.to_owned(), channel.socket.clone()),
+                (reach_var.to_owned(), reach),
                 (
                     ask_user::TOKEN_ENV.to_owned(),
                     channel.listener.token().to_owned(),
                 ),
+                (ask_user::RUN_ENV.to_owned(), ctx.run_id.clone()),
                 (ask_user::NODE_ENV.to_owned(), id.to_owned()),
             ],
             only: None,
@@ -643,6 +647,7 @@ async fn paused_at(
         },
         snapshot: None,
         delegate: Some(PausedDelegate { session, files }),
+        child: None,
     })))
 }
 

@@ -47,10 +47,8 @@ pub(crate) struct AgentEnv {
 /// How a delegate CLI's `ask_user` reaches the engine (the `sandbox::ask_user` module).
 #[derive(Clone)]
 pub(crate) struct AskChannel {
-    /// The run's listener.
+    /// The run's listener (shared by the subbot children that adopt its sandbox).
     pub listener: Arc<crate::sandbox::ask_user::AskUserListener>,
-    /// The socket's path where the CLI runs (in the container, or on the host).
-    pub socket: String,
     /// The iterion binary the CLI runs as its `iterion` MCP server, where it runs.
     pub command: String,
 }

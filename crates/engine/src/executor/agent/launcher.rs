@@ -366,6 +366,7 @@ fn result_of(node: &str, data: Value, snapshot: Option<Snapshot>) -> Result<Agen
             question,
             snapshot: Some(snapshot),
             delegate: None,
+            child: None,
         })));
     }
     if let Some(error) = data.get("error").and_then(Value::as_str) {

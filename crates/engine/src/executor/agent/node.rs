@@ -322,6 +322,7 @@ async fn run_in_process(
                 question,
                 snapshot: Some(*snapshot),
                 delegate: None,
+                child: None,
             })))
         }
         Err(error) => Err(loop_failure(error)),

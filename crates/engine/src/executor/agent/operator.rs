@@ -30,6 +30,21 @@ pub struct PausedAgent {
     /// A delegate node's CLI session, ended at the pause and resumed with the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegate: Option<PausedDelegate>,
+    /// A subbot node (`node`) whose child run paused: the child's run and checkpoint (its own
+    /// `paused` is the node that asked), resumed with the answer when the parent is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child: Option<Box<PausedChild>>,
+}
+
+/// A subbot's child run paused on a question of its own (SANDBOX.md §14, an adopted child):
+/// the parent pauses with it, and `iterion resume PARENT --answer` resumes that child run from
+/// this checkpoint, in the parent's new sandbox.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PausedChild {
+    /// The child's run id (its record, reopened on resume).
+    pub run_id: String,
+    /// The child's checkpoint at its pause.
+    pub checkpoint: crate::executor::checkpoint::Checkpoint,
 }
 
 /// A delegate CLI's session at a pause: its id and the CLI's own session files (relative to
