@@ -342,3 +342,266 @@ fn docker_codex_asks_from_the_container_pauses_and_resume_answers_in_its_thread(
     assert!(!format!("{events:?}").contains(OPENAI_KEY));
     assert_eq!(env.containers(), Vec::<String>::new());
 }
+
+/// `p.iter` runs `c.iter` (the asker, no sandbox block of its own: it adopts its parent's) as
+/// subbot `kid`; `then` follows the subbot in the parent (a bash-only claw-free probe node of
+/// the same backend), when given.
+fn parent_and_child(env: &Env, backend: &str, model: &str, sandbox: &str, then: &str) {
+    env.write("c.iter", &workflow(backend, model, "", ""));
+    let (edge, extra) = if then.is_empty() {
+        ("  kid -> done\n".to_owned(), String::new())
+    } else {
+        (
+            "  kid -> prober\n  prober -> done\n".to_owned(),
+            format!(
+                "agent prober:\n  model: \"{model}\"\n  backend: {backend}\n  user: probe\n  tools: [bash]\n  tool_max_steps: 3\n\nprompt probe:\n  {then}\n\n"
+            ),
+        )
+    };
+    env.write(
+        "p.iter",
+        &format!(
+            "schema verdict:\n  answer: string\n\n{extra}subbot kid:\n  source: \"c.iter\"\n  output: verdict\n\nworkflow p:\n  entry: kid\n{sandbox}{edge}"
+        ),
+    );
+}
+
+/// Runs `p.iter` (a parent whose adopted child asks), checks the pause travels up and that only
+/// the parent's resume answers the child, in the child's own record; returns the parent's and
+/// the child's events.
+fn child_pause_then_resume(
+    env: &Env,
+    fake: &FakeModel,
+    cmd: impl Fn(&[&str]) -> std::process::Output,
+) -> (Vec<(String, Value)>, Vec<(String, Value)>) {
+    let out = cmd(&["run", "p.iter"]);
+    let runs = env.runs();
+    assert_eq!(runs.len(), 2, "{}\n{runs:#?}", stderr_of(&out));
+    let parent = runs
+        .iter()
+        .find(|r| r.parent_run_id.is_none())
+        .unwrap()
+        .clone();
+    let child = runs
+        .iter()
+        .find(|r| r.parent_run_id.is_some())
+        .unwrap()
+        .clone();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}\n{:#?}\n{:#?}\n{:#?}",
+        stderr_of(&out),
+        env.events(&parent),
+        env.events(&child),
+        env.logs(&parent)
+    );
+    // The parent paused on the child's question, at its subbot node; the child paused too.
+    let paused = of_kind(&env.events(&parent), "run_paused")
+        .into_iter()
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(paused.len(), 1, "{paused:#?}");
+    assert_eq!(
+        (&paused[0]["node"], &paused[0]["question"]),
+        (&json!("kid"), &json!(QUESTION))
+    );
+    let child_paused = of_kind(&env.events(&child), "run_paused")
+        .into_iter()
+        .cloned()
+        .collect::<Vec<_>>();
+    assert_eq!(child_paused[0]["node"], json!("asker"), "{child_paused:#?}");
+    assert_eq!(
+        env.runs()
+            .iter()
+            .map(|r| r.status.to_string())
+            .collect::<Vec<_>>(),
+        vec!["paused", "paused"]
+    );
+    assert_eq!(fake.requests().len(), 1);
+    // The child is not answered on its own: its parent is.
+    let out = cmd(&["resume", child.id.as_str(), "--answer", "prod"]);
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr_of(&out).contains(&format!(
+            "is a subbot child paused in its parent {}'s sandbox",
+            parent.id
+        )),
+        "{}",
+        stderr_of(&out)
+    );
+    let out = cmd(&[
+        "resume",
+        parent.id.as_str(),
+        "--answer",
+        "staging, not prod",
+    ]);
+    let (parent_events, child_events) = (env.events(&parent), env.events(&child));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{parent_events:#?}\n{child_events:#?}\n{:#?}",
+        stderr_of(&out),
+        env.logs(&parent)
+    );
+    // The same child record was resumed (no third run), from its asking node, and finished.
+    assert_eq!(env.runs().len(), 2, "{:#?}", env.runs());
+    let started = of_kind(&child_events, "run_started");
+    assert_eq!(
+        started
+            .iter()
+            .map(|s| s["resumed"].clone())
+            .collect::<Vec<_>>(),
+        vec![json!(false), json!(true)],
+        "{started:#?}"
+    );
+    assert_eq!(
+        of_kind(&child_events, "run_finished").len(),
+        1,
+        "{child_events:#?}"
+    );
+    let finished = of_kind(&child_events, "node_finished");
+    assert_eq!(finished.len(), 1, "{finished:#?}");
+    assert_eq!(
+        crate::suite::delegates::answer_of(&finished[0]["output"]),
+        json!({"answer": "deploying to staging"})
+    );
+    // The child's CLI session was continued with the answer.
+    let requests = fake.requests();
+    let resumed = conversation(&requests[1]);
+    assert!(
+        resumed.contains("Deploy the service.")
+            && resumed.contains(QUESTION)
+            && resumed.contains("staging, not prod"),
+        "{resumed}"
+    );
+    (parent_events, child_events)
+}
+
+#[test]
+fn claude_code_in_an_adopted_child_on_the_host_pauses_its_parent_and_the_parents_resume_answers() {
+    let Some(clis) = delegate_clis_or_skip("cli::delegates_ask::claude_code_child_on_the_host")
+    else {
+        return;
+    };
+    let env = Env::new();
+    parent_and_child(
+        &env,
+        "claude_code",
+        "anthropic/claude-test",
+        "  sandbox: none\n",
+        "",
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::tool("mcp__iterion__ask_user", json!({"question": QUESTION})),
+            Reply::text("{\"answer\": \"deploying to staging\"}"),
+        ],
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let (parent, _) = child_pause_then_resume(&env, &fake, |args| {
+        env.cmd()
+            .args(args)
+            .env("TMPDIR", tmp.path())
+            .env("PATH", path_with(&clis))
+            .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+            .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+            .timeout(std::time::Duration::from_secs(180))
+            .output()
+            .unwrap()
+    });
+    assert_eq!(of_kind(&parent, "run_finished").len(), 1, "{parent:#?}");
+}
+
+/// The prober (a parent node, after the child ended) asks through the listener, with the token
+/// and the child's run id read from the child asker's MCP config, as the child's asker (no
+/// longer running) and as itself under the child's run id: both refused.
+const CHILD_PROBE: &str = "cfg=/tmp/iterion-delegate/claude_code/mcp.json; \
+     t=$(sed -n 's/.*\"ITERION_ASK_USER_TOKEN\":\"\\([0-9a-f]*\\)\".*/\\1/p' $cfg); \
+     kid=$(sed -n 's/.*\"ITERION_ASK_USER_RUN\":\"\\([0-9a-f-]*\\)\".*/\\1/p' $cfg); \
+     echo \"kid=${#kid}\" > attack.txt; \
+     ask() { printf '%s\\n' '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"ask_user\",\"arguments\":{\"question\":\"hi\"}}}' \
+       | ITERION_ASK_USER_SOCKET=/run/iterion/net/ask-user.sock ITERION_ASK_USER_TOKEN=$t ITERION_ASK_USER_RUN=$1 ITERION_ASK_USER_NODE=$2 /run/iterion/bin/iterion __mcp-ask-user >> attack.txt; echo >> attack.txt; }; \
+     ask \"$kid\" asker; ask \"$kid\" prober";
+
+#[test]
+fn docker_claude_code_in_an_adopted_child_asks_through_its_parents_listener() {
+    if !docker_or_skip("cli::delegates_ask::docker_claude_code_child") {
+        return;
+    }
+    let Some(static_bin) = static_iterion_or_skip("cli::delegates_ask::docker_claude_code_child")
+    else {
+        return;
+    };
+    let env = Env::new();
+    parent_and_child(
+        &env,
+        "claude_code",
+        "anthropic/claude-test",
+        &sandbox_block(),
+        "Probe the listener.",
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::tool("mcp__iterion__ask_user", json!({"question": QUESTION})),
+            Reply::text("{\"answer\": \"deploying to staging\"}"),
+            Reply::tool(
+                "Bash",
+                json!({"command": CHILD_PROBE, "description": "probe"}),
+            ),
+            Reply::text("probed"),
+        ],
+    );
+    let (parent, child) = child_pause_then_resume(&env, &fake, |args| {
+        env.cmd()
+            .args(args)
+            .env("ITERION_BIN", &static_bin)
+            .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+            .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+            .timeout(std::time::Duration::from_secs(300))
+            .output()
+            .unwrap()
+    });
+    // One container per attempt of the parent; the child adopted it (no container of its own).
+    assert_eq!(of_kind(&parent, "sandbox_started").len(), 2, "{parent:#?}");
+    assert_eq!(of_kind(&child, "sandbox_started").len(), 0, "{child:#?}");
+    let shared = of_kind(&child, "sandbox_shared");
+    assert!(
+        shared
+            .iter()
+            .all(|s| s["adopted"] == json!(true) && s["ask_user_inherited"] == json!(true)),
+        "{shared:#?}"
+    );
+    // No adoption warning about a missing listener.
+    let run = env
+        .runs()
+        .into_iter()
+        .find(|r| r.parent_run_id.is_none())
+        .unwrap();
+    let logs = format!("{:?}", env.logs(&run));
+    assert!(!logs.contains("no ask-user listener"), "{logs}");
+    let attack = std::fs::read_to_string(env.path("attack.txt")).unwrap();
+    let mut lines = attack.lines().filter(|l| !l.trim().is_empty());
+    assert_eq!(lines.next(), Some("kid=36"), "{attack}");
+    let texts: Vec<String> = lines
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v["result"]["isError"], json!(true), "{v}");
+            v["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(texts.len(), 2, "{attack}");
+    assert!(
+        texts
+            .iter()
+            .all(|t| t
+                .contains("may not ask: it is not an interaction: ask delegate node running now")),
+        "{texts:#?}"
+    );
+    assert_eq!(env.containers(), Vec::<String>::new());
+}

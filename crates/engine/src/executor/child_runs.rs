@@ -36,8 +36,9 @@ pub(crate) trait ChildRuns: Send + Sync {
     fn close<'a>(&'a self, child: &'a ChildRun, outcome: &'a RunOutcome) -> BoxFuture<'a, ()>;
 
     /// Runs the child as a run with a sandbox of its own: a declaring child honoured under a
-    /// bind-mount parent (SANDBOX.md §14 rule 1). Returns the child's final output.
-    fn run_own<'a>(&'a self, own: OwnRun<'a>) -> BoxFuture<'a, Result<Value, Failure>>;
+    /// bind-mount parent (SANDBOX.md §14 rule 1). Returns the child's final output, or its
+    /// pause on a question (the parent then pauses with it).
+    fn run_own<'a>(&'a self, own: OwnRun<'a>) -> BoxFuture<'a, Result<OwnEnd, Failure>>;
 
     /// Whether the parent was interrupted (not cancelled): a child it stopped then ends
     /// `INTERRUPTED`, as resumable as its parent.
@@ -62,6 +63,24 @@ pub(crate) struct OwnRun<'a> {
     pub driver: String,
     /// Cancelling it stops the child.
     pub cancel: CancellationToken,
+    /// The child run of its own that paused when its parent paused: resumed (its record and
+    /// checkpoint) instead of a new one, with `answer`.
+    pub resumed: Option<&'a str>,
+    /// The operator's answer the parent's resume brings.
+    pub answer: Option<String>,
+}
+
+/// How a child run of its own ended, when it did not fail.
+pub(crate) enum OwnEnd {
+    /// Finished, with its final output.
+    Done(Value),
+    /// Paused on a question of its own.
+    Paused {
+        /// Its run id.
+        run_id: String,
+        /// The question (redacted).
+        question: String,
+    },
 }
 
 /// An open child run.
@@ -136,7 +155,7 @@ impl ChildRuns for InlineChildRuns {
         Box::pin(async {})
     }
 
-    fn run_own<'a>(&'a self, own: OwnRun<'a>) -> BoxFuture<'a, Result<Value, Failure>> {
+    fn run_own<'a>(&'a self, own: OwnRun<'a>) -> BoxFuture<'a, Result<OwnEnd, Failure>> {
         let failure = Failure::new(
             FailureCode::CapabilityUnsupported,
             format!(

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::executor::agent::operator::{PausedAgent, PausedChild};
-use crate::executor::child_runs::{ChildRun, OwnRun};
+use crate::executor::child_runs::{ChildRun, OwnEnd, OwnRun};
 use crate::executor::ctx::Ctx;
 use crate::executor::error::ExecutionError;
 use crate::executor::outcome::{Failure, RunReport};
@@ -101,15 +101,6 @@ pub(crate) fn adopted_in_copy_based_parent<'a>(
         return Some(parent.to_owned());
     }
     None
-}
-
-/// Whether a child run's last `sandbox_shared` says it adopted its parent's sandbox: paused, it
-/// waits inside its parent's pause, and only the parent's resume answers it.
-pub(crate) fn adopted<'a>(events: impl DoubleEndedIterator<Item = (&'a str, &'a Value)>) -> bool {
-    events
-        .rev()
-        .find(|(kind, _)| *kind == "sandbox_shared")
-        .is_some_and(|(_, last)| last.get("adopted").and_then(Value::as_bool) == Some(true))
 }
 
 /// The child's vars: its defaults, then every input key naming a child var, typed as the child
@@ -231,7 +222,9 @@ pub(crate) async fn prepare<'w>(
         }
         AdoptionDecision::Declined { fields } => {
             let vars = child_vars(child, input)?;
-            let output = ctx
+            let paused = take_paused_child(ctx, node);
+            let answer = ctx.agents.as_ref().and_then(|a| a.answer.clone());
+            let end = ctx
                 .children
                 .run_own(OwnRun {
                     node,
@@ -241,19 +234,32 @@ pub(crate) async fn prepare<'w>(
                     fields,
                     driver,
                     cancel: token.child_token(),
+                    resumed: paused.as_ref().map(|p| p.run_id.as_str()),
+                    answer,
                 })
                 .await?;
-            return conform_output(ctx, subbot, output).map(Prepared::Done);
+            return match end {
+                OwnEnd::Done(output) => conform_output(ctx, subbot, output).map(Prepared::Done),
+                // Its own record keeps its checkpoint: the parent keeps only which run it is.
+                OwnEnd::Paused { run_id, question } => Err(Paused {
+                    subbot: node.to_owned(),
+                    question: iterion_agent::session::Question {
+                        question,
+                        options: Vec::new(),
+                    },
+                    child: PausedChild {
+                        run_id,
+                        checkpoint: None,
+                    },
+                }
+                .into_pause(ctx)),
+            };
         }
         AdoptionDecision::Adopt => {}
     }
     let vars = child_vars(child, input)?;
     // A child that paused when this run paused continues where it asked, in its own record.
-    let paused = ctx
-        .lock_state()
-        .paused
-        .take_if(|p| p.node == node && p.child.is_some())
-        .and_then(|p| p.child);
+    let paused = take_paused_child(ctx, node);
     let opened = ctx
         .children
         .open(
@@ -310,7 +316,7 @@ pub(crate) async fn prepare<'w>(
         .await;
     Ok(Prepared::Child(Box::new(ChildGraph {
         workflow: child,
-        resume: paused.map(|p| p.checkpoint),
+        resume: paused.and_then(|p| p.checkpoint),
         opened,
         vars,
         depth,
@@ -357,7 +363,7 @@ pub(crate) async fn finish(
             question: asked.question.clone(),
             child: PausedChild {
                 run_id: opened.run_id.clone(),
-                checkpoint: report.checkpoint,
+                checkpoint: Some(report.checkpoint),
             },
         }
         .into_pause(ctx));
@@ -378,6 +384,16 @@ pub(crate) async fn finish(
         .final_output
         .unwrap_or_else(|| Value::Object(Map::new()));
     conform_output(ctx, subbot, output)
+}
+
+/// The child run subbot node `node` paused with when this run paused, taken from the resumed
+/// checkpoint (a resume continues it, in its own record, with the answer).
+fn take_paused_child(ctx: &Ctx<'_>, node: &str) -> Option<PausedChild> {
+    ctx.lock_state()
+        .paused
+        .take_if(|p| p.node == node && p.child.is_some())
+        .and_then(|p| p.child)
+        .map(|c| *c)
 }
 
 /// A child run paused on a question: its subbot node pauses the parent.

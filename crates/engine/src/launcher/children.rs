@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use iterion_store::{RunId, Store};
 
-use crate::executor::child_runs::{ChildRun, ChildRuns, OwnRun};
+use crate::executor::child_runs::{ChildRun, ChildRuns, OwnEnd, OwnRun};
 use crate::executor::outcome::{Failure, RunOutcome};
 use crate::launcher::attempt::{Attempt, Inputs};
 use crate::launcher::engine::Engine;
@@ -163,7 +163,7 @@ impl ChildRuns for StoreChildRuns<'_> {
     fn run_own<'a>(
         &'a self,
         own: OwnRun<'a>,
-    ) -> futures_util::future::BoxFuture<'a, Result<serde_json::Value, Failure>> {
+    ) -> futures_util::future::BoxFuture<'a, Result<OwnEnd, Failure>> {
         Box::pin(self.launch_own(own))
     }
 
@@ -270,7 +270,10 @@ impl StoreChildRuns<'_> {
             .map_err(|e| invalid(e.to_string()))?
             .ok_or_else(|| invalid("no such run".to_owned()))?;
         if run.parent_run_id.as_ref() != Some(&self.parent.id) {
-            return Err(invalid(format!("it is not a child of run {}", self.parent.id)));
+            return Err(invalid(format!(
+                "it is not a child of run {}",
+                self.parent.id
+            )));
         }
         if run.status != iterion_store::RunStatus::Paused {
             return Err(invalid(format!("it is {}, not paused", run.status)));
@@ -300,9 +303,12 @@ impl StoreChildRuns<'_> {
 
     /// [`ChildRuns::run_own`]: the child record, then a whole attempt whose
     /// events start `run_started`, `sandbox_shared {adopted: false, declared}`.
-    async fn launch_own(&self, own: OwnRun<'_>) -> Result<serde_json::Value, Failure> {
+    async fn launch_own(&self, own: OwnRun<'_>) -> Result<OwnEnd, Failure> {
         let fail = |code: FailureCode, message: String| Failure::new(code, message);
         let node = own.node;
+        if let Some(run_id) = own.resumed {
+            return self.resume_own(node, run_id, own.answer, own.cancel).await;
+        }
         let file = self.child_file(own.subbot);
         let hash = iterion_dsl::load(&file).map_or_else(
             |_| {
@@ -372,26 +378,71 @@ impl StoreChildRuns<'_> {
                 format!("subbot {node}: the child run could not run: {e}"),
             )
         })?;
-        if summary.status != iterion_store::RunStatus::Finished {
-            let code = summary
-                .failure_code
-                .as_deref()
-                .and_then(FailureCode::from_str_exact)
-                .unwrap_or(FailureCode::ExecutionFailed);
-            return Err(fail(
-                code,
-                format!(
-                    "child run {} ended {}: {}",
-                    summary.run_id,
-                    summary.status,
-                    summary.message.unwrap_or_default()
-                ),
-            ));
-        }
-        Ok(summary
-            .output
-            .unwrap_or_else(|| serde_json::Value::Object(serde_json::Map::new())))
+        own_end(summary)
     }
+
+    /// Resumes child run `run_id` of its own, paused when its parent paused, with `answer`: a
+    /// resume of that record ([`Engine::resume_run`]: admission again, its own sandbox again).
+    async fn resume_own(
+        &self,
+        node: &str,
+        run_id: &str,
+        answer: Option<String>,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<OwnEnd, Failure> {
+        let request = crate::launcher::engine::ResumeRequest {
+            run_id: run_id.to_owned(),
+            force: false,
+            answer,
+            from: None,
+        };
+        let control = crate::launcher::engine::RunControl {
+            cancel,
+            interrupt: self.interrupt.child_token(),
+            abandon: tokio_util::sync::CancellationToken::new(),
+        };
+        let resumed: futures_util::future::BoxFuture<'_, _> = Box::pin(self.engine.resume_run(
+            request,
+            control,
+            Arc::clone(&self.observer),
+        ));
+        let summary = resumed.await.map_err(|e| {
+            Failure::new(
+                FailureCode::ResumeInvalid,
+                format!("subbot {node}: the paused child run {run_id} could not be resumed: {e}"),
+            )
+        })?;
+        own_end(summary)
+    }
+}
+
+/// What a child run of its own came to: its output, its pause, or its failure.
+fn own_end(summary: crate::launcher::engine::RunSummary) -> Result<OwnEnd, Failure> {
+    if summary.status == iterion_store::RunStatus::Paused {
+        return Ok(OwnEnd::Paused {
+            run_id: summary.run_id,
+            question: summary.message.unwrap_or_default(),
+        });
+    }
+    if summary.status != iterion_store::RunStatus::Finished {
+        let code = summary
+            .failure_code
+            .as_deref()
+            .and_then(FailureCode::from_str_exact)
+            .unwrap_or(FailureCode::ExecutionFailed);
+        return Err(Failure::new(
+            code,
+            format!(
+                "child run {} ended {}: {}",
+                summary.run_id,
+                summary.status,
+                summary.message.unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(OwnEnd::Done(summary.output.unwrap_or_else(|| {
+        serde_json::Value::Object(serde_json::Map::new())
+    })))
 }
 
 /// Saves a child run's status, failure and last node (three tries on a version conflict).

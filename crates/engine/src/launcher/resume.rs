@@ -52,6 +52,33 @@ impl Engine {
         observer: Arc<dyn RunObserver>,
     ) -> Result<RunSummary, EngineError> {
         let run_id = parse_run_id(&request.run_id)?;
+        // A subbot child that paused on a question paused its parent with it: the answer goes
+        // to the parent, whose resume resumes this child (`launcher::children`).
+        if let Some(run) = self.store.get_run(&run_id).await?
+            && run.status == RunStatus::Paused
+            && let Some(parent) = &run.parent_run_id
+            && self
+                .store
+                .get_run(parent)
+                .await?
+                .is_some_and(|p| p.status == RunStatus::Paused)
+        {
+            return Err(refused(format!(
+                "run {run_id} is a subbot child that paused its parent {parent} with it; `iterion resume {parent} --answer TEXT` answers it"
+            )));
+        }
+        self.resume_run(request, control, observer).await
+    }
+
+    /// [`Engine::resume`] without its refusal of a paused child: what a parent's resume calls
+    /// to resume the child run of its own it paused with.
+    pub(crate) async fn resume_run(
+        &self,
+        request: ResumeRequest,
+        control: RunControl,
+        observer: Arc<dyn RunObserver>,
+    ) -> Result<RunSummary, EngineError> {
+        let run_id = parse_run_id(&request.run_id)?;
         let Some(run) = self.store.get_run(&run_id).await? else {
             return Err(EngineError::Store(iterion_store::Error::RunNotFound {
                 run_id,
@@ -92,16 +119,6 @@ impl Engine {
             )
         {
             return Err(EngineError::ScratchNotPortable { message });
-        }
-        // A child that paused in its parent's sandbox paused its parent with it: the answer
-        // goes to the parent, whose resume resumes this child in its own record.
-        if run.status == RunStatus::Paused
-            && let Some(parent) = &run.parent_run_id
-            && crate::executor::subbot::adopted(events.iter().map(|e| (e.kind.as_str(), &e.data)))
-        {
-            return Err(refused(format!(
-                "run {run_id} is a subbot child paused in its parent {parent}'s sandbox; its parent paused with it: `iterion resume {parent} --answer TEXT` answers it"
-            )));
         }
         // A child that ran in a copy-based parent's sandbox has no sandbox to go back to
         // (SANDBOX.md §14): refused, or with --force, a sandbox of its own.

@@ -38,8 +38,8 @@ use std::time::Duration;
 use iterion_netproxy::ProxyToken;
 use iterion_sandbox::{LogLevel, RunLog};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -268,7 +268,8 @@ impl AskUserListener {
             Arc::clone(&slots),
             run_log,
         ));
-        let reach = Reach::Unix(seen_at.map_or_else(|| path.to_string_lossy().into_owned(), str::to_owned));
+        let reach =
+            Reach::Unix(seen_at.map_or_else(|| path.to_string_lossy().into_owned(), str::to_owned));
         Ok(AskUserListener {
             token,
             path: Some(path),
@@ -394,7 +395,12 @@ enum Accept {
     Tcp(TcpListener),
 }
 
-async fn accept_loop(listener: Accept, token: Arc<ProxyToken>, slots: Slots, run_log: Arc<dyn RunLog>) {
+async fn accept_loop(
+    listener: Accept,
+    token: Arc<ProxyToken>,
+    slots: Slots,
+    run_log: Arc<dyn RunLog>,
+) {
     loop {
         let (token, slots, run_log) =
             (Arc::clone(&token), Arc::clone(&slots), Arc::clone(&run_log));

@@ -153,7 +153,9 @@ async fn a_node_without_an_open_slot_is_refused_even_with_the_token() {
     let reply = send(&l, &request(l.token(), "quiet", "Which env?")).await;
     assert_eq!(
         refused(&reply),
-        format!("node \"quiet\" of run \"{RUN}\" may not ask: it is not an interaction: ask delegate node running now")
+        format!(
+            "node \"quiet\" of run \"{RUN}\" may not ask: it is not an interaction: ask delegate node running now"
+        )
     );
     // A slot, once closed, refuses too.
     drop(l.open(RUN, "asker"));
@@ -182,7 +184,11 @@ async fn the_token_is_redacted_and_the_socket_is_connectable_by_anyone() {
             .redact(&format!("x {} y", l.token()))
             .contains(l.token())
     );
-    let mode = std::fs::metadata(l.path().unwrap()).unwrap().permissions().mode() & 0o777;
+    let mode = std::fs::metadata(l.path().unwrap())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o666);
     // The CLI in the sandbox is told the path it sees there.
     assert_eq!(l.reach().env(), (SOCKET_ENV, CONTAINER_SOCKET.to_owned()));
@@ -204,14 +210,21 @@ async fn a_child_runs_node_cannot_ask_as_its_parents_node_or_a_siblings() {
             )
         );
     }
-    assert!(kid.asked.try_recv().is_err(), "no refused question reached the child");
+    assert!(
+        kid.asked.try_recv().is_err(),
+        "no refused question reached the child"
+    );
     // The parent's own node opening later does not replace the child's slot, nor the reverse.
     let mut parent = l.open(RUN, "asker");
     let l = Arc::new(l);
     let ask = |run: &'static str| {
         let l = Arc::clone(&l);
         tokio::spawn(async move {
-            send(&l, &request_of(l.token(), run, "asker", &format!("from {run}"))).await
+            send(
+                &l,
+                &request_of(l.token(), run, "asker", &format!("from {run}")),
+            )
+            .await
         })
     };
     let (from_kid, from_parent) = (ask("kid-1"), ask(RUN));
@@ -221,10 +234,30 @@ async fn a_child_runs_node_cannot_ask_as_its_parents_node_or_a_siblings() {
         (to_kid.question.as_str(), to_parent.question.as_str()),
         ("from kid-1", &*format!("from {RUN}"))
     );
-    to_kid.reply.send(AskReply::Answer { text: "kid".to_owned() }).unwrap();
-    to_parent.reply.send(AskReply::Answer { text: "parent".to_owned() }).unwrap();
-    assert_eq!(from_kid.await.unwrap(), AskReply::Answer { text: "kid".to_owned() });
-    assert_eq!(from_parent.await.unwrap(), AskReply::Answer { text: "parent".to_owned() });
+    to_kid
+        .reply
+        .send(AskReply::Answer {
+            text: "kid".to_owned(),
+        })
+        .unwrap();
+    to_parent
+        .reply
+        .send(AskReply::Answer {
+            text: "parent".to_owned(),
+        })
+        .unwrap();
+    assert_eq!(
+        from_kid.await.unwrap(),
+        AskReply::Answer {
+            text: "kid".to_owned()
+        }
+    );
+    assert_eq!(
+        from_parent.await.unwrap(),
+        AskReply::Answer {
+            text: "parent".to_owned()
+        }
+    );
 }
 
 async fn tcp_listener() -> AskUserListener {
@@ -244,7 +277,10 @@ async fn over_tcp_a_question_reaches_its_slot_and_a_second_runs_connection_is_re
     let Reach::Tcp(addr) = a.reach().clone() else {
         panic!("{:?}", a.reach())
     };
-    assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "{addr}");
+    assert!(
+        addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"),
+        "{addr}"
+    );
     assert_eq!(a.reach().env().0, ADDR_ENV);
     assert_eq!(a.path(), None);
     let mut slot = a.open(RUN, "asker");
@@ -253,11 +289,21 @@ async fn over_tcp_a_question_reaches_its_slot_and_a_second_runs_connection_is_re
     let _b_slot = b.open("second-run", "asker");
     let reply = send(&a, &request_of(b.token(), RUN, "asker", "Which env?")).await;
     assert_eq!(refused(&reply), "the token is not this run's");
-    let reply = send(&a, &request_of(a.token(), "second-run", "asker", "Which env?")).await;
-    assert!(refused(&reply).starts_with("node \"asker\" of run \"second-run\" may not ask"), "{reply:?}");
+    let reply = send(
+        &a,
+        &request_of(a.token(), "second-run", "asker", "Which env?"),
+    )
+    .await;
+    assert!(
+        refused(&reply).starts_with("node \"asker\" of run \"second-run\" may not ask"),
+        "{reply:?}"
+    );
     // Over the size bound, over TCP too.
     let reply = send(&a, &vec![b'x'; REQUEST_MAX_BYTES * 2]).await;
-    assert_eq!(refused(&reply), format!("the request is over {REQUEST_MAX_BYTES} bytes"));
+    assert_eq!(
+        refused(&reply),
+        format!("the request is over {REQUEST_MAX_BYTES} bytes")
+    );
     assert!(slot.asked.try_recv().is_err());
     // The asking node itself is answered.
     let a = Arc::new(a);
@@ -305,10 +351,30 @@ fn wanted_counts_an_asking_delegate_node_in_an_adopting_child_but_not_in_a_decla
     let image = "  sandbox:\n    image: \"alpine:3\"\n";
     // (case, child, grandchild, wanted)
     let cases = [
-        ("an asking grandchild, both adopting", via(""), asker("ask", ""), true),
-        ("a grandchild that does not ask", via(""), asker("none", ""), false),
-        ("the grandchild declares its own sandbox", via(""), asker("ask", image), false),
-        ("the child declares its own sandbox", via(image), asker("ask", ""), false),
+        (
+            "an asking grandchild, both adopting",
+            via(""),
+            asker("ask", ""),
+            true,
+        ),
+        (
+            "a grandchild that does not ask",
+            via(""),
+            asker("none", ""),
+            false,
+        ),
+        (
+            "the grandchild declares its own sandbox",
+            via(""),
+            asker("ask", image),
+            false,
+        ),
+        (
+            "the child declares its own sandbox",
+            via(image),
+            asker("ask", ""),
+            false,
+        ),
     ];
     let mut got = Vec::new();
     for (case, child, grandchild, _) in &cases {

@@ -1025,3 +1025,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "delegate_tcp_tests.rs"]
+mod tcp_tests;

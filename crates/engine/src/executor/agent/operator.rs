@@ -43,8 +43,10 @@ pub struct PausedAgent {
 pub struct PausedChild {
     /// The child's run id (its record, reopened on resume).
     pub run_id: String,
-    /// The child's checkpoint at its pause.
-    pub checkpoint: crate::executor::checkpoint::Checkpoint,
+    /// The child's checkpoint at its pause, for a child in the parent's sandbox; `None` for a
+    /// child run of its own (a sandbox of its own), whose record keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<crate::executor::checkpoint::Checkpoint>,
 }
 
 /// A delegate CLI's session at a pause: its id and the CLI's own session files (relative to
