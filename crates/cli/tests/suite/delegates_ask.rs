@@ -343,11 +343,16 @@ fn docker_codex_asks_from_the_container_pauses_and_resume_answers_in_its_thread(
     assert_eq!(env.containers(), Vec::<String>::new());
 }
 
-/// `p.iter` runs `c.iter` (the asker, no sandbox block of its own: it adopts its parent's) as
-/// subbot `kid`; `then` follows the subbot in the parent (a bash-only claw-free probe node of
-/// the same backend), when given.
-fn parent_and_child(env: &Env, backend: &str, model: &str, sandbox: &str, then: &str) {
-    env.write("c.iter", &workflow(backend, model, "", ""));
+/// `p.iter` runs `c.iter` (the asker; with no `child_sandbox` block it adopts its parent's
+/// sandbox) as subbot `kid`; `then` follows the subbot in the parent (a bash probe node of the
+/// same backend), when given.
+fn parent_and_child(
+    env: &Env,
+    (backend, model): (&str, &str),
+    (sandbox, child_sandbox): (&str, &str),
+    then: &str,
+) {
+    env.write("c.iter", &workflow(backend, model, child_sandbox, ""));
     let (edge, extra) = if then.is_empty() {
         ("  kid -> done\n".to_owned(), String::new())
     } else {
@@ -487,9 +492,8 @@ fn claude_code_in_an_adopted_child_on_the_host_pauses_its_parent_and_the_parents
     let env = Env::new();
     parent_and_child(
         &env,
-        "claude_code",
-        "anthropic/claude-test",
-        "  sandbox: none\n",
+        ("claude_code", "anthropic/claude-test"),
+        ("  sandbox: none\n", ""),
         "",
     );
     let fake = FakeModel::start(
@@ -512,6 +516,49 @@ fn claude_code_in_an_adopted_child_on_the_host_pauses_its_parent_and_the_parents
             .unwrap()
     });
     assert_eq!(of_kind(&parent, "run_finished").len(), 1, "{parent:#?}");
+}
+
+#[test]
+fn claude_code_in_a_declaring_child_on_the_host_pauses_its_parent_and_the_parents_resume_answers() {
+    let Some(clis) =
+        delegate_clis_or_skip("cli::delegates_ask::claude_code_declaring_child_on_the_host")
+    else {
+        return;
+    };
+    let env = Env::new();
+    // `sandbox: none` in the child is a declaration (mode=none): a launch of its own, with its
+    // own listener.
+    parent_and_child(
+        &env,
+        ("claude_code", "anthropic/claude-test"),
+        ("  sandbox: none\n", "  sandbox: none\n"),
+        "",
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![
+            Reply::tool("mcp__iterion__ask_user", json!({"question": QUESTION})),
+            Reply::text("{\"answer\": \"deploying to staging\"}"),
+        ],
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let (parent, child) = child_pause_then_resume(&env, &fake, |args| {
+        env.cmd()
+            .args(args)
+            .env("TMPDIR", tmp.path())
+            .env("PATH", path_with(&clis))
+            .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+            .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+            .timeout(std::time::Duration::from_secs(180))
+            .output()
+            .unwrap()
+    });
+    assert_eq!(of_kind(&parent, "run_finished").len(), 1, "{parent:#?}");
+    let shared = of_kind(&child, "sandbox_shared");
+    assert!(
+        !shared.is_empty() && shared.iter().all(|s| s["adopted"] == json!(false)),
+        "{shared:#?}"
+    );
 }
 
 /// The prober (a parent node, after the child ended) asks through the listener, with the token
@@ -537,9 +584,8 @@ fn docker_claude_code_in_an_adopted_child_asks_through_its_parents_listener() {
     let env = Env::new();
     parent_and_child(
         &env,
-        "claude_code",
-        "anthropic/claude-test",
-        &sandbox_block(),
+        ("claude_code", "anthropic/claude-test"),
+        (&sandbox_block(), ""),
         "Probe the listener.",
     );
     let fake = FakeModel::start(

@@ -460,8 +460,13 @@ async fn save_child(
         };
         let mut next = current.clone();
         next.status = crate::records::status::store_status(outcome.status);
-        next.failure_code = outcome.failure_code.map(|c| c.as_str().to_owned());
-        next.failure_message = outcome.message.clone();
+        // A paused child's message is its question, not a failure (the store refuses one).
+        let failed = next.status.allows_failure();
+        next.failure_code = outcome
+            .failure_code
+            .filter(|_| failed)
+            .map(|c| c.as_str().to_owned());
+        next.failure_message = outcome.message.clone().filter(|_| failed);
         next.last_completed_node = outcome.last_completed_node.clone();
         match store.save_run(&next, current.version).await {
             Err(iterion_store::Error::Conflict { .. }) if attempt < 3 => {}

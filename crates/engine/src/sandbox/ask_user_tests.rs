@@ -161,7 +161,7 @@ async fn a_node_without_an_open_slot_is_refused_even_with_the_token() {
     drop(l.open(RUN, "asker"));
     let reply = send(&l, &request(l.token(), "asker", "Which env?")).await;
     assert!(
-        refused(&reply).starts_with("node \"asker\" may not ask"),
+        refused(&reply).starts_with("node \"asker\" of run"),
         "{reply:?}"
     );
 }

@@ -672,3 +672,133 @@ async fn a_parents_interrupt_ends_its_children_interrupted() {
         assert_eq!(child.failure_code.as_deref(), Some("INTERRUPTED"), "{case}");
     }
 }
+
+const ASKING_PARENT: &str = "\
+tool before:
+  command: `echo before >> parent-steps.txt; echo '{}'`
+
+subbot kid:
+  source: \"child.iter\"
+
+workflow parent:
+  entry: before
+  sandbox: none
+  before -> kid
+  kid -> done
+";
+
+/// A child whose `human` node asks (no operator: it pauses) after a tool that must not run again
+/// on the resume. `SANDBOX` is its sandbox block (none: it adopts its parent's).
+const ASKING_CHILD: &str = "\
+tool first:
+  command: `echo first >> child-steps.txt; echo '{}'`
+
+prompt q:
+  Which environment?
+
+human ask:
+  instructions: q
+
+workflow child:
+  entry: first
+SANDBOX  first -> ask
+  ask -> done
+";
+
+/// A child (adopted, or a launch of its own) that pauses pauses its parent; only the parent's
+/// resume answers it, the same child record continues from its asking node, and the answer
+/// comes back as the parent's result.
+async fn a_pausing_child_pauses_its_parent(child_sandbox: &str) {
+    use iterion_engine::{EngineError, NoObserver, ResumeRequest, RunControl};
+    use iterion_store::{RunQuery, RunStatus};
+
+    let Launcher {
+        home: _home,
+        ws,
+        store,
+        engine,
+    } = Launcher::on_the_host().await;
+    let child_src = ASKING_CHILD.replace("SANDBOX", child_sandbox);
+    let wf = compile_tree(
+        ws.path(),
+        &[("parent.iter", ASKING_PARENT), ("child.iter", &child_src)],
+    );
+    let summary = run_to_end(&engine, run_request(wf, ws.path(), "parent.iter")).await;
+    assert_eq!(summary.status, RunStatus::Paused, "{:?}", summary.message);
+    assert_eq!(summary.message.as_deref(), Some("Which environment?"));
+    let runs = store.list_runs(&RunQuery::default()).await.unwrap();
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    let parent_id = iterion_store::RunId::parse(&summary.run_id).unwrap();
+    let child = runs.iter().find(|r| r.id != parent_id).unwrap().clone();
+    assert_eq!(child.status, RunStatus::Paused);
+    let parent_events = super::support::events_of(store.as_ref(), parent_id.as_str()).await;
+    let paused: Vec<_> = parent_events
+        .iter()
+        .filter(|(k, _)| k == "run_paused")
+        .map(|(_, v)| v.clone())
+        .collect();
+    assert_eq!(
+        paused,
+        vec![json!({"node": "kid", "question": "Which environment?"})]
+    );
+    assert!(
+        !parent_events.iter().any(|(k, _)| k == "node_failed"),
+        "{parent_events:#?}"
+    );
+    let resume = |run_id: &str, answer: &str| ResumeRequest {
+        from: None,
+        run_id: run_id.to_owned(),
+        // The request's hash is a stand-in, not the file's.
+        force: true,
+        answer: Some(answer.to_owned()),
+    };
+    // The child is answered through its parent only.
+    let refused = engine
+        .resume(
+            resume(child.id.as_str(), "prod"),
+            RunControl::default(),
+            Arc::new(NoObserver),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, EngineError::ResumeRefused { message }
+            if message.contains(&format!("`iterion resume {parent_id} --answer TEXT`"))),
+        "{refused}"
+    );
+    let summary = engine
+        .resume(
+            resume(parent_id.as_str(), "staging"),
+            RunControl::default(),
+            Arc::new(NoObserver),
+        )
+        .await
+        .unwrap();
+    assert_eq!(summary.status, RunStatus::Finished, "{:?}", summary.message);
+    assert_eq!(summary.output, Some(json!({"answer": "staging"})));
+    // The same child record finished; nothing before the question ran twice.
+    let runs = store.list_runs(&RunQuery::default()).await.unwrap();
+    assert_eq!(runs.len(), 2, "{runs:#?}");
+    let after = runs.iter().find(|r| r.id == child.id).unwrap();
+    assert_eq!(after.status, RunStatus::Finished);
+    let started: Vec<_> = super::support::events_of(store.as_ref(), child.id.as_str())
+        .await
+        .into_iter()
+        .filter(|(k, _)| k == "run_started")
+        .map(|(_, v)| v["resumed"].clone())
+        .collect();
+    assert_eq!(started, vec![json!(false), json!(true)]);
+    let steps = |f: &str| std::fs::read_to_string(ws.path().join(f)).unwrap();
+    assert_eq!(steps("child-steps.txt"), "first\n");
+    assert_eq!(steps("parent-steps.txt"), "before\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adopted_child_that_pauses_pauses_its_parent_and_the_parents_resume_answers_it() {
+    a_pausing_child_pauses_its_parent("").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_launched_child_that_pauses_pauses_its_parent_and_the_parents_resume_answers_it() {
+    a_pausing_child_pauses_its_parent("  sandbox: none\n").await;
+}
