@@ -211,13 +211,14 @@ fn sandbox_block() -> String {
 }
 
 /// The prober's command: asks through the ask-user listener from the container with a wrong
-/// token, as itself (a node that may not ask) with the run's token read from the asker's MCP
-/// config, as the asker (no longer running), and with an oversized question.
+/// token, as itself (a node that may not ask) with the run's token and run id read from the
+/// asker's MCP config, as the asker (no longer running), and with an oversized question.
 const PROBE: &str = "cfg=/tmp/iterion-delegate/claude_code/mcp.json; \
      t=$(sed -n 's/.*\"ITERION_ASK_USER_TOKEN\":\"\\([0-9a-f]*\\)\".*/\\1/p' $cfg); \
+     run=$(sed -n 's/.*\"ITERION_ASK_USER_RUN\":\"\\([0-9a-f-]*\\)\".*/\\1/p' $cfg); \
      echo \"token-length=${#t}\" > attack.txt; \
      ask() { printf '%s\\n' \"{\\\"jsonrpc\\\":\\\"2.0\\\",\\\"id\\\":1,\\\"method\\\":\\\"tools/call\\\",\\\"params\\\":{\\\"name\\\":\\\"ask_user\\\",\\\"arguments\\\":{\\\"question\\\":\\\"$3\\\"}}}\" \
-       | ITERION_ASK_USER_SOCKET=/run/iterion/net/ask-user.sock ITERION_ASK_USER_TOKEN=$1 ITERION_ASK_USER_NODE=$2 /run/iterion/bin/iterion __mcp-ask-user >> attack.txt; echo >> attack.txt; }; \
+       | ITERION_ASK_USER_SOCKET=/run/iterion/net/ask-user.sock ITERION_ASK_USER_TOKEN=$1 ITERION_ASK_USER_RUN=$run ITERION_ASK_USER_NODE=$2 /run/iterion/bin/iterion __mcp-ask-user >> attack.txt; echo >> attack.txt; }; \
      ask 0123abcd asker hi; ask \"$t\" prober hi; ask \"$t\" asker hi; \
      ask \"$t\" prober \"$(head -c 9000 /dev/zero | tr '\\0' q)\"";
 
@@ -280,9 +281,11 @@ fn docker_claude_code_asks_from_the_container_and_the_listener_refuses_everyone_
             )
         })
         .collect();
+    let run = env.only_run();
     let not_running = |node: &str| {
         format!(
-            "ask_user refused: node \"{node}\" may not ask: it is not an interaction: ask delegate node running now"
+            "ask_user refused: node \"{node}\" of run \"{}\" may not ask: it is not an interaction: ask delegate node running now",
+            run.id
         )
     };
     assert_eq!(
@@ -301,7 +304,6 @@ fn docker_claude_code_asks_from_the_container_and_the_listener_refuses_everyone_
         ]
     );
     // The refusals are in the run log; the token is in no record.
-    let run = env.only_run();
     let logs = format!("{:?}", env.logs(&run));
     assert!(logs.contains("ask-user: refused a request"), "{logs}");
     assert!(!format!("{events:?}{logs}").contains(ANTHROPIC_KEY));
@@ -429,8 +431,8 @@ fn child_pause_then_resume(
     assert_ne!(out.status.code(), Some(0));
     assert!(
         stderr_of(&out).contains(&format!(
-            "is a subbot child paused in its parent {}'s sandbox",
-            parent.id
+            "is a subbot child that paused its parent {} with it; `iterion resume {} --answer TEXT` answers it",
+            parent.id, parent.id
         )),
         "{}",
         stderr_of(&out)
