@@ -316,7 +316,9 @@ pub(crate) async fn prepare<'w>(
         .await;
     Ok(Prepared::Child(Box::new(ChildGraph {
         workflow: child,
-        resume: paused.and_then(|p| p.checkpoint),
+        resume: paused
+            .and_then(|p| p.checkpoint)
+            .and_then(|c| serde_json::from_value(c).ok()),
         opened,
         vars,
         depth,
@@ -363,7 +365,7 @@ pub(crate) async fn finish(
             question: asked.question.clone(),
             child: PausedChild {
                 run_id: opened.run_id.clone(),
-                checkpoint: Some(report.checkpoint),
+                checkpoint: serde_json::to_value(&report.checkpoint).ok(),
             },
         }
         .into_pause(ctx));

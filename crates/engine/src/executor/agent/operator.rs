@@ -46,7 +46,8 @@ pub struct PausedChild {
     /// The child's checkpoint at its pause, for a child in the parent's sandbox; `None` for a
     /// child run of its own (a sandbox of its own), whose record keeps it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint: Option<crate::executor::checkpoint::Checkpoint>,
+    /// (Kept as JSON: the checkpoint module holds this type, not the reverse.)
+    pub checkpoint: Option<serde_json::Value>,
 }
 
 /// A delegate CLI's session at a pause: its id and the CLI's own session files (relative to
