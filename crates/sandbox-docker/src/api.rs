@@ -108,7 +108,7 @@ pub(crate) type ApiResult<T> = Result<T, ApiError>;
 pub(crate) type ApiStream<T> = BoxStream<'static, ApiResult<T>>;
 
 /// Which engine answers on the socket (SANDBOX.md §4.2): what `Driver::name` reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     /// Docker Engine (dockerd).
@@ -290,6 +290,12 @@ pub trait ContainerApi: Send + Sync {
 
     /// `GET /containers/json?all=true` filtered by `label=` filters.
     async fn list_containers(&self, label_filters: Vec<String>) -> ApiResult<Vec<ListedResource>>;
+
+    /// `GET /containers/json` (running containers only) filtered by `label=` filters.
+    async fn list_running_containers(
+        &self,
+        label_filters: Vec<String>,
+    ) -> ApiResult<Vec<ListedResource>>;
 
     /// `POST /containers/{id}/exec`; returns the exec id.
     async fn create_exec(&self, container: &str, request: ExecRequest) -> ApiResult<String>;

@@ -457,9 +457,9 @@ impl DockerDriver {
     /// Takes a ready pool entry of `shape` and hands it the run's per-run binds: the entry's id
     /// and the slots to remove at cleanup. A hand-over that fails removes the entry (it may
     /// hold part of the run's dirs) and answers `None`: the run starts cold.
-    async fn claim(&self, shape: &warm::Shape) -> Option<(String, Vec<PathBuf>)> {
+    async fn claim(&self, shape: &warm::Shape, store: &str) -> Option<(String, Vec<PathBuf>)> {
         let shared = &self.shared;
-        let entry = shared.pool.take(shape)?;
+        let entry = shared.pool.take(shape, store).await?;
         let handed = {
             let (shape, entry) = (shape.clone(), entry.clone());
             tokio::task::spawn_blocking(move || warm::hand_over(&shape, &entry))
@@ -467,7 +467,11 @@ impl DockerDriver {
                 .unwrap_or_else(|join| Err(join.to_string()))
         };
         match handed {
-            Ok(leftovers) => Some((entry.id, leftovers)),
+            Ok(mut leftovers) => {
+                // The claim marker goes with the container, after it.
+                leftovers.extend(warm::claim_of(&entry));
+                Some((entry.id, leftovers))
+            }
             Err(reason) => {
                 shared.log(
                     LogLevel::Warn,
@@ -658,7 +662,7 @@ impl DockerDriver {
             None
         };
         let claimed = match &shape {
-            Some(shape) => self.claim(shape).await,
+            Some(shape) => self.claim(shape, &info.store_id).await,
             None => None,
         };
         let warm = claimed.is_some();
@@ -688,7 +692,7 @@ impl DockerDriver {
         // source; the staging mounts go now (and on every failure, when the stager drops).
         stager.release()?;
         if let Some(shape) = &shape {
-            shared.pool.refill(&shape.key);
+            shared.pool.refill(&shape.key, &info.store_id);
         }
         let run = DockerRun::new(
             Arc::clone(shared),

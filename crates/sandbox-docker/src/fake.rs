@@ -37,6 +37,7 @@ pub(crate) enum Call {
     StartContainer(String),
     RemoveContainer(String),
     ListContainers(Vec<String>),
+    ListRunningContainers(Vec<String>),
     CreateExec(String, ExecRequest),
     StartExec(String),
     InspectExec(String),
@@ -59,6 +60,7 @@ pub(crate) enum Reply {
     StartContainer(ApiResult<()>),
     RemoveContainer(ApiResult<()>),
     ListContainers(ApiResult<Vec<ListedResource>>),
+    ListRunningContainers(ApiResult<Vec<ListedResource>>),
     CreateExec(ApiResult<String>),
     /// The exec's output chunks; its stdin is captured.
     StartExec(ApiResult<Vec<ExecChunk>>),
@@ -254,6 +256,16 @@ impl ContainerApi for FakeContainerApi {
     async fn list_containers(&self, filters: Vec<String>) -> ApiResult<Vec<ListedResource>> {
         match self.next(Call::ListContainers(filters)) {
             (_, Some(Reply::ListContainers(reply))) => reply,
+            (call, other) => Err(unscripted(call, other)),
+        }
+    }
+
+    async fn list_running_containers(
+        &self,
+        filters: Vec<String>,
+    ) -> ApiResult<Vec<ListedResource>> {
+        match self.next(Call::ListRunningContainers(filters)) {
+            (_, Some(Reply::ListRunningContainers(reply))) => reply,
             (call, other) => Err(unscripted(call, other)),
         }
     }

@@ -43,10 +43,11 @@ pub fn local_reapers(env: &Environment) -> Vec<Arc<dyn ReaperConstructor>> {
     ]
     .into_iter()
     .map(|(kind, engine)| {
+        // The operator's settings: the warm pool's size decides which entries wait for a claim.
         Arc::new(DockerConstructor::with_endpoints(
             kind,
             endpoints_for(engine, &vars),
-            DockerSettings::default(),
+            DockerSettings::from_env(env),
         )) as Arc<dyn ReaperConstructor>
     })
     .collect()
