@@ -288,6 +288,10 @@ pub trait ContainerApi: Send + Sync {
     /// `DELETE /containers/{id}?force=true&v=true`.
     async fn remove_container(&self, id: &str) -> ApiResult<()>;
 
+    /// `POST /containers/{id}/pause`: freezes every process of the container (its cgroup's
+    /// freezer), answering once they are frozen.
+    async fn pause_container(&self, id: &str) -> ApiResult<()>;
+
     /// `GET /containers/json?all=true` filtered by `label=` filters.
     async fn list_containers(&self, label_filters: Vec<String>) -> ApiResult<Vec<ListedResource>>;
 

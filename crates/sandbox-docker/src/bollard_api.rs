@@ -534,6 +534,10 @@ impl ContainerApi for BollardApi {
             .map_err(classify)
     }
 
+    async fn pause_container(&self, id: &str) -> ApiResult<()> {
+        self.docker.pause_container(id).await.map_err(classify)
+    }
+
     async fn list_containers(&self, label_filters_: Vec<String>) -> ApiResult<Vec<ListedResource>> {
         self.listed_containers(true, label_filters_).await
     }

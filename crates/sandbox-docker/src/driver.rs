@@ -706,6 +706,7 @@ impl DockerDriver {
                 secrets,
                 base_env,
                 warm_leftovers: leftovers,
+                claimed: warm,
                 attached,
             },
         );

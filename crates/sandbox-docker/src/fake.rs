@@ -36,6 +36,7 @@ pub(crate) enum Call {
     CreateContainer(String, Box<ContainerCreateBody>),
     StartContainer(String),
     RemoveContainer(String),
+    PauseContainer(String),
     ListContainers(Vec<String>),
     ListRunningContainers(Vec<String>),
     CreateExec(String, ExecRequest),
@@ -251,6 +252,14 @@ impl ContainerApi for FakeContainerApi {
             (_, Some(Reply::RemoveContainer(reply))) => reply,
             (call, other) => Err(unscripted(call, other)),
         }
+    }
+
+    /// Recorded, never scripted: the fake cannot freeze, so a caller takes its fallback.
+    async fn pause_container(&self, id: &str) -> ApiResult<()> {
+        self.state().calls.push(Call::PauseContainer(id.to_owned()));
+        Err(ApiError::Unscripted {
+            call: format!("PauseContainer({id:?})"),
+        })
     }
 
     async fn list_containers(&self, filters: Vec<String>) -> ApiResult<Vec<ListedResource>> {

@@ -155,7 +155,7 @@ impl DockerDriver {
     /// Removes the orphaned warm pool entries (see [`Self::orphaned_warm_entries`]) with their
     /// slots and markers; returns the ids removed. An unclaimed one is claimed first, so a run
     /// claiming it at the same moment gets it and the reaper leaves it alone.
-    async fn reap_warm_entries(&self, store_id: &str) -> Result<Vec<String>> {
+    pub(crate) async fn reap_warm_entries(&self, store_id: &str) -> Result<Vec<String>> {
         let mut removed = Vec::new();
         for doomed in self.orphaned_warm_entries(store_id).await? {
             let DoomedEntry {

@@ -570,15 +570,18 @@ pub fn install_warm_filler(program: impl Into<PathBuf>) {
     let _ = FILLER.set(program.into());
 }
 
-/// What a detached filler is asked to do: make entries of `template` on the engine at
-/// `endpoint` until `size` unclaimed ones run.
+/// What a detached filler is asked to do on the engine at `endpoint`: remove the claimed
+/// entries of ended runs (each with the slots and marker to remove after it), then make
+/// entries of `template` until `size` unclaimed ones run.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct FillJob {
     endpoint: String,
     engine: EngineKind,
     store: String,
     size: usize,
-    template: Template,
+    #[serde(default)]
+    remove: Vec<(String, Vec<PathBuf>)>,
+    template: Option<Template>,
 }
 
 /// The filters that list a store's entries of one shape.
@@ -611,15 +614,29 @@ pub async fn run_fill_job(job: &str) -> Result<usize, String> {
         ));
     }
     let api: Arc<dyn ContainerApi> = Arc::new(api);
+    for (id, paths) in job.remove {
+        match api.remove_container(&id).await {
+            Ok(()) => {}
+            Err(error) if error.is_not_found() => {}
+            // Kept for the reaper: its claimer is gone, so it goes at the next pass.
+            Err(error) => return Err(format!("remove {id}: {error}")),
+        }
+        tokio::task::spawn_blocking(move || remove_slots(paths.iter().map(PathBuf::as_path)))
+            .await
+            .map_err(|join| join.to_string())?;
+    }
+    let Some(template) = job.template else {
+        return Ok(0);
+    };
     let pool = WarmPool::new(
         job.size.min(crate::settings::MAX_WARM),
         Arc::clone(&api),
         job.engine,
     );
-    let ready = unclaimed(&*api, &job.store, &job.template).await?.len();
+    let ready = unclaimed(&*api, &job.store, &template).await?.len();
     let mut made = 0;
     for _ in ready..pool.size {
-        pool.make(&job.template).await?;
+        pool.make(&template).await?;
         made += 1;
     }
     Ok(made)
@@ -695,6 +712,37 @@ impl WarmPool {
     /// Whether the pool keeps anything (`ITERION_SANDBOX_WARM` > 0).
     pub(crate) fn enabled(&self) -> bool {
         self.size > 0
+    }
+
+    /// The detached filler and the endpoint it connects to, when this pool refills through one.
+    fn detached(&self) -> Option<(&PathBuf, &String)> {
+        FILLER.get().zip(self.endpoint.as_ref())
+    }
+
+    /// Whether a claimed entry's removal can be handed to a detached filler.
+    pub(crate) fn hands_off(&self) -> bool {
+        self.enabled() && self.detached().is_some()
+    }
+
+    /// Starts a detached filler that removes the (frozen) claimed entry `id`, then `paths` (its
+    /// slots and claim marker). Returns once the filler has its job.
+    pub(crate) async fn hand_off_removal(
+        &self,
+        id: &str,
+        paths: Vec<PathBuf>,
+    ) -> Result<(), String> {
+        let (program, endpoint) = self.detached().ok_or("no detached filler")?;
+        let job = FillJob {
+            endpoint: endpoint.clone(),
+            engine: self.engine,
+            store: String::new(),
+            size: 0,
+            remove: vec![(id.to_owned(), paths)],
+            template: None,
+        };
+        let child = start_filler(program, &job).await?;
+        reap_filler(child, || {});
+        Ok(())
     }
 
     /// The ids of the entries ready to be claimed, every shape together.
@@ -790,7 +838,7 @@ impl WarmPool {
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let detached = FILLER.get().zip(self.endpoint.as_ref());
+        let detached = self.detached();
         let (template, missing) = {
             let mut shapes = self
                 .shapes
@@ -820,24 +868,31 @@ impl WarmPool {
                 engine: self.engine,
                 store: store.to_owned(),
                 size: self.size,
-                template: Template {
+                remove: Vec::new(),
+                template: Some(Template {
                     body: template.body.clone(),
                     slots: template.slots.clone(),
                     digest: template.digest.clone(),
                     claims: template.claims.clone(),
-                },
+                }),
             };
             let (pool, key, program) = (Arc::clone(self), key.to_owned(), program.clone());
-            handle.spawn(async move {
-                if let Err(error) = spawn_filler(&program, &job).await {
-                    tracing::debug!("sandbox: warm pool filler: {error}");
-                }
+            let done = move || {
                 let mut shapes = pool
                     .shapes
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 let state = shapes.entry(key).or_default();
                 state.filling = state.filling.saturating_sub(1);
+            };
+            handle.spawn(async move {
+                match start_filler(&program, &job).await {
+                    Ok(child) => reap_filler(child, done),
+                    Err(error) => {
+                        tracing::debug!("sandbox: warm pool filler: {error}");
+                        done();
+                    }
+                }
             });
             return;
         }
@@ -942,9 +997,9 @@ impl WarmPool {
 }
 
 /// Starts `program __warm-fill` in a process group of its own (a terminal's Ctrl-C does not
-/// reach it; it outlives this process), writes the job to its stdin and waits for it, so a
-/// long-lived process leaves no zombie.
-async fn spawn_filler(program: &Path, job: &FillJob) -> Result<(), String> {
+/// reach it; it outlives this process) and writes the whole job to its stdin, closing it: the
+/// filler has its job when this returns.
+async fn start_filler(program: &Path, job: &FillJob) -> Result<tokio::process::Child, String> {
     use tokio::io::AsyncWriteExt;
     let text = serde_json::to_vec(job).map_err(|e| e.to_string())?;
     let mut child = tokio::process::Command::new(program)
@@ -962,11 +1017,24 @@ async fn spawn_filler(program: &Path, job: &FillJob) -> Result<(), String> {
             .await
             .map_err(|e| format!("write the fill job: {e}"))?;
     }
-    let status = child.wait().await.map_err(|e| e.to_string())?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{FILL_SUBCOMMAND} ended with {status}"))
+    Ok(child)
+}
+
+/// Waits for a filler in the background (a long-lived process leaves no zombie), then `done`.
+fn reap_filler(mut child: tokio::process::Child, done: impl FnOnce() + Send + 'static) {
+    let waited = async move {
+        match child.wait().await {
+            Ok(status) if !status.success() => {
+                tracing::debug!("sandbox: {FILL_SUBCOMMAND} ended with {status}");
+            }
+            Ok(_) => {}
+            Err(error) => tracing::debug!("sandbox: wait for {FILL_SUBCOMMAND}: {error}"),
+        }
+        done();
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => drop(handle.spawn(waited)),
+        Err(_) => drop(waited),
     }
 }
 

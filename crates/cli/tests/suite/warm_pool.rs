@@ -162,9 +162,20 @@ fn docker_one_iterion_run_leaves_a_ready_sandbox_the_next_run_claims() {
         claimed,
         "the second run claims the entry the first one left"
     );
+    // Frozen at the run's end, it is removed by the filler the run handed it to.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while env.containers().contains(&first[0].0) {
+        assert!(
+            Instant::now() < deadline,
+            "the claimed entry is still there 30 s after its run"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let logs = env.logs(&env.runs()[0]);
     assert!(
-        !env.containers().contains(&first[0].0),
-        "the claimed entry is removed with its run"
+        logs.iter()
+            .any(|(_, line)| line.contains("frozen; its removal is handed to the filler")),
+        "{logs:#?}"
     );
     let second = settled_entries(&store_id, 1);
     assert_ne!(second[0].0, first[0].0, "a claimed entry is never reused");
