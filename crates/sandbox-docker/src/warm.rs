@@ -656,7 +656,7 @@ async fn unclaimed(
     tokio::task::spawn_blocking(move || {
         listed
             .into_iter()
-            .filter(|entry| entry.labels.get(LABEL_WARM_KEY).is_some())
+            .filter(|entry| entry.labels.contains_key(LABEL_WARM_KEY))
             .filter(|entry| claim_holder(&claims, &entry.id).is_none())
             .collect()
     })
