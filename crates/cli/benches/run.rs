@@ -228,6 +228,21 @@ fn idle_memory(home: &Path, ws: &Path, namespace: bool) -> String {
     report
 }
 
+/// Waits until no `iterion __warm-fill` runs (at most 30 s).
+fn settle_fillers() {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let out = Command::new("pgrep")
+            .args(["-f", "iterion __warm-fill"])
+            .output()
+            .unwrap();
+        if out.stdout.is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// How many runs of the store under `home` started on a claimed warm entry (their run log says
 /// `warm=claimed`).
 fn claimed_runs(home: &Path) -> usize {
@@ -335,6 +350,7 @@ fn main() {
         let mut cmd = iterion(h, w, "one.iter", false);
         warm(&mut cmd);
         timed(&mut cmd);
+        settle_fillers();
     }
 
     const SERIES: [&str; 9] = [
@@ -369,7 +385,11 @@ fn main() {
                 _ => {
                     let mut cmd = iterion(h, w, "one.iter", false);
                     warm(&mut cmd);
-                    timed(&mut cmd)
+                    let took = timed(&mut cmd);
+                    // Its filler (the handed-off removal, the refill) is not timed, and must not
+                    // land on the next series either.
+                    settle_fillers();
+                    took
                 }
             };
             samples[series].push(took);
