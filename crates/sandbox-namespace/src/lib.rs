@@ -35,6 +35,7 @@
 //! this was built on; docs/namespace.md says what that leaves open). It needs Linux ≥ 5.12
 //! (`mount_setattr`); an older kernel fails the setup with a typed error, never a weaker sandbox.
 
+pub mod cgroup;
 mod driver;
 mod init;
 mod lockdown;
