@@ -42,8 +42,10 @@ mod lockdown;
 mod plan;
 mod probe;
 mod proto;
+mod reap;
 mod run;
 pub mod seccomp;
 
 pub use driver::{HOST_ROOT_IMAGE, NamespaceConstructor, NamespaceDriver};
+pub use reap::{NamespaceReaper, NamespaceReaperConstructor, REAP_GRACE};
 pub use probe::{UsernsFacts, UsernsReport, judge_userns, read_userns_facts};
