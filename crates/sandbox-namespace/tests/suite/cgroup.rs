@@ -271,13 +271,18 @@ async fn the_sandbox_can_neither_raise_its_limits_nor_leave_its_cgroup() {
         },
     )
     .await;
+    // Only this sandbox's own cgroup and its parents are aimed at: were the protection gone,
+    // the attack must not touch another cgroup of the host.
     let script = r#"
-for f in $(find /sys/fs/cgroup /proc/1/root/sys/fs/cgroup -maxdepth 6 \( -name 'pids.max' -o -name 'memory.limit_in_bytes' -o -name 'memory.max' -o -name 'memory.memsw.limit_in_bytes' \) 2>/dev/null); do
+for f in $(find /sys/fs/cgroup /proc/1/root/sys/fs/cgroup -maxdepth 6 -path '*/iterion-*' \( -name 'pids.max' -o -name 'memory.limit_in_bytes' -o -name 'memory.max' -o -name 'memory.memsw.limit_in_bytes' \) 2>/dev/null); do
   (echo max > "$f") 2>/dev/null && echo "RAISED $f"
   (echo 9223372036854771712 > "$f") 2>/dev/null && echo "RAISED $f"
+  for p in "$(dirname "$(dirname "$f")")"/cgroup.procs; do
+    (echo $$ > "$p") 2>/dev/null && echo "MOVED $p"
+  done
 done
-for f in $(find /sys/fs/cgroup -maxdepth 6 \( -name cgroup.procs -o -name tasks \) 2>/dev/null); do
-  (echo $$ > "$f") 2>/dev/null && echo "MOVED $f"
+for p in /sys/fs/cgroup/pids/cgroup.procs /sys/fs/cgroup/memory/cgroup.procs /sys/fs/cgroup/unified/cgroup.procs; do
+  [ -f "$p" ] && (echo $$ > "$p") 2>/dev/null && echo "MOVED $p"
 done
 mkdir -p /tmp/cg
 for t in "-t cgroup2 none" "-t cgroup -o pids none" "-t cgroup -o memory none"; do
