@@ -32,6 +32,10 @@ pub struct UsernsReport {
     pub findings: Vec<String>,
     /// What to run to make it usable, when it is not.
     pub remedy: Option<String>,
+    /// Whether the driver applies the operator's resource limits (`ITERION_SANDBOX_MEMORY`,
+    /// `ITERION_SANDBOX_CPUS`, `ITERION_SANDBOX_PIDS`) here, how (cgroup v1 or v2, where), or
+    /// why not with the remedy ([`crate::cgroup::CgroupSupport::describe`]).
+    pub resource_limits: String,
 }
 
 /// Reads the facts (the sysctls and a trial `unshare` in a child).
@@ -95,10 +99,6 @@ pub fn judge_userns(facts: &UsernsFacts) -> UsernsReport {
         ),
         Some(error) => findings.push(format!("trial unshare: {error}")),
     }
-    findings.push(format!(
-        "cgroup limits (memory, pids, cpu) of ITERION_SANDBOX_MEMORY, ITERION_SANDBOX_CPUS and ITERION_SANDBOX_PIDS: {}",
-        facts.cgroup.as_deref().unwrap_or("cgroup state not read")
-    ));
     let usable = facts.trial_error.is_none();
     let remedy = (!usable).then(|| {
         if remedies.is_empty() {
@@ -111,6 +111,10 @@ pub fn judge_userns(facts: &UsernsFacts) -> UsernsReport {
         usable,
         findings,
         remedy,
+        resource_limits: facts
+            .cgroup
+            .clone()
+            .unwrap_or_else(|| "unknown (the cgroup state was not read)".to_owned()),
     }
 }
 
@@ -160,10 +164,8 @@ mod tests {
             ..UsernsFacts::default()
         };
         assert_eq!(
-            judge_userns(&facts).findings.last().map(String::as_str),
-            Some(
-                "cgroup limits (memory, pids, cpu) of ITERION_SANDBOX_MEMORY, ITERION_SANDBOX_CPUS and ITERION_SANDBOX_PIDS: NOT applied: cgroup v2: the engine's cgroup /sys/fs/cgroup/x is not delegated to it"
-            )
+            judge_userns(&facts).resource_limits,
+            "NOT applied: cgroup v2: the engine's cgroup /sys/fs/cgroup/x is not delegated to it"
         );
     }
 }

@@ -166,6 +166,7 @@ pub fn render_basic(report: &BasicReport) -> String {
             },
         ));
         rows.push(("userns_checks", userns.findings.join("; ")));
+        rows.push(("namespace_limits", userns.resource_limits.clone()));
     }
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     let mut out = String::new();
