@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use iterion_sandbox::{
     AdvertisedPort, Capabilities, Driver, DriverConstructor, Error, LogLevel, NullRunLog, Phase,
     PreparedSpec, Progress, ProxyAddresses, ProxyBind, ProxyConfigurer, Result, RunInfo, RunLog,
-    SandboxRun, ScreenContext, Spec, phase_timeout_from_env, run_post_create, validate_spec_mounts,
+    SandboxRun, ScreenContext, Spec, Trust, phase_timeout_from_env, run_post_create, validate_spec_mounts,
 };
 use iterion_vocab::Environment;
 
@@ -307,21 +307,24 @@ fn start_blocking(
     started
 }
 
-/// The sandbox's cgroup with the spec's limits: `None` when none is asked, or when this host can
-/// make none (the engine reported [`Driver::resource_limits_refusal`] in an event already).
+/// The sandbox's cgroup with the spec's limits ([`iterion_sandbox::Limits::for_run`]: an
+/// untrusted run's pids capped): `None` when none is asked, or when this host can make none (the
+/// engine reported [`Driver::resource_limits_refusal`] in an event already).
 ///
 /// # Errors
 ///
 /// [`Error::NamespaceSetup`] when a cgroup can be made here but a step of it fails: the sandbox
 /// never runs unlimited in silence.
 fn sandbox_cgroup(spec: &Spec, info: &RunInfo) -> Result<Option<SandboxCgroup>> {
-    if spec.limits.is_empty() {
-        return Ok(None);
-    }
     let CgroupSupport::Ready(placement) = crate::cgroup::support() else {
         return Ok(None);
     };
-    SandboxCgroup::create(placement, &info.run_id, &spec.limits)
+    // An untrusted run's pids are capped as on docker, where a cgroup can be made.
+    let limits = spec.limits.for_run(info.trust == Trust::Untrusted);
+    if limits.is_empty() {
+        return Ok(None);
+    }
+    SandboxCgroup::create(placement, &info.run_id, &limits)
         .map(Some)
         .map_err(|error| Error::NamespaceSetup {
             step: format!("cgroup {}", error.step),

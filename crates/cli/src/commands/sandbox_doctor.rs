@@ -109,6 +109,7 @@ pub fn render_basic(report: &BasicReport) -> String {
         ("post_create", caps.supports_post_create),
         ("remote_user", caps.supports_remote_user),
         ("tls_inspection", caps.supports_tls_inspection),
+        ("resource_limits", caps.supports_resource_limits),
     ]
     .iter()
     .filter(|(_, on)| *on)

@@ -45,12 +45,21 @@ async fn start_limited_as(
     limits: Limits,
     run_id: &str,
 ) -> (Arc<dyn SandboxRun>, Vec<PathBuf>) {
-    let log = Arc::new(Lines::default());
     let spec = Spec {
         limits,
         ..Spec::default()
     };
-    let run = start_as(fx, spec, Trust::Trusted, Arc::clone(&log), run_id).await;
+    start_with(fx, spec, Trust::Trusted, run_id).await
+}
+
+async fn start_with(
+    fx: &Fixture,
+    spec: Spec,
+    trust: Trust,
+    run_id: &str,
+) -> (Arc<dyn SandboxRun>, Vec<PathBuf>) {
+    let log = Arc::new(Lines::default());
+    let run = start_as(fx, spec, trust, Arc::clone(&log), run_id).await;
     let lines = log.0.lock().unwrap().clone();
     let active = lines
         .iter()
@@ -317,6 +326,35 @@ echo done
     );
     assert!(!read(&pids_dir.join("cgroup.procs")).is_empty());
     run.cleanup().await.unwrap();
+}
+
+/// As on docker: an untrusted run holds at most 4096 processes even when the operator set no
+/// limit, and an operator's lower limit stands.
+#[tokio::test]
+async fn an_untrusted_run_is_capped_at_4096_pids_without_an_operator_limit() {
+    if !nix::unistd::geteuid().is_root() {
+        return; // an untrusted run as a user engine maps the engine's own uid: same cgroup code
+    }
+    let Some(_) = cgroups_or_skip("untrusted") else {
+        return;
+    };
+    for (operator, want) in [(None, "4096"), (Some(50), "50"), (Some(10_000), "4096")] {
+        let fx = fixture();
+        std::os::unix::fs::chown(&fx.workspace, Some(65532), Some(65532)).unwrap();
+        let spec = Spec {
+            user: Some("65532:65532".to_owned()),
+            limits: Limits {
+                pids: operator,
+                ..Limits::default()
+            },
+            ..Spec::default()
+        };
+        let (run, paths) = start_with(&fx, spec, Trust::Untrusted, RUN).await;
+        assert_eq!(read(&dir_of(&paths, "pids.max").join("pids.max")), want);
+        let (code, _, _) = sh(run.as_ref(), "true").await;
+        assert_eq!(code, 0);
+        run.cleanup().await.unwrap();
+    }
 }
 
 #[tokio::test]
