@@ -1,1 +1,2 @@
-mod driver;
+pub(crate) mod driver;
+mod cgroup;
