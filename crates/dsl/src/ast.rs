@@ -584,8 +584,8 @@ pub struct AgentProps {
     pub delegate: Box<DelegateProps>,
     /// `system`.
     pub system: Option<PromptRef>,
-    /// `user` (required).
-    pub user: PromptRef,
+    /// `user`; without it the user message is the node's input as JSON (upstream's fallback).
+    pub user: Option<PromptRef>,
     /// `input` schema name.
     pub input: Option<Ident>,
     /// `output` schema name.

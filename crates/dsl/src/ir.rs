@@ -387,7 +387,7 @@ pub struct AgentNode {
     pub readonly: bool,
     /// The system prompt's template text (a named prompt already replaced by its body).
     pub system: Option<String>,
-    /// The user prompt's template text.
+    /// The user prompt's template text; [`INPUT_ONLY_PROMPT`] when the node names none.
     pub user: String,
     /// The input schema's name (static checks only).
     pub input: Option<String>,
@@ -635,6 +635,10 @@ impl McpToolRef {
         })
     }
 }
+
+/// The user prompt of an agent or judge that names none: its input as JSON (upstream's
+/// fallback when a node has no `user:`).
+pub const INPUT_ONLY_PROMPT: &str = "{{input}}";
 
 /// The tools an agent may be given (DSL.md §6.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

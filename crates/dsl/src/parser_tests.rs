@@ -844,7 +844,7 @@ fn every_declaration_kind_becomes_its_tree() {
                     model: Some(q("anthropic/claude", 16, 10)),
                     delegate: Box::default(),
                     system: Some(PromptRef::Named(ident("sys", 17, 11))),
-                    user: PromptRef::Inline(user),
+                    user: Some(PromptRef::Inline(user)),
                     input: None,
                     output: Some(ident("out", 20, 11)),
                     tools: Some(WordList {

@@ -175,7 +175,7 @@ fn check_nodes(
             }
         }
         if let NodeBody::Agent(a) = &n.body {
-            for prompt in a.system.iter().chain([&a.user]) {
+            for prompt in a.system.iter().chain(a.user.iter()) {
                 if let PromptRef::Named(p) = prompt
                     && !syms.prompts.contains_key(p.name.as_str())
                 {
@@ -572,7 +572,7 @@ fn node_strings(n: &ast::Node, f: &mut dyn FnMut(&ast::StrLit)) {
             if let Some(m) = &a.model {
                 f(m);
             }
-            for p in a.system.iter().chain([&a.user]) {
+            for p in a.system.iter().chain(a.user.iter()) {
                 if let PromptRef::Inline(s) = p {
                     f(s);
                 }

@@ -416,7 +416,10 @@ fn lower_node(
                 publish: a.publish.as_ref().map(|p| p.name.clone()),
                 readonly,
                 system: a.system.as_ref().map(|p| prompt_text(p, prompts)),
-                user: prompt_text(&a.user, prompts),
+                user: a
+                    .user
+                    .as_ref()
+                    .map_or_else(|| INPUT_ONLY_PROMPT.to_owned(), |p| prompt_text(p, prompts)),
                 input: ident(&a.input),
                 output: ident(&a.output),
                 tools,

@@ -398,7 +398,7 @@ impl Parser<'_> {
         self.header_end()?;
         let body = match kind {
             ast::NodeKind::Agent | ast::NodeKind::Judge => {
-                ast::NodeBody::Agent(self.agent_props(kind, &name)?)
+                ast::NodeBody::Agent(self.agent_props(kind)?)
             }
             ast::NodeKind::Tool => ast::NodeBody::Tool(self.tool_props(&name)?),
             ast::NodeKind::Router => ast::NodeBody::Router(self.router_props(&name)?),
@@ -414,7 +414,7 @@ impl Parser<'_> {
         })
     }
 
-    fn agent_props(&mut self, kind: ast::NodeKind, name: &ast::Ident) -> PResult<ast::AgentProps> {
+    fn agent_props(&mut self, kind: ast::NodeKind) -> PResult<ast::AgentProps> {
         let (mut model, mut system, mut user, mut input, mut output) =
             (None, None, None, None, None);
         let (mut tools, mut tool_max_steps, mut interaction, mut await_, mut sandbox) =
@@ -473,9 +473,6 @@ impl Parser<'_> {
             }
             Ok(())
         })?;
-        let Some(user) = user else {
-            return Err(missing(kind.as_str(), name, "user"));
-        };
         Ok(ast::AgentProps {
             model,
             delegate: Box::new(ast::DelegateProps {

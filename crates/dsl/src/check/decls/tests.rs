@@ -82,9 +82,9 @@ fn a_prompt_ident_naming_no_prompt_draws_c003_but_inline_text_does_not() {
         }),
         agent("a", 10, |a| {
             a.system = Some(PromptRef::Named(id("missing_prompt", 13, 11)));
-            a.user = PromptRef::Named(id("known", 14, 9));
+            a.user = Some(PromptRef::Named(id("known", 14, 9)));
         }),
-        agent("b", 20, |a| a.user = PromptRef::Named(id("other", 22, 9))),
+        agent("b", 20, |a| a.user = Some(PromptRef::Named(id("other", 22, 9)))),
         workflow(|_| {}),
     ]);
     let hint = "write text in quotes for an inline prompt";

@@ -104,7 +104,7 @@ pub(super) fn check<'a>(
                 if let Some(m) = &a.model {
                     r.model(m, name);
                 }
-                for p in a.system.iter().chain(std::iter::once(&a.user)) {
+                for p in a.system.iter().chain(a.user.iter()) {
                     match p {
                         PromptRef::Inline(text) => {
                             r.template(text, &template::parse(&text.value), place, Kind::Text);
