@@ -642,6 +642,8 @@ pub struct ToolProps {
     /// `Some` for a `script:` tool: its `language` (`sh` when absent), with the span of the
     /// `script` key.
     pub script: Option<(ScriptLanguage, Span)>,
+    /// `publish`: the artifact name the node's output is stored under.
+    pub publish: Option<Ident>,
     /// `input` schema name.
     pub input: Option<Ident>,
     /// `output` schema name.
@@ -670,6 +672,8 @@ pub struct RouterProps {
 /// `compute` properties: each `expr` entry is one output field.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ComputeProps {
+    /// `publish`: the artifact name the node's output is stored under.
+    pub publish: Option<Ident>,
     /// `input` schema name.
     pub input: Option<Ident>,
     /// `output` schema name.

@@ -505,6 +505,9 @@ pub struct ToolNode {
     /// `Some` for a `script:` tool: the interpreter it runs with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<ScriptLanguage>,
+    /// `publish`: the artifact name the node's output is stored under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish: Option<String>,
     /// The input schema's name (static checks only).
     pub input: Option<String>,
     /// The output schema's name: stdout must produce a conforming object.
@@ -558,6 +561,9 @@ impl ScriptLanguage {
 pub struct ComputeNode {
     /// `(field, expression text)` in declaration order.
     pub expr: Vec<(String, String)>,
+    /// `publish`: the artifact name the node's output is stored under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish: Option<String>,
     /// The input schema's name (static checks only).
     pub input: Option<String>,
     /// The output schema's name: the computed map must conform.

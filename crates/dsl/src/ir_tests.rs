@@ -52,6 +52,7 @@ fn a_minimal_workflow_takes_every_default() {
                 body: NodeBody::Tool(ToolNode {
                     command: "echo hi".into(),
                     script: None,
+                    publish: None,
                     input: None,
                     output: None,
                 }),

@@ -1074,6 +1074,7 @@ fn node_sandboxes_await_and_router_defaults() {
                             }],
                         },
                         script: None,
+                        publish: None,
                         input: None,
                         output: None,
                         await_: Some((AwaitMode::BestEffort, Span::new(2, 10, 11))),

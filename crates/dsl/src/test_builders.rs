@@ -69,6 +69,7 @@ pub(crate) fn tool(name: &str, line: u32, f: impl FnOnce(&mut ToolProps)) -> Dec
     let mut props = ToolProps {
         command: st("echo hi", line + 1, 12),
         script: None,
+        publish: None,
         input: None,
         output: None,
         await_: None,

@@ -455,6 +455,7 @@ fn lower_node(
             lower_await(t.await_.as_ref()),
             NodeBody::Tool(ToolNode {
                 command: t.command.value.clone(),
+                publish: t.publish.as_ref().map(|p| p.name.clone()),
                 script: t.script.map(|(l, _)| match l {
                     ast::ScriptLanguage::Sh => ScriptLanguage::Sh,
                     ast::ScriptLanguage::Bash => ScriptLanguage::Bash,
@@ -487,6 +488,7 @@ fn lower_node(
                     .iter()
                     .map(|(k, v)| (k.name.clone(), v.value.clone()))
                     .collect(),
+                publish: c.publish.as_ref().map(|p| p.name.clone()),
                 input: ident(&c.input),
                 output: ident(&c.output),
             }),

@@ -47,7 +47,7 @@ const AGENT_PROPS: &[&str] = &[
 
 /// `tool` (§3.6).
 const TOOL_PROPS: &[&str] = &[
-    "command", "script", "language", "input", "output", "await", "sandbox",
+    "command", "script", "language", "input", "output", "await", "sandbox", "publish",
 ];
 
 /// A script tool's `language` words (upstream's list); anything else is E020.
@@ -62,7 +62,7 @@ const SCRIPT_LANGUAGES: &[(&str, ast::ScriptLanguage)] = &[
 ];
 
 /// `compute`.
-const COMPUTE_PROPS: &[&str] = &["input", "output", "await", "expr"];
+const COMPUTE_PROPS: &[&str] = &["input", "output", "await", "expr", "publish"];
 
 /// `human`.
 const HUMAN_PROPS: &[&str] = &[
@@ -562,8 +562,10 @@ impl Parser<'_> {
         let (mut command, mut input, mut output, mut await_, mut sandbox) =
             (None, None, None, None, None);
         let (mut script, mut language): (Option<(ast::StrLit, Span)>, _) = (None, None);
+        let mut publish = None;
         self.props("tool", TOOL_PROPS, |p, key| {
             match key.name.as_str() {
+                "publish" => publish = Some(p.ref_prop(&key, "an artifact name")?),
                 "command" => command = Some(p.str_prop(&key)?),
                 "script" => script = Some((p.str_prop(&key)?, key.span)),
                 "language" => language = Some((p.enum_prop(&key, SCRIPT_LANGUAGES)?.0, key.span)),
@@ -602,6 +604,7 @@ impl Parser<'_> {
         Ok(ast::ToolProps {
             command,
             script,
+            publish,
             input,
             output,
             await_,
@@ -611,8 +614,10 @@ impl Parser<'_> {
 
     fn compute_props(&mut self) -> PResult<ast::ComputeProps> {
         let (mut input, mut output, mut await_, mut expr) = (None, None, None, Vec::new());
+        let mut publish = None;
         self.props("compute", COMPUTE_PROPS, |p, key| {
             match key.name.as_str() {
+                "publish" => publish = Some(p.ref_prop(&key, "an artifact name")?),
                 "input" => input = Some(p.ref_prop(&key, "a schema name")?),
                 "output" => output = Some(p.ref_prop(&key, "a schema name")?),
                 "await" => await_ = Some(p.enum_prop(&key, AWAIT_MODES)?),
@@ -628,6 +633,7 @@ impl Parser<'_> {
             Ok(())
         })?;
         Ok(ast::ComputeProps {
+            publish,
             input,
             output,
             await_,

@@ -573,6 +573,12 @@ impl<'a> Refs<'_, 'a> {
                     NodeBody::Agent(p) if p.publish.as_ref().is_some_and(|i| i.name == a) => {
                         Some(n.name.name.clone())
                     }
+                    NodeBody::Tool(t) if t.publish.as_ref().is_some_and(|i| i.name == a) => {
+                        Some(n.name.name.clone())
+                    }
+                    NodeBody::Compute(c) if c.publish.as_ref().is_some_and(|i| i.name == a) => {
+                        Some(n.name.name.clone())
+                    }
                     NodeBody::Human(h) if h.publish.as_ref().is_some_and(|i| i.name == a) => {
                         Some(n.name.name.clone())
                     }
