@@ -668,11 +668,24 @@ pub enum Tool {
     GitStatus,
     /// `git_log`: `git log` of the workspace's history, read-only.
     GitLog,
+    /// `web_fetch`: `GET` one `http(s)://` URL, through the run's egress proxy under a sandbox.
+    WebFetch,
+    /// `read_image`: a PNG, JPEG, GIF or WebP file of the workspace, given to the model as an
+    /// image.
+    ReadImage,
+    /// `sleep`: wait up to 300 000 ms.
+    Sleep,
+    /// `todo_write`: read or replace the node's task list (kept for the node's loop).
+    TodoWrite,
+    /// `structured_output`: echo an object back (upstream's `payload` convention).
+    StructuredOutput,
+    /// `send_user_message`: a message to the operator, recorded in the run log.
+    SendUserMessage,
 }
 
 impl Tool {
     /// The roster, in the order the C135 hint lists it.
-    pub const ALL: [Tool; 9] = [
+    pub const ALL: [Tool; 15] = [
         Tool::Bash,
         Tool::ReadFile,
         Tool::WriteFile,
@@ -682,6 +695,12 @@ impl Tool {
         Tool::GitDiff,
         Tool::GitStatus,
         Tool::GitLog,
+        Tool::WebFetch,
+        Tool::ReadImage,
+        Tool::Sleep,
+        Tool::TodoWrite,
+        Tool::StructuredOutput,
+        Tool::SendUserMessage,
     ];
 
     /// The tool's name.
@@ -696,6 +715,12 @@ impl Tool {
             Tool::GitDiff => "git_diff",
             Tool::GitStatus => "git_status",
             Tool::GitLog => "git_log",
+            Tool::WebFetch => "web_fetch",
+            Tool::ReadImage => "read_image",
+            Tool::Sleep => "sleep",
+            Tool::TodoWrite => "todo_write",
+            Tool::StructuredOutput => "structured_output",
+            Tool::SendUserMessage => "send_user_message",
         }
     }
 
