@@ -199,7 +199,10 @@ pub async fn web_fetch(client: Option<&HttpClient>, input: &Value) -> Result<Str
     }
     let headers = [
         ("user-agent", "iterion-web-fetch".to_owned()),
-        ("accept", "text/html, text/plain, application/json, */*".to_owned()),
+        (
+            "accept",
+            "text/html, text/plain, application/json, */*".to_owned(),
+        ),
     ];
     let response = client
         .get(url, &headers, FETCH_MAX)
@@ -239,7 +242,11 @@ pub fn html_to_text(html: &str) -> String {
         };
         out.push_str(html.get(i..i + rel).unwrap_or_default());
         let start = i + rel;
-        let Some(end) = html.get(start..).and_then(|s| s.find('>')).map(|e| start + e + 1) else {
+        let Some(end) = html
+            .get(start..)
+            .and_then(|s| s.find('>'))
+            .map(|e| start + e + 1)
+        else {
             break;
         };
         let tag = lower.get(start + 1..end - 1).unwrap_or_default();
@@ -327,8 +334,7 @@ fn image_type(bytes: &[u8]) -> Option<&'static str> {
         Some("image/jpeg")
     } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
         Some("image/gif")
-    } else if bytes.len() >= 12 && bytes.starts_with(b"RIFF") && bytes.get(8..12) == Some(b"WEBP")
-    {
+    } else if bytes.len() >= 12 && bytes.starts_with(b"RIFF") && bytes.get(8..12) == Some(b"WEBP") {
         Some("image/webp")
     } else {
         None

@@ -12,11 +12,7 @@ use crate::tools::{LocalTools, ToolReply};
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x06\0\0\0\x1f\x15\xc4\x89\0\0\0\rIDATx\x9cc\xf8\xcf\xc0\xf0\x1f\0\x05\0\x01\xff\x89\x99=\x1d\0\0\0\0IEND\xaeB`\x82";
 
 fn local(dir: &Path) -> LocalTools {
-    LocalTools::new(
-        dir,
-        Arc::new(crate::test_shell::ProcessShell),
-        Vec::new(),
-    )
+    LocalTools::new(dir, Arc::new(crate::test_shell::ProcessShell), Vec::new())
 }
 
 async fn call(t: &LocalTools, name: &str, input: Value) -> Result<ToolReply, String> {
@@ -82,7 +78,11 @@ async fn sleep_waits_within_its_bound_and_refuses_more() {
         serde_json::from_str::<Value>(&slept.text).unwrap(),
         json!({"duration_ms": 30, "message": "Slept for 30 ms"})
     );
-    for bad in [json!({"duration_ms": 300_001}), json!({"duration_ms": -1}), json!({})] {
+    for bad in [
+        json!({"duration_ms": 300_001}),
+        json!({"duration_ms": -1}),
+        json!({}),
+    ] {
         assert_eq!(
             call(&t, "sleep", bad).await,
             Err("duration_ms must be an integer from 0 to 300000".to_owned())
@@ -95,7 +95,10 @@ async fn todo_write_keeps_the_list_for_the_loop_and_checks_each_item() {
     let dir = tempfile::tempdir().unwrap();
     let t = local(dir.path());
     assert_eq!(
-        call(&t, "todo_write", json!({"action": "read"})).await.unwrap().text,
+        call(&t, "todo_write", json!({"action": "read"}))
+            .await
+            .unwrap()
+            .text,
         "[]"
     );
     let wrote = call(
@@ -113,7 +116,9 @@ async fn todo_write_keeps_the_list_for_the_loop_and_checks_each_item() {
         {"id": "b", "content": "ship", "status": "pending", "priority": "high"}
     ]);
     assert_eq!(serde_json::from_str::<Value>(&wrote.text).unwrap(), list);
-    let read = call(&t, "todo_write", json!({"action": "read"})).await.unwrap();
+    let read = call(&t, "todo_write", json!({"action": "read"}))
+        .await
+        .unwrap();
     assert_eq!(serde_json::from_str::<Value>(&read.text).unwrap(), list);
     // Nothing was written to the workspace.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
@@ -182,7 +187,10 @@ async fn send_user_message_lists_workspace_attachments_and_refuses_others() {
         )
         .await
         .unwrap_err();
-        assert!(refused.contains("outside the workspace"), "{escape}: {refused}");
+        assert!(
+            refused.contains("outside the workspace"),
+            "{escape}: {refused}"
+        );
     }
     assert!(
         call(&t, "send_user_message", json!({"message": "  "}))
@@ -209,7 +217,9 @@ async fn read_image_gives_the_model_the_image_of_a_workspace_file_only() {
     let big = std::fs::File::create(dir.path().join("big.png")).unwrap();
     big.set_len(IMAGE_MAX + 1).unwrap();
     let t = local(dir.path());
-    let reply = call(&t, "read_image", json!({"path": "probe.png"})).await.unwrap();
+    let reply = call(&t, "read_image", json!({"path": "probe.png"}))
+        .await
+        .unwrap();
     assert_eq!(
         reply.text,
         format!("image probe.png (image/png, {} bytes)", PNG.len())
@@ -228,7 +238,9 @@ async fn read_image_gives_the_model_the_image_of_a_workspace_file_only() {
         ("notes.txt", "is not a PNG, JPEG, GIF or WebP image"),
         ("big.png", "read_image reads images up to 5242880 bytes"),
     ] {
-        let refused = call(&t, "read_image", json!({"path": path})).await.unwrap_err();
+        let refused = call(&t, "read_image", json!({"path": path}))
+            .await
+            .unwrap_err();
         assert!(refused.contains(why), "{path}: {refused}");
     }
 }
@@ -244,18 +256,32 @@ async fn web_fetch_gets_the_page_as_text_and_reports_redirects_without_following
         None,
     )
     .await;
-    let page = call(&t, "web_fetch", json!({"url": format!("http://127.0.0.1:{port}/probe")}))
-        .await
-        .unwrap();
+    let page = call(
+        &t,
+        "web_fetch",
+        json!({"url": format!("http://127.0.0.1:{port}/probe")}),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         page.text,
         "status: 200\ncontent-type: text/html; charset=utf-8\n\nTitle\niterion-web-fetch-probe & more"
     );
     assert_eq!(seen.lock().unwrap()[0], "GET /probe HTTP/1.1");
-    let (port, seen) = server("302 Found", "text/plain", "", Some("http://elsewhere.test/")).await;
-    let moved = call(&t, "web_fetch", json!({"url": format!("http://127.0.0.1:{port}/")}))
-        .await
-        .unwrap();
+    let (port, seen) = server(
+        "302 Found",
+        "text/plain",
+        "",
+        Some("http://elsewhere.test/"),
+    )
+    .await;
+    let moved = call(
+        &t,
+        "web_fetch",
+        json!({"url": format!("http://127.0.0.1:{port}/")}),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         moved.text,
         "status: 302\nredirect to: http://elsewhere.test/\n(not followed; fetch it if you need it)"
@@ -263,16 +289,28 @@ async fn web_fetch_gets_the_page_as_text_and_reports_redirects_without_following
     assert_eq!(seen.lock().unwrap().len(), 1);
     let (port, _) = server("404 Not Found", "text/plain", "gone", None).await;
     assert_eq!(
-        call(&t, "web_fetch", json!({"url": format!("http://127.0.0.1:{port}/")})).await,
+        call(
+            &t,
+            "web_fetch",
+            json!({"url": format!("http://127.0.0.1:{port}/")})
+        )
+        .await,
         Err("status: 404\ncontent-type: text/plain\n\ngone".to_owned())
     );
     for url in ["file:///etc/passwd", "ftp://x/", "gopher://127.0.0.1/"] {
-        let refused = call(&t, "web_fetch", json!({"url": url})).await.unwrap_err();
+        let refused = call(&t, "web_fetch", json!({"url": url}))
+            .await
+            .unwrap_err();
         assert_eq!(refused, format!("{url} is not an http:// or https:// URL"));
     }
     // Without a client (a host that gives none) the tool is refused, never direct.
     assert_eq!(
-        call(&local(dir.path()), "web_fetch", json!({"url": "http://127.0.0.1:1/"})).await,
+        call(
+            &local(dir.path()),
+            "web_fetch",
+            json!({"url": "http://127.0.0.1:1/"})
+        )
+        .await,
         Err("web_fetch is not available here".to_owned())
     );
 }
@@ -293,7 +331,10 @@ async fn web_fetch_goes_through_the_proxy_it_is_given() {
     let page = call(&t, "web_fetch", json!({"url": "http://denied.test:9/page"}))
         .await
         .unwrap();
-    assert_eq!(page.text, "status: 200\ncontent-type: text/plain\n\nvia proxy");
+    assert_eq!(
+        page.text,
+        "status: 200\ncontent-type: text/plain\n\nvia proxy"
+    );
     assert_eq!(
         seen.lock().unwrap().as_slice(),
         ["GET http://denied.test:9/page HTTP/1.1"]

@@ -225,7 +225,13 @@ impl HttpClient {
         headers: &[(&str, String)],
         body: Vec<u8>,
     ) -> Result<HttpResponse, HttpError> {
-        let request = self.send(http::Method::POST, url, headers, Some(body), MAX_RESPONSE_BYTES);
+        let request = self.send(
+            http::Method::POST,
+            url,
+            headers,
+            Some(body),
+            MAX_RESPONSE_BYTES,
+        );
         tokio::time::timeout(self.timeout, request)
             .await
             .unwrap_or(Err(HttpError::Timeout(self.timeout)))
@@ -337,13 +343,12 @@ impl HttpClient {
         for (name, value) in headers {
             builder = builder.header(*name, value.as_str());
         }
-        let request =
-            builder
-                .body(Full::new(Bytes::from(body.unwrap_or_default())))
-                .map_err(|e| HttpError::Transport {
-                    what: "build request",
-                    message: e.to_string(),
-                })?;
+        let request = builder
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| HttpError::Transport {
+                what: "build request",
+                message: e.to_string(),
+            })?;
         let response = sender
             .send_request(request)
             .await

@@ -580,7 +580,10 @@ mod tests {
         );
         // The image is not printed in debug output.
         let debug = format!("{:?}", convo_with_image());
-        assert!(debug.contains("base64_len: 4") && !debug.contains("AAAA"), "{debug}");
+        assert!(
+            debug.contains("base64_len: 4") && !debug.contains("AAAA"),
+            "{debug}"
+        );
     }
 
     #[test]

@@ -392,6 +392,8 @@ pub struct VarDef {
     pub ty: VarType,
     /// The type token.
     pub ty_span: Span,
+    /// `[enum: "a", "b"]` after a `string` type: the only values the var may take.
+    pub enum_values: Option<StrList>,
     /// The default literal, unchecked against the type (that is C109).
     pub default: Option<Value>,
 }

@@ -910,7 +910,11 @@ fn arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value, EvalError> {
     }
     let refused = || EvalError::NotArithmetic {
         op: op.as_str(),
-        also: if op == ArithOp::Add { " or strings" } else { "" },
+        also: if op == ArithOp::Add {
+            " or strings"
+        } else {
+            ""
+        },
         left: type_name(a),
         right: type_name(b),
     };
@@ -919,13 +923,23 @@ fn arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value, EvalError> {
     };
     if let (Some(i), Some(j)) = (x.as_i64(), y.as_i64()) {
         let r = match op {
-            ArithOp::Add => i.checked_add(j).ok_or(EvalError::Arithmetic("integer overflow")),
-            ArithOp::Sub => i.checked_sub(j).ok_or(EvalError::Arithmetic("integer overflow")),
-            ArithOp::Mul => i.checked_mul(j).ok_or(EvalError::Arithmetic("integer overflow")),
+            ArithOp::Add => i
+                .checked_add(j)
+                .ok_or(EvalError::Arithmetic("integer overflow")),
+            ArithOp::Sub => i
+                .checked_sub(j)
+                .ok_or(EvalError::Arithmetic("integer overflow")),
+            ArithOp::Mul => i
+                .checked_mul(j)
+                .ok_or(EvalError::Arithmetic("integer overflow")),
             ArithOp::Div if j == 0 => Err(EvalError::Arithmetic("integer division by zero")),
             ArithOp::Rem if j == 0 => Err(EvalError::Arithmetic("integer remainder by zero")),
-            ArithOp::Div => i.checked_div(j).ok_or(EvalError::Arithmetic("integer overflow")),
-            ArithOp::Rem => i.checked_rem(j).ok_or(EvalError::Arithmetic("integer overflow")),
+            ArithOp::Div => i
+                .checked_div(j)
+                .ok_or(EvalError::Arithmetic("integer overflow")),
+            ArithOp::Rem => i
+                .checked_rem(j)
+                .ok_or(EvalError::Arithmetic("integer overflow")),
         }?;
         return Ok(Value::from(r));
     }

@@ -621,7 +621,10 @@ fn arithmetic_binds_tighter_than_comparison_and_is_left_associative() {
         ))
     );
     assert_eq!(parse("-3"), Ok(lit(json!(-3))));
-    assert_eq!(parse("a-1"), Ok(arith(ArithOp::Sub, path("a"), lit(json!(1)))));
+    assert_eq!(
+        parse("a-1"),
+        Ok(arith(ArithOp::Sub, path("a"), lit(json!(1))))
+    );
     assert_eq!(parse("-a"), Ok(Expr::Neg(Box::new(path("a")))));
     assert_eq!(
         parse("-a").unwrap().paths(),

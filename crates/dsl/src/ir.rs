@@ -277,6 +277,9 @@ pub struct Var {
     /// of a `float` var included), a list of strings, or any JSON for `json`. `None` means the
     /// var is required at launch.
     pub default: Option<serde_json::Value>,
+    /// `[enum: …]`: the only strings the var may take (its default, a preset, `--var`).
+    #[serde(default, rename = "enum", skip_serializing_if = "Option::is_none")]
+    pub enum_values: Option<Vec<String>>,
 }
 
 impl Var {

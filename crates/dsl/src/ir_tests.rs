@@ -165,6 +165,7 @@ fn vars_from_both_blocks_are_typed_json_in_declaration_order() {
         name: id(name, 2, 3),
         ty,
         ty_span: at(2, 10),
+        enum_values: None,
         default,
     };
     let s = |v: &str| V::Str(st(v, 2, 20));

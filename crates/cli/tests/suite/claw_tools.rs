@@ -33,7 +33,12 @@ fn tool_results(body: &Value) -> Vec<(Value, bool)> {
             blocks
                 .iter()
                 .filter(|b| b["type"] == "tool_result")
-                .map(|b| (b["content"].clone(), b["is_error"].as_bool().unwrap_or(false)))
+                .map(|b| {
+                    (
+                        b["content"].clone(),
+                        b["is_error"].as_bool().unwrap_or(false),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -173,10 +178,7 @@ fn the_claw_tools_example_runs_on_the_host_against_the_fake_model() {
                     "send_user_message".into(),
                     json!({"message": "diagram checked", "attachments": ["diagram.png"]}),
                 ),
-                (
-                    "structured_output".into(),
-                    json!({"payload": {"steps": 2}}),
-                ),
+                ("structured_output".into(), json!({"payload": {"steps": 2}})),
             ]),
             Reply::text(r#"{"steps": 2, "summary": "notes read, diagram checked"}"#),
         ],

@@ -286,6 +286,10 @@ fn lower_var(v: &ast::VarDef) -> Var {
         name: v.name.name.clone(),
         ty: v.ty.into(),
         default: v.default.as_ref().and_then(|d| default_json(v.ty, d)),
+        enum_values: v
+            .enum_values
+            .as_ref()
+            .map(|l| l.items.iter().map(|s| s.value.clone()).collect()),
     }
 }
 

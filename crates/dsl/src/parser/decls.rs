@@ -212,6 +212,11 @@ impl Parser<'_> {
         first_declaration(table, "var", &name)?;
         self.expect_colon()?;
         let (ty, ty_span) = self.var_type(&name.name)?;
+        let enum_values = if matches!(self.peek().tok, Tok::LBracket) {
+            Some(self.field_enum(&name, ty)?)
+        } else {
+            None
+        };
         let default = if matches!(self.peek().tok, Tok::Eq) {
             self.bump();
             Some(self.value(&name.name, 0)?.into_value())
@@ -223,6 +228,7 @@ impl Parser<'_> {
             name,
             ty,
             ty_span,
+            enum_values,
             default,
         })
     }
