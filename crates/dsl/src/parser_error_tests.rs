@@ -581,3 +581,20 @@ fn a_var_enum_is_parsed_and_its_default_checked() {
     let (_, diags) = parse(&not_string);
     assert_eq!(diags[0].code, Code::E021, "{diags:?}");
 }
+
+#[test]
+fn delegate_is_upstreams_former_name_for_backend() {
+    let src = "agent a:\n  delegate: \"codex\"\n  user: \"x\"\n";
+    let (file, diags) = parse(src);
+    assert!(diags.is_empty(), "{diags:?}");
+    let Decl::Node(n) = &file.decls[0] else {
+        panic!()
+    };
+    let NodeBody::Agent(a) = &n.body else {
+        panic!()
+    };
+    assert_eq!(a.delegate.backend.map(|(b, _)| b), Some(Backend::Codex));
+    let (_, diags) =
+        parse("agent a:\n  backend: \"codex\"\n  delegate: \"codex\"\n  user: \"x\"\n");
+    assert_eq!(diags[0].code, Code::E012, "{diags:?}");
+}

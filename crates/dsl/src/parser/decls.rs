@@ -23,6 +23,8 @@ const SECRET_PROPS: &[&str] = &[
 const AGENT_PROPS: &[&str] = &[
     "model",
     "backend",
+    // Upstream's name for `backend` before it was renamed (the same words).
+    "delegate",
     "system",
     "user",
     "input",
@@ -432,7 +434,16 @@ impl Parser<'_> {
         self.props(kind.as_str(), AGENT_PROPS, |p, key| {
             match key.name.as_str() {
                 "model" => model = Some(p.model_prop(&key)?),
-                "backend" => backend = Some(p.backend_prop(&key)?),
+                "backend" | "delegate" => {
+                    if backend.is_some() {
+                        return Err(diag(
+                            Code::E012,
+                            key.span,
+                            "\"delegate\" is upstream's former name for \"backend\"; give one of them",
+                        ));
+                    }
+                    backend = Some(p.backend_prop(&key)?);
+                }
                 "session" => {
                     session = Some(p.enum_prop(
                         &key,
