@@ -902,10 +902,10 @@ fn arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value, EvalError> {
             Value::Number(n) => Some(n.to_string()),
             _ => None,
         };
-        if matches!(a, Value::String(_)) || matches!(b, Value::String(_)) {
-            if let (Some(x), Some(y)) = (text(a), text(b)) {
-                return Ok(Value::String(x + &y));
-            }
+        if (matches!(a, Value::String(_)) || matches!(b, Value::String(_)))
+            && let (Some(x), Some(y)) = (text(a), text(b))
+        {
+            return Ok(Value::String(x + &y));
         }
     }
     let refused = || EvalError::NotArithmetic {
