@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
@@ -31,8 +30,7 @@ use crate::warm::{self, NotPooled, WarmPool};
 use crate::{agent, engine_binary, render};
 use iterion_sandbox::exec_agent::AttachedAgent;
 
-/// How long connecting, negotiating and pinging one endpoint may take (SANDBOX.md §4.2).
-pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) use crate::endpoints::CONNECT_TIMEOUT;
 /// The fixed in-sandbox port of the egress proxy (SANDBOX.md §4.6).
 pub(crate) const PROXY_PORT: u16 = 3128;
 

@@ -604,7 +604,7 @@ fn shape_filters(store: &str, digest: &str) -> Vec<String> {
 pub async fn run_fill_job(job: &str) -> Result<usize, String> {
     let job: FillJob = serde_json::from_str(job).map_err(|e| format!("fill job: {e}"))?;
     let (api, version) =
-        crate::bollard_api::BollardApi::connect(&job.endpoint, crate::driver::CONNECT_TIMEOUT)
+        crate::bollard_api::BollardApi::connect(&job.endpoint, crate::endpoints::CONNECT_TIMEOUT)
             .await
             .map_err(|e| format!("connect {}: {e}", job.endpoint))?;
     if version.kind != job.engine {
