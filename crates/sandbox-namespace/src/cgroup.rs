@@ -288,7 +288,11 @@ fn dir_under(mount: &Mount, path: &str) -> Option<PathBuf> {
 /// Why the engine's cgroup cannot be found, with the remedy.
 pub fn locate(mountinfo: &str, proc_cgroup: &str) -> Result<Located, String> {
     let mounts = cgroup_mounts(mountinfo);
-    let v1_has = |c: &str| mounts.iter().any(|m| !m.v2 && m.controllers.iter().any(|x| x == c));
+    let v1_has = |c: &str| {
+        mounts
+            .iter()
+            .any(|m| !m.v2 && m.controllers.iter().any(|x| x == c))
+    };
     if CONTROLLERS.iter().all(|c| !v1_has(c)) {
         return locate_v2(&mounts, proc_cgroup);
     }
@@ -501,7 +505,11 @@ pub fn writes(version: Version, limits: &Limits) -> Vec<Write> {
                 out.push(Write::required("memory", "memory.limit_in_bytes", bytes));
                 // No swap beyond the limit (memsw is memory + swap); absent without swap
                 // accounting, where there is nothing to bound.
-                out.push(Write::optional("memory", "memory.memsw.limit_in_bytes", bytes));
+                out.push(Write::optional(
+                    "memory",
+                    "memory.memsw.limit_in_bytes",
+                    bytes,
+                ));
             }
             if let Some(pids) = limits.pids {
                 out.push(Write::required("pids", "pids.max", pids));
@@ -826,7 +834,6 @@ impl SandboxCgroup {
         }
         failed
     }
-
 }
 
 impl Drop for SandboxCgroup {
@@ -927,9 +934,10 @@ fn trial(placement: &Placement) -> Result<(), String> {
                     pids: Some(1),
                 },
             );
-            for write in needed.iter().filter(|w| {
-                !w.optional && parent.controllers.iter().any(|c| c == w.controller)
-            }) {
+            for write in needed
+                .iter()
+                .filter(|w| !w.optional && parent.controllers.iter().any(|c| c == w.controller))
+            {
                 if !exists_at(&child, write.file) {
                     return Err(format!(
                         "{version}: a child cgroup of {} has no {} (the {} controller is not active there); {remedy}",
@@ -987,7 +995,13 @@ pub fn leftovers() -> Vec<Leftover> {
     let v1 = mounts.iter().any(|m| !m.v2 && !m.controllers.is_empty());
     let mut roots: Vec<PathBuf> = mounts
         .iter()
-        .filter(|m| if v1 { !m.v2 && !m.controllers.is_empty() } else { m.v2 })
+        .filter(|m| {
+            if v1 {
+                !m.v2 && !m.controllers.is_empty()
+            } else {
+                m.v2
+            }
+        })
         .map(|m| m.mountpoint.clone())
         .collect();
     roots.dedup();

@@ -43,7 +43,10 @@ fn v1_places_the_child_under_the_engines_own_cgroup_of_each_hierarchy() {
                 vec!["memory".to_owned()],
                 PathBuf::from("/sys/fs/cgroup/memory/process_api/950e")
             ),
-            (vec!["pids".to_owned()], PathBuf::from("/sys/fs/cgroup/pids")),
+            (
+                vec!["pids".to_owned()],
+                PathBuf::from("/sys/fs/cgroup/pids")
+            ),
             (
                 vec!["cpu".to_owned()],
                 PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/jobs/7")
@@ -152,7 +155,8 @@ fn v2_a_delegated_cgroup_holding_only_the_engine_gets_an_engine_leaf() {
 #[test]
 fn v2_decisions_refuse_what_cannot_be_delegated_and_say_how() {
     let mut not_writable = delegated(vec![42]);
-    not_writable.writable = Err("/sys/fs/cgroup/user.slice/cgroup.procs (Permission denied)".into());
+    not_writable.writable =
+        Err("/sys/fs/cgroup/user.slice/cgroup.procs (Permission denied)".into());
     let reason = decide_v2(&not_writable).unwrap_err();
     assert!(
         reason.starts_with("cgroup v2: the engine's cgroup /sys/fs/cgroup/app.slice/run-r1.scope is not delegated to it (/sys/fs/cgroup/user.slice/cgroup.procs (Permission denied) is not writable)"),
@@ -244,7 +248,10 @@ fn the_limit_files_and_their_values_per_version() {
 #[test]
 fn names_carry_the_run_id_and_only_ours_are_recognised() {
     let name = sandbox_name("0199aaaa-bbbb-7ccc-8ddd-eeeeffff0000", "0a1b2c3d");
-    assert_eq!(name, "iterion-0199aaaa-bbbb-7ccc-8ddd-eeeeffff0000-0a1b2c3d");
+    assert_eq!(
+        name,
+        "iterion-0199aaaa-bbbb-7ccc-8ddd-eeeeffff0000-0a1b2c3d"
+    );
     assert_eq!(
         run_id_of(&name).as_deref(),
         Some("0199aaaa-bbbb-7ccc-8ddd-eeeeffff0000")
@@ -260,7 +267,10 @@ fn names_carry_the_run_id_and_only_ours_are_recognised() {
     ] {
         assert_eq!(run_id_of(theirs), None, "{theirs}");
     }
-    assert_eq!(sandbox_name("../../x", "00000000"), "iterion-______x-00000000");
+    assert_eq!(
+        sandbox_name("../../x", "00000000"),
+        "iterion-______x-00000000"
+    );
 }
 
 /// A fake cgroup2 directory: the interface files a real one has.
@@ -278,7 +288,13 @@ fn fake_cgroup(dir: &Path, controllers: &str, subtree: &str, procs: &str, root: 
 fn v2_on_a_fake_delegated_tree_the_engine_moves_to_its_leaf_and_the_limits_are_written() {
     let tree = tempfile::tempdir().unwrap();
     let root = tree.path().join("fake-cgroup2");
-    fake_cgroup(&root, "cpuset cpu io memory pids\n", "cpu memory pids\n", "", true);
+    fake_cgroup(
+        &root,
+        "cpuset cpu io memory pids\n",
+        "cpu memory pids\n",
+        "",
+        true,
+    );
     let own = root.join("user.slice/run-r1.scope");
     fake_cgroup(&own, "cpu memory pids\n", "", "4242\n", false);
     let mountinfo = format!(
@@ -310,7 +326,11 @@ fn v2_on_a_fake_delegated_tree_the_engine_moves_to_its_leaf_and_the_limits_are_w
     let run = "0199aaaa-bbbb-7ccc-8ddd-eeeeffff0000";
     let mut cgroup = SandboxCgroup::make(&placement, run).unwrap();
     let [path] = cgroup.paths().try_into().unwrap();
-    assert_eq!(path.parent(), Some(own.as_path()), "a sibling of the engine's leaf");
+    assert_eq!(
+        path.parent(),
+        Some(own.as_path()),
+        "a sibling of the engine's leaf"
+    );
     assert_eq!(
         run_id_of(&path.file_name().unwrap().to_string_lossy()).as_deref(),
         Some(run)
@@ -328,13 +348,20 @@ fn v2_on_a_fake_delegated_tree_the_engine_moves_to_its_leaf_and_the_limits_are_w
     let read = |file: &str| std::fs::read_to_string(path.join(file)).unwrap();
     assert_eq!(
         (read("memory.max"), read("pids.max"), read("cpu.max")),
-        ("67108864".to_owned(), "16".to_owned(), "50000 100000".to_owned())
+        (
+            "67108864".to_owned(),
+            "16".to_owned(),
+            "50000 100000".to_owned()
+        )
     );
     assert!(!path.join("memory.swap.max").exists());
     // The leftover walk sees it (and never the engine's leaf).
     let found = leftovers_under(&root);
     assert_eq!(found.len(), 1, "{found:?}");
-    assert_eq!((found[0].path.clone(), found[0].run_id.as_str()), (path.clone(), run));
+    assert_eq!(
+        (found[0].path.clone(), found[0].run_id.as_str()),
+        (path.clone(), run)
+    );
     assert!(!found[0].empty, "the fake's cgroup.procs holds `max`");
     // A missing required file fails the fill, naming it.
     std::fs::remove_file(path.join("pids.max")).unwrap();

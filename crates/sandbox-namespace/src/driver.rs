@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use iterion_sandbox::{
     AdvertisedPort, Capabilities, Driver, DriverConstructor, Error, LogLevel, NullRunLog, Phase,
     PreparedSpec, Progress, ProxyAddresses, ProxyBind, ProxyConfigurer, Result, RunInfo, RunLog,
-    SandboxRun, ScreenContext, Spec, Trust, phase_timeout_from_env, run_post_create, validate_spec_mounts,
+    SandboxRun, ScreenContext, Spec, Trust, phase_timeout_from_env, run_post_create,
+    validate_spec_mounts,
 };
 use iterion_vocab::Environment;
 
@@ -44,11 +45,11 @@ impl DriverConstructor for NamespaceConstructor {
             let _ = crate::cgroup::support();
             crate::init::probe_unshare()
         })
-            .await
-            .map_err(|e| Error::Unavailable {
-                driver: DRIVER.to_owned(),
-                reason: e.to_string(),
-            })?;
+        .await
+        .map_err(|e| Error::Unavailable {
+            driver: DRIVER.to_owned(),
+            reason: e.to_string(),
+        })?;
         match probe {
             Ok(()) => Ok(Arc::new(NamespaceDriver {
                 env: self.env.clone(),

@@ -51,5 +51,5 @@ mod run;
 pub mod seccomp;
 
 pub use driver::{HOST_ROOT_IMAGE, NamespaceConstructor, NamespaceDriver};
-pub use reap::{NamespaceReaper, NamespaceReaperConstructor, REAP_GRACE};
 pub use probe::{UsernsFacts, UsernsReport, judge_userns, read_userns_facts};
+pub use reap::{NamespaceReaper, NamespaceReaperConstructor, REAP_GRACE};

@@ -539,7 +539,9 @@ fn the_namespace_driver_applies_the_operators_limits_or_says_why_not() {
         assert_eq!(not_applied["limits"], json!(["memory", "cpus", "pids"]));
         let reason = not_applied["reason"].as_str().unwrap();
         assert!(
-            reason.starts_with("the namespace driver can make no cgroup for the sandbox here: cgroup v"),
+            reason.starts_with(
+                "the namespace driver can make no cgroup for the sandbox here: cgroup v"
+            ),
             "{reason}"
         );
         assert_eq!(field(&result, "refused"), 0, "{result}");

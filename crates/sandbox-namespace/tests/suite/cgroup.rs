@@ -16,6 +16,7 @@ use iterion_sandbox_namespace::cgroup::{CgroupSupport, Version};
 use super::driver::{Fixture, Lines, fixture, sh, start_as};
 
 /// Whether this host can make a sandbox's cgroup; in strict mode a host that cannot fails.
+#[allow(clippy::print_stderr)] // a skip says so in the test's output
 fn cgroups_or_skip(test: &str) -> Option<Version> {
     match iterion_sandbox_namespace::cgroup::support() {
         CgroupSupport::Ready(placement) => Some(placement.version),
@@ -147,10 +148,7 @@ for k in kids:
         .await
         .unwrap();
     let out = String::from_utf8_lossy(result.stdout.as_deref().unwrap_or_default()).into_owned();
-    let counts: Vec<u32> = out
-        .split_whitespace()
-        .map(|n| n.parse().unwrap())
-        .collect();
+    let counts: Vec<u32> = out.split_whitespace().map(|n| n.parse().unwrap()).collect();
     let [kids, refused, other] = counts[..] else {
         panic!("{out}");
     };
@@ -236,7 +234,10 @@ async fn a_cpu_limit_is_the_quota_of_the_sandboxs_cgroup_while_it_runs() {
             );
         }
         Version::V2 => {
-            assert_eq!(read(&dir_of(&paths, "cpu.max").join("cpu.max")), "25000 100000");
+            assert_eq!(
+                read(&dir_of(&paths, "cpu.max").join("cpu.max")),
+                "25000 100000"
+            );
         }
     }
     // The sandbox's processes are in it: a command's pid is listed there.
@@ -254,7 +255,10 @@ async fn a_cpu_limit_is_the_quota_of_the_sandboxs_cgroup_while_it_runs() {
     for line in out.lines() {
         let path = line.splitn(3, ':').nth(2).unwrap_or("");
         let names = line.split(':').nth(1).unwrap_or("");
-        if names.split(',').any(|n| ["memory", "pids", "cpu", ""].contains(&n)) {
+        if names
+            .split(',')
+            .any(|n| ["memory", "pids", "cpu", ""].contains(&n))
+        {
             assert_eq!(path, "/", "{out}");
         }
     }
@@ -405,6 +409,7 @@ const CRASH_HELPER_ENV: &str = "ITERION_NS_TEST_CRASH_HELPER";
 /// limited sandbox, prints its cgroup, and aborts, as a crashed engine would.
 #[tokio::test]
 #[ignore = "run by an_engine_crash_leaves_a_cgroup_the_reaper_removes"]
+#[allow(clippy::print_stdout)] // the parent test reads the cgroup paths from it
 async fn crash_helper() {
     if std::env::var_os(CRASH_HELPER_ENV).is_none() {
         return;
@@ -447,12 +452,7 @@ async fn an_engine_crash_leaves_a_cgroup_the_reaper_removes() {
     let paths: Vec<PathBuf> = stdout
         .lines()
         .find_map(|l| l.split_once("CGROUPS=").map(|(_, rest)| rest))
-        .unwrap_or_else(|| {
-            panic!(
-                "{stdout}\n{}",
-                String::from_utf8_lossy(&output.stderr)
-            )
-        })
+        .unwrap_or_else(|| panic!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr)))
         .split(',')
         .map(PathBuf::from)
         .collect();
@@ -466,13 +466,22 @@ async fn an_engine_crash_leaves_a_cgroup_the_reaper_removes() {
         .iter()
         .any(|p| !read(&p.join("cgroup.procs")).is_empty())
     {
-        assert!(std::time::Instant::now() < deadline, "the sandbox outlived its engine");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sandbox outlived its engine"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // The grace keeps a fresh cgroup (a start in progress elsewhere), a kept run keeps its own.
-    let report = NamespaceReaper::default().reap("s1", &FREE_CRASHED).await.unwrap();
+    let report = NamespaceReaper::default()
+        .reap("s1", &FREE_CRASHED)
+        .await
+        .unwrap();
     assert!(
-        report.deleted.iter().all(|(_, p)| !paths.contains(&PathBuf::from(p))),
+        report
+            .deleted
+            .iter()
+            .all(|(_, p)| !paths.contains(&PathBuf::from(p))),
         "{report:?}"
     );
     let reaper = NamespaceReaper::with_grace(Duration::ZERO);
@@ -482,20 +491,20 @@ async fn an_engine_crash_leaves_a_cgroup_the_reaper_removes() {
     assert!(paths.iter().all(|p| p.exists()), "a survey removes nothing");
     for path in &paths {
         assert!(
-            survey
-                .deleted
-                .contains(&(iterion_sandbox::ResourceKind::Cgroup, path.display().to_string())),
+            survey.deleted.contains(&(
+                iterion_sandbox::ResourceKind::Cgroup,
+                path.display().to_string()
+            )),
             "{survey:?}"
         );
     }
     let report = reaper.reap("s1", &FREE_CRASHED).await.unwrap();
     for path in &paths {
         assert!(!path.exists(), "{} is reaped", path.display());
-        assert!(
-            report
-                .deleted
-                .contains(&(iterion_sandbox::ResourceKind::Cgroup, path.display().to_string()))
-        );
+        assert!(report.deleted.contains(&(
+            iterion_sandbox::ResourceKind::Cgroup,
+            path.display().to_string()
+        )));
     }
 }
 

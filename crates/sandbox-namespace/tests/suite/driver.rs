@@ -88,12 +88,7 @@ pub(crate) async fn start_as(
         .expect("user namespaces must be usable here (see `iterion sandbox doctor`)");
     let driver = driver.with_run_log(log).unwrap();
     let prepared = driver.prepare(&spec, &NoProgress).await.unwrap();
-    let mut info = RunInfo::new(
-        run_id,
-        "s1",
-        &fx.workspace,
-        &fx.run_dir,
-    );
+    let mut info = RunInfo::new(run_id, "s1", &fx.workspace, &fx.run_dir);
     info.trust = trust;
     Arc::from(driver.start(prepared, info).await.unwrap())
 }

@@ -1,2 +1,2 @@
-pub(crate) mod driver;
 mod cgroup;
+pub(crate) mod driver;
