@@ -16,6 +16,7 @@ use iterion_sandbox_namespace::cgroup::{CgroupSupport, Version};
 use super::driver::{Fixture, Lines, fixture, sh, start_as};
 
 /// Whether this host can make a sandbox's cgroup; in strict mode a host that cannot fails.
+#[allow(clippy::print_stderr)] // a skip says so in the test's output
 fn cgroups_or_skip(test: &str) -> Option<Version> {
     match iterion_sandbox_namespace::cgroup::support() {
         CgroupSupport::Ready(placement) => Some(placement.version),
@@ -411,6 +412,7 @@ const CRASH_HELPER_ENV: &str = "ITERION_NS_TEST_CRASH_HELPER";
 /// limited sandbox, prints its cgroup, and aborts, as a crashed engine would.
 #[tokio::test]
 #[ignore = "run by an_engine_crash_leaves_a_cgroup_the_reaper_removes"]
+#[allow(clippy::print_stdout)] // the parent test reads the cgroup paths from it
 async fn crash_helper() {
     if std::env::var_os(CRASH_HELPER_ENV).is_none() {
         return;
