@@ -87,7 +87,7 @@ struct SlotTemplate {
 /// What a pool entry is created from: the run's create body with the env, the run labels and
 /// the per-run bind sources taken out; the digest of its shape's key and where its claim
 /// markers go.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Template {
     body: ContainerCreateBody,
     slots: Vec<SlotTemplate>,
@@ -869,12 +869,7 @@ impl WarmPool {
                 store: store.to_owned(),
                 size: self.size,
                 remove: Vec::new(),
-                template: Some(Template {
-                    body: template.body.clone(),
-                    slots: template.slots.clone(),
-                    digest: template.digest.clone(),
-                    claims: template.claims.clone(),
-                }),
+                template: Some((*template).clone()),
             };
             let (pool, key, program) = (Arc::clone(self), key.to_owned(), program.clone());
             let done = move || {
