@@ -215,27 +215,33 @@ pub struct Invocation {
     pub config_files: Vec<(String, String)>,
 }
 
-/// The CLI's own name for one of the node's tools, as `claude --tools` takes it.
-pub fn claude_tool_name(tool: Tool) -> &'static str {
-    match tool {
+/// The CLI's own name for one of the node's tools, as `claude --tools` takes it; `None` for
+/// the claw loop's own tools that Claude Code has no counterpart of (`sleep`,
+/// `structured_output`, `send_user_message`): a `claude_code` node is not given them.
+pub fn claude_tool_name(tool: Tool) -> Option<&'static str> {
+    Some(match tool {
         Tool::Bash => "Bash",
-        Tool::ReadFile => "Read",
+        // Claude Code's Read shows images too.
+        Tool::ReadFile | Tool::ReadImage => "Read",
         Tool::WriteFile => "Write",
         Tool::FileEdit => "Edit",
         Tool::Glob => "Glob",
         Tool::Grep => "Grep",
         // Claude Code's shell, allowed only for these commands (see `claude_allowed`).
         Tool::GitDiff | Tool::GitStatus | Tool::GitLog => "Bash",
-    }
+        Tool::WebFetch => "WebFetch",
+        Tool::TodoWrite => "TodoWrite",
+        Tool::Sleep | Tool::StructuredOutput | Tool::SendUserMessage => return None,
+    })
 }
 
 /// The `--allowedTools` rule for one of the node's tools: the tool itself, or for the git tools
 /// the one command they stand for.
-pub fn claude_allowed(tool: Tool) -> &'static str {
+pub fn claude_allowed(tool: Tool) -> Option<&'static str> {
     match tool {
-        Tool::GitDiff => "Bash(git diff:*)",
-        Tool::GitStatus => "Bash(git status:*)",
-        Tool::GitLog => "Bash(git log:*)",
+        Tool::GitDiff => Some("Bash(git diff:*)"),
+        Tool::GitStatus => Some("Bash(git status:*)"),
+        Tool::GitLog => Some("Bash(git log:*)"),
         other => claude_tool_name(other),
     }
 }
@@ -305,7 +311,7 @@ fn claude(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
         env.push(("IS_SANDBOX".to_owned(), "1".to_owned()));
     }
     let mut tools: Vec<&str> = Vec::new();
-    for name in task.tools.iter().map(|t| claude_tool_name(*t)) {
+    for name in task.tools.iter().filter_map(|t| claude_tool_name(*t)) {
         if !tools.contains(&name) {
             tools.push(name);
         }
@@ -318,7 +324,7 @@ fn claude(task: &DelegateTask, mut env: Vec<(String, String)>) -> Invocation {
         .tools
         .iter()
         .filter(|t| !(full_bash && matches!(t, Tool::GitDiff | Tool::GitStatus | Tool::GitLog)))
-        .map(|t| claude_allowed(*t))
+        .filter_map(|t| claude_allowed(*t))
     {
         if !allowed.contains(&rule) {
             allowed.push(rule);

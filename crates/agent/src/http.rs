@@ -70,6 +70,10 @@ pub(crate) struct HttpResponse {
     pub status: u16,
     /// `retry-after` in seconds, when present and numeric.
     pub retry_after: Option<Duration>,
+    /// `content-type`, when present and text.
+    pub content_type: Option<String>,
+    /// `location`, when present and text.
+    pub location: Option<String>,
     pub body: Bytes,
 }
 
@@ -221,16 +225,40 @@ impl HttpClient {
         headers: &[(&str, String)],
         body: Vec<u8>,
     ) -> Result<HttpResponse, HttpError> {
-        tokio::time::timeout(self.timeout, self.post_inner(url, headers, body))
+        let request = self.send(
+            http::Method::POST,
+            url,
+            headers,
+            Some(body),
+            MAX_RESPONSE_BYTES,
+        );
+        tokio::time::timeout(self.timeout, request)
             .await
             .unwrap_or(Err(HttpError::Timeout(self.timeout)))
     }
 
-    async fn post_inner(
+    /// `GET url` with `headers`, by the same route as the model calls (under a sandbox: the
+    /// run's proxy); reads at most `max` bytes of the answer (more is an error). No redirect is
+    /// followed.
+    pub(crate) async fn get(
         &self,
         url: &str,
         headers: &[(&str, String)],
-        body: Vec<u8>,
+        max: usize,
+    ) -> Result<HttpResponse, HttpError> {
+        let request = self.send(http::Method::GET, url, headers, None, max);
+        tokio::time::timeout(self.timeout, request)
+            .await
+            .unwrap_or(Err(HttpError::Timeout(self.timeout)))
+    }
+
+    async fn send(
+        &self,
+        method: http::Method,
+        url: &str,
+        headers: &[(&str, String)],
+        body: Option<Vec<u8>>,
+        max: usize,
     ) -> Result<HttpResponse, HttpError> {
         let bad = || HttpError::BadUrl {
             url: url.to_owned(),
@@ -299,11 +327,14 @@ impl HttpClient {
             let _ = conn.await;
         });
         let mut builder = http::Request::builder()
-            .method(http::Method::POST)
+            .method(method)
             .uri(target)
-            .header(http::header::HOST, authority.as_str())
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::CONTENT_LENGTH, body.len());
+            .header(http::header::HOST, authority.as_str());
+        if let Some(body) = &body {
+            builder = builder
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .header(http::header::CONTENT_LENGTH, body.len());
+        }
         if let (Some(p), false) = (&proxy, https)
             && let Some(auth) = &p.auth
         {
@@ -312,13 +343,12 @@ impl HttpClient {
         for (name, value) in headers {
             builder = builder.header(*name, value.as_str());
         }
-        let request =
-            builder
-                .body(Full::new(Bytes::from(body)))
-                .map_err(|e| HttpError::Transport {
-                    what: "build request",
-                    message: e.to_string(),
-                })?;
+        let request = builder
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(|e| HttpError::Transport {
+                what: "build request",
+                message: e.to_string(),
+            })?;
         let response = sender
             .send_request(request)
             .await
@@ -346,7 +376,16 @@ impl HttpClient {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|s| s.is_finite() && *s >= 0.0)
             .map(|s| Duration::from_secs_f64(s.min(3600.0)));
-        let body = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
+        let header_text = |name: http::header::HeaderName| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let content_type = header_text(http::header::CONTENT_TYPE);
+        let location = header_text(http::header::LOCATION);
+        let body = Limited::new(response.into_body(), max)
             .collect()
             .await
             .map_err(|e| HttpError::Transport {
@@ -358,6 +397,8 @@ impl HttpClient {
         Ok(HttpResponse {
             status,
             retry_after,
+            content_type,
+            location,
             body,
         })
     }

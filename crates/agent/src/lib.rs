@@ -16,7 +16,9 @@
 //! - [`http`]: the small HTTP/1.1 client model calls use (direct, or through the run's proxy).
 //! - [`wire`]: the provider-neutral conversation, [`wire::Usage`], the two API encodings.
 //! - [`session`]: the loop with retries, `tool_max_steps`, schema repair, pausing on `ask_user`.
-//! - [`tools`]: the six workspace tools and `ask_user`'s spec; [`shell`]: where `bash` runs.
+//! - [`tools`]: the workspace tools and `ask_user`'s spec; [`shell`]: where `bash` runs;
+//!   [`claw_tools`]: `web_fetch`, `read_image`, `sleep`, `todo_write`, `structured_output`,
+//!   `send_user_message`.
 //! - [`schema`]: output conformance (DSL.md §3.4), shared with the engine's nodes.
 //! - [`envelope`], [`placement`], [`runner`]: the NDJSON channel between the engine (launcher)
 //!   and the runner, where each tool runs, and the runner's side of the channel.
@@ -26,6 +28,7 @@
 //! - [`text`]: byte-bounded slices of text.
 #![deny(missing_docs)]
 
+pub mod claw_tools;
 pub mod delegate;
 pub mod envelope;
 pub mod forfait;

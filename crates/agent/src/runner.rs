@@ -318,6 +318,10 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
         .map_err(RunnerError::Mcp)?;
     let mut tools = task.tools.clone();
     tools.extend(mcp.specs().iter().cloned());
+    // `web_fetch` leaves like the model calls: through the run's proxy, which applies the
+    // network policy (its `HTTPS_PROXY`/`HTTP_PROXY`; `NO_PROXY` is never consulted here).
+    let web = HttpClient::new(Route::EnvProxy, crate::claw_tools::FETCH_TIMEOUT, env)
+        .map_err(RunnerError::Client)?;
     let host = RunnerTools {
         local: LocalTools::new(
             &workdir,
@@ -326,7 +330,8 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
                 ("ITERION_RUN_ID".to_owned(), task.run_id.clone()),
                 ("ITERION_NODE_ID".to_owned(), task.node_id.clone()),
             ],
-        ),
+        )
+        .with_web(web),
         advertised: tools.iter().map(|t| t.name.clone()).collect(),
         mcp,
         policy,
@@ -447,8 +452,11 @@ impl<R: AsyncBufRead + Unpin + Send> ToolHost for RunnerTools<R> {
             ));
         }
         match sandbox_placement_of(&call.name) {
-            Placement::Sandbox => match self.local.call(&call.name, &call.input).await {
-                Ok(text) => ToolOutcome::Output(text),
+            Placement::Sandbox => match self.local.call_reply(&call.name, &call.input).await {
+                Ok(reply) => match reply.image {
+                    Some(image) => ToolOutcome::Image(reply.text, image),
+                    None => ToolOutcome::Output(reply.text),
+                },
                 Err(error) => ToolOutcome::Error(error.to_string()),
             },
             Placement::Launcher => self.forward(call).await,

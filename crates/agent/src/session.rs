@@ -49,6 +49,8 @@ pub struct Question {
 pub enum ToolOutcome {
     /// Text for the model.
     Output(String),
+    /// Text and an image for the model (`read_image`).
+    Image(String, crate::wire::Image),
     /// An error for the model (the loop goes on).
     Error(String),
     /// `ask_user` without an answer at hand: the loop pauses.
@@ -236,6 +238,7 @@ pub async fn run_loop(
                 id: snap.pending.id,
                 content: answer,
                 is_error: false,
+                image: None,
             });
             pending_calls = Some((done, snap.rest));
         }
@@ -255,9 +258,10 @@ pub async fn run_loop(
                 observer.note("tool_started", json!({"name": call.name, "id": call.id}));
                 let started = std::time::Instant::now();
                 let outcome = host.call(&call).await;
-                let (content, is_error) = match outcome {
-                    ToolOutcome::Output(text) => (text, false),
-                    ToolOutcome::Error(text) => (text, true),
+                let (content, is_error, image) = match outcome {
+                    ToolOutcome::Output(text) => (text, false, None),
+                    ToolOutcome::Image(text, image) => (text, false, Some(image)),
+                    ToolOutcome::Error(text) => (text, true, None),
                     ToolOutcome::Fatal(reason) => return Err(LoopError::Model(reason)),
                     ToolOutcome::Ask(question) => {
                         return Ok(LoopEnd::Paused {
@@ -288,6 +292,7 @@ pub async fn run_loop(
                     id: call.id,
                     content,
                     is_error,
+                    image,
                 });
             }
             conversation.messages.push(Message::Tools { results });

@@ -1,5 +1,7 @@
 //! The agent's tools (DSL.md §6.2): `bash`, `read_file`, `write_file`, `file_edit`, `glob`, `grep`,
-//! plus `ask_user` for `interaction: ask` nodes.
+//! the read-only git tools, the claw tools of [`crate::claw_tools`] (`web_fetch`, `read_image`,
+//! `sleep`, `todo_write`, `structured_output`, `send_user_message`), plus `ask_user` for
+//! `interaction: ask` nodes.
 //!
 //! [`LocalTools`] runs the six workspace tools where it lives: in the engine process on the host
 //! (no sandbox), or in the runner inside the container. Paths are workspace-relative; a path that
@@ -14,9 +16,11 @@ use std::sync::Arc;
 use iterion_dsl::ir::Tool;
 use serde_json::{Value, json};
 
+use crate::claw_tools::{self, TodoList};
 use crate::glob::Glob;
+use crate::http::HttpClient;
 use crate::shell::{BoundedSink, Command, Shell, ShellError};
-use crate::wire::ToolSpec;
+use crate::wire::{Image, ToolSpec};
 
 /// The most text a tool gives back to the model.
 pub(crate) const TOOL_OUTPUT_MAX: usize = 256 * 1024;
@@ -69,6 +73,37 @@ pub fn spec_of(tool: Tool) -> ToolSpec {
             "Show `git log` of the workspace: the commits reachable from `revision` (a commit, branch, tag or `A..B` range; default HEAD), newest first, at most `max_count` (default 20, at most 200), optionally only those touching `path`.",
             json!({"type": "object", "properties": {"revision": {"type": "string"}, "max_count": {"type": "integer"}, "path": {"type": "string"}}}),
         ),
+        Tool::WebFetch => (
+            "Fetch an http:// or https:// URL with GET and return its status, content type and body (HTML as text). Redirects are reported, not followed; the run's network policy applies.",
+            json!({"type": "object", "properties": {"url": {"type": "string"}, "prompt": {"type": "string"}}, "required": ["url"]}),
+        ),
+        Tool::ReadImage => (
+            "Look at a PNG, JPEG, GIF or WebP image of the workspace (up to 5 MiB). The path is relative to the workspace.",
+            json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        ),
+        Tool::Sleep => (
+            "Pause for duration_ms milliseconds (0 to 300000).",
+            json!({"type": "object", "properties": {"duration_ms": {"type": "integer"}}, "required": ["duration_ms"]}),
+        ),
+        Tool::TodoWrite => (
+            "Read (action=read) or replace (action=write) your task list. Each item: content, status (pending, in_progress, completed), optional id, priority, activeForm.",
+            json!({"type": "object", "properties": {
+                "action": {"type": "string", "enum": ["read", "write"]},
+                "todos": {"type": "array", "items": {"type": "object", "properties": {
+                    "id": {"type": "string"}, "content": {"type": "string"},
+                    "status": {"type": "string", "enum": ["pending", "in_progress", "completed", "done"]},
+                    "priority": {"type": "string"}, "activeForm": {"type": "string"}},
+                    "required": ["content", "status"]}}},
+                "required": ["action"]}),
+        ),
+        Tool::StructuredOutput => (
+            "Return structured data: pass your object under \"payload\"; it is echoed back as-is.",
+            json!({"type": "object", "properties": {"payload": {"type": "object"}}, "required": ["payload"]}),
+        ),
+        Tool::SendUserMessage => (
+            "Send a message to the operator (recorded with the run), with optional workspace files as attachments.",
+            json!({"type": "object", "properties": {"message": {"type": "string"}, "status": {"type": "string"}, "attachments": {"type": "array", "items": {"type": "string"}}}, "required": ["message"]}),
+        ),
     };
     ToolSpec {
         name: tool.as_str().to_owned(),
@@ -101,27 +136,80 @@ pub(crate) fn clamp_text(text: &str, max: usize) -> String {
     )
 }
 
-/// The six workspace tools, rooted at one directory.
+/// What a tool gives back: text, and for `read_image` the image.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolReply {
+    /// The text for the model.
+    pub text: String,
+    /// An image for the model.
+    pub image: Option<Image>,
+}
+
+/// The workspace tools, rooted at one directory.
 pub struct LocalTools {
     root: PathBuf,
     shell: Arc<dyn Shell>,
     env: Vec<(String, String)>,
+    /// `web_fetch`'s client: the node's route (under a sandbox, the run's proxy). `None`: the
+    /// tool is unavailable.
+    web: Option<HttpClient>,
+    todos: TodoList,
 }
 
 impl LocalTools {
     /// Tools rooted at `root` (canonicalised), running `bash` through `shell` with `env` added.
     pub fn new(root: &Path, shell: Arc<dyn Shell>, env: Vec<(String, String)>) -> LocalTools {
         let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
-        LocalTools { root, shell, env }
+        LocalTools {
+            root,
+            shell,
+            env,
+            web: None,
+            todos: TodoList::default(),
+        }
+    }
+
+    /// These tools with `web_fetch` going through `client`.
+    pub fn with_web(mut self, client: HttpClient) -> LocalTools {
+        self.web = Some(client);
+        self
     }
 
     /// Runs `name` on `input`: `Ok(text)` or `Err(why)`, both given back to the model (the error
-    /// as its text).
+    /// as its text). An image `read_image` read is dropped: use [`LocalTools::call_reply`].
     pub async fn call(&self, name: &str, input: &Value) -> Result<String, ToolError> {
+        self.call_reply(name, input).await.map(|r| r.text)
+    }
+
+    /// Runs `name` on `input`: its text (and image), or why not.
+    pub async fn call_reply(&self, name: &str, input: &Value) -> Result<ToolReply, ToolError> {
         let Some(tool) = Tool::ALL.into_iter().find(|t| t.as_str() == name) else {
             return Err(ToolError::UnknownTool(name.to_owned()));
         };
         let text = match tool {
+            Tool::ReadImage => {
+                let rel = str_arg(input, "path")?;
+                let path = self.resolve(rel)?;
+                let (text, image) = claw_tools::read_image(&path, rel)
+                    .await
+                    .map_err(ToolError::Input)?;
+                return Ok(ToolReply {
+                    text,
+                    image: Some(image),
+                });
+            }
+            Tool::WebFetch => claw_tools::web_fetch(self.web.as_ref(), input)
+                .await
+                .map_err(ToolError::Input)?,
+            Tool::Sleep => claw_tools::sleep(input).await.map_err(ToolError::Input)?,
+            Tool::TodoWrite => self.todos.call(input).map_err(ToolError::Input)?,
+            Tool::StructuredOutput => {
+                claw_tools::structured_output(input).map_err(ToolError::Input)?
+            }
+            Tool::SendUserMessage => claw_tools::send_user_message(input, |rel| {
+                self.resolve(rel).map_err(|e| e.to_string())
+            })
+            .map_err(ToolError::Input)?,
             Tool::Bash => self.bash(str_arg(input, "command")?).await?,
             Tool::ReadFile => {
                 let path = self.resolve(str_arg(input, "path")?)?;
@@ -253,7 +341,10 @@ impl LocalTools {
                 }
             }
         };
-        Ok(clamp_text(&text, TOOL_OUTPUT_MAX))
+        Ok(ToolReply {
+            text: clamp_text(&text, TOOL_OUTPUT_MAX),
+            image: None,
+        })
     }
 
     /// The repository's filter driver commands (`filter.NAME.clean`, `smudge`, `process`), read
@@ -572,6 +663,9 @@ pub enum ToolError {
     /// `git_diff` / `git_status`: a bad argument, or git failed.
     #[error("{0}")]
     Git(String),
+    /// A claw tool refused its input or failed (`web_fetch`, `read_image`, `sleep`, …).
+    #[error("{0}")]
+    Input(String),
 }
 
 impl ToolError {

@@ -69,6 +69,27 @@ pub struct ToolResult {
     pub content: String,
     /// Whether it is an error.
     pub is_error: bool,
+    /// An image the tool gives the model with its text (`read_image`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<Image>,
+}
+
+/// An image for the model: its media type and its bytes in base64.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: String,
+    /// The bytes, base64 (standard alphabet, padded).
+    pub data: String,
+}
+
+impl std::fmt::Debug for Image {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Image")
+            .field("media_type", &self.media_type)
+            .field("base64_len", &self.data.len())
+            .finish()
+    }
 }
 
 /// One message of the conversation.
@@ -233,9 +254,17 @@ fn anthropic_body(
             Message::Tools { results } => {
                 let blocks: Vec<Value> = results
                     .iter()
-                    .map(|r| {
-                        json!({"type": "tool_result", "tool_use_id": r.id,
-                               "content": r.content, "is_error": r.is_error})
+                    .map(|r| match &r.image {
+                        None => json!({"type": "tool_result", "tool_use_id": r.id,
+                               "content": r.content, "is_error": r.is_error}),
+                        // A tool result may hold image blocks in the Messages API.
+                        Some(img) => json!({"type": "tool_result", "tool_use_id": r.id,
+                            "content": [
+                                {"type": "text", "text": r.content},
+                                {"type": "image", "source": {"type": "base64",
+                                    "media_type": img.media_type, "data": img.data}},
+                            ],
+                            "is_error": r.is_error}),
                     })
                     .collect();
                 json!({"role": "user", "content": blocks})
@@ -301,6 +330,22 @@ fn openai_body(
                 for r in results {
                     messages
                         .push(json!({"role": "tool", "tool_call_id": r.id, "content": r.content}));
+                }
+                // A tool message is text only in Chat Completions: the images follow as one
+                // user message, after every tool message of the turn.
+                let images: Vec<Value> = results
+                    .iter()
+                    .filter_map(|r| r.image.as_ref().map(|img| (r, img)))
+                    .flat_map(|(r, img)| {
+                        [
+                            json!({"type": "text", "text": format!("the image of tool call {}:", r.id)}),
+                            json!({"type": "image_url", "image_url": {
+                                "url": format!("data:{};base64,{}", img.media_type, img.data)}}),
+                        ]
+                    })
+                    .collect();
+                if !images.is_empty() {
+                    messages.push(json!({"role": "user", "content": images}));
                 }
             }
         }
@@ -477,10 +522,68 @@ mod tests {
                         id: "c1".into(),
                         content: "a\n".into(),
                         is_error: false,
+                        image: None,
                     }],
                 },
             ],
         }
+    }
+
+    /// A conversation whose one tool result carries an image (`read_image`).
+    fn convo_with_image() -> Conversation {
+        let mut c = convo();
+        if let Some(Message::Tools { results }) = c.messages.last_mut() {
+            results[0].content = "image a.png (image/png, 3 bytes)".into();
+            results[0].image = Some(Image {
+                media_type: "image/png".into(),
+                data: "AAAA".into(),
+            });
+        }
+        c
+    }
+
+    #[test]
+    fn an_image_result_is_an_image_block_or_a_following_user_message() {
+        let (_, body) = encode(
+            Provider::Anthropic,
+            "m",
+            &convo_with_image(),
+            &[],
+            ToolChoice::Auto,
+            &Generation::default(),
+        );
+        assert_eq!(
+            body["messages"][2],
+            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1",
+                "content": [
+                    {"type": "text", "text": "image a.png (image/png, 3 bytes)"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}],
+                "is_error": false}]})
+        );
+        let (_, body) = encode(
+            Provider::Openai,
+            "m",
+            &convo_with_image(),
+            &[],
+            ToolChoice::Auto,
+            &Generation::default(),
+        );
+        let messages = body["messages"].as_array().unwrap();
+        assert_eq!(
+            messages[3..],
+            [
+                json!({"role": "tool", "tool_call_id": "c1", "content": "image a.png (image/png, 3 bytes)"}),
+                json!({"role": "user", "content": [
+                    {"type": "text", "text": "the image of tool call c1:"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}),
+            ]
+        );
+        // The image is not printed in debug output.
+        let debug = format!("{:?}", convo_with_image());
+        assert!(
+            debug.contains("base64_len: 4") && !debug.contains("AAAA"),
+            "{debug}"
+        );
     }
 
     #[test]

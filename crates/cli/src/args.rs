@@ -94,6 +94,10 @@ pub enum Command {
     /// engine configures it, people don't.
     #[command(name = "__mcp-ask-user", hide = true)]
     McpAskUser,
+    /// Docker warm pool filler (issue 18): makes pre-started sandboxes of the shape on stdin and
+    /// exits; the engine starts it, detached, people don't.
+    #[command(name = "__warm-fill", hide = true)]
+    WarmFill,
     /// Run viewer: a web page of this store's runs (graph, sandbox, logs, transcripts, live),
     /// with a JSON API under /api/ (docs/studio.md). Runs until Ctrl-C.
     Studio(StudioArgs),

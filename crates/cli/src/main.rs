@@ -31,6 +31,8 @@ fn main() -> std::process::ExitCode {
         args::Command::ExecAgent => commands::exec_agent::run(),
         // JSON-RPC on stdin/stdout only, no tracing subscriber.
         args::Command::McpAskUser => commands::mcp_ask_user::run(&env),
+        // The job on stdin, nothing printed; its own small runtime.
+        args::Command::WarmFill => commands::warm_fill::run(),
         command => async_main(command, env),
     };
     code.into()
@@ -88,6 +90,7 @@ fn async_main(command: args::Command, process_env: Environment) -> Exit {
             args::Command::ClawRunner => commands::claw_runner::run(&env),
             args::Command::ExecAgent => commands::exec_agent::run(),
             args::Command::McpAskUser => commands::mcp_ask_user::run(&env),
+            args::Command::WarmFill => commands::warm_fill::run(),
             args::Command::Studio(args) => commands::studio::run(args, &env).await,
         }
     })

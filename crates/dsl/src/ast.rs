@@ -392,6 +392,8 @@ pub struct VarDef {
     pub ty: VarType,
     /// The type token.
     pub ty_span: Span,
+    /// `[enum: "a", "b"]` after a `string` type: the only values the var may take.
+    pub enum_values: Option<StrList>,
     /// The default literal, unchecked against the type (that is C109).
     pub default: Option<Value>,
 }
@@ -584,8 +586,8 @@ pub struct AgentProps {
     pub delegate: Box<DelegateProps>,
     /// `system`.
     pub system: Option<PromptRef>,
-    /// `user` (required).
-    pub user: PromptRef,
+    /// `user`; without it the user message is the node's input as JSON (upstream's fallback).
+    pub user: Option<PromptRef>,
     /// `input` schema name.
     pub input: Option<Ident>,
     /// `output` schema name.
@@ -642,6 +644,8 @@ pub struct ToolProps {
     /// `Some` for a `script:` tool: its `language` (`sh` when absent), with the span of the
     /// `script` key.
     pub script: Option<(ScriptLanguage, Span)>,
+    /// `publish`: the artifact name the node's output is stored under.
+    pub publish: Option<Ident>,
     /// `input` schema name.
     pub input: Option<Ident>,
     /// `output` schema name.
@@ -670,6 +674,8 @@ pub struct RouterProps {
 /// `compute` properties: each `expr` entry is one output field.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ComputeProps {
+    /// `publish`: the artifact name the node's output is stored under.
+    pub publish: Option<Ident>,
     /// `input` schema name.
     pub input: Option<Ident>,
     /// `output` schema name.

@@ -5,8 +5,9 @@
 //! namespace checks. The engine evaluates a parsed expression against a scope object at run time
 //! ([`Expr::eval`], [`Expr::eval_condition`]).
 //!
-//! The language is deliberately small (D12): no truthiness (`and`/`or`/`not` need bools), no
-//! arithmetic, two builtins. Nesting is bounded by [`MAX_DEPTH`] so a hostile expression is a
+//! The language is deliberately small (D12): no truthiness (`and`/`or`/`not` need bools), a few
+//! builtins, and upstream's arithmetic (`+ - * / %` and unary `-`: integers stay integers and
+//! overflow or division by zero is an evaluation error, `+` also joins strings). Nesting is bounded by [`MAX_DEPTH`] so a hostile expression is a
 //! C040, never a stack overflow; `a or b or c …` chains are n-ary and do not nest.
 
 use std::cmp::Ordering;
@@ -173,6 +174,38 @@ pub enum Expr {
     Compare(CmpOp, Box<Expr>, Box<Expr>),
     /// A builtin call with the right number of arguments.
     Call(Func, Vec<Expr>),
+    /// `a OP b` for an arithmetic operator.
+    Arith(ArithOp, Box<Expr>, Box<Expr>),
+    /// `-e`.
+    Neg(Box<Expr>),
+}
+
+/// An arithmetic operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArithOp {
+    /// `+`: numbers, or two strings / a string and a number (joined as text).
+    Add,
+    /// `-`.
+    Sub,
+    /// `*`.
+    Mul,
+    /// `/`: integer division on two integers.
+    Div,
+    /// `%`: integers only.
+    Rem,
+}
+
+impl ArithOp {
+    /// The operator as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArithOp::Add => "+",
+            ArithOp::Sub => "-",
+            ArithOp::Mul => "*",
+            ArithOp::Div => "/",
+            ArithOp::Rem => "%",
+        }
+    }
 }
 
 /// Why an expression was refused at compile time.
@@ -276,6 +309,21 @@ pub enum EvalError {
         /// The separator's type.
         found: &'static str,
     },
+    /// An arithmetic operator on operands it does not take.
+    #[error("{op} needs two numbers{also}, found {left} and {right}")]
+    NotArithmetic {
+        /// The operator.
+        op: &'static str,
+        /// What else it takes.
+        also: &'static str,
+        /// The left operand's type.
+        left: &'static str,
+        /// The right operand's type.
+        right: &'static str,
+    },
+    /// Integer overflow, or division / remainder by zero.
+    #[error("{0}")]
+    Arithmetic(&'static str),
     /// The expression's result is not a bool.
     #[error("the condition is {found}, not bool")]
     NotACondition {
@@ -312,6 +360,7 @@ enum Tok {
     RParen,
     Comma,
     Dot,
+    Arith(ArithOp),
     End,
 }
 
@@ -328,6 +377,7 @@ fn describe(t: &Tok) -> String {
         Tok::RParen => "\")\"".to_string(),
         Tok::Comma => "\",\"".to_string(),
         Tok::Dot => "\".\"".to_string(),
+        Tok::Arith(op) => format!("\"{}\"", op.as_str()),
         Tok::End => "the end".to_string(),
     }
 }
@@ -363,6 +413,11 @@ fn lex(text: &str) -> Result<Vec<Tok>, ExprError> {
             (')', _) => (Tok::RParen, 1),
             (',', _) => (Tok::Comma, 1),
             ('.', _) => (Tok::Dot, 1),
+            ('+', _) => (Tok::Arith(ArithOp::Add), 1),
+            ('-', _) => (Tok::Arith(ArithOp::Sub), 1),
+            ('*', _) => (Tok::Arith(ArithOp::Mul), 1),
+            ('/', _) => (Tok::Arith(ArithOp::Div), 1),
+            ('%', _) => (Tok::Arith(ArithOp::Rem), 1),
             ('\'' | '"', _) => {
                 let mut s = String::new();
                 let mut j = i + 1;
@@ -393,9 +448,7 @@ fn lex(text: &str) -> Result<Vec<Tok>, ExprError> {
                 i = j + 1;
                 continue;
             }
-            _ if c.is_ascii_digit()
-                || (c == '-' && at(i + 1).is_some_and(|d| d.is_ascii_digit())) =>
-            {
+            _ if c.is_ascii_digit() => {
                 let start = i;
                 let mut j = i + 1;
                 while at(j).is_some_and(|d| d.is_ascii_digit()) {
@@ -519,10 +572,10 @@ impl Parser {
     }
 
     fn cmp(&mut self) -> Result<Expr, ExprError> {
-        let left = self.primary()?;
+        let left = self.add()?;
         if let Tok::Cmp(op) = *self.peek() {
             self.bump();
-            let right = self.primary_after(op.as_str())?;
+            let right = self.operand_after(op.as_str(), Self::add)?;
             if let Tok::Cmp(again) = self.peek() {
                 return Err(syntax(format!(
                     "comparisons do not chain: \"{}\" after \"{}\"",
@@ -535,11 +588,72 @@ impl Parser {
         Ok(left)
     }
 
-    fn primary_after(&mut self, after: &str) -> Result<Expr, ExprError> {
+    fn operand_after(
+        &mut self,
+        after: &str,
+        next: fn(&mut Self) -> Result<Expr, ExprError>,
+    ) -> Result<Expr, ExprError> {
         if matches!(self.peek(), Tok::End) {
             return Err(syntax(format!(
                 "expected a value after \"{after}\", found the end"
             )));
+        }
+        next(self)
+    }
+
+    /// `mul ( ( "+" | "-" ) mul )*`, left-associative.
+    fn add(&mut self) -> Result<Expr, ExprError> {
+        self.binary(&[ArithOp::Add, ArithOp::Sub], Self::mul)
+    }
+
+    /// `unary ( ( "*" | "/" | "%" ) unary )*`, left-associative.
+    fn mul(&mut self) -> Result<Expr, ExprError> {
+        self.binary(&[ArithOp::Mul, ArithOp::Div, ArithOp::Rem], Self::unary)
+    }
+
+    fn binary(
+        &mut self,
+        ops: &[ArithOp],
+        next: fn(&mut Self) -> Result<Expr, ExprError>,
+    ) -> Result<Expr, ExprError> {
+        let mut left = next(self)?;
+        let mut nested = 0;
+        while let Tok::Arith(op) = *self.peek() {
+            if !ops.contains(&op) {
+                break;
+            }
+            self.bump();
+            let right = self.operand_after(op.as_str(), next)?;
+            // A left-leaning chain nests one level per operator: bounded like the rest.
+            self.enter()?;
+            nested += 1;
+            left = Expr::Arith(op, Box::new(left), Box::new(right));
+        }
+        for _ in 0..nested {
+            self.leave();
+        }
+        Ok(left)
+    }
+
+    /// `"-" unary | primary`; `-` before a number literal is that negative literal.
+    fn unary(&mut self) -> Result<Expr, ExprError> {
+        if matches!(self.peek(), Tok::Arith(ArithOp::Sub)) {
+            self.bump();
+            if let Tok::Num(n) = self.peek().clone() {
+                let negated = if let Some(i) = n.as_i64() {
+                    i.checked_neg().map(Number::from)
+                } else {
+                    n.as_f64().and_then(|f| Number::from_f64(-f))
+                };
+                if let Some(m) = negated {
+                    self.bump();
+                    return Ok(Expr::Literal(Value::Number(m)));
+                }
+            }
+            self.enter()?;
+            let inner = self.operand_after("-", Self::unary)?;
+            self.leave();
+            return Ok(Expr::Neg(Box::new(inner)));
         }
         self.primary()
     }
@@ -672,11 +786,11 @@ impl Expr {
             match e {
                 Expr::Literal(_) => {}
                 Expr::Path(p) => out.push(p),
-                Expr::Not(inner) => stack.push(inner),
+                Expr::Not(inner) | Expr::Neg(inner) => stack.push(inner),
                 Expr::And(items) | Expr::Or(items) | Expr::Call(_, items) => {
                     stack.extend(items.iter().rev());
                 }
-                Expr::Compare(_, l, r) => {
+                Expr::Compare(_, l, r) | Expr::Arith(_, l, r) => {
                     stack.push(r);
                     stack.push(l);
                 }
@@ -730,6 +844,14 @@ impl Expr {
                 let (a, b) = (l.eval_in(scope, null)?, r.eval_in(scope, null)?);
                 compare(*op, &a, &b).map(Value::Bool)
             }
+            Expr::Arith(op, l, r) => {
+                let (a, b) = (l.eval_in(scope, null)?, r.eval_in(scope, null)?);
+                arith(*op, &a, &b)
+            }
+            Expr::Neg(inner) => {
+                let v = inner.eval_in(scope, null)?;
+                arith(ArithOp::Sub, &Value::from(0), &v)
+            }
             Expr::Call(Func::If, args) => match args.as_slice() {
                 [cond, then, otherwise] => {
                     if truth(cond, "if")? {
@@ -768,6 +890,73 @@ enum NullIs {
     Error,
     /// `false` (compute entries).
     False,
+}
+
+/// Upstream's arithmetic: two integers give an integer (checked: overflow and division or
+/// remainder by zero are errors), other numbers give a float (`%` takes integers only), and `+`
+/// with a string on either side joins the two as text (a string and a number too).
+fn arith(op: ArithOp, a: &Value, b: &Value) -> Result<Value, EvalError> {
+    if op == ArithOp::Add {
+        let text = |v: &Value| match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        };
+        if (matches!(a, Value::String(_)) || matches!(b, Value::String(_)))
+            && let (Some(x), Some(y)) = (text(a), text(b))
+        {
+            return Ok(Value::String(x + &y));
+        }
+    }
+    let refused = || EvalError::NotArithmetic {
+        op: op.as_str(),
+        also: if op == ArithOp::Add {
+            " or strings"
+        } else {
+            ""
+        },
+        left: type_name(a),
+        right: type_name(b),
+    };
+    let (Value::Number(x), Value::Number(y)) = (a, b) else {
+        return Err(refused());
+    };
+    if let (Some(i), Some(j)) = (x.as_i64(), y.as_i64()) {
+        let r = match op {
+            ArithOp::Add => i
+                .checked_add(j)
+                .ok_or(EvalError::Arithmetic("integer overflow")),
+            ArithOp::Sub => i
+                .checked_sub(j)
+                .ok_or(EvalError::Arithmetic("integer overflow")),
+            ArithOp::Mul => i
+                .checked_mul(j)
+                .ok_or(EvalError::Arithmetic("integer overflow")),
+            ArithOp::Div if j == 0 => Err(EvalError::Arithmetic("integer division by zero")),
+            ArithOp::Rem if j == 0 => Err(EvalError::Arithmetic("integer remainder by zero")),
+            ArithOp::Div => i
+                .checked_div(j)
+                .ok_or(EvalError::Arithmetic("integer overflow")),
+            ArithOp::Rem => i
+                .checked_rem(j)
+                .ok_or(EvalError::Arithmetic("integer overflow")),
+        }?;
+        return Ok(Value::from(r));
+    }
+    let (Some(f), Some(g)) = (x.as_f64(), y.as_f64()) else {
+        return Err(refused());
+    };
+    let r = match op {
+        ArithOp::Add => f + g,
+        ArithOp::Sub => f - g,
+        ArithOp::Mul => f * g,
+        ArithOp::Div if g == 0.0 => return Err(EvalError::Arithmetic("division by zero")),
+        ArithOp::Div => f / g,
+        ArithOp::Rem => return Err(EvalError::Arithmetic("% needs two integers")),
+    };
+    Number::from_f64(r)
+        .map(Value::Number)
+        .ok_or(EvalError::Arithmetic("the result is not a finite number"))
 }
 
 fn as_bool(v: &Value, op: &'static str) -> Result<bool, EvalError> {

@@ -135,8 +135,12 @@ fn syntax_errors_are_c040_with_a_detail() {
             "1 < 2 < 3",
             syntax_err("comparisons do not chain: \"<\" after \"<\""),
         ),
-        ("- 3", syntax_err("unexpected character '-'")),
-        ("a + 1", syntax_err("unexpected character '+'")),
+        (
+            "a +",
+            syntax_err("expected a value after \"+\", found the end"),
+        ),
+        ("a ^ 1", syntax_err("unexpected character '^'")),
+        ("a * * b", syntax_err("expected a value, found \"*\"")),
         ("x[0]", syntax_err("unexpected character '['")),
         ("length(a,)", syntax_err("expected a value, found \")\"")),
         (
@@ -590,4 +594,97 @@ fn compute_entries_take_null_as_false_and_when_expressions_do_not() {
             .eval_compute(&scope)
             .is_err()
     );
+}
+
+// ----- arithmetic (upstream's `+ - * / %`)
+
+fn arith(op: ArithOp, l: Expr, r: Expr) -> Expr {
+    Expr::Arith(op, Box::new(l), Box::new(r))
+}
+
+#[test]
+fn arithmetic_binds_tighter_than_comparison_and_is_left_associative() {
+    assert_eq!(
+        parse("loop.review.iteration % 2 == 1"),
+        Ok(cmp(
+            CmpOp::Eq,
+            arith(ArithOp::Rem, path("loop.review.iteration"), lit(json!(2))),
+            lit(json!(1))
+        ))
+    );
+    assert_eq!(
+        parse("1 - 2 - 3 * 4"),
+        Ok(arith(
+            ArithOp::Sub,
+            arith(ArithOp::Sub, lit(json!(1)), lit(json!(2))),
+            arith(ArithOp::Mul, lit(json!(3)), lit(json!(4)))
+        ))
+    );
+    assert_eq!(parse("-3"), Ok(lit(json!(-3))));
+    assert_eq!(
+        parse("a-1"),
+        Ok(arith(ArithOp::Sub, path("a"), lit(json!(1))))
+    );
+    assert_eq!(parse("-a"), Ok(Expr::Neg(Box::new(path("a")))));
+    assert_eq!(
+        parse("-a").unwrap().paths(),
+        vec![&Path {
+            segments: vec!["a".to_string()]
+        }]
+    );
+}
+
+#[test]
+fn arithmetic_evaluates_as_upstream() {
+    assert_eq!(ev("21 + 21"), Ok(json!(42)));
+    assert_eq!(ev("input.status / 100"), Ok(json!(4)));
+    assert_eq!(ev("input.status % 100"), Ok(json!(4)));
+    assert_eq!(ev("input.ratio * 4"), Ok(json!(2.0)));
+    assert_eq!(ev("1 / 4.0"), Ok(json!(0.25)));
+    assert_eq!(ev("-input.status"), Ok(json!(-404)));
+    assert_eq!(ev("(1 + 2) * 3"), Ok(json!(9)));
+    assert_eq!(ev("'run-' + run.id"), Ok(json!("run-r-1")));
+    assert_eq!(ev("'n=' + vars.limit"), Ok(json!("n=3")));
+    assert_eq!(ev("vars.limit + 1 > 3"), Ok(json!(true)));
+}
+
+#[test]
+fn arithmetic_errors_are_evaluation_errors() {
+    assert_eq!(
+        ev("1 / 0"),
+        Err(EvalError::Arithmetic("integer division by zero"))
+    );
+    assert_eq!(
+        ev("1 % 0"),
+        Err(EvalError::Arithmetic("integer remainder by zero"))
+    );
+    assert_eq!(
+        ev("9223372036854775807 + 1"),
+        Err(EvalError::Arithmetic("integer overflow"))
+    );
+    assert_eq!(
+        ev("input.ratio % 2"),
+        Err(EvalError::Arithmetic("% needs two integers"))
+    );
+    assert_eq!(
+        ev("input.ok + 1"),
+        Err(EvalError::NotArithmetic {
+            op: "+",
+            also: " or strings",
+            left: "bool",
+            right: "number"
+        })
+    );
+    assert_eq!(
+        ev("input.nil * 2").unwrap_err().to_string(),
+        "* needs two numbers, found null and number"
+    );
+}
+
+#[test]
+fn long_arithmetic_chains_are_bounded() {
+    let chain = vec!["1"; 100_000].join(" + ");
+    assert_eq!(parse(&chain), Err(ExprError::TooDeep));
+    let negs = format!("{}x", "-".repeat(100_000));
+    assert_eq!(parse(&negs), Err(ExprError::TooDeep));
 }

@@ -277,6 +277,9 @@ pub struct Var {
     /// of a `float` var included), a list of strings, or any JSON for `json`. `None` means the
     /// var is required at launch.
     pub default: Option<serde_json::Value>,
+    /// `[enum: …]`: the only strings the var may take (its default, a preset, `--var`).
+    #[serde(default, rename = "enum", skip_serializing_if = "Option::is_none")]
+    pub enum_values: Option<Vec<String>>,
 }
 
 impl Var {
@@ -387,7 +390,7 @@ pub struct AgentNode {
     pub readonly: bool,
     /// The system prompt's template text (a named prompt already replaced by its body).
     pub system: Option<String>,
-    /// The user prompt's template text.
+    /// The user prompt's template text; [`INPUT_ONLY_PROMPT`] when the node names none.
     pub user: String,
     /// The input schema's name (static checks only).
     pub input: Option<String>,
@@ -505,6 +508,9 @@ pub struct ToolNode {
     /// `Some` for a `script:` tool: the interpreter it runs with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<ScriptLanguage>,
+    /// `publish`: the artifact name the node's output is stored under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish: Option<String>,
     /// The input schema's name (static checks only).
     pub input: Option<String>,
     /// The output schema's name: stdout must produce a conforming object.
@@ -558,6 +564,9 @@ impl ScriptLanguage {
 pub struct ComputeNode {
     /// `(field, expression text)` in declaration order.
     pub expr: Vec<(String, String)>,
+    /// `publish`: the artifact name the node's output is stored under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish: Option<String>,
     /// The input schema's name (static checks only).
     pub input: Option<String>,
     /// The output schema's name: the computed map must conform.
@@ -636,6 +645,10 @@ impl McpToolRef {
     }
 }
 
+/// The user prompt of an agent or judge that names none: its input as JSON (upstream's
+/// fallback when a node has no `user:`).
+pub const INPUT_ONLY_PROMPT: &str = "{{input}}";
+
 /// The tools an agent may be given (DSL.md §6.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -658,11 +671,24 @@ pub enum Tool {
     GitStatus,
     /// `git_log`: `git log` of the workspace's history, read-only.
     GitLog,
+    /// `web_fetch`: `GET` one `http(s)://` URL, through the run's egress proxy under a sandbox.
+    WebFetch,
+    /// `read_image`: a PNG, JPEG, GIF or WebP file of the workspace, given to the model as an
+    /// image.
+    ReadImage,
+    /// `sleep`: wait up to 300 000 ms.
+    Sleep,
+    /// `todo_write`: read or replace the node's task list (kept for the node's loop).
+    TodoWrite,
+    /// `structured_output`: echo an object back (upstream's `payload` convention).
+    StructuredOutput,
+    /// `send_user_message`: a message to the operator, recorded in the run log.
+    SendUserMessage,
 }
 
 impl Tool {
     /// The roster, in the order the C135 hint lists it.
-    pub const ALL: [Tool; 9] = [
+    pub const ALL: [Tool; 15] = [
         Tool::Bash,
         Tool::ReadFile,
         Tool::WriteFile,
@@ -672,6 +698,12 @@ impl Tool {
         Tool::GitDiff,
         Tool::GitStatus,
         Tool::GitLog,
+        Tool::WebFetch,
+        Tool::ReadImage,
+        Tool::Sleep,
+        Tool::TodoWrite,
+        Tool::StructuredOutput,
+        Tool::SendUserMessage,
     ];
 
     /// The tool's name.
@@ -686,6 +718,12 @@ impl Tool {
             Tool::GitDiff => "git_diff",
             Tool::GitStatus => "git_status",
             Tool::GitLog => "git_log",
+            Tool::WebFetch => "web_fetch",
+            Tool::ReadImage => "read_image",
+            Tool::Sleep => "sleep",
+            Tool::TodoWrite => "todo_write",
+            Tool::StructuredOutput => "structured_output",
+            Tool::SendUserMessage => "send_user_message",
         }
     }
 

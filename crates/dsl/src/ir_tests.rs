@@ -52,6 +52,7 @@ fn a_minimal_workflow_takes_every_default() {
                 body: NodeBody::Tool(ToolNode {
                     command: "echo hi".into(),
                     script: None,
+                    publish: None,
                     input: None,
                     output: None,
                 }),
@@ -164,6 +165,7 @@ fn vars_from_both_blocks_are_typed_json_in_declaration_order() {
         name: id(name, 2, 3),
         ty,
         ty_span: at(2, 10),
+        enum_values: None,
         default,
     };
     let s = |v: &str| V::Str(st(v, 2, 20));
@@ -302,7 +304,7 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
         ),
         agent("a", 10, |a| {
             a.system = Some(ast::PromptRef::Named(id("sys", 13, 11)));
-            a.user = ast::PromptRef::Inline(st("Audit {{input.x}}", 14, 9));
+            a.user = Some(ast::PromptRef::Inline(st("Audit {{input.x}}", 14, 9)));
             a.output = Some(id("out", 15, 11));
             a.tools = Some(ast::WordList {
                 items: vec![wd("grep", 16, 11), wd("bash", 16, 17), wd("grep", 16, 23)],
@@ -317,6 +319,7 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
             name: id("j", 20, 7),
             body: ast::NodeBody::Agent({
                 let mut p = crate::ir::test_builders::agent_props(20);
+                p.user = None;
                 p.tool_max_steps = Some(ast::IntLit {
                     value: 7,
                     span: at(23, 19),
@@ -373,7 +376,7 @@ fn agents_resolve_named_prompts_dedup_tools_and_default_their_steps() {
                 body: NodeBody::Agent(AgentNode {
                     model: "anthropic/claude-sonnet-4-5".into(),
                     system: None,
-                    user: "hello".into(),
+                    user: INPUT_ONLY_PROMPT.into(),
                     input: None,
                     output: None,
                     tools: vec![],

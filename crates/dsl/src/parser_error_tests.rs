@@ -229,11 +229,21 @@ fn required_properties_are_e013_at_the_name() {
             compiled.diagnostics
         );
     }
-    assert_eq!(
-        only("judge j:\n  model: \"a/b\"\n"),
-        d(Code::E013, 1, 7, 1, "judge \"j\" needs \"user\"")
-    );
-    assert_eq!(only("agent a:\n").message, "agent \"a\" needs \"user\"");
+}
+
+#[test]
+fn an_agent_or_judge_without_user_reads_its_input_as_json() {
+    // Upstream's fallback: no `user:` means the user message is the node's input as JSON.
+    for src in [
+        "judge j:\n  model: \"a/b\"\n",
+        "agent a:\n  model: \"a/b\"\n",
+    ] {
+        let (_, diags) = parse(src);
+        assert!(
+            !diags.iter().any(|d| d.code == Code::E013),
+            "{src}: {diags:?}"
+        );
+    }
 }
 
 #[test]
@@ -546,4 +556,45 @@ fn an_unclosed_bracket_is_named_in_the_hint() {
             "expected \"]\" to close the bracket at line 2, found end of file"
         )]
     );
+}
+
+#[test]
+fn a_var_enum_is_parsed_and_its_default_checked() {
+    let ok = "vars:\n  tier: string [enum: \"glance\", \"guard\"] = \"guard\"\n\ntool a:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> done\n";
+    let compiled = crate::compile(ok.as_bytes(), &crate::CompileOptions::default());
+    assert_eq!(compiled.error_count(), 0, "{:?}", compiled.diagnostics);
+    let bad = ok.replace("= \"guard\"", "= \"audit\"");
+    let compiled = crate::compile(bad.as_bytes(), &crate::CompileOptions::default());
+    let errors: Vec<(Code, String)> = compiled
+        .diagnostics
+        .iter()
+        .map(|d| (d.code, d.message.clone()))
+        .collect();
+    assert_eq!(
+        errors,
+        [(
+            Code::C109,
+            "default \"audit\" of \"tier\" is not one of its enum values".to_owned()
+        )]
+    );
+    let not_string = ok.replace("tier: string [", "tier: int [");
+    let (_, diags) = parse(&not_string);
+    assert_eq!(diags[0].code, Code::E021, "{diags:?}");
+}
+
+#[test]
+fn delegate_is_upstreams_former_name_for_backend() {
+    let src = "agent a:\n  delegate: \"codex\"\n  user: \"x\"\n";
+    let (file, diags) = parse(src);
+    assert!(diags.is_empty(), "{diags:?}");
+    let Decl::Node(n) = &file.decls[0] else {
+        panic!()
+    };
+    let NodeBody::Agent(a) = &n.body else {
+        panic!()
+    };
+    assert_eq!(a.delegate.backend.map(|(b, _)| b), Some(Backend::Codex));
+    let (_, diags) =
+        parse("agent a:\n  backend: \"codex\"\n  delegate: \"codex\"\n  user: \"x\"\n");
+    assert_eq!(diags[0].code, Code::E012, "{diags:?}");
 }

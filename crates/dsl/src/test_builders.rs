@@ -38,7 +38,7 @@ pub(crate) fn agent_props(line: u32) -> AgentProps {
         model: Some(st("anthropic/claude-sonnet-4-5", line + 1, 10)),
         delegate: Box::default(),
         system: None,
-        user: PromptRef::Inline(st("hello", line + 2, 9)),
+        user: Some(PromptRef::Inline(st("hello", line + 2, 9))),
         input: None,
         output: None,
         tools: None,
@@ -69,6 +69,7 @@ pub(crate) fn tool(name: &str, line: u32, f: impl FnOnce(&mut ToolProps)) -> Dec
     let mut props = ToolProps {
         command: st("echo hi", line + 1, 12),
         script: None,
+        publish: None,
         input: None,
         output: None,
         await_: None,

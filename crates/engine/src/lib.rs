@@ -135,6 +135,9 @@ pub mod ask_user {
         QUESTION_MAX_BYTES, REQUEST_MAX_BYTES, RUN_ENV, Reach, SOCKET_ENV, TOKEN_ENV,
     };
 }
+/// The docker warm pool's detached filler (issue 18): installed by the binary, run by its
+/// hidden `__warm-fill` subcommand.
+pub use iterion_sandbox_docker::{install_warm_filler, run_fill_job as run_warm_fill_job};
 pub use sandbox::host_services::{HostService, HostServiceError, UntrustedHostServices};
 pub use sandbox::registry::local_reapers;
 pub use sandbox::rundir::runtime_root;

@@ -108,7 +108,7 @@ pub(crate) type ApiResult<T> = Result<T, ApiError>;
 pub(crate) type ApiStream<T> = BoxStream<'static, ApiResult<T>>;
 
 /// Which engine answers on the socket (SANDBOX.md §4.2): what `Driver::name` reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     /// Docker Engine (dockerd).
@@ -288,8 +288,18 @@ pub trait ContainerApi: Send + Sync {
     /// `DELETE /containers/{id}?force=true&v=true`.
     async fn remove_container(&self, id: &str) -> ApiResult<()>;
 
+    /// `POST /containers/{id}/pause`: freezes every process of the container (its cgroup's
+    /// freezer), answering once they are frozen.
+    async fn pause_container(&self, id: &str) -> ApiResult<()>;
+
     /// `GET /containers/json?all=true` filtered by `label=` filters.
     async fn list_containers(&self, label_filters: Vec<String>) -> ApiResult<Vec<ListedResource>>;
+
+    /// `GET /containers/json` (running containers only) filtered by `label=` filters.
+    async fn list_running_containers(
+        &self,
+        label_filters: Vec<String>,
+    ) -> ApiResult<Vec<ListedResource>>;
 
     /// `POST /containers/{id}/exec`; returns the exec id.
     async fn create_exec(&self, container: &str, request: ExecRequest) -> ApiResult<String>;

@@ -295,6 +295,37 @@ fn negotiated(
         .then(|| Docker::connect_with_unix(endpoint, REQUEST_TIMEOUT_SECS, &server))
 }
 
+impl BollardApi {
+    /// `GET /containers/json`, every container (`all`) or the running ones, by label filters.
+    async fn listed_containers(
+        &self,
+        all: bool,
+        label_filters_: Vec<String>,
+    ) -> ApiResult<Vec<ListedResource>> {
+        let options = ListContainersOptionsBuilder::default()
+            .all(all)
+            .filters(&label_filters(label_filters_))
+            .build();
+        let containers = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(classify)?;
+        Ok(containers
+            .into_iter()
+            .map(|container| ListedResource {
+                id: container.id.unwrap_or_default(),
+                name: container
+                    .names
+                    .and_then(|names| names.into_iter().next())
+                    .map(|name| name.trim_start_matches('/').to_owned())
+                    .unwrap_or_default(),
+                labels: sorted(container.labels),
+            })
+            .collect())
+    }
+}
+
 #[async_trait]
 impl ContainerApi for BollardApi {
     async fn inspect_image(&self, image: &str) -> ApiResult<Option<ImageConfig>> {
@@ -503,28 +534,19 @@ impl ContainerApi for BollardApi {
             .map_err(classify)
     }
 
+    async fn pause_container(&self, id: &str) -> ApiResult<()> {
+        self.docker.pause_container(id).await.map_err(classify)
+    }
+
     async fn list_containers(&self, label_filters_: Vec<String>) -> ApiResult<Vec<ListedResource>> {
-        let options = ListContainersOptionsBuilder::default()
-            .all(true)
-            .filters(&label_filters(label_filters_))
-            .build();
-        let containers = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(classify)?;
-        Ok(containers
-            .into_iter()
-            .map(|container| ListedResource {
-                id: container.id.unwrap_or_default(),
-                name: container
-                    .names
-                    .and_then(|names| names.into_iter().next())
-                    .map(|name| name.trim_start_matches('/').to_owned())
-                    .unwrap_or_default(),
-                labels: sorted(container.labels),
-            })
-            .collect())
+        self.listed_containers(true, label_filters_).await
+    }
+
+    async fn list_running_containers(
+        &self,
+        label_filters_: Vec<String>,
+    ) -> ApiResult<Vec<ListedResource>> {
+        self.listed_containers(false, label_filters_).await
     }
 
     async fn create_exec(&self, container: &str, request: ExecRequest) -> ApiResult<String> {

@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
@@ -31,8 +30,7 @@ use crate::warm::{self, NotPooled, WarmPool};
 use crate::{agent, engine_binary, render};
 use iterion_sandbox::exec_agent::AttachedAgent;
 
-/// How long connecting, negotiating and pinging one endpoint may take (SANDBOX.md §4.2).
-pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) use crate::endpoints::CONNECT_TIMEOUT;
 /// The fixed in-sandbox port of the egress proxy (SANDBOX.md §4.6).
 pub(crate) const PROXY_PORT: u16 = 3128;
 
@@ -457,9 +455,9 @@ impl DockerDriver {
     /// Takes a ready pool entry of `shape` and hands it the run's per-run binds: the entry's id
     /// and the slots to remove at cleanup. A hand-over that fails removes the entry (it may
     /// hold part of the run's dirs) and answers `None`: the run starts cold.
-    async fn claim(&self, shape: &warm::Shape) -> Option<(String, Vec<PathBuf>)> {
+    async fn claim(&self, shape: &warm::Shape, store: &str) -> Option<(String, Vec<PathBuf>)> {
         let shared = &self.shared;
-        let entry = shared.pool.take(shape)?;
+        let entry = shared.pool.take(shape, store).await?;
         let handed = {
             let (shape, entry) = (shape.clone(), entry.clone());
             tokio::task::spawn_blocking(move || warm::hand_over(&shape, &entry))
@@ -467,7 +465,11 @@ impl DockerDriver {
                 .unwrap_or_else(|join| Err(join.to_string()))
         };
         match handed {
-            Ok(leftovers) => Some((entry.id, leftovers)),
+            Ok(mut leftovers) => {
+                // The claim marker goes with the container, after it.
+                leftovers.extend(warm::claim_of(&entry));
+                Some((entry.id, leftovers))
+            }
             Err(reason) => {
                 shared.log(
                     LogLevel::Warn,
@@ -658,7 +660,7 @@ impl DockerDriver {
             None
         };
         let claimed = match &shape {
-            Some(shape) => self.claim(shape).await,
+            Some(shape) => self.claim(shape, &info.store_id).await,
             None => None,
         };
         let warm = claimed.is_some();
@@ -688,7 +690,7 @@ impl DockerDriver {
         // source; the staging mounts go now (and on every failure, when the stager drops).
         stager.release()?;
         if let Some(shape) = &shape {
-            shared.pool.refill(&shape.key);
+            shared.pool.refill(&shape.key, &info.store_id);
         }
         let run = DockerRun::new(
             Arc::clone(shared),
@@ -702,6 +704,7 @@ impl DockerDriver {
                 secrets,
                 base_env,
                 warm_leftovers: leftovers,
+                claimed: warm,
                 attached,
             },
         );

@@ -1197,3 +1197,82 @@ async fn nix_volumes_are_reaped_once_their_image_is_gone() {
         ]
     );
 }
+
+/// Issue 18 item 4: the reaper's warm pool pass removes a claimed entry whose claimer is gone
+/// (with its marker), an unclaimed one no live process owns when this process keeps no pool, and
+/// one too old; it keeps a live owner's and a live claimer's.
+#[tokio::test]
+async fn the_reaper_removes_warm_entries_nobody_holds_or_waits_for() {
+    let claims = tempfile::tempdir().unwrap();
+    let me = crate::warm::owner_of_this_process().to_owned();
+    let parts: Vec<&str> = me.split('/').collect();
+    let gone = format!("{}/{}/4194304999/1", parts[0], parts[1]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let entry = |id: &str, owner: &str, made: u64| ListedResource {
+        id: id.to_owned(),
+        name: format!("iterion-warm-{id}"),
+        labels: BTreeMap::from([
+            ("iterion.io/managed".to_owned(), "true".to_owned()),
+            ("iterion.io/store".to_owned(), "s1".to_owned()),
+            ("iterion.io/purpose".to_owned(), "warm-pool".to_owned()),
+            ("iterion.io/warm-owner".to_owned(), owner.to_owned()),
+            ("iterion.io/warm-made".to_owned(), made.to_string()),
+            (
+                "iterion.io/warm-claims".to_owned(),
+                claims.path().to_string_lossy().into_owned(),
+            ),
+        ]),
+    };
+    let marker = |id: &str| claims.path().join(format!(".iterion-warm-claim-{id}"));
+    std::fs::write(marker("w4"), &me).unwrap();
+    std::fs::write(marker("w5"), &gone).unwrap();
+    let listed = vec![
+        entry("w1", &gone, 1),
+        entry("w2", &me, 1),
+        entry("w3", &gone, now),
+        entry("w4", &gone, now),
+        entry("w5", &me, now),
+    ];
+    let fake = FakeContainerApi::new([
+        Reply::ListContainers(Ok(listed.clone())),
+        Reply::ListRunningContainers(Ok(listed)),
+        Reply::RemoveContainer(Ok(())),
+        Reply::RemoveContainer(Ok(())),
+        Reply::RemoveContainer(Ok(())),
+    ]);
+    // No pool here (ITERION_SANDBOX_WARM unset): nothing waits for a claim.
+    let driver = DockerDriver::new(
+        Arc::new(fake.clone()),
+        EngineKind::Docker,
+        DockerSettings::default(),
+    );
+    let removed = driver.reap_warm_entries("s1").await.unwrap();
+    assert_eq!(removed, vec!["w1", "w3", "w5"]);
+    assert_eq!(
+        (
+            marker("w4").exists(),
+            marker("w5").exists(),
+            marker("w1").exists(),
+            marker("w3").exists()
+        ),
+        (true, false, false, false),
+        "a live claimer's marker stays; the removed entries' markers go with them"
+    );
+
+    // With a pool, an unclaimed young running entry waits for a claim; an old one still goes.
+    let listed = vec![entry("w6", &gone, now), entry("w7", &gone, 1)];
+    let fake = FakeContainerApi::new([
+        Reply::ListContainers(Ok(listed.clone())),
+        Reply::ListRunningContainers(Ok(listed)),
+        Reply::RemoveContainer(Ok(())),
+    ]);
+    let driver = DockerDriver::new(
+        Arc::new(fake.clone()),
+        EngineKind::Docker,
+        DockerSettings::default().warm(1),
+    );
+    assert_eq!(driver.reap_warm_entries("s1").await.unwrap(), vec!["w7"]);
+}

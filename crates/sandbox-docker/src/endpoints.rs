@@ -67,3 +67,6 @@ impl EndpointVars {
         }
     }
 }
+
+/// How long connecting, negotiating and pinging one endpoint may take (SANDBOX.md §4.2).
+pub(crate) const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);

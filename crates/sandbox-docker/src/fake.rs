@@ -36,7 +36,9 @@ pub(crate) enum Call {
     CreateContainer(String, Box<ContainerCreateBody>),
     StartContainer(String),
     RemoveContainer(String),
+    PauseContainer(String),
     ListContainers(Vec<String>),
+    ListRunningContainers(Vec<String>),
     CreateExec(String, ExecRequest),
     StartExec(String),
     InspectExec(String),
@@ -59,6 +61,7 @@ pub(crate) enum Reply {
     StartContainer(ApiResult<()>),
     RemoveContainer(ApiResult<()>),
     ListContainers(ApiResult<Vec<ListedResource>>),
+    ListRunningContainers(ApiResult<Vec<ListedResource>>),
     CreateExec(ApiResult<String>),
     /// The exec's output chunks; its stdin is captured.
     StartExec(ApiResult<Vec<ExecChunk>>),
@@ -251,9 +254,27 @@ impl ContainerApi for FakeContainerApi {
         }
     }
 
+    /// Recorded, never scripted: the fake cannot freeze, so a caller takes its fallback.
+    async fn pause_container(&self, id: &str) -> ApiResult<()> {
+        self.state().calls.push(Call::PauseContainer(id.to_owned()));
+        Err(ApiError::Unscripted {
+            call: format!("PauseContainer({id:?})"),
+        })
+    }
+
     async fn list_containers(&self, filters: Vec<String>) -> ApiResult<Vec<ListedResource>> {
         match self.next(Call::ListContainers(filters)) {
             (_, Some(Reply::ListContainers(reply))) => reply,
+            (call, other) => Err(unscripted(call, other)),
+        }
+    }
+
+    async fn list_running_containers(
+        &self,
+        filters: Vec<String>,
+    ) -> ApiResult<Vec<ListedResource>> {
+        match self.next(Call::ListRunningContainers(filters)) {
+            (_, Some(Reply::ListRunningContainers(reply))) => reply,
             (call, other) => Err(unscripted(call, other)),
         }
     }

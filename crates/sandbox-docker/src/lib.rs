@@ -82,6 +82,7 @@ pub use engine_binary::{ENGINE_BINARY_PURPOSE, elf_problem};
 pub use probe::{EngineProbe, NoEngine, endpoint_is_local, probe_endpoints};
 
 pub use settings::DockerSettings;
+pub use warm::{FILL_SUBCOMMAND, install_warm_filler, run_fill_job};
 
 #[cfg(test)]
 mod driver_tests;

@@ -100,22 +100,18 @@ fn utf8(field: &str, path: &Path) -> Result<String> {
 pub(crate) const UNTRUSTED_CAP_DROP: &[&str] = &["ALL"];
 /// The security options of an untrusted container.
 pub(crate) const UNTRUSTED_SECURITY_OPT: &[&str] = &["no-new-privileges"];
-/// The most processes an untrusted container may hold at once: a fork bomb stays inside it
-/// instead of exhausting the host's pids.
-pub(crate) const UNTRUSTED_PIDS_LIMIT: i64 = 4096;
+/// The most processes an untrusted container may hold at once
+/// ([`iterion_sandbox::UNTRUSTED_PIDS_LIMIT`]).
+#[cfg(test)]
+pub(crate) const UNTRUSTED_PIDS_LIMIT: i64 = iterion_sandbox::UNTRUSTED_PIDS_LIMIT as i64;
 
 /// The container's pids limit: the operator's ([`Spec::limits`]), and for an untrusted run at
-/// most [`UNTRUSTED_PIDS_LIMIT`].
+/// most [`iterion_sandbox::UNTRUSTED_PIDS_LIMIT`] ([`iterion_sandbox::Limits::for_run`]).
 fn pids_limit(spec: &Spec, untrusted: bool) -> Option<i64> {
-    let operator = spec
-        .limits
+    spec.limits
+        .for_run(untrusted)
         .pids
-        .map(|p| i64::try_from(p).unwrap_or(i64::MAX));
-    match (operator, untrusted) {
-        (Some(pids), true) => Some(pids.min(UNTRUSTED_PIDS_LIMIT)),
-        (None, true) => Some(UNTRUSTED_PIDS_LIMIT),
-        (pids, false) => pids,
-    }
+        .map(|p| i64::try_from(p).unwrap_or(i64::MAX))
 }
 
 /// The create body of a run's one long-lived container (SANDBOX.md §4.5). Pure.

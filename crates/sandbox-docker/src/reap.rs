@@ -68,14 +68,23 @@ impl DockerDriver {
     }
 }
 
+/// A warm pool entry the reaper removes: its id, name, slots and claim marker, and whether it
+/// must claim it first (nobody holds it yet).
+struct DoomedEntry {
+    id: String,
+    name: String,
+    slots: Vec<std::path::PathBuf>,
+    marker: Option<std::path::PathBuf>,
+    unclaimed: bool,
+}
+
 impl DockerDriver {
-    /// Issue 18 item 4: this store's warm pool entries whose owner process is gone (killed, or
-    /// ended without draining its pool), by id, with their slots. An entry of a live owner, or
-    /// of one this host cannot judge, is kept.
-    async fn orphaned_warm_entries(
-        &self,
-        store_id: &str,
-    ) -> Result<Vec<(String, String, Vec<std::path::PathBuf>)>> {
+    /// Issue 18 item 4: this store's warm pool entries the reaper removes, as
+    /// [`crate::warm::judge`] rules: a claimed entry whose claimer is gone, an unclaimed one no
+    /// live process owns that is not waiting for a claim (stopped, too old, or this process
+    /// keeps no pool). An entry of a live owner or claimer, or of one this host cannot judge,
+    /// is kept.
+    async fn orphaned_warm_entries(&self, store_id: &str) -> Result<Vec<DoomedEntry>> {
         let mut filters = iterion_sandbox::managed_filters(store_id);
         filters.push(format!(
             "{}={}",
@@ -85,22 +94,56 @@ impl DockerDriver {
         let listed = self
             .shared
             .api
-            .list_containers(filters)
+            .list_containers(filters.clone())
             .await
             .map_err(self.shared.engine_error("list warm pool entries"))?;
+        if listed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let running: std::collections::BTreeSet<String> = self
+            .shared
+            .api
+            .list_running_containers(filters)
+            .await
+            .map_err(self.shared.engine_error("list warm pool entries"))?
+            .into_iter()
+            .map(|entry| entry.id)
+            .collect();
+        let pool_enabled = self.shared.pool.enabled();
         let judged = tokio::task::spawn_blocking(move || {
             listed
                 .into_iter()
-                .filter(|entry| {
+                .filter_map(|entry| {
                     let label = |key: &str| entry.labels.get(key).map(String::as_str);
-                    label(iterion_sandbox::LABEL_STORE).is_some()
-                        && label(iterion_sandbox::LABEL_PURPOSE) == Some(crate::warm::WARM_PURPOSE)
-                        && label(crate::warm::LABEL_WARM_OWNER)
-                            .is_some_and(crate::warm::owner_is_gone)
-                })
-                .map(|entry| {
-                    let slots = crate::warm::slots_of(&entry.labels);
-                    (entry.id, entry.name, slots)
+                    if label(iterion_sandbox::LABEL_STORE).is_none()
+                        || label(iterion_sandbox::LABEL_PURPOSE) != Some(crate::warm::WARM_PURPOSE)
+                    {
+                        return None;
+                    }
+                    let marker = crate::warm::claim_marker_of(&entry.id, &entry.labels);
+                    let holder = marker.as_deref().and_then(|marker| {
+                        marker
+                            .parent()
+                            .and_then(|dir| crate::warm::claim_holder(dir, &entry.id))
+                    });
+                    let facts = crate::warm::EntryFacts {
+                        owner_gone: label(crate::warm::LABEL_WARM_OWNER)
+                            .is_some_and(crate::warm::owner_is_gone),
+                        claim_holder_gone: holder.as_deref().map(crate::warm::owner_is_gone),
+                        running: running.contains(&entry.id),
+                        age: crate::warm::age_of(&entry.labels),
+                        pool_enabled,
+                    };
+                    match crate::warm::judge(&facts) {
+                        crate::warm::Verdict::Keep => None,
+                        crate::warm::Verdict::Remove { claimed } => Some(DoomedEntry {
+                            slots: crate::warm::slots_of(&entry.labels),
+                            id: entry.id,
+                            name: entry.name,
+                            marker,
+                            unclaimed: !claimed,
+                        }),
+                    }
                 })
                 .collect::<Vec<_>>()
         })
@@ -109,11 +152,38 @@ impl DockerDriver {
         Ok(judged)
     }
 
-    /// Removes the orphaned warm pool entries (see [`Self::orphaned_warm_entries`]) and their
-    /// slots; returns the ids removed.
-    async fn reap_warm_entries(&self, store_id: &str) -> Result<Vec<String>> {
+    /// Removes the orphaned warm pool entries (see [`Self::orphaned_warm_entries`]) with their
+    /// slots and markers; returns the ids removed. An unclaimed one is claimed first, so a run
+    /// claiming it at the same moment gets it and the reaper leaves it alone.
+    pub(crate) async fn reap_warm_entries(&self, store_id: &str) -> Result<Vec<String>> {
         let mut removed = Vec::new();
-        for (id, name, slots) in self.orphaned_warm_entries(store_id).await? {
+        for doomed in self.orphaned_warm_entries(store_id).await? {
+            let DoomedEntry {
+                id,
+                name,
+                mut slots,
+                marker,
+                unclaimed,
+            } = doomed;
+            if unclaimed && let Some(marker) = &marker {
+                let (dir, claim_id) = (marker.parent().map(std::path::Path::to_owned), id.clone());
+                let staked = tokio::task::spawn_blocking(move || {
+                    dir.map(|dir| {
+                        crate::warm::stake_claim(
+                            &dir,
+                            &claim_id,
+                            crate::warm::owner_of_this_process(),
+                        )
+                    })
+                })
+                .await;
+                // Held by another (a run claimed it just now): its claimer removes it. A marker
+                // that cannot be written (another host's claims dir) does not keep it.
+                if matches!(staked, Ok(Some(Ok(None)))) {
+                    continue;
+                }
+            }
+            slots.extend(marker);
             match self.remove(&id).await {
                 Ok(()) => {
                     let _ = tokio::task::spawn_blocking(move || {
@@ -204,7 +274,7 @@ impl Reaper for DockerDriver {
             Ok(entries) => report.deleted.extend(
                 entries
                     .into_iter()
-                    .map(|(_, name, _)| (ResourceKind::Container, name)),
+                    .map(|doomed| (ResourceKind::Container, doomed.name)),
             ),
             Err(error) => return Err(self.reap_error("list warm pool entries", error, report)),
         }

@@ -161,6 +161,7 @@ pub(crate) struct DockerRun {
     secrets: Arc<SecretPlan>,
     base_env: Vec<(String, String)>,
     warm_leftovers: Vec<PathBuf>,
+    claimed: bool,
     attached: std::sync::Mutex<Option<AttachedAgent>>,
     closed: AtomicBool,
     cleaned: tokio::sync::Mutex<bool>,
@@ -181,6 +182,8 @@ pub(crate) struct RunParts {
     /// A claimed pool entry's slots that were not renamed into the run's dirs, removed at
     /// cleanup.
     pub(crate) warm_leftovers: Vec<PathBuf>,
+    /// Whether the container is a claimed pool entry (its removal may be handed to a filler).
+    pub(crate) claimed: bool,
     /// The exec agent running as the container's command, greeted, until the engine takes it.
     pub(crate) attached: Option<AttachedAgent>,
 }
@@ -197,6 +200,7 @@ impl DockerRun {
             secrets,
             base_env,
             warm_leftovers,
+            claimed,
             attached,
         } = parts;
         DockerRun {
@@ -210,6 +214,7 @@ impl DockerRun {
             secrets: Arc::new(secrets),
             base_env,
             warm_leftovers,
+            claimed,
             attached: std::sync::Mutex::new(attached),
             closed: AtomicBool::new(false),
             cleaned: tokio::sync::Mutex::new(false),
@@ -494,11 +499,48 @@ impl SandboxRun for DockerRun {
     /// SANDBOX.md §4.8: force-remove the container (already gone is success), then the built
     /// image (best effort) and the per-run dir. Idempotent; a failed removal is returned and
     /// retried by the next call.
+    ///
+    /// A claimed warm pool entry, when the pool refills through a detached filler (issue 18
+    /// item 4), is frozen instead (`pause`: no process of it runs again) and its removal, with
+    /// its slots and claim marker, is handed to a filler; the run does not wait for the
+    /// engine's kill. When either step fails it is removed here, as any container.
     async fn cleanup(&self) -> Result<()> {
         self.closed.store(true, Ordering::SeqCst);
         let mut cleaned = self.cleaned.lock().await;
         if *cleaned {
             return Ok(());
+        }
+        if self.claimed && self.shared.pool.hands_off() {
+            match self.shared.api.pause_container(&self.id).await {
+                Ok(()) => {
+                    let handed = self
+                        .shared
+                        .pool
+                        .hand_off_removal(&self.id, self.warm_leftovers.clone())
+                        .await;
+                    match handed {
+                        Ok(()) => {
+                            self.shared.log(
+                                LogLevel::Info,
+                                &format!(
+                                    "sandbox: warm pool entry {} frozen; its removal is handed to the filler",
+                                    self.id
+                                ),
+                            );
+                            *cleaned = true;
+                            self.remove_run_dir().await;
+                            return Ok(());
+                        }
+                        Err(error) => tracing::debug!(
+                            "sandbox: hand the removal of {} to a filler: {error}",
+                            self.id
+                        ),
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!("sandbox: pause {} before handing it off: {error}", self.id);
+                }
+            }
         }
         remove_container(&self.shared, &self.id).await?;
         *cleaned = true;

@@ -37,7 +37,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use bollard::models::{ContainerCreateBody, MountType};
 use iterion_sandbox::{LABEL_MANAGED, LABEL_PURPOSE, LABEL_STORE, RunInfo, Trust};
@@ -52,9 +53,19 @@ pub(crate) const LABEL_WARM_OWNER: &str = "iterion.io/warm-owner";
 pub(crate) const LABEL_WARM_SLOTS: &str = "iterion.io/warm-slots";
 /// The name every slot starts with; nothing else is ever removed as a slot.
 pub(crate) const SLOT_PREFIX: &str = ".iterion-warm-";
+/// The digest of an entry's shape key: how another process finds the entries it may claim.
+pub(crate) const LABEL_WARM_KEY: &str = "iterion.io/warm-key";
+/// When an entry was made, in seconds since the epoch.
+pub(crate) const LABEL_WARM_MADE: &str = "iterion.io/warm-made";
+/// The directory holding the entry's claim marker (the runs' parent directory).
+pub(crate) const LABEL_WARM_CLAIMS: &str = "iterion.io/warm-claims";
+/// The claim marker of an entry is `<claims dir>/.iterion-warm-claim-<container id>`.
+const CLAIM_PREFIX: &str = ".iterion-warm-claim-";
+/// How long an entry no live process owns waits to be claimed before a reaper removes it.
+pub(crate) const MAX_IDLE: Duration = Duration::from_secs(15 * 60);
 
 /// What a per-run bind source is on the host when the shape is taken.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum SlotKind {
     /// An empty directory (renamed over at claim).
     Dir,
@@ -65,7 +76,7 @@ pub(crate) enum SlotKind {
 }
 
 /// One per-run bind of a shape: which mount, where its slots go, what it is.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 struct SlotTemplate {
     mount: usize,
     parent: PathBuf,
@@ -74,11 +85,14 @@ struct SlotTemplate {
 }
 
 /// What a pool entry is created from: the run's create body with the env, the run labels and
-/// the per-run bind sources taken out.
-#[derive(Debug)]
+/// the per-run bind sources taken out; the digest of its shape's key and where its claim
+/// markers go.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Template {
     body: ContainerCreateBody,
     slots: Vec<SlotTemplate>,
+    digest: String,
+    claims: PathBuf,
 }
 
 /// A run's shape: its key, the template, and what the claiming run brings (its own per-run bind
@@ -91,11 +105,12 @@ pub(crate) struct Shape {
     pub(crate) env: Vec<(String, String)>,
 }
 
-/// A pre-started container.
+/// A pre-started container, and once claimed, its claim marker.
 #[derive(Clone, Debug)]
 pub(crate) struct Entry {
     pub(crate) id: String,
     slots: Vec<PathBuf>,
+    claim: Option<PathBuf>,
 }
 
 /// What else keeps a run out of the pool, besides what [`shape_of`] finds in the body.
@@ -137,6 +152,12 @@ pub(crate) fn shape_of(
 ) -> Result<Shape, String> {
     poolable(info, not)?;
     let run_id = info.run_id.as_str();
+    let claims = info
+        .run_dir
+        .parent()
+        .filter(|parent| parent.is_absolute())
+        .ok_or("the per-run dir has no absolute parent for claim markers")?
+        .to_owned();
     let mut template = body.clone();
     let mut slots = Vec::new();
     let mut run_sources = Vec::new();
@@ -219,8 +240,9 @@ pub(crate) fn shape_of(
     };
     let body_text = serde_json::to_string(&template).map_err(|e| e.to_string())?;
     let key = format!(
-        "trust={trust}\nstore={}\nbody={body_text}\ntmpfs={tmpfs:?}\nlabels={labels:?}\nslots={slot_shapes:?}",
-        info.store_id
+        "trust={trust}\nstore={}\nclaims={}\nbody={body_text}\ntmpfs={tmpfs:?}\nlabels={labels:?}\nslots={slot_shapes:?}",
+        info.store_id,
+        claims.display()
     );
     // A shape that still names the run (its workspace is a per-run copy, say) never matches
     // another run: not worth a pool entry.
@@ -234,15 +256,146 @@ pub(crate) fn shape_of(
         host.tmpfs = (!tmpfs.is_empty()).then(|| tmpfs.into_iter().collect());
     }
     template.labels = Some(labels.into_iter().collect());
+    let digest = key_digest(&key);
     Ok(Shape {
         key,
         template: Arc::new(Template {
             body: template,
             slots,
+            digest,
+            claims,
         }),
         run_sources,
         env,
     })
+}
+
+/// The first 32 hex digits of the key's SHA-256: the entry's [`LABEL_WARM_KEY`].
+fn key_digest(key: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(key.as_bytes())
+        .iter()
+        .take(16)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// The claim marker of entry `id` in `claims`.
+fn claim_path(claims: &Path, id: &str) -> PathBuf {
+    claims.join(format!("{CLAIM_PREFIX}{id}"))
+}
+
+/// Claims entry `id` for `owner`, atomically across processes: the marker naming `owner` is
+/// written beside it first and hard-linked into place, so it appears whole or not at all, and
+/// only once. `Ok(None)`: another process holds it. An id that is not a plain name is refused.
+/// Blocking.
+pub(crate) fn stake_claim(
+    claims: &Path,
+    id: &str,
+    owner: &str,
+) -> std::io::Result<Option<PathBuf>> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(std::io::Error::other(format!(
+            "container id {id:?} is not a plain name"
+        )));
+    }
+    let marker = claim_path(claims, id);
+    let staged = claims.join(format!("{SLOT_PREFIX}staged-{}", nonce()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&staged)
+        .and_then(|mut file| file.write_all(owner.as_bytes()));
+    let linked = written.and_then(|()| std::fs::hard_link(&staged, &marker));
+    let _ = std::fs::remove_file(&staged);
+    match linked {
+        Ok(()) => Ok(Some(marker)),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// Who holds entry `id`'s claim: `None` when nobody does, else the owner the marker names
+/// (empty when unreadable). Blocking.
+pub(crate) fn claim_holder(claims: &Path, id: &str) -> Option<String> {
+    match std::fs::read_to_string(claim_path(claims, id)) {
+        Ok(owner) => Some(owner),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+        Err(_) => Some(String::new()),
+    }
+}
+
+/// An entry's claim marker, as its labels place it (for the reaper), when they name an
+/// absolute directory and the id is a plain name.
+pub(crate) fn claim_marker_of(id: &str, labels: &BTreeMap<String, String>) -> Option<PathBuf> {
+    let dir = Path::new(labels.get(LABEL_WARM_CLAIMS)?);
+    (dir.is_absolute() && !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .then(|| claim_path(dir, id))
+}
+
+/// What the reaper does with one warm pool entry. One rule, here:
+/// - a claimed entry (its marker exists) belongs to the run that claimed it: removed when that
+///   process is provably gone, kept otherwise;
+/// - an unclaimed entry whose maker lives is that process's: kept;
+/// - an unclaimed entry no live process owns waits for another process to claim it, kept while
+///   it runs, is younger than [`MAX_IDLE`], and the reaping process keeps a pool itself
+///   (`ITERION_SANDBOX_WARM` > 0); otherwise removed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Keep,
+    /// Remove; `claimed` when the marker of a gone claimer is to go with it.
+    Remove {
+        claimed: bool,
+    },
+}
+
+/// The facts [`judge`] rules on, read from an entry's labels, the engine and the host.
+#[derive(Clone, Debug)]
+pub(crate) struct EntryFacts {
+    pub(crate) owner_gone: bool,
+    /// `None`: no claim marker; `Some(gone)`: claimed, and whether its holder is gone.
+    pub(crate) claim_holder_gone: Option<bool>,
+    pub(crate) running: bool,
+    pub(crate) age: Option<Duration>,
+    pub(crate) pool_enabled: bool,
+}
+
+/// See [`Verdict`]. Pure.
+pub(crate) fn judge(facts: &EntryFacts) -> Verdict {
+    match facts.claim_holder_gone {
+        Some(true) => Verdict::Remove { claimed: true },
+        Some(false) => Verdict::Keep,
+        None if !facts.owner_gone => Verdict::Keep,
+        None => {
+            let adoptable =
+                facts.running && facts.pool_enabled && facts.age.is_some_and(|age| age < MAX_IDLE);
+            if adoptable {
+                Verdict::Keep
+            } else {
+                Verdict::Remove { claimed: false }
+            }
+        }
+    }
+}
+
+/// How long ago an entry was made, from its [`LABEL_WARM_MADE`]; `None` when the label is
+/// missing or malformed (such an entry is never adoptable).
+pub(crate) fn age_of(labels: &BTreeMap<String, String>) -> Option<Duration> {
+    let made = labels.get(LABEL_WARM_MADE)?.parse::<u64>().ok()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs();
+    now.checked_sub(made).map(Duration::from_secs)
+}
+
+/// The owner string of this process, as its claim markers and entries name it.
+pub(crate) fn owner_of_this_process() -> &'static str {
+    static OWNER: OnceLock<String> = OnceLock::new();
+    OWNER.get_or_init(this_owner)
 }
 
 /// The directory holding the first path component named `run_id`, when there is one.
@@ -375,6 +528,8 @@ pub(crate) struct WarmPool {
     size: usize,
     api: Arc<dyn ContainerApi>,
     engine: EngineKind,
+    /// The endpoint the API speaks to, when known: what a detached filler connects to.
+    endpoint: Option<String>,
     owner: String,
     shapes: Mutex<HashMap<String, ShapeState>>,
 }
@@ -403,6 +558,112 @@ fn nonce() -> String {
     )
 }
 
+/// The program a pool refills through, detached from this process (`<program> __warm-fill`,
+/// the job on its stdin): installed once by the binary that has the subcommand
+/// ([`install_warm_filler`]). Without one, refills run on this process's runtime.
+static FILLER: OnceLock<PathBuf> = OnceLock::new();
+
+/// Makes every pool of this process refill through `program __warm-fill` (see
+/// [`run_fill_job`]), a process of its own that outlives this one: so a short-lived process (one
+/// `iterion run`) leaves ready entries for the next. Only the first call counts.
+pub fn install_warm_filler(program: impl Into<PathBuf>) {
+    let _ = FILLER.set(program.into());
+}
+
+/// What a detached filler is asked to do on the engine at `endpoint`: remove the claimed
+/// entries of ended runs (each with the slots and marker to remove after it), then make
+/// entries of `template` until `size` unclaimed ones run.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct FillJob {
+    endpoint: String,
+    engine: EngineKind,
+    store: String,
+    size: usize,
+    #[serde(default)]
+    remove: Vec<(String, Vec<PathBuf>)>,
+    template: Option<Template>,
+}
+
+/// The filters that list a store's entries of one shape.
+fn shape_filters(store: &str, digest: &str) -> Vec<String> {
+    let mut filters = iterion_sandbox::managed_filters(store);
+    filters.push(format!("{LABEL_PURPOSE}={WARM_PURPOSE}"));
+    filters.push(format!("{LABEL_WARM_KEY}={digest}"));
+    filters
+}
+
+/// Runs one fill job (the `__warm-fill` subcommand's whole work): connects to the job's engine
+/// and makes entries until the shape has the job's size of unclaimed running ones. Returns how
+/// many it made. The entries name this process as their owner; once it exits they wait for a
+/// claim (see [`Verdict`]).
+///
+/// # Errors
+///
+/// A job that does not parse, an engine that does not answer or is not the job's, a listing
+/// that fails; an entry that cannot be made is logged and ends the job.
+pub async fn run_fill_job(job: &str) -> Result<usize, String> {
+    let job: FillJob = serde_json::from_str(job).map_err(|e| format!("fill job: {e}"))?;
+    let (api, version) =
+        crate::bollard_api::BollardApi::connect(&job.endpoint, crate::endpoints::CONNECT_TIMEOUT)
+            .await
+            .map_err(|e| format!("connect {}: {e}", job.endpoint))?;
+    if version.kind != job.engine {
+        return Err(format!(
+            "{} answers at {}, not {}",
+            version.kind, job.endpoint, job.engine
+        ));
+    }
+    let api: Arc<dyn ContainerApi> = Arc::new(api);
+    for (id, paths) in job.remove {
+        match api.remove_container(&id).await {
+            Ok(()) => {}
+            Err(error) if error.is_not_found() => {}
+            // Kept for the reaper: its claimer is gone, so it goes at the next pass.
+            Err(error) => return Err(format!("remove {id}: {error}")),
+        }
+        tokio::task::spawn_blocking(move || remove_slots(paths.iter().map(PathBuf::as_path)))
+            .await
+            .map_err(|join| join.to_string())?;
+    }
+    let Some(template) = job.template else {
+        return Ok(0);
+    };
+    let pool = WarmPool::new(
+        job.size.min(crate::settings::MAX_WARM),
+        Arc::clone(&api),
+        job.engine,
+    );
+    let ready = unclaimed(&*api, &job.store, &template).await?.len();
+    let mut made = 0;
+    for _ in ready..pool.size {
+        pool.make(&template).await?;
+        made += 1;
+    }
+    Ok(made)
+}
+
+/// The running entries of `template`'s shape nobody has claimed, by id with their labels.
+async fn unclaimed(
+    api: &dyn ContainerApi,
+    store: &str,
+    template: &Template,
+) -> Result<Vec<iterion_sandbox::ListedResource>, String> {
+    let listed = api
+        .list_running_containers(shape_filters(store, &template.digest))
+        .await
+        .map_err(|e| format!("list warm pool entries: {e}"))?;
+    let claims = template.claims.clone();
+    tokio::task::spawn_blocking(move || {
+        listed
+            .into_iter()
+            .filter(|entry| entry.labels.contains_key(LABEL_WARM_KEY))
+            .filter(|entry| claim_holder(&claims, &entry.id).is_none())
+            .collect()
+    })
+    .await
+    .map_err(|join| join.to_string())
+}
+
 /// The pool of every driver of this process connected to `endpoint` (the engine's factory
 /// makes a driver per run attempt, so a pool kept by one driver would never see a second run).
 /// Size 0 is a private, empty pool.
@@ -424,7 +685,11 @@ pub(crate) fn process_pool(
     Arc::clone(
         pools
             .entry((endpoint.to_owned(), engine.as_str().to_owned(), size))
-            .or_insert_with(|| Arc::new(WarmPool::new(size, api, engine))),
+            .or_insert_with(|| {
+                let mut pool = WarmPool::new(size, api, engine);
+                pool.endpoint = Some(endpoint.to_owned());
+                Arc::new(pool)
+            }),
     )
 }
 
@@ -434,10 +699,11 @@ impl WarmPool {
             size,
             api,
             engine,
+            endpoint: None,
             owner: if size == 0 {
                 String::new()
             } else {
-                this_owner()
+                owner_of_this_process().to_owned()
             },
             shapes: Mutex::new(HashMap::new()),
         }
@@ -446,6 +712,37 @@ impl WarmPool {
     /// Whether the pool keeps anything (`ITERION_SANDBOX_WARM` > 0).
     pub(crate) fn enabled(&self) -> bool {
         self.size > 0
+    }
+
+    /// The detached filler and the endpoint it connects to, when this pool refills through one.
+    fn detached(&self) -> Option<(&PathBuf, &String)> {
+        FILLER.get().zip(self.endpoint.as_ref())
+    }
+
+    /// Whether a claimed entry's removal can be handed to a detached filler.
+    pub(crate) fn hands_off(&self) -> bool {
+        self.enabled() && self.detached().is_some()
+    }
+
+    /// Starts a detached filler that removes the (frozen) claimed entry `id`, then `paths` (its
+    /// slots and claim marker). Returns once the filler has its job.
+    pub(crate) async fn hand_off_removal(
+        &self,
+        id: &str,
+        paths: Vec<PathBuf>,
+    ) -> Result<(), String> {
+        let (program, endpoint) = self.detached().ok_or("no detached filler")?;
+        let job = FillJob {
+            endpoint: endpoint.clone(),
+            engine: self.engine,
+            store: String::new(),
+            size: 0,
+            remove: vec![(id.to_owned(), paths)],
+            template: None,
+        };
+        let child = start_filler(program, &job).await?;
+        reap_filler(child, || {});
+        Ok(())
     }
 
     /// The ids of the entries ready to be claimed, every shape together.
@@ -460,25 +757,88 @@ impl WarmPool {
             .collect()
     }
 
-    /// Takes a ready entry of `shape`, if any; it is never handed out again. Remembers the shape
-    /// so [`WarmPool::refill`] can make more.
-    pub(crate) fn take(&self, shape: &Shape) -> Option<Entry> {
-        let mut shapes = self
-            .shapes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let state = shapes.entry(shape.key.clone()).or_default();
-        if state.template.is_none() {
-            state.template = Some(Arc::clone(&shape.template));
+    /// Claims a ready entry of `shape`, if any: one this process made first, else one of the
+    /// store's that no live process holds (made by a filler, or left by a process that ended).
+    /// Every claim stakes the entry's marker ([`stake_claim`]), so two claimers — in this
+    /// process or another — never get the same entry, and it is never handed out again.
+    /// Remembers the shape so [`WarmPool::refill`] can make more.
+    pub(crate) async fn take(&self, shape: &Shape, store: &str) -> Option<Entry> {
+        loop {
+            let popped = {
+                let mut shapes = self
+                    .shapes
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let state = shapes.entry(shape.key.clone()).or_default();
+                if state.template.is_none() {
+                    state.template = Some(Arc::clone(&shape.template));
+                }
+                state.ready.pop()
+            };
+            let Some(entry) = popped else { break };
+            if let Some(claimed) = self.stake(&shape.template, entry).await {
+                return Some(claimed);
+            }
         }
-        state.ready.pop()
+        let candidates = match unclaimed(&*self.api, store, &shape.template).await {
+            Ok(candidates) => candidates,
+            Err(reason) => {
+                tracing::debug!("sandbox: warm pool: {reason}");
+                return None;
+            }
+        };
+        for candidate in candidates {
+            let Some(slots) = foreign_slots(&shape.template, &candidate.labels) else {
+                tracing::debug!(
+                    "sandbox: warm pool entry {} lists slots this shape does not have",
+                    candidate.name
+                );
+                continue;
+            };
+            let entry = Entry {
+                id: candidate.id,
+                slots,
+                claim: None,
+            };
+            if let Some(claimed) = self.stake(&shape.template, entry).await {
+                return Some(claimed);
+            }
+        }
+        None
     }
 
-    /// Starts background creates until `shape` has `size` entries ready or being made.
-    pub(crate) fn refill(self: &Arc<Self>, key: &str) {
+    /// Stakes `entry`'s claim marker for this process; `None` when another holds it.
+    async fn stake(&self, template: &Template, mut entry: Entry) -> Option<Entry> {
+        let (claims, id, owner) = (
+            template.claims.clone(),
+            entry.id.clone(),
+            owner_of_this_process().to_owned(),
+        );
+        let staked = tokio::task::spawn_blocking(move || stake_claim(&claims, &id, &owner))
+            .await
+            .map_err(|join| std::io::Error::other(join.to_string()))
+            .and_then(|staked| staked);
+        match staked {
+            Ok(Some(marker)) => {
+                entry.claim = Some(marker);
+                Some(entry)
+            }
+            Ok(None) => None,
+            Err(error) => {
+                tracing::debug!("sandbox: warm pool: claim {}: {error}", entry.id);
+                None
+            }
+        }
+    }
+
+    /// Starts background creates until `shape` has `size` entries ready or being made: through
+    /// the installed detached filler when there is one and the endpoint is known, else on this
+    /// process's runtime.
+    pub(crate) fn refill(self: &Arc<Self>, key: &str, store: &str) {
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             return;
         };
+        let detached = self.detached();
         let (template, missing) = {
             let mut shapes = self
                 .shapes
@@ -490,10 +850,47 @@ impl WarmPool {
             let Some(template) = state.template.clone() else {
                 return;
             };
-            let missing = self.size.saturating_sub(state.ready.len() + state.filling);
+            let missing = if detached.is_some() {
+                // One filler at a time per shape; it counts what runs itself.
+                usize::from(state.filling == 0)
+            } else {
+                self.size.saturating_sub(state.ready.len() + state.filling)
+            };
             state.filling += missing;
             (template, missing)
         };
+        if missing == 0 {
+            return;
+        }
+        if let Some((program, endpoint)) = detached {
+            let job = FillJob {
+                endpoint: endpoint.clone(),
+                engine: self.engine,
+                store: store.to_owned(),
+                size: self.size,
+                remove: Vec::new(),
+                template: Some((*template).clone()),
+            };
+            let (pool, key, program) = (Arc::clone(self), key.to_owned(), program.clone());
+            let done = move || {
+                let mut shapes = pool
+                    .shapes
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let state = shapes.entry(key).or_default();
+                state.filling = state.filling.saturating_sub(1);
+            };
+            handle.spawn(async move {
+                match start_filler(&program, &job).await {
+                    Ok(child) => reap_filler(child, done),
+                    Err(error) => {
+                        tracing::debug!("sandbox: warm pool filler: {error}");
+                        done();
+                    }
+                }
+            });
+            return;
+        }
         for _ in 0..missing {
             let (pool, template, key) = (Arc::clone(self), Arc::clone(&template), key.to_owned());
             handle.spawn(async move {
@@ -554,6 +951,16 @@ impl WarmPool {
             .map(|slot| slot.to_string_lossy().into_owned())
             .collect();
         labels.insert(LABEL_WARM_SLOTS.to_owned(), listed.join("\n"));
+        labels.insert(LABEL_WARM_KEY.to_owned(), template.digest.clone());
+        labels.insert(
+            LABEL_WARM_CLAIMS.to_owned(),
+            template.claims.to_string_lossy().into_owned(),
+        );
+        let made_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or_default();
+        labels.insert(LABEL_WARM_MADE.to_owned(), made_at.to_string());
         let name = format!("iterion-warm-{id}");
         let created = match self.api.create_container(&name, body).await {
             Ok(created) => created,
@@ -576,8 +983,74 @@ impl WarmPool {
             return Err(format!("start {name}: {error}"));
         }
         tracing::debug!("sandbox: warm pool entry {name} ready on {}", self.engine);
-        Ok(Entry { id: created, slots })
+        Ok(Entry {
+            id: created,
+            slots,
+            claim: None,
+        })
     }
+}
+
+/// Starts `program __warm-fill` in a process group of its own (a terminal's Ctrl-C does not
+/// reach it; it outlives this process) and writes the whole job to its stdin, closing it: the
+/// filler has its job when this returns.
+async fn start_filler(program: &Path, job: &FillJob) -> Result<tokio::process::Child, String> {
+    use tokio::io::AsyncWriteExt;
+    let text = serde_json::to_vec(job).map_err(|e| e.to_string())?;
+    let mut child = tokio::process::Command::new(program)
+        .arg(FILL_SUBCOMMAND)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .kill_on_drop(false)
+        .spawn()
+        .map_err(|e| format!("start {} {FILL_SUBCOMMAND}: {e}", program.display()))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(&text)
+            .await
+            .map_err(|e| format!("write the fill job: {e}"))?;
+    }
+    Ok(child)
+}
+
+/// Waits for a filler in the background (a long-lived process leaves no zombie), then `done`.
+fn reap_filler(mut child: tokio::process::Child, done: impl FnOnce() + Send + 'static) {
+    let waited = async move {
+        match child.wait().await {
+            Ok(status) if !status.success() => {
+                tracing::debug!("sandbox: {FILL_SUBCOMMAND} ended with {status}");
+            }
+            Ok(_) => {}
+            Err(error) => tracing::debug!("sandbox: wait for {FILL_SUBCOMMAND}: {error}"),
+        }
+        done();
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => drop(handle.spawn(waited)),
+        Err(_) => drop(waited),
+    }
+}
+
+/// The hidden subcommand a detached filler runs.
+pub const FILL_SUBCOMMAND: &str = "__warm-fill";
+
+/// An entry's slots as its label lists them, when they are this shape's: one per slot of the
+/// template, each a [`SLOT_PREFIX`] name directly in the template slot's parent.
+fn foreign_slots(template: &Template, labels: &BTreeMap<String, String>) -> Option<Vec<PathBuf>> {
+    let slots = slots_of(labels);
+    if slots.len() != template.slots.len() {
+        return None;
+    }
+    let fits = slots.iter().zip(&template.slots).all(|(slot, expected)| {
+        slot.parent() == Some(expected.parent.as_path())
+            && slot
+                .file_name()
+                .and_then(|name| name.to_str())
+                .is_some_and(|name| name.starts_with(SLOT_PREFIX) && name != SLOT_PREFIX)
+    });
+    fits.then_some(slots)
 }
 
 fn make_slots(slots: &[PathBuf], kinds: &[SlotKind]) -> std::io::Result<()> {
@@ -667,9 +1140,15 @@ pub(crate) fn hand_over(shape: &Shape, entry: &Entry) -> Result<Vec<PathBuf>, St
     Ok(leftovers)
 }
 
-/// The slots of an entry, for a claim that failed (the entry is removed, its slots with it).
+/// The slots of an entry and its claim marker, for a claim that failed (the entry is removed,
+/// these with it).
 pub(crate) fn entry_slots(entry: &Entry) -> Vec<PathBuf> {
-    entry.slots.clone()
+    entry.slots.iter().cloned().chain(claim_of(entry)).collect()
+}
+
+/// A claimed entry's marker (removed after its container).
+pub(crate) fn claim_of(entry: &Entry) -> Option<PathBuf> {
+    entry.claim.clone()
 }
 
 #[cfg(test)]

@@ -259,3 +259,137 @@ fn only_slot_named_paths_are_ever_removed() {
     remove_slots([slot.as_path(), other.as_path()]);
     assert_eq!((slot.exists(), other.join("f").exists()), (false, true));
 }
+
+#[test]
+fn a_claim_is_staked_once_whoever_races_for_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let claims = dir.path().to_owned();
+    // Eight claimers (threads standing in for processes: the marker is a file, shared by all).
+    let won: Vec<bool> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..8)
+            .map(|n| {
+                let claims = claims.clone();
+                scope.spawn(move || {
+                    stake_claim(&claims, "abc123", &format!("owner-{n}"))
+                        .unwrap()
+                        .is_some()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
+    // The marker names the winner whole (written before it was linked into place).
+    let holder = claim_holder(&claims, "abc123").unwrap();
+    assert!(holder.starts_with("owner-"), "{holder:?}");
+    // Nothing staged is left beside it; another entry is claimable.
+    let names: Vec<String> = std::fs::read_dir(&claims)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec![format!("{CLAIM_PREFIX}abc123")]);
+    assert!(claim_holder(&claims, "def456").is_none());
+    // An id that is not a plain name never becomes a path.
+    assert!(stake_claim(&claims, "../x", "o").is_err());
+    assert!(claim_marker_of("../x", &BTreeMap::new()).is_none());
+}
+
+#[test]
+fn the_reaper_rule_keeps_what_a_live_process_holds_and_what_waits_for_a_claim() {
+    let facts =
+        |owner_gone, claim_holder_gone, running, age_s: Option<u64>, pool_enabled| EntryFacts {
+            owner_gone,
+            claim_holder_gone,
+            running,
+            age: age_s.map(Duration::from_secs),
+            pool_enabled,
+        };
+    let keep = Verdict::Keep;
+    let remove = Verdict::Remove { claimed: false };
+    let remove_claimed = Verdict::Remove { claimed: true };
+    // Claimed: the claimer decides, whatever the maker and the pool.
+    assert_eq!(judge(&facts(true, Some(false), true, Some(1), false)), keep);
+    assert_eq!(
+        judge(&facts(false, Some(true), true, Some(1), true)),
+        remove_claimed
+    );
+    // Unclaimed, maker alive: its own.
+    assert_eq!(judge(&facts(false, None, true, Some(99_999), false)), keep);
+    // Unclaimed, maker gone: waits for a claim only while running, young, and pooled here.
+    assert_eq!(judge(&facts(true, None, true, Some(60), true)), keep);
+    assert_eq!(judge(&facts(true, None, true, Some(60), false)), remove);
+    assert_eq!(judge(&facts(true, None, false, Some(60), true)), remove);
+    assert_eq!(
+        judge(&facts(true, None, true, Some(MAX_IDLE.as_secs()), true)),
+        remove
+    );
+    assert_eq!(judge(&facts(true, None, true, None, true)), remove);
+}
+
+#[test]
+fn an_entry_made_elsewhere_is_claimed_only_with_this_shapes_slots() {
+    let shape = shape_of(
+        &body("run-a", "t", None),
+        &info("run-a", Trust::Trusted),
+        NotPooled::default(),
+        &dirs,
+    )
+    .unwrap();
+    let template = &shape.template;
+    let parents: Vec<PathBuf> = template.slots.iter().map(|s| s.parent.clone()).collect();
+    let labels = |slots: Vec<PathBuf>| {
+        BTreeMap::from([(
+            LABEL_WARM_SLOTS.to_owned(),
+            slots
+                .iter()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        )])
+    };
+    let good: Vec<PathBuf> = parents
+        .iter()
+        .enumerate()
+        .map(|(n, p)| p.join(format!("{SLOT_PREFIX}e-{n}")))
+        .collect();
+    assert_eq!(
+        foreign_slots(template, &labels(good.clone())),
+        Some(good.clone())
+    );
+    // A label naming a path elsewhere (a hostile or stale label: the claim would rename it
+    // over the run's dir) is refused, as is a non-slot name, or a wrong count.
+    let mut elsewhere = good.clone();
+    elsewhere[0] = PathBuf::from("/etc/.iterion-warm-e-0");
+    assert_eq!(foreign_slots(template, &labels(elsewhere)), None);
+    let mut not_a_slot = good.clone();
+    not_a_slot[1] = parents[1].join("precious");
+    assert_eq!(foreign_slots(template, &labels(not_a_slot)), None);
+    let mut traversal = good.clone();
+    traversal[0] = parents[0].join(format!("{SLOT_PREFIX}e/../../etc"));
+    assert_eq!(foreign_slots(template, &labels(traversal)), None);
+    assert_eq!(foreign_slots(template, &labels(good[..1].to_vec())), None);
+}
+
+#[test]
+fn a_shape_digest_is_its_key_and_the_claims_dir_is_part_of_the_key() {
+    let a = shape_of(
+        &body("run-a", "t", None),
+        &info("run-a", Trust::Trusted),
+        NotPooled::default(),
+        &dirs,
+    )
+    .unwrap();
+    let mut elsewhere = info("run-b", Trust::Trusted);
+    elsewhere.run_dir = PathBuf::from("/other-root/run-b");
+    let b = shape_of(
+        &body("run-b", "t", None),
+        &elsewhere,
+        NotPooled::default(),
+        &dirs,
+    )
+    .unwrap();
+    assert_ne!(a.key, b.key);
+    assert_ne!(a.template.digest, b.template.digest);
+    assert_eq!(a.template.digest, key_digest(&a.key));
+    assert_eq!(a.template.digest.len(), 32);
+}

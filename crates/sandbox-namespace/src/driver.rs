@@ -9,10 +9,12 @@ use async_trait::async_trait;
 use iterion_sandbox::{
     AdvertisedPort, Capabilities, Driver, DriverConstructor, Error, LogLevel, NullRunLog, Phase,
     PreparedSpec, Progress, ProxyAddresses, ProxyBind, ProxyConfigurer, Result, RunInfo, RunLog,
-    SandboxRun, ScreenContext, Spec, phase_timeout_from_env, run_post_create, validate_spec_mounts,
+    SandboxRun, ScreenContext, Spec, Trust, phase_timeout_from_env, run_post_create,
+    validate_spec_mounts,
 };
 use iterion_vocab::Environment;
 
+use crate::cgroup::{CgroupSupport, SandboxCgroup};
 use crate::plan::{CA_RUN_DIR_FILE, CA_TARGET, PlanInputs, SECRETS_RUN_DIR};
 use crate::run::{DRIVER, NamespaceRun, StartInputs};
 
@@ -38,12 +40,16 @@ impl NamespaceConstructor {
 #[async_trait]
 impl DriverConstructor for NamespaceConstructor {
     async fn construct(&self) -> Result<Arc<dyn Driver>> {
-        let probe = tokio::task::spawn_blocking(crate::init::probe_unshare)
-            .await
-            .map_err(|e| Error::Unavailable {
-                driver: DRIVER.to_owned(),
-                reason: e.to_string(),
-            })?;
+        let probe = tokio::task::spawn_blocking(|| {
+            // The cgroup probe runs once per process; done here, off the async threads.
+            let _ = crate::cgroup::support();
+            crate::init::probe_unshare()
+        })
+        .await
+        .map_err(|e| Error::Unavailable {
+            driver: DRIVER.to_owned(),
+            reason: e.to_string(),
+        })?;
         match probe {
             Ok(()) => Ok(Arc::new(NamespaceDriver {
                 env: self.env.clone(),
@@ -101,16 +107,24 @@ impl Driver for NamespaceDriver {
         DRIVER
     }
 
+    /// [`Capabilities::NAMESPACE`], with resource limits where this host lets the engine make
+    /// a cgroup per sandbox ([`crate::cgroup::support`], probed once).
     fn capabilities(&self) -> Capabilities {
-        Capabilities::NAMESPACE
+        Capabilities {
+            supports_resource_limits: crate::cgroup::support().is_ready(),
+            ..Capabilities::NAMESPACE
+        }
     }
 
-    /// The host's cgroup state: no limit is applied by this driver (`sandbox doctor` says the same).
+    /// Why no cgroup can be made here: the hierarchy, the file and the remedy (`sandbox doctor`
+    /// says the same).
     fn resource_limits_refusal(&self) -> Option<String> {
-        Some(format!(
-            "the namespace driver applies no cgroup limit; {}",
-            crate::probe::read_cgroup_state()
-        ))
+        match crate::cgroup::support() {
+            CgroupSupport::Ready(_) => None,
+            CgroupSupport::Refused(reason) => Some(format!(
+                "the namespace driver can make no cgroup for the sandbox here: {reason}"
+            )),
+        }
     }
 
     async fn prepare(&self, spec: &Spec, _progress: &dyn Progress) -> Result<PreparedSpec> {
@@ -155,10 +169,19 @@ impl Driver for NamespaceDriver {
         self.log.line(
             LogLevel::Info,
             &format!(
-                "sandbox active: driver={DRIVER} image={HOST_ROOT_IMAGE} sandbox={} landlock={} workspace={}",
+                "sandbox active: driver={DRIVER} image={HOST_ROOT_IMAGE} sandbox={} landlock={} workspace={} cgroup={}",
                 run.id(),
                 run.landlock,
                 run.workdir(),
+                if run.cgroup_paths.is_empty() {
+                    "none".to_owned()
+                } else {
+                    run.cgroup_paths
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                },
             ),
         );
         Ok(Box::new(run))
@@ -260,12 +283,22 @@ fn start_blocking(
             secret_sources: &secret_sources,
         },
     )?;
+    let cgroup = match sandbox_cgroup(spec, info) {
+        Ok(cgroup) => cgroup,
+        Err(error) => {
+            for path in &made {
+                let _ = std::fs::remove_dir_all(path);
+            }
+            return Err(error);
+        }
+    };
     let started = crate::run::start(StartInputs {
         run_id: info.run_id.clone(),
         plan,
         staging: PathBuf::from("/tmp"),
         made: made.clone(),
         log,
+        cgroup,
     });
     if started.is_err() {
         for path in &made {
@@ -273,6 +306,35 @@ fn start_blocking(
         }
     }
     started
+}
+
+/// The sandbox's cgroup with the spec's limits ([`iterion_sandbox::Limits::for_run`]: an
+/// untrusted run's pids capped): `None` when none is asked, or when this host can make none (the
+/// engine reported [`Driver::resource_limits_refusal`] in an event already).
+///
+/// # Errors
+///
+/// [`Error::NamespaceSetup`] when a cgroup can be made here but a step of it fails: the sandbox
+/// never runs unlimited in silence.
+fn sandbox_cgroup(spec: &Spec, info: &RunInfo) -> Result<Option<SandboxCgroup>> {
+    let CgroupSupport::Ready(placement) = crate::cgroup::support() else {
+        return Ok(None);
+    };
+    // An untrusted run's pids are capped as on docker, where a cgroup can be made.
+    let limits = spec.limits.for_run(info.trust == Trust::Untrusted);
+    if limits.is_empty() {
+        return Ok(None);
+    }
+    SandboxCgroup::create(placement, &info.run_id, &limits)
+        .map(Some)
+        .map_err(|error| Error::NamespaceSetup {
+            step: format!("cgroup {}", error.step),
+            reason: format!(
+                "{}: {} (the limits of ITERION_SANDBOX_MEMORY, ITERION_SANDBOX_CPUS and ITERION_SANDBOX_PIDS cannot be applied; unset them to run without limits)",
+                error.path.display(),
+                error.reason
+            ),
+        })
 }
 
 /// Writes `bytes` to a new file of mode `mode`, owned by the sandbox's host uid when the engine

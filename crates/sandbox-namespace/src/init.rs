@@ -123,6 +123,9 @@ pub(crate) struct ChildInputs {
     pub engine_pid: Pid,
     /// Whether the engine runs as root: P1 then drops its supplementary groups.
     pub engine_is_root: bool,
+    /// The `cgroup.procs` of the sandbox's cgroup, one per hierarchy (none without limits):
+    /// P1 writes itself into each before it unshares ([`enter_cgroup`]).
+    pub cgroup_procs: Vec<RawFd>,
 }
 
 /// A bind source as the engine screened it: its host path and the inode found there. The init
@@ -317,14 +320,33 @@ fn close_inherited(keep: &[RawFd]) -> Result<(), Fail> {
     Ok(())
 }
 
+/// Writes this process into each `cgroup.procs` descriptor (`0` names the writer), closing
+/// them: the sandbox keeps no handle on its cgroup.
+fn enter_cgroup(fds: &[RawFd]) -> Result<(), Fail> {
+    let mut result = Ok(());
+    for fd in fds {
+        // SAFETY: the engine opened these before the fork and kept them open for this process;
+        // this copy of the table owns them from here, and each is closed once, here.
+        let owned = unsafe { OwnedFd::from_raw_fd(*fd) };
+        if result.is_ok()
+            && let Err(errno) = nix::unistd::write(owned.as_fd(), b"0")
+        {
+            result = Err(fail("enter the sandbox's cgroup (cgroup.procs)")(errno));
+        }
+    }
+    result
+}
+
 /// P1: namespaces, maps, then P2.
 fn p1(inputs: &ChildInputs, channels: &Channels) -> Result<Never, Fail> {
     reset_signals();
-    close_inherited(&[
+    let mut keep = vec![
         channels.setup_w.as_raw_fd(),
         channels.go_r.as_raw_fd(),
         channels.ctl.as_raw_fd(),
-    ])?;
+    ];
+    keep.extend(&inputs.cgroup_procs);
+    close_inherited(&keep)?;
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(fail("prctl PDEATHSIG"))?;
     if nix::unistd::getppid() != inputs.engine_pid {
         return Err(Fail {
@@ -332,6 +354,9 @@ fn p1(inputs: &ChildInputs, channels: &Channels) -> Result<Never, Fail> {
             reason: "the engine went away".to_owned(),
         });
     }
+    // Into the sandbox's cgroup before anything else, and before the cgroup namespace: its root
+    // is then this cgroup, and every process of the sandbox is a descendant of this one.
+    enter_cgroup(&inputs.cgroup_procs)?;
     let detached = if inputs.engine_is_root {
         nix::unistd::setgroups(&[]).map_err(fail("setgroups"))?;
         Some(Detached {

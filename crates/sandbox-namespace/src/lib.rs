@@ -29,20 +29,27 @@
 //! host but what the engine itself made. If the engine dies, the kernel's parent-death signal
 //! ends the sandbox the same way.
 //!
+//! Resource limits ([`cgroup`]): where this host lets the engine make a cgroup (v1 as root, v2
+//! where delegated), each sandbox gets its own, with the operator's memory, pids and cpu limits,
+//! entered by the init before it unshares the cgroup namespace; teardown removes it, and the
+//! reaper ([`NamespaceReaper`]) removes what a crashed engine left.
+//!
 //! Deliberately not: images or builds (a spec naming one is refused, and the factory never
 //! offers this driver for it), named volumes, per-exec users (`ExecOpts::user`: one uid is
-//! mapped), cgroup limits (no controller is delegated to an unprivileged engine on the hosts
-//! this was built on; docs/namespace.md says what that leaves open). It needs Linux ≥ 5.12
+//! mapped). It needs Linux ≥ 5.12
 //! (`mount_setattr`); an older kernel fails the setup with a typed error, never a weaker sandbox.
 
+pub mod cgroup;
 mod driver;
 mod init;
 mod lockdown;
 mod plan;
 mod probe;
 mod proto;
+mod reap;
 mod run;
 pub mod seccomp;
 
 pub use driver::{HOST_ROOT_IMAGE, NamespaceConstructor, NamespaceDriver};
 pub use probe::{UsernsFacts, UsernsReport, judge_userns, read_userns_facts};
+pub use reap::{NamespaceReaper, NamespaceReaperConstructor, REAP_GRACE};

@@ -18,7 +18,8 @@ pub struct UsernsFacts {
     pub root: bool,
     /// What a trial `unshare` of the sandbox's namespaces answered: `None` = it worked.
     pub trial_error: Option<String>,
-    /// The engine's cgroup as limits would need it ([`read_cgroup_state`]); `None` = unread.
+    /// Whether the namespace driver applies resource limits here and how, or why not
+    /// ([`CgroupSupport::describe`](crate::cgroup::CgroupSupport::describe)); `None` = unread.
     pub cgroup: Option<String>,
 }
 
@@ -31,6 +32,10 @@ pub struct UsernsReport {
     pub findings: Vec<String>,
     /// What to run to make it usable, when it is not.
     pub remedy: Option<String>,
+    /// Whether the driver applies the operator's resource limits (`ITERION_SANDBOX_MEMORY`,
+    /// `ITERION_SANDBOX_CPUS`, `ITERION_SANDBOX_PIDS`) here, how (cgroup v1 or v2, where), or
+    /// why not with the remedy ([`crate::cgroup::CgroupSupport::describe`]).
+    pub resource_limits: String,
 }
 
 /// Reads the facts (the sysctls and a trial `unshare` in a child).
@@ -50,64 +55,7 @@ pub fn read_userns_facts() -> UsernsFacts {
         trial_error: crate::init::probe_unshare()
             .err()
             .map(|e| e.desc().to_owned()),
-        cgroup: Some(read_cgroup_state()),
-    }
-}
-
-/// Where memory, pids and cpu limits could come from for a sandbox of this engine: `cgroup v1`
-/// (no unified hierarchy), `cgroup v2, not delegated (…)` (the engine's own cgroup is not
-/// writable by it), or `cgroup v2, delegated (controllers: …)`. Blocking (reads `/proc` and
-/// `/sys/fs/cgroup`).
-pub fn read_cgroup_state() -> String {
-    let unified = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    if !unified {
-        // Hybrid (systemd's `unified` mount): a cgroup2 hierarchy exists, but a controller
-        // lives in one hierarchy only, and memory, pids and cpu are bound to the v1 ones; a
-        // second cgroup2 mount is the same hierarchy with the same controllers.
-        let hybrid = std::fs::read_to_string("/sys/fs/cgroup/unified/cgroup.controllers").ok();
-        return match hybrid {
-            Some(controllers) => {
-                let controllers = controllers.trim();
-                let missing: Vec<&str> = ["memory", "pids", "cpu"]
-                    .into_iter()
-                    .filter(|c| !controllers.split_whitespace().any(|have| have == *c))
-                    .collect();
-                format!(
-                    "cgroup v1 with a hybrid cgroup v2 at /sys/fs/cgroup/unified (controllers: {}); {} {} bound to the v1 hierarchies, and a controller serves one hierarchy only",
-                    if controllers.is_empty() {
-                        "none"
-                    } else {
-                        controllers
-                    },
-                    missing.join(", "),
-                    if missing.len() == 1 { "is" } else { "are" },
-                )
-            }
-            None => "cgroup v1 (no unified cgroup v2 hierarchy at /sys/fs/cgroup)".to_owned(),
-        };
-    }
-    let own = std::fs::read_to_string("/proc/self/cgroup")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|line| line.strip_prefix("0::").map(str::to_owned))
-        })
-        .unwrap_or_else(|| "/".to_owned());
-    let dir = Path::new("/sys/fs/cgroup").join(own.trim_start_matches('/'));
-    let writable = nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK).is_ok();
-    let controllers = std::fs::read_to_string(dir.join("cgroup.controllers"))
-        .map(|c| c.trim().to_owned())
-        .unwrap_or_default();
-    if writable {
-        format!(
-            "cgroup v2, delegated at {} (controllers: {controllers})",
-            dir.display()
-        )
-    } else {
-        format!(
-            "cgroup v2, not delegated ({} is not writable by the engine)",
-            dir.display()
-        )
+        cgroup: Some(crate::cgroup::support().describe()),
     }
 }
 
@@ -151,11 +99,6 @@ pub fn judge_userns(facts: &UsernsFacts) -> UsernsReport {
         ),
         Some(error) => findings.push(format!("trial unshare: {error}")),
     }
-    // Limits are reported, not applied: the driver sets no cgroup limit yet (docs/namespace.md).
-    findings.push(format!(
-        "cgroup limits (memory, pids, cpu): not applied by the namespace driver; {}; a sandboxed command is bounded by the host's own limits only",
-        facts.cgroup.as_deref().unwrap_or("cgroup state not read")
-    ));
     let usable = facts.trial_error.is_none();
     let remedy = (!usable).then(|| {
         if remedies.is_empty() {
@@ -168,6 +111,10 @@ pub fn judge_userns(facts: &UsernsFacts) -> UsernsReport {
         usable,
         findings,
         remedy,
+        resource_limits: facts
+            .cgroup
+            .clone()
+            .unwrap_or_else(|| "unknown (the cgroup state was not read)".to_owned()),
     }
 }
 
@@ -206,19 +153,19 @@ mod tests {
     }
 
     #[test]
-    fn the_report_says_plainly_that_no_cgroup_limit_is_applied() {
+    fn the_report_says_whether_limits_apply_and_why_not() {
         let facts = UsernsFacts {
             cgroup: Some(
-                "cgroup v2, not delegated (/sys/fs/cgroup/x is not writable by the engine)"
-                    .to_owned(),
+                crate::cgroup::CgroupSupport::Refused(
+                    "cgroup v2: the engine's cgroup /sys/fs/cgroup/x is not delegated to it".into(),
+                )
+                .describe(),
             ),
             ..UsernsFacts::default()
         };
         assert_eq!(
-            judge_userns(&facts).findings.last().map(String::as_str),
-            Some(
-                "cgroup limits (memory, pids, cpu): not applied by the namespace driver; cgroup v2, not delegated (/sys/fs/cgroup/x is not writable by the engine); a sandboxed command is bounded by the host's own limits only"
-            )
+            judge_userns(&facts).resource_limits,
+            "NOT applied: cgroup v2: the engine's cgroup /sys/fs/cgroup/x is not delegated to it"
         );
     }
 }

@@ -52,6 +52,8 @@ pub(crate) struct NamespaceRun {
     log: Arc<dyn RunLog>,
     /// `full`, `partial` or `none`.
     pub landlock: String,
+    /// The sandbox's cgroup, one directory per hierarchy (empty without limits).
+    pub cgroup_paths: Vec<PathBuf>,
 }
 
 /// What [`start`] is given besides the plan.
@@ -61,6 +63,9 @@ pub(crate) struct StartInputs {
     pub staging: PathBuf,
     pub made: Vec<PathBuf>,
     pub log: Arc<dyn RunLog>,
+    /// The sandbox's cgroup, made and filled (`None`: no limit asked, or none can be applied).
+    /// The keeper removes it once the sandbox's processes are gone.
+    pub cgroup: Option<crate::cgroup::SandboxCgroup>,
 }
 
 /// Starts the sandbox: opens the bind sources, forks on a keeper thread, writes the maps, waits
@@ -76,7 +81,12 @@ pub(crate) fn start(inputs: StartInputs) -> Result<NamespaceRun> {
         staging,
         made,
         log,
+        cgroup,
     } = inputs;
+    let cgroup_paths = cgroup
+        .as_ref()
+        .map(crate::cgroup::SandboxCgroup::paths)
+        .unwrap_or_default();
     let bind_sources = plan
         .binds
         .iter()
@@ -124,6 +134,10 @@ pub(crate) fn start(inputs: StartInputs) -> Result<NamespaceRun> {
         programs,
         engine_pid: nix::unistd::getpid(),
         engine_is_root: nix::unistd::geteuid().is_root(),
+        cgroup_procs: cgroup
+            .as_ref()
+            .map(crate::cgroup::SandboxCgroup::procs_fds)
+            .unwrap_or_default(),
     };
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(OwnedFd, String)>>();
     let gone = Arc::new(tokio::sync::Notify::new());
@@ -148,6 +162,7 @@ pub(crate) fn start(inputs: StartInputs) -> Result<NamespaceRun> {
             let p1 = match crate::init::spawn(&child_inputs, &channels, &close_in_child) {
                 Ok(pid) => pid,
                 Err(errno) => {
+                    drop(cgroup);
                     let _ = ready_tx.send(Err(setup_error("fork", errno.desc())));
                     return;
                 }
@@ -161,6 +176,9 @@ pub(crate) fn start(inputs: StartInputs) -> Result<NamespaceRun> {
                 let _ = nix::sys::signal::kill(p1, nix::sys::signal::Signal::SIGKILL);
             }
             while let Err(nix::errno::Errno::EINTR) = nix::sys::wait::waitpid(p1, None) {}
+            // P1 reaped P2, the pid namespace's init, whose death took every other process of
+            // the sandbox: the cgroup can go (its removal retries while the last ones exit).
+            drop(cgroup);
             flag_k.store(true, Ordering::SeqCst);
             gone_k.notify_waiters();
         })
@@ -181,6 +199,7 @@ pub(crate) fn start(inputs: StartInputs) -> Result<NamespaceRun> {
         closed: AtomicBool::new(false),
         log,
         landlock,
+        cgroup_paths,
     })
 }
 

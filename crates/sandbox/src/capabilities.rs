@@ -65,8 +65,8 @@ impl Capabilities {
     };
 
     /// The namespace driver (issue 18): no image and no build (the host's root is the image),
-    /// everything else.
-    /// No cgroup limit is applied yet (`sandbox doctor` says why on this host).
+    /// everything else. Resource limits are off here: the driver's own `capabilities()` turns
+    /// them on where its cgroup probe finds that this host lets it make a cgroup per sandbox.
     pub const NAMESPACE: Capabilities = Capabilities {
         supports_image: false,
         supports_build: false,

@@ -121,7 +121,7 @@ pub use labels::{
 };
 pub use limits::{
     ITERION_SANDBOX_CPUS, ITERION_SANDBOX_MEMORY, ITERION_SANDBOX_PIDS, Limits, MIN_MEMORY_BYTES,
-    MIN_NANO_CPUS,
+    MIN_NANO_CPUS, UNTRUSTED_PIDS_LIMIT,
 };
 pub use mode::{HostState, Inherit, Mode, NetworkMode, SandboxFlag, Trust};
 pub use mounts::{

@@ -1,7 +1,8 @@
 //! Resource limits of a sandbox (issue 18): memory, cpu and pids, set by the operator
 //! (`ITERION_SANDBOX_MEMORY`, `ITERION_SANDBOX_CPUS`, `ITERION_SANDBOX_PIDS`; docs/sandbox.md
 //! "Resource limits") and carried by [`Spec::limits`](crate::Spec::limits). Docker and podman
-//! apply them through the container's `HostConfig`; a driver that cannot
+//! apply them through the container's `HostConfig`, the namespace driver through a cgroup of
+//! its own per sandbox where the host lets it make one; a driver that cannot
 //! ([`Capabilities::supports_resource_limits`](crate::Capabilities::supports_resource_limits))
 //! leaves them unapplied and the engine says so in one event.
 
@@ -25,6 +26,11 @@ pub const ITERION_SANDBOX_PIDS: &str = "ITERION_SANDBOX_PIDS";
 pub const MIN_MEMORY_BYTES: u64 = 6 * 1024 * 1024;
 /// The smallest cpu limit accepted, in billionths of a CPU (docker's floor, 0.01).
 pub const MIN_NANO_CPUS: u64 = 10_000_000;
+
+/// The most processes an untrusted sandbox may hold at once, whatever the operator set: a fork
+/// bomb stays inside it instead of exhausting the host's pids (docker, podman, and the namespace
+/// driver where it can make a cgroup).
+pub const UNTRUSTED_PIDS_LIMIT: u64 = 4096;
 
 /// A sandbox's resource limits; each unset one is the engine's (or the host's) default.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
@@ -56,6 +62,20 @@ impl Limits {
         .into_iter()
         .filter_map(|(name, set)| set.then_some(name))
         .collect()
+    }
+
+    /// The limits a driver applies to a run: these, with the pids limit of an untrusted run at
+    /// most [`UNTRUSTED_PIDS_LIMIT`] (set to it when unset).
+    pub fn for_run(&self, untrusted: bool) -> Limits {
+        let mut limits = *self;
+        if untrusted {
+            limits.pids = Some(
+                limits
+                    .pids
+                    .map_or(UNTRUSTED_PIDS_LIMIT, |p| p.min(UNTRUSTED_PIDS_LIMIT)),
+            );
+        }
+        limits
     }
 
     /// Parses the three settings (each `None` when unset or blank). Pure.

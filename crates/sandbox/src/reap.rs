@@ -29,10 +29,12 @@ pub enum ResourceKind {
     Secret,
     /// A run's NetworkPolicy (kubernetes).
     NetworkPolicy,
+    /// A sandbox's cgroup (the namespace driver's resource limits, issue 18).
+    Cgroup,
 }
 
 impl ResourceKind {
-    /// `container`, `image`, `volume`, `pod`, `secret` or `networkpolicy`.
+    /// `container`, `image`, `volume`, `pod`, `secret`, `networkpolicy` or `cgroup`.
     pub fn as_str(self) -> &'static str {
         match self {
             ResourceKind::Container => "container",
@@ -41,6 +43,7 @@ impl ResourceKind {
             ResourceKind::Pod => "pod",
             ResourceKind::Secret => "secret",
             ResourceKind::NetworkPolicy => "networkpolicy",
+            ResourceKind::Cgroup => "cgroup",
         }
     }
 }
@@ -150,4 +153,11 @@ pub trait ReaperConstructor: Send + Sync {
     ///
     /// [`Error::Unavailable`](crate::Error::Unavailable) when the engine is not reachable.
     async fn reaper(&self) -> Result<Arc<dyn Reaper>>;
+
+    /// Whether this reaper collects what the engine leaves on the host itself (the namespace
+    /// driver's cgroups), asked on every pass beside the one container engine that answers,
+    /// rather than being an alternative to it.
+    fn host_local(&self) -> bool {
+        false
+    }
 }

@@ -22,6 +22,7 @@ pub mod sandbox_doctor;
 pub mod studio;
 pub mod transparent;
 pub mod validate;
+pub mod warm_fill;
 
 use std::sync::Arc;
 
@@ -172,6 +173,9 @@ pub fn product_setup(env: &Environment) -> Result<PreflightSetup, Failure> {
     if let Ok(exe) = std::env::current_exe().and_then(std::fs::canonicalize) {
         // Its static twin when this build is dynamic (SANDBOX.md §8.4; engine_binary.rs).
         setup = setup.with_engine_binary(iterion_engine::container_binary_for(&exe).path);
+        // A docker warm pool refills through `iterion __warm-fill`, a process of its own, so
+        // the entries one `iterion run` asks for outlive it and serve the next.
+        iterion_engine::install_warm_filler(&exe);
     }
     Ok(setup)
 }

@@ -76,10 +76,11 @@ async fn prune(args: PruneArgs, env: &iterion_vocab::Environment) -> Result<Exit
             .map(|(_, id)| id.as_str())
             .collect()
     };
-    let (containers, images, volumes) = (
+    let (containers, images, volumes, cgroups) = (
         of(ResourceKind::Container),
         of(ResourceKind::Image),
         of(ResourceKind::Volume),
+        of(ResourceKind::Cgroup),
     );
     if args.json {
         outln!(
@@ -92,6 +93,7 @@ async fn prune(args: PruneArgs, env: &iterion_vocab::Environment) -> Result<Exit
                 "containers": containers,
                 "images": images,
                 "volumes": volumes,
+                "cgroups": cgroups,
                 "run_dirs": report.run_dirs,
             })
         );
@@ -108,6 +110,7 @@ async fn prune(args: PruneArgs, env: &iterion_vocab::Environment) -> Result<Exit
             ("container", &containers),
             ("image", &images),
             ("volume", &volumes),
+            ("cgroup", &cgroups),
         ] {
             for id in list.iter() {
                 outln!("{verb} {kind} {id}");

@@ -109,6 +109,7 @@ pub fn render_basic(report: &BasicReport) -> String {
         ("post_create", caps.supports_post_create),
         ("remote_user", caps.supports_remote_user),
         ("tls_inspection", caps.supports_tls_inspection),
+        ("resource_limits", caps.supports_resource_limits),
     ]
     .iter()
     .filter(|(_, on)| *on)
@@ -166,6 +167,7 @@ pub fn render_basic(report: &BasicReport) -> String {
             },
         ));
         rows.push(("userns_checks", userns.findings.join("; ")));
+        rows.push(("namespace_limits", userns.resource_limits.clone()));
     }
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     let mut out = String::new();

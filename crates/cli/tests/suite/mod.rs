@@ -2,6 +2,7 @@ mod admission;
 mod agent;
 mod agent_docker;
 mod cancel;
+mod claw_tools;
 mod delegates;
 mod delegates_ask;
 mod delegates_login;

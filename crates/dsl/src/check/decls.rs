@@ -115,6 +115,24 @@ fn check_vars(file: &ast::File, out: &mut Vec<Diagnostic>) {
     });
     for v in blocks.flat_map(|b| &b.vars) {
         let Some(default) = &v.default else { continue };
+        if let (Some(allowed), Some(serde_json::Value::String(value))) =
+            (&v.enum_values, ir::lower::default_json(v.ty, default))
+            && !allowed.items.iter().any(|a| a.value == value)
+        {
+            let words: Vec<&str> = allowed.items.iter().map(|a| a.value.as_str()).collect();
+            out.push(
+                Diagnostic::new(
+                    Code::C109,
+                    default.span(),
+                    format!(
+                        "default \"{value}\" of \"{}\" is not one of its enum values",
+                        v.name.name
+                    ),
+                )
+                .with_hint(format!("use one of: {}", words.join(", "))),
+            );
+            continue;
+        }
         if ir::lower::default_json(v.ty, default).is_none() {
             let mut d = Diagnostic::new(
                 Code::C109,
@@ -175,7 +193,7 @@ fn check_nodes(
             }
         }
         if let NodeBody::Agent(a) = &n.body {
-            for prompt in a.system.iter().chain([&a.user]) {
+            for prompt in a.system.iter().chain(a.user.iter()) {
                 if let PromptRef::Named(p) = prompt
                     && !syms.prompts.contains_key(p.name.as_str())
                 {
@@ -572,7 +590,7 @@ fn node_strings(n: &ast::Node, f: &mut dyn FnMut(&ast::StrLit)) {
             if let Some(m) = &a.model {
                 f(m);
             }
-            for p in a.system.iter().chain([&a.user]) {
+            for p in a.system.iter().chain(a.user.iter()) {
                 if let PromptRef::Inline(s) = p {
                     f(s);
                 }

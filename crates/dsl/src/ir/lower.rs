@@ -286,6 +286,10 @@ fn lower_var(v: &ast::VarDef) -> Var {
         name: v.name.name.clone(),
         ty: v.ty.into(),
         default: v.default.as_ref().and_then(|d| default_json(v.ty, d)),
+        enum_values: v
+            .enum_values
+            .as_ref()
+            .map(|l| l.items.iter().map(|s| s.value.clone()).collect()),
     }
 }
 
@@ -416,7 +420,10 @@ fn lower_node(
                 publish: a.publish.as_ref().map(|p| p.name.clone()),
                 readonly,
                 system: a.system.as_ref().map(|p| prompt_text(p, prompts)),
-                user: prompt_text(&a.user, prompts),
+                user: a
+                    .user
+                    .as_ref()
+                    .map_or_else(|| INPUT_ONLY_PROMPT.to_owned(), |p| prompt_text(p, prompts)),
                 input: ident(&a.input),
                 output: ident(&a.output),
                 tools,
@@ -452,6 +459,7 @@ fn lower_node(
             lower_await(t.await_.as_ref()),
             NodeBody::Tool(ToolNode {
                 command: t.command.value.clone(),
+                publish: t.publish.as_ref().map(|p| p.name.clone()),
                 script: t.script.map(|(l, _)| match l {
                     ast::ScriptLanguage::Sh => ScriptLanguage::Sh,
                     ast::ScriptLanguage::Bash => ScriptLanguage::Bash,
@@ -484,6 +492,7 @@ fn lower_node(
                     .iter()
                     .map(|(k, v)| (k.name.clone(), v.value.clone()))
                     .collect(),
+                publish: c.publish.as_ref().map(|p| p.name.clone()),
                 input: ident(&c.input),
                 output: ident(&c.output),
             }),

@@ -23,6 +23,8 @@ const SECRET_PROPS: &[&str] = &[
 const AGENT_PROPS: &[&str] = &[
     "model",
     "backend",
+    // Upstream's name for `backend` before it was renamed (the same words).
+    "delegate",
     "system",
     "user",
     "input",
@@ -47,7 +49,7 @@ const AGENT_PROPS: &[&str] = &[
 
 /// `tool` (§3.6).
 const TOOL_PROPS: &[&str] = &[
-    "command", "script", "language", "input", "output", "await", "sandbox",
+    "command", "script", "language", "input", "output", "await", "sandbox", "publish",
 ];
 
 /// A script tool's `language` words (upstream's list); anything else is E020.
@@ -62,7 +64,7 @@ const SCRIPT_LANGUAGES: &[(&str, ast::ScriptLanguage)] = &[
 ];
 
 /// `compute`.
-const COMPUTE_PROPS: &[&str] = &["input", "output", "await", "expr"];
+const COMPUTE_PROPS: &[&str] = &["input", "output", "await", "expr", "publish"];
 
 /// `human`.
 const HUMAN_PROPS: &[&str] = &[
@@ -212,6 +214,11 @@ impl Parser<'_> {
         first_declaration(table, "var", &name)?;
         self.expect_colon()?;
         let (ty, ty_span) = self.var_type(&name.name)?;
+        let enum_values = if matches!(self.peek().tok, Tok::LBracket) {
+            Some(self.field_enum(&name, ty)?)
+        } else {
+            None
+        };
         let default = if matches!(self.peek().tok, Tok::Eq) {
             self.bump();
             Some(self.value(&name.name, 0)?.into_value())
@@ -223,6 +230,7 @@ impl Parser<'_> {
             name,
             ty,
             ty_span,
+            enum_values,
             default,
         })
     }
@@ -398,7 +406,7 @@ impl Parser<'_> {
         self.header_end()?;
         let body = match kind {
             ast::NodeKind::Agent | ast::NodeKind::Judge => {
-                ast::NodeBody::Agent(self.agent_props(kind, &name)?)
+                ast::NodeBody::Agent(self.agent_props(kind)?)
             }
             ast::NodeKind::Tool => ast::NodeBody::Tool(self.tool_props(&name)?),
             ast::NodeKind::Router => ast::NodeBody::Router(self.router_props(&name)?),
@@ -414,7 +422,7 @@ impl Parser<'_> {
         })
     }
 
-    fn agent_props(&mut self, kind: ast::NodeKind, name: &ast::Ident) -> PResult<ast::AgentProps> {
+    fn agent_props(&mut self, kind: ast::NodeKind) -> PResult<ast::AgentProps> {
         let (mut model, mut system, mut user, mut input, mut output) =
             (None, None, None, None, None);
         let (mut tools, mut tool_max_steps, mut interaction, mut await_, mut sandbox) =
@@ -426,7 +434,16 @@ impl Parser<'_> {
         self.props(kind.as_str(), AGENT_PROPS, |p, key| {
             match key.name.as_str() {
                 "model" => model = Some(p.model_prop(&key)?),
-                "backend" => backend = Some(p.backend_prop(&key)?),
+                "backend" | "delegate" => {
+                    if backend.is_some() {
+                        return Err(diag(
+                            Code::E012,
+                            key.span,
+                            "\"delegate\" is upstream's former name for \"backend\"; give one of them",
+                        ));
+                    }
+                    backend = Some(p.backend_prop(&key)?);
+                }
                 "session" => {
                     session = Some(p.enum_prop(
                         &key,
@@ -473,9 +490,6 @@ impl Parser<'_> {
             }
             Ok(())
         })?;
-        let Some(user) = user else {
-            return Err(missing(kind.as_str(), name, "user"));
-        };
         Ok(ast::AgentProps {
             model,
             delegate: Box::new(ast::DelegateProps {
@@ -565,8 +579,10 @@ impl Parser<'_> {
         let (mut command, mut input, mut output, mut await_, mut sandbox) =
             (None, None, None, None, None);
         let (mut script, mut language): (Option<(ast::StrLit, Span)>, _) = (None, None);
+        let mut publish = None;
         self.props("tool", TOOL_PROPS, |p, key| {
             match key.name.as_str() {
+                "publish" => publish = Some(p.ref_prop(&key, "an artifact name")?),
                 "command" => command = Some(p.str_prop(&key)?),
                 "script" => script = Some((p.str_prop(&key)?, key.span)),
                 "language" => language = Some((p.enum_prop(&key, SCRIPT_LANGUAGES)?.0, key.span)),
@@ -605,6 +621,7 @@ impl Parser<'_> {
         Ok(ast::ToolProps {
             command,
             script,
+            publish,
             input,
             output,
             await_,
@@ -614,8 +631,10 @@ impl Parser<'_> {
 
     fn compute_props(&mut self) -> PResult<ast::ComputeProps> {
         let (mut input, mut output, mut await_, mut expr) = (None, None, None, Vec::new());
+        let mut publish = None;
         self.props("compute", COMPUTE_PROPS, |p, key| {
             match key.name.as_str() {
+                "publish" => publish = Some(p.ref_prop(&key, "an artifact name")?),
                 "input" => input = Some(p.ref_prop(&key, "a schema name")?),
                 "output" => output = Some(p.ref_prop(&key, "a schema name")?),
                 "await" => await_ = Some(p.enum_prop(&key, AWAIT_MODES)?),
@@ -631,6 +650,7 @@ impl Parser<'_> {
             Ok(())
         })?;
         Ok(ast::ComputeProps {
+            publish,
             input,
             output,
             await_,

@@ -574,6 +574,8 @@ impl Ctx<'_> {
                 let published = match &node.body {
                     NodeBody::Agent(AgentNode { publish, .. }) => publish.as_ref(),
                     NodeBody::Human(h) => h.publish.as_ref(),
+                    NodeBody::Tool(t) => t.publish.as_ref(),
+                    NodeBody::Compute(c) => c.publish.as_ref(),
                     _ => None,
                 };
                 if let Some(name) = published {

@@ -66,6 +66,18 @@ pub enum LaunchError {
         /// What was expected.
         why: &'static str,
     },
+    /// A var's value (`--var`, a preset or its default) is outside its `[enum: …]`.
+    #[error(
+        "var {name} is {value:?}, which is not one of its enum values: {allowed}; pass --var {name}=VALUE with one of them"
+    )]
+    VarNotInEnum {
+        /// The var.
+        name: String,
+        /// The value it got.
+        value: String,
+        /// The enum values, comma-separated.
+        allowed: String,
+    },
     /// A var without a default was not supplied.
     #[error("var {name} ({ty}) has no default; pass --var {name}=VALUE")]
     MissingVar {
@@ -127,6 +139,7 @@ impl LaunchError {
             | LaunchError::UnknownPreset { .. }
             | LaunchError::DuplicateVar { .. }
             | LaunchError::BadVarValue { .. }
+            | LaunchError::VarNotInEnum { .. }
             | LaunchError::MissingVar { .. } => "VAR_INVALID",
             LaunchError::MissingSecret { .. } | LaunchError::BadSecretValue { .. } => {
                 "SECRET_UNRESOLVED"
@@ -247,6 +260,15 @@ fn resolve_vars_in(
                 });
             }
         };
+        if let (Some(allowed), Some(text)) = (&var.enum_values, value.as_str())
+            && !allowed.iter().any(|a| a == text)
+        {
+            return Err(LaunchError::VarNotInEnum {
+                name: var.name.clone(),
+                value: text.to_owned(),
+                allowed: allowed.join(", "),
+            });
+        }
         vars.insert(var.name.clone(), value);
     }
     Ok(vars)

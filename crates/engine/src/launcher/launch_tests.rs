@@ -69,6 +69,31 @@ fn bad_var_input_is_refused_with_the_knob_named() {
 }
 
 #[test]
+fn an_enum_var_takes_only_its_values_from_any_source() {
+    let src = "vars:\n  tier: string [enum: \"glance\", \"guard\", \"audit\"] = \"guard\"\n  mode: string [enum: \"a\", \"b\"]\n\npresets:\n  odd:\n    tier: \"premium\"\n\ntool a:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> done\n";
+    let w = wf(src);
+    assert_eq!(
+        w.vars[0].enum_values,
+        Some(vec!["glance".into(), "guard".into(), "audit".into()])
+    );
+    let got = resolve_vars(&w, &args(&["mode=b"])).unwrap();
+    assert_eq!(Value::Object(got), json!({"tier": "guard", "mode": "b"}));
+    let refusal = |e: LaunchError| (e.code(), e.to_string());
+    assert_eq!(
+        refusal(resolve_vars(&w, &args(&["mode=c"])).unwrap_err()),
+        (
+            "VAR_INVALID",
+            "var mode is \"c\", which is not one of its enum values: a, b; pass --var mode=VALUE with one of them".to_owned()
+        )
+    );
+    // A preset is checked the same way.
+    assert_eq!(
+        refusal(resolve_vars_with_preset(&w, Some("odd"), &args(&["mode=a"])).unwrap_err()).1,
+        "var tier is \"premium\", which is not one of its enum values: glance, guard, audit; pass --var tier=VALUE with one of them"
+    );
+}
+
+#[test]
 fn a_required_secret_that_expands_to_nothing_names_its_variable() {
     let w = wf(
         "secrets:\n  token:\n    value: \"${API_TOKEN}\"\n    hosts: [\"api.example.com\"]\n  opt:\n    value: \"${OPT_X}\"\n    hosts: [\"x.example.com\"]\n    optional: true\n\ntool a:\n  command: `true`\n\nworkflow w:\n  entry: a\n  a -> done\n",

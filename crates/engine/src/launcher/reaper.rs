@@ -263,15 +263,24 @@ pub async fn recover_interrupted(store: &dyn Store) -> Vec<RunId> {
     moved
 }
 
-/// The first of `reapers` whose engine answers, and only it (SANDBOX.md §3.2: the reapers are
-/// in the factory's order, so it is the engine runs are created on).
-async fn first_reaper(reapers: &[Arc<dyn ReaperConstructor>]) -> Option<Arc<dyn Reaper>> {
+/// The reapers a local pass asks (SANDBOX.md §3.2): the first of `reapers` whose engine answers,
+/// and only it (the reapers are in the factory's order, so it is the engine runs are created
+/// on), plus every host-local one ([`ReaperConstructor::host_local`]: the namespace driver's
+/// cgroups), which is no alternative to an engine.
+async fn answering_reapers(reapers: &[Arc<dyn ReaperConstructor>]) -> Vec<Arc<dyn Reaper>> {
+    let mut answering = Vec::new();
+    let mut engine_found = false;
     for constructor in reapers {
+        let host_local = constructor.host_local();
+        if !host_local && engine_found {
+            continue;
+        }
         if let Ok(reaper) = constructor.reaper().await {
-            return Some(reaper);
+            engine_found |= !host_local;
+            answering.push(reaper);
         }
     }
-    None
+    answering
 }
 
 /// What one local reaper pass removed.
@@ -301,18 +310,20 @@ pub async fn reap_local(
     env: &Environment,
 ) -> ReapReport {
     let mut report = ReapReport::default();
-    if let Some(reaper) = first_reaper(reapers).await {
-        report.deleted = match reaper
-            .reap(store.store_id(), &StoreJudge(store.as_ref()))
-            .await
-        {
-            Ok(done) => done.deleted,
-            // Each failure was warned about where it happened; what was done anyway counts.
-            Err(error) => {
-                tracing::debug!("{error}");
-                error.report.deleted
-            }
-        };
+    for reaper in answering_reapers(reapers).await {
+        report.deleted.extend(
+            match reaper
+                .reap(store.store_id(), &StoreJudge(store.as_ref()))
+                .await
+            {
+                Ok(done) => done.deleted,
+                // Each failure was warned about where it happened; what was done anyway counts.
+                Err(error) => {
+                    tracing::debug!("{error}");
+                    error.report.deleted
+                }
+            },
+        );
     }
     report.run_dirs = reap_run_dirs(store.as_ref(), &runtime_root(env)).await;
     // Untrusted runs' workspace copies (issue 15) are keyed the same way.
@@ -341,14 +352,16 @@ pub async fn survey_local(
         removed: assume_removed,
     };
     let mut report = ReapReport::default();
-    if let Some(reaper) = first_reaper(reapers).await {
-        report.deleted = match reaper.survey(store.store_id(), &judge).await {
-            Ok(found) => found.deleted,
-            Err(error) => {
-                tracing::warn!("{error}");
-                error.report.deleted
-            }
-        };
+    for reaper in answering_reapers(reapers).await {
+        report
+            .deleted
+            .extend(match reaper.survey(store.store_id(), &judge).await {
+                Ok(found) => found.deleted,
+                Err(error) => {
+                    tracing::warn!("{error}");
+                    error.report.deleted
+                }
+            });
     }
     for root in [
         runtime_root(env),
@@ -440,10 +453,10 @@ pub(crate) async fn remove_run_containers(
     store_id: &str,
     run_id: &str,
 ) {
-    if let Some(reaper) = first_reaper(reapers).await
-        && let Err(error) = reaper.remove_run(store_id, run_id).await
-    {
-        tracing::warn!("removing the containers of run {run_id}: {error}");
+    for reaper in answering_reapers(reapers).await {
+        if let Err(error) = reaper.remove_run(store_id, run_id).await {
+            tracing::warn!("removing the sandbox resources of run {run_id}: {error}");
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use iterion_sandbox_docker::{
     DockerConstructor, DockerSettings, EndpointVars, EngineKind, endpoints_for,
 };
 use iterion_sandbox_kubernetes::KubernetesConstructor;
-use iterion_sandbox_namespace::NamespaceConstructor;
+use iterion_sandbox_namespace::{NamespaceConstructor, NamespaceReaperConstructor};
 use iterion_vocab::Environment;
 
 /// The product registry: docker and podman (one bollard driver, endpoints from `env`,
@@ -34,7 +34,9 @@ pub(crate) fn registry_or_product(installed: Option<&Registry>, env: &Environmen
 /// docker, else podman. The reaper asks the first that answers, and only it: probing a second
 /// engine on every `iterion run` costs more than the run (podman's API answers in hundreds of
 /// milliseconds), and with both present the factory never creates containers on the second one.
-/// Used by the reaper and to remove a run's container by label when its setup was cancelled.
+/// Then the namespace driver's, host-local (the cgroups a crashed engine left, issue 18), asked
+/// on every pass. Used by the reaper and to remove a run's container by label when its setup was
+/// cancelled.
 pub fn local_reapers(env: &Environment) -> Vec<Arc<dyn ReaperConstructor>> {
     let vars = EndpointVars::from_env(env);
     [
@@ -43,11 +45,15 @@ pub fn local_reapers(env: &Environment) -> Vec<Arc<dyn ReaperConstructor>> {
     ]
     .into_iter()
     .map(|(kind, engine)| {
+        // The operator's settings: the warm pool's size decides which entries wait for a claim.
         Arc::new(DockerConstructor::with_endpoints(
             kind,
             endpoints_for(engine, &vars),
-            DockerSettings::default(),
+            DockerSettings::from_env(env),
         )) as Arc<dyn ReaperConstructor>
     })
+    .chain(std::iter::once(
+        Arc::new(NamespaceReaperConstructor) as Arc<dyn ReaperConstructor>
+    ))
     .collect()
 }

@@ -1,6 +1,7 @@
 //! The warm pool (issue 18 item 4) against the real engines: a claim matches the spec and gets
 //! the run's own env and per-run dirs, a mismatch starts cold, two concurrent claims never get the
-//! same sandbox, an untrusted run never claims a trusted entry. (A killed owner's entries are
+//! same sandbox, an untrusted run never claims a trusted entry, an entry another pool made (as
+//! another process's would be) is found through the engine and claimed once. (A killed owner's entries are
 //! reaped at the next start: crates/cli/tests/suite/warm_pool.rs, with a real `iterion run`.)
 
 // Test code: a failed unwrap is the assertion.
@@ -27,6 +28,7 @@ crate::engine_tests!(
     an_untrusted_run_never_claims_a_trusted_entry,
     two_concurrent_claims_never_get_the_same_sandbox,
     a_claimed_entry_that_fails_to_start_leaves_no_slot_behind,
+    an_entry_another_pool_made_is_claimed_once_through_the_engine,
 );
 
 const FILES_TARGET: &str = "/run/iterion/files";
@@ -374,4 +376,54 @@ async fn a_claimed_entry_that_fails_to_start_leaves_no_slot_behind(engine: Engin
         "the failed claim's slots went with its entry; only the ready entry's two are left"
     );
     a.cleanup().await.unwrap();
+}
+
+/// A second pool (here another size, so another pool of this process: what another process's
+/// pool is to this one) finds the first pool's ready entry through the engine's labels and
+/// claims it; the first pool, which still lists it, never hands it out again.
+async fn an_entry_another_pool_made_is_claimed_once_through_the_engine(engine: Engine) {
+    let (test_id, run_a) = ids(engine, "warm-foreign");
+    let (_, run_b) = ids(engine, "warm-foreign");
+    let (_, run_c) = ids(engine, "warm-foreign");
+    let Some((maker, client)) = warm_driver(engine, &test_id, 1).await else {
+        return;
+    };
+    let Some((claimer, _)) = warm_driver(engine, &test_id, 2).await else {
+        return;
+    };
+    let mut fx = Fixture::new();
+    let store = "store-warm-foreign";
+    let (spec_a, info_a) = fx.run(&run_a, store, "a");
+    let a = start(&maker, &spec_a, info_a).await;
+    let _guard_a = EngineGuard::container(engine, a.id());
+    let entry = ready(&maker, 1).await[0].clone();
+    a.cleanup().await.unwrap();
+
+    let (spec_b, info_b) = fx.run(&run_b, store, "b");
+    let b = start(&claimer, &spec_b, info_b).await;
+    let _guard_b = EngineGuard::container(engine, b.id());
+    assert_eq!(b.id(), entry, "the other pool's ready entry is claimed");
+    let out = sh(&*b, "echo $FOO").await;
+    assert_eq!((out.exit_code, text(out.stdout)), (0, "b\n".to_owned()));
+    let marker = fx.tmp.path().join(format!(".iterion-warm-claim-{entry}"));
+    assert!(
+        marker.exists(),
+        "the claim is staked beside the per-run dirs"
+    );
+    assert!(
+        maker.warm_ready().contains(&entry),
+        "the maker still lists it"
+    );
+
+    // The maker's next run does not get it: its stake fails, it claims or makes another.
+    let (spec_c, info_c) = fx.run(&run_c, store, "c");
+    let c = start(&maker, &spec_c, info_c).await;
+    let _guard_c = EngineGuard::container(engine, c.id());
+    assert_ne!(c.id(), entry, "a claimed entry is never handed out twice");
+    let mut guards = guard_pool(engine, &maker);
+    guards.extend(guard_pool(engine, &claimer));
+    b.cleanup().await.unwrap();
+    c.cleanup().await.unwrap();
+    assert!(!container_exists(&client, &entry).await);
+    assert!(!marker.exists(), "the claim marker goes with its entry");
 }

@@ -14,14 +14,14 @@ use iterion_sandbox::{
 use iterion_sandbox_namespace::NamespaceConstructor;
 use iterion_vocab::Environment;
 
-struct Fixture {
+pub(crate) struct Fixture {
     _dirs: Vec<tempfile::TempDir>,
-    workspace: PathBuf,
-    run_dir: PathBuf,
-    home: PathBuf,
+    pub(crate) workspace: PathBuf,
+    pub(crate) run_dir: PathBuf,
+    pub(crate) home: PathBuf,
 }
 
-fn fixture() -> Fixture {
+pub(crate) fn fixture() -> Fixture {
     let workspace = tempfile::Builder::new()
         .prefix("nsws")
         .tempdir_in("/var/tmp")
@@ -53,7 +53,7 @@ fn env(fx: &Fixture) -> Environment {
 
 /// The run log's lines, kept.
 #[derive(Default)]
-struct Lines(std::sync::Mutex<Vec<String>>);
+pub(crate) struct Lines(pub(crate) std::sync::Mutex<Vec<String>>);
 
 impl RunLog for Lines {
     fn line(&self, _level: LogLevel, line: &str) {
@@ -61,15 +61,26 @@ impl RunLog for Lines {
     }
 }
 
-async fn start(fx: &Fixture, spec: Spec, trust: Trust) -> Arc<dyn SandboxRun> {
+pub(crate) async fn start(fx: &Fixture, spec: Spec, trust: Trust) -> Arc<dyn SandboxRun> {
     start_logged(fx, spec, trust, Arc::new(Lines::default())).await
 }
 
-async fn start_logged(
+pub(crate) async fn start_logged(
     fx: &Fixture,
     spec: Spec,
     trust: Trust,
     log: Arc<Lines>,
+) -> Arc<dyn SandboxRun> {
+    start_as(fx, spec, trust, log, "0199aaaa-bbbb-7ccc-8ddd-eeeeffff0000").await
+}
+
+/// [`start_logged`] for run `run_id`.
+pub(crate) async fn start_as(
+    fx: &Fixture,
+    spec: Spec,
+    trust: Trust,
+    log: Arc<Lines>,
+    run_id: &str,
 ) -> Arc<dyn SandboxRun> {
     let driver = NamespaceConstructor::from_env(&env(fx))
         .construct()
@@ -77,17 +88,12 @@ async fn start_logged(
         .expect("user namespaces must be usable here (see `iterion sandbox doctor`)");
     let driver = driver.with_run_log(log).unwrap();
     let prepared = driver.prepare(&spec, &NoProgress).await.unwrap();
-    let mut info = RunInfo::new(
-        "0199aaaa-bbbb-7ccc-8ddd-eeeeffff0000",
-        "s1",
-        &fx.workspace,
-        &fx.run_dir,
-    );
+    let mut info = RunInfo::new(run_id, "s1", &fx.workspace, &fx.run_dir);
     info.trust = trust;
     Arc::from(driver.start(prepared, info).await.unwrap())
 }
 
-async fn sh(run: &dyn SandboxRun, script: &str) -> (i64, String, String) {
+pub(crate) async fn sh(run: &dyn SandboxRun, script: &str) -> (i64, String, String) {
     let argv = ["sh", "-c", script].map(str::to_owned);
     let result = run.exec(&argv, ExecOpts::default()).await.unwrap();
     (

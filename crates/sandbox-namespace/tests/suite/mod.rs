@@ -1,1 +1,2 @@
-mod driver;
+mod cgroup;
+pub(crate) mod driver;

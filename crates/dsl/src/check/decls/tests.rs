@@ -82,9 +82,11 @@ fn a_prompt_ident_naming_no_prompt_draws_c003_but_inline_text_does_not() {
         }),
         agent("a", 10, |a| {
             a.system = Some(PromptRef::Named(id("missing_prompt", 13, 11)));
-            a.user = PromptRef::Named(id("known", 14, 9));
+            a.user = Some(PromptRef::Named(id("known", 14, 9)));
         }),
-        agent("b", 20, |a| a.user = PromptRef::Named(id("other", 22, 9))),
+        agent("b", 20, |a| {
+            a.user = Some(PromptRef::Named(id("other", 22, 9)))
+        }),
         workflow(|_| {}),
     ]);
     let hint = "write text in quotes for an inline prompt";
@@ -147,7 +149,7 @@ fn tools_outside_the_roster_draw_c135_with_the_roster_as_hint() {
             d(Code::C135, 13, 17, "unknown tool \"web_search\"")
                 .with_node("a")
                 .with_hint(
-                    "available: bash, read_file, write_file, file_edit, glob, grep, git_diff, git_status, git_log, or mcp.SERVER.TOOL for a tool of an MCP server the node gets"
+                    "available: bash, read_file, write_file, file_edit, glob, grep, git_diff, git_status, git_log, web_fetch, read_image, sleep, todo_write, structured_output, send_user_message, or mcp.SERVER.TOOL for a tool of an MCP server the node gets"
                 )
         ]
     );
@@ -726,6 +728,7 @@ fn var(name: &str, line: u32, ty: VarType, default: Option<Value>) -> VarDef {
         name: id(name, line, 3),
         ty,
         ty_span: at(line, 10),
+        enum_values: None,
         default,
     }
 }

@@ -104,7 +104,7 @@ pub(super) fn check<'a>(
                 if let Some(m) = &a.model {
                     r.model(m, name);
                 }
-                for p in a.system.iter().chain(std::iter::once(&a.user)) {
+                for p in a.system.iter().chain(a.user.iter()) {
                     match p {
                         PromptRef::Inline(text) => {
                             r.template(text, &template::parse(&text.value), place, Kind::Text);
@@ -571,6 +571,12 @@ impl<'a> Refs<'_, 'a> {
                 // The artifact is its publisher's output: checked as outputs.PUBLISHER.…
                 let publisher = syms.node_list.iter().find_map(|n| match &n.body {
                     NodeBody::Agent(p) if p.publish.as_ref().is_some_and(|i| i.name == a) => {
+                        Some(n.name.name.clone())
+                    }
+                    NodeBody::Tool(t) if t.publish.as_ref().is_some_and(|i| i.name == a) => {
+                        Some(n.name.name.clone())
+                    }
+                    NodeBody::Compute(c) if c.publish.as_ref().is_some_and(|i| i.name == a) => {
                         Some(n.name.name.clone())
                     }
                     NodeBody::Human(h) if h.publish.as_ref().is_some_and(|i| i.name == a) => {

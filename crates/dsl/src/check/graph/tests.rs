@@ -730,6 +730,7 @@ fn references_in_prompts_commands_and_with_values() {
                 name: id("region", 2, 3),
                 ty: VarType::String,
                 ty_span: at(2, 11),
+                enum_values: None,
                 default: None,
             }],
         }),
@@ -755,11 +756,11 @@ fn references_in_prompts_commands_and_with_values() {
             );
         }),
         agent("g", 30, |a| {
-            a.user = PromptRef::Inline(st(
+            a.user = Some(PromptRef::Inline(st(
                 "{{outputs.ghost.ok}} {{outputs.a.size}} {{outputs.b.x}} {{loop.nope.max}} {{run.id}}",
                 32,
                 9,
-            ))
+            )))
         }),
         tool("b", 40, |_| {}),
         flow(
@@ -818,6 +819,7 @@ fn c137_flags_references_inside_shell_quotes() {
                 name: id("r", 2, 3),
                 ty: VarType::String,
                 ty_span: at(2, 11),
+                enum_values: None,
                 default: None,
             }],
         }),
@@ -896,12 +898,12 @@ fn a_named_prompt_is_checked_once_and_per_using_node() {
             body: st("{{vars.nope}} {{input.a}} {{outputs.y.text}}", 9, 2),
         }),
         agent("x", 10, |a| {
-            a.user = PromptRef::Named(id("p", 12, 9));
+            a.user = Some(PromptRef::Named(id("p", 12, 9)));
             a.input = Some(id("s1", 13, 10));
         }),
         agent("y", 20, |a| {
             a.system = Some(PromptRef::Named(id("p", 21, 11)));
-            a.user = PromptRef::Named(id("p", 22, 9));
+            a.user = Some(PromptRef::Named(id("p", 22, 9)));
             a.input = Some(id("s2", 23, 10));
         }),
         flow("x", vec![e(110, "x", "y"), e(111, "y", "done")]),

@@ -199,6 +199,7 @@ impl Launcher {
                     id,
                     spec,
                     policy: &policy,
+                    todos: &iterion_agent::claw_tools::TodoList::default(),
                 },
             )
             .await;
@@ -298,11 +299,19 @@ impl Launcher {
             self.log(sc, format!("claw: {why}"));
             return json!({"error": why});
         }
+        if name == iterion_dsl::ir::Tool::TodoWrite.as_str() {
+            return match sc.todos.call(&input) {
+                Ok(text) => json!({"output": clamp_text(&text, TOOL_RESULT_MAX)}),
+                Err(text) => json!({"error": text}),
+            };
+        }
         if name != ASK_USER {
             return json!({"error": format!("tool {name:?} has no launcher implementation")});
         }
         match ask_operator(sc.operator, sc.id, &input).await {
-            ToolOutcome::Output(text) => json!({"output": clamp_text(&text, TOOL_RESULT_MAX)}),
+            ToolOutcome::Output(text) | ToolOutcome::Image(text, _) => {
+                json!({"output": clamp_text(&text, TOOL_RESULT_MAX)})
+            }
             ToolOutcome::Error(text) | ToolOutcome::Fatal(text) => json!({"error": text}),
             ToolOutcome::Ask(q) => json!({"ask_user": {
                 "question": q.question,
@@ -344,6 +353,8 @@ struct ServeCtx<'a> {
     id: &'a str,
     spec: &'a LoopSpec,
     policy: &'a PermissionPolicy,
+    /// `todo_write`'s list for this node's loop (the tool is launcher-placed, §13.3).
+    todos: &'a iterion_agent::claw_tools::TodoList,
 }
 
 /// The runner's `result` as the node's outcome.

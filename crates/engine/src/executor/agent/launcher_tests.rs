@@ -218,6 +218,7 @@ async fn serve_recording(
                 id: "n",
                 spec,
                 policy: &policy,
+                todos: &iterion_agent::claw_tools::TodoList::default(),
             },
         ),
     )

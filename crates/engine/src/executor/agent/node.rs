@@ -291,6 +291,14 @@ async fn run_in_process(
                 format!("the host shell could not be set up: {e}"),
             )
         })?;
+    // Without a sandbox `web_fetch` leaves as the model calls do: by the host's proxy
+    // variables, if any (there is no network policy to apply).
+    let web = HttpClient::new(
+        Route::HostEnv,
+        iterion_agent::claw_tools::FETCH_TIMEOUT,
+        &ctx.environment,
+    )
+    .map_err(|e| Failure::new(FailureCode::ExecutionFailed, e.to_string()))?;
     let host = InProcessTools {
         local: LocalTools::new(
             workspace,
@@ -299,7 +307,8 @@ async fn run_in_process(
                 ("ITERION_RUN_ID".to_owned(), ctx.run_id.clone()),
                 ("ITERION_NODE_ID".to_owned(), id.to_owned()),
             ],
-        ),
+        )
+        .with_web(web),
         allowed: spec.tools.iter().map(|t| t.name.clone()).collect(),
         node: id.to_owned(),
         operator: env.operator.clone(),
@@ -348,8 +357,11 @@ impl ToolHost for InProcessTools {
         if call.name == ASK_USER {
             return ask_operator(self.operator.as_ref(), &self.node, &call.input).await;
         }
-        match self.local.call(&call.name, &call.input).await {
-            Ok(text) => ToolOutcome::Output(text),
+        match self.local.call_reply(&call.name, &call.input).await {
+            Ok(reply) => match reply.image {
+                Some(image) => ToolOutcome::Image(reply.text, image),
+                None => ToolOutcome::Output(reply.text),
+            },
             Err(error) => ToolOutcome::Error(error.to_string()),
         }
     }
