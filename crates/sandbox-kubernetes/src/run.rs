@@ -343,6 +343,11 @@ impl SandboxRun for KubernetesRun {
         self.egress_enforced
     }
 
+    /// Stdin is never closed before the process exits (the v4 protocol, see `exec_raw`).
+    fn exec_stdin_reaches_eof(&self) -> bool {
+        false
+    }
+
     fn id(&self) -> &str {
         &self.shared.pod
     }

@@ -456,6 +456,14 @@ pub trait SandboxRun: Send + Sync {
         false
     }
 
+    /// Whether a process fed through [`ExecOpts::stdin`] reads end-of-file once the bytes are
+    /// written (its stdin closed). Kubernetes answers `false`: there a close would end the whole
+    /// exec on the v4 protocol, so stdin stays open until the process exits and a caller whose
+    /// command reads to the end must tell it a length (`head -c N`). Default: `true`.
+    fn exec_stdin_reaches_eof(&self) -> bool {
+        true
+    }
+
     /// The channel to an exec agent the driver started as the sandbox's own command
     /// ([`Spec::exec_agent`]), already greeted; taken once (later calls answer `None`). Default:
     /// `None` (the engine starts the agent through [`SandboxRun::exec`]).

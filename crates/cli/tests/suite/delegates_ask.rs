@@ -373,6 +373,9 @@ fn parent_and_child(
     );
 }
 
+/// A run's events, kind and body, in order.
+type Events = Vec<(String, Value)>;
+
 /// Runs `p.iter` (a parent whose adopted child asks), checks the pause travels up and that only
 /// the parent's resume answers the child, in the child's own record; returns the parent's and
 /// the child's events.
@@ -380,7 +383,7 @@ fn child_pause_then_resume(
     env: &Env,
     fake: &FakeModel,
     cmd: impl Fn(&[&str]) -> std::process::Output,
-) -> (Vec<(String, Value)>, Vec<(String, Value)>) {
+) -> (Events, Events) {
     let out = cmd(&["run", "p.iter"]);
     let runs = env.runs();
     assert_eq!(runs.len(), 2, "{}\n{runs:#?}", stderr_of(&out));

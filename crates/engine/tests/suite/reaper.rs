@@ -19,10 +19,7 @@ use iterion_store::{
 };
 use pretty_assertions::assert_eq;
 
-#[path = "../../../sandbox-kubernetes/tests/support/fake_kube.rs"]
-mod fake_kube;
-
-use fake_kube::{FakeKube, Kind};
+use crate::suite::fake_kube::{FakeKube, Kind};
 
 const TTL: Duration = Duration::from_secs(30);
 

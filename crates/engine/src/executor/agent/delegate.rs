@@ -487,12 +487,14 @@ async fn write_files(
                 .map_err(|e| failed(e.to_string()))?;
             continue;
         }
+        // `head -c`, not `cat`: a driver may never close an exec's stdin (kubernetes).
         let argv = [
             "sh".to_owned(),
             "-c".to_owned(),
-            "umask 077 && mkdir -p \"$(dirname \"$1\")\" && cat > \"$1\"".to_owned(),
+            "umask 077 && mkdir -p \"$(dirname \"$1\")\" && head -c \"$2\" > \"$1\"".to_owned(),
             "sh".to_owned(),
             path.clone(),
+            text.len().to_string(),
         ];
         let opts = ExecOpts {
             stdin: Some(Box::new(std::io::Cursor::new(text.clone().into_bytes()))),
@@ -508,6 +510,23 @@ async fn write_files(
         }
     }
     Ok(())
+}
+
+/// The argv that gives the CLI its `len` bytes of stdin and then end-of-file: the CLI itself
+/// where the driver closes an exec's stdin, else the CLI behind `head -c LEN |` (kubernetes never
+/// closes it, and both CLIs read their prompt to the end).
+fn fed_argv(stdin_reaches_eof: bool, argv: &[String], len: usize) -> Vec<String> {
+    if stdin_reaches_eof {
+        return argv.to_vec();
+    }
+    let mut fed = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        "head -c \"$0\" | \"$@\"".to_owned(),
+        len.to_string(),
+    ];
+    fed.extend(argv.iter().cloned());
+    fed
 }
 
 /// What one CLI run came to.
@@ -724,7 +743,12 @@ async fn run_cli(
         user: None,
     };
     let offset = *turns;
-    let exec = ctx.sandbox.exec(&inv.argv, opts);
+    let argv = fed_argv(
+        ctx.sandbox.exec_stdin_reaches_eof(),
+        &inv.argv,
+        inv.stdin.len(),
+    );
+    let exec = ctx.sandbox.exec(&argv, opts);
     let read = read_stream(ctx, id, task.cli, offset, stdout_ours);
     let paused = std::sync::Mutex::new(None);
     let joined = tokio::time::timeout(DELEGATE_TIMEOUT, async {
@@ -968,8 +992,52 @@ async fn record(
 
 #[cfg(test)]
 mod tests {
-    use super::{fingerprint, fork_mismatch, read_bounded_line};
+    use super::{fed_argv, fingerprint, fork_mismatch, read_bounded_line};
     use pretty_assertions::assert_eq;
+
+    /// A CLI that reads its stdin to the end gets end-of-file from the `head -c` wrapper even
+    /// though the stdin it was given stays open (as a kubernetes exec's does); the wrapper
+    /// passes the CLI's own arguments through untouched, quotes and all.
+    #[test]
+    fn a_cli_behind_the_length_wrapper_ends_though_its_stdin_stays_open() {
+        use std::io::{Read, Write};
+        use std::process::{Command, Stdio};
+        let cli = [
+            "sh",
+            "-c",
+            "wc -c; printf '%s|' \"$@\"",
+            "cli",
+            "a b",
+            "$HOME",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        assert_eq!(fed_argv(true, &cli, 6), cli);
+        let argv = fed_argv(false, &cli, 6);
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"hello\n").unwrap();
+        stdin.flush().unwrap();
+        // `stdin` is held (never closed) until the child has exited.
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        assert!(child.wait().unwrap().success());
+        drop(stdin);
+        assert_eq!(
+            out.split_whitespace().collect::<Vec<_>>(),
+            ["6", "a", "b|$HOME|"]
+        );
+    }
 
     #[test]
     fn a_fingerprint_names_the_route_without_user_info_port_or_path() {

@@ -41,7 +41,6 @@ async fn claude_code_asks_over_a_tcp_listener_pauses_and_resume_answers_in_its_s
         WORKFLOW.as_bytes(),
         &iterion_dsl::CompileOptions {
             ask_user_in_sandbox: true,
-            ..Default::default()
         },
     );
     let wf = compiled
