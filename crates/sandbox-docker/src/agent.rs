@@ -1,5 +1,6 @@
-//! The exec agent as the container's own command (issue 18): attached before the start, its
-//! hello read here, the greeted channel handed to the engine
+//! The exec agent as the container's own command (issue 18): attached (before the start of a
+//! cold container, at claim for a warm pool entry), greeted here with what the container was
+//! created without (a pool entry's run env), the greeted channel handed to the engine
 //! ([`SandboxRun::take_attached_agent`](iterion_sandbox::SandboxRun::take_attached_agent)).
 //! The container's stdout carries the agent's frames; what it writes on stderr explains a
 //! failed start and is otherwise only traced.
@@ -8,8 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use iterion_sandbox::exec_agent::AttachedAgent;
-use iterion_sandbox::exec_agent::frame::{CHUNK, Frame, PROTOCOL_VERSION};
+use iterion_sandbox::exec_agent::frame::{CHUNK, Greeting};
+use iterion_sandbox::exec_agent::{AttachedAgent, handshake};
 use tokio::io::AsyncWriteExt;
 
 use crate::api::{ContainerApi, ExecAttachment, ExecChunk};
@@ -17,6 +18,9 @@ use crate::api::{ContainerApi, ExecAttachment, ExecChunk};
 /// How long the agent has to greet once its container started (a static binary on a local
 /// engine greets in milliseconds).
 pub(crate) const GREET_WITHIN: Duration = Duration::from_secs(10);
+
+/// How long a claimed warm pool entry's agent, running since the entry was made, has to answer.
+pub(crate) const CLAIMED_GREET_WITHIN: Duration = Duration::from_secs(3);
 
 /// The most bytes of the agent's stderr kept to explain why it did not greet.
 const STDERR_TAIL: usize = 2048;
@@ -36,7 +40,8 @@ pub(crate) fn exit_code(api: Arc<dyn ContainerApi>, id: String) -> ExitCode {
     Box::pin(async move { waited.await.ok().flatten() })
 }
 
-/// Reads the agent's hello from `attachment` (attached before the start) within `within`.
+/// Greets the agent on `attachment` (its container started) with `greeting` and reads its hello
+/// within `within`.
 ///
 /// # Errors
 ///
@@ -44,9 +49,13 @@ pub(crate) fn exit_code(api: Arc<dyn ContainerApi>, id: String) -> ExitCode {
 pub(crate) async fn greet(
     attachment: ExecAttachment,
     exit_code: ExitCode,
+    greeting: &Greeting,
     within: Duration,
 ) -> Result<AttachedAgent, String> {
-    let ExecAttachment { mut output, input } = attachment;
+    let ExecAttachment {
+        mut output,
+        mut input,
+    } = attachment;
     let (mut out_w, mut out_r) = tokio::io::duplex(4 * CHUNK);
     let tail = Arc::new(Mutex::new(Vec::new()));
     let (ended_tx, ended_rx) = tokio::sync::oneshot::channel::<()>();
@@ -79,19 +88,9 @@ pub(crate) async fn greet(
         drop(out_w);
         let _ = ended_tx.send(());
     });
-    let why = match tokio::time::timeout(within, Frame::read(&mut out_r)).await {
-        Ok(Ok(Some(Frame::Hello(PROTOCOL_VERSION)))) => None,
-        Ok(Ok(Some(Frame::Hello(other)))) => Some(format!(
-            "the exec agent speaks version {other}, not {PROTOCOL_VERSION}"
-        )),
-        Ok(Ok(Some(_))) => Some("the exec agent did not greet first".to_owned()),
-        Ok(Ok(None)) => Some("the exec agent exited before it was ready".to_owned()),
-        Ok(Err(error)) => Some(error.to_string()),
-        Err(_) => Some(format!(
-            "the exec agent was not ready within {} ms",
-            within.as_millis()
-        )),
-    };
+    let why = handshake(&mut input, &mut out_r, greeting, within)
+        .await
+        .err();
     if let Some(why) = why {
         let tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
         let tail = String::from_utf8_lossy(&tail);
