@@ -111,3 +111,122 @@ pub(crate) async fn greet(
         }),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    // Test code: a failed unwrap is the assertion.
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use bytes::Bytes;
+    use futures_util::StreamExt;
+    use iterion_sandbox::exec_agent::frame::{Frame, Greeting, PROTOCOL_VERSION};
+
+    use super::*;
+
+    /// An attachment whose container prints `chunks` and then stays attached (its output does
+    /// not end), and the engine's side of its stdin.
+    fn attached(chunks: Vec<ExecChunk>) -> (ExecAttachment, tokio::io::DuplexStream) {
+        let (stdin_w, stdin_r) = tokio::io::duplex(1 << 16);
+        let output = futures_util::stream::iter(chunks.into_iter().map(Ok))
+            .chain(futures_util::stream::pending())
+            .boxed();
+        (
+            ExecAttachment {
+                output,
+                input: Box::pin(stdin_w),
+            },
+            stdin_r,
+        )
+    }
+
+    fn no_exit() -> ExitCode {
+        Box::pin(async { None })
+    }
+
+    async fn wire(frame: Frame) -> Bytes {
+        let mut bytes = Vec::new();
+        frame.write(&mut bytes).await.unwrap();
+        Bytes::from(bytes)
+    }
+
+    #[tokio::test]
+    async fn a_claimed_agent_is_greeted_with_the_runs_env_before_it_is_used() {
+        let (attachment, mut stdin) = attached(vec![ExecChunk::Stdout(
+            wire(Frame::Hello(PROTOCOL_VERSION)).await,
+        )]);
+        let greeting = Greeting {
+            env: vec![(
+                "HTTPS_PROXY".to_owned(),
+                "http://t:tok@127.0.0.1:3128".to_owned(),
+            )],
+        };
+        let agent = greet(attachment, no_exit(), &greeting, Duration::from_secs(5))
+            .await
+            .expect("greeted");
+        drop(agent);
+        assert_eq!(
+            Frame::read(&mut stdin).await.unwrap(),
+            Some(Frame::Greet(greeting)),
+            "the first bytes the agent gets are the greeting with the run's env"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_hostile_containers_garbage_instead_of_a_hello_is_refused_with_its_stderr_tail() {
+        // A header announcing 4 GiB, then more than the tail keeps on stderr.
+        let (attachment, _stdin) = attached(vec![
+            ExecChunk::Stderr(Bytes::from(vec![b'e'; 3 * STDERR_TAIL])),
+            ExecChunk::Stderr(Bytes::from_static(b"\x1b[31mI am not an agent")),
+            ExecChunk::Stdout(Bytes::from_static(&[
+                0x01, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+            ])),
+        ]);
+        let started = std::time::Instant::now();
+        let why = greet(
+            attachment,
+            no_exit(),
+            &Greeting::default(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "refused at once"
+        );
+        assert!(why.contains("over the"), "{why}");
+        assert!(why.ends_with("I am not an agent"), "{why}");
+        assert!(!why.contains('\x1b'), "control bytes are escaped: {why:?}");
+        assert!(
+            why.len() < STDERR_TAIL * 2 + 200,
+            "bounded: {} bytes",
+            why.len()
+        );
+    }
+
+    #[tokio::test]
+    async fn an_agent_that_output_something_before_its_hello_or_nothing_is_refused() {
+        let (attachment, _stdin) = attached(vec![ExecChunk::Stdout(
+            wire(Frame::Stdout(1, b"x".to_vec())).await,
+        )]);
+        let why = greet(
+            attachment,
+            no_exit(),
+            &Greeting::default(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap_err();
+        assert!(why.contains("did not answer the greeting"), "{why}");
+        let (attachment, _stdin) = attached(Vec::new());
+        let why = greet(
+            attachment,
+            no_exit(),
+            &Greeting::default(),
+            Duration::from_millis(100),
+        )
+        .await
+        .unwrap_err();
+        assert!(why.contains("not ready within 100 ms"), "{why}");
+    }
+}
