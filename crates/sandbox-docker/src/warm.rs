@@ -29,8 +29,11 @@
 //! a trusted entry. Specs with file secrets (refreshed by renaming in the run dir), a planned
 //! listener (its socket comes later) or a per-run build image are never pooled.
 //!
-//! An entry is claimed once (popped under the pool's lock) and never returned: cleanup removes it
-//! like any run's container. The pool refills in the background after every claim or miss of a
+//! An entry's command is the exec agent when the run's is (a cold container's is): it waits,
+//! unattached and silent, until the claiming process attaches and greets it with the run's env
+//! ([`iterion_sandbox::exec_agent::frame::Greeting`]); so a claimed run makes no exec to start
+//! an agent. An entry is claimed once (popped under the pool's lock) and never returned: at
+//! cleanup its agent is shut down and the container ends, as any run's. The pool refills in the background after every claim or miss of a
 //! poolable shape, up to its size per shape. Entries are owned by the process that made them;
 //! the reaper removes those whose owner is gone ([`owner_is_gone`]), with their unclaimed slots.
 
