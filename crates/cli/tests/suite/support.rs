@@ -271,31 +271,18 @@ pub fn store_id_of(db: &std::path::Path) -> Option<String> {
     })
 }
 
-/// Container ids labelled `iterion.io/store=<id>`, in any state. A container that already
-/// ended (its exec agent shut down at the end of its run) is removed by the engine itself
-/// (`AutoRemove`) a moment after the run returned: such containers are waited for, up to 10 s,
-/// before they count as left behind.
+/// Container ids labelled `iterion.io/store=<id>`, in any state.
 pub fn containers_of(store_id: &str) -> Vec<String> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let out = StdCommand::new("docker")
-            .args(["ps", "-a", "--format", "{{.ID}} {{.State}}", "--filter"])
-            .arg(format!("label=iterion.io/store={store_id}"))
-            .output()
-            .unwrap();
-        let listed: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.split_once(' '))
-            .map(|(id, state)| (id.to_owned(), state.to_owned()))
-            .collect();
-        let ending = listed
-            .iter()
-            .any(|(_, state)| matches!(state.as_str(), "exited" | "dead" | "removing"));
-        if !ending || std::time::Instant::now() > deadline {
-            return listed.into_iter().map(|(id, _)| id).collect();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let out = StdCommand::new("docker")
+        .args(["ps", "-aq", "--filter"])
+        .arg(format!("label=iterion.io/store={store_id}"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 impl Drop for Env {

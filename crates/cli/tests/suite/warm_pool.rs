@@ -162,8 +162,7 @@ fn docker_one_iterion_run_leaves_a_ready_sandbox_the_next_run_claims() {
         claimed,
         "the second run claims the entry the first one left"
     );
-    // At the run's end its agent (PID 1) is shut down, so it ends on its own and the engine
-    // removes it (`AutoRemove`).
+    // Frozen at the run's end, it is removed by the filler the run handed it to.
     let deadline = Instant::now() + Duration::from_secs(30);
     while env.containers().contains(&first[0].0) {
         assert!(
@@ -175,7 +174,7 @@ fn docker_one_iterion_run_leaves_a_ready_sandbox_the_next_run_claims() {
     let logs = env.logs(&env.runs()[0]);
     assert!(
         logs.iter()
-            .any(|(_, line)| line.contains("ended with its exec agent; the engine removes it")),
+            .any(|(_, line)| line.contains("frozen; its removal is handed to the filler")),
         "{logs:#?}"
     );
     let second = settled_entries(&store_id, 1);
