@@ -28,35 +28,16 @@ const STDERR_TAIL: usize = 2048;
 /// Resolves with the container's exit code once it ended (`None`: the engine could not say).
 pub(crate) type ExitCode = std::pin::Pin<Box<dyn std::future::Future<Output = Option<i64>> + Send>>;
 
-/// How container `id`'s own command ended, once known: `Some(Some(code))` when the engine
-/// reported its exit, `Some(None)` when the wait failed (which says nothing about the
-/// container), `None` while it runs.
-pub(crate) type Ended = tokio::sync::watch::Receiver<Option<Option<i64>>>;
-
-/// Asks the engine now (the container running) how container `id`'s own command ends, so that
-/// an auto-removed container still reports it.
-pub(crate) fn watch_exit(api: Arc<dyn ContainerApi>, id: String) -> Ended {
-    let (tx, ended) = tokio::sync::watch::channel(None);
-    tokio::spawn(async move {
-        let code = api
-            .wait_container(&id)
+/// The exit code of container `id`'s own command, asked for now (while it runs), so that an
+/// auto-removed container still reports it.
+pub(crate) fn exit_code(api: Arc<dyn ContainerApi>, id: String) -> ExitCode {
+    let waited = tokio::spawn(async move {
+        api.wait_container(&id)
             .await
             .map_err(|error| tracing::debug!("sandbox: wait for container {id}: {error}"))
-            .ok();
-        let _ = tx.send(Some(code));
+            .ok()
     });
-    ended
-}
-
-/// The exit code `ended` reports, as a future.
-pub(crate) fn exit_code(ended: &Ended) -> ExitCode {
-    let mut ended = ended.clone();
-    Box::pin(async move {
-        match ended.wait_for(Option::is_some).await {
-            Ok(code) => (*code).flatten(),
-            Err(_) => None,
-        }
-    })
+    Box::pin(async move { waited.await.ok().flatten() })
 }
 
 /// Greets the agent on `attachment` (its container started) with `greeting` and reads its hello

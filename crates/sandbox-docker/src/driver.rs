@@ -374,7 +374,7 @@ impl DockerDriver {
         &self,
         plan: &plan::CreatePlan,
         guard: &mut RemoveOnDrop,
-    ) -> Result<(String, Option<(AttachedAgent, agent::Ended)>)> {
+    ) -> Result<(String, Option<AttachedAgent>)> {
         let shared = &self.shared;
         if !plan::runs_agent(&plan.body) {
             return Ok((self.create_then_start(plan, guard, false).await?.0, None));
@@ -382,20 +382,17 @@ impl DockerDriver {
         let (id, attachment) = self.create_then_start(plan, guard, true).await?;
         let why = match attachment {
             // Created with the run's env: the greeting adds nothing.
-            Some(Ok(attachment)) => {
-                let ended = agent::watch_exit(Arc::clone(&shared.api), id.clone());
-                match agent::greet(
-                    attachment,
-                    agent::exit_code(&ended),
-                    &Greeting::default(),
-                    agent::GREET_WITHIN,
-                )
-                .await
-                {
-                    Ok(agent) => return Ok((id, Some((agent, ended)))),
-                    Err(why) => why,
-                }
-            }
+            Some(Ok(attachment)) => match agent::greet(
+                attachment,
+                agent::exit_code(Arc::clone(&shared.api), id.clone()),
+                &Greeting::default(),
+                agent::GREET_WITHIN,
+            )
+            .await
+            {
+                Ok(agent) => return Ok((id, Some(agent))),
+                Err(why) => why,
+            },
             Some(Err(error)) => error.to_string(),
             None => "no attach".to_owned(),
         };
@@ -462,25 +459,21 @@ impl DockerDriver {
     /// greets it with the run's container env (the entry was created without it). An agent that
     /// does not answer is logged and left to idle: the engine then starts one through an exec,
     /// whose env the driver's exec supplies.
-    async fn attach_claimed(
-        &self,
-        id: &str,
-        env: &[(String, String)],
-    ) -> Option<(AttachedAgent, agent::Ended)> {
+    async fn attach_claimed(&self, id: &str, env: &[(String, String)]) -> Option<AttachedAgent> {
         let shared = &self.shared;
         let greeting = Greeting { env: env.to_vec() };
         let why = match shared.api.attach_container(id).await {
             Ok(attachment) => {
-                let ended = agent::watch_exit(Arc::clone(&shared.api), id.to_owned());
+                let exit_code = agent::exit_code(Arc::clone(&shared.api), id.to_owned());
                 match agent::greet(
                     attachment,
-                    agent::exit_code(&ended),
+                    exit_code,
                     &greeting,
                     agent::CLAIMED_GREET_WITHIN,
                 )
                 .await
                 {
-                    Ok(agent) => return Some((agent, ended)),
+                    Ok(agent) => return Some(agent),
                     Err(why) => why,
                 }
             }

@@ -26,10 +26,6 @@ use crate::shared::{REMOVE_TIMEOUT, Shared};
 /// ended (engines can lag a few milliseconds behind the stream's end).
 const EXIT_CODE_WAIT: Duration = Duration::from_secs(3);
 
-/// How long cleanup waits for a container whose exec agent was shut down to end on its own
-/// before it stops the container itself.
-const AGENT_END_WAIT: Duration = Duration::from_secs(2);
-
 /// Force-removes `id`; already gone is a success. A removal already in progress (the
 /// `AutoRemove` race after a kill from outside) is asked again until the container is gone.
 /// Each ask is bounded by [`REMOVE_TIMEOUT`].
@@ -167,8 +163,6 @@ pub(crate) struct DockerRun {
     warm_leftovers: Vec<PathBuf>,
     claimed: bool,
     attached: std::sync::Mutex<Option<AttachedAgent>>,
-    /// How the container's own command ended, when it is the greeted exec agent.
-    agent_ended: Option<crate::agent::Ended>,
     closed: AtomicBool,
     cleaned: tokio::sync::Mutex<bool>,
 }
@@ -190,9 +184,8 @@ pub(crate) struct RunParts {
     pub(crate) warm_leftovers: Vec<PathBuf>,
     /// Whether the container is a claimed pool entry (its removal may be handed to a filler).
     pub(crate) claimed: bool,
-    /// The exec agent running as the container's command, greeted, until the engine takes it,
-    /// and how that command ends.
-    pub(crate) attached: Option<(AttachedAgent, crate::agent::Ended)>,
+    /// The exec agent running as the container's command, greeted, until the engine takes it.
+    pub(crate) attached: Option<AttachedAgent>,
 }
 
 impl DockerRun {
@@ -222,8 +215,7 @@ impl DockerRun {
             base_env,
             warm_leftovers,
             claimed,
-            agent_ended: attached.as_ref().map(|(_, ended)| ended.clone()),
-            attached: std::sync::Mutex::new(attached.map(|(agent, _)| agent)),
+            attached: std::sync::Mutex::new(attached),
             closed: AtomicBool::new(false),
             cleaned: tokio::sync::Mutex::new(false),
         }
@@ -408,49 +400,6 @@ impl DockerRun {
         }
     }
 
-    /// When the container's own command is the exec agent: shuts it down (when the engine did
-    /// not take its channel and so could not) and waits, bounded, for the engine to report the
-    /// container's end. The agent was PID 1, so once it exited the kernel had killed every other
-    /// process of the sandbox: nothing of it runs any more, and `AutoRemove` makes the engine
-    /// remove it without this run waiting. `false` (an agent that does not end, a wait that
-    /// failed): the caller stops the container itself.
-    async fn ended_on_its_own(&self) -> bool {
-        let Some(ended) = &self.agent_ended else {
-            return false;
-        };
-        let untaken = self
-            .attached
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(mut agent) = untaken {
-            let shutdown =
-                iterion_sandbox::exec_agent::frame::Frame::Shutdown.write(&mut agent.to_agent);
-            let _ = tokio::time::timeout(AGENT_END_WAIT, shutdown).await;
-        }
-        let mut ended = ended.clone();
-        let reported = tokio::time::timeout(AGENT_END_WAIT, ended.wait_for(Option::is_some)).await;
-        match reported {
-            Ok(Ok(code)) if matches!(*code, Some(Some(_))) => {
-                self.shared.log(
-                    LogLevel::Info,
-                    &format!(
-                        "sandbox: container {} ended with its exec agent; the engine removes it",
-                        self.id
-                    ),
-                );
-                true
-            }
-            _ => {
-                tracing::debug!(
-                    "sandbox: container {} did not end with its exec agent; stopping it",
-                    self.id
-                );
-                false
-            }
-        }
-    }
-
     /// Issue 15 item 13: the intermediate images of this run's build — every image labelled
     /// with its run id (the classic builder commits one per `LABEL` step). The run id is unique,
     /// so no other build's cache is among them; children go before parents, so removal repeats
@@ -559,28 +508,6 @@ impl SandboxRun for DockerRun {
         self.closed.store(true, Ordering::SeqCst);
         let mut cleaned = self.cleaned.lock().await;
         if *cleaned {
-            return Ok(());
-        }
-        if self.ended_on_its_own().await {
-            *cleaned = true;
-            if let Some(image) = &self.built_image {
-                // The image goes once the container does: removed here, not waited for.
-                remove_container(&self.shared, &self.id).await?;
-                self.shared
-                    .log(LogLevel::Info, &render_rmi(self.shared.engine, image));
-                if let Err(error) = self.shared.api.remove_image(image).await {
-                    tracing::debug!("sandbox: could not remove the built image {image}: {error}");
-                }
-                self.remove_run_intermediates().await;
-            }
-            self.remove_run_dir().await;
-            if !self.warm_leftovers.is_empty() {
-                let slots = self.warm_leftovers.clone();
-                let _ = tokio::task::spawn_blocking(move || {
-                    crate::warm::remove_slots(slots.iter().map(PathBuf::as_path));
-                })
-                .await;
-            }
             return Ok(());
         }
         if self.claimed && self.shared.pool.hands_off() {

@@ -4,12 +4,8 @@
 //! on stdout ([`iterion_sandbox::exec_agent`] holds the protocol and both sides). It reads no
 //! environment variable of its own (the commands it starts inherit the sandbox's) and writes
 //! nothing but frames to stdout; a broken channel is one line on stderr and exit 1. As the
-//! sandbox's own command (PID 1, docker and podman) it exits only when the engine shuts it down
-//! at the end of the run (the sandbox then ends on its own); a channel that ends otherwise leaves
-//! it idling and reaping, so the sandbox stays up for the driver's exec until the driver removes
-//! it.
-use iterion_sandbox::exec_agent::Served;
-
+//! sandbox's own command (PID 1, docker and podman) it never exits: once the channel ends it
+//! idles and reaps, so the sandbox stays up for the driver's exec until the driver removes it.
 use crate::exit::Exit;
 
 /// Serves the engine on this process's stdin/stdout until stdin ends.
@@ -28,19 +24,15 @@ pub fn run() -> Exit {
         tokio::io::stdin(),
         tokio::io::stdout(),
     ));
-    // `serve` killed what it started. Not waiting for the runtime's blocking stdin read, which
-    // would hold the exit until the engine closes stdin.
-    runtime.shutdown_background();
-    if std::process::id() == 1 && !matches!(served, Ok(Served::Shutdown)) {
+    if std::process::id() == 1 {
         if let Err(error) = &served {
             eprintln!("exec agent: {error}");
         }
+        drop(runtime);
         iterion_sandbox::exec_agent::idle_as_init();
     }
-    // Shut down, PID 1 exits too: the kernel kills what is left in the sandbox, which then
-    // ends on its own.
     match served {
-        Ok(_) => Exit::Success,
+        Ok(()) => Exit::Success,
         Err(error) => {
             eprintln!("exec agent: {error}");
             Exit::Failed

@@ -24,12 +24,6 @@ use crate::exec_agent::frame::{
 };
 use crate::rules::ArgRule;
 
-/// A frame for the writer, and who waits for it to be written.
-type Outgoing = (Frame, Option<tokio::sync::oneshot::Sender<()>>);
-
-/// How long the end of a run waits for its shutdown frame to reach the agent.
-const SHUTDOWN_WRITE: Duration = Duration::from_millis(500);
-
 /// What the reader hands one exec.
 enum Delivery {
     Stdout(Vec<u8>),
@@ -49,7 +43,7 @@ struct Channel {
     agent_exit: tokio::sync::watch::Receiver<Option<Option<i64>>>,
     alive: AtomicBool,
     next_id: AtomicU32,
-    to_agent: mpsc::UnboundedSender<Outgoing>,
+    to_agent: mpsc::UnboundedSender<Frame>,
     slots: Mutex<HashMap<u32, mpsc::Sender<Delivery>>>,
     /// The task writing frames into the agent's stdin: ended when the agent is lost, so the
     /// driver's exec of the agent sees its stdin end and can report how the agent ended.
@@ -263,7 +257,7 @@ fn connect(
     agent_exit: tokio::sync::watch::Receiver<Option<Option<i64>>>,
     tasks: Vec<JoinHandle<()>>,
 ) -> AgentRun {
-    let (to_agent, mut outgoing) = mpsc::unbounded_channel::<Outgoing>();
+    let (to_agent, mut outgoing) = mpsc::unbounded_channel::<Frame>();
     let channel = Arc::new(Channel {
         agent_exit,
         alive: AtomicBool::new(true),
@@ -276,13 +270,10 @@ fn connect(
     let writer_channel = Arc::clone(&channel);
     let writer = tokio::spawn(async move {
         let mut sink = sink;
-        while let Some((frame, written)) = outgoing.recv().await {
+        while let Some(frame) = outgoing.recv().await {
             if let Err(error) = frame.write(&mut sink).await {
                 writer_channel.lose(&error.to_string());
                 return;
-            }
-            if let Some(written) = written {
-                let _ = written.send(());
             }
         }
     });
@@ -354,7 +345,7 @@ impl Drop for InFlight<'_> {
         }
         if !self.done {
             self.channel.slots().remove(&self.id);
-            let _ = self.channel.to_agent.send((Frame::Kill(self.id), None));
+            let _ = self.channel.to_agent.send(Frame::Kill(self.id));
         }
     }
 }
@@ -400,11 +391,7 @@ impl AgentRun {
             workdir,
             stdin: stdin.is_some() || keep_stdin_open,
         };
-        if channel
-            .to_agent
-            .send((Frame::Start(id, request), None))
-            .is_err()
-        {
+        if channel.to_agent.send(Frame::Start(id, request)).is_err() {
             flight.done = true;
             channel.slots().remove(&id);
             return Err(lost(
@@ -421,7 +408,7 @@ impl AgentRun {
                         Ok(0) | Err(_) => break,
                         Ok(n) => {
                             if to_agent
-                                .send((Frame::Stdin(id, buffer[..n].to_vec()), None))
+                                .send(Frame::Stdin(id, buffer[..n].to_vec()))
                                 .is_err()
                             {
                                 return;
@@ -430,7 +417,7 @@ impl AgentRun {
                     }
                 }
                 if !keep_stdin_open {
-                    let _ = to_agent.send((Frame::StdinEnd(id), None));
+                    let _ = to_agent.send(Frame::StdinEnd(id));
                 }
             }));
         }
@@ -529,20 +516,8 @@ impl SandboxRun for AgentRun {
         self.exec_via_agent(argv, opts).await
     }
 
-    /// Ends the agent — a shutdown frame (it kills what it started and exits; as the sandbox's
-    /// own command, the sandbox ends with it), then its stdin closes — then the sandbox.
+    /// Ends the agent (its stdin closes: it kills what it started), then the sandbox.
     async fn cleanup(&self) -> Result<()> {
-        if self.agent_alive() {
-            let (written, ack) = tokio::sync::oneshot::channel();
-            if self
-                .channel
-                .to_agent
-                .send((Frame::Shutdown, Some(written)))
-                .is_ok()
-            {
-                let _ = tokio::time::timeout(SHUTDOWN_WRITE, ack).await;
-            }
-        }
         self.channel.stop();
         self.inner.cleanup().await
     }

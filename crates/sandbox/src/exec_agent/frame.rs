@@ -57,11 +57,6 @@ pub enum Frame {
     StdinEnd(u32),
     /// Engine → agent: kill exec `id`'s process group.
     Kill(u32),
-    /// Engine → agent, exec id 0: the run is done. The agent kills what it started and exits,
-    /// also as the sandbox's PID 1 (the kernel then kills everything else in the sandbox), so
-    /// the sandbox ends on its own instead of being killed by the engine. A channel that merely
-    /// breaks does not end a PID 1 agent.
-    Shutdown,
     /// Agent → engine: exec `id` wrote to stdout.
     Stdout(u32, Vec<u8>),
     /// Agent → engine: exec `id` wrote to stderr.
@@ -86,7 +81,6 @@ pub enum FrameError {
 
 const HELLO: u8 = 0x01;
 const GREET: u8 = 0x06;
-const SHUTDOWN: u8 = 0x07;
 const START: u8 = 0x02;
 const STDIN: u8 = 0x03;
 const STDIN_END: u8 = 0x04;
@@ -115,7 +109,6 @@ impl Frame {
             Frame::Stdin(id, bytes) => (STDIN, *id, Cow::Borrowed(bytes.as_slice())),
             Frame::StdinEnd(id) => (STDIN_END, *id, Cow::Borrowed(&[][..])),
             Frame::Kill(id) => (KILL, *id, Cow::Borrowed(&[][..])),
-            Frame::Shutdown => (SHUTDOWN, 0, Cow::Borrowed(&[][..])),
             Frame::Stdout(id, bytes) => (STDOUT, *id, Cow::Borrowed(bytes.as_slice())),
             Frame::Stderr(id, bytes) => (STDERR, *id, Cow::Borrowed(bytes.as_slice())),
             Frame::Exit(id, code) => (EXIT, *id, Cow::Owned(code.to_be_bytes().to_vec())),
@@ -208,7 +201,6 @@ impl Frame {
             STDIN => Frame::Stdin(id, payload),
             STDIN_END => Frame::StdinEnd(id),
             KILL => Frame::Kill(id),
-            SHUTDOWN => Frame::Shutdown,
             STDOUT => Frame::Stdout(id, payload),
             STDERR => Frame::Stderr(id, payload),
             EXIT => Frame::Exit(id, i64::from_be_bytes(fixed(&payload)?)),

@@ -32,7 +32,7 @@ mod server;
 
 pub use attached::AttachedAgent;
 pub use client::{AgentRun, attach_exec_agent, handshake, start_exec_agent};
-pub use server::{Served, idle_as_init, serve};
+pub use server::{idle_as_init, serve};
 
 /// The hidden subcommand that runs the agent.
 pub const EXEC_AGENT_SUBCOMMAND: &str = "__exec-agent";

@@ -38,25 +38,14 @@ struct Running {
 
 type Table = Arc<Mutex<HashMap<u32, Running>>>;
 
-/// How [`serve`] ended without an error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Served {
-    /// The engine's side ended (stdin closed), with or without a greeting.
-    Closed,
-    /// The engine said the run is done ([`Frame::Shutdown`]): the agent should exit, also as
-    /// PID 1.
-    Shutdown,
-}
-
-/// Serves the engine on `input`/`output` until `input` ends or the engine shuts it down: waits
-/// for its greeting, answers it, then runs what it asks. Every process it started is killed
-/// before it returns.
+/// Serves the engine on `input`/`output` until `input` ends: waits for its greeting, answers
+/// it, then runs what it asks.
 ///
 /// # Errors
 ///
 /// The channel broke: the first frame was not a greeting, the hello could not be written, or
 /// a frame could not be read.
-pub async fn serve<R, W>(mut input: R, output: W) -> Result<Served, FrameError>
+pub async fn serve<R, W>(mut input: R, output: W) -> Result<(), FrameError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -66,8 +55,7 @@ where
     let Greeting { env: base_env } = match Frame::read(&mut input).await? {
         Some(Frame::Greet(greeting)) => greeting,
         // Nobody ever greeted (an unclaimed pool entry removed): nothing to serve.
-        None => return Ok(Served::Closed),
-        Some(Frame::Shutdown) => return Ok(Served::Shutdown),
+        None => return Ok(()),
         Some(other) => {
             return Err(FrameError::Malformed(format!(
                 "the engine's first frame is not a greeting: {other:?}"
@@ -87,14 +75,13 @@ where
         while execs.try_join_next().is_some() {}
         let frame = match Frame::read(&mut input).await {
             Ok(Some(frame)) => frame,
-            Ok(None) => break Ok(Served::Closed),
+            Ok(None) => break Ok(()),
             Err(error) => break Err(error),
         };
         match frame {
             Frame::Start(id, request) => {
                 start(id, request, &base_env, &table, &sink, &mut execs);
             }
-            Frame::Shutdown => break Ok(Served::Shutdown),
             Frame::Stdin(id, bytes) => feed(&table, id, Some(bytes)),
             Frame::StdinEnd(id) => feed(&table, id, None),
             Frame::Kill(id) => {

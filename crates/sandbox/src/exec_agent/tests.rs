@@ -412,7 +412,7 @@ async fn an_exec_ends_with_its_process_even_when_a_background_job_holds_its_pipe
 fn served() -> (
     tokio::io::DuplexStream,
     tokio::io::DuplexStream,
-    tokio::task::JoinHandle<std::result::Result<super::Served, super::frame::FrameError>>,
+    tokio::task::JoinHandle<std::result::Result<(), super::frame::FrameError>>,
 ) {
     let (to_agent, agent_in) = tokio::io::duplex(1 << 16);
     let (agent_out, from_agent) = tokio::io::duplex(1 << 16);
@@ -550,63 +550,4 @@ async fn a_garbage_or_foreign_greeting_answer_is_refused_quickly() {
         .await
         .unwrap_err();
     assert!(!why.is_empty());
-}
-
-#[tokio::test]
-async fn a_shutdown_kills_what_runs_and_says_so_while_a_closed_channel_only_closes() {
-    use super::Served;
-    use super::frame::Greeting;
-    let (mut to_agent, mut from_agent, task) = served();
-    super::handshake(
-        &mut to_agent,
-        &mut from_agent,
-        &Greeting::default(),
-        Duration::from_secs(5),
-    )
-    .await
-    .unwrap();
-    let request = super::frame::StartRequest {
-        argv: sh("echo $$; exec sleep 30"),
-        env: Vec::new(),
-        workdir: None,
-        stdin: false,
-    };
-    Frame::Start(1, request).write(&mut to_agent).await.unwrap();
-    let pid: i32 = loop {
-        if let Some(Frame::Stdout(1, bytes)) = Frame::read(&mut from_agent).await.unwrap() {
-            break String::from_utf8(bytes).unwrap().trim().parse().unwrap();
-        }
-    };
-    assert!(alive(pid));
-    Frame::Shutdown.write(&mut to_agent).await.unwrap();
-    let ended = tokio::time::timeout(Duration::from_secs(5), task)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(ended.unwrap(), Served::Shutdown);
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while alive(pid) && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    assert!(
-        state.is_empty() || state.contains(") Z "),
-        "the command was killed at shutdown: {state}"
-    );
-
-    let (mut to_agent, mut from_agent, task) = served();
-    super::handshake(
-        &mut to_agent,
-        &mut from_agent,
-        &Greeting::default(),
-        Duration::from_secs(5),
-    )
-    .await
-    .unwrap();
-    drop(to_agent);
-    let ended = tokio::time::timeout(Duration::from_secs(5), task)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(ended.unwrap(), Served::Closed);
 }
