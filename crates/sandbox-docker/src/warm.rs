@@ -679,7 +679,10 @@ pub(crate) fn process_pool(
     type Pools = Mutex<HashMap<(String, String, usize), Arc<WarmPool>>>;
     static POOLS: std::sync::OnceLock<Pools> = std::sync::OnceLock::new();
     if size == 0 {
-        return Arc::new(WarmPool::new(0, api, engine));
+        // Keeps nothing, but knows its endpoint: a run's teardown can still be handed off.
+        let mut pool = WarmPool::new(0, api, engine);
+        pool.endpoint = Some(endpoint.to_owned());
+        return Arc::new(pool);
     }
     let mut pools = POOLS
         .get_or_init(Pools::default)
@@ -722,13 +725,14 @@ impl WarmPool {
         FILLER.get().zip(self.endpoint.as_ref())
     }
 
-    /// Whether a claimed entry's removal can be handed to a detached filler.
+    /// Whether a frozen container's removal can be handed to a detached filler (one is installed
+    /// and the endpoint is known), pool or no pool.
     pub(crate) fn hands_off(&self) -> bool {
-        self.enabled() && self.detached().is_some()
+        self.detached().is_some()
     }
 
-    /// Starts a detached filler that removes the (frozen) claimed entry `id`, then `paths` (its
-    /// slots and claim marker). Returns once the filler has its job.
+    /// Starts a detached filler that removes the (frozen) container `id`, then `paths` (a
+    /// claimed entry's slots and claim marker). Returns once the filler has its job.
     pub(crate) async fn hand_off_removal(
         &self,
         id: &str,
