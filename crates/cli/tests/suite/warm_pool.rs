@@ -264,7 +264,21 @@ fn docker_a_claimed_entrys_agent_is_attached_by_the_claiming_process_and_gets_it
         let run = env.runs().into_iter().next().unwrap();
         env.logs(&run)
     };
-    run("first");
+    // A cold run: its container is frozen when the run returns, and removed by a filler.
+    let logs = run("first");
+    let cold = logs
+        .iter()
+        .find_map(|(_, line)| {
+            line.strip_prefix("sandbox: container ")
+                .and_then(|rest| rest.strip_suffix(" frozen; its removal is handed to the filler"))
+        })
+        .unwrap_or_else(|| panic!("the cold run handed its teardown off: {logs:#?}"))
+        .to_owned();
+    let state = inspect(&cold, "{{.State.Status}}");
+    assert!(
+        matches!(state.as_str(), "paused" | "removing" | "exited" | ""),
+        "nothing of the run runs once it returned: {state}"
+    );
     let store_id = env.store_id().unwrap();
     let entry = settled_entries(&store_id, 1).remove(0).0;
     // The entry's own command is the exec agent, waiting; made before any run, it holds none's
