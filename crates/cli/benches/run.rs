@@ -23,7 +23,7 @@
 //!   (goal ≤ 0.3× `docker run --rm`); the bench counts the rounds that claimed.
 //!
 //! Needs a running engine and the test images (scripts/build-test-images.sh). Not part of the
-//! test suite: `cargo bench -p iterion --bench run -- [--runs N] [--driver namespace|docker]`
+//! test suite: `cargo bench -p iterion --bench run -- [--runs N] [--driver namespace|docker] [--series KEY,…]`
 //! (default 20 rounds, every series). `--driver namespace` runs the namespace series and the
 //! `docker run --rm` baseline only (and the namespace memory row); `--driver docker` leaves the namespace
 //! series out.
@@ -269,6 +269,19 @@ fn claimed_runs(home: &Path) -> usize {
     })
 }
 
+/// The `--series` keys, in the order of `SERIES`.
+const SERIES_KEYS: [&str; 9] = [
+    "one",
+    "ns-one",
+    "run-rm",
+    "twenty",
+    "ns-twenty",
+    "one-off",
+    "twenty-off",
+    "exec",
+    "warm",
+];
+
 fn main() {
     // `cargo bench -p iterion --bench run -- --runs N`; cargo's own `--bench` flag is ignored.
     let args: Vec<String> = std::env::args().collect();
@@ -304,11 +317,32 @@ fn main() {
 
     let h = home.path();
     let w = ws_path.as_path();
-    let wanted = |series: usize| match only.as_deref() {
-        // The namespace series and their baseline.
-        Some("namespace") => matches!(series, 1 | 2 | 4),
-        Some(_) => !matches!(series, 1 | 4),
-        None => true,
+    // `--series KEY,KEY…` keeps only those series (keys: [`SERIES_KEYS`]); the memory rows
+    // then run only with their driver's one-node series.
+    let picked: Option<Vec<usize>> = args
+        .iter()
+        .position(|a| a == "--series")
+        .and_then(|i| args.get(i + 1))
+        .map(|list| {
+            list.split(',')
+                .map(|key| {
+                    SERIES_KEYS
+                        .iter()
+                        .position(|k| *k == key.trim())
+                        .unwrap_or_else(|| {
+                            panic!("--series: {key:?} is not one of {SERIES_KEYS:?}")
+                        })
+                })
+                .collect()
+        });
+    let wanted = |series: usize| {
+        let by_driver = match only.as_deref() {
+            // The namespace series and their baseline.
+            Some("namespace") => matches!(series, 1 | 2 | 4),
+            Some(_) => !matches!(series, 1 | 4),
+            None => true,
+        };
+        by_driver && picked.as_ref().is_none_or(|keys| keys.contains(&series))
     };
     // Warm up every path (page cache, the store's file, the engine's image cache).
     if wanted(0) {
@@ -317,7 +351,9 @@ fn main() {
     if wanted(1) {
         timed(&mut iterion(h, w, "one_ns.iter", true));
     }
-    timed(Command::new("docker").args(["run", "--rm", IMAGE, "sh", "-c", CMD]));
+    if wanted(2) {
+        timed(Command::new("docker").args(["run", "--rm", IMAGE, "sh", "-c", CMD]));
+    }
 
     // A long-lived container for the raw `docker exec` baseline.
     let id = String::from_utf8(

@@ -1,5 +1,6 @@
-//! The exec agent as the container's own command (issue 18): attached before the start, its
-//! hello read here, the greeted channel handed to the engine
+//! The exec agent as the container's own command (issue 18): attached (before the start of a
+//! cold container, at claim for a warm pool entry), greeted here with what the container was
+//! created without (a pool entry's run env), the greeted channel handed to the engine
 //! ([`SandboxRun::take_attached_agent`](iterion_sandbox::SandboxRun::take_attached_agent)).
 //! The container's stdout carries the agent's frames; what it writes on stderr explains a
 //! failed start and is otherwise only traced.
@@ -8,8 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use iterion_sandbox::exec_agent::AttachedAgent;
-use iterion_sandbox::exec_agent::frame::{CHUNK, Frame, PROTOCOL_VERSION};
+use iterion_sandbox::exec_agent::frame::{CHUNK, Greeting};
+use iterion_sandbox::exec_agent::{AttachedAgent, handshake};
 use tokio::io::AsyncWriteExt;
 
 use crate::api::{ContainerApi, ExecAttachment, ExecChunk};
@@ -17,6 +18,9 @@ use crate::api::{ContainerApi, ExecAttachment, ExecChunk};
 /// How long the agent has to greet once its container started (a static binary on a local
 /// engine greets in milliseconds).
 pub(crate) const GREET_WITHIN: Duration = Duration::from_secs(10);
+
+/// How long a claimed warm pool entry's agent, running since the entry was made, has to answer.
+pub(crate) const CLAIMED_GREET_WITHIN: Duration = Duration::from_secs(3);
 
 /// The most bytes of the agent's stderr kept to explain why it did not greet.
 const STDERR_TAIL: usize = 2048;
@@ -36,7 +40,8 @@ pub(crate) fn exit_code(api: Arc<dyn ContainerApi>, id: String) -> ExitCode {
     Box::pin(async move { waited.await.ok().flatten() })
 }
 
-/// Reads the agent's hello from `attachment` (attached before the start) within `within`.
+/// Greets the agent on `attachment` (its container started) with `greeting` and reads its hello
+/// within `within`.
 ///
 /// # Errors
 ///
@@ -44,9 +49,13 @@ pub(crate) fn exit_code(api: Arc<dyn ContainerApi>, id: String) -> ExitCode {
 pub(crate) async fn greet(
     attachment: ExecAttachment,
     exit_code: ExitCode,
+    greeting: &Greeting,
     within: Duration,
 ) -> Result<AttachedAgent, String> {
-    let ExecAttachment { mut output, input } = attachment;
+    let ExecAttachment {
+        mut output,
+        mut input,
+    } = attachment;
     let (mut out_w, mut out_r) = tokio::io::duplex(4 * CHUNK);
     let tail = Arc::new(Mutex::new(Vec::new()));
     let (ended_tx, ended_rx) = tokio::sync::oneshot::channel::<()>();
@@ -79,19 +88,9 @@ pub(crate) async fn greet(
         drop(out_w);
         let _ = ended_tx.send(());
     });
-    let why = match tokio::time::timeout(within, Frame::read(&mut out_r)).await {
-        Ok(Ok(Some(Frame::Hello(PROTOCOL_VERSION)))) => None,
-        Ok(Ok(Some(Frame::Hello(other)))) => Some(format!(
-            "the exec agent speaks version {other}, not {PROTOCOL_VERSION}"
-        )),
-        Ok(Ok(Some(_))) => Some("the exec agent did not greet first".to_owned()),
-        Ok(Ok(None)) => Some("the exec agent exited before it was ready".to_owned()),
-        Ok(Err(error)) => Some(error.to_string()),
-        Err(_) => Some(format!(
-            "the exec agent was not ready within {} ms",
-            within.as_millis()
-        )),
-    };
+    let why = handshake(&mut input, &mut out_r, greeting, within)
+        .await
+        .err();
     if let Some(why) = why {
         let tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
         let tail = String::from_utf8_lossy(&tail);
@@ -111,4 +110,123 @@ pub(crate) async fn greet(
             exit_code.await
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    // Test code: a failed unwrap is the assertion.
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use bytes::Bytes;
+    use futures_util::StreamExt;
+    use iterion_sandbox::exec_agent::frame::{Frame, Greeting, PROTOCOL_VERSION};
+
+    use super::*;
+
+    /// An attachment whose container prints `chunks` and then stays attached (its output does
+    /// not end), and the engine's side of its stdin.
+    fn attached(chunks: Vec<ExecChunk>) -> (ExecAttachment, tokio::io::DuplexStream) {
+        let (stdin_w, stdin_r) = tokio::io::duplex(1 << 16);
+        let output = futures_util::stream::iter(chunks.into_iter().map(Ok))
+            .chain(futures_util::stream::pending())
+            .boxed();
+        (
+            ExecAttachment {
+                output,
+                input: Box::pin(stdin_w),
+            },
+            stdin_r,
+        )
+    }
+
+    fn no_exit() -> ExitCode {
+        Box::pin(async { None })
+    }
+
+    async fn wire(frame: Frame) -> Bytes {
+        let mut bytes = Vec::new();
+        frame.write(&mut bytes).await.unwrap();
+        Bytes::from(bytes)
+    }
+
+    #[tokio::test]
+    async fn a_claimed_agent_is_greeted_with_the_runs_env_before_it_is_used() {
+        let (attachment, mut stdin) = attached(vec![ExecChunk::Stdout(
+            wire(Frame::Hello(PROTOCOL_VERSION)).await,
+        )]);
+        let greeting = Greeting {
+            env: vec![(
+                "HTTPS_PROXY".to_owned(),
+                "http://t:tok@127.0.0.1:3128".to_owned(),
+            )],
+        };
+        let agent = greet(attachment, no_exit(), &greeting, Duration::from_secs(5))
+            .await
+            .expect("greeted");
+        drop(agent);
+        assert_eq!(
+            Frame::read(&mut stdin).await.unwrap(),
+            Some(Frame::Greet(greeting)),
+            "the first bytes the agent gets are the greeting with the run's env"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_hostile_containers_garbage_instead_of_a_hello_is_refused_with_its_stderr_tail() {
+        // A header announcing 4 GiB, then more than the tail keeps on stderr.
+        let (attachment, _stdin) = attached(vec![
+            ExecChunk::Stderr(Bytes::from(vec![b'e'; 3 * STDERR_TAIL])),
+            ExecChunk::Stderr(Bytes::from_static(b"\x1b[31mI am not an agent")),
+            ExecChunk::Stdout(Bytes::from_static(&[
+                0x01, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+            ])),
+        ]);
+        let started = std::time::Instant::now();
+        let why = greet(
+            attachment,
+            no_exit(),
+            &Greeting::default(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "refused at once"
+        );
+        assert!(why.contains("over the"), "{why}");
+        assert!(why.ends_with("I am not an agent"), "{why}");
+        assert!(!why.contains('\x1b'), "control bytes are escaped: {why:?}");
+        assert!(
+            why.len() < STDERR_TAIL * 2 + 200,
+            "bounded: {} bytes",
+            why.len()
+        );
+    }
+
+    #[tokio::test]
+    async fn an_agent_that_output_something_before_its_hello_or_nothing_is_refused() {
+        let (attachment, _stdin) = attached(vec![ExecChunk::Stdout(
+            wire(Frame::Stdout(1, b"x".to_vec())).await,
+        )]);
+        let why = greet(
+            attachment,
+            no_exit(),
+            &Greeting::default(),
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap_err();
+        assert!(why.contains("did not answer the greeting"), "{why}");
+        let (attachment, _stdin) = attached(Vec::new());
+        let why = greet(
+            attachment,
+            no_exit(),
+            &Greeting::default(),
+            Duration::from_millis(100),
+        )
+        .await
+        .unwrap_err();
+        assert!(why.contains("not ready within 100 ms"), "{why}");
+    }
 }

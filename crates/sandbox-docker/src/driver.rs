@@ -29,6 +29,7 @@ use crate::shared::Shared;
 use crate::warm::{self, NotPooled, WarmPool};
 use crate::{agent, engine_binary, render};
 use iterion_sandbox::exec_agent::AttachedAgent;
+use iterion_sandbox::exec_agent::frame::Greeting;
 
 pub(crate) use crate::endpoints::CONNECT_TIMEOUT;
 /// The fixed in-sandbox port of the egress proxy (SANDBOX.md §4.6).
@@ -380,9 +381,11 @@ impl DockerDriver {
         }
         let (id, attachment) = self.create_then_start(plan, guard, true).await?;
         let why = match attachment {
+            // Created with the run's env: the greeting adds nothing.
             Some(Ok(attachment)) => match agent::greet(
                 attachment,
                 agent::exit_code(Arc::clone(&shared.api), id.clone()),
+                &Greeting::default(),
                 agent::GREET_WITHIN,
             )
             .await
@@ -450,6 +453,39 @@ impl DockerDriver {
             .await
             .map_err(shared.engine_error(format!("start container {}", plan.name)))?;
         Ok((id, attachment))
+    }
+
+    /// Attaches to a claimed pool entry's own command, the exec agent waiting unattached, and
+    /// greets it with the run's container env (the entry was created without it). An agent that
+    /// does not answer is logged and left to idle: the engine then starts one through an exec,
+    /// whose env the driver's exec supplies.
+    async fn attach_claimed(&self, id: &str, env: &[(String, String)]) -> Option<AttachedAgent> {
+        let shared = &self.shared;
+        let greeting = Greeting { env: env.to_vec() };
+        let why = match shared.api.attach_container(id).await {
+            Ok(attachment) => {
+                let exit_code = agent::exit_code(Arc::clone(&shared.api), id.to_owned());
+                match agent::greet(
+                    attachment,
+                    exit_code,
+                    &greeting,
+                    agent::CLAIMED_GREET_WITHIN,
+                )
+                .await
+                {
+                    Ok(agent) => return Some(agent),
+                    Err(why) => why,
+                }
+            }
+            Err(error) => error.to_string(),
+        };
+        shared.log(
+            LogLevel::Warn,
+            &format!(
+                "sandbox: exec agent of warm pool entry {id} unavailable ({why}); the engine starts one"
+            ),
+        );
+        None
     }
 
     /// Takes a ready pool entry of `shape` and hands it the run's per-run binds: the entry's id
@@ -636,10 +672,9 @@ impl DockerDriver {
                 built_image: built_image.is_some(),
                 staged_binds: screened.iter().any(|m| m.host_source.is_some()) || pinned,
             };
-            // A pool entry idles: nobody attaches to its command (a claimer starts the agent
-            // through an exec).
-            let mut body = plan.body.clone();
-            plan::idle_command(&mut body);
+            // A pool entry runs the agent as its command too, unattached until a run claims
+            // it and greets it with its env ([`DockerDriver::attach_claimed`]).
+            let body = plan.body.clone();
             let info_for_shape = info.clone();
             let shaped = tokio::task::spawn_blocking(move || {
                 warm::shape_of(&body, &info_for_shape, not, &warm::host_kind)
@@ -676,6 +711,9 @@ impl DockerDriver {
                 );
                 guard.arm_claimed(&id, &leftovers);
                 let env = shape.as_ref().map(|s| s.env.clone()).unwrap_or_default();
+                if plan::runs_agent(&plan.body) {
+                    attached = self.attach_claimed(&id, &env).await;
+                }
                 (id, env, leftovers)
             }
             None => {

@@ -307,8 +307,8 @@ pub(crate) fn runs_agent(body: &ContainerCreateBody) -> bool {
     body.open_stdin == Some(true)
 }
 
-/// `body` with PID 1 back to [`SANDBOX_ENTRYPOINT`] `infinity`: a warm pool entry (nobody
-/// attaches to it), or the fallback when the agent could not start as the command.
+/// `body` with PID 1 back to [`SANDBOX_ENTRYPOINT`] `infinity`: the fallback when the agent
+/// could not start as the command.
 pub(crate) fn idle_command(body: &mut ContainerCreateBody) {
     body.entrypoint = Some(vec![SANDBOX_ENTRYPOINT.to_owned()]);
     body.cmd = Some(vec![SANDBOX_CMD.to_owned()]);

@@ -606,7 +606,7 @@ fn the_operators_limits_go_into_the_host_config_and_an_untrusted_pids_limit_stay
 }
 
 #[test]
-fn the_exec_agent_as_pid_1_is_attached_and_a_pool_entry_or_the_fallback_idles() {
+fn the_exec_agent_as_pid_1_is_attached_and_the_fallback_idles() {
     let mut with_agent = spec();
     with_agent.exec_agent = Some("/run/iterion/bin/iterion".to_owned());
     let plan = plan_for(EngineKind::Docker, &with_agent, &info());

@@ -500,17 +500,19 @@ impl SandboxRun for DockerRun {
     /// image (best effort) and the per-run dir. Idempotent; a failed removal is returned and
     /// retried by the next call.
     ///
-    /// A claimed warm pool entry, when the pool refills through a detached filler (issue 18
-    /// item 4), is frozen instead (`pause`: no process of it runs again) and its removal, with
-    /// its slots and claim marker, is handed to a filler; the run does not wait for the
-    /// engine's kill. When either step fails it is removed here, as any container.
+    /// When a detached filler is installed (issue 18: `iterion` itself), the container — a
+    /// claimed warm pool entry or a cold one, unless its image was built for the run and goes
+    /// with it — is frozen instead (`pause`: no process of it runs again, nothing more is
+    /// written to the workspace) and its removal, with a claimed entry's slots and claim
+    /// marker, is handed to a filler; the run does not wait for the engine's kill and removal.
+    /// When either step fails it is removed here, as any container.
     async fn cleanup(&self) -> Result<()> {
         self.closed.store(true, Ordering::SeqCst);
         let mut cleaned = self.cleaned.lock().await;
         if *cleaned {
             return Ok(());
         }
-        if self.claimed && self.shared.pool.hands_off() {
+        if self.built_image.is_none() && self.shared.pool.hands_off() {
             match self.shared.api.pause_container(&self.id).await {
                 Ok(()) => {
                     let handed = self
@@ -523,7 +525,12 @@ impl SandboxRun for DockerRun {
                             self.shared.log(
                                 LogLevel::Info,
                                 &format!(
-                                    "sandbox: warm pool entry {} frozen; its removal is handed to the filler",
+                                    "sandbox: {} {} frozen; its removal is handed to the filler",
+                                    if self.claimed {
+                                        "warm pool entry"
+                                    } else {
+                                        "container"
+                                    },
                                     self.id
                                 ),
                             );

@@ -29,8 +29,11 @@
 //! a trusted entry. Specs with file secrets (refreshed by renaming in the run dir), a planned
 //! listener (its socket comes later) or a per-run build image are never pooled.
 //!
-//! An entry is claimed once (popped under the pool's lock) and never returned: cleanup removes it
-//! like any run's container. The pool refills in the background after every claim or miss of a
+//! An entry's command is the exec agent when the run's is (a cold container's is): it waits,
+//! unattached and silent, until the claiming process attaches and greets it with the run's env
+//! ([`iterion_sandbox::exec_agent::frame::Greeting`]); so a claimed run makes no exec to start
+//! an agent. An entry is claimed once (popped under the pool's lock) and never returned: at
+//! cleanup its agent is shut down and the container ends, as any run's. The pool refills in the background after every claim or miss of a
 //! poolable shape, up to its size per shape. Entries are owned by the process that made them;
 //! the reaper removes those whose owner is gone ([`owner_is_gone`]), with their unclaimed slots.
 
@@ -676,7 +679,10 @@ pub(crate) fn process_pool(
     type Pools = Mutex<HashMap<(String, String, usize), Arc<WarmPool>>>;
     static POOLS: std::sync::OnceLock<Pools> = std::sync::OnceLock::new();
     if size == 0 {
-        return Arc::new(WarmPool::new(0, api, engine));
+        // Keeps nothing, but knows its endpoint: a run's teardown can still be handed off.
+        let mut pool = WarmPool::new(0, api, engine);
+        pool.endpoint = Some(endpoint.to_owned());
+        return Arc::new(pool);
     }
     let mut pools = POOLS
         .get_or_init(Pools::default)
@@ -719,13 +725,14 @@ impl WarmPool {
         FILLER.get().zip(self.endpoint.as_ref())
     }
 
-    /// Whether a claimed entry's removal can be handed to a detached filler.
+    /// Whether a frozen container's removal can be handed to a detached filler (one is installed
+    /// and the endpoint is known), pool or no pool.
     pub(crate) fn hands_off(&self) -> bool {
-        self.enabled() && self.detached().is_some()
+        self.detached().is_some()
     }
 
-    /// Starts a detached filler that removes the (frozen) claimed entry `id`, then `paths` (its
-    /// slots and claim marker). Returns once the filler has its job.
+    /// Starts a detached filler that removes the (frozen) container `id`, then `paths` (a
+    /// claimed entry's slots and claim marker). Returns once the filler has its job.
     pub(crate) async fn hand_off_removal(
         &self,
         id: &str,

@@ -1,6 +1,8 @@
-//! `iterion __exec-agent` (hidden; issue 18 item 3): the in-sandbox exec agent. The engine starts
-//! it once per sandbox through the driver's exec, from the read-only engine binary, and then
-//! sends every node command to it as a frame on stdin; output and exit codes come back as frames
+//! `iterion __exec-agent` (hidden; issue 18 item 3): the in-sandbox exec agent. It runs once per
+//! sandbox from the read-only engine binary — as the container's own command (a warm pool entry's
+//! too, waiting unattached until a run claims it), or started through the driver's exec — and
+//! says nothing until the engine greets it (with the run's env when the container was made
+//! without it); then the engine sends every node command to it as a frame on stdin; output and exit codes come back as frames
 //! on stdout ([`iterion_sandbox::exec_agent`] holds the protocol and both sides). It reads no
 //! environment variable of its own (the commands it starts inherit the sandbox's) and writes
 //! nothing but frames to stdout; a broken channel is one line on stderr and exit 1. As the

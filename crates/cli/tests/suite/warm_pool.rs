@@ -205,3 +205,119 @@ fn walk_names(dir: &std::path::Path) -> Vec<String> {
     }
     names
 }
+
+const MARK: &str = r#"
+tool mark:
+  command: `echo "mark=$WARM_MARK"`
+
+workflow mark:
+  entry: mark
+  mark -> done
+"#;
+
+/// `docker inspect` of `id` with a Go template.
+fn inspect(id: &str, format: &str) -> String {
+    let out = StdCommand::new("docker")
+        .args(["inspect", "--format", format, id])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// The engine's events for container `id` since `since` (unix seconds): `Action` each.
+fn container_actions(id: &str, since: u64) -> Vec<String> {
+    let until = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 1;
+    let out = StdCommand::new("docker")
+        .args(["events", "--format", "{{.Action}}"])
+        .arg(format!("--since={since}"))
+        .arg(format!("--until={until}"))
+        .args(["--filter", &format!("container={id}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn docker_a_claimed_entrys_agent_is_attached_by_the_claiming_process_and_gets_its_env_only_then() {
+    if !docker_or_skip("cli::warm_pool::docker_a_claimed_entrys_agent_is_attached") {
+        return;
+    }
+    let env = Env::new();
+    env.write("mark.iter", MARK);
+    let run = |mark: &str| {
+        let out = env
+            .cmd()
+            .args(["run", "mark.iter", "--sandbox-default-image", IMAGE])
+            .args(["--sandbox-env", &format!("WARM_MARK={mark}")])
+            .env("ITERION_SANDBOX_HOST_STATE", "none")
+            .env("ITERION_SANDBOX_WARM", "1")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        let run = env.runs().into_iter().next().unwrap();
+        env.logs(&run)
+    };
+    // A cold run: its container is frozen when the run returns, and removed by a filler.
+    let logs = run("first");
+    let cold = logs
+        .iter()
+        .find_map(|(_, line)| {
+            line.strip_prefix("sandbox: container ")
+                .and_then(|rest| rest.strip_suffix(" frozen; its removal is handed to the filler"))
+        })
+        .unwrap_or_else(|| panic!("the cold run handed its teardown off: {logs:#?}"))
+        .to_owned();
+    let state = inspect(&cold, "{{.State.Status}}");
+    assert!(
+        matches!(state.as_str(), "paused" | "removing" | "exited" | ""),
+        "nothing of the run runs once it returned: {state}"
+    );
+    let store_id = env.store_id().unwrap();
+    let entry = settled_entries(&store_id, 1).remove(0).0;
+    // The entry's own command is the exec agent, waiting; made before any run, it holds none's
+    // env.
+    assert_eq!(
+        inspect(
+            &entry,
+            "{{.Path}} {{join .Args \" \"}} {{.Config.OpenStdin}}"
+        ),
+        "/run/iterion/bin/iterion __exec-agent true"
+    );
+    let made_env = inspect(&entry, "{{json .Config.Env}}");
+    assert!(!made_env.contains("WARM_MARK"), "{made_env}");
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 1;
+
+    // Another process claims it: the node sees that run's env, from the greeting.
+    let logs = run("second");
+    assert!(
+        logs.iter()
+            .any(|(_, line)| line.starts_with("sandbox active:") && line.ends_with(" warm=claimed")),
+        "{logs:#?}"
+    );
+    assert!(
+        logs.iter().any(|(_, line)| line.ends_with("mark=second")),
+        "{logs:#?}"
+    );
+    assert!(
+        !logs.iter().any(|(_, line)| line.contains("unavailable")),
+        "{logs:#?}"
+    );
+    // Through an attach to the agent it already ran, not an exec that starts one.
+    let actions = container_actions(&entry, before);
+    assert!(actions.iter().any(|a| a == "attach"), "{actions:?}");
+    assert!(
+        !actions.iter().any(|a| a.starts_with("exec_create")),
+        "no exec was made in the claimed entry: {actions:?}"
+    );
+}

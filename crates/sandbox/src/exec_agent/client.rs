@@ -19,7 +19,9 @@ use crate::driver::{
 };
 use crate::error::{Error, Result};
 use crate::exec_agent::attached::AttachedAgent;
-use crate::exec_agent::frame::{CHUNK, Frame, FrameError, PROTOCOL_VERSION, StartRequest};
+use crate::exec_agent::frame::{
+    CHUNK, Frame, FrameError, Greeting, PROTOCOL_VERSION, StartRequest,
+};
 use crate::rules::ArgRule;
 
 /// What the reader hands one exec.
@@ -153,39 +155,26 @@ pub async fn start_exec_agent(
             tail.drain(..excess);
         }
     });
-    let hello = tokio::time::timeout(ready_within, Frame::read(&mut from_agent_r)).await;
-    let refuse = |why: String| {
+    let mut to_agent_w = to_agent_w;
+    // Started through an exec, the agent inherits the run's env from it: nothing to add.
+    let greeted = handshake(
+        &mut to_agent_w,
+        &mut from_agent_r,
+        &Greeting::default(),
+        ready_within,
+    )
+    .await;
+    if let Err(why) = greeted {
         exec.abort();
         stderr_task.abort();
         let tail = tail.lock().unwrap_or_else(PoisonError::into_inner);
         let tail = String::from_utf8_lossy(&tail);
         let tail = iterion_vocab::escape_controls(tail.trim());
-        if tail.is_empty() {
+        return Err(if tail.is_empty() {
             why
         } else {
             format!("{why}: {tail}")
-        }
-    };
-    match hello {
-        Ok(Ok(Some(Frame::Hello(PROTOCOL_VERSION)))) => {}
-        Ok(Ok(Some(Frame::Hello(other)))) => {
-            return Err(refuse(format!(
-                "the exec agent speaks version {other}, not {PROTOCOL_VERSION}"
-            )));
-        }
-        Ok(Ok(Some(_))) => return Err(refuse("the exec agent did not greet first".to_owned())),
-        Ok(Ok(None)) => {
-            return Err(refuse(
-                "the exec agent exited before it was ready".to_owned(),
-            ));
-        }
-        Ok(Err(error)) => return Err(refuse(error.to_string())),
-        Err(_) => {
-            return Err(refuse(format!(
-                "the exec agent was not ready within {} ms",
-                ready_within.as_millis()
-            )));
-        }
+        });
     }
     let tasks = vec![exec, stderr_task];
     Ok(connect(
@@ -195,6 +184,51 @@ pub async fn start_exec_agent(
         agent_exit,
         tasks,
     ))
+}
+
+/// Greets an agent (`sink` its stdin, `source` its stdout) with `greeting` and checks its
+/// answer within `within`: the one place the engine judges an agent's first bytes. What a
+/// hostile sandbox can send here is one bounded frame ([`frame::MAX_PAYLOAD`](super::frame::MAX_PAYLOAD)):
+/// anything but a `Hello` of this version, or nothing in time, is refused.
+///
+/// # Errors
+///
+/// Why the agent is not usable, in words for the run log.
+pub async fn handshake<W, R>(
+    sink: &mut W,
+    source: &mut R,
+    greeting: &Greeting,
+    within: Duration,
+) -> std::result::Result<(), String>
+where
+    W: AsyncWrite + Unpin + ?Sized,
+    R: tokio::io::AsyncRead + Unpin + ?Sized,
+{
+    // An agent that cannot read its greeting (it already exited) may still have said why: its
+    // answer is read either way, and judged first.
+    let exchange = async {
+        let wrote = Frame::Greet(greeting.clone()).write(sink).await;
+        let answer = Frame::read(source).await;
+        match (answer, wrote) {
+            (Ok(None), Err(error)) => Err(error),
+            (answer, _) => answer,
+        }
+    };
+    match tokio::time::timeout(within, exchange).await {
+        Ok(Ok(Some(Frame::Hello(PROTOCOL_VERSION)))) => Ok(()),
+        Ok(Ok(Some(Frame::Hello(other)))) => Err(format!(
+            "the exec agent speaks version {other}, not {PROTOCOL_VERSION}"
+        )),
+        Ok(Ok(Some(_))) => {
+            Err("the exec agent did not answer the greeting with a hello".to_owned())
+        }
+        Ok(Ok(None)) => Err("the exec agent exited before it was ready".to_owned()),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err(format!(
+            "the exec agent was not ready within {} ms",
+            within.as_millis()
+        )),
+    }
 }
 
 /// `run` with its execs sent through `agent`, the sandbox's own command (no exec started it).

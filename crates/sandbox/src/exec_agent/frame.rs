@@ -2,6 +2,11 @@
 //! then `len` payload bytes. Both sides bound what they read ([`MAX_PAYLOAD`]): the engine reads
 //! frames a hostile sandbox may have forged, so a length over the bound, an unknown kind or a
 //! malformed payload ends the channel, never the engine.
+//!
+//! The engine speaks first (version 2): a [`Frame::Greet`] carries what belongs to the run (its
+//! environment), the agent answers [`Frame::Hello`], and only then are execs started. So an agent
+//! can be started before any run exists (a warm pool entry's own command, nobody attached yet)
+//! and writes nothing until the run that claims it attaches and greets.
 
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -13,7 +18,16 @@ pub const MAX_PAYLOAD: usize = 256 * 1024;
 pub const CHUNK: usize = 64 * 1024;
 
 /// The protocol version the agent announces in its hello; the engine refuses any other.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// What a `Greet` frame carries: what belongs to the run that talks to the agent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Greeting {
+    /// Put in front of every exec's own env (an exec's own pair wins over a pair of the same
+    /// key here): the run's container env when the sandbox was created without it (a warm pool
+    /// entry). Never written into the agent's own environment.
+    pub env: Vec<(String, String)>,
+}
 
 /// What a `Start` frame asks for: one process, like a driver's exec.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +45,8 @@ pub struct StartRequest {
 /// One frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Frame {
+    /// Engine → agent, exec id 0, first frame: the run's greeting; the agent answers `Hello`.
+    Greet(Greeting),
     /// Agent → engine, exec id 0, first frame: the agent is ready. Payload: the version.
     Hello(u32),
     /// Engine → agent: start exec `id`.
@@ -64,6 +80,7 @@ pub enum FrameError {
 }
 
 const HELLO: u8 = 0x01;
+const GREET: u8 = 0x06;
 const START: u8 = 0x02;
 const STDIN: u8 = 0x03;
 const STDIN_END: u8 = 0x04;
@@ -77,6 +94,12 @@ impl Frame {
         use std::borrow::Cow;
         match self {
             Frame::Hello(version) => (HELLO, 0, Cow::Owned(version.to_be_bytes().to_vec())),
+            // A greeting of strings always serialises.
+            Frame::Greet(greeting) => (
+                GREET,
+                0,
+                Cow::Owned(serde_json::to_vec(greeting).unwrap_or_default()),
+            ),
             Frame::Start(id, request) => (
                 START,
                 *id,
@@ -161,6 +184,10 @@ impl Frame {
                 })?;
                 Frame::Hello(u32::from_be_bytes(bytes))
             }
+            GREET => Frame::Greet(
+                serde_json::from_slice(&payload)
+                    .map_err(|e| FrameError::Malformed(format!("greeting: {e}")))?,
+            ),
             START => {
                 let request: StartRequest = serde_json::from_slice(&payload)
                     .map_err(|e| FrameError::Malformed(format!("start request: {e}")))?;

@@ -18,10 +18,12 @@
 //! through `/proc/<pid>/fd`.
 //!
 //! Where the driver can attach to its sandbox's own command (docker, podman), the agent *is*
-//! that command ([`Spec::exec_agent`](crate::Spec::exec_agent)): the driver attaches before
-//! the start, reads the hello and hands the channel over ([`AttachedAgent`]); no exec is made to
-//! start it. As PID 1 it outlives a lost channel (it then only idles and reaps), so the driver's
-//! exec still answers, and signals from inside the sandbox cannot end it.
+//! that command ([`Spec::exec_agent`](crate::Spec::exec_agent)): the driver attaches, greets it
+//! ([`handshake`]) and hands the channel over ([`AttachedAgent`]); no exec is made to start it.
+//! The engine speaks first, so the agent can wait unattached (a warm pool entry, made before any
+//! run) and take the claiming run's env in the greeting. As PID 1 it outlives a lost channel (it
+//! then only idles and reaps), so the driver's exec still answers, and signals from inside the
+//! sandbox cannot end it.
 
 mod attached;
 mod client;
@@ -29,7 +31,7 @@ pub mod frame;
 mod server;
 
 pub use attached::AttachedAgent;
-pub use client::{AgentRun, attach_exec_agent, start_exec_agent};
+pub use client::{AgentRun, attach_exec_agent, handshake, start_exec_agent};
 pub use server::{idle_as_init, serve};
 
 /// The hidden subcommand that runs the agent.

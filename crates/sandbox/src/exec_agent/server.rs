@@ -5,6 +5,9 @@
 //!
 //! It makes itself non-dumpable first, so the processes it starts (the same user) cannot open
 //! its `/proc/<pid>/fd` to write forged frames into its channel or read other execs' output.
+//! It then writes nothing until the engine greets ([`Frame::Greet`]): the greeting's env goes in
+//! front of every exec's own (never into the agent's own environment), and the agent answers
+//! `Hello`. A warm pool entry's agent waits there, unattached, until a run claims it.
 //! When the engine's side ends (stdin closes), every process it started is killed and it exits.
 
 use std::collections::HashMap;
@@ -17,7 +20,9 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use crate::exec_agent::frame::{CHUNK, Frame, FrameError, PROTOCOL_VERSION, StartRequest};
+use crate::exec_agent::frame::{
+    CHUNK, Frame, FrameError, Greeting, PROTOCOL_VERSION, StartRequest,
+};
 
 type Sink<W> = Arc<tokio::sync::Mutex<W>>;
 
@@ -33,11 +38,13 @@ struct Running {
 
 type Table = Arc<Mutex<HashMap<u32, Running>>>;
 
-/// Serves the engine on `input`/`output` until `input` ends.
+/// Serves the engine on `input`/`output` until `input` ends: waits for its greeting, answers
+/// it, then runs what it asks.
 ///
 /// # Errors
 ///
-/// The channel broke: the hello could not be written, or a frame could not be read.
+/// The channel broke: the first frame was not a greeting, the hello could not be written, or
+/// a frame could not be read.
 pub async fn serve<R, W>(mut input: R, output: W) -> Result<(), FrameError>
 where
     R: AsyncRead + Unpin,
@@ -45,6 +52,17 @@ where
 {
     // Best effort: a kernel that refuses leaves the agent as protected as the exec was.
     let _ = nix::sys::prctl::set_dumpable(false);
+    let Greeting { env: base_env } = match Frame::read(&mut input).await? {
+        Some(Frame::Greet(greeting)) => greeting,
+        // Nobody ever greeted (an unclaimed pool entry removed): nothing to serve.
+        None => return Ok(()),
+        Some(other) => {
+            return Err(FrameError::Malformed(format!(
+                "the engine's first frame is not a greeting: {other:?}"
+            )));
+        }
+    };
+    let base_env = Arc::new(base_env);
     let sink: Sink<W> = Arc::new(tokio::sync::Mutex::new(output));
     Frame::Hello(PROTOCOL_VERSION)
         .write(&mut *sink.lock().await)
@@ -61,7 +79,9 @@ where
             Err(error) => break Err(error),
         };
         match frame {
-            Frame::Start(id, request) => start(id, request, &table, &sink, &mut execs),
+            Frame::Start(id, request) => {
+                start(id, request, &base_env, &table, &sink, &mut execs);
+            }
             Frame::Stdin(id, bytes) => feed(&table, id, Some(bytes)),
             Frame::StdinEnd(id) => feed(&table, id, None),
             Frame::Kill(id) => {
@@ -70,8 +90,12 @@ where
                     let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
                 }
             }
-            // Frames only the agent sends: the engine never does; ignore rather than trust.
-            Frame::Hello(_) | Frame::Stdout(..) | Frame::Stderr(..) | Frame::Exit(..) => {}
+            // Frames only the agent sends, or a second greeting: ignored (the first one holds).
+            Frame::Greet(_)
+            | Frame::Hello(_)
+            | Frame::Stdout(..)
+            | Frame::Stderr(..)
+            | Frame::Exit(..) => {}
         }
     };
     let groups: Vec<i32> = lock(&table).values().filter_map(|r| r.pgid).collect();
@@ -115,6 +139,7 @@ fn feed(table: &Table, id: u32, bytes: Option<Vec<u8>>) {
 fn start<W>(
     id: u32,
     request: StartRequest,
+    base_env: &[(String, String)],
     table: &Table,
     sink: &Sink<W>,
     execs: &mut tokio::task::JoinSet<()>,
@@ -128,8 +153,10 @@ fn start<W>(
         stdin,
     } = request;
     let mut command = tokio::process::Command::new(&argv[0]);
+    // The run's env first, the exec's own over it (later pairs of one key win).
     command
         .args(&argv[1..])
+        .envs(base_env.iter().map(|(k, v)| (k, v)))
         .envs(env)
         // Its own group: a kill reaches its background jobs too, as a cancelled exec must.
         .process_group(0)

@@ -354,6 +354,9 @@ async fn an_agent_that_never_greets_is_not_used() {
 #[tokio::test]
 async fn frames_round_trip_and_a_malformed_one_is_refused() {
     let frames = [
+        Frame::Greet(super::frame::Greeting {
+            env: vec![("K".to_owned(), "v".to_owned())],
+        }),
         Frame::Hello(PROTOCOL_VERSION),
         Frame::Stdout(7, b"abc".to_vec()),
         Frame::Exit(7, -1),
@@ -403,4 +406,148 @@ async fn an_exec_ends_with_its_process_even_when_a_background_job_holds_its_pipe
         "{:?}",
         started.elapsed()
     );
+}
+
+/// The agent over in-memory pipes, driven by hand: `(to agent, from agent, its serve task)`.
+fn served() -> (
+    tokio::io::DuplexStream,
+    tokio::io::DuplexStream,
+    tokio::task::JoinHandle<std::result::Result<(), super::frame::FrameError>>,
+) {
+    let (to_agent, agent_in) = tokio::io::duplex(1 << 16);
+    let (agent_out, from_agent) = tokio::io::duplex(1 << 16);
+    let task = tokio::spawn(serve(agent_in, agent_out));
+    (to_agent, from_agent, task)
+}
+
+#[tokio::test]
+async fn the_agent_says_nothing_until_greeted_and_then_applies_the_greetings_env() {
+    use super::frame::Greeting;
+    let (mut to_agent, mut from_agent, _task) = served();
+    // A pool entry's agent, nobody attached yet: not one byte.
+    let early =
+        tokio::time::timeout(Duration::from_millis(300), Frame::read(&mut from_agent)).await;
+    assert!(
+        early.is_err(),
+        "the agent wrote before its greeting: {early:?}"
+    );
+    let greeting = Greeting {
+        env: vec![
+            ("ITERION_T_RUN_ENV".to_owned(), "from-the-claim".to_owned()),
+            ("ITERION_T_BOTH".to_owned(), "greeting".to_owned()),
+        ],
+    };
+    super::handshake(
+        &mut to_agent,
+        &mut from_agent,
+        &greeting,
+        Duration::from_secs(5),
+    )
+    .await
+    .expect("the agent answers the greeting");
+    let request = super::frame::StartRequest {
+        argv: sh("echo \"$ITERION_T_RUN_ENV $ITERION_T_BOTH\""),
+        env: vec![("ITERION_T_BOTH".to_owned(), "exec".to_owned())],
+        workdir: None,
+        stdin: false,
+    };
+    Frame::Start(1, request).write(&mut to_agent).await.unwrap();
+    let mut out = Vec::new();
+    loop {
+        match Frame::read(&mut from_agent).await.unwrap().unwrap() {
+            Frame::Stdout(1, bytes) => out.extend(bytes),
+            Frame::Exit(1, code) => {
+                assert_eq!(code, 0);
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "from-the-claim exec\n",
+        "the run's env reaches the command, and the exec's own pair wins"
+    );
+    // Put in front of each command, never into the agent's own environment.
+    assert!(std::env::var_os("ITERION_T_RUN_ENV").is_none());
+}
+
+#[tokio::test]
+async fn an_agent_whose_first_frame_is_not_a_greeting_ends_the_channel_unanswered() {
+    let (mut to_agent, mut from_agent, task) = served();
+    Frame::Start(
+        1,
+        super::frame::StartRequest {
+            argv: sh("touch /tmp/never"),
+            env: Vec::new(),
+            workdir: None,
+            stdin: false,
+        },
+    )
+    .write(&mut to_agent)
+    .await
+    .unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the agent gave up")
+        .unwrap();
+    assert!(ended.is_err(), "{ended:?}");
+    assert!(
+        Frame::read(&mut from_agent).await.unwrap().is_none(),
+        "nothing was said, nothing was run"
+    );
+}
+
+#[tokio::test]
+async fn a_garbage_or_foreign_greeting_answer_is_refused_quickly() {
+    use super::frame::Greeting;
+    let within = Duration::from_secs(5);
+    // Text where a hello should be: its "header" announces ~541 MB, over the bound.
+    let mut text: &[u8] = b"hello I am not an agent\n";
+    let mut sink = Vec::new();
+    let why = super::handshake(&mut sink, &mut text, &Greeting::default(), within)
+        .await
+        .unwrap_err();
+    assert!(why.contains("over the"), "{why}");
+    // The greeting was written whole, and first.
+    assert!(matches!(
+        Frame::read(&mut sink.as_slice()).await.unwrap(),
+        Some(Frame::Greet(_))
+    ));
+    // Output before any hello.
+    let mut wire = Vec::new();
+    Frame::Stdout(1, b"x".to_vec())
+        .write(&mut wire)
+        .await
+        .unwrap();
+    let why = super::handshake(
+        &mut Vec::new(),
+        &mut wire.as_slice(),
+        &Greeting::default(),
+        within,
+    )
+    .await
+    .unwrap_err();
+    assert!(why.contains("did not answer the greeting"), "{why}");
+    // Another version.
+    let mut wire = Vec::new();
+    Frame::Hello(PROTOCOL_VERSION + 7)
+        .write(&mut wire)
+        .await
+        .unwrap();
+    let why = super::handshake(
+        &mut Vec::new(),
+        &mut wire.as_slice(),
+        &Greeting::default(),
+        within,
+    )
+    .await
+    .unwrap_err();
+    assert!(why.contains("speaks version"), "{why}");
+    // A truncated frame, then the end.
+    let mut cut: &[u8] = &[0x01, 0, 0, 0, 0, 0, 0, 0, 4, 0];
+    let why = super::handshake(&mut Vec::new(), &mut cut, &Greeting::default(), within)
+        .await
+        .unwrap_err();
+    assert!(!why.is_empty());
 }
