@@ -500,9 +500,10 @@ impl SandboxRun for DockerRun {
     /// image (best effort) and the per-run dir. Idempotent; a failed removal is returned and
     /// retried by the next call.
     ///
-    /// When a detached filler is installed (issue 18: `iterion` itself), the container — a
-    /// claimed warm pool entry or a cold one, unless its image was built for the run and goes
-    /// with it — is frozen instead (`pause`: no process of it runs again, nothing more is
+    /// When the operator keeps a warm pool and a detached filler is installed (issue 18:
+    /// `iterion` itself; [`crate::warm::WarmPool::hands_off`]), the container — a claimed warm
+    /// pool entry or a cold one, unless its image was built for the run and goes with it — is
+    /// frozen instead (`pause`: no process of it runs again, nothing more is
     /// written to the workspace) and its removal, with a claimed entry's slots and claim
     /// marker, is handed to a filler; the run does not wait for the engine's kill and removal.
     /// When either step fails it is removed here, as any container.

@@ -679,10 +679,7 @@ pub(crate) fn process_pool(
     type Pools = Mutex<HashMap<(String, String, usize), Arc<WarmPool>>>;
     static POOLS: std::sync::OnceLock<Pools> = std::sync::OnceLock::new();
     if size == 0 {
-        // Keeps nothing, but knows its endpoint: a run's teardown can still be handed off.
-        let mut pool = WarmPool::new(0, api, engine);
-        pool.endpoint = Some(endpoint.to_owned());
-        return Arc::new(pool);
+        return Arc::new(WarmPool::new(0, api, engine));
     }
     let mut pools = POOLS
         .get_or_init(Pools::default)
@@ -725,10 +722,12 @@ impl WarmPool {
         FILLER.get().zip(self.endpoint.as_ref())
     }
 
-    /// Whether a frozen container's removal can be handed to a detached filler (one is installed
-    /// and the endpoint is known), pool or no pool.
+    /// Whether a frozen container's removal can be handed to a detached filler: only when the
+    /// operator keeps a pool (`ITERION_SANDBOX_WARM` ≥ 1, so iterion's containers already outlive
+    /// a run) and a filler is installed. Without a pool a run's container is removed before
+    /// `iterion run` returns: nothing of the run is left when it has ended.
     pub(crate) fn hands_off(&self) -> bool {
-        self.detached().is_some()
+        self.enabled() && self.detached().is_some()
     }
 
     /// Starts a detached filler that removes the (frozen) container `id`, then `paths` (a

@@ -271,31 +271,18 @@ pub fn store_id_of(db: &std::path::Path) -> Option<String> {
     })
 }
 
-/// Container ids labelled `iterion.io/store=<id>`, in any state. A run's container is frozen
-/// at its end and removed by a detached `iterion __warm-fill` a moment after the run returned
-/// (docs/sandbox.md "Drivers"): a paused, exited or removing one is waited for, up to 15 s,
-/// before it counts as left behind.
+/// Container ids labelled `iterion.io/store=<id>`, in any state.
 pub fn containers_of(store_id: &str) -> Vec<String> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    loop {
-        let out = StdCommand::new("docker")
-            .args(["ps", "-a", "--format", "{{.ID}} {{.State}}", "--filter"])
-            .arg(format!("label=iterion.io/store={store_id}"))
-            .output()
-            .unwrap();
-        let listed: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter_map(|l| l.split_once(' '))
-            .map(|(id, state)| (id.to_owned(), state.to_owned()))
-            .collect();
-        let going = listed
-            .iter()
-            .any(|(_, state)| matches!(state.as_str(), "paused" | "exited" | "dead" | "removing"));
-        if !going || std::time::Instant::now() > deadline {
-            return listed.into_iter().map(|(id, _)| id).collect();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let out = StdCommand::new("docker")
+        .args(["ps", "-aq", "--filter"])
+        .arg(format!("label=iterion.io/store={store_id}"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 impl Drop for Env {
