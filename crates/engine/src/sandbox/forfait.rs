@@ -636,10 +636,14 @@ mod tests {
         let link = dir.path().join("link.json");
         std::os::unix::fs::symlink(&fifo, &link).unwrap();
         for path in [fifo.as_path(), link.as_path(), Path::new("/dev/zero")] {
-            let read = read_within(path).unwrap_or_else(|| {
-                panic!("reading {} blocked the engine", path.display())
-            });
-            assert_eq!(read, Err("is not a regular file".to_owned()), "{}", path.display());
+            let read = read_within(path)
+                .unwrap_or_else(|| panic!("reading {} blocked the engine", path.display()));
+            assert_eq!(
+                read,
+                Err("is not a regular file".to_owned()),
+                "{}",
+                path.display()
+            );
         }
         // The control: a regular file through a symlink (a dotfiles checkout) is read.
         let real = dir.path().join("real.json");

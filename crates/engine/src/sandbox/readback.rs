@@ -122,7 +122,10 @@ pub(crate) async fn session_files(
             return Err(format!("{name} could not be read (exit {code})"));
         }
         left -= bytes.len();
-        files.push((name.to_owned(), String::from_utf8_lossy(&bytes).into_owned()));
+        files.push((
+            name.to_owned(),
+            String::from_utf8_lossy(&bytes).into_owned(),
+        ));
     }
     Ok(files)
 }

@@ -32,7 +32,11 @@ fn write(root: &Path, name: &str, text: &str) {
 #[tokio::test]
 async fn a_session_s_files_come_back_with_their_names() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), &format!("projects/-ws/{SESSION}.jsonl"), "{\"a\":1}\n");
+    write(
+        dir.path(),
+        &format!("projects/-ws/{SESSION}.jsonl"),
+        "{\"a\":1}\n",
+    );
     write(
         dir.path(),
         &format!("sessions/2026/12/03/rollout-2026-12-03T10-00-00-{SESSION}.jsonl"),

@@ -134,7 +134,9 @@ pub(crate) async fn run(
         log(
             ctx,
             id,
-            format!("{backend}: the input's {SESSION_ID_FIELD} is not a session id; starting fresh"),
+            format!(
+                "{backend}: the input's {SESSION_ID_FIELD} is not a session id; starting fresh"
+            ),
         );
         foreign = true;
     }
