@@ -1,8 +1,13 @@
-//! What the engine reads back out of a sandbox through an exec: a paused delegate CLI's session
-//! files (kept in the checkpoint, written back on resume). Every byte of it is the sandbox's to
-//! choose — the file's size, how many there are, their names, and (with a hostile image) what
-//! `sh`, `head` or `cat` print. This file owns the policy:
+//! What the engine reads back out of a sandbox through an exec: every exec's output it did not
+//! stream somewhere itself (a setup `mkdir`, a probe, a seeding `cp`), and a paused delegate
+//! CLI's session files (kept in the checkpoint, written back on resume). Every byte of it is the
+//! sandbox's to choose — a file's size, how many there are, their names, and (with a hostile
+//! image) what `sh`, `mkdir`, `true`, `head` or `cat` print. This file owns the policy:
 //!
+//! - a started sandbox is handed to the engine as a [`BoundedRun`]: an exec whose caller gives
+//!   no sink of its own has its stdout kept to [`DEFAULT_STDOUT_MAX`] and its stderr to
+//!   [`DEFAULT_STDERR_MAX`] (the rest counted and dropped), where a driver (or the exec agent's
+//!   client) would otherwise buffer all of it in the engine's memory;
 //! - every such exec's output is captured into a [`BoundedSink`] on the engine's side, never
 //!   buffered whole by the driver ([`exec_capped`]); past the bound it is counted and dropped, and
 //!   the read is refused; each exec has [`READ_TIMEOUT`];
@@ -13,10 +18,86 @@
 //!   newline in a directory name would split one listed name into two), checked when it is read
 //!   and again when a checkpoint's files are written back; a symlink is not listed.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use iterion_agent::shell::BoundedSink;
-use iterion_sandbox::{ExecOpts, SandboxRun};
+use iterion_sandbox::{ExecOpts, ExecResult, SandboxRun};
+
+/// The most stdout of an exec without a sink of its own the engine keeps.
+pub(crate) const DEFAULT_STDOUT_MAX: usize = 16 * 1024 * 1024;
+/// The most stderr of an exec without a sink of its own the engine keeps.
+pub(crate) const DEFAULT_STDERR_MAX: usize = 1024 * 1024;
+
+/// A started sandbox as the engine uses it: every exec's unsunk output bounded (module doc).
+pub(crate) struct BoundedRun(pub(crate) Arc<dyn SandboxRun>);
+
+/// `run`, its execs' unsunk output bounded.
+pub(crate) fn bounded(run: Arc<dyn SandboxRun>) -> Arc<dyn SandboxRun> {
+    Arc::new(BoundedRun(run))
+}
+
+#[async_trait]
+impl SandboxRun for BoundedRun {
+    fn driver(&self) -> &str {
+        self.0.driver()
+    }
+    fn id(&self) -> &str {
+        self.0.id()
+    }
+    fn egress_enforced(&self) -> Option<bool> {
+        self.0.egress_enforced()
+    }
+    fn exec_spawns_directly(&self) -> bool {
+        self.0.exec_spawns_directly()
+    }
+    fn exec_stdin_reaches_eof(&self) -> bool {
+        self.0.exec_stdin_reaches_eof()
+    }
+    fn take_attached_agent(&self) -> Option<iterion_sandbox::exec_agent::AttachedAgent> {
+        self.0.take_attached_agent()
+    }
+    fn only_user(&self) -> Option<String> {
+        self.0.only_user()
+    }
+    async fn exec(&self, argv: &[String], mut opts: ExecOpts) -> iterion_sandbox::Result<ExecResult> {
+        let out = opts.stdout.is_none().then(|| BoundedSink::new(DEFAULT_STDOUT_MAX));
+        let err = opts.stderr.is_none().then(|| BoundedSink::new(DEFAULT_STDERR_MAX));
+        if let Some(sink) = &out {
+            opts.stdout = Some(Box::new(sink.clone()));
+        }
+        if let Some(sink) = &err {
+            opts.stderr = Some(Box::new(sink.clone()));
+        }
+        let mut result = self.0.exec(argv, opts).await?;
+        if let Some(sink) = out {
+            result.stdout = Some(sink.kept().0.into());
+        }
+        if let Some(sink) = err {
+            result.stderr = Some(sink.kept().0.into());
+        }
+        Ok(result)
+    }
+    async fn cleanup(&self) -> iterion_sandbox::Result<()> {
+        self.0.cleanup().await
+    }
+    fn secret_file_refresher(&self) -> Option<&dyn iterion_sandbox::SecretFileRefresher> {
+        self.0.secret_file_refresher()
+    }
+    fn workspace_file_refresher(&self) -> Option<&dyn iterion_sandbox::WorkspaceFileRefresher> {
+        self.0.workspace_file_refresher()
+    }
+    fn workspace_exporter(&self) -> Option<&dyn iterion_sandbox::WorkspaceExporter> {
+        self.0.workspace_exporter()
+    }
+    fn workspace_head_capturer(&self) -> Option<&dyn iterion_sandbox::WorkspaceHeadCapturer> {
+        self.0.workspace_head_capturer()
+    }
+    fn run_files_drainer(&self) -> Option<&dyn iterion_sandbox::RunFilesDrainer> {
+        self.0.run_files_drainer()
+    }
+}
 
 /// The most a paused session's files may hold, all together.
 pub(crate) const SESSION_MAX_BYTES: usize = 16 * 1024 * 1024;

@@ -178,3 +178,31 @@ fn a_session_file_name_is_plain_and_of_its_session() {
         assert!(!session_file_name(&bad, SESSION), "{bad:?}");
     }
 }
+
+#[tokio::test]
+async fn attack_an_exec_without_a_sink_of_its_own_keeps_a_bounded_part_of_its_output() {
+    let dir = tempfile::tempdir().unwrap();
+    // What a hostile image's `mkdir`, `true` or `sh` could print to a setup exec or a probe.
+    let run = bounded(host(dir.path()).await.into());
+    let argv = [
+        "sh".to_owned(),
+        "-c".to_owned(),
+        "head -c 1073741824 /dev/zero; head -c 268435456 /dev/zero >&2; exit 3".to_owned(),
+    ];
+    let before = peak_rss_bytes();
+    let result = run.exec(&argv, ExecOpts::default()).await.unwrap();
+    let grown = peak_rss_bytes().saturating_sub(before);
+    assert_eq!(result.exit_code, 3);
+    assert_eq!(
+        (
+            result.stdout.map(|b| b.len()),
+            result.stderr.map(|b| b.len())
+        ),
+        (Some(DEFAULT_STDOUT_MAX), Some(DEFAULT_STDERR_MAX))
+    );
+    assert!(
+        grown < 256 << 20,
+        "the exec grew the engine by {} MiB",
+        grown >> 20
+    );
+}
