@@ -61,9 +61,19 @@ impl SandboxRun for BoundedRun {
     fn only_user(&self) -> Option<String> {
         self.0.only_user()
     }
-    async fn exec(&self, argv: &[String], mut opts: ExecOpts) -> iterion_sandbox::Result<ExecResult> {
-        let out = opts.stdout.is_none().then(|| BoundedSink::new(DEFAULT_STDOUT_MAX));
-        let err = opts.stderr.is_none().then(|| BoundedSink::new(DEFAULT_STDERR_MAX));
+    async fn exec(
+        &self,
+        argv: &[String],
+        mut opts: ExecOpts,
+    ) -> iterion_sandbox::Result<ExecResult> {
+        let out = opts
+            .stdout
+            .is_none()
+            .then(|| BoundedSink::new(DEFAULT_STDOUT_MAX));
+        let err = opts
+            .stderr
+            .is_none()
+            .then(|| BoundedSink::new(DEFAULT_STDERR_MAX));
         if let Some(sink) = &out {
             opts.stdout = Some(Box::new(sink.clone()));
         }
