@@ -80,6 +80,14 @@ impl BoundedSink {
     }
 }
 
+impl BoundedSink {
+    /// The kept bytes, and how many were dropped past the bound.
+    pub fn kept(&self) -> (Vec<u8>, usize) {
+        let guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        (guard.0.clone(), guard.1)
+    }
+}
+
 impl AsyncWrite for BoundedSink {
     fn poll_write(
         self: Pin<&mut Self>,

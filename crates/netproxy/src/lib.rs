@@ -74,5 +74,5 @@ pub use rewrite::{
 /// The DER certificate type of [`ProxyBuilder::extra_upstream_roots`], re-exported so that
 /// callers always name the version this crate uses.
 pub use rustls::pki_types::CertificateDer;
-pub use shared::{BlockedCallback, BlockedEvent, SECRET_POLICY_REASON};
+pub use shared::{BLOCKED_HOSTS_MAX, BlockedCallback, BlockedEvent, SECRET_POLICY_REASON};
 pub use upstream_tls::{UPSTREAM_CA_ENV, load_upstream_roots};

@@ -229,6 +229,7 @@ impl ProxyBuilder {
             upstream_tls,
             max_body: self.max_body,
             blocked: Mutex::new(HashMap::new()),
+            blocked_beyond: std::sync::atomic::AtomicU64::new(0),
             on_blocked: self.on_blocked,
             client,
             connector,
@@ -357,6 +358,14 @@ impl RunningProxy {
         };
         v.sort();
         v
+    }
+
+    /// Refusals not itemised in [`blocked_counts`](Self::blocked_counts): of new
+    /// `(host, reason)` pairs once [`crate::BLOCKED_HOSTS_MAX`] were counted.
+    pub fn blocked_beyond(&self) -> u64 {
+        self.shared
+            .blocked_beyond
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Closes the listeners, every open connection and tunnel, and removes the Unix socket.

@@ -32,21 +32,41 @@ pub(crate) struct Shared {
     pub upstream_tls: crate::upstream_tls::UpstreamTls,
     pub max_body: usize,
     pub blocked: Mutex<HashMap<(String, BlockReason), u64>>,
+    /// Refusals of a `(host, reason)` not itemised in `blocked` (it holds
+    /// [`BLOCKED_HOSTS_MAX`] already).
+    pub blocked_beyond: std::sync::atomic::AtomicU64,
     pub on_blocked: Option<BlockedCallback>,
     pub client: Client<VettedConnector, crate::request_body::RequestBody>,
     pub connector: VettedConnector,
     pub cancel: CancellationToken,
 }
 
+/// The most `(host, reason)` pairs one proxy itemises (one `network_blocked` event and one
+/// shutdown log line each). The host is the sandbox's to choose: `<n>.evil.test` for every `n`
+/// would otherwise grow the proxy's memory, the store's events and the run log without end.
+/// Past it, a refusal of a new pair is still a refusal, counted in
+/// [`RunningProxy::blocked_beyond`](crate::RunningProxy::blocked_beyond), with no event.
+pub const BLOCKED_HOSTS_MAX: usize = 1000;
+
 impl Shared {
-    /// Counts a refusal and emits `network_blocked` on the first of each `(host, reason)`.
+    /// Counts a refusal and emits `network_blocked` on the first of each `(host, reason)`, for
+    /// at most [`BLOCKED_HOSTS_MAX`] pairs.
     pub(crate) fn blocked(&self, host: &str, reason: BlockReason, silent: bool) {
         tracing::info!(run_id = %self.run_id, host, reason = reason.as_str(), "egress refused");
         let first = match self.blocked.lock() {
             Ok(mut m) => {
-                let c = m.entry((host.to_string(), reason)).or_insert(0);
-                *c += 1;
-                *c == 1
+                let key = (host.to_string(), reason);
+                if let Some(c) = m.get_mut(&key) {
+                    *c += 1;
+                    false
+                } else if m.len() < BLOCKED_HOSTS_MAX {
+                    m.insert(key, 1);
+                    true
+                } else {
+                    self.blocked_beyond
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    false
+                }
             }
             Err(_) => false,
         };

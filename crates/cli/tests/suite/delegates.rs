@@ -1286,3 +1286,60 @@ fn claude_code_inherit_continues_the_session_its_input_names() {
         "{finished:?}"
     );
 }
+
+/// A `_session_id` goes into the CLI's argv (`--resume ID`): one that is not a plain word — here
+/// an option, as a model's output mapped into a later node's input could carry — is not used;
+/// the node starts fresh and says why, and the CLI never sees it.
+#[test]
+fn attack_a_session_id_that_is_an_option_never_reaches_the_clis_argv() {
+    let Some(clis) = delegate_clis_or_skip("cli::delegates::session_option") else {
+        return;
+    };
+    let env = Env::new();
+    let node = |name: &str, session: &str, user: &str| {
+        format!(
+            "agent {name}:\n  model: \"anthropic/claude-test\"\n  backend: claude_code\n  session: {session}\n  user: \"{user}\"\n\n"
+        )
+    };
+    env.write(
+        "w.iter",
+        &format!(
+            "{}{}workflow w:\n  entry: a\n  a -> last with {{ _session_id: \"--dangerously-skip-permissions\" }}\n  last -> done\n",
+            node("a", "fresh", "Prompt of a."),
+            node("last", "inherit", "Last prompt."),
+        ),
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![Reply::text("a answer"), Reply::text("last answer")],
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .env("PATH", path_with(&clis))
+        .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let run = env.only_run();
+    let logs = env.logs(&run);
+    assert!(
+        logs.iter()
+            .any(|(_, l)| l.contains("_session_id is not a session id; starting fresh")),
+        "{logs:#?}"
+    );
+    assert!(
+        !logs
+            .iter()
+            .any(|(_, l)| l.contains("--resume") && l.contains("--dangerously-skip-permissions")),
+        "{logs:#?}"
+    );
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2);
+    let last = message_texts(&requests[1]);
+    assert!(
+        last.contains("Last prompt.") && !last.contains("Prompt of a."),
+        "the node started fresh: {last}"
+    );
+}

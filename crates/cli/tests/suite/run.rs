@@ -522,3 +522,52 @@ fn a_store_url_that_is_not_postgres_is_refused_with_the_knob_named() {
     assert!(err.contains("ITERION_STORE_URL"), "{err}");
     assert!(!err.contains("hunter2"), "the password leaked: {err}");
 }
+
+/// A container's `true`, replaced by the workload with one printing 1.5 GB, answers the
+/// liveness probe the engine makes after a node fails: the engine keeps a bounded part of what
+/// it prints (`readback::BoundedRun`), where the driver (or the exec agent's client) would
+/// buffer all of it. The engine's peak memory is read from `/proc` while it runs.
+#[test]
+fn docker_attack_a_probe_answered_with_gigabytes_does_not_swell_the_engine() {
+    if !docker_or_skip("cli::run::docker_attack_a_probe_answered_with_gigabytes") {
+        return;
+    }
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        "tool poison:\n  command: `for d in /usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /bin; do rm -f $d/true; printf '#!/bin/sh\\nhead -c 1500000000 /dev/zero\\n' > $d/true; chmod 755 $d/true; done; exit 1`\n\nworkflow w:\n  entry: poison\n  poison -> done\n",
+    );
+    let mut child = env
+        .std_cmd()
+        .args(["run", "w.iter", "--sandbox-default-image", IMAGE])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut peak_kib = 0u64;
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "the run hung"
+        );
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            && let Some(kib) = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak_kib = peak_kib.max(kib);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(
+        peak_kib < 400 * 1024,
+        "the engine's peak memory reached {} MiB",
+        peak_kib / 1024
+    );
+    assert_eq!(env.containers(), Vec::<String>::new());
+}

@@ -69,6 +69,17 @@ pub const QUESTION_MAX_BYTES: usize = 8 * 1024;
 pub const REQUEST_MAX_BYTES: usize = 64 * 1024;
 /// How long a connection has to send its request.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most connections the listener holds at once. One more is closed as soon as it is
+/// accepted: a sandbox opening connections by the thousand (each held up to
+/// [`REQUEST_TIMEOUT`]) would otherwise take the engine's file descriptors, and with them the
+/// store, every other socket and the run.
+pub const MAX_CONNECTIONS: usize = 32;
+/// The most refusals one listener writes to the run log; past it, one line says so and the rest
+/// are only answered (each refusal is the sandbox's to provoke, as often as it likes).
+pub const LOGGED_REFUSALS_MAX: usize = 100;
+/// The most characters of a run or node name a refusal quotes (the log line is the sandbox's to
+/// provoke, as often as it likes: each stays small).
+const QUOTED_NAME_MAX: usize = 80;
 
 /// Whether `wf` needs the listener: some agent node of a delegate backend asks the operator
 /// (`interaction: ask`), in `wf` itself or in a subbot child that would run in its sandbox. A
@@ -389,6 +400,30 @@ impl AskUserListener {
     }
 }
 
+/// The listener's run log: at most [`LOGGED_REFUSALS_MAX`] lines, then one saying so.
+struct CappedLog {
+    inner: Arc<dyn RunLog>,
+    written: std::sync::atomic::AtomicUsize,
+}
+
+impl RunLog for CappedLog {
+    fn line(&self, level: LogLevel, line: &str) {
+        let n = self
+            .written
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n < LOGGED_REFUSALS_MAX {
+            self.inner.line(level, line);
+        } else if n == LOGGED_REFUSALS_MAX {
+            self.inner.line(
+                LogLevel::Warn,
+                &format!(
+                    "ask-user: {LOGGED_REFUSALS_MAX} refusals logged; further ones are refused without a log line"
+                ),
+            );
+        }
+    }
+}
+
 /// What the listener accepts on.
 enum Accept {
     Unix(UnixListener),
@@ -401,19 +436,46 @@ async fn accept_loop(
     slots: Slots,
     run_log: Arc<dyn RunLog>,
 ) {
+    let run_log: Arc<dyn RunLog> = Arc::new(CappedLog {
+        inner: run_log,
+        written: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let held = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut turned_away = false;
     loop {
         let (token, slots, run_log) =
             (Arc::clone(&token), Arc::clone(&slots), Arc::clone(&run_log));
+        // Over the bound, the connection is closed at once (dropped unserved).
+        let admit = |run_log: &dyn RunLog, turned_away: &mut bool| {
+            let permit = Arc::clone(&held).try_acquire_owned().ok();
+            if permit.is_none() && !std::mem::replace(turned_away, true) {
+                run_log.line(
+                    LogLevel::Warn,
+                    &format!(
+                        "ask-user: {MAX_CONNECTIONS} connections open already; closing further ones until one ends"
+                    ),
+                );
+            } else if permit.is_some() {
+                *turned_away = false;
+            }
+            permit
+        };
         let accepted = match &listener {
             Accept::Unix(l) => l.accept().await.map(|(stream, _)| {
-                tokio::spawn(async move {
-                    serve(stream, &token, &slots, run_log.as_ref()).await;
-                });
+                if let Some(permit) = admit(run_log.as_ref(), &mut turned_away) {
+                    tokio::spawn(async move {
+                        serve(stream, &token, &slots, run_log.as_ref()).await;
+                        drop(permit);
+                    });
+                }
             }),
             Accept::Tcp(l) => l.accept().await.map(|(stream, _)| {
-                tokio::spawn(async move {
-                    serve(stream, &token, &slots, run_log.as_ref()).await;
-                });
+                if let Some(permit) = admit(run_log.as_ref(), &mut turned_away) {
+                    tokio::spawn(async move {
+                        serve(stream, &token, &slots, run_log.as_ref()).await;
+                        drop(permit);
+                    });
+                }
             }),
         };
         if accepted.is_err() {
@@ -449,6 +511,14 @@ async fn read_request<S: AsyncRead + Unpin>(stream: &mut S, max: usize) -> Resul
     }
 }
 
+/// A name from a request, as a refusal quotes it: at most [`QUOTED_NAME_MAX`] characters.
+fn quoted(name: &str) -> String {
+    match name.char_indices().nth(QUOTED_NAME_MAX) {
+        Some((end, _)) => format!("{}…", &name[..end]),
+        None => name.to_owned(),
+    }
+}
+
 /// The verdict on one request: the slot it goes to, or why it is refused. The checks, in order:
 /// the token (constant time), the question's size and content, an open slot for the node of
 /// that run.
@@ -478,7 +548,8 @@ fn admit(
         .ok_or_else(|| {
             format!(
                 "node {:?} of run {:?} may not ask: it is not an interaction: ask delegate node running now",
-                request.node, request.run
+                quoted(&request.node),
+                quoted(&request.run)
             )
         })
 }
@@ -520,7 +591,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
                     reason: "the node ended before it could be asked".to_owned(),
                 }),
                 Err(_) => AskReply::Refused {
-                    reason: format!("node {:?} is no longer running", request.node),
+                    reason: format!("node {:?} is no longer running", quoted(&request.node)),
                 },
             }
         }

@@ -384,3 +384,109 @@ fn wanted_counts_an_asking_delegate_node_in_an_adopting_child_but_not_in_a_decla
     let want: Vec<_> = cases.iter().map(|(case, _, _, w)| (*case, *w)).collect();
     assert_eq!(got, want);
 }
+
+/// Whether `stream` is closed by the listener within `wait` (end of file, or a reset).
+async fn closed_within(stream: &mut UnixStream, wait: std::time::Duration) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(
+        tokio::time::timeout(wait, stream.read(&mut byte)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+#[tokio::test]
+async fn attack_a_sandbox_opening_connections_by_the_hundred_holds_at_most_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = listener(dir.path()).await;
+    let mut slot = l.open(RUN, "asker");
+    let Reach::Unix(path) = l.reach().clone() else {
+        panic!("a unix listener")
+    };
+    // Idle connections that never send a request: each would be held for REQUEST_TIMEOUT (10 s),
+    // and each holds one of the engine's file descriptors meanwhile.
+    let mut idle = Vec::new();
+    for _ in 0..(MAX_CONNECTIONS * 6) {
+        idle.push(UnixStream::connect(&path).await.unwrap());
+    }
+    let mut held = 0;
+    for stream in &mut idle {
+        if !closed_within(stream, std::time::Duration::from_millis(100)).await {
+            held += 1;
+        }
+    }
+    assert!(
+        held <= MAX_CONNECTIONS,
+        "the listener held {held} idle connections; the bound is {MAX_CONNECTIONS}"
+    );
+    // Once they are gone, the node asks again as before.
+    drop(idle);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let l = Arc::new(l);
+    let client = {
+        let (l, token) = (Arc::clone(&l), l.token().to_owned());
+        tokio::spawn(async move { send(&l, &request(&token, "asker", "Which env?")).await })
+    };
+    let asked = slot.asked.recv().await.unwrap();
+    asked
+        .reply
+        .send(AskReply::Answer {
+            text: "staging".to_owned(),
+        })
+        .unwrap();
+    assert_eq!(
+        client.await.unwrap(),
+        AskReply::Answer {
+            text: "staging".to_owned()
+        }
+    );
+}
+
+#[tokio::test]
+async fn attack_a_refusal_quotes_a_bounded_part_of_a_hostile_node_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = listener(dir.path()).await;
+    let node = "n".repeat(40 * 1024);
+    let reply = send(&l, &request(l.token(), &node, "Which env?")).await;
+    let reason = refused(&reply);
+    assert!(reason.contains("may not ask"), "{reason}");
+    assert!(
+        reason.len() < 512,
+        "the refusal (and its run-log line) quotes {} bytes of the sandbox's node name",
+        reason.len()
+    );
+}
+
+/// A run log that keeps its lines.
+#[derive(Default)]
+struct Lines(std::sync::Mutex<Vec<String>>);
+
+impl RunLog for Lines {
+    fn line(&self, _level: LogLevel, line: &str) {
+        self.0.lock().unwrap().push(line.to_owned());
+    }
+}
+
+#[tokio::test]
+async fn attack_refusals_by_the_thousand_write_a_bounded_run_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = Arc::new(Lines::default());
+    let l = AskUserListener::bind(
+        dir.path(),
+        None,
+        &Redactor::default(),
+        Arc::clone(&lines) as Arc<dyn RunLog>,
+    )
+    .await
+    .unwrap();
+    for _ in 0..(LOGGED_REFUSALS_MAX * 3) {
+        let reply = send(&l, &request("wrong", "asker", "Which env?")).await;
+        assert_eq!(refused(&reply), "the token is not this run's");
+    }
+    let lines = lines.0.lock().unwrap();
+    assert_eq!(
+        lines.len(),
+        LOGGED_REFUSALS_MAX + 1,
+        "every refusal is answered, the run log keeps the first ones and one line saying so"
+    );
+    assert!(lines.last().unwrap().contains("further ones are refused"));
+}

@@ -168,6 +168,16 @@ impl EngineProxy {
                 ),
             );
         }
+        let beyond = self.proxy.blocked_beyond();
+        if beyond > 0 {
+            run_log.line(
+                LogLevel::Warn,
+                &format!(
+                    "sandbox: egress proxy blocked {beyond} more request(s) to hosts beyond the first {} (not itemised, no event)",
+                    iterion_netproxy::BLOCKED_HOSTS_MAX
+                ),
+            );
+        }
         if let Some(path) = self.proxy.unix_path() {
             let _ = tokio::fs::remove_file(path).await;
         }

@@ -439,12 +439,28 @@ fn var_of(cli: Cli) -> &'static str {
     }
 }
 
-/// The file's text, at most [`pure::MAX_BYTES`].
+/// The file's text, at most [`pure::MAX_BYTES`]. The operator's own path may be a symlink (a
+/// dotfiles checkout), but what it names must be a regular file: a fifo a sandbox sharing the
+/// directory (`host_state: auto`) planted there would block the engine's next setup for ever,
+/// a device would be read as a login. It is opened without blocking and checked before a byte
+/// is read.
 fn read_bounded(path: &Path) -> Result<String, String> {
-    let file = std::fs::File::open(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => "does not exist".to_owned(),
-        _ => format!("cannot be read ({e})"),
-    })?;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => "does not exist".to_owned(),
+            _ => format!("cannot be read ({e})"),
+        })?;
+    let regular = file
+        .metadata()
+        .map_err(|e| format!("cannot be read ({e})"))?
+        .is_file();
+    if !regular {
+        return Err("is not a regular file".to_owned());
+    }
     read_bounded_from(file).map_err(|e| match e {
         Bounded::TooLarge => format!("is larger than {} KiB", pure::MAX_BYTES / 1024),
         Bounded::Other(reason) => reason,
@@ -595,5 +611,45 @@ impl Forfaits {
             )));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `read_bounded(path)` on a thread, or `None` when it did not return within 5 s.
+    fn read_within(path: &Path) -> Option<Result<String, String>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = path.to_owned();
+        std::thread::spawn(move || {
+            let _ = tx.send(read_bounded(&path));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(5)).ok()
+    }
+
+    #[test]
+    fn attack_a_fifo_or_a_device_in_place_of_the_operators_login_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join(".credentials.json");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        for path in [fifo.as_path(), link.as_path(), Path::new("/dev/zero")] {
+            let read = read_within(path)
+                .unwrap_or_else(|| panic!("reading {} blocked the engine", path.display()));
+            assert_eq!(
+                read,
+                Err("is not a regular file".to_owned()),
+                "{}",
+                path.display()
+            );
+        }
+        // The control: a regular file through a symlink (a dotfiles checkout) is read.
+        let real = dir.path().join("real.json");
+        std::fs::write(&real, "{}").unwrap();
+        let dotfile = dir.path().join("dotfile.json");
+        std::os::unix::fs::symlink(&real, &dotfile).unwrap();
+        assert_eq!(read_within(&dotfile), Some(Ok("{}".to_owned())));
     }
 }

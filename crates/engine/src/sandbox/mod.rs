@@ -38,6 +38,7 @@ pub(crate) mod host_services;
 pub(crate) mod landing;
 pub(crate) mod mounts;
 pub(crate) mod nofollow;
+pub(crate) mod readback;
 pub(crate) mod registry;
 pub(crate) mod resolve;
 pub(crate) mod rundir;

@@ -29,7 +29,9 @@ use crate::sandbox::egress::{self};
 use crate::sandbox::error::{PHASE_SANDBOX_SETUP, SetupError};
 use crate::sandbox::resolve::Resolved;
 use crate::sandbox::start_ctx::StartCtx;
-use crate::sandbox::{ask_user, copy, devbox, exec_agent, finalize, mounts, rundir, scratch};
+use crate::sandbox::{
+    ask_user, copy, devbox, exec_agent, finalize, mounts, readback, rundir, scratch,
+};
 
 /// What L5–L14 came to.
 pub(crate) enum SandboxOutcome {
@@ -495,6 +497,8 @@ async fn apply(
                 )
                 .await;
             }
+            // From here on the engine's execs keep a bounded part of what they print.
+            run.0 = readback::bounded(run.0);
             if let Some(scratch) = &plan.scratch_in_container {
                 make_container_scratch(run.0.as_ref(), scratch, ctx.run_log.as_ref()).await;
             }

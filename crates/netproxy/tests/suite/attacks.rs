@@ -587,3 +587,28 @@ async fn a_bare_deny_rule_denies_every_port_under_denylist() {
         assert_eq!(status_of(&head), 403, "{t}");
     }
 }
+
+/// A sandbox CONNECTing to `<n>.evil.test` for every `n` gets a refusal each time, but the
+/// proxy itemises (one `network_blocked` event, one count kept in memory, one shutdown log
+/// line) at most `BLOCKED_HOSTS_MAX` hosts; the rest are counted together.
+#[tokio::test]
+async fn attack_blocked_hosts_by_the_thousand_are_itemised_up_to_the_bound() {
+    let h = start(Options {
+        rules: rules(&["allowed.test"]),
+        ..Options::default()
+    })
+    .await;
+    let extra = 50;
+    for n in 0..(iterion_netproxy::BLOCKED_HOSTS_MAX + extra) {
+        let (head, _) = connect(h.addr(), &format!("h{n}.evil.test:443")).await;
+        assert_eq!(status_of(&head), 403, "{head}");
+    }
+    // A host already itemised is counted on its own line still.
+    let (head, _) = connect(h.addr(), "h0.evil.test:443").await;
+    assert_eq!(status_of(&head), 403, "{head}");
+    assert_eq!(h.events().len(), iterion_netproxy::BLOCKED_HOSTS_MAX);
+    let counts = h.proxy.blocked_counts();
+    assert_eq!(counts.len(), iterion_netproxy::BLOCKED_HOSTS_MAX);
+    assert!(counts.contains(&("h0.evil.test".to_owned(), BlockReason::PolicyDenial, 2)));
+    assert_eq!(h.proxy.blocked_beyond(), extra as u64);
+}

@@ -52,6 +52,7 @@ use crate::records::agent_events::{AgentToolCall, AgentTurn, bound_transcript_te
 use crate::records::events::Event;
 use crate::records::sink::LogLine;
 use crate::sandbox::ask_user::{self, AskReply, Slot};
+use crate::sandbox::readback;
 use iterion_vocab::{FailureCode, LogStream};
 
 /// The longest one CLI run may take before the node fails.
@@ -126,8 +127,20 @@ pub(crate) async fn run(
         .and_then(serde_json::Value::as_str)
         .filter(|s| !s.is_empty())
         .map(str::to_owned);
+    // A session id goes into the CLI's argv (`--resume ID`, `exec resume … ID`): one that is not
+    // a plain word (a model's output mapped in, `--dangerously-skip-permissions`) is not used.
     let mut foreign = false;
-    if named.is_some() && agent.session == Session::Fork {
+    if named.as_deref().is_some_and(|s| !session_word(s)) {
+        log(
+            ctx,
+            id,
+            format!(
+                "{backend}: the input's {SESSION_ID_FIELD} is not a session id; starting fresh"
+            ),
+        );
+        foreign = true;
+    }
+    if !foreign && named.is_some() && agent.session == Session::Fork {
         let parent = input
             .get(SESSION_FINGERPRINT_FIELD)
             .and_then(serde_json::Value::as_str);
@@ -143,7 +156,7 @@ pub(crate) async fn run(
     let resumed = take_paused(ctx, env, id);
     let start = match (
         agent.session,
-        named.or_else(|| env.delegates.session(backend)),
+        named.or_else(|| env.delegates.session(backend).filter(|s| session_word(s))),
     ) {
         _ if resumed.is_some() || foreign => Start::Fresh,
         (Session::Fresh, _) | (_, None) => {
@@ -287,7 +300,7 @@ pub(crate) async fn run(
         Err(v) => v,
     };
     // One correction, in the same CLI session (as the claw loop asks its model once more).
-    let Some(session) = first.session else {
+    let Some(session) = first.session.filter(|s| session_word(s)) else {
         return Err(Failure::new(
             FailureCode::SchemaValidation,
             format!(
@@ -582,17 +595,21 @@ async fn serve_questions(
     std::future::pending().await
 }
 
-/// A session id as the CLI reported it, if it is one word (it names files and goes into argv).
-fn session_word(session: &str) -> bool {
-    !session.is_empty()
-        && session.len() <= 128
+/// Whether `session` may be used as a CLI session id: one word of letters, digits, `-` and `_`,
+/// starting with a letter or digit (it names files, and it goes into the CLI's argv, where a
+/// leading `-` would be read as an option: `--dangerously-bypass-approvals-and-sandbox`).
+/// The one check every session id passes before it is used, whoever wrote it (the CLI, a
+/// node's output mapped into `_session_id`, a checkpoint).
+pub(crate) fn session_word(session: &str) -> bool {
+    session.len() <= 128
+        && session
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
         && session
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
-
-/// The most a paused session's files may hold, all together.
-const SESSION_MAX_BYTES: usize = 16 * 1024 * 1024;
 
 /// The node's pause: its question, and its CLI session (the id and the CLI's own session files,
 /// read from the config dir) for the resume.
@@ -610,40 +627,9 @@ async fn paused_at(
             "{program} asked the operator but reported no session to resume with the answer"
         )));
     };
-    // claude: projects/<cwd>/<id>.jsonl; codex: sessions/Y/M/D/rollout-<time>-<id>.jsonl.
-    let list = [
-        "sh".to_owned(),
-        "-c".to_owned(),
-        "cd \"$1\" 2>/dev/null || exit 0; for f in projects/*/\"$2\".jsonl sessions/*/*/*/rollout-*\"$2\".jsonl; do [ -f \"$f\" ] && printf '%s\\n' \"$f\"; done; exit 0".to_owned(),
-        "sh".to_owned(),
-        task.config_dir.clone(),
-        session.clone(),
-    ];
-    let listed = ctx
-        .sandbox
-        .exec(&list, ExecOpts::default())
+    let files = readback::session_files(ctx.sandbox, &task.config_dir, &session)
         .await
-        .map_err(|e| failed(format!("the {program} session could not be listed: {e}")))?;
-    let names = String::from_utf8_lossy(&listed.stdout.unwrap_or_default()).into_owned();
-    let mut files = Vec::new();
-    let mut total = 0usize;
-    for name in names.lines().filter(|n| !n.is_empty()) {
-        let cat = ["cat".to_owned(), format!("{}/{name}", task.config_dir)];
-        let read = ctx
-            .sandbox
-            .exec(&cat, ExecOpts::default())
-            .await
-            .map_err(|e| failed(format!("{name} could not be read: {e}")))?;
-        let text = String::from_utf8_lossy(&read.stdout.unwrap_or_default()).into_owned();
-        total = total.saturating_add(text.len());
-        if total > SESSION_MAX_BYTES {
-            return Err(failed(format!(
-                "the {program} session to keep for the resume is over {} MiB",
-                SESSION_MAX_BYTES / (1024 * 1024)
-            )));
-        }
-        files.push((name.to_owned(), text));
-    }
+        .map_err(|e| failed(format!("the {program} session to keep for the resume: {e}")))?;
     if files.is_empty() {
         return Err(failed(format!(
             "{program} asked the operator, but its session {session} left no file to resume from"
@@ -685,10 +671,8 @@ async fn restore_session(
     delegate: &PausedDelegate,
 ) -> Result<(), Failure> {
     for (name, _) in &delegate.files {
-        let plain = std::path::Path::new(name)
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)));
-        if !plain || !session_word(&delegate.session) {
+        if !session_word(&delegate.session) || !readback::session_file_name(name, &delegate.session)
+        {
             return Err(Failure::new(
                 FailureCode::ResumeInvalid,
                 format!("the checkpoint's session file {name:?} is not a plain relative path"),
