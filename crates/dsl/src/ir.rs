@@ -548,6 +548,14 @@ pub enum ScriptLanguage {
 }
 
 impl ScriptLanguage {
+    /// The line comment that starts a comment line of the language (`parse_script`).
+    pub fn line_comment(self) -> &'static str {
+        match self {
+            ScriptLanguage::Node => "//",
+            ScriptLanguage::Sh | ScriptLanguage::Bash | ScriptLanguage::Python => "#",
+        }
+    }
+
     /// The interpreter's program name, looked up on the sandbox's `PATH`.
     pub fn program(self) -> &'static str {
         match self {
@@ -628,8 +636,12 @@ pub struct McpToolRef {
 }
 
 impl McpToolRef {
-    /// `mcp.SERVER.TOOL` read from a `tools:` entry: both parts one word of ASCII letters,
-    /// digits, `_` or `-` (at most 64 bytes each); anything else is `None` (C135).
+    /// The `tool` of `mcp.SERVER.*`: every tool the server lists.
+    pub const ALL_TOOLS: &'static str = "*";
+
+    /// `mcp.SERVER.TOOL` (or `mcp.SERVER.*`, every tool of the server, as upstream writes it)
+    /// read from a `tools:` entry: both parts one word of ASCII letters, digits, `_` or `-`
+    /// (at most 64 bytes each); anything else is `None` (C135).
     pub fn parse(text: &str) -> Option<McpToolRef> {
         let (server, tool) = text.strip_prefix("mcp.")?.split_once('.')?;
         let word = |s: &str| {
@@ -638,10 +650,15 @@ impl McpToolRef {
                 && s.chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         };
-        (word(server) && word(tool)).then(|| McpToolRef {
+        (word(server) && (word(tool) || tool == Self::ALL_TOOLS)).then(|| McpToolRef {
             server: server.to_owned(),
             tool: tool.to_owned(),
         })
+    }
+
+    /// Whether this is `mcp.SERVER.*`.
+    pub fn is_all(&self) -> bool {
+        self.tool == Self::ALL_TOOLS
     }
 }
 

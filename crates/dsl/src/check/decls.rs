@@ -183,7 +183,11 @@ fn check_nodes(
             NodeBody::Compute(c) => (&c.input, &c.output, &None),
             NodeBody::Human(h) => (&h.input, &h.output, &None),
         };
-        for schema in [input, output].into_iter().flatten() {
+        let join_output = match &n.body {
+            NodeBody::Compute(c) => &c.join_output,
+            _ => &None,
+        };
+        for schema in [input, output, join_output].into_iter().flatten() {
             if !syms.schemas.contains_key(schema.name.as_str()) {
                 out.push(node_diag(
                     Code::C002,

@@ -430,6 +430,7 @@ fn lower_node(
                 tool_max_steps: a
                     .tool_max_steps
                     .and_then(|i| u32::try_from(i.value).ok())
+                    .filter(|&n| n > 0)
                     .unwrap_or(DEFAULT_TOOL_MAX_STEPS),
                 interaction: match a.interaction {
                     Some((ast::Interaction::Ask, _)) => Interaction::Ask,

@@ -126,7 +126,13 @@ pub(super) fn check<'a>(
                     }
                     _ => Kind::Command,
                 };
-                r.template(&t.command, &template::parse(&t.command.value), place, kind);
+                let parsed = match t.script {
+                    Some((lang, _)) => {
+                        template::parse_script(&t.command.value, lang.line_comment())
+                    }
+                    None => template::parse(&t.command.value),
+                };
+                r.template(&t.command, &parsed, place, kind);
             }
             NodeBody::Compute(c) => {
                 for (_, text) in &c.expr {
