@@ -539,3 +539,35 @@ fn a_loop_cap_written_as_a_template_is_read_at_run_time_and_a_bad_one_fails_type
         );
     }
 }
+
+#[test]
+fn an_older_join_declaration_gathers_its_branches_and_script_comments_stay_text() {
+    let env = Env::new();
+    env.write("w.iter", &example("18_older_forms.iter"));
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The script ran although its comment names `{{input.X}}`, which no input has: a
+    // reference there would have failed the node with TEMPLATE_UNRESOLVED.
+    assert_eq!(summary["output"], json!({"failed": 1, "passed": 1}));
+    let run = env.only_run();
+    let events = env.events(&run);
+    let gathered = events
+        .iter()
+        .find(|(k, d)| k == "node_finished" && d["node"] == "gathered")
+        .map(|(_, d)| d["output"].clone())
+        .expect("the join finished");
+    // Upstream's join output: each required node's output (null for the failed branch), and
+    // the failed branches under best_effort.
+    assert_eq!(gathered["lint"], json!({"ok": true, "warnings": 2}));
+    assert_eq!(gathered["unit"], Value::Null);
+    assert_eq!(gathered["_failed_branches"][0]["node"], json!("unit"));
+    assert_eq!(
+        gathered["_failed_branches"][0]["code"],
+        json!("EXECUTION_FAILED")
+    );
+}
