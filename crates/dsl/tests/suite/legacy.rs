@@ -161,3 +161,22 @@ fn references_on_a_scripts_comment_lines_are_text() {
     let cmd = "schema in:\n  name: string\n\ntool t:\n  input: in\n  command: |\n    # {{input.X}}\n    echo {{input.name}}\n\nworkflow w:\n  entry: t\n  t -> done\n";
     assert_eq!(codes(cmd), vec![("C034".into(), 7)]);
 }
+
+#[test]
+fn a_compute_reading_a_field_its_source_lacks_is_a_warning_and_elsewhere_an_error() {
+    let src = "schema r:\n  ok: bool\n\ntool a:\n  command: `echo '{\"ok\": true}'`\n  output: r\n\ncompute c:\n  expr:\n    plan: \"outputs.a.fix_plan\"\n\nworkflow w:\n  entry: a\n  a -> c\n  c -> done\n";
+    let out = compile(src.as_bytes(), &CompileOptions::default());
+    let got: Vec<(&str, u32, iterion_dsl::Severity)> = out
+        .diagnostics
+        .iter()
+        .map(|d| (d.code.as_str(), d.span.line, d.severity))
+        .collect();
+    assert_eq!(got, vec![("C921", 10, iterion_dsl::Severity::Warning)]);
+    assert!(out.workflow.is_some());
+    // The same read in a `when` expression or a template stays C031.
+    let when = src.replace(
+        "  a -> c\n",
+        "  a -> c when `outputs.a.fix_plan == null`\n  a -> fail\n",
+    );
+    assert_eq!(codes(&when), vec![("C031".into(), 14)]);
+}
