@@ -679,6 +679,12 @@ pub struct RouterProps {
     pub user: Option<PromptRef>,
     /// `multi` (`llm` routers only).
     pub multi: Option<BoolLit>,
+    /// `backend` (`llm` routers only): the backend that asks the model, with the value's span.
+    pub backend: Option<(Backend, Span)>,
+    /// `provider` (`llm` routers only).
+    pub provider: Option<StrLit>,
+    /// `reasoning_effort` (`llm` routers only).
+    pub reasoning_effort: Option<Word>,
 }
 
 /// `compute` properties: each `expr` entry is one output field.

@@ -483,6 +483,25 @@ impl Session {
 }
 
 impl NodeBody {
+    /// The backend through which this node calls its model: an agent's, an `llm` router's;
+    /// `claw` for every other node (a `human` node's model modes run the claw loop).
+    pub fn backend(&self) -> Backend {
+        match self {
+            NodeBody::Agent(a) => a.backend,
+            NodeBody::Router(r) if r.mode == RouterMode::Llm => r.backend,
+            _ => Backend::Claw,
+        }
+    }
+
+    /// The `provider:` of a bare model name: an agent's or an `llm` router's.
+    pub fn provider(&self) -> Option<&str> {
+        match self {
+            NodeBody::Agent(a) => a.provider.as_deref(),
+            NodeBody::Router(r) if r.mode == RouterMode::Llm => r.provider.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The model this node calls, when it calls one: an agent's, an `llm` router's, a `human`
     /// node's in its model modes. The launch resolves a route for each.
     pub fn model(&self) -> Option<&str> {
@@ -531,6 +550,15 @@ pub struct RouterNode {
     /// `llm` routers: the user prompt's template text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// `llm` routers: the backend that asks the model (`claw` when absent).
+    #[serde(default, skip_serializing_if = "Backend::is_claw")]
+    pub backend: Backend,
+    /// `llm` routers: the provider of a bare model name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// `llm` routers: `reasoning_effort` as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
 }
 
 /// A script tool's interpreter (upstream's `language:` words).

@@ -87,7 +87,16 @@ const HUMAN_PROPS: &[&str] = &[
 const SUBBOT_PROPS: &[&str] = &["source", "output", "await"];
 
 /// `router` (§3.7).
-const ROUTER_PROPS: &[&str] = &["mode", "model", "system", "user", "multi"];
+const ROUTER_PROPS: &[&str] = &[
+    "mode",
+    "model",
+    "system",
+    "user",
+    "multi",
+    "backend",
+    "provider",
+    "reasoning_effort",
+];
 
 /// A sandbox block (§7.2).
 const SANDBOX_PROPS: &[&str] = &[
@@ -834,6 +843,9 @@ impl Parser<'_> {
                 "model" => r.model = Some(p.model_prop(&key)?),
                 "system" => r.system = Some(p.prompt_prop(&key)?),
                 "user" => r.user = Some(p.prompt_prop(&key)?),
+                "backend" => r.backend = Some(p.backend_prop(&key)?),
+                "provider" => r.provider = Some(p.str_prop(&key)?),
+                "reasoning_effort" => r.reasoning_effort = Some(p.effort_prop(&key)?),
                 _ => {
                     let multi = p.bool_prop(&key)?;
                     if multi.value {
