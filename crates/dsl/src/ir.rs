@@ -117,6 +117,39 @@ pub struct Workflow {
     /// `attachments:` (top level and the workflow's), in declaration order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<Attachment>,
+    /// A bundle's `skills/NAME.md`, by name: written to the workspace's `.claude/skills/` when
+    /// the run starts, unless the workspace has that entry already.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<Skill>,
+    /// A bundle's `manifest.yaml` metadata, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<Manifest>,
+}
+
+/// One bundle skill: `skills/NAME.md`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skill {
+    /// The file name without `.md`.
+    pub name: String,
+    /// Its text, as the file holds it.
+    pub text: String,
+}
+
+/// A bundle's `manifest.yaml`: metadata only (upstream's runtime does not read it either).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// `name`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// `version`, free-form.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    /// `description`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// `author`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub author: String,
 }
 
 fn is_zero(n: &u64) -> bool {

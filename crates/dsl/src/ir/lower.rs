@@ -170,6 +170,8 @@ pub(crate) fn lower_with(
         cursors: extras.cursors,
         presets: extras.presets,
         attachments: extras.attachments,
+        skills: Vec::new(),
+        manifest: None,
     })
 }
 
