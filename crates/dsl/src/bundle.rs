@@ -88,10 +88,7 @@ fn md_files(main: &Path, sub: &str, names_only: bool) -> (Vec<BundlePrompt>, Vec
         let Ok(file) = entry.file_name().into_string() else {
             continue;
         };
-        if !names_only
-            && !file.starts_with('.')
-            && entry.file_type().is_ok_and(|t| t.is_dir())
-        {
+        if !names_only && !file.starts_with('.') && entry.file_type().is_ok_and(|t| t.is_dir()) {
             diags.push(fail(format!(
                 "bundle {sub}/{file} is a directory; only {sub}/NAME.md files are read"
             )));
@@ -129,9 +126,7 @@ fn md_files(main: &Path, sub: &str, names_only: bool) -> (Vec<BundlePrompt>, Vec
             }
         };
         let Ok(text) = String::from_utf8(bytes) else {
-            diags.push(fail(format!(
-                "bundle {kind} {sub}/{file} is not UTF-8"
-            )));
+            diags.push(fail(format!("bundle {kind} {sub}/{file} is not UTF-8")));
             continue;
         };
         // A skill is copied as it is; a prompt's line ends and trailing blank space are tidied.
@@ -293,7 +288,9 @@ pub(crate) fn parse_manifest(text: &str) -> Result<crate::ir::Manifest, String> 
                 .and_then(|s| s.strip_suffix('"'))
                 .or_else(|| plain.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')))
                 .unwrap_or(plain);
-            if !block.iter().all(|l| blank(l)) && !matches!(key, "compat" | "attachments" | "triggers" | "capabilities") {
+            if !block.iter().all(|l| blank(l))
+                && !matches!(key, "compat" | "attachments" | "triggers" | "capabilities")
+            {
                 return Err(format!("\"{key}\" must be one value"));
             }
             unquoted.to_owned()
