@@ -94,6 +94,7 @@ const ROUTER_PROPS: &[&str] = &[
     "user",
     "multi",
     "backend",
+    "delegate",
     "provider",
     "reasoning_effort",
 ];
@@ -843,7 +844,16 @@ impl Parser<'_> {
                 "model" => r.model = Some(p.model_prop(&key)?),
                 "system" => r.system = Some(p.prompt_prop(&key)?),
                 "user" => r.user = Some(p.prompt_prop(&key)?),
-                "backend" => r.backend = Some(p.backend_prop(&key)?),
+                "backend" | "delegate" => {
+                    if r.backend.is_some() {
+                        return Err(diag(
+                            Code::E012,
+                            key.span,
+                            "\"delegate\" is upstream's former name for \"backend\"; give one of them",
+                        ));
+                    }
+                    r.backend = Some(p.backend_prop(&key)?);
+                }
                 "provider" => r.provider = Some(p.str_prop(&key)?),
                 "reasoning_effort" => r.reasoning_effort = Some(p.effort_prop(&key)?),
                 _ => {

@@ -118,6 +118,12 @@ fn model_properties_belong_to_llm_routers_and_model_modes_need_a_model() {
         }
         other => panic!("{other:?}"),
     }
+    // `delegate:` is upstream's former name for it (one of the two only).
+    expect(&delegate.replace("backend: codex", "delegate: codex"), &[]);
+    expect(
+        &delegate.replace("backend: codex", "backend: codex\n  delegate: codex"),
+        &[("E012", 10)],
+    );
     // `backend: claw` still needs one; the three belong to llm routers (C023).
     expect(
         &delegate.replace("backend: codex", "backend: claw"),
