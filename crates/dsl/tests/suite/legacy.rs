@@ -180,3 +180,26 @@ fn a_compute_reading_a_field_its_source_lacks_is_a_warning_and_elsewhere_an_erro
     );
     assert_eq!(codes(&when), vec![("C031".into(), 14)]);
 }
+
+#[test]
+fn branches_that_all_end_at_done_are_c906_with_a_hint_naming_the_fix() {
+    // Upstream converged such branches at `done` implicitly; here the join is explicit.
+    let src = format!(
+        "{FAN}workflow w:\n  entry: fan\n  fan -> a\n  fan -> b\n  a -> done\n  b -> done\n"
+    );
+    let out = compile(src.as_bytes(), &CompileOptions::default());
+    let c906: Vec<_> = out
+        .diagnostics
+        .iter()
+        .filter(|d| d.code.as_str() == "C906")
+        .collect();
+    assert_eq!(c906.len(), 1, "{:?}", out.diagnostics);
+    assert!(
+        c906[0]
+            .hint
+            .as_deref()
+            .is_some_and(|h| h.contains("the branches all end at done")),
+        "{:?}",
+        c906[0]
+    );
+}
