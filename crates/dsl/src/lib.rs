@@ -18,6 +18,7 @@
 pub mod ast;
 mod bundle;
 mod check;
+mod converge;
 pub mod diag;
 pub mod expr;
 pub mod ir;
@@ -129,6 +130,7 @@ fn compile_with(
     let mut workflow = None;
     let mut children = check::Children::default();
     if diagnostics.is_empty() {
+        converge::at_done(&mut file);
         let (diags, found) = check::run(&file, opts, origin);
         diagnostics.extend(diags);
         diagnostics.append(&mut unread);

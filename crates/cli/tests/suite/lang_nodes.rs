@@ -571,3 +571,26 @@ fn an_older_join_declaration_gathers_its_branches_and_script_comments_stay_text(
         json!("EXECUTION_FAILED")
     );
 }
+
+#[test]
+fn branches_that_all_end_at_done_finish_the_run_together_with_their_keys() {
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        "router fan:\n  mode: fan_out_all\n\ntool a:\n  command: `echo '{\"n\": 1}'`\n\ntool b:\n  command: `sleep 0.2; echo '{\"n\": 2}'`\n\n\
+         workflow w:\n  entry: fan\n  fan -> a\n  fan -> b\n  a -> done with { first: \"{{outputs.a.n}}\" }\n  b -> done with { second: \"{{outputs.b.n}}\" }\n",
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Both branches ran (the slow one too) and the run's output holds both keys.
+    assert_eq!(summary["output"], json!({"first": 1, "second": 2}));
+    let run = env.only_run();
+    let mut nodes = started(&env.events(&run));
+    nodes[1..3].sort();
+    assert_eq!(nodes, ["fan", "a", "b", "fan_at_done"]);
+}

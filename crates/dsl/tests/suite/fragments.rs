@@ -503,7 +503,7 @@ fn c907_a_fan_out_inside_one_branch_still_nests() {
 
 #[test]
 fn c906_fan_out_without_a_join() {
-    let src = "router r:\n  mode: fan_out_all\n\ntool a:\n  command: `true`\n\ntool b:\n  command: `true`\n\nworkflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> done\n  b -> done\n";
+    let src = "router r:\n  mode: fan_out_all\n\ntool a:\n  command: `true`\n\ntool b:\n  command: `true`\n\nworkflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> done\n  b -> fail\n";
     let got = got(src);
     assert!(got.contains(&("C906".to_string(), 1)), "{got:?}");
 }

@@ -182,10 +182,50 @@ fn a_compute_reading_a_field_its_source_lacks_is_a_warning_and_elsewhere_an_erro
 }
 
 #[test]
-fn branches_that_all_end_at_done_are_c906_with_a_hint_naming_the_fix() {
-    // Upstream converged such branches at `done` implicitly; here the join is explicit.
+fn branches_that_all_end_at_done_converge_there_as_upstreams_did() {
+    // One node per branch, every edge of it into done: upstream waited for all of them there.
     let src = format!(
+        "{FAN}workflow w:\n  entry: fan\n  fan -> a\n  fan -> b\n  a -> done with {{ first: \"{{{{outputs.a}}}}\" }}\n  b -> done with {{ second: \"{{{{outputs.b.n}}}}\" }}\n"
+    );
+    assert_eq!(codes(&src), vec![]);
+    let wf = compile(src.as_bytes(), &CompileOptions::default())
+        .workflow
+        .unwrap();
+    let join = wf.node("fan_at_done").unwrap();
+    assert_eq!(join.await_mode, Some(AwaitMode::WaitAll));
+    match &join.body {
+        NodeBody::Compute(c) => assert_eq!(
+            c.expr,
+            vec![
+                ("first".to_owned(), "input.first".to_owned()),
+                ("second".to_owned(), "input.second".to_owned()),
+            ]
+        ),
+        other => panic!("{other:?}"),
+    }
+    // Without `with` keys the join maps each branch node's output.
+    let bare = format!(
         "{FAN}workflow w:\n  entry: fan\n  fan -> a\n  fan -> b\n  a -> done\n  b -> done\n"
+    );
+    let wf = compile(bare.as_bytes(), &CompileOptions::default())
+        .workflow
+        .unwrap();
+    match &wf.node("fan_at_done").unwrap().body {
+        NodeBody::Compute(c) => assert_eq!(
+            c.expr,
+            vec![
+                ("a".to_owned(), "outputs.a".to_owned()),
+                ("b".to_owned(), "outputs.b".to_owned()),
+            ]
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn longer_branches_that_end_at_done_are_c906_with_a_hint_naming_the_fix() {
+    let src = format!(
+        "{FAN}tool m:\n  command: `true`\n\nworkflow w:\n  entry: fan\n  fan -> a\n  fan -> b\n  a -> m\n  m -> done\n  b -> done\n"
     );
     let out = compile(src.as_bytes(), &CompileOptions::default());
     let c906: Vec<_> = out
