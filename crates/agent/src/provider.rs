@@ -216,10 +216,7 @@ pub fn resolve_routes(
         let Some(model) = node.body.model() else {
             continue;
         };
-        let (provider_hint, backend) = match &node.body {
-            iterion_dsl::ir::NodeBody::Agent(a) => (a.provider.as_ref(), a.backend),
-            _ => (None, iterion_dsl::ir::Backend::Claw),
-        };
+        let (provider_hint, backend) = (node.body.provider(), node.body.backend());
         let expanded = expand_host(model, &lookup).map_err(|e| RouteError::BadExpansion {
             node: node.id.clone(),
             message: e.to_string(),
@@ -252,10 +249,7 @@ pub fn resolve_routes(
         // A delegate node without a key uses its CLI's subscription login instead (an empty
         // key here; the engine loads the login file and fails the run naming it when it is
         // missing or unusable).
-        let delegate = matches!(
-            &node.body,
-            iterion_dsl::ir::NodeBody::Agent(agent) if agent.backend != iterion_dsl::ir::Backend::Claw
-        );
+        let delegate = backend.is_delegate();
         let key = match lookup(provider.key_var()).filter(|k| !k.is_empty()) {
             Some(key) => key,
             None if delegate => String::new(),

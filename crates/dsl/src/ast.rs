@@ -9,7 +9,7 @@
 //! - every enumerated word checked at parse stage (E020: `backend`, router `mode`, `await`,
 //!   `interaction`) is already an enum here; words whose check is a C-code (sandbox `mode`,
 //!   `host_state`, network `mode`/`inherit`, `worktree`, a secret's `as`) stay [`Word`]s;
-//! - ints are in range, `tool_max_steps`/`max_iterations` ≥ 1, a literal `max_duration` parses;
+//! - ints are in range, `tool_max_steps` ≥ 0, `max_iterations` ≥ 1, a literal `max_duration` parses;
 //! - no property appears twice in one block (E010) and every property is known (E012).
 //!
 //! When an E-code was reported, the tree may be partial: declarations that failed are dropped.
@@ -594,7 +594,7 @@ pub struct AgentProps {
     pub output: Option<Ident>,
     /// `tools`.
     pub tools: Option<WordList>,
-    /// `tool_max_steps` (≥ 1).
+    /// `tool_max_steps` (≥ 0; `0` is upstream's "not set", the default).
     pub tool_max_steps: Option<IntLit>,
     /// `interaction`, with the value's span.
     pub interaction: Option<(Interaction, Span)>,
@@ -635,6 +635,16 @@ pub enum ScriptLanguage {
     Python,
 }
 
+impl ScriptLanguage {
+    /// The line comment that starts a comment line of the language (`template::parse_script`).
+    pub fn line_comment(self) -> &'static str {
+        match self {
+            ScriptLanguage::Node => "//",
+            ScriptLanguage::Sh | ScriptLanguage::Bash | ScriptLanguage::Python => "#",
+        }
+    }
+}
+
 /// `tool` properties (DSL.md §3.6).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolProps {
@@ -669,6 +679,12 @@ pub struct RouterProps {
     pub user: Option<PromptRef>,
     /// `multi` (`llm` routers only).
     pub multi: Option<BoolLit>,
+    /// `backend` (`llm` routers only): the backend that asks the model, with the value's span.
+    pub backend: Option<(Backend, Span)>,
+    /// `provider` (`llm` routers only).
+    pub provider: Option<StrLit>,
+    /// `reasoning_effort` (`llm` routers only).
+    pub reasoning_effort: Option<Word>,
 }
 
 /// `compute` properties: each `expr` entry is one output field.
@@ -680,6 +696,8 @@ pub struct ComputeProps {
     pub input: Option<Ident>,
     /// `output` schema name.
     pub output: Option<Ident>,
+    /// A legacy `join` declaration's `output:`: checked to name a schema, never applied.
+    pub join_output: Option<Ident>,
     /// `await`, with the value's span.
     pub await_: Option<(AwaitMode, Span)>,
     /// `expr:` entries in order: output field → expression string (required, non-empty).

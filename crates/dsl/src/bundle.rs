@@ -27,9 +27,28 @@ pub(crate) struct BundlePrompt {
     pub text: String,
 }
 
+/// The bundle's skills directory: each `skills/NAME.md` is written to the run's workspace as
+/// `.claude/skills/NAME.md` when the run starts (docs/language.md "Bundles").
+pub const SKILLS_DIR: &str = "skills";
+
 /// The prompts of the bundle whose `main.bot` is `main`, or C916 diagnostics (at 1:1 of
 /// `main.bot`) for the files that cannot be read. No `prompts/` directory: none.
 pub(crate) fn prompts(main: &Path) -> (Vec<BundlePrompt>, Vec<Diagnostic>) {
+    md_files(main, PROMPTS_DIR, true)
+}
+
+/// The skills of the bundle whose `main.bot` is `main` (`skills/*.md`, by the same rules as
+/// its prompts; the name is the file name without `.md`). A subdirectory (upstream's folder
+/// skills) is C916: it is not read yet, and a skill silently missing would change what an
+/// agent finds.
+pub(crate) fn skills(main: &Path) -> (Vec<BundlePrompt>, Vec<Diagnostic>) {
+    md_files(main, SKILLS_DIR, false)
+}
+
+/// The `.md` files of `DIR/sub`, read beneath `DIR`. `names_only`: skip a file whose stem is not
+/// a name (a prompt must be referable); otherwise any stem without `/`, `.`-start or control
+/// characters is kept, and a subdirectory is C916.
+fn md_files(main: &Path, sub: &str, names_only: bool) -> (Vec<BundlePrompt>, Vec<Diagnostic>) {
     let mut out = Vec::new();
     let mut diags = Vec::new();
     let Some(dir) = main.parent() else {
@@ -37,12 +56,12 @@ pub(crate) fn prompts(main: &Path) -> (Vec<BundlePrompt>, Vec<Diagnostic>) {
     };
     let here = Span::new(1, 1, 1);
     let fail = |message: String| Diagnostic::new(Code::C916, here, message);
-    let listed = dir.join(PROMPTS_DIR);
+    let listed = dir.join(sub);
     match std::fs::symlink_metadata(&listed) {
         Err(_) => return (out, diags),
         Ok(meta) if meta.file_type().is_symlink() => {
             diags.push(fail(format!(
-                "bundle {PROMPTS_DIR}/ is a symbolic link; it must be a directory of the bundle"
+                "bundle {sub}/ is a symbolic link; it must be a directory of the bundle"
             )));
             return (out, diags);
         }
@@ -59,50 +78,66 @@ pub(crate) fn prompts(main: &Path) -> (Vec<BundlePrompt>, Vec<Diagnostic>) {
     let entries = match std::fs::read_dir(&listed) {
         Ok(entries) => entries,
         Err(e) => {
-            diags.push(fail(format!("bundle {PROMPTS_DIR}/: {e}")));
+            diags.push(fail(format!("bundle {sub}/: {e}")));
             return (out, diags);
         }
     };
+    let kind = if names_only { "prompt" } else { "skill" };
     let mut names: Vec<String> = Vec::new();
     for entry in entries.flatten() {
         let Ok(file) = entry.file_name().into_string() else {
             continue;
         };
+        if !names_only && !file.starts_with('.') && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            diags.push(fail(format!(
+                "bundle {sub}/{file} is a directory; only {sub}/NAME.md files are read"
+            )));
+            continue;
+        }
         let Some(stem) = file.strip_suffix(".md") else {
             continue;
         };
-        // Only a stem that is a name can be referenced (`system: helper`).
-        if !is_name(stem) {
+        // A prompt's stem must be a name to be referenced (`system: helper`); a skill's must be
+        // one plain file name.
+        if names_only && !is_name(stem) {
+            continue;
+        }
+        if !names_only
+            && (stem.is_empty() || stem.starts_with('.') || stem.chars().any(char::is_control))
+        {
             continue;
         }
         names.push(file);
         if names.len() > MAX_PROMPTS {
             diags.push(fail(format!(
-                "bundle {PROMPTS_DIR}/ has more than {MAX_PROMPTS} prompt files"
+                "bundle {sub}/ has more than {MAX_PROMPTS} {kind} files"
             )));
             return (Vec::new(), diags);
         }
     }
     names.sort();
     for file in names {
-        let relative = Path::new(PROMPTS_DIR).join(&file);
+        let relative = Path::new(sub).join(&file);
         let bytes = match root.read(&relative, MAX_PROMPT_BYTES) {
             Ok(bytes) => bytes,
             Err(e) => {
-                diags.push(fail(format!("bundle prompt {PROMPTS_DIR}/{file}: {e}")));
+                diags.push(fail(format!("bundle {kind} {sub}/{file}: {e}")));
                 continue;
             }
         };
         let Ok(text) = String::from_utf8(bytes) else {
-            diags.push(fail(format!(
-                "bundle prompt {PROMPTS_DIR}/{file} is not UTF-8"
-            )));
+            diags.push(fail(format!("bundle {kind} {sub}/{file} is not UTF-8")));
             continue;
         };
-        let text = text.replace("\r\n", "\n");
+        // A skill is copied as it is; a prompt's line ends and trailing blank space are tidied.
+        let text = if names_only {
+            text.replace("\r\n", "\n").trim_end().to_owned()
+        } else {
+            text
+        };
         out.push(BundlePrompt {
             name: file.trim_end_matches(".md").to_owned(),
-            text: text.trim_end().to_owned(),
+            text,
         });
     }
     (out, diags)
@@ -141,4 +176,142 @@ fn is_name(s: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The manifest file names, in the order upstream tries them.
+pub const MANIFEST_FILES: [&str; 2] = ["manifest.yaml", "manifest.yml"];
+/// The most bytes of a manifest.
+pub const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
+/// The manifest schema this build reads.
+const MANIFEST_SCHEMA: i64 = 1;
+/// The keys upstream's manifest has (it refuses any other); only the first four are kept, the
+/// rest are documentation for other tools.
+const MANIFEST_KEYS: [&str; 9] = [
+    "name",
+    "version",
+    "description",
+    "author",
+    "schema_version",
+    "compat",
+    "attachments",
+    "triggers",
+    "capabilities",
+];
+
+/// The bundle's `manifest.yaml` (or `.yml`), read beneath the bundle like its prompts; `None`
+/// when it has none. A manifest that cannot be read, has a key upstream does not know, or a
+/// `schema_version` other than 1 is C916.
+pub(crate) fn manifest(main: &Path) -> (Option<crate::ir::Manifest>, Vec<Diagnostic>) {
+    let here = Span::new(1, 1, 1);
+    let fail = |message: String| vec![Diagnostic::new(Code::C916, here, message)];
+    let Some(dir) = main.parent() else {
+        return (None, Vec::new());
+    };
+    let Some(file) = MANIFEST_FILES
+        .into_iter()
+        .find(|f| std::fs::symlink_metadata(dir.join(f)).is_ok())
+    else {
+        return (None, Vec::new());
+    };
+    let bytes = match iterion_repofile::RepoRoot::open(dir)
+        .and_then(|root| root.read(Path::new(file), MAX_MANIFEST_BYTES))
+    {
+        Ok(bytes) => bytes,
+        Err(e) => return (None, fail(format!("bundle {file}: {e}"))),
+    };
+    let Ok(text) = String::from_utf8(bytes) else {
+        return (None, fail(format!("bundle {file} is not UTF-8")));
+    };
+    match parse_manifest(&text.replace("\r\n", "\n")) {
+        Ok(m) => (Some(m), Vec::new()),
+        Err(why) => (None, fail(format!("bundle {file}: {why}"))),
+    }
+}
+
+/// The subset of YAML a manifest uses: top-level `key: value` lines, a value plain, quoted or a
+/// `|` / `>` block; the nested content of `compat`, `attachments`, `triggers` and
+/// `capabilities` is skipped.
+pub(crate) fn parse_manifest(text: &str) -> Result<crate::ir::Manifest, String> {
+    let mut m = crate::ir::Manifest::default();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut seen: Vec<&str> = Vec::new();
+    let mut i = 0;
+    let blank = |l: &str| l.trim().is_empty() || l.trim_start().starts_with('#');
+    while i < lines.len() {
+        let line = lines[i];
+        i += 1;
+        if blank(line) || line == "---" {
+            continue;
+        }
+        if line.starts_with([' ', '\t']) {
+            return Err(format!("line {i}: unexpected indentation"));
+        }
+        let Some((key, rest)) = line.split_once(':') else {
+            return Err(format!("line {i}: expected \"key: value\""));
+        };
+        let key = key.trim();
+        if !MANIFEST_KEYS.contains(&key) {
+            return Err(format!("line {i}: unknown key \"{key}\""));
+        }
+        if seen.contains(&key) {
+            return Err(format!("line {i}: \"{key}\" given twice"));
+        }
+        seen.push(key);
+        let rest = rest.trim();
+        // The indented lines that belong to this key.
+        let mut block: Vec<&str> = Vec::new();
+        while i < lines.len() && (lines[i].starts_with([' ', '\t']) || lines[i].trim().is_empty()) {
+            block.push(lines[i]);
+            i += 1;
+        }
+        let value = if rest.starts_with('|') || rest.starts_with('>') {
+            let indent = block
+                .iter()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| l.len() - l.trim_start().len())
+                .min()
+                .unwrap_or(0);
+            let body: Vec<&str> = block
+                .iter()
+                .map(|l| if l.len() >= indent { &l[indent..] } else { "" })
+                .collect();
+            let joined = if rest.starts_with('|') {
+                body.join("\n")
+            } else {
+                body.join(" ")
+            };
+            joined.trim_end().to_owned()
+        } else {
+            let plain = rest.split(" #").next().unwrap_or("").trim();
+            let unquoted = plain
+                .strip_prefix('"')
+                .and_then(|s| s.strip_suffix('"'))
+                .or_else(|| plain.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')))
+                .unwrap_or(plain);
+            if !block.iter().all(|l| blank(l))
+                && !matches!(key, "compat" | "attachments" | "triggers" | "capabilities")
+            {
+                return Err(format!("\"{key}\" must be one value"));
+            }
+            unquoted.to_owned()
+        };
+        match key {
+            "name" => m.name = value,
+            "version" => m.version = value,
+            "description" => m.description = value,
+            "author" => m.author = value,
+            "schema_version" => {
+                let n: i64 = value
+                    .parse()
+                    .map_err(|_| format!("schema_version {value:?} is not an integer"))?;
+                if n != MANIFEST_SCHEMA && n != 0 {
+                    return Err(format!(
+                        "schema_version {n} is not supported by this build (expected {MANIFEST_SCHEMA})"
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(m)
 }

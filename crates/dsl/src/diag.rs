@@ -217,6 +217,9 @@ pub enum Code {
     /// `C920` (warning): a router's condition reads an input field that the output of one of
     /// its predecessors cannot have.
     C920,
+    /// `C921` (warning): a compute expression reads `outputs.N.F` where N's output schema has no
+    /// field F (older upstream files, whose compute expressions were not checked): it is `null`.
+    C921,
     /// `C940` (warning): `budget.max_cost_usd` / `max_tokens` is not enforced.
     C940,
     /// `C941` (warning): a delegate-only property on a claw node has no effect.
@@ -336,6 +339,7 @@ impl Code {
         Code::C915,
         Code::C916,
         Code::C920,
+        Code::C921,
         Code::C940,
         Code::C941,
         Code::C942,
@@ -450,6 +454,7 @@ impl Code {
             Code::C915 => "C915",
             Code::C916 => "C916",
             Code::C920 => "C920",
+            Code::C921 => "C921",
             Code::C940 => "C940",
             Code::C941 => "C941",
             Code::C942 => "C942",
@@ -477,6 +482,7 @@ impl Code {
             | Code::C909
             | Code::C912
             | Code::C920
+            | Code::C921
             | Code::C940
             | Code::C941
             | Code::C942

@@ -117,6 +117,39 @@ pub struct Workflow {
     /// `attachments:` (top level and the workflow's), in declaration order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<Attachment>,
+    /// A bundle's `skills/NAME.md`, by name: written to the workspace's `.claude/skills/` when
+    /// the run starts, unless the workspace has that entry already.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<Skill>,
+    /// A bundle's `manifest.yaml` metadata, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<Manifest>,
+}
+
+/// One bundle skill: `skills/NAME.md`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skill {
+    /// The file name without `.md`.
+    pub name: String,
+    /// Its text, as the file holds it.
+    pub text: String,
+}
+
+/// A bundle's `manifest.yaml`: metadata only (upstream's runtime does not read it either).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// `name`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// `version`, free-form.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    /// `description`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// `author`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub author: String,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -483,6 +516,25 @@ impl Session {
 }
 
 impl NodeBody {
+    /// The backend through which this node calls its model: an agent's, an `llm` router's;
+    /// `claw` for every other node (a `human` node's model modes run the claw loop).
+    pub fn backend(&self) -> Backend {
+        match self {
+            NodeBody::Agent(a) => a.backend,
+            NodeBody::Router(r) if r.mode == RouterMode::Llm => r.backend,
+            _ => Backend::Claw,
+        }
+    }
+
+    /// The `provider:` of a bare model name: an agent's or an `llm` router's.
+    pub fn provider(&self) -> Option<&str> {
+        match self {
+            NodeBody::Agent(a) => a.provider.as_deref(),
+            NodeBody::Router(r) if r.mode == RouterMode::Llm => r.provider.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The model this node calls, when it calls one: an agent's, an `llm` router's, a `human`
     /// node's in its model modes. The launch resolves a route for each.
     pub fn model(&self) -> Option<&str> {
@@ -531,6 +583,15 @@ pub struct RouterNode {
     /// `llm` routers: the user prompt's template text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// `llm` routers: the backend that asks the model (`claw` when absent).
+    #[serde(default, skip_serializing_if = "Backend::is_claw")]
+    pub backend: Backend,
+    /// `llm` routers: the provider of a bare model name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// `llm` routers: `reasoning_effort` as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
 }
 
 /// A script tool's interpreter (upstream's `language:` words).
@@ -548,6 +609,14 @@ pub enum ScriptLanguage {
 }
 
 impl ScriptLanguage {
+    /// The line comment that starts a comment line of the language (`parse_script`).
+    pub fn line_comment(self) -> &'static str {
+        match self {
+            ScriptLanguage::Node => "//",
+            ScriptLanguage::Sh | ScriptLanguage::Bash | ScriptLanguage::Python => "#",
+        }
+    }
+
     /// The interpreter's program name, looked up on the sandbox's `PATH`.
     pub fn program(self) -> &'static str {
         match self {
@@ -628,8 +697,12 @@ pub struct McpToolRef {
 }
 
 impl McpToolRef {
-    /// `mcp.SERVER.TOOL` read from a `tools:` entry: both parts one word of ASCII letters,
-    /// digits, `_` or `-` (at most 64 bytes each); anything else is `None` (C135).
+    /// The `tool` of `mcp.SERVER.*`: every tool the server lists.
+    pub const ALL_TOOLS: &'static str = "*";
+
+    /// `mcp.SERVER.TOOL` (or `mcp.SERVER.*`, every tool of the server, as upstream writes it)
+    /// read from a `tools:` entry: both parts one word of ASCII letters, digits, `_` or `-`
+    /// (at most 64 bytes each); anything else is `None` (C135).
     pub fn parse(text: &str) -> Option<McpToolRef> {
         let (server, tool) = text.strip_prefix("mcp.")?.split_once('.')?;
         let word = |s: &str| {
@@ -638,10 +711,15 @@ impl McpToolRef {
                 && s.chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         };
-        (word(server) && word(tool)).then(|| McpToolRef {
+        (word(server) && (word(tool) || tool == Self::ALL_TOOLS)).then(|| McpToolRef {
             server: server.to_owned(),
             tool: tool.to_owned(),
         })
+    }
+
+    /// Whether this is `mcp.SERVER.*`.
+    pub fn is_all(&self) -> bool {
+        self.tool == Self::ALL_TOOLS
     }
 }
 

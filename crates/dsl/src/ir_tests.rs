@@ -78,6 +78,8 @@ fn a_minimal_workflow_takes_every_default() {
             cursors: BTreeMap::new(),
             presets: BTreeMap::new(),
             attachments: vec![],
+            skills: vec![],
+            manifest: None,
         })
     );
 }

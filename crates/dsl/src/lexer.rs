@@ -571,10 +571,16 @@ impl<'a> Lexer<'a> {
                     .unwrap_or(rest.len());
                 // Inside `[…]` a dotted name (`board.read`, upstream's capability names) is one
                 // IDENT; whatever list takes it judges it.
+                // A dotted name may end in `.*` (`mcp.SERVER.*`, every tool of a server).
                 if matches!(self.brackets.last(), Some((Tok::LBracket, ..))) {
-                    while let Some(after) = rest.get(len..).and_then(|r| r.strip_prefix('.'))
-                        && after.chars().next().is_some_and(ident_start)
-                    {
+                    while let Some(after) = rest.get(len..).and_then(|r| r.strip_prefix('.')) {
+                        if after.starts_with('*') {
+                            len += 2;
+                            break;
+                        }
+                        if !after.chars().next().is_some_and(ident_start) {
+                            break;
+                        }
                         len += 1 + after
                             .find(|ch: char| !ident_continue(ch))
                             .unwrap_or(after.len());

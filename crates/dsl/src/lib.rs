@@ -18,6 +18,7 @@
 pub mod ast;
 mod bundle;
 mod check;
+mod converge;
 pub mod diag;
 pub mod expr;
 pub mod ir;
@@ -62,9 +63,32 @@ pub fn compile_file(path: &std::path::Path, opts: &CompileOptions) -> Result<Com
 /// beside it; one that cannot be read is C916.
 pub fn compile_at(bytes: &[u8], path: &std::path::Path, opts: &CompileOptions) -> Compiled {
     let origin = check::Origin::root(path, compile_in);
-    let bundle = (path.file_name() == Some(std::ffi::OsStr::new(BUNDLE_MAIN)))
-        .then(|| bundle::prompts(path));
-    compile_with(bytes, opts, Some(&origin), bundle).0
+    let is_bundle = path.file_name() == Some(std::ffi::OsStr::new(BUNDLE_MAIN));
+    let bundle = is_bundle.then(|| bundle::prompts(path));
+    let mut compiled = compile_with(bytes, opts, Some(&origin), bundle).0;
+    if is_bundle {
+        // Skills and the manifest: files beside `main.bot`, read by the same rules (C916).
+        let (skills, mut failed) = bundle::skills(path);
+        let (manifest, mut bad_manifest) = bundle::manifest(path);
+        failed.append(&mut bad_manifest);
+        if failed.is_empty() {
+            if let Some(wf) = compiled.workflow.as_mut() {
+                wf.skills = skills
+                    .into_iter()
+                    .map(|s| ir::Skill {
+                        name: s.name,
+                        text: s.text,
+                    })
+                    .collect();
+                wf.manifest = manifest;
+            }
+        } else {
+            compiled.diagnostics.append(&mut failed);
+            diag::sort(&mut compiled.diagnostics);
+            compiled.workflow = None;
+        }
+    }
+    compiled
 }
 
 pub use bundle::{MAX_PROMPT_BYTES, MAX_PROMPTS};
@@ -106,6 +130,7 @@ fn compile_with(
     let mut workflow = None;
     let mut children = check::Children::default();
     if diagnostics.is_empty() {
+        converge::at_done(&mut file);
         let (diags, found) = check::run(&file, opts, origin);
         diagnostics.extend(diags);
         diagnostics.append(&mut unread);

@@ -281,7 +281,7 @@ fn values_of_the_wrong_kind_are_e021() {
     let msg = |src: &str| only(src).message;
     assert_eq!(
         msg(&agent_with("  tool_max_steps: \"5\"\n")),
-        "tool_max_steps expects an int of at least 1, found \"5\""
+        "tool_max_steps expects an int of at least 0, found \"5\""
     );
     assert_eq!(
         msg(&agent_with("  tool_max_steps: 99999999999999999999\n")),

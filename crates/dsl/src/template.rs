@@ -411,6 +411,48 @@ pub fn check_shape(ns: Namespace, path: &[String]) -> Result<(), ShapeError> {
     }
 }
 
+/// Parses a `script:` text ([`parse`]), except that a line whose first non-blank characters are
+/// the language's line comment (`#`, or `//` for JavaScript) is plain text: a `{{…}}` there is
+/// not a reference, is never rendered, checked or reported, and reaches the interpreter as
+/// written. Upstream checked no script reference before May 2026, so its scripts document the
+/// reference forms in comments (`// {{input.X}} renders as a JSON literal`).
+pub fn parse_script(text: &str, line_comment: &str) -> Template {
+    let parsed = parse(text);
+    // Char ranges [start, end) of the comment lines.
+    let mut comments = Vec::new();
+    let mut start = 0;
+    for line in text.split_inclusive('\n') {
+        let len = line.chars().count();
+        if !line_comment.is_empty() && line.trim_start().starts_with(line_comment) {
+            comments.push((start, start + len));
+        }
+        start += len;
+    }
+    if comments.is_empty() {
+        return parsed;
+    }
+    let in_comment = |offset: usize| comments.iter().any(|&(a, b)| (a..b).contains(&offset));
+    let mut segments: Vec<Segment> = Vec::new();
+    for seg in parsed.segments {
+        let seg = match seg {
+            Segment::Ref(r) if in_comment(r.offset) => Segment::Text(r.text),
+            other => other,
+        };
+        match (segments.last_mut(), seg) {
+            (Some(Segment::Text(prev)), Segment::Text(t)) => prev.push_str(&t),
+            (_, seg) => segments.push(seg),
+        }
+    }
+    Template {
+        segments,
+        issues: parsed
+            .issues
+            .into_iter()
+            .filter(|i| !in_comment(i.offset))
+            .collect(),
+    }
+}
+
 /// Scans template text (DSL.md §4.1). Never fails: problems are reported in
 /// [`Template::issues`] and their text is kept as literal text.
 ///

@@ -1343,3 +1343,65 @@ fn attack_a_session_id_that_is_an_option_never_reaches_the_clis_argv() {
         "the node started fresh: {last}"
     );
 }
+
+#[test]
+fn an_llm_router_on_claude_code_picks_its_route_through_the_cli() {
+    let Some(clis) = delegate_clis_or_skip("cli::delegates::an_llm_router_on_claude_code") else {
+        return;
+    };
+    let env = Env::new();
+    // No model: a claude_code router takes the backend's default, as an agent does.
+    env.write(
+        "w.iter",
+        "router pick:\n  mode: llm\n  backend: claude_code\n  reasoning_effort: low\n  system: \"Pick the fix route when a test fails.\"\n\n\
+         tool a:\n  command: `echo '{\"took\": \"a\"}'`\n\ntool b:\n  command: `echo '{\"took\": \"b\"}'`\n\n\
+         workflow w:\n  entry: pick\n  pick -> a\n  pick -> b\n  a -> done\n  b -> done\n",
+    );
+    let fake = FakeModel::start(
+        Api::Anthropic,
+        vec![Reply::text(
+            "{\"selected_route\": \"b\", \"reasoning\": \"b fixes it\"}",
+        )],
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .env("PATH", path_with(&clis))
+        .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}",
+        stderr_of(&out)
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["output"], json!({"took": "b"}));
+    // The pick went through the CLI: its turns are claude_code's, its request carries the
+    // routing instruction and the default model.
+    let turns = of_kind(&events, "agent_turn");
+    assert!(!turns.is_empty());
+    assert!(
+        turns.iter().all(|t| t["backend"] == json!("claude_code")),
+        "{turns:#?}"
+    );
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    assert_eq!(requests[0].body["model"], json!("claude-sonnet-4-5"));
+    assert!(
+        requests[0].body["system"]
+            .to_string()
+            .contains("Pick exactly one of these routes: a, b"),
+        "{}",
+        requests[0].body["system"]
+    );
+    let picked = of_kind(&events, "node_finished")
+        .into_iter()
+        .find(|d| d["node"] == json!("pick"))
+        .unwrap();
+    assert_eq!(picked["output"]["selected_route"], json!("b"));
+}

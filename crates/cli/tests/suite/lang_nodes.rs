@@ -539,3 +539,58 @@ fn a_loop_cap_written_as_a_template_is_read_at_run_time_and_a_bad_one_fails_type
         );
     }
 }
+
+#[test]
+fn an_older_join_declaration_gathers_its_branches_and_script_comments_stay_text() {
+    let env = Env::new();
+    env.write("w.iter", &example("18_older_forms.iter"));
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The script ran although its comment names `{{input.X}}`, which no input has: a
+    // reference there would have failed the node with TEMPLATE_UNRESOLVED.
+    assert_eq!(summary["output"], json!({"failed": 1, "passed": 1}));
+    let run = env.only_run();
+    let events = env.events(&run);
+    let gathered = events
+        .iter()
+        .find(|(k, d)| k == "node_finished" && d["node"] == "gathered")
+        .map(|(_, d)| d["output"].clone())
+        .expect("the join finished");
+    // Upstream's join output: each required node's output (null for the failed branch), and
+    // the failed branches under best_effort.
+    assert_eq!(gathered["lint"], json!({"ok": true, "warnings": 2}));
+    assert_eq!(gathered["unit"], Value::Null);
+    assert_eq!(gathered["_failed_branches"][0]["node"], json!("unit"));
+    assert_eq!(
+        gathered["_failed_branches"][0]["code"],
+        json!("EXECUTION_FAILED")
+    );
+}
+
+#[test]
+fn branches_that_all_end_at_done_finish_the_run_together_with_their_keys() {
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        "router fan:\n  mode: fan_out_all\n\ntool a:\n  command: `echo '{\"n\": 1}'`\n\ntool b:\n  command: `sleep 0.2; echo '{\"n\": 2}'`\n\n\
+         workflow w:\n  entry: fan\n  fan -> a\n  fan -> b\n  a -> done with { first: \"{{outputs.a.n}}\" }\n  b -> done with { second: \"{{outputs.b.n}}\" }\n",
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Both branches ran (the slow one too) and the run's output holds both keys.
+    assert_eq!(summary["output"], json!({"first": 1, "second": 2}));
+    let run = env.only_run();
+    let mut nodes = started(&env.events(&run));
+    nodes[1..3].sort();
+    assert_eq!(nodes, ["fan", "a", "b", "fan_at_done"]);
+}

@@ -178,3 +178,70 @@ fn docker_max_parallel_branches_runs_fan_out_branches_one_at_a_time() {
         }
     }
 }
+
+#[test]
+fn a_bundles_skills_reach_the_workspace_and_the_workspaces_own_win() {
+    let env = Env::new();
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/19_skills");
+    std::fs::create_dir_all(env.path("bundle/skills")).unwrap();
+    env.write(
+        "bundle/main.bot",
+        &std::fs::read_to_string(src.join("main.bot")).unwrap(),
+    );
+    env.write(
+        "bundle/skills/review-rules.md",
+        &std::fs::read_to_string(src.join("skills/review-rules.md")).unwrap(),
+    );
+    env.write("bundle/skills/style.md", "the bundle's style\n");
+    // The workspace has its own style skill already.
+    std::fs::create_dir_all(env.path(".claude/skills")).unwrap();
+    env.write(".claude/skills/style.md", "the workspace's style\n");
+    let out = env
+        .cmd()
+        .args(["run", "bundle", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary["output"],
+        json!({"result": "# Review rules: every finding names a file and a line."})
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path(".claude/skills/style.md")).unwrap(),
+        "the workspace's style\n"
+    );
+}
+
+#[test]
+fn attack_a_workspace_claude_link_refuses_the_bundles_skills() {
+    let env = Env::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(env.path("bundle/skills")).unwrap();
+    env.write(
+        "bundle/main.bot",
+        "tool t:\n  command: `true`\n\nworkflow w:\n  entry: t\n  t -> done\n",
+    );
+    env.write("bundle/skills/rules.md", "planted?\n");
+    std::os::unix::fs::symlink(outside.path(), env.path(".claude")).unwrap();
+    let out = env
+        .cmd()
+        .args(["run", "bundle", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary["failure_code"],
+        json!("SANDBOX_SETUP_FAILED"),
+        "{summary}"
+    );
+    assert!(
+        summary["message"]
+            .as_str()
+            .unwrap()
+            .contains("symbolic link"),
+        "{summary}"
+    );
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}

@@ -183,7 +183,11 @@ fn check_nodes(
             NodeBody::Compute(c) => (&c.input, &c.output, &None),
             NodeBody::Human(h) => (&h.input, &h.output, &None),
         };
-        for schema in [input, output].into_iter().flatten() {
+        let join_output = match &n.body {
+            NodeBody::Compute(c) => &c.join_output,
+            _ => &None,
+        };
+        for schema in [input, output, join_output].into_iter().flatten() {
             if !syms.schemas.contains_key(schema.name.as_str()) {
                 out.push(node_diag(
                     Code::C002,
@@ -330,6 +334,11 @@ fn check_model_kinds(
                     r.system.as_ref().map(|p| ("system", prompt_span(p))),
                     r.user.as_ref().map(|p| ("user", prompt_span(p))),
                     r.multi.map(|m| ("multi", m.span)),
+                    r.backend.map(|(_, s)| ("backend", s)),
+                    r.provider.as_ref().map(|p| ("provider", p.span)),
+                    r.reasoning_effort
+                        .as_ref()
+                        .map(|w| ("reasoning_effort", w.span)),
                 ];
                 for (key, span) in extra.into_iter().flatten() {
                     out.push(
@@ -342,10 +351,12 @@ fn check_model_kinds(
                     );
                 }
             }
+            // A delegate backend has a default model (as an agent's does).
+            let delegate = r.backend.is_some_and(|(b, _)| b != ast::Backend::Claw);
             (
                 r.system.iter().chain(&r.user).collect(),
                 r.model.as_ref(),
-                llm,
+                llm && !delegate,
             )
         }
         NodeBody::Human(h) => {

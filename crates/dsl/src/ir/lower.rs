@@ -170,6 +170,8 @@ pub(crate) fn lower_with(
         cursors: extras.cursors,
         presets: extras.presets,
         attachments: extras.attachments,
+        skills: Vec::new(),
+        manifest: None,
     })
 }
 
@@ -406,11 +408,7 @@ fn lower_node(
                     mcp_tools.push(r);
                 }
             }
-            let backend = match a.delegate.backend.map(|(b, _)| b).or(default_backend) {
-                Some(ast::Backend::ClaudeCode) => Backend::ClaudeCode,
-                Some(ast::Backend::Codex) => Backend::Codex,
-                Some(ast::Backend::Claw) | None => Backend::Claw,
-            };
+            let backend = lower_backend(a.delegate.backend.map(|(b, _)| b).or(default_backend));
             let body = NodeBody::Agent(AgentNode {
                 model: a.model.as_ref().map_or_else(
                     || default_delegate_model(backend).to_owned(),
@@ -430,6 +428,7 @@ fn lower_node(
                 tool_max_steps: a
                     .tool_max_steps
                     .and_then(|i| u32::try_from(i.value).ok())
+                    .filter(|&n| n > 0)
                     .unwrap_or(DEFAULT_TOOL_MAX_STEPS),
                 interaction: match a.interaction {
                     Some((ast::Interaction::Ask, _)) => Interaction::Ask,
@@ -479,9 +478,16 @@ fn lower_node(
                     ast::RouterMode::RoundRobin => RouterMode::RoundRobin,
                     ast::RouterMode::Llm => RouterMode::Llm,
                 },
-                model: r.model.as_ref().map(|m| m.value.clone()),
+                model: match (&r.model, lower_backend(r.backend.map(|(b, _)| b))) {
+                    (Some(m), _) => Some(m.value.clone()),
+                    (None, Backend::Claw) => None,
+                    (None, b) => Some(default_delegate_model(b).to_owned()),
+                },
                 system: r.system.as_ref().map(|p| prompt_text(p, prompts)),
                 user: r.user.as_ref().map(|p| prompt_text(p, prompts)),
+                backend: lower_backend(r.backend.map(|(b, _)| b)),
+                provider: r.provider.as_ref().map(|p| p.value.clone()),
+                reasoning_effort: r.reasoning_effort.as_ref().map(|w| w.text.clone()),
             }),
         ),
         ast::NodeBody::Compute(c) => (
@@ -656,5 +662,14 @@ fn lower_sandbox(decl: &ast::SandboxDecl) -> Sandbox {
                     .and_then(|w| NetworkInherit::from_word(&w.text)),
             }
         }),
+    }
+}
+
+/// The IR backend of a written one (`claw` when absent).
+fn lower_backend(b: Option<ast::Backend>) -> Backend {
+    match b {
+        Some(ast::Backend::ClaudeCode) => Backend::ClaudeCode,
+        Some(ast::Backend::Codex) => Backend::Codex,
+        Some(ast::Backend::Claw) | None => Backend::Claw,
     }
 }

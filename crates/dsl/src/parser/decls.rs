@@ -66,12 +66,16 @@ const SCRIPT_LANGUAGES: &[(&str, ast::ScriptLanguage)] = &[
 /// `compute`.
 const COMPUTE_PROPS: &[&str] = &["input", "output", "await", "expr", "publish"];
 
+/// Upstream's former `join` declaration.
+const JOIN_PROPS: &[&str] = &["strategy", "require", "output"];
+
 /// `human`.
 const HUMAN_PROPS: &[&str] = &[
     "input",
     "output",
     "instructions",
     "interaction",
+    "mode",
     "model",
     "system",
     "min_answers",
@@ -83,7 +87,17 @@ const HUMAN_PROPS: &[&str] = &[
 const SUBBOT_PROPS: &[&str] = &["source", "output", "await"];
 
 /// `router` (§3.7).
-const ROUTER_PROPS: &[&str] = &["mode", "model", "system", "user", "multi"];
+const ROUTER_PROPS: &[&str] = &[
+    "mode",
+    "model",
+    "system",
+    "user",
+    "multi",
+    "backend",
+    "delegate",
+    "provider",
+    "reasoning_effort",
+];
 
 /// A sandbox block (§7.2).
 const SANDBOX_PROPS: &[&str] = &[
@@ -466,7 +480,8 @@ impl Parser<'_> {
                 "input" => input = Some(p.ref_prop(&key, "a schema name")?),
                 "output" => output = Some(p.ref_prop(&key, "a schema name")?),
                 "tools" => tools = Some(p.word_list_prop(&key)?),
-                "tool_max_steps" => tool_max_steps = Some(p.int_prop(&key, Some(1))?),
+                // `0` is upstream's "not set": the default applies (lowering maps it).
+                "tool_max_steps" => tool_max_steps = Some(p.int_prop(&key, Some(0))?),
                 "interaction" => {
                     interaction = Some(p.enum_prop(
                         &key,
@@ -629,6 +644,72 @@ impl Parser<'_> {
         })
     }
 
+    /// Upstream's `join NAME:` declaration (removed upstream in April 2026 for `await` on the
+    /// node where branches meet), read as the `compute` node it amounts to: `strategy` is its
+    /// `await`, and its output maps each `require`d node to that node's output (upstream's
+    /// join output), plus `_failed_branches` under `best_effort`. Upstream never conformed a
+    /// join's output to its `output:` schema, so the schema is checked to exist and not applied.
+    pub(super) fn join_decl(&mut self) -> PResult<ast::Node> {
+        let kind_span = self.bump().span;
+        let name = self.name("a join name")?;
+        self.expect_colon()?;
+        self.header_end()?;
+        let (mut strategy, mut require, mut output) = (None, None, None);
+        self.props("join", JOIN_PROPS, |p, key| {
+            match key.name.as_str() {
+                "strategy" => strategy = Some(p.enum_prop(&key, AWAIT_MODES)?),
+                "require" => require = Some(p.word_list_prop(&key)?),
+                _ => output = Some(p.ref_prop(&key, "a schema name")?),
+            }
+            Ok(())
+        })?;
+        let await_ = strategy.unwrap_or((ast::AwaitMode::WaitAll, kind_span));
+        let expr_for = |field: &str, value: String, span: Span| {
+            (
+                ast::Ident {
+                    name: field.to_owned(),
+                    span,
+                },
+                ast::StrLit {
+                    value,
+                    kind: ast::StrKind::Ident,
+                    span,
+                    lines: vec![ast::LineStart {
+                        value_offset: 0,
+                        line: span.line,
+                        col: span.col,
+                    }],
+                },
+            )
+        };
+        let mut expr: Vec<(ast::Ident, ast::StrLit)> = require
+            .map(|l| l.items)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|w| expr_for(&w.text, format!("outputs.{}", w.text), w.span))
+            .collect();
+        if await_.0 == ast::AwaitMode::BestEffort || expr.is_empty() {
+            expr.push(expr_for(
+                "_failed_branches",
+                "concat(input._failed_branches)".to_owned(),
+                await_.1,
+            ));
+        }
+        Ok(ast::Node {
+            kind: ast::NodeKind::Compute,
+            kind_span,
+            name,
+            body: ast::NodeBody::Compute(ast::ComputeProps {
+                publish: None,
+                input: None,
+                output: None,
+                join_output: output,
+                await_: Some(await_),
+                expr,
+            }),
+        })
+    }
+
     fn compute_props(&mut self) -> PResult<ast::ComputeProps> {
         let (mut input, mut output, mut await_, mut expr) = (None, None, None, Vec::new());
         let mut publish = None;
@@ -653,6 +734,7 @@ impl Parser<'_> {
             publish,
             input,
             output,
+            join_output: None,
             await_,
             expr,
         })
@@ -677,12 +759,38 @@ impl Parser<'_> {
                 "publish" => h.publish = Some(p.ref_prop(&key, "an artifact name")?),
                 "instructions" => h.instructions = Some(p.prompt_prop(&key)?),
                 "interaction" => {
+                    if h.interaction.is_some() {
+                        return Err(diag(
+                            Code::E012,
+                            key.span,
+                            "\"mode\" is upstream's former name for a human node's \"interaction\"; give one of them",
+                        ));
+                    }
                     h.interaction = Some(p.enum_prop(
                         &key,
                         &[
                             ("human", ast::HumanMode::Human),
                             ("llm", ast::HumanMode::Llm),
                             ("llm_or_human", ast::HumanMode::LlmOrHuman),
+                        ],
+                    )?);
+                }
+                // Upstream's name for `interaction` before it was unified across node kinds
+                // (April 2026), with its own words; old files still use it.
+                "mode" => {
+                    if h.interaction.is_some() {
+                        return Err(diag(
+                            Code::E012,
+                            key.span,
+                            "\"mode\" is upstream's former name for a human node's \"interaction\"; give one of them",
+                        ));
+                    }
+                    h.interaction = Some(p.enum_prop(
+                        &key,
+                        &[
+                            ("pause_until_answers", ast::HumanMode::Human),
+                            ("auto_answer", ast::HumanMode::Llm),
+                            ("auto_or_pause", ast::HumanMode::LlmOrHuman),
                         ],
                     )?);
                 }
@@ -736,6 +844,18 @@ impl Parser<'_> {
                 "model" => r.model = Some(p.model_prop(&key)?),
                 "system" => r.system = Some(p.prompt_prop(&key)?),
                 "user" => r.user = Some(p.prompt_prop(&key)?),
+                "backend" | "delegate" => {
+                    if r.backend.is_some() {
+                        return Err(diag(
+                            Code::E012,
+                            key.span,
+                            "\"delegate\" is upstream's former name for \"backend\"; give one of them",
+                        ));
+                    }
+                    r.backend = Some(p.backend_prop(&key)?);
+                }
+                "provider" => r.provider = Some(p.str_prop(&key)?),
+                "reasoning_effort" => r.reasoning_effort = Some(p.effort_prop(&key)?),
                 _ => {
                     let multi = p.bool_prop(&key)?;
                     if multi.value {

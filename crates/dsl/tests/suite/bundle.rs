@@ -92,3 +92,77 @@ fn a_prompt_over_the_bound_is_refused() {
         "{got:?}"
     );
 }
+
+#[test]
+fn a_bundles_skills_and_manifest_are_read_by_the_bundle_rules() {
+    let dir = bundle(MAIN);
+    std::fs::write(dir.path().join("prompts/helper.md"), "Help.").unwrap();
+    std::fs::create_dir(dir.path().join("skills")).unwrap();
+    std::fs::write(
+        dir.path().join("skills/review-rules.md"),
+        "# Rules\r\nkept as is\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("skills/notes.txt"), "not a skill").unwrap();
+    std::fs::write(
+        dir.path().join("manifest.yaml"),
+        "name: demo\nversion: \"1.2\"\ndescription: |\n  Two lines\n  of text.\ncompat:\n  iterion: \">=0.15\"\n",
+    )
+    .unwrap();
+    let compiled = compile_file(&dir.path().join("main.bot"), &CompileOptions::default()).unwrap();
+    assert_eq!(compiled.diagnostics, vec![]);
+    let wf = compiled.workflow.unwrap();
+    assert_eq!(wf.skills.len(), 1);
+    assert_eq!(wf.skills[0].name, "review-rules");
+    // A skill is copied byte for byte.
+    assert_eq!(wf.skills[0].text, "# Rules\r\nkept as is\n");
+    let manifest = wf.manifest.unwrap();
+    assert_eq!(
+        (
+            manifest.name.as_str(),
+            manifest.version.as_str(),
+            manifest.description.as_str()
+        ),
+        ("demo", "1.2", "Two lines\nof text.")
+    );
+
+    // A folder skill (not read yet) and a manifest key upstream does not know are C916.
+    std::fs::create_dir(dir.path().join("skills/folder")).unwrap();
+    std::fs::write(dir.path().join("manifest.yaml"), "name: demo\nrunner: x\n").unwrap();
+    let got = codes(dir.path());
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(got.iter().all(|c| c.starts_with("C916")), "{got:?}");
+    assert!(
+        got.iter()
+            .any(|c| c.contains("skills/folder is a directory")),
+        "{got:?}"
+    );
+    assert!(
+        got.iter().any(|c| c.contains("unknown key \"runner\"")),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn attack_a_skill_symlinked_out_of_the_bundle_is_refused() {
+    let dir = bundle(MAIN);
+    std::fs::write(dir.path().join("prompts/helper.md"), "Help.").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("id_rsa"), "secret key").unwrap();
+    std::fs::create_dir(dir.path().join("skills")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("id_rsa"),
+        dir.path().join("skills/key.md"),
+    )
+    .unwrap();
+    let compiled = compile_file(&dir.path().join("main.bot"), &CompileOptions::default()).unwrap();
+    assert!(compiled.workflow.is_none());
+    assert!(
+        compiled
+            .diagnostics
+            .iter()
+            .any(|d| d.code.as_str() == "C916" && d.message.contains("skills/key.md")),
+        "{:?}",
+        compiled.diagnostics
+    );
+}

@@ -1,6 +1,7 @@
 mod bundle;
 mod examples;
 mod fragments;
+mod legacy;
 mod node_kinds;
 mod resources;
 mod robustness;

@@ -101,6 +101,40 @@ fn model_properties_belong_to_llm_routers_and_model_modes_need_a_model() {
         "human h:\n  instructions: nothing\n\nworkflow w:\n  entry: h\n  h -> done\n",
         &[("C003", 2)],
     );
+    // An llm router on a delegate backend needs no model: it takes the backend's default.
+    let delegate = format!(
+        "{AB}router r:\n  mode: llm\n  backend: codex\n  provider: openai\n  reasoning_effort: high\n\nworkflow w:\n  entry: r\n  r -> a\n  r -> b\n  a -> done\n  b -> done\n"
+    );
+    expect(&delegate, &[]);
+    let wf = compile(delegate.as_bytes(), &CompileOptions::default())
+        .workflow
+        .unwrap();
+    match &wf.node("r").unwrap().body {
+        NodeBody::Router(r) => {
+            assert_eq!(r.backend, iterion_dsl::ir::Backend::Codex);
+            assert_eq!(r.model.as_deref(), Some("openai/gpt-5"));
+            assert_eq!(r.provider.as_deref(), Some("openai"));
+            assert_eq!(r.reasoning_effort.as_deref(), Some("high"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // `delegate:` is upstream's former name for it (one of the two only).
+    expect(&delegate.replace("backend: codex", "delegate: codex"), &[]);
+    expect(
+        &delegate.replace("backend: codex", "backend: codex\n  delegate: codex"),
+        &[("E012", 10)],
+    );
+    // `backend: claw` still needs one; the three belong to llm routers (C023).
+    expect(
+        &delegate.replace("backend: codex", "backend: claw"),
+        &[("C018", 7)],
+    );
+    expect(
+        &delegate
+            .replace("mode: llm", "mode: condition")
+            .replace("  r -> b\n  a -> done\n", "  a -> b\n"),
+        &[("C023", 9), ("C023", 10), ("C023", 11)],
+    );
 }
 
 #[test]

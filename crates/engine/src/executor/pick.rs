@@ -81,11 +81,16 @@ pub(crate) async fn llm(
         Some(s) => format!("{s}\n\n{instruction}"),
         None => instruction,
     };
+    // The router's model answers through its backend: the claw loop, or a delegate CLI
+    // (`backend: claude_code` / `codex`), exactly as an agent without tools would.
     let agent = AgentNode {
         model: router.model.clone().unwrap_or_default(),
         system: Some(system),
         user: router.user.clone().unwrap_or_else(|| INPUT_ONLY.to_owned()),
         tool_max_steps: 1,
+        backend: router.backend,
+        provider: router.provider.clone(),
+        reasoning_effort: router.reasoning_effort.clone(),
         ..AgentNode::default()
     };
     let (answer, usage) = match crate::executor::agent::node::run(ctx, id, &agent, input).await? {

@@ -48,7 +48,10 @@ pub(crate) async fn run(
             run_id: &ctx.run_id,
             secrets: &ctx.wf.secrets,
         };
-        let parsed = template::parse(&tool.command);
+        let parsed = match tool.script {
+            Some(lang) => template::parse_script(&tool.command, lang.line_comment()),
+            None => template::parse(&tool.command),
+        };
         match tool.script {
             Some(ScriptLanguage::Node | ScriptLanguage::Python) => {
                 parsed.render_script(|r| view.resolve(r))

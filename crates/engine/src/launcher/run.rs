@@ -181,33 +181,46 @@ impl Engine {
                 ),
                 Ok((workspace, made)) => {
                     worktree = made;
-                    let in_worktree = match &worktree {
-                        // A worktree run's repository root is the worktree itself (SANDBOX.md
-                        // §7.1): its devcontainer is the one the run sees.
-                        Some(_) => Some(
-                            admitted
-                                .resolve_in(&attempt, &workspace, &self.environment)
-                                .await,
-                        ),
-                        None => None,
-                    };
-                    let stop_code = || stopping.code();
-                    let scope = Scope {
-                        attempt: &attempt,
-                        run,
-                        resolved: in_worktree.as_ref().unwrap_or(&admitted.resolved),
-                        factory: &admitted.factory,
-                        workspace: &workspace,
-                        events: &record.events,
-                        run_log: &record.run_log,
-                        observer: &observer,
-                        stop: &stopping.stop,
-                        lost: &record.lost,
-                        interrupt_children: &stopping.interrupt_children,
-                        stop_code: &stop_code,
-                        forfaits: &forfaits,
-                    };
-                    self.sandbox_and_execute(&scope, &mut ending).await;
+                    // A bundle's skills, into the workspace before any sandbox sees it.
+                    let skills = attempt.workflow.skills.clone();
+                    let ws = workspace.clone();
+                    let mirrored = tokio::task::spawn_blocking(move || {
+                        crate::sandbox::skills::mirror(&ws, &skills)
+                    })
+                    .await
+                    .map_err(|e| format!("bundle skills: {e}"))
+                    .and_then(|r| r);
+                    if let Err(message) = mirrored {
+                        ending.fail(FailureCode::SandboxSetupFailed, message, "workspace setup");
+                    } else {
+                        let in_worktree = match &worktree {
+                            // A worktree run's repository root is the worktree itself (SANDBOX.md
+                            // §7.1): its devcontainer is the one the run sees.
+                            Some(_) => Some(
+                                admitted
+                                    .resolve_in(&attempt, &workspace, &self.environment)
+                                    .await,
+                            ),
+                            None => None,
+                        };
+                        let stop_code = || stopping.code();
+                        let scope = Scope {
+                            attempt: &attempt,
+                            run,
+                            resolved: in_worktree.as_ref().unwrap_or(&admitted.resolved),
+                            factory: &admitted.factory,
+                            workspace: &workspace,
+                            events: &record.events,
+                            run_log: &record.run_log,
+                            observer: &observer,
+                            stop: &stopping.stop,
+                            lost: &record.lost,
+                            interrupt_children: &stopping.interrupt_children,
+                            stop_code: &stop_code,
+                            forfaits: &forfaits,
+                        };
+                        self.sandbox_and_execute(&scope, &mut ending).await;
+                    }
                 }
             }
         }

@@ -66,7 +66,12 @@ impl ContainerNeeds {
                     }
                 }
                 ir::NodeBody::Router(_) | ir::NodeBody::Human(_) if node.body.model().is_some() => {
-                    needs.agent_runner = true;
+                    // An llm router on a delegate backend execs that CLI instead.
+                    match node.body.backend() {
+                        ir::Backend::Claw => needs.agent_runner = true,
+                        ir::Backend::ClaudeCode => needs.claude = true,
+                        ir::Backend::Codex => needs.codex = true,
+                    }
                 }
                 ir::NodeBody::Agent(agent) => match agent.backend {
                     ir::Backend::Claw => {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use iterion_agent::delegate::Cli;
 use iterion_agent::forfait::{self as pure, Forfait};
 use iterion_agent::provider::{Endpoint, Provider, Routes};
-use iterion_dsl::ir::{Backend, NodeBody, Workflow};
+use iterion_dsl::ir::{Backend, Workflow};
 use iterion_sandbox::{EngineMountKind, SandboxRun, SecretBytes, SecretFileMount, Spec, Trust};
 use iterion_vocab::Environment;
 
@@ -106,10 +106,7 @@ pub(crate) fn load(
 ) -> Result<Forfaits, String> {
     let mut logins: Vec<Login> = Vec::new();
     for node in &wf.nodes {
-        let NodeBody::Agent(agent) = &node.body else {
-            continue;
-        };
-        let Some(cli) = cli_of(agent.backend) else {
+        let Some(cli) = cli_of(node.body.backend()) else {
             continue;
         };
         let Some(route) = routes.get(&node.id) else {

@@ -43,6 +43,7 @@ pub(crate) mod registry;
 pub(crate) mod resolve;
 pub(crate) mod rundir;
 pub(crate) mod scratch;
+pub(crate) mod skills;
 pub(crate) mod start;
 pub(crate) mod start_ctx;
 pub(crate) mod workspace;

@@ -33,6 +33,8 @@ struct Branch<'a> {
     routers: Vec<(&'a str, &'a ast::Edge)>,
     /// Ran into another router's region.
     foreign: bool,
+    /// Has an edge to `done`.
+    to_done: bool,
 }
 
 /// Region node → (router ordinal, branch index).
@@ -53,6 +55,7 @@ fn branch<'a>(
         overlaps: Vec::new(),
         routers: Vec::new(),
         foreign: false,
+        to_done: false,
     };
     let mut awaits: HashSet<&str> = HashSet::new();
     let mut overlapped: HashSet<&str> = HashSet::new();
@@ -60,6 +63,7 @@ fn branch<'a>(
     let mut visit =
         |b: &mut Branch<'a>, v: &'a str, by: &'a ast::Edge, queue: &mut VecDeque<&'a str>| {
             if is_terminal(v) {
+                b.to_done |= v == "done";
                 return;
             }
             if has_await(syms, v) {
@@ -173,6 +177,13 @@ pub(super) fn check<'a>(g: &Graph<'a>, syms: &Symbols<'a>, out: &mut Vec<Diagnos
             ([j], None) => *j,
             _ => {
                 let hint = match (all.as_slice(), missing.and_then(|m| branches.get(m))) {
+                    // Upstream converged branches that all end at `done` there, implicitly.
+                    ([], _) if branches.iter().all(|b| b.to_done) => {
+                        "the branches all end at done: \
+                         gather them first in a node with await (a compute node that maps their \
+                         outputs, or a join), then go from it to done"
+                            .to_string()
+                    }
                     ([], _) => "give the node where the branches meet an await".to_string(),
                     ([j], Some(b)) => format!("branch \"{}\" never reaches \"{j}\"", b.start),
                     (many, _) => format!(

@@ -37,6 +37,8 @@ enum Consumer<'a> {
 enum Origin {
     Template,
     Expression,
+    /// A compute entry: an expression, but a field missing from a schema is C921, not C031.
+    Compute,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -126,11 +128,17 @@ pub(super) fn check<'a>(
                     }
                     _ => Kind::Command,
                 };
-                r.template(&t.command, &template::parse(&t.command.value), place, kind);
+                let parsed = match t.script {
+                    Some((lang, _)) => {
+                        template::parse_script(&t.command.value, lang.line_comment())
+                    }
+                    None => template::parse(&t.command.value),
+                };
+                r.template(&t.command, &parsed, place, kind);
             }
             NodeBody::Compute(c) => {
                 for (_, text) in &c.expr {
-                    r.expression(text, place);
+                    r.expression(text, place, Origin::Compute);
                 }
             }
             NodeBody::Router(_) | NodeBody::Human(_) => {
@@ -347,7 +355,7 @@ impl<'a> Refs<'_, 'a> {
             }
         }
         if let Some(When::Expr { text, .. }) = &e.when {
-            self.expression(text, place);
+            self.expression(text, place, Origin::Expression);
         }
         // A templated loop cap is resolved like a `with` value of this edge.
         if let Some(lit) = e.loop_.as_ref().and_then(|l| l.cap_template.as_ref()) {
@@ -356,7 +364,7 @@ impl<'a> Refs<'_, 'a> {
     }
 
     /// An expression string (a `when "…"` or a compute `expr` entry): C040 / C138, then its paths.
-    fn expression(&mut self, text: &StrLit, place: Place<'a>) {
+    fn expression(&mut self, text: &StrLit, place: Place<'a>, origin: Origin) {
         match expr::parse(&text.value) {
             Err(err) => self.push(err.code(), text.span, err.to_string(), place.node, None),
             Ok(parsed) => {
@@ -374,7 +382,7 @@ impl<'a> Refs<'_, 'a> {
                         );
                         continue;
                     }
-                    self.reference(ns, p.rest(), text.span, place, Origin::Expression);
+                    self.reference(ns, p.rest(), text.span, place, origin);
                 }
             }
         }
@@ -463,7 +471,7 @@ impl<'a> Refs<'_, 'a> {
                         OutputSchema::Known(s) if field(s, f).is_none() => {
                             let code = match origin {
                                 Origin::Template => Code::C034,
-                                Origin::Expression => Code::C014,
+                                Origin::Expression | Origin::Compute => Code::C014,
                             };
                             self.push(
                                 code,
@@ -476,7 +484,7 @@ impl<'a> Refs<'_, 'a> {
                                 None,
                             );
                         }
-                        OutputSchema::Missing if origin == Origin::Expression => {
+                        OutputSchema::Missing if origin != Origin::Template => {
                             // A router: its input is its predecessor's output (C920).
                             router_input_lacks(self.syms, src, f, span, self.out);
                         }
@@ -513,7 +521,11 @@ impl<'a> Refs<'_, 'a> {
                             if field(s, f).is_none() && !runtime_field(syms, self.graph, n, f) =>
                         {
                             self.push(
-                                Code::C031,
+                                if origin == Origin::Compute {
+                                    Code::C921
+                                } else {
+                                    Code::C031
+                                },
                                 span,
                                 format!(
                                     "output schema \"{}\" of \"{n}\" has no field \"{f}\"",

@@ -1127,7 +1127,10 @@ fn a_fan_out_needs_exactly_one_join() {
                 "fan-out \"r\" needs one join with await; found 0"
             )
             .with_node("r")
-            .with_hint("give the node where the branches meet an await")
+            .with_hint(
+                "the branches all end at done: gather them first in a node with await (a \
+                 compute node that maps their outputs, or a join), then go from it to done"
+            )
         ]
     );
     let partial = fan(vec![

@@ -240,13 +240,18 @@ pub(crate) fn mcp_server_specs(
                 server.transport.as_str()
             )));
         }
-        // Of a server the node names tools of (`mcp.SERVER.TOOL`), only those are offered.
-        let only: Vec<String> = agent
+        // Of a server the node names tools of (`mcp.SERVER.TOOL`), only those are offered;
+        // `mcp.SERVER.*` offers them all.
+        let named: Vec<&iterion_dsl::ir::McpToolRef> = agent
             .mcp_tools
             .iter()
             .filter(|r| &r.server == name)
-            .map(|r| r.tool.clone())
             .collect();
+        let only: Vec<String> = if named.iter().any(|r| r.is_all()) {
+            Vec::new()
+        } else {
+            named.iter().map(|r| r.tool.clone()).collect()
+        };
         out.push(iterion_agent::mcp::McpServerSpec {
             name: name.clone(),
             command: server.command.clone().unwrap_or_default(),
