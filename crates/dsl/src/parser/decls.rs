@@ -758,7 +758,9 @@ impl Parser<'_> {
                 "output" => h.output = Some(p.ref_prop(&key, "a schema name")?),
                 "publish" => h.publish = Some(p.ref_prop(&key, "an artifact name")?),
                 "instructions" => h.instructions = Some(p.prompt_prop(&key)?),
-                "interaction" => {
+                // `mode` is upstream's name for `interaction` before it was unified across node
+                // kinds (April 2026), with its own words; old files still use it.
+                "interaction" | "mode" => {
                     if h.interaction.is_some() {
                         return Err(diag(
                             Code::E012,
@@ -766,33 +768,20 @@ impl Parser<'_> {
                             "\"mode\" is upstream's former name for a human node's \"interaction\"; give one of them",
                         ));
                     }
-                    h.interaction = Some(p.enum_prop(
-                        &key,
-                        &[
-                            ("human", ast::HumanMode::Human),
-                            ("llm", ast::HumanMode::Llm),
-                            ("llm_or_human", ast::HumanMode::LlmOrHuman),
-                        ],
-                    )?);
-                }
-                // Upstream's name for `interaction` before it was unified across node kinds
-                // (April 2026), with its own words; old files still use it.
-                "mode" => {
-                    if h.interaction.is_some() {
-                        return Err(diag(
-                            Code::E012,
-                            key.span,
-                            "\"mode\" is upstream's former name for a human node's \"interaction\"; give one of them",
-                        ));
-                    }
-                    h.interaction = Some(p.enum_prop(
-                        &key,
+                    let words: &[(&str, ast::HumanMode)] = if key.name == "mode" {
                         &[
                             ("pause_until_answers", ast::HumanMode::Human),
                             ("auto_answer", ast::HumanMode::Llm),
                             ("auto_or_pause", ast::HumanMode::LlmOrHuman),
-                        ],
-                    )?);
+                        ]
+                    } else {
+                        &[
+                            ("human", ast::HumanMode::Human),
+                            ("llm", ast::HumanMode::Llm),
+                            ("llm_or_human", ast::HumanMode::LlmOrHuman),
+                        ]
+                    };
+                    h.interaction = Some(p.enum_prop(&key, words)?);
                 }
                 "model" => h.model = Some(p.model_prop(&key)?),
                 "system" => h.system = Some(p.prompt_prop(&key)?),
