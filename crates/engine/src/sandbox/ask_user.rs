@@ -74,6 +74,49 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// [`REQUEST_TIMEOUT`]) would otherwise take the engine's file descriptors, and with them the
 /// store, every other socket and the run.
 pub const MAX_CONNECTIONS: usize = 32;
+
+/// The connections one network peer may hold open at once on a TCP listener (kubernetes, where
+/// any pod that reaches the runner can connect): a peer that holds its share cannot take the
+/// others', so the sandbox's own asking node still gets through. A question is one connection.
+pub const MAX_CONNECTIONS_PER_PEER: usize = 4;
+
+/// What each TCP peer holds open now; an entry goes when its last connection ends.
+#[derive(Default)]
+struct Peers(std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>);
+
+/// One connection of a peer; dropping it gives the peer's share back.
+struct PeerPermit {
+    peers: Arc<Peers>,
+    ip: std::net::IpAddr,
+}
+
+impl Peers {
+    /// A permit for one more connection of `ip`, or `None` when it holds its share already.
+    fn take(self: &Arc<Self>, ip: std::net::IpAddr) -> Option<PeerPermit> {
+        let mut held = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = held.entry(ip).or_insert(0);
+        if *count >= MAX_CONNECTIONS_PER_PEER {
+            return None;
+        }
+        *count += 1;
+        Some(PeerPermit {
+            peers: Arc::clone(self),
+            ip,
+        })
+    }
+}
+
+impl Drop for PeerPermit {
+    fn drop(&mut self) {
+        let mut held = self.peers.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = held.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                held.remove(&self.ip);
+            }
+        }
+    }
+}
 /// The most refusals one listener writes to the run log; past it, one line says so and the rest
 /// are only answered (each refusal is the sandbox's to provoke, as often as it likes).
 pub const LOGGED_REFUSALS_MAX: usize = 100;
@@ -441,6 +484,7 @@ async fn accept_loop(
         written: std::sync::atomic::AtomicUsize::new(0),
     });
     let held = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let peers = Arc::new(Peers::default());
     let mut turned_away = false;
     loop {
         let (token, slots, run_log) =
@@ -469,11 +513,15 @@ async fn accept_loop(
                     });
                 }
             }),
-            Accept::Tcp(l) => l.accept().await.map(|(stream, _)| {
+            Accept::Tcp(l) => l.accept().await.map(|(stream, peer)| {
+                // The peer's share first: a peer over it never takes one of the shared permits.
+                let Some(share) = peers.take(peer.ip()) else {
+                    return;
+                };
                 if let Some(permit) = admit(run_log.as_ref(), &mut turned_away) {
                     tokio::spawn(async move {
                         serve(stream, &token, &slots, run_log.as_ref()).await;
-                        drop(permit);
+                        drop((permit, share));
                     });
                 }
             }),

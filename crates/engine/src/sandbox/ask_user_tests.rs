@@ -386,7 +386,7 @@ fn wanted_counts_an_asking_delegate_node_in_an_adopting_child_but_not_in_a_decla
 }
 
 /// Whether `stream` is closed by the listener within `wait` (end of file, or a reset).
-async fn closed_within(stream: &mut UnixStream, wait: std::time::Duration) -> bool {
+async fn closed_within<S: AsyncRead + Unpin>(stream: &mut S, wait: std::time::Duration) -> bool {
     let mut byte = [0u8; 1];
     matches!(
         tokio::time::timeout(wait, stream.read(&mut byte)).await,
@@ -489,4 +489,52 @@ async fn attack_refusals_by_the_thousand_write_a_bounded_run_log() {
         "every refusal is answered, the run log keeps the first ones and one line saying so"
     );
     assert!(lines.last().unwrap().contains("further ones are refused"));
+}
+
+/// Over TCP (kubernetes: any pod that reaches the runner can connect) one peer holding idle
+/// connections gets its share and no more, so the sandbox's own node, another peer, still asks.
+#[tokio::test]
+async fn attack_a_network_peer_holding_connections_cannot_take_the_asking_nodes() {
+    let l = Arc::new(tcp_listener().await);
+    let mut slot = l.open(RUN, "asker");
+    let Reach::Tcp(addr) = l.reach().clone() else {
+        panic!("{:?}", l.reach())
+    };
+    let addr: std::net::SocketAddr = addr.parse().unwrap();
+    // The hostile peer: 127.0.0.2, a loopback address of its own.
+    let mut idle = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        idle.push(socket.connect(addr).await.unwrap());
+    }
+    let mut held = 0;
+    for stream in &mut idle {
+        if !closed_within(stream, std::time::Duration::from_millis(100)).await {
+            held += 1;
+        }
+    }
+    assert_eq!(held, MAX_CONNECTIONS_PER_PEER, "the peer's share");
+    // The asking node (127.0.0.1) is served while the hostile peer holds its share.
+    let client = {
+        let (l, token) = (Arc::clone(&l), l.token().to_owned());
+        tokio::spawn(async move { send(&l, &request(&token, "asker", "Which env?")).await })
+    };
+    let asked = tokio::time::timeout(std::time::Duration::from_secs(5), slot.asked.recv())
+        .await
+        .expect("the asking node got through")
+        .unwrap();
+    asked
+        .reply
+        .send(AskReply::Answer {
+            text: "staging".to_owned(),
+        })
+        .unwrap();
+    assert_eq!(
+        client.await.unwrap(),
+        AskReply::Answer {
+            text: "staging".to_owned()
+        }
+    );
+    drop(idle);
 }
