@@ -120,7 +120,7 @@ impl Drop for PeerPermit {
 /// The most refusals one listener writes to the run log; past it, one line says so and the rest
 /// are only answered (each refusal is the sandbox's to provoke, as often as it likes).
 pub const LOGGED_REFUSALS_MAX: usize = 100;
-/// The most characters of a run or node name a refusal quotes (the log line is the sandbox's to
+/// The most bytes of a run or node name a refusal quotes (the log line is the sandbox's to
 /// provoke, as often as it likes: each stays small).
 const QUOTED_NAME_MAX: usize = 80;
 
@@ -559,11 +559,13 @@ async fn read_request<S: AsyncRead + Unpin>(stream: &mut S, max: usize) -> Resul
     }
 }
 
-/// A name from a request, as a refusal quotes it: at most [`QUOTED_NAME_MAX`] characters.
+/// A name from a request, as a refusal quotes it: at most [`QUOTED_NAME_MAX`] bytes.
 fn quoted(name: &str) -> String {
-    match name.char_indices().nth(QUOTED_NAME_MAX) {
-        Some((end, _)) => format!("{}…", &name[..end]),
-        None => name.to_owned(),
+    let kept = iterion_agent::text::truncate_bytes(name, QUOTED_NAME_MAX);
+    if kept.len() < name.len() {
+        format!("{kept}…")
+    } else {
+        name.to_owned()
     }
 }
 

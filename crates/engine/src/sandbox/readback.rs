@@ -194,7 +194,7 @@ pub(crate) async fn session_files(
         if !session_file_name(name, session) {
             return Err(format!(
                 "the session file {:?} is not a plain name of its session",
-                shown(name)
+                iterion_agent::text::truncate_bytes(name, 200)
             ));
         }
         let head = [
@@ -219,14 +219,6 @@ pub(crate) async fn session_files(
         ));
     }
     Ok(files)
-}
-
-/// At most 200 characters of a name from the sandbox, for a message.
-fn shown(name: &str) -> &str {
-    match name.char_indices().nth(200) {
-        Some((end, _)) => &name[..end],
-        None => name,
-    }
 }
 
 #[cfg(test)]
