@@ -211,6 +211,8 @@ fn a_bundles_skills_reach_the_workspace_and_the_workspaces_own_win() {
         std::fs::read_to_string(env.path(".claude/skills/style.md")).unwrap(),
         "the workspace's style\n"
     );
+    // What the engine wrote is taken back when the run ends: nothing is left in the checkout.
+    assert!(!env.path(".claude/skills/review-rules.md").exists());
 }
 
 #[test]

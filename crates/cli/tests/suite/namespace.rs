@@ -187,6 +187,47 @@ fn an_untrusted_run_is_admitted_on_the_namespace_driver() {
 }
 
 #[test]
+fn attack_an_untrusted_bundles_skills_go_into_the_copy_never_the_checkout() {
+    // A stranger's bundle must not plant `.claude/skills/` (instructions the operator's own
+    // claude loads later) in the operator's checkout: the skills reach the run in its copy, and
+    // the landing holds the run's own change only.
+    let env = Env::new();
+    std::fs::create_dir_all(env.path("bundle/skills")).unwrap();
+    env.write(
+        "bundle/main.bot",
+        "tool probe:\n  command: `cat .claude/skills/rules.md; ls -ln .claude/skills | tail -n 1; echo work > out.txt`\n\nworkflow u:\n  entry: probe\n  probe -> done\n",
+    );
+    env.write("bundle/skills/rules.md", "PLANTED-RULES\n");
+    let out = no_engine(&env, &["run", "--trust", "untrusted", "bundle"]);
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}",
+        stderr_of(&out)
+    );
+    let logs = env.logs(&run);
+    stdout_line(&logs, "PLANTED-RULES");
+    // The skill belongs to the run's uid, which can edit it.
+    let listed = stdout_line(&logs, "rules.md");
+    assert!(!listed.contains(" 0 "), "owned by root: {listed}");
+    assert!(
+        !env.path(".claude").exists(),
+        "skills planted in the checkout"
+    );
+    assert!(!env.path("out.txt").exists());
+    let landed = first(&events, "sandbox_workspace_landed").unwrap();
+    assert_eq!(landed["changed"], json!(true), "{landed}");
+    let patch = std::fs::read_to_string(landed["patch"].as_str().unwrap()).unwrap();
+    assert!(patch.contains("out.txt"), "{patch}");
+    assert!(
+        !patch.contains(".claude"),
+        "the skills were landed: {patch}"
+    );
+}
+
+#[test]
 fn sandbox_none_still_runs_on_the_host() {
     let env = Env::new();
     env.write(

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use iterion_dsl::ir::{Workflow, Worktree};
-use iterion_sandbox::{EnvOverlay, Factory, HostSignals, Progress, PullProgress, SandboxRun};
+use iterion_sandbox::{
+    EnvOverlay, Factory, HostSignals, Progress, PullProgress, SandboxRun, Trust,
+};
 use iterion_store::{AdmissionDecision, Run, Store};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -36,6 +38,7 @@ use crate::sandbox::egress::EgressSecret;
 use crate::sandbox::error::{PHASE_SANDBOX_SETUP, SetupError};
 use crate::sandbox::mounts::MountInputs;
 use crate::sandbox::resolve::{Resolved, resolve};
+use crate::sandbox::skills;
 use crate::sandbox::start::{SandboxOutcome, resolve_and_start_sandbox};
 use crate::sandbox::start_ctx::StartCtx;
 use crate::sandbox::worktree::{RunWorktree, WorktreeError, create_worktree};
@@ -181,15 +184,13 @@ impl Engine {
                 ),
                 Ok((workspace, made)) => {
                     worktree = made;
-                    // A bundle's skills, into the workspace before any sandbox sees it.
-                    let skills = attempt.workflow.skills.clone();
-                    let ws = workspace.clone();
-                    let mirrored = tokio::task::spawn_blocking(move || {
-                        crate::sandbox::skills::mirror(&ws, &skills)
-                    })
-                    .await
-                    .map_err(|e| format!("bundle skills: {e}"))
-                    .and_then(|r| r);
+                    // A trusted run's bundle skills, into the workspace before any sandbox
+                    // sees it (an untrusted run's go into its copy when that is made).
+                    let skills = &attempt.workflow.skills;
+                    let mirrored = match run.trust {
+                        Trust::Trusted => skills::mirror_blocking(&workspace, skills, None).await,
+                        Trust::Untrusted => Ok(skills::Mirrored::default()),
+                    };
                     if let Err(message) = mirrored {
                         ending.fail(FailureCode::SandboxSetupFailed, message, "workspace setup");
                     } else {
@@ -220,6 +221,10 @@ impl Engine {
                             forfaits: &forfaits,
                         };
                         self.sandbox_and_execute(&scope, &mut ending).await;
+                        // What the run left of them is its own; the rest is taken back.
+                        if let Ok(mirrored) = mirrored {
+                            skills::unmirror_blocking(&workspace, skills, mirrored).await;
+                        }
                     }
                 }
             }
@@ -555,6 +560,7 @@ impl Engine {
             run_log: Arc::new(run_log.clone()),
             redactor: Arc::clone(run_log.redactor()),
             progress: &progress,
+            skills: &attempt.workflow.skills,
         };
         let outcome = tokio::select! {
             outcome = resolve_and_start_sandbox(ctx) => Some(outcome),

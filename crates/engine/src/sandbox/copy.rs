@@ -84,6 +84,9 @@ pub(crate) struct UntrustedLanding {
     pub redactor: Arc<crate::records::secrets::Redactor>,
     /// The engine's environment, whose `GIT_*` variables git runs without.
     pub host: iterion_vocab::Environment,
+    /// The bundle's skills and what of them went into the copy, taken back before landing.
+    pub skills: Vec<iterion_dsl::ir::Skill>,
+    pub mirrored: crate::sandbox::skills::Mirrored,
 }
 
 /// Plans the copy: screens the checkout, points the sandbox's workspace folder at the host path
@@ -153,6 +156,8 @@ pub(crate) async fn plan(
             .join("changes.patch"),
         message: format!("iterion run {} (untrusted)", ctx.run_id),
         host: host.clone(),
+        skills: ctx.skills.to_vec(),
+        mirrored: crate::sandbox::skills::Mirrored::default(),
         events: Arc::clone(&ctx.event_sink),
         redactor: Arc::clone(&ctx.redactor),
     })
@@ -163,7 +168,7 @@ pub(crate) async fn plan(
 /// failure nothing of it is left.
 pub(crate) async fn make(
     ctx: &StartCtx<'_>,
-    landing: &UntrustedLanding,
+    landing: &mut UntrustedLanding,
     owner: Option<(u32, u32)>,
 ) -> Result<(), SetupError> {
     let dir =
@@ -194,6 +199,14 @@ pub(crate) async fn make(
             landing.result.display()
         )));
     }
+    // A bundle's skills go into the copy, owned by its uid, never into the checkout.
+    match crate::sandbox::skills::mirror_blocking(&landing.copy, &landing.skills, owner).await {
+        Ok(mirrored) => landing.mirrored = mirrored,
+        Err(message) => {
+            crate::sandbox::rundir::remove(&dir).await;
+            return Err(SetupError::failed(message));
+        }
+    }
     Ok(())
 }
 
@@ -202,6 +215,13 @@ impl UntrustedLanding {
     /// the sandbox wrote are drained into the store, screened.
     pub(crate) async fn land(self, run_log: &dyn RunLog) {
         self.drain_files(run_log).await;
+        // The skills the engine put into the copy are not the run's changes.
+        crate::sandbox::skills::unmirror_blocking(
+            &self.result,
+            &self.skills,
+            self.mirrored.clone(),
+        )
+        .await;
         let plan = crate::sandbox::landing::LandingPlan {
             repo: self.repo.as_deref(),
             scratch_repo: &self.scratch_repo,

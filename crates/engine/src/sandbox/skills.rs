@@ -7,6 +7,12 @@
 //! so every step is relative to an open directory and never follows a symlink: each directory
 //! is opened with `O_NOFOLLOW | O_DIRECTORY`, each file created with `O_CREAT | O_EXCL |
 //! O_NOFOLLOW`. A symlink or non-directory in the way refuses the run.
+//!
+//! Where they go follows "Trust": a trusted run's into its workspace; an untrusted run's into its
+//! copy, never the operator's checkout (a stranger's bundle would otherwise plant instructions that
+//! the operator's own `claude` loads later). When the run ends, [`unmirror`] takes back what
+//! [`mirror`] wrote and nobody changed, so nothing is left in a checkout and an untrusted run's
+//! landing holds only the run's own changes.
 
 use std::io::Write;
 use std::os::fd::OwnedFd;
@@ -15,28 +21,35 @@ use std::path::Path;
 use iterion_dsl::ir::Skill;
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, open, openat};
-use nix::sys::stat::{Mode, mkdirat};
+use nix::sys::stat::{Mode, fstat, mkdirat};
+use nix::unistd::{Gid, Uid, UnlinkatFlags, fchown, unlinkat};
 
 /// Where the skills go, relative to the workspace.
 pub(crate) const SKILLS_DIR: [&str; 2] = [".claude", "skills"];
 
 /// What [`mirror`] did.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Mirrored {
     /// Skills written.
     pub written: Vec<String>,
     /// Skills the workspace had already (left alone).
     pub kept: Vec<String>,
+    /// How many of [`SKILLS_DIR`]'s directories [`mirror`] created (the innermost last).
+    pub made_dirs: usize,
 }
 
 /// Writes each of `skills` to `workspace/.claude/skills/NAME.md` unless an entry of that name
-/// exists.
+/// exists; what it creates is owned by `owner` when given (an untrusted copy's uid).
 ///
 /// # Errors
 ///
 /// A message naming the path: a symlink or non-directory at `.claude` or `.claude/skills`, a
 /// skill name that is not one plain file name, or an I/O error.
-pub(crate) fn mirror(workspace: &Path, skills: &[Skill]) -> Result<Mirrored, String> {
+pub(crate) fn mirror(
+    workspace: &Path,
+    skills: &[Skill],
+    owner: Option<(u32, u32)>,
+) -> Result<Mirrored, String> {
     let mut done = Mirrored::default();
     if skills.is_empty() {
         return Ok(done);
@@ -54,10 +67,11 @@ pub(crate) fn mirror(workspace: &Path, skills: &[Skill]) -> Result<Mirrored, Str
             rel.push('/');
         }
         rel.push_str(part);
-        match mkdirat(&dir, part, Mode::from_bits_truncate(0o755)) {
-            Ok(()) | Err(Errno::EEXIST) => {}
+        let made = match mkdirat(&dir, part, Mode::from_bits_truncate(0o755)) {
+            Ok(()) => true,
+            Err(Errno::EEXIST) => false,
             Err(e) => return Err(format!("bundle skills: {}: {e}", shown(&rel))),
-        }
+        };
         dir = openat(
             &dir,
             part,
@@ -71,6 +85,10 @@ pub(crate) fn mirror(workspace: &Path, skills: &[Skill]) -> Result<Mirrored, Str
             ),
             e => format!("bundle skills: {}: {e}", shown(&rel)),
         })?;
+        if made {
+            done.made_dirs += 1;
+            give(&dir, owner).map_err(|e| format!("bundle skills: {}: {e}", shown(&rel)))?;
+        }
     }
     for skill in skills {
         let name = &skill.name;
@@ -96,12 +114,134 @@ pub(crate) fn mirror(workspace: &Path, skills: &[Skill]) -> Result<Mirrored, Str
             }
             Err(e) => return Err(format!("bundle skills: {}/{file}: {e}", shown(&rel))),
         };
-        std::fs::File::from(fd)
+        // Named as written before the bytes go in: a half-written file is still taken back.
+        done.written.push(name.clone());
+        let mut file_handle = std::fs::File::from(fd);
+        give(&file_handle, owner)
+            .map_err(|e| format!("bundle skills: {}/{file}: {e}", shown(&rel)))?;
+        file_handle
             .write_all(skill.text.as_bytes())
             .map_err(|e| format!("bundle skills: {}/{file}: {e}", shown(&rel)))?;
-        done.written.push(name.clone());
     }
     Ok(done)
+}
+
+/// [`mirror`] on the blocking pool.
+pub(crate) async fn mirror_blocking(
+    workspace: &Path,
+    skills: &[Skill],
+    owner: Option<(u32, u32)>,
+) -> Result<Mirrored, String> {
+    if skills.is_empty() {
+        return Ok(Mirrored::default());
+    }
+    let (workspace, skills) = (workspace.to_path_buf(), skills.to_vec());
+    tokio::task::spawn_blocking(move || mirror(&workspace, &skills, owner))
+        .await
+        .map_err(|e| format!("bundle skills: {e}"))
+        .and_then(|r| r)
+}
+
+/// [`unmirror`] on the blocking pool.
+pub(crate) async fn unmirror_blocking(workspace: &Path, skills: &[Skill], mirrored: Mirrored) {
+    if mirrored.written.is_empty() && mirrored.made_dirs == 0 {
+        return;
+    }
+    let (workspace, skills) = (workspace.to_path_buf(), skills.to_vec());
+    let _ = tokio::task::spawn_blocking(move || unmirror(&workspace, &skills, &mirrored)).await;
+}
+
+fn give(fd: &impl std::os::fd::AsFd, owner: Option<(u32, u32)>) -> Result<(), Errno> {
+    match owner {
+        Some((uid, gid)) => fchown(fd, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid))),
+        None => Ok(()),
+    }
+}
+
+/// Takes back what [`mirror`] wrote into `workspace` (or into a copy of it): each skill file it
+/// wrote that is still a regular file holding exactly the skill's text is removed, then each
+/// directory it created if that left it empty. A file the run changed, replaced or made a link
+/// stays (it is the run's own work). Never follows a symlink; a directory that is no longer one
+/// ends the walk. Returns the names of the skills left in place because they changed.
+pub(crate) fn unmirror(workspace: &Path, skills: &[Skill], mirrored: &Mirrored) -> Vec<String> {
+    let mut changed = Vec::new();
+    if mirrored.written.is_empty() && mirrored.made_dirs == 0 {
+        return changed;
+    }
+    let Ok(root) = open(
+        workspace,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return changed;
+    };
+    let mut chain: Vec<OwnedFd> = vec![root];
+    for part in SKILLS_DIR {
+        let Some(parent) = chain.last() else {
+            return changed;
+        };
+        match openat(
+            parent,
+            part,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(dir) => chain.push(dir),
+            Err(_) => return changed,
+        }
+    }
+    let Some(dir) = chain.last() else {
+        return changed;
+    };
+    for name in &mirrored.written {
+        let Some(skill) = skills.iter().find(|s| &s.name == name) else {
+            continue;
+        };
+        let file = format!("{name}.md");
+        if still_ours(dir, &file, skill.text.as_bytes()) {
+            let _ = unlinkat(dir, file.as_str(), UnlinkatFlags::NoRemoveDir);
+        } else {
+            changed.push(name.clone());
+        }
+    }
+    // The innermost directory first; one that is not empty (the run's files) stays.
+    for depth in
+        (SKILLS_DIR.len() - mirrored.made_dirs.min(SKILLS_DIR.len())..SKILLS_DIR.len()).rev()
+    {
+        if unlinkat(&chain[depth], SKILLS_DIR[depth], UnlinkatFlags::RemoveDir).is_err() {
+            break;
+        }
+    }
+    changed
+}
+
+/// Whether `dir/file` is a regular file (not followed if a link) holding exactly `text`.
+fn still_ours(dir: &OwnedFd, file: &str, text: &[u8]) -> bool {
+    use std::io::Read;
+    let Ok(fd) = openat(
+        dir,
+        file,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return false;
+    };
+    let regular = fstat(&fd).is_ok_and(|st| {
+        (st.st_mode & nix::libc::S_IFMT) == nix::libc::S_IFREG
+            && u64::try_from(st.st_size).ok() == u64::try_from(text.len()).ok()
+    });
+    if !regular {
+        return false;
+    }
+    let mut held = Vec::with_capacity(text.len());
+    std::fs::File::from(fd)
+        .take(
+            u64::try_from(text.len())
+                .unwrap_or(u64::MAX)
+                .saturating_add(1),
+        )
+        .read_to_end(&mut held)
+        .is_ok_and(|_| held == text)
 }
 
 #[cfg(test)]

@@ -328,8 +328,8 @@ async fn make_host_side(
     driver: &dyn Driver,
     made: &mut Made,
 ) -> Result<(std::path::PathBuf, iterion_sandbox::ProxyAddresses), SetupError> {
-    if let Some(PlannedCopy { landing, owner }) = copy {
-        copy::make(ctx, &landing, owner).await?;
+    if let Some(PlannedCopy { mut landing, owner }) = copy {
+        copy::make(ctx, &mut landing, owner).await?;
         made.landing = Some(landing);
     }
     mounts::make_dirs(&dirs).await?;

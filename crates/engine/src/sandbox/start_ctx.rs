@@ -40,4 +40,7 @@ pub(crate) struct StartCtx<'a> {
     /// The run's redactor: the proxy token is added to it once minted (issue 15 item 8).
     pub redactor: Arc<Redactor>,
     pub progress: &'a dyn Progress,
+    /// A bundle's skills: an untrusted run's go into its copy (a trusted run's are in its
+    /// workspace already).
+    pub skills: &'a [iterion_dsl::ir::Skill],
 }
