@@ -220,6 +220,9 @@ pub enum Code {
     /// `C921` (warning): a compute expression reads `outputs.N.F` where N's output schema has no
     /// field F (older upstream files, whose compute expressions were not checked): it is `null`.
     C921,
+    /// `C922` (warning): an agent's `tools:` names a tool this release does not have (upstream
+    /// resolves tool names only when the node runs): the node fails when it starts.
+    C922,
     /// `C940` (warning): `budget.max_cost_usd` / `max_tokens` is not enforced.
     C940,
     /// `C941` (warning): a delegate-only property on a claw node has no effect.
@@ -340,6 +343,7 @@ impl Code {
         Code::C916,
         Code::C920,
         Code::C921,
+        Code::C922,
         Code::C940,
         Code::C941,
         Code::C942,
@@ -455,6 +459,7 @@ impl Code {
             Code::C916 => "C916",
             Code::C920 => "C920",
             Code::C921 => "C921",
+            Code::C922 => "C922",
             Code::C940 => "C940",
             Code::C941 => "C941",
             Code::C942 => "C942",
@@ -483,6 +488,7 @@ impl Code {
             | Code::C912
             | Code::C920
             | Code::C921
+            | Code::C922
             | Code::C940
             | Code::C941
             | Code::C942

@@ -454,6 +454,10 @@ pub struct AgentNode {
     /// offered (a server with none named here offers all of its tools).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_tools: Vec<McpToolRef>,
+    /// Names in `tools:` this release has no tool for ([C922](crate::Code::C922)): the node
+    /// fails with `CAPABILITY_UNSUPPORTED` when it starts, before any model call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable_tools: Vec<String>,
     /// The node's activated cursors (`cursors:` with `enabled: true`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cursors: Vec<CursorSetting>,

@@ -273,6 +273,47 @@ fn a_tool_outside_the_allowlist_is_refused_and_tool_max_steps_withdraws_tools() 
 }
 
 #[test]
+fn a_tool_this_release_lacks_compiles_with_a_warning_and_fails_the_node_before_any_model_call() {
+    // Upstream resolves tool names only when a node runs, so its files name claw tools this
+    // release does not have; they compile (C922), and the node fails before the model is asked.
+    let env = Env::new();
+    let wf = agent_workflow("anthropic/claude-test", "").replace(
+        "tools: [write_file, read_file]",
+        "tools: [read_file, web_search, agent]",
+    );
+    env.write("w.iter", &wf);
+    let checked = env
+        .cmd()
+        .args(["validate", "w.iter", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(checked.status.code(), Some(0), "{}", stderr_of(&checked));
+    let report: Value = serde_json::from_slice(&checked.stdout).unwrap();
+    let codes: Vec<&str> = report["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, vec!["C922", "C922"], "{report}");
+    let fake = FakeModel::start(Api::Anthropic, vec![Reply::text("never asked")]);
+    let out = run_with(&env, &fake, &anthropic_env(&fake));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        summary["failure_code"],
+        json!("CAPABILITY_UNSUPPORTED"),
+        "{summary}"
+    );
+    let message = summary["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"web_search\", \"agent\"") && message.contains("tools:"),
+        "{message}"
+    );
+    assert_eq!(fake.requests().len(), 0);
+}
+
+#[test]
 fn ask_user_pauses_the_run_and_resume_answers_it() {
     let env = Env::new();
     env.write(

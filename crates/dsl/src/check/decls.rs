@@ -239,17 +239,35 @@ fn check_nodes(
                     continue;
                 }
                 let roster: Vec<&str> = ir::Tool::ALL.iter().map(|t| t.as_str()).collect();
-                out.push(
-                    node_diag(
-                        Code::C135,
-                        tool.span,
-                        format!("unknown tool \"{}\"", tool.text),
-                    )
-                    .with_hint(format!(
-                        "available: {}, or mcp.SERVER.TOOL for a tool of an MCP server the node gets",
-                        roster.join(", ")
-                    )),
+                let hint = format!(
+                    "available: {}, or mcp.SERVER.TOOL for a tool of an MCP server the node gets",
+                    roster.join(", ")
                 );
+                // A malformed `mcp.` entry is a mistake in the file; any other name may be a
+                // tool of upstream's that this release lacks: the file compiles, as upstream's
+                // does, and the node fails when it starts (`ir::AgentNode::unavailable_tools`).
+                if tool.text.starts_with("mcp.") {
+                    out.push(
+                        node_diag(
+                            Code::C135,
+                            tool.span,
+                            format!("unknown tool \"{}\"", tool.text),
+                        )
+                        .with_hint(hint),
+                    );
+                } else {
+                    out.push(
+                        node_diag(
+                            Code::C922,
+                            tool.span,
+                            format!(
+                                "unknown tool \"{}\": node \"{name}\" fails when it starts",
+                                tool.text
+                            ),
+                        )
+                        .with_hint(hint),
+                    );
+                }
             }
             if let Some(model) = &a.model
                 && let Some(provider) = literal_provider(&model.value)

@@ -396,16 +396,18 @@ fn lower_node(
             let readonly = a.readonly.is_some_and(|b| b.value);
             let mut tools = Vec::new();
             let mut mcp_tools = Vec::new();
+            let mut unavailable_tools = Vec::new();
             for w in a.tools.iter().flat_map(|l| &l.items) {
-                if let Some(t) = Tool::from_name(&w.text)
-                    && !tools.contains(&t)
-                    && !(readonly && t.writes())
-                {
-                    tools.push(t);
-                } else if let Some(r) = McpToolRef::parse(&w.text)
-                    && !mcp_tools.contains(&r)
-                {
-                    mcp_tools.push(r);
+                if let Some(t) = Tool::from_name(&w.text) {
+                    if !tools.contains(&t) && !(readonly && t.writes()) {
+                        tools.push(t);
+                    }
+                } else if let Some(r) = McpToolRef::parse(&w.text) {
+                    if !mcp_tools.contains(&r) {
+                        mcp_tools.push(r);
+                    }
+                } else if !unavailable_tools.contains(&w.text) {
+                    unavailable_tools.push(w.text.clone());
                 }
             }
             let backend = lower_backend(a.delegate.backend.map(|(b, _)| b).or(default_backend));
@@ -450,6 +452,7 @@ fn lower_node(
                     .and_then(|i| u32::try_from(i.value).ok()),
                 mcp_servers: Vec::new(),
                 mcp_tools,
+                unavailable_tools,
                 cursors: Vec::new(),
             });
             (lower_await(a.await_.as_ref()), body)

@@ -5,7 +5,7 @@ use pretty_assertions::assert_eq;
 use crate::{Code, CompileOptions, Diagnostic, compile, render};
 
 /// The codes `check/decls.rs` emits.
-const DECL_CODES: [Code; 18] = [
+const DECL_CODES: [Code; 19] = [
     Code::C002,
     Code::C003,
     Code::C041,
@@ -24,6 +24,7 @@ const DECL_CODES: [Code; 18] = [
     Code::C902,
     Code::C909,
     Code::C914,
+    Code::C922,
 ];
 
 const GALLERY: &str = include_str!("../../../../../examples/06_gallery.iter");

@@ -146,7 +146,12 @@ fn tools_outside_the_roster_draw_c135_with_the_roster_as_hint() {
     assert_eq!(
         run(&f),
         vec![
-            d(Code::C135, 13, 17, "unknown tool \"web_search\"")
+            d(
+                Code::C922,
+                13,
+                17,
+                "unknown tool \"web_search\": node \"a\" fails when it starts"
+            )
                 .with_node("a")
                 .with_hint(
                     "available: bash, read_file, write_file, file_edit, glob, grep, git_diff, git_status, git_log, web_fetch, read_image, sleep, todo_write, structured_output, send_user_message, or mcp.SERVER.TOOL for a tool of an MCP server the node gets"

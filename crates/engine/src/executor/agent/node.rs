@@ -148,6 +148,9 @@ pub(crate) async fn run(
             format!("agent node \"{id}\" cannot run: this execution has no agent environment"),
         ));
     };
+    if !agent.unavailable_tools.is_empty() {
+        return Err(unavailable_tools(id, &agent.unavailable_tools));
+    }
     let spec = loop_spec(ctx, &env, id, agent, input)?;
     let mcp_servers = mcp_server_specs(ctx.wf, id, agent, &env.place)?;
     if agent.backend.is_delegate() {
@@ -193,6 +196,20 @@ pub(crate) async fn run(
                 .await
         }
     }
+}
+
+/// A node whose `tools:` names tools this release lacks (C922) fails before anything runs,
+/// as upstream's fails when a tool name does not resolve; the message names the knob.
+fn unavailable_tools(id: &str, names: &[String]) -> Failure {
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    Failure::new(
+        FailureCode::CapabilityUnsupported,
+        format!(
+            "node \"{id}\" asks for tool {}, which this release does not have (C922); \
+             remove it from the node's tools: or give it through an mcp_server",
+            quoted.join(", ")
+        ),
+    )
 }
 
 /// What the runner starts for node `id`'s MCP servers (docs/language.md "MCP servers"). The one
