@@ -399,7 +399,8 @@ fn lower_node(
             let mut unavailable_tools = Vec::new();
             for w in a.tools.iter().flat_map(|l| &l.items) {
                 if let Some(t) = Tool::from_name(&w.text) {
-                    if !tools.contains(&t) && !(readonly && t.writes()) {
+                    let dropped = tools.contains(&t) || (readonly && t.writes());
+                    if !dropped {
                         tools.push(t);
                     }
                 } else if let Some(r) = McpToolRef::parse(&w.text) {
