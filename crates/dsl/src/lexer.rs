@@ -141,6 +141,10 @@ pub(crate) struct Lexer<'a> {
     prev_colon: bool,
     seen_token: bool,
     strict: bool,
+    /// The file declares `dsl: 2` (its strings decode escapes; the directive is refused).
+    profile_2: bool,
+    /// Where a `## strict-escape: on` directive sits in a `dsl: 2` file (the header refuses it).
+    directive: Option<Span>,
     /// (line, col) just after the last real token.
     last_end: (u32, u32),
     backslash_quotes: Vec<Span>,
@@ -190,9 +194,26 @@ fn is_strict_directive(comment: &str) -> bool {
     rest.trim() == "on"
 }
 
+/// Whether the file's first significant line (not blank, not a comment) is the header
+/// `dsl: 2`: upstream's syntax profile 2, under which a quoted string decodes the standard
+/// escapes with no directive. Read before lexing, because it governs how every string after
+/// it is read.
+fn declares_profile_2(src: &str) -> bool {
+    src.lines()
+        .map(|l| l.trim_start_matches([' ', '\t']))
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .and_then(|l| l.strip_prefix("dsl"))
+        .and_then(|r| r.trim_start_matches([' ', '\t']).strip_prefix(':'))
+        .is_some_and(|r| {
+            let value = r.split('#').next().unwrap_or("").trim_matches([' ', '\t']);
+            value == "2"
+        })
+}
+
 impl<'a> Lexer<'a> {
     /// A lexer over normalised text (LF line ends, no BOM).
     pub(crate) fn new(src: &'a str) -> Self {
+        let profile_2 = declares_profile_2(src);
         Self {
             src,
             pos: 0,
@@ -211,15 +232,27 @@ impl<'a> Lexer<'a> {
             second_is_ident: false,
             prev_colon: false,
             seen_token: false,
-            strict: false,
+            strict: profile_2,
+            profile_2,
+            directive: None,
             last_end: (1, 1),
             backslash_quotes: Vec::new(),
         }
     }
 
-    /// `## strict-escape: on` was seen before the first token.
+    /// `## strict-escape: on` was seen before the first token, or the file is `dsl: 2`.
     pub(crate) fn strict_escape(&self) -> bool {
         self.strict
+    }
+
+    /// The file's first significant line is `dsl: 2`.
+    pub(crate) fn profile_2(&self) -> bool {
+        self.profile_2
+    }
+
+    /// A `## strict-escape: on` directive of a `dsl: 2` file, which that profile refuses.
+    pub(crate) fn directive_under_profile_2(&self) -> Option<Span> {
+        self.directive
     }
 
     /// Quoted strings (default profile) whose value contains `\"`, by opening quote.
@@ -413,6 +446,10 @@ impl<'a> Lexer<'a> {
             let lead = text.trim_start_matches([' ', '\t']);
             if lead.is_empty() || lead.starts_with('#') {
                 if !self.seen_token && is_strict_directive(lead) {
+                    if self.profile_2 && self.directive.is_none() {
+                        let col = u32::try_from(text.len() - lead.len() + 1).unwrap_or(1);
+                        self.directive = Some(Span::new(self.line, col, 2));
+                    }
                     self.strict = true;
                 }
                 if !has_lf {

@@ -568,14 +568,16 @@ impl<'a> Parser<'a> {
         Ok(Some(decl))
     }
 
-    /// `dsl: 1` (§1.3).
+    /// `dsl: 1` (§1.3), or upstream's `dsl: 2` (the lexer read it first: strings decode escapes).
     fn header(&mut self) -> PResult<()> {
+        let profile_2 = self.lx.profile_2();
         self.bump();
         self.expect_colon()?;
         let t = self.peek();
         let span = t.span;
         let shown = match &t.tok {
             Tok::Int { value: Some(1), .. } => None,
+            Tok::Int { value: Some(2), .. } if profile_2 => None,
             Tok::Int { text, .. } | Tok::Float { text, .. } => Some(text.clone()),
             Tok::Ident(s) => Some(s.clone()),
             Tok::Str(s) => Some(preview(s)),
@@ -585,7 +587,19 @@ impl<'a> Parser<'a> {
             return Err(diag(
                 Code::E040,
                 span,
-                format!("dsl profile {v} is not supported (only 1)"),
+                format!("dsl profile {v} is not supported (only 1 and 2)"),
+            ));
+        }
+        if let Some(at) = self.lx.directive_under_profile_2() {
+            return Err(Box::new(
+                diag(
+                    Code::E040,
+                    at,
+                    "## strict-escape is not read under dsl: 2".to_owned(),
+                )
+                .with_hint(
+                    "remove the directive: under dsl: 2 every quoted string decodes escapes",
+                ),
             ));
         }
         self.bump();

@@ -690,13 +690,13 @@ fn fragment_e031_when_and_else() {
 #[test]
 fn fragment_e040_dsl_profile() {
     assert_eq!(
-        only(&format!("dsl: 2\n{}", workflow_with(""))),
+        only(&format!("dsl: 3\n{}", workflow_with(""))),
         d(
             Code::E040,
             1,
             6,
             1,
-            "dsl profile 2 is not supported (only 1)"
+            "dsl profile 3 is not supported (only 1 and 2)"
         )
     );
     assert!(

@@ -250,8 +250,34 @@ fn e031_when_and_else() {
 }
 
 #[test]
-fn e040_dsl_profile_two() {
-    expect(&format!("dsl: 2\n{}", workflow_with("")), &[("E040", 1)]);
+fn e040_dsl_profile_three() {
+    expect(&format!("dsl: 3\n{}", workflow_with("")), &[("E040", 1)]);
+}
+
+#[test]
+fn dsl_profile_two_decodes_escapes_and_refuses_the_directive() {
+    // Upstream's profile 2: a quoted string reads the standard escapes with no directive.
+    let src = "## a bot\n\ndsl: 2\n\ntool a:\n  command: \"printf '%s\\\\n' \\\"hi\\\"\"\n\nworkflow w:\n  entry: a\n  a -> done\n";
+    expect(src, &[]);
+    let out = compile(src.as_bytes(), &CompileOptions::default());
+    let wf = out.workflow.expect("compiles");
+    let iterion_dsl::ir::NodeBody::Tool(t) = &wf.node("a").unwrap().body else {
+        panic!("tool")
+    };
+    assert_eq!(t.command, "printf '%s\\n' \"hi\"");
+    // The same text under profile 1 keeps its backslashes (and warns about the \").
+    let one = compile(
+        src.replace("dsl: 2", "dsl: 1").as_bytes(),
+        &CompileOptions::default(),
+    );
+    let one = one.workflow.unwrap();
+    let iterion_dsl::ir::NodeBody::Tool(t) = &one.node("a").unwrap().body else {
+        panic!("tool")
+    };
+    assert_eq!(t.command, "printf '%s\\\\n' \\\"hi\\\"");
+    // The profile-1 directive has no place in a profile-2 file.
+    let directive = src.replace("## a bot", "## strict-escape: on");
+    expect(&directive, &[("E040", 1)]);
 }
 
 #[test]
