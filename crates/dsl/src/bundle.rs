@@ -185,8 +185,9 @@ pub const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
 /// The manifest schema this build reads.
 const MANIFEST_SCHEMA: i64 = 1;
 /// The keys upstream's manifest has (it refuses any other); only the first four are kept, the
-/// rest are documentation for other tools.
-const MANIFEST_KEYS: [&str; 9] = [
+/// rest are documentation for other tools (the catalogue's display, its launchers, the build
+/// floor `requires`).
+const MANIFEST_KEYS: [&str; 16] = [
     "name",
     "version",
     "description",
@@ -196,6 +197,24 @@ const MANIFEST_KEYS: [&str; 9] = [
     "attachments",
     "triggers",
     "capabilities",
+    "display_name",
+    "icon",
+    "enabled",
+    "when_to_use",
+    "invocations",
+    "requires",
+    "changelog",
+];
+
+/// The keys whose value may be nested (lists, maps): accepted and skipped.
+const MANIFEST_NESTED: [&str; 7] = [
+    "compat",
+    "attachments",
+    "triggers",
+    "capabilities",
+    "invocations",
+    "requires",
+    "changelog",
 ];
 
 /// The bundle's `manifest.yaml` (or `.yml`), read beneath the bundle like its prompts; `None`
@@ -229,8 +248,7 @@ pub(crate) fn manifest(main: &Path) -> (Option<crate::ir::Manifest>, Vec<Diagnos
 }
 
 /// The subset of YAML a manifest uses: top-level `key: value` lines, a value plain, quoted or a
-/// `|` / `>` block; the nested content of `compat`, `attachments`, `triggers` and
-/// `capabilities` is skipped.
+/// `|` / `>` block; the nested content of the [`MANIFEST_NESTED`] keys is skipped.
 pub(crate) fn parse_manifest(text: &str) -> Result<crate::ir::Manifest, String> {
     let mut m = crate::ir::Manifest::default();
     let lines: Vec<&str> = text.lines().collect();
@@ -289,7 +307,7 @@ pub(crate) fn parse_manifest(text: &str) -> Result<crate::ir::Manifest, String> 
                 .or_else(|| plain.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')))
                 .unwrap_or(plain);
             if !block.iter().all(|l| blank(l))
-                && !matches!(key, "compat" | "attachments" | "triggers" | "capabilities")
+                && !MANIFEST_NESTED.contains(&key)
             {
                 return Err(format!("\"{key}\" must be one value"));
             }

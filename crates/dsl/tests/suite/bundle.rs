@@ -106,7 +106,7 @@ fn a_bundles_skills_and_manifest_are_read_by_the_bundle_rules() {
     std::fs::write(dir.path().join("skills/notes.txt"), "not a skill").unwrap();
     std::fs::write(
         dir.path().join("manifest.yaml"),
-        "name: demo\nversion: \"1.2\"\ndescription: |\n  Two lines\n  of text.\ncompat:\n  iterion: \">=0.15\"\n",
+        "name: demo\ndisplay_name: Demo (a catalogue title)\nicon: x\nversion: \"1.2\"\ndescription: |\n  Two lines\n  of text.\ncompat:\n  iterion: \">=0.15\"\nrequires:\n  iterion: \">= 3.141.0\"\ninvocations:\n  - kind: keepalive\n    mode: direct\n",
     )
     .unwrap();
     let compiled = compile_file(&dir.path().join("main.bot"), &CompileOptions::default()).unwrap();
