@@ -306,9 +306,7 @@ pub(crate) fn parse_manifest(text: &str) -> Result<crate::ir::Manifest, String> 
                 .and_then(|s| s.strip_suffix('"'))
                 .or_else(|| plain.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')))
                 .unwrap_or(plain);
-            if !block.iter().all(|l| blank(l))
-                && !MANIFEST_NESTED.contains(&key)
-            {
+            if !block.iter().all(|l| blank(l)) && !MANIFEST_NESTED.contains(&key) {
                 return Err(format!("\"{key}\" must be one value"));
             }
             unquoted.to_owned()
