@@ -54,6 +54,33 @@ pub(crate) fn mirror(
     if skills.is_empty() {
         return Ok(done);
     }
+    // Every name is checked before anything is written.
+    for skill in skills {
+        let name = &skill.name;
+        if name.is_empty()
+            || name.starts_with('.')
+            || name.contains('/')
+            || name.chars().any(char::is_control)
+        {
+            return Err(format!("bundle skills: {name:?} is not a skill file name"));
+        }
+    }
+    match write_skills(workspace, skills, owner, &mut done) {
+        Ok(()) => Ok(done),
+        // A failure leaves nothing: what was made moments ago goes again, whatever it holds.
+        Err(message) => {
+            take_back(workspace, None, &done);
+            Err(message)
+        }
+    }
+}
+
+fn write_skills(
+    workspace: &Path,
+    skills: &[Skill],
+    owner: Option<(u32, u32)>,
+    done: &mut Mirrored,
+) -> Result<(), String> {
     let shown = |rel: &str| workspace.join(rel).display().to_string();
     let mut dir: OwnedFd = open(
         workspace,
@@ -92,13 +119,6 @@ pub(crate) fn mirror(
     }
     for skill in skills {
         let name = &skill.name;
-        if name.is_empty()
-            || name.starts_with('.')
-            || name.contains('/')
-            || name.chars().any(char::is_control)
-        {
-            return Err(format!("bundle skills: {name:?} is not a skill file name"));
-        }
         let file = format!("{name}.md");
         let fd = match openat(
             &dir,
@@ -114,7 +134,7 @@ pub(crate) fn mirror(
             }
             Err(e) => return Err(format!("bundle skills: {}/{file}: {e}", shown(&rel))),
         };
-        // Named as written before the bytes go in: a half-written file is still taken back.
+        // Named as written before the bytes go in: a half-written file is taken back too.
         done.written.push(name.clone());
         let mut file_handle = std::fs::File::from(fd);
         give(&file_handle, owner)
@@ -123,7 +143,7 @@ pub(crate) fn mirror(
             .write_all(skill.text.as_bytes())
             .map_err(|e| format!("bundle skills: {}/{file}: {e}", shown(&rel)))?;
     }
-    Ok(done)
+    Ok(())
 }
 
 /// [`mirror`] on the blocking pool.
@@ -164,6 +184,12 @@ fn give(fd: &impl std::os::fd::AsFd, owner: Option<(u32, u32)>) -> Result<(), Er
 /// stays (it is the run's own work). Never follows a symlink; a directory that is no longer one
 /// ends the walk. Returns the names of the skills left in place because they changed.
 pub(crate) fn unmirror(workspace: &Path, skills: &[Skill], mirrored: &Mirrored) -> Vec<String> {
+    take_back(workspace, Some(skills), mirrored)
+}
+
+/// Removes what `mirrored` says was made: each file only if it still holds its skill's bytes
+/// when `skills` is given, unconditionally (a failed [`mirror`]'s own files) when it is not.
+fn take_back(workspace: &Path, skills: Option<&[Skill]>, mirrored: &Mirrored) -> Vec<String> {
     let mut changed = Vec::new();
     if mirrored.written.is_empty() && mirrored.made_dirs == 0 {
         return changed;
@@ -194,11 +220,15 @@ pub(crate) fn unmirror(workspace: &Path, skills: &[Skill], mirrored: &Mirrored) 
         return changed;
     };
     for name in &mirrored.written {
-        let Some(skill) = skills.iter().find(|s| &s.name == name) else {
-            continue;
-        };
         let file = format!("{name}.md");
-        if still_ours(dir, &file, skill.text.as_bytes()) {
+        let ours = match skills {
+            None => true,
+            Some(skills) => skills
+                .iter()
+                .find(|s| &s.name == name)
+                .is_some_and(|skill| still_ours(dir, &file, skill.text.as_bytes())),
+        };
+        if ours {
             let _ = unlinkat(dir, file.as_str(), UnlinkatFlags::NoRemoveDir);
         } else {
             changed.push(name.clone());

@@ -168,3 +168,18 @@ fn what_is_mirrored_into_a_copy_belongs_to_the_copys_owner() {
         assert_eq!((meta.uid(), meta.gid()), (65532, 65533), "{rel}");
     }
 }
+
+#[test]
+fn a_mirror_that_fails_leaves_nothing_behind() {
+    // A bad name is found before anything is written.
+    let ws = tempfile::tempdir().unwrap();
+    let err = mirror(ws.path(), &[skill("rules", "x"), skill("../up", "x")], None).unwrap_err();
+    assert!(err.contains("not a skill file name"), "{err}");
+    assert_eq!(std::fs::read_dir(ws.path()).unwrap().count(), 0);
+    // A write that fails half-way (a name the file system refuses) takes back the first skill
+    // and the directories it made.
+    let long = "n".repeat(300);
+    let err = mirror(ws.path(), &[skill("rules", "x"), skill(&long, "x")], None).unwrap_err();
+    assert!(err.contains("bundle skills"), "{err}");
+    assert_eq!(std::fs::read_dir(ws.path()).unwrap().count(), 0);
+}
