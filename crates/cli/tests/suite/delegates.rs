@@ -578,6 +578,13 @@ fn claude_code_on_the_host_does_not_run_hooks_the_repository_carries() {
     assert_eq!(fired, Vec::<String>::new());
 }
 
+/// A delegate agent node of `backend` with a `session:` mode and an inline user prompt.
+fn session_node(name: &str, model: &str, backend: &str, session: &str, user: &str) -> String {
+    format!(
+        "agent {name}:\n  model: \"{model}\"\n  backend: {backend}\n  session: {session}\n  user: \"{user}\"\n\n"
+    )
+}
+
 /// `session: fork` continues a copy: the fork sees the parent's conversation, and a later
 /// `inherit` continues the parent, not the fork.
 #[test]
@@ -587,9 +594,7 @@ fn claude_code_fork_sees_the_parent_and_a_later_inherit_continues_the_parent_not
     };
     let env = Env::new();
     let node = |name: &str, session: &str, user: &str| {
-        format!(
-            "agent {name}:\n  model: \"anthropic/claude-test\"\n  backend: claude_code\n  session: {session}\n  user: \"{user}\"\n\n"
-        )
+        session_node(name, "anthropic/claude-test", "claude_code", session, user)
     };
     env.write(
         "w.iter",
@@ -644,9 +649,7 @@ fn codex_fork_sees_the_parent_and_a_later_inherit_continues_the_parent_not_the_f
     );
     let env = Env::new();
     let node = |name: &str, session: &str, user: &str| {
-        format!(
-            "agent {name}:\n  model: \"openai/gpt-test\"\n  backend: codex\n  session: {session}\n  user: \"{user}\"\n\n"
-        )
+        session_node(name, "openai/gpt-test", "codex", session, user)
     };
     env.write(
         "w.iter",
@@ -1159,9 +1162,7 @@ fn claude_code_fork_of_a_named_session_checks_its_fingerprint() {
     };
     let env = Env::new();
     let node = |name: &str, session: &str, user: &str| {
-        format!(
-            "agent {name}:\n  model: \"anthropic/claude-test\"\n  backend: claude_code\n  session: {session}\n  user: \"{user}\"\n\n"
-        )
+        session_node(name, "anthropic/claude-test", "claude_code", session, user)
     };
     env.write(
         "w.iter",
@@ -1237,9 +1238,7 @@ fn claude_code_inherit_continues_the_session_its_input_names() {
     };
     let env = Env::new();
     let node = |name: &str, session: &str, user: &str| {
-        format!(
-            "agent {name}:\n  model: \"anthropic/claude-test\"\n  backend: claude_code\n  session: {session}\n  user: \"{user}\"\n\n"
-        )
+        session_node(name, "anthropic/claude-test", "claude_code", session, user)
     };
     env.write(
         "w.iter",
@@ -1297,9 +1296,7 @@ fn attack_a_session_id_that_is_an_option_never_reaches_the_clis_argv() {
     };
     let env = Env::new();
     let node = |name: &str, session: &str, user: &str| {
-        format!(
-            "agent {name}:\n  model: \"anthropic/claude-test\"\n  backend: claude_code\n  session: {session}\n  user: \"{user}\"\n\n"
-        )
+        session_node(name, "anthropic/claude-test", "claude_code", session, user)
     };
     env.write(
         "w.iter",

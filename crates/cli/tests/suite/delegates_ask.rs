@@ -488,17 +488,16 @@ fn child_pause_then_resume(
     (parent_events, child_events)
 }
 
-#[test]
-fn claude_code_in_an_adopted_child_on_the_host_pauses_its_parent_and_the_parents_resume_answers() {
-    let Some(clis) = delegate_clis_or_skip("cli::delegates_ask::claude_code_child_on_the_host")
-    else {
-        return;
-    };
+/// A claude_code child of a host parent (`sandbox: none`), its own sandbox line
+/// `child_sandbox`, paused by its ask_user and answered by the parent's resume: the parent's and
+/// the child's events, or `None` when the CLIs are missing (a failure under CI).
+fn claude_code_child_on_the_host(test: &str, child_sandbox: &str) -> Option<(Events, Events)> {
+    let clis = delegate_clis_or_skip(test)?;
     let env = Env::new();
     parent_and_child(
         &env,
         ("claude_code", "anthropic/claude-test"),
-        ("  sandbox: none\n", ""),
+        ("  sandbox: none\n", child_sandbox),
         "",
     );
     let fake = FakeModel::start(
@@ -509,7 +508,7 @@ fn claude_code_in_an_adopted_child_on_the_host_pauses_its_parent_and_the_parents
         ],
     );
     let tmp = tempfile::tempdir().unwrap();
-    let (parent, _) = child_pause_then_resume(&env, &fake, |args| {
+    Some(child_pause_then_resume(&env, &fake, |args| {
         env.cmd()
             .args(args)
             .env("TMPDIR", tmp.path())
@@ -519,45 +518,29 @@ fn claude_code_in_an_adopted_child_on_the_host_pauses_its_parent_and_the_parents
             .timeout(std::time::Duration::from_secs(180))
             .output()
             .unwrap()
-    });
+    }))
+}
+
+#[test]
+fn claude_code_in_an_adopted_child_on_the_host_pauses_its_parent_and_the_parents_resume_answers() {
+    let Some((parent, _)) =
+        claude_code_child_on_the_host("cli::delegates_ask::claude_code_child_on_the_host", "")
+    else {
+        return;
+    };
     assert_eq!(of_kind(&parent, "run_finished").len(), 1, "{parent:#?}");
 }
 
 #[test]
 fn claude_code_in_a_declaring_child_on_the_host_pauses_its_parent_and_the_parents_resume_answers() {
-    let Some(clis) =
-        delegate_clis_or_skip("cli::delegates_ask::claude_code_declaring_child_on_the_host")
-    else {
-        return;
-    };
-    let env = Env::new();
     // `sandbox: none` in the child is a declaration (mode=none): a launch of its own, with its
     // own listener.
-    parent_and_child(
-        &env,
-        ("claude_code", "anthropic/claude-test"),
-        ("  sandbox: none\n", "  sandbox: none\n"),
-        "",
-    );
-    let fake = FakeModel::start(
-        Api::Anthropic,
-        vec![
-            Reply::tool("mcp__iterion__ask_user", json!({"question": QUESTION})),
-            Reply::text("{\"answer\": \"deploying to staging\"}"),
-        ],
-    );
-    let tmp = tempfile::tempdir().unwrap();
-    let (parent, child) = child_pause_then_resume(&env, &fake, |args| {
-        env.cmd()
-            .args(args)
-            .env("TMPDIR", tmp.path())
-            .env("PATH", path_with(&clis))
-            .env("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
-            .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
-            .timeout(std::time::Duration::from_secs(180))
-            .output()
-            .unwrap()
-    });
+    let Some((parent, child)) = claude_code_child_on_the_host(
+        "cli::delegates_ask::claude_code_declaring_child_on_the_host",
+        "  sandbox: none\n",
+    ) else {
+        return;
+    };
     assert_eq!(of_kind(&parent, "run_finished").len(), 1, "{parent:#?}");
     let shared = of_kind(&child, "sandbox_shared");
     assert!(
