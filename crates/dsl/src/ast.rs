@@ -491,6 +491,8 @@ pub enum NodeBody {
     Compute(ComputeProps),
     /// `human`.
     Human(HumanProps),
+    /// `fail NAME:`.
+    Fail(FailProps),
 }
 
 /// A prompt property: a declared prompt's name, or inline text.
@@ -685,6 +687,19 @@ pub struct RouterProps {
     pub provider: Option<StrLit>,
     /// `reasoning_effort` (`llm` routers only).
     pub reasoning_effort: Option<Word>,
+}
+
+/// `fail NAME:` properties: a named failure (upstream's typed fail node).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FailProps {
+    /// `code`: the workflow's own failure code, `UPPER_SNAKE` (required).
+    pub code: Option<Word>,
+    /// `message`: the failure message, a template rendered when the node is reached.
+    pub message: Option<StrLit>,
+    /// `description`: for readers; not shown at run time.
+    pub description: Option<StrLit>,
+    /// `resumable`: `iterion resume` runs the node that routed here again.
+    pub resumable: Option<BoolLit>,
 }
 
 /// `compute` properties: each `expr` entry is one output field.

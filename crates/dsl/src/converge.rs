@@ -42,6 +42,7 @@ fn has_await(n: &ast::Node) -> bool {
         ast::NodeBody::Compute(c) => c.await_.is_some(),
         ast::NodeBody::Human(h) => h.await_.is_some(),
         ast::NodeBody::Router(_) => true,
+        ast::NodeBody::Fail(_) => false,
     }
 }
 

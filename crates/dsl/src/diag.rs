@@ -111,6 +111,10 @@ pub enum Code {
     C041,
     /// `C044`.
     C044,
+    /// `C045`: a `fail` node's `code` is missing, not `UPPER_SNAKE`, or one of the engine's own.
+    C045,
+    /// `C046`: an edge leaves a `fail` node (reaching one ends the run).
+    C046,
     /// `C050`.
     C050,
     /// `C051`.
@@ -290,6 +294,8 @@ impl Code {
         Code::C040,
         Code::C041,
         Code::C044,
+        Code::C045,
+        Code::C046,
         Code::C050,
         Code::C051,
         Code::C052,
@@ -406,6 +412,8 @@ impl Code {
             Code::C040 => "C040",
             Code::C041 => "C041",
             Code::C044 => "C044",
+            Code::C045 => "C045",
+            Code::C046 => "C046",
             Code::C050 => "C050",
             Code::C051 => "C051",
             Code::C052 => "C052",

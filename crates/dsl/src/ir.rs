@@ -200,7 +200,8 @@ impl Workflow {
             NodeBody::Tool(_)
             | NodeBody::Router(_)
             | NodeBody::Subbot(_)
-            | NodeBody::Compute(_) => false,
+            | NodeBody::Compute(_)
+            | NodeBody::Fail(_) => false,
         })
     }
 }
@@ -404,6 +405,22 @@ pub enum NodeBody {
     Compute(ComputeNode),
     /// `human`.
     Human(HumanNode),
+    /// `fail NAME:`: reaching it ends the run with the node's own code and message.
+    Fail(FailNode),
+}
+
+/// A declared failure (`fail NAME:`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailNode {
+    /// The workflow's own code (`UPPER_SNAKE`, never one of the engine's, C045).
+    pub code: String,
+    /// The message template, rendered when the node is reached; `None` gives a default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// `resumable: true`: the run ends `failed_resumable` and `iterion resume` runs the node
+    /// that routed here again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resumable: bool,
 }
 
 /// An agent or judge node (DSL.md §3.5, §6.2).
@@ -550,7 +567,8 @@ impl NodeBody {
             | NodeBody::Human(_)
             | NodeBody::Tool(_)
             | NodeBody::Subbot(_)
-            | NodeBody::Compute(_) => None,
+            | NodeBody::Compute(_)
+            | NodeBody::Fail(_) => None,
         }
     }
 }

@@ -41,7 +41,6 @@ const RESERVED: &[&str] = &[
 /// Upstream declaration kinds at indentation 0 that this subset does not support (§2.3, §11).
 const UPSTREAM_KINDS: &[&str] = &[
     "mcp",
-    "fail",
     "emit",
     "wait",
     "await_answers",
@@ -539,6 +538,7 @@ impl<'a> Parser<'a> {
             "subbot" => ast::Decl::Node(self.node(ast::NodeKind::Subbot)?),
             "compute" => ast::Decl::Node(self.node(ast::NodeKind::Compute)?),
             "human" => ast::Decl::Node(self.node(ast::NodeKind::Human)?),
+            "fail" => ast::Decl::Node(self.node(ast::NodeKind::Fail)?),
             "join" => ast::Decl::Node(self.join_decl()?),
             "workflow" => ast::Decl::Workflow(self.workflow()?),
             "cursor" => ast::Decl::Cursor(self.cursor_decl()?),

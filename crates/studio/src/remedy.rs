@@ -8,6 +8,12 @@ pub(crate) fn remedy(code: Option<&str>, status: &str, run_id: &str) -> String {
         Some(FailureCode::WorkflowFailed) => {
             "The workflow took an edge into `fail`: read the failed node's output and logs."
         }
+        Some(FailureCode::DeclaredFailure) => {
+            "The workflow reached one of its own `fail` nodes: its code and message say why."
+        }
+        Some(FailureCode::DeclaredFailureResumable) => {
+            "The workflow reached one of its own resumable `fail` nodes: do what its message asks, then resume — the node that routed there runs again."
+        }
         Some(FailureCode::NoOutgoingEdge) => {
             "No edge of the last node matched its output: add an `else` edge or fix the condition."
         }

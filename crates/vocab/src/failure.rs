@@ -70,6 +70,12 @@ pub const MAX_DELIVERIES: u32 = 5;
 pub enum FailureCode {
     /// An edge into `fail` was taken.
     WorkflowFailed,
+    /// A declared `fail NAME:` node was reached: the workflow's own code is the outcome's
+    /// `declared_code`, its message the failure message.
+    DeclaredFailure,
+    /// A declared `fail NAME:` node with `resumable: true` was reached: `iterion resume` runs
+    /// the node that routed there again.
+    DeclaredFailureResumable,
     /// No outgoing edge of a node could be taken (DSL.md §5.4 step 6).
     NoOutgoingEdge,
     /// A tool exited non-zero (or by a signal), its stdout went over 16 MiB, the exec itself
@@ -117,8 +123,10 @@ pub enum FailureCode {
 
 impl FailureCode {
     /// Every code, in declaration order.
-    pub const ALL: [FailureCode; 20] = [
+    pub const ALL: [FailureCode; 22] = [
         FailureCode::WorkflowFailed,
+        FailureCode::DeclaredFailure,
+        FailureCode::DeclaredFailureResumable,
         FailureCode::NoOutgoingEdge,
         FailureCode::ExecutionFailed,
         FailureCode::SchemaValidation,
@@ -144,6 +152,8 @@ impl FailureCode {
     pub const fn as_str(self) -> &'static str {
         match self {
             FailureCode::WorkflowFailed => "WORKFLOW_FAILED",
+            FailureCode::DeclaredFailure => "DECLARED_FAILURE",
+            FailureCode::DeclaredFailureResumable => "DECLARED_FAILURE_RESUMABLE",
             FailureCode::NoOutgoingEdge => "NO_OUTGOING_EDGE",
             FailureCode::ExecutionFailed => "EXECUTION_FAILED",
             FailureCode::SchemaValidation => "SCHEMA_VALIDATION",
@@ -177,6 +187,7 @@ impl FailureCode {
         use OutcomeStatus::{Cancelled, Failed, FailedResumable};
         match self {
             FailureCode::WorkflowFailed
+            | FailureCode::DeclaredFailure
             | FailureCode::NoOutgoingEdge
             | FailureCode::TemplateUnresolved
             | FailureCode::JoinFailed
@@ -189,6 +200,7 @@ impl FailureCode {
             | FailureCode::SandboxAdoptionRefused
             | FailureCode::LaunchFailed => Some(Failed),
             FailureCode::ExecutionFailed
+            | FailureCode::DeclaredFailureResumable
             | FailureCode::SchemaValidation
             | FailureCode::SandboxSetupTimeout
             | FailureCode::SandboxCapacity
@@ -206,6 +218,8 @@ impl FailureCode {
             | FailureCode::Interrupted => Disposition::Infrastructure,
             FailureCode::Cancelled => Disposition::NotApplicable,
             FailureCode::WorkflowFailed
+            | FailureCode::DeclaredFailure
+            | FailureCode::DeclaredFailureResumable
             | FailureCode::NoOutgoingEdge
             | FailureCode::ExecutionFailed
             | FailureCode::SchemaValidation

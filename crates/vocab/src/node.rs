@@ -23,11 +23,13 @@ pub enum NodeKind {
     Compute,
     /// `human`: waits for a person's answer (or lets a model answer).
     Human,
+    /// `fail NAME:`: a named failure with its own code and message; reaching it ends the run.
+    Fail,
 }
 
 impl NodeKind {
     /// Every kind.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Agent,
         Self::Judge,
         Self::Tool,
@@ -35,6 +37,7 @@ impl NodeKind {
         Self::Subbot,
         Self::Compute,
         Self::Human,
+        Self::Fail,
     ];
 
     /// The keyword.
@@ -47,6 +50,7 @@ impl NodeKind {
             Self::Subbot => "subbot",
             Self::Compute => "compute",
             Self::Human => "human",
+            Self::Fail => "fail",
         }
     }
 
@@ -59,7 +63,7 @@ impl NodeKind {
 word_conversions!(
     NodeKind,
     "node kind",
-    "agent, judge, tool, router or subbot"
+    "agent, judge, tool, router, subbot, compute, human or fail"
 );
 
 #[cfg(test)]

@@ -594,3 +594,85 @@ fn branches_that_all_end_at_done_finish_the_run_together_with_their_keys() {
     nodes[1..3].sort();
     assert_eq!(nodes, ["fan", "a", "b", "fan_at_done"]);
 }
+
+#[test]
+fn a_named_fail_node_ends_the_run_with_its_code_and_a_resumable_one_resumes_at_its_gate() {
+    let env = Env::new();
+    env.write("w.iter", &example("20_named_failures.iter"));
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = summary["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(summary["status"], json!("failed_resumable"));
+    assert_eq!(summary["failure_code"], json!("DECLARED_FAILURE_RESUMABLE"));
+    assert_eq!(summary["declared_code"], json!("WORKSPACE_NOT_READY"));
+    // The message is rendered from the gate's output and the run's id.
+    assert_eq!(
+        summary["message"],
+        json!(format!(
+            "node \"not_ready\": WORKSPACE_NOT_READY: no ready.txt among the 1 files of the workspace: create it, then resume run {run_id}"
+        ))
+    );
+    let run = env.only_run();
+    let failed: Vec<Value> = env
+        .events(&run)
+        .into_iter()
+        .filter(|(k, _)| k == "node_failed")
+        .map(|(_, d)| d)
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["node"], json!("not_ready"));
+    assert_eq!(failed[0]["declared_code"], json!("WORKSPACE_NOT_READY"));
+
+    // Resumed once the workspace is ready: the gate runs again, the fail node does not.
+    env.write("ready.txt", "");
+    let out = env
+        .cmd()
+        .args(["resume", run_id.as_str(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["output"], json!({"value": "built"}));
+    assert_eq!(
+        started(&env.events(&env.only_run())),
+        ["gate", "not_ready", "gate", "build"]
+    );
+}
+
+#[test]
+fn a_final_named_fail_node_leaves_nothing_to_resume() {
+    let env = Env::new();
+    env.write("w.iter", &example("20_named_failures.iter"));
+    let out = env
+        .cmd()
+        .args([
+            "run",
+            "w.iter",
+            "--sandbox",
+            "none",
+            "--json",
+            "--var",
+            "refuse=true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["status"], json!("failed"));
+    assert_eq!(summary["failure_code"], json!("DECLARED_FAILURE"));
+    assert_eq!(summary["declared_code"], json!("REFUSED_BY_OPERATOR"));
+    let run_id = summary["run_id"].as_str().unwrap();
+    let out = env.cmd().args(["resume", run_id]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("[RESUME_INVALID]: run ")
+            && stderr_of(&out).contains(" is failed;"),
+        "{}",
+        stderr_of(&out)
+    );
+}

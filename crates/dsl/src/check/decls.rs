@@ -179,7 +179,7 @@ fn check_nodes(
             NodeBody::Agent(a) => (&a.input, &a.output, &a.sandbox),
             NodeBody::Tool(t) => (&t.input, &t.output, &t.sandbox),
             NodeBody::Subbot(b) => (&None, &b.output, &None),
-            NodeBody::Router(_) => (&None, &None, &None),
+            NodeBody::Router(_) | NodeBody::Fail(_) => (&None, &None, &None),
             NodeBody::Compute(c) => (&c.input, &c.output, &None),
             NodeBody::Human(h) => (&h.input, &h.output, &None),
         };
@@ -413,6 +413,10 @@ fn check_model_kinds(
             }
             return;
         }
+        NodeBody::Fail(f) => {
+            fail_code(name, n.name.span, f, out);
+            return;
+        }
         NodeBody::Agent(_) | NodeBody::Tool(_) | NodeBody::Subbot(_) => return,
     };
     for prompt in prompts {
@@ -612,6 +616,45 @@ fn check_backslash_quotes(file: &ast::File, syms: &Symbols<'_>, out: &mut Vec<Di
     }
 }
 
+/// C045: a `fail` node's `code` is required, `UPPER_SNAKE` (a letter first, at most 64 bytes),
+/// and none of the engine's own failure codes (a run's `failure_code` is the engine's closed
+/// vocabulary; the declared code is reported beside it, so it must never pass for one).
+fn fail_code(name: &str, at: Span, f: &ast::FailProps, out: &mut Vec<Diagnostic>) {
+    let problem = match &f.code {
+        None => Some((at, format!("fail node \"{name}\" has no code"))),
+        Some(w) => {
+            let shaped = w.text.len() <= 64
+                && w.text.starts_with(|c: char| c.is_ascii_uppercase())
+                && w.text
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+            if !shaped {
+                Some((
+                    w.span,
+                    format!("fail code \"{}\" is not UPPER_SNAKE", w.text),
+                ))
+            } else if iterion_vocab::FailureCode::from_str_exact(&w.text).is_some() {
+                Some((
+                    w.span,
+                    format!(
+                        "fail code \"{}\" is one of the engine's own failure codes",
+                        w.text
+                    ),
+                ))
+            } else {
+                None
+            }
+        }
+    };
+    if let Some((span, message)) = problem {
+        out.push(
+            Diagnostic::new(Code::C045, span, message)
+                .with_node(name)
+                .with_hint("write code: YOUR_CODE (A–Z, 0–9 and _, a letter first, at most 64)"),
+        );
+    }
+}
+
 /// Calls `f` on every string literal that is a node's own property.
 fn node_strings(n: &ast::Node, f: &mut dyn FnMut(&ast::StrLit)) {
     let sandbox = match &n.body {
@@ -645,6 +688,13 @@ fn node_strings(n: &ast::Node, f: &mut dyn FnMut(&ast::StrLit)) {
         }
         NodeBody::Compute(c) => {
             c.expr.iter().for_each(|(_, s)| f(s));
+            &None
+        }
+        NodeBody::Fail(fail) => {
+            fail.message
+                .iter()
+                .chain(&fail.description)
+                .for_each(&mut *f);
             &None
         }
         NodeBody::Human(h) => {

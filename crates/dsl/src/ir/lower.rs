@@ -494,6 +494,14 @@ fn lower_node(
                 reasoning_effort: r.reasoning_effort.as_ref().map(|w| w.text.clone()),
             }),
         ),
+        ast::NodeBody::Fail(f) => (
+            None,
+            NodeBody::Fail(FailNode {
+                code: f.code.as_ref().map(|w| w.text.clone()).unwrap_or_default(),
+                message: f.message.as_ref().map(|m| m.value.clone()),
+                resumable: f.resumable.is_some_and(|b| b.value),
+            }),
+        ),
         ast::NodeBody::Compute(c) => (
             lower_await(c.await_.as_ref()),
             NodeBody::Compute(ComputeNode {

@@ -65,6 +65,7 @@ const SCRIPT_LANGUAGES: &[(&str, ast::ScriptLanguage)] = &[
 
 /// `compute`.
 const COMPUTE_PROPS: &[&str] = &["input", "output", "await", "expr", "publish"];
+const FAIL_PROPS: &[&str] = &["code", "message", "description", "resumable"];
 
 /// Upstream's former `join` declaration.
 const JOIN_PROPS: &[&str] = &["strategy", "require", "output"];
@@ -427,6 +428,7 @@ impl Parser<'_> {
             ast::NodeKind::Compute => ast::NodeBody::Compute(self.compute_props()?),
             ast::NodeKind::Human => ast::NodeBody::Human(self.human_props(&name)?),
             ast::NodeKind::Subbot => ast::NodeBody::Subbot(self.subbot_props(&name)?),
+            ast::NodeKind::Fail => ast::NodeBody::Fail(self.fail_props()?),
         };
         Ok(ast::Node {
             kind,
@@ -708,6 +710,25 @@ impl Parser<'_> {
                 expr,
             }),
         })
+    }
+
+    fn fail_props(&mut self) -> PResult<ast::FailProps> {
+        let mut f = ast::FailProps {
+            code: None,
+            message: None,
+            description: None,
+            resumable: None,
+        };
+        self.props("fail", FAIL_PROPS, |p, key| {
+            match key.name.as_str() {
+                "code" => f.code = Some(p.word_prop(&key, "a failure code")?),
+                "message" => f.message = Some(p.str_prop(&key)?),
+                "description" => f.description = Some(p.str_prop(&key)?),
+                _ => f.resumable = Some(p.bool_prop(&key)?),
+            }
+            Ok(())
+        })?;
+        Ok(f)
     }
 
     fn compute_props(&mut self) -> PResult<ast::ComputeProps> {

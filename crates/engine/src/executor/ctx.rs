@@ -87,6 +87,25 @@ impl Ctx<'_> {
         }
     }
 
+    /// `text` rendered as prompt text against the run state and `input` (a reference that does
+    /// not resolve stays as written).
+    pub(crate) fn render_text(&self, text: &str, input: &Value) -> String {
+        let state = self.lock_state();
+        let loops = crate::executor::input::loop_scope(&self.graph, &state, &self.vars);
+        let view = crate::executor::input::View {
+            vars: &self.vars,
+            input,
+            outputs: &state.outputs,
+            artifacts: &state.artifacts,
+            attachments: &self.attachments,
+            history: &state.history,
+            loops: &loops,
+            run_id: &self.run_id,
+            secrets: &self.wf.secrets,
+        };
+        iterion_dsl::template::parse(text).render_text(|r| view.resolve(r))
+    }
+
     pub(crate) async fn emit(&self, event: Event) {
         self.events.emit(event).await;
     }

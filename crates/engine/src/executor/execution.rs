@@ -305,6 +305,8 @@ impl Ctx<'_> {
     ) -> BoxFuture<'b, LineEnd> {
         Box::pin(async move {
             let mut pending = start;
+            // The node that routed to `pending`: a resumable `fail` node resumes there.
+            let mut previous: Option<NextNode> = None;
             loop {
                 if branch.is_none() {
                     let mut state = self.lock_state();
@@ -319,7 +321,13 @@ impl Ctx<'_> {
                 };
                 let output = match self.run_node(&node.id, &pending.input, branch).await {
                     Ok(output) => output,
-                    Err(failure) => return LineEnd::Failed(failure.at(&node.id)),
+                    Err(failure) => {
+                        if failure.code == FailureCode::DeclaredFailureResumable && branch.is_none()
+                        {
+                            self.lock_state().next = previous;
+                        }
+                        return LineEnd::Failed(failure.at(&node.id));
+                    }
                 };
                 if let NodeBody::Router(r) = &node.body
                     && r.mode == RouterMode::FanOutAll
@@ -333,7 +341,9 @@ impl Ctx<'_> {
                     }
                 }
                 match self.choose(&node.id, &output, branch).await {
-                    Ok(Choice::Next(next)) => pending = next,
+                    Ok(Choice::Next(next)) => {
+                        previous = Some(std::mem::replace(&mut pending, next));
+                    }
                     Ok(Choice::End(end)) => return end,
                     Err(failure) => return LineEnd::Failed(failure.at(&node.id)),
                 }
@@ -509,6 +519,7 @@ impl Ctx<'_> {
                 }
             }
             NodeBody::Router(_) => Ok(input.clone()),
+            NodeBody::Fail(f) => Err(self.declared_failure(f, input)),
             NodeBody::Compute(c) => crate::executor::compute::run(self, c, input),
             NodeBody::Human(h) => {
                 let outcome = tokio::select! {
@@ -590,10 +601,30 @@ impl Ctx<'_> {
                     message: self.redactor.redact(&failure.message),
                     exit_code: failure.exit_code,
                     stderr_tail: failure.stderr_tail.clone(),
+                    declared_code: failure.declared_code.clone(),
                 }))
                 .await;
                 Err(failure)
             }
+        }
+    }
+
+    /// The failure a `fail NAME:` node ends its line with: its own code beside the engine's
+    /// `DECLARED_FAILURE[_RESUMABLE]`, and its message rendered (a reference that does not
+    /// resolve stays as written).
+    fn declared_failure(&self, node: &iterion_dsl::ir::FailNode, input: &Value) -> Failure {
+        let message = match &node.message {
+            Some(text) => self.render_text(text, input),
+            None => "the workflow reached this fail node".to_owned(),
+        };
+        let code = if node.resumable {
+            FailureCode::DeclaredFailureResumable
+        } else {
+            FailureCode::DeclaredFailure
+        };
+        Failure {
+            declared_code: Some(node.code.clone()),
+            ..Failure::new(code, format!("{}: {message}", node.code))
         }
     }
 
@@ -760,6 +791,7 @@ impl Ctx<'_> {
                 last_completed_node: checkpoint.last_completed_node.clone(),
                 final_output: None,
                 outputs: checkpoint.outputs.clone(),
+                declared_code: None,
                 paused,
             },
             LineEnd::Done { node } => RunOutcome {
@@ -769,6 +801,7 @@ impl Ctx<'_> {
                 last_completed_node: checkpoint.last_completed_node.clone(),
                 final_output: checkpoint.outputs.get(&node).cloned(),
                 outputs: checkpoint.outputs.clone(),
+                declared_code: None,
                 paused: None,
             },
             LineEnd::Failed(failure) => RunOutcome {
@@ -778,6 +811,7 @@ impl Ctx<'_> {
                 last_completed_node: checkpoint.last_completed_node.clone(),
                 final_output: None,
                 outputs: checkpoint.outputs.clone(),
+                declared_code: failure.declared_code.clone(),
                 paused: None,
             },
             LineEnd::Arrived { .. } => RunOutcome {
@@ -787,6 +821,7 @@ impl Ctx<'_> {
                 last_completed_node: checkpoint.last_completed_node.clone(),
                 final_output: None,
                 outputs: checkpoint.outputs.clone(),
+                declared_code: None,
                 paused: None,
             },
         };

@@ -26,6 +26,10 @@ pub struct RunOutcome {
     pub final_output: Option<Value>,
     /// The latest output of every node that produced one.
     pub outputs: BTreeMap<String, Value>,
+    /// When a `fail NAME:` node ended the run: the workflow's own code (`failure_code` is then
+    /// `DECLARED_FAILURE` or `DECLARED_FAILURE_RESUMABLE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_code: Option<String>,
     /// With status `paused`: the question the run waits on (its `run_paused` event).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<crate::records::events::RunPaused>,
@@ -89,6 +93,8 @@ pub(crate) struct Failure {
     pub stdout_tail: Option<String>,
     /// Not a failure: the node paused on `ask_user` (the checkpoint holds the question).
     pub paused: bool,
+    /// A `fail NAME:` node's own code.
+    pub declared_code: Option<String>,
 }
 
 impl Failure {
@@ -101,6 +107,7 @@ impl Failure {
             stderr_tail: None,
             stdout_tail: None,
             paused: false,
+            declared_code: None,
         }
     }
 

@@ -231,6 +231,9 @@ pub struct RunSummary {
     /// The failure code, on `failed`, `failed_resumable` and `cancelled`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_code: Option<String>,
+    /// The workflow's own code, when one of its `fail NAME:` nodes ended the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared_code: Option<String>,
     /// What went wrong, redacted.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

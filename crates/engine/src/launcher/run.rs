@@ -253,6 +253,10 @@ impl Engine {
             run_id: run.id.to_string(),
             status: store_status(ending.status()),
             failure_code: ending.code.map(|c| c.as_str().to_owned()),
+            declared_code: ending
+                .outcome
+                .as_ref()
+                .and_then(|o| o.declared_code.clone()),
             message: ending.message.as_deref().map(|m| redactor.redact(m)),
             output: ending.output.as_ref().map(|o| redactor.redact_json(o)),
             worktree: kept_worktree,

@@ -91,6 +91,7 @@ impl ContainerNeeds {
                 ir::NodeBody::Router(_)
                 | ir::NodeBody::Subbot(_)
                 | ir::NodeBody::Compute(_)
+                | ir::NodeBody::Fail(_)
                 | ir::NodeBody::Human(_) => {}
             }
         }

@@ -266,6 +266,9 @@ pub struct NodeFailed {
     /// The last 4 KiB of the tool's stderr, redacted; absent when it wrote nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stderr_tail: Option<String>,
+    /// A `fail NAME:` node's own code (`code` is then `DECLARED_FAILURE[_RESUMABLE]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_code: Option<String>,
 }
 
 /// `edge_selected {from, to, condition, loop, iteration}` (DSL.md §5.4 step 8).

@@ -117,6 +117,7 @@ async fn wait_all_kills_the_other_branches_at_the_first_failure() {
                 message: "command exited with status 2".into(),
                 exit_code: Some(2),
                 stderr_tail: Some("lint broke\n".into()),
+                declared_code: None,
             }),
         ]
     );

@@ -37,6 +37,7 @@ async fn hello_example_runs_to_done_with_its_whole_event_sequence() {
                 ("greet".to_owned(), greet),
             ]
             .into(),
+            declared_code: None,
             paused: None,
         }
     );

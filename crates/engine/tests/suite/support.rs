@@ -145,6 +145,7 @@ pub fn failed(node: &str, code: FailureCode, message: &str) -> Event {
         message: message.into(),
         exit_code: None,
         stderr_tail: None,
+        declared_code: None,
     })
 }
 

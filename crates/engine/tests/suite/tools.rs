@@ -26,6 +26,7 @@ async fn a_non_zero_exit_fails_with_its_status_and_stderr_tail() {
                 message: "command exited with status 3".into(),
                 exit_code: Some(3),
                 stderr_tail: Some("oops\n".into()),
+                declared_code: None,
             }),
         ]
     );
@@ -247,6 +248,7 @@ async fn a_failure_never_records_a_secret_value() {
             message: "command exited with status 1".into(),
             exit_code: Some(1),
             stderr_tail: Some("[REDACTED:API] is wrong\n".into()),
+            declared_code: None,
         })
     );
     assert_eq!(

@@ -739,3 +739,31 @@ fn a_file_of_declarations_without_a_workflow_is_a_c150_warning_and_an_empty_one_
     assert!(compiled.workflow.is_none());
     assert_eq!(ours("## only a comment\n"), vec![(Code::C006, 1)]);
 }
+
+#[test]
+fn a_fail_node_needs_an_upper_snake_code_of_its_own_and_no_edge_leaves_it() {
+    let src = "fail a:\n  message: \"m\"\n\nfail b:\n  code: lower\n\nfail c:\n  code: BUDGET_EXCEEDED\n\nfail d:\n  code: MINE\n  resumable: true\n\ntool t:\n  command: `true`\n\nworkflow w:\n  entry: t\n  t -> a when \"1 > 2\"\n  t -> b when \"1 > 3\"\n  t -> c when \"1 > 4\"\n  t -> d else\n  d -> done\n";
+    let codes: Vec<(Code, String)> = diags(src)
+        .into_iter()
+        .filter(|d| matches!(d.code, Code::C045 | Code::C046))
+        .map(|d| (d.code, d.message))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            (Code::C045, "fail node \"a\" has no code".to_owned()),
+            (
+                Code::C045,
+                "fail code \"lower\" is not UPPER_SNAKE".to_owned()
+            ),
+            (
+                Code::C045,
+                "fail code \"BUDGET_EXCEEDED\" is one of the engine's own failure codes".to_owned()
+            ),
+            (
+                Code::C046,
+                "fail node \"d\" ends the run: no edge may leave it".to_owned()
+            ),
+        ]
+    );
+}

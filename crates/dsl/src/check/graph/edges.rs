@@ -18,6 +18,21 @@ pub(super) fn check<'a>(g: &Graph<'a>, syms: &Symbols<'a>, out: &mut Vec<Diagnos
             fan_out_clauses(name, &edges, out);
             continue;
         }
+        if matches!(node.body, ast::NodeBody::Fail(_)) {
+            // Reaching a `fail` node ends the run: it has no edges of its own.
+            if let Some(e) = edges.first() {
+                out.push(
+                    Diagnostic::new(
+                        Code::C046,
+                        e.from.span,
+                        format!("fail node \"{name}\" ends the run: no edge may leave it"),
+                    )
+                    .with_node(name)
+                    .with_hint("remove the edge, or route to it from another node"),
+                );
+            }
+            continue;
+        }
         if let Some(mode) = picker_mode(syms, name) {
             picker_clauses((name, node.name.span), mode, &edges, out);
             continue;

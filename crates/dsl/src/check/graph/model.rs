@@ -60,7 +60,7 @@ pub(super) fn output_schema<'a>(syms: &Symbols<'a>, node: &str) -> OutputSchema<
         ast::NodeBody::Subbot(b) => b.output.as_ref(),
         ast::NodeBody::Compute(c) => c.output.as_ref(),
         ast::NodeBody::Human(h) => h.output.as_ref(),
-        ast::NodeBody::Router(_) => None,
+        ast::NodeBody::Router(_) | ast::NodeBody::Fail(_) => None,
     };
     match name {
         None => OutputSchema::Missing,
@@ -151,7 +151,7 @@ pub(super) fn await_span(syms: &Symbols<'_>, node: &str) -> Option<Span> {
         ast::NodeBody::Subbot(b) => b.await_.map(|(_, s)| s),
         ast::NodeBody::Compute(c) => c.await_.map(|(_, s)| s),
         ast::NodeBody::Human(h) => h.await_.map(|(_, s)| s),
-        ast::NodeBody::Router(_) => None,
+        ast::NodeBody::Router(_) | ast::NodeBody::Fail(_) => None,
     }
 }
 

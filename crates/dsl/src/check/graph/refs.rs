@@ -168,6 +168,11 @@ pub(super) fn check<'a>(
                     r.model(m, name);
                 }
             }
+            NodeBody::Fail(f) => {
+                if let Some(text) = &f.message {
+                    r.template(text, &template::parse(&text.value), place, Kind::Text);
+                }
+            }
             NodeBody::Subbot(_) => {}
         }
     }
@@ -696,7 +701,7 @@ fn input_schema<'a>(syms: &Symbols<'a>, node: &str) -> Option<&'a ast::Schema> {
         NodeBody::Tool(t) => t.input.as_ref()?,
         NodeBody::Compute(c) => c.input.as_ref()?,
         NodeBody::Human(h) => h.input.as_ref()?,
-        NodeBody::Router(_) | NodeBody::Subbot(_) => return None,
+        NodeBody::Router(_) | NodeBody::Subbot(_) | NodeBody::Fail(_) => return None,
     };
     syms.schemas.get(id.name.as_str()).copied()
 }
