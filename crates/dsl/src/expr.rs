@@ -35,6 +35,20 @@ pub enum Func {
     Join,
     /// `if(cond, then, else)`: only the chosen branch is evaluated.
     If,
+    /// `floor(n)`: the largest integer not above `n`.
+    Floor,
+    /// `round(n)`: the nearest integer, halves away from zero.
+    Round,
+    /// `min(a, …)` / `min(list)`: the smallest number.
+    Min,
+    /// `max(a, …)` / `max(list)`: the largest number.
+    Max,
+    /// `sort(list)`: numbers or strings, ascending.
+    Sort,
+    /// `tail(list, n)`: the last `n` elements.
+    Tail,
+    /// `slice(list, from, to)`: elements `from..to` (clamped to the list).
+    Slice,
 }
 
 impl Func {
@@ -47,21 +61,35 @@ impl Func {
             Func::Unique => "unique",
             Func::Join => "join",
             Func::If => "if",
+            Func::Floor => "floor",
+            Func::Round => "round",
+            Func::Min => "min",
+            Func::Max => "max",
+            Func::Sort => "sort",
+            Func::Tail => "tail",
+            Func::Slice => "slice",
         }
     }
 
     /// How many arguments it takes (C138 otherwise); `concat` takes at least this many.
     pub fn arity(self) -> usize {
         match self {
-            Func::Length | Func::Unique | Func::Concat => 1,
-            Func::Contains | Func::Join => 2,
-            Func::If => 3,
+            Func::Length
+            | Func::Unique
+            | Func::Concat
+            | Func::Floor
+            | Func::Round
+            | Func::Min
+            | Func::Max
+            | Func::Sort => 1,
+            Func::Contains | Func::Join | Func::Tail => 2,
+            Func::If | Func::Slice => 3,
         }
     }
 
     /// Whether it takes any number of arguments from [`Func::arity`] up.
     pub fn variadic(self) -> bool {
-        self == Func::Concat
+        matches!(self, Func::Concat | Func::Min | Func::Max)
     }
 
     fn from_name(name: &str) -> Option<Func> {
@@ -72,6 +100,13 @@ impl Func {
             Func::Unique,
             Func::Join,
             Func::If,
+            Func::Floor,
+            Func::Round,
+            Func::Min,
+            Func::Max,
+            Func::Sort,
+            Func::Tail,
+            Func::Slice,
         ]
         .into_iter()
         .find(|f| f.as_str() == name)
@@ -321,6 +356,17 @@ pub enum EvalError {
         /// The right operand's type.
         right: &'static str,
     },
+    /// A numeric builtin given something that is not a number.
+    #[error("{func}() needs numbers, found {found}")]
+    NotANumber {
+        /// The builtin.
+        func: &'static str,
+        /// The argument's type.
+        found: &'static str,
+    },
+    /// `sort` of a list that is not all numbers or all strings.
+    #[error("sort() needs a list of numbers or of strings")]
+    Unsortable,
     /// Integer overflow, or division / remainder by zero.
     #[error("{0}")]
     Arithmetic(&'static str),
@@ -1061,8 +1107,104 @@ fn call(func: Func, args: &[Value]) -> Result<Value, EvalError> {
                 .collect();
             Ok(Value::String(parts.join(sep)))
         }
+        Func::Floor | Func::Round => {
+            let name = func.as_str();
+            let Value::Number(n) = first else {
+                return Err(EvalError::NotANumber {
+                    func: name,
+                    found: type_name(first),
+                });
+            };
+            if n.is_i64() || n.is_u64() {
+                return Ok(first.clone());
+            }
+            let x = n.as_f64().unwrap_or(0.0);
+            let r = if func == Func::Floor {
+                x.floor()
+            } else {
+                x.round()
+            };
+            Ok(integral(r))
+        }
+        Func::Min | Func::Max => {
+            let items: &[Value] = match args {
+                [Value::Array(items)] => items,
+                _ => args,
+            };
+            let mut best: Option<&Value> = None;
+            for v in items {
+                let Value::Number(n) = v else {
+                    return Err(EvalError::NotANumber {
+                        func: func.as_str(),
+                        found: type_name(v),
+                    });
+                };
+                let better = match best {
+                    Some(Value::Number(b)) => {
+                        let ord = number_cmp(n, b).unwrap_or(Ordering::Equal);
+                        (func == Func::Min && ord == Ordering::Less)
+                            || (func == Func::Max && ord == Ordering::Greater)
+                    }
+                    _ => true,
+                };
+                if better {
+                    best = Some(v);
+                }
+            }
+            Ok(best.cloned().unwrap_or(Value::Null))
+        }
+        Func::Sort => {
+            let mut items = list_arg("sort", first)?.to_vec();
+            let numbers = items.iter().all(Value::is_number);
+            let strings = items.iter().all(Value::is_string);
+            if !numbers && !strings {
+                return Err(EvalError::Unsortable);
+            }
+            items.sort_by(|a, b| match (a, b) {
+                (Value::Number(x), Value::Number(y)) => number_cmp(x, y).unwrap_or(Ordering::Equal),
+                (Value::String(x), Value::String(y)) => x.cmp(y),
+                _ => Ordering::Equal,
+            });
+            Ok(Value::Array(items))
+        }
+        Func::Tail => {
+            let items = list_arg("tail", first)?;
+            let n = index_arg("tail", args.get(1).unwrap_or(&null))?;
+            Ok(Value::Array(
+                items[items.len().saturating_sub(n)..].to_vec(),
+            ))
+        }
+        Func::Slice => {
+            let items = list_arg("slice", first)?;
+            let from = index_arg("slice", args.get(1).unwrap_or(&null))?.min(items.len());
+            let to = index_arg("slice", args.get(2).unwrap_or(&null))?.clamp(from, items.len());
+            Ok(Value::Array(items[from..to].to_vec()))
+        }
         // Evaluated lazily in `eval_in`.
         Func::If => Ok(Value::Null),
+    }
+}
+
+/// A float that holds an integer as a JSON integer when it fits, else as it is.
+fn integral(x: f64) -> Value {
+    if x.is_finite() && x.abs() < 9.0e15 {
+        #[allow(clippy::cast_possible_truncation)]
+        return Value::Number(Number::from(x as i64));
+    }
+    Number::from_f64(x).map_or(Value::Null, Value::Number)
+}
+
+/// A count or index argument: a non-negative integer (a negative one counts as 0).
+fn index_arg(func: &'static str, v: &Value) -> Result<usize, EvalError> {
+    match v.as_i64() {
+        Some(i) => Ok(usize::try_from(i.max(0)).unwrap_or(usize::MAX)),
+        None => match v.as_u64() {
+            Some(u) => Ok(usize::try_from(u).unwrap_or(usize::MAX)),
+            None => Err(EvalError::NotANumber {
+                func,
+                found: type_name(v),
+            }),
+        },
     }
 }
 

@@ -688,3 +688,41 @@ fn long_arithmetic_chains_are_bounded() {
     let negs = format!("{}x", "-".repeat(100_000));
     assert_eq!(parse(&negs), Err(ExprError::TooDeep));
 }
+
+#[test]
+fn numeric_and_list_builtins() {
+    let scope =
+        json!({"input": {"n": [4, 2, 9], "s": ["b", "a"], "mixed": [1, "a"], "x": 7.9, "h": 2.5}});
+    let eval = |src: &str| {
+        parse(src)
+            .unwrap_or_else(|e| panic!("{src}: {e}"))
+            .eval_compute(&scope)
+    };
+    for (src, want) in [
+        ("floor(x)", json!(7)),
+        ("floor(0 - x)", json!(-8)),
+        ("floor(3)", json!(3)),
+        ("round(h)", json!(3)),
+        ("min(3, 1, 2)", json!(1)),
+        ("max(3, 1.5, 2)", json!(3)),
+        ("min(n)", json!(2)),
+        ("max(n)", json!(9)),
+        ("sort(n)", json!([2, 4, 9])),
+        ("sort(s)", json!(["a", "b"])),
+        ("tail(n, 2)", json!([2, 9])),
+        ("tail(n, 9)", json!([4, 2, 9])),
+        ("slice(n, 1, 3)", json!([2, 9])),
+        ("slice(n, 3, 1)", json!([])),
+    ] {
+        assert_eq!(eval(src).ok(), Some(want), "{src}");
+    }
+    assert!(matches!(eval("sort(mixed)"), Err(EvalError::Unsortable)));
+    assert!(matches!(
+        eval("floor('x')"),
+        Err(EvalError::NotANumber { func: "floor", .. })
+    ));
+    assert!(matches!(
+        eval("max(mixed)"),
+        Err(EvalError::NotANumber { func: "max", .. })
+    ));
+}

@@ -1015,6 +1015,9 @@ pub struct Budget {
     /// The most model tokens (input plus output, every agent node) the run may use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u64>,
+    /// `max_cost_usd` as written: read by `run.max_cost_usd`, not enforced (no price table).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<serde_json::Number>,
 }
 
 /// The workflow's sandbox request (DSL.md §7.1–§7.3); maps onto `sandbox::Spec` (SANDBOX.md §1.2)

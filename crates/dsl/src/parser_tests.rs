@@ -487,7 +487,7 @@ fn fragment_e001_unsupported_declaration_kind() {
             "`supervisor` declarations are not supported yet"
         )
     );
-    for kind in ["fail", "include"] {
+    for kind in ["emit", "include"] {
         let src = format!("{kind} x:\n  a: 1\n\n{}", workflow_with(""));
         assert_eq!(
             only(&src).message,

@@ -19,6 +19,21 @@ use serde_json::Value;
 
 use crate::diag::Code;
 
+/// The fields of the `run` namespace: its id, and where it stands against its budget (the
+/// `max_*` fields are `null` without that cap; `cost_usd` is always `null`: there is no price
+/// table).
+pub const RUN_FIELDS: &[&str] = &[
+    "id",
+    "elapsed_seconds",
+    "max_duration_seconds",
+    "iterations",
+    "max_iterations",
+    "tokens",
+    "max_tokens",
+    "cost_usd",
+    "max_cost_usd",
+];
+
 /// The namespaces a reference may start with (DSL.md §4.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Namespace {
@@ -336,14 +351,14 @@ pub enum ShapeError {
         what: &'static str,
     },
     /// A bare `run`.
-    #[error("run needs a field: only run.id exists")]
+    #[error("run needs a field: one of {}", RUN_FIELDS.join(", "))]
     RunNeedsField,
-    /// `run.X` other than `run.id`.
-    #[error("run.{0} is not supported yet (only run.id exists)")]
+    /// `run.X` for a field the run namespace does not have.
+    #[error("run.{0} does not exist (the run has {fields})", fields = RUN_FIELDS.join(", "))]
     RunFieldUnsupported(String),
-    /// `run.id.X`.
-    #[error("run.id has no fields")]
-    RunIdHasNoFields,
+    /// `run.F.X`.
+    #[error("run.{0} has no fields")]
+    RunIdHasNoFields(String),
     /// A bare `loop`.
     #[error("loop needs a loop name")]
     LoopNeedsName,
@@ -387,10 +402,12 @@ pub fn check_shape(ns: Namespace, path: &[String]) -> Result<(), ShapeError> {
             }),
         },
         Namespace::Run => match path {
-            [id] if id == "id" => Ok(()),
+            [f] if RUN_FIELDS.contains(&f.as_str()) => Ok(()),
             [] => Err(ShapeError::RunNeedsField),
-            [first, ..] if first != "id" => Err(ShapeError::RunFieldUnsupported(first.clone())),
-            _ => Err(ShapeError::RunIdHasNoFields),
+            [first, ..] if !RUN_FIELDS.contains(&first.as_str()) => {
+                Err(ShapeError::RunFieldUnsupported(first.clone()))
+            }
+            [first, ..] => Err(ShapeError::RunIdHasNoFields(first.clone())),
         },
         Namespace::Loop => match (seg(0), seg(1)) {
             (None, _) => Err(ShapeError::LoopNeedsName),

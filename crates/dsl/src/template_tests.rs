@@ -217,14 +217,18 @@ fn malformed_references_are_c004_and_stay_text() {
         ),
         (
             "{{run}}",
-            malformed("{{run}}", 0, "run needs a field: only run.id exists"),
+            malformed(
+                "{{run}}",
+                0,
+                "run needs a field: one of id, elapsed_seconds, max_duration_seconds, iterations, max_iterations, tokens, max_tokens, cost_usd, max_cost_usd",
+            ),
         ),
         (
             "{{run.started}}",
             malformed(
                 "{{run.started}}",
                 0,
-                "run.started is not supported yet (only run.id exists)",
+                "run.started does not exist (the run has id, elapsed_seconds, max_duration_seconds, iterations, max_iterations, tokens, max_tokens, cost_usd, max_cost_usd)",
             ),
         ),
         (

@@ -676,3 +676,31 @@ fn a_final_named_fail_node_leaves_nothing_to_resume() {
         stderr_of(&out)
     );
 }
+
+#[test]
+fn the_run_namespace_reports_the_budget_to_expressions_and_commands() {
+    let env = Env::new();
+    env.write("w.iter", &example("21_budget_gauge.iter"));
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let run = env.only_run();
+    let gauge = env
+        .events(&run)
+        .into_iter()
+        .find(|(k, d)| k == "node_finished" && d["node"] == "gauge")
+        .map(|(_, d)| d["output"].clone())
+        .expect("the gauge finished");
+    // The gauge is the second counted node; the caps are the budget's.
+    assert_eq!(
+        gauge,
+        json!({"iterations": 2, "left": 8, "duration_cap": 3600, "cost_cap": 2.5,
+               "token_cap": null, "cost": null, "late": false})
+    );
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let line = summary["output"]["line"].as_str().unwrap();
+    assert!(line.starts_with("3 of 10 iterations, "), "{line}");
+}

@@ -144,6 +144,11 @@ pub(crate) fn lower_with(
             .max_parallel_branches
             .and_then(|i| u32::try_from(i.value).ok()),
         max_tokens: b.max_tokens.and_then(|i| u64::try_from(i.value).ok()),
+        max_cost_usd: match &b.max_cost_usd {
+            Some(ast::Value::Int(i, _)) => Some(serde_json::Number::from(*i)),
+            Some(ast::Value::Float(f, _)) => serde_json::Number::from_f64(*f),
+            _ => None,
+        },
     });
     Some(Workflow {
         name: wf.name.name.clone(),

@@ -28,7 +28,7 @@ pub(crate) fn run(ctx: &Ctx<'_>, node: &ComputeNode, input: &Value) -> Result<Va
             "input": input,
             "outputs": outputs,
             "loop": loop_scope(&ctx.graph, &state, &ctx.vars),
-            "run": {"id": ctx.run_id},
+            "run": ctx.run_scope(),
         })
     };
     let mut out = Map::new();

@@ -3,6 +3,7 @@
 //! kind: they read it and record through it; the driver (`execution`) is the only one that
 //! builds it and runs lines over it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use iterion_dsl::ir::Workflow;
@@ -70,6 +71,13 @@ pub(crate) struct Ctx<'a> {
     /// What the run reads of its host's environment ([`Execution::environment`](crate::Execution::environment)).
     pub environment: iterion_vocab::Environment,
     pub agents: Option<Arc<AgentEnv>>,
+    /// When the executor started (`run.elapsed_seconds`).
+    pub started: std::time::Instant,
+    /// Counted node executions so far, as `state.iterations` (`run.iterations`, read without
+    /// the state's lock).
+    pub iterations: AtomicU64,
+    /// Model tokens (input and output) used so far by this attempt (`run.tokens`).
+    pub tokens: AtomicU64,
 }
 
 impl Ctx<'_> {
@@ -77,12 +85,30 @@ impl Ctx<'_> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The `run` namespace: the id, and where the run stands against its budget — seconds since
+    /// the executor started, counted node executions, model tokens (this attempt's), each
+    /// beside its cap (`null` without one); `cost_usd` is `null` (there is no price table) and
+    /// `max_cost_usd` is the budget's literal. Reads no lock, so it may be built anywhere.
+    pub(crate) fn run_scope(&self) -> Value {
+        serde_json::json!({
+            "id": self.run_id,
+            "elapsed_seconds": self.started.elapsed().as_secs(),
+            "max_duration_seconds": self.budget.max_duration.map(|d| d.as_secs()),
+            "iterations": self.iterations.load(Ordering::Relaxed),
+            "max_iterations": self.budget.max_iterations,
+            "tokens": self.tokens.load(Ordering::Relaxed),
+            "max_tokens": self.wf.budget.max_tokens,
+            "cost_usd": Value::Null,
+            "max_cost_usd": self.wf.budget.max_cost_usd,
+        })
+    }
+
     pub(crate) fn inputs(&self) -> InputCtx<'_> {
         InputCtx {
             wf: self.wf,
             graph: &self.graph,
             vars: &self.vars,
-            run_id: &self.run_id,
+            run: self.run_scope(),
             attachments: &self.attachments,
         }
     }
@@ -90,6 +116,7 @@ impl Ctx<'_> {
     /// `text` rendered as prompt text against the run state and `input` (a reference that does
     /// not resolve stays as written).
     pub(crate) fn render_text(&self, text: &str, input: &Value) -> String {
+        let run = self.run_scope();
         let state = self.lock_state();
         let loops = crate::executor::input::loop_scope(&self.graph, &state, &self.vars);
         let view = crate::executor::input::View {
@@ -100,7 +127,7 @@ impl Ctx<'_> {
             attachments: &self.attachments,
             history: &state.history,
             loops: &loops,
-            run_id: &self.run_id,
+            run: &run,
             secrets: &self.wf.secrets,
         };
         iterion_dsl::template::parse(text).render_text(|r| view.resolve(r))

@@ -238,7 +238,7 @@ impl<'a> Execution<'a> {
                     wf,
                     graph: &graph,
                     vars: &vars,
-                    run_id: &self.run_id,
+                    run: serde_json::json!({"id": self.run_id}),
                     attachments: &self.attachments,
                 }
                 .node_input(&state, &wf.entry, None);
@@ -255,6 +255,7 @@ impl<'a> Execution<'a> {
         let children = self
             .children
             .unwrap_or_else(|| Arc::new(InlineChildRuns::new(self.events.clone())));
+        let iterations = std::sync::atomic::AtomicU64::new(state.iterations);
         let ctx = Ctx {
             wf,
             graph,
@@ -275,6 +276,9 @@ impl<'a> Execution<'a> {
             budget,
             environment: self.environment,
             agents: self.agents,
+            started: Instant::now(),
+            iterations,
+            tokens: std::sync::atomic::AtomicU64::new(0),
         };
         let end = ctx.drive(start).await;
         Ok(ctx.report(end))
@@ -377,7 +381,7 @@ impl Ctx<'_> {
                     graph: &self.graph,
                     state: &state,
                     vars: &self.vars,
-                    run_id: &self.run_id,
+                    run: self.run_scope(),
                 },
                 node,
                 output,
@@ -408,7 +412,7 @@ impl Ctx<'_> {
                     graph: &self.graph,
                     state: &state,
                     vars: &self.vars,
-                    run_id: &self.run_id,
+                    run: self.run_scope(),
                 };
                 select::cap_of(&w, l, output).ok()
             });
@@ -489,6 +493,8 @@ impl Ctx<'_> {
             } else {
                 if counted {
                     state.iterations += 1;
+                    self.iterations
+                        .store(state.iterations, std::sync::atomic::Ordering::Relaxed);
                 }
                 let attempt = state.attempts.entry(id.to_owned()).or_default();
                 *attempt = attempt.saturating_add(1);
@@ -561,6 +567,12 @@ impl Ctx<'_> {
             }
         };
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if let Some(used) = &usage {
+            self.tokens.fetch_add(
+                used.input_tokens.saturating_add(used.output_tokens),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
         match result {
             Ok(output) => {
                 {
@@ -601,7 +613,7 @@ impl Ctx<'_> {
                     message: self.redactor.redact(&failure.message),
                     exit_code: failure.exit_code,
                     stderr_tail: failure.stderr_tail.clone(),
-                    declared_code: failure.declared_code.clone(),
+                    declared_code: failure.declared_code(),
                 }))
                 .await;
                 Err(failure)
@@ -617,15 +629,7 @@ impl Ctx<'_> {
             Some(text) => self.render_text(text, input),
             None => "the workflow reached this fail node".to_owned(),
         };
-        let code = if node.resumable {
-            FailureCode::DeclaredFailureResumable
-        } else {
-            FailureCode::DeclaredFailure
-        };
-        Failure {
-            declared_code: Some(node.code.clone()),
-            ..Failure::new(code, format!("{}: {message}", node.code))
-        }
+        Failure::declared(node.resumable, &node.code, &message)
     }
 
     /// Stores `output` as artifact `name` (`publish:`): in the run state, where
@@ -811,7 +815,7 @@ impl Ctx<'_> {
                 last_completed_node: checkpoint.last_completed_node.clone(),
                 final_output: None,
                 outputs: checkpoint.outputs.clone(),
-                declared_code: failure.declared_code.clone(),
+                declared_code: failure.declared_code(),
                 paused: None,
             },
             LineEnd::Arrived { .. } => RunOutcome {

@@ -73,7 +73,7 @@ pub(crate) async fn fan_out(
                     graph: &ctx.graph,
                     state: &state,
                     vars: &ctx.vars,
-                    run_id: &ctx.run_id,
+                    run: ctx.run_scope(),
                 },
                 index,
                 &output,

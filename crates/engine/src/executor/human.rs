@@ -8,12 +8,10 @@
 use iterion_agent::session::Question;
 use iterion_agent::wire::Usage;
 use iterion_dsl::ir::{AgentNode, HumanMode, HumanNode, Interaction, ValueType, Workflow};
-use iterion_dsl::template;
 use serde_json::{Map, Value};
 
 use crate::executor::agent::operator::{AgentResult, PausedAgent};
 use crate::executor::ctx::Ctx;
-use crate::executor::input::{View, loop_scope};
 use crate::executor::outcome::Failure;
 use crate::executor::schema;
 use iterion_vocab::FailureCode;
@@ -121,20 +119,7 @@ fn question_text(ctx: &Ctx<'_>, id: &str, node: &HumanNode, input: &Value) -> St
     let Some(instructions) = &node.instructions else {
         return format!("Node \"{id}\" waits for your answer.");
     };
-    let state = ctx.lock_state();
-    let loops = loop_scope(&ctx.graph, &state, &ctx.vars);
-    let view = View {
-        vars: &ctx.vars,
-        input,
-        outputs: &state.outputs,
-        artifacts: &state.artifacts,
-        attachments: &ctx.attachments,
-        history: &state.history,
-        loops: &loops,
-        run_id: &ctx.run_id,
-        secrets: &ctx.wf.secrets,
-    };
-    template::parse(instructions).render_text(|r| view.resolve(r))
+    ctx.render_text(instructions, input)
 }
 
 /// The node's output from the operator's answer: a JSON object as it is; otherwise, with an

@@ -25,7 +25,8 @@ pub(crate) struct View<'s> {
     /// Every output so far of each node in a loop ([`Checkpoint::history`]).
     pub history: &'s BTreeMap<String, Vec<Value>>,
     pub loops: &'s Value,
-    pub run_id: &'s str,
+    /// The `run` namespace ([`crate::executor::ctx::Ctx::run_scope`]).
+    pub run: &'s Value,
     pub secrets: &'s [ir::Secret],
 }
 
@@ -70,10 +71,7 @@ impl View<'_> {
                 }
             }
             Namespace::Loop => walk(self.loops, path).cloned(),
-            Namespace::Run => match path {
-                [id] if id == "id" => Some(Value::String(self.run_id.to_owned())),
-                _ => None,
-            },
+            Namespace::Run => walk(self.run, path).cloned(),
             Namespace::Secrets => {
                 let (name, rest) = path.split_first()?;
                 let secret = self.secrets.iter().find(|s| &s.name == name)?;
@@ -147,7 +145,8 @@ pub(crate) struct InputCtx<'a> {
     pub wf: &'a Workflow,
     pub graph: &'a Graph,
     pub vars: &'a Value,
-    pub run_id: &'a str,
+    /// The `run` namespace.
+    pub run: Value,
     pub attachments: &'a Value,
 }
 
@@ -169,7 +168,7 @@ impl InputCtx<'_> {
             attachments: self.attachments,
             history: &state.history,
             loops,
-            run_id: self.run_id,
+            run: &self.run,
             secrets: &self.wf.secrets,
         };
         Some(
@@ -272,7 +271,7 @@ pub(crate) fn resolve_cap(
         attachments: &Value::Null,
         history: &empty_history,
         loops: &Value::Null,
-        run_id: "",
+        run: &Value::Null,
         secrets: &[],
     };
     let value = view.resolve(r);
@@ -347,7 +346,7 @@ mod tests {
             attachments: &attachments,
             history: &BTreeMap::new(),
             loops: &loops,
-            run_id: "r1",
+            run: &serde_json::json!({"id": "r1"}),
             secrets: &secrets,
         };
         let tpl = template::parse(
@@ -391,7 +390,7 @@ mod tests {
             attachments: &attachments,
             history: &BTreeMap::new(),
             loops: &loops,
-            run_id: "r",
+            run: &serde_json::json!({"id": "r"}),
             secrets: &[],
         };
         let m = |v: MappingValue| Mapping {

@@ -93,8 +93,6 @@ pub(crate) struct Failure {
     pub stdout_tail: Option<String>,
     /// Not a failure: the node paused on `ask_user` (the checkpoint holds the question).
     pub paused: bool,
-    /// A `fail NAME:` node's own code.
-    pub declared_code: Option<String>,
 }
 
 impl Failure {
@@ -107,8 +105,29 @@ impl Failure {
             stderr_tail: None,
             stdout_tail: None,
             paused: false,
-            declared_code: None,
         }
+    }
+
+    /// A `fail NAME:` node's failure: the engine's code, and the node's own code leading the
+    /// message (`CODE: message`, where [`Failure::declared_code`] reads it back).
+    pub(crate) fn declared(resumable: bool, code: &str, message: &str) -> Failure {
+        let engine_code = if resumable {
+            FailureCode::DeclaredFailureResumable
+        } else {
+            FailureCode::DeclaredFailure
+        };
+        Failure::new(engine_code, format!("{code}: {message}"))
+    }
+
+    /// The workflow's own code of a [`Failure::declared`] failure (an `UPPER_SNAKE` word, C045,
+    /// so it holds no `:`).
+    pub(crate) fn declared_code(&self) -> Option<String> {
+        matches!(
+            self.code,
+            FailureCode::DeclaredFailure | FailureCode::DeclaredFailureResumable
+        )
+        .then(|| self.message.split_once(": ").map(|(c, _)| c.to_owned()))
+        .flatten()
     }
 
     /// The failure, placed at `node` unless it already names one.

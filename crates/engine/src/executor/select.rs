@@ -46,7 +46,8 @@ pub(crate) struct WalkInput<'a> {
     pub graph: &'a Graph,
     pub state: &'a Checkpoint,
     pub vars: &'a Value,
-    pub run_id: &'a str,
+    /// The `run` namespace.
+    pub run: Value,
 }
 
 /// The cap of a loop edge: its literal N, or its template resolved now, against the source's
@@ -172,7 +173,7 @@ fn expr_scope(w: &WalkInput<'_>, expr: &iterion_dsl::expr::Expr, output: &Value)
         scope.insert("loop".to_owned(), loop_scope(w.graph, w.state, w.vars));
     }
     if reads(Namespace::Run) {
-        scope.insert("run".to_owned(), serde_json::json!({"id": w.run_id}));
+        scope.insert("run".to_owned(), w.run.clone());
     }
     Value::Object(scope)
 }

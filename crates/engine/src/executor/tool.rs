@@ -35,6 +35,7 @@ pub(crate) async fn run(
 ) -> Result<Value, Failure> {
     // 1. Render: one pass, shell words; an unresolved reference fails before anything runs.
     let rendered = {
+        let run = ctx.run_scope();
         let state = ctx.lock_state();
         let loops = loop_scope(&ctx.graph, &state, &ctx.vars);
         let view = View {
@@ -45,7 +46,7 @@ pub(crate) async fn run(
             attachments: &ctx.attachments,
             history: &state.history,
             loops: &loops,
-            run_id: &ctx.run_id,
+            run: &run,
             secrets: &ctx.wf.secrets,
         };
         let parsed = match tool.script {

@@ -1010,7 +1010,7 @@ fn expression_errors_point_at_the_string() {
                 "malformed reference loop.l.count: unknown loop field \"count\" (expected iteration, max or previous_output)"
             )
             .with_node("a"),
-            d(Code::C004, 113, 35, "malformed reference run.started: run.started is not supported yet (only run.id exists)")
+            d(Code::C004, 113, 35, "malformed reference run.started: run.started does not exist (the run has id, elapsed_seconds, max_duration_seconds, iterations, max_iterations, tokens, max_tokens, cost_usd, max_cost_usd)")
                 .with_node("a"),
         ]
     );

@@ -23,7 +23,6 @@ use crate::executor::agent::launcher::RunnerNode;
 use crate::executor::agent::operator::{AgentResult, Operator, PausedAgent, ask_operator};
 use crate::executor::agent::transcript::{self, Transcript};
 use crate::executor::ctx::Ctx;
-use crate::executor::input::{View, loop_scope};
 use crate::executor::outcome::Failure;
 use crate::records::sink::LogLine;
 use iterion_vocab::FailureCode;
@@ -48,20 +47,7 @@ pub(crate) fn render_prompts(
     agent: &AgentNode,
     input: &Value,
 ) -> (Option<String>, String) {
-    let state = ctx.lock_state();
-    let loops = loop_scope(&ctx.graph, &state, &ctx.vars);
-    let view = View {
-        vars: &ctx.vars,
-        input,
-        outputs: &state.outputs,
-        artifacts: &state.artifacts,
-        attachments: &ctx.attachments,
-        history: &state.history,
-        loops: &loops,
-        run_id: &ctx.run_id,
-        secrets: &ctx.wf.secrets,
-    };
-    let render = |text: &str| template::parse(text).render_text(|r| view.resolve(r));
+    let render = |text: &str| ctx.render_text(text, input);
     (agent.system.as_deref().map(render), render(&agent.user))
 }
 
