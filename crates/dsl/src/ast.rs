@@ -534,6 +534,8 @@ pub enum RouterMode {
     RoundRobin,
     /// `llm`: a model picks the outgoing edge.
     Llm,
+    /// `fan_out_each`: the one outgoing edge's branch, once per item of `over`.
+    FanOutEach,
 }
 
 /// `backend` (E020 outside the list).
@@ -687,6 +689,14 @@ pub struct RouterProps {
     pub provider: Option<StrLit>,
     /// `reasoning_effort` (`llm` routers only).
     pub reasoning_effort: Option<Word>,
+    /// `over` (`fan_out_each` only): the template of the list to fan out over.
+    pub over: Option<StrLit>,
+    /// `as` (`fan_out_each` only): the item's name on the router's output (`item` when absent).
+    pub as_: Option<Word>,
+    /// `key` (`fan_out_each` only): the field naming each item, for `depends_on`.
+    pub key: Option<Word>,
+    /// `depends_on` (`fan_out_each` only): the field listing the keys an item waits for.
+    pub depends_on: Option<Word>,
 }
 
 /// `fail NAME:` properties: a named failure (upstream's typed fail node).
@@ -763,6 +773,11 @@ pub struct SubbotProps {
     pub output: Option<Ident>,
     /// `await`, with the value's span.
     pub await_: Option<(AwaitMode, Span)>,
+    /// `with { … }`: values added to the child's input (and so its vars), rendered when the
+    /// node starts.
+    pub with: Option<WithMap>,
+    /// `isolated`: accepted (every child here runs in its parent's sandbox; see docs).
+    pub isolated: Option<BoolLit>,
 }
 
 /// A `sandbox:` property, short or block (DSL.md §7.1).

@@ -115,6 +115,13 @@ pub enum Code {
     C045,
     /// `C046`: an edge leaves a `fail` node (reaching one ends the run).
     C046,
+    /// `C047`: a `fan_out_each` router without `over` (one reference), or `depends_on` without
+    /// `key`.
+    C047,
+    /// `C048`: `over` / `as` / `key` / `depends_on` on a router that is not `fan_out_each`.
+    C048,
+    /// `C049`: a `fan_out_each` router without exactly one unconditional outgoing edge.
+    C049,
     /// `C050`.
     C050,
     /// `C051`.
@@ -296,6 +303,9 @@ impl Code {
         Code::C044,
         Code::C045,
         Code::C046,
+        Code::C047,
+        Code::C048,
+        Code::C049,
         Code::C050,
         Code::C051,
         Code::C052,
@@ -414,6 +424,9 @@ impl Code {
             Code::C044 => "C044",
             Code::C045 => "C045",
             Code::C046 => "C046",
+            Code::C047 => "C047",
+            Code::C048 => "C048",
+            Code::C049 => "C049",
             Code::C050 => "C050",
             Code::C051 => "C051",
             Code::C052 => "C052",

@@ -614,6 +614,25 @@ pub struct RouterNode {
     /// `llm` routers: `reasoning_effort` as written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<String>,
+    /// `fan_out_each`: the template of the list (one reference, C113).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over: Option<String>,
+    /// `fan_out_each`: the item's name on the router's output in each branch (`item`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_: Option<String>,
+    /// `fan_out_each`: the field naming each item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// `fan_out_each`: the field listing the keys of the items an item waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depends_on: Option<String>,
+}
+
+impl RouterNode {
+    /// A `fan_out_each` router's item name: `as`, or `item`.
+    pub fn item_name(&self) -> &str {
+        self.as_.as_deref().unwrap_or("item")
+    }
 }
 
 /// A script tool's interpreter (upstream's `language:` words).
@@ -704,6 +723,9 @@ pub struct SubbotNode {
     pub source: String,
     /// The output schema's name: the child's result must conform.
     pub output: Option<String>,
+    /// `with { … }`: added to the child's input when the node starts (its vars).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub with: Vec<Mapping>,
     /// The compiled child, loaded with the parent (its own children included). `None` only in a
     /// workflow lowered from a tree that did not pass the checks (C910 when it cannot be loaded).
     pub child: Option<Box<Workflow>>,
@@ -899,6 +921,15 @@ pub enum RouterMode {
     RoundRobin,
     /// A model picks one outgoing edge.
     Llm,
+    /// Runs its one outgoing edge's branch once per item of [`RouterNode::over`], in parallel.
+    FanOutEach,
+}
+
+impl RouterMode {
+    /// Whether the router starts parallel branches that meet at a join.
+    pub fn fans_out(self) -> bool {
+        matches!(self, RouterMode::FanOutAll | RouterMode::FanOutEach)
+    }
 }
 
 /// One edge (DSL.md §5.1).

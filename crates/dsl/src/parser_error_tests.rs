@@ -263,8 +263,8 @@ fn enumerations_checked_at_parse_stage_are_e020() {
         "\"all\" is not a valid await; expected wait_all or best_effort"
     );
     assert_eq!(
-        only("router r:\n  mode: fan_out_each\n").message,
-        "\"fan_out_each\" is not a valid mode; expected condition, fan_out_all, round_robin or llm"
+        only("router r:\n  mode: fan_out_some\n").message,
+        "\"fan_out_some\" is not a valid mode; expected condition, fan_out_all, round_robin, llm or fan_out_each"
     );
     // Enumerations checked by C-codes stay words.
     assert!(

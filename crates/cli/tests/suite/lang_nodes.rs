@@ -704,3 +704,116 @@ fn the_run_namespace_reports_the_budget_to_expressions_and_commands() {
     let line = summary["output"]["line"].as_str().unwrap();
     assert!(line.starts_with("3 of 10 iterations, "), "{line}");
 }
+
+/// `examples/DIR`'s files, copied into the environment.
+fn example_dir(env: &Env, dir: &str) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(dir);
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        env.write(&name, &std::fs::read_to_string(&path).unwrap());
+    }
+}
+
+#[test]
+fn a_fan_out_each_runs_its_branch_per_item_in_dependency_order_and_collects_lists() {
+    let env = Env::new();
+    example_dir(&env, "22_per_item");
+    let out = env
+        .cmd()
+        .args(["run", "main.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Lists in ticket order; "b" waited for "a", so with one slot it ran last; each child got
+    // its own ticket through the subbot's `with`.
+    assert_eq!(
+        summary["output"],
+        json!({
+            "ids": ["b", "a", "c"],
+            "lines": ["ticket b was number 3", "ticket a was number 1", "ticket c was number 2"],
+            "worked": 3
+        })
+    );
+    let runs = env.runs();
+    // The parent and one child run per ticket.
+    assert_eq!(runs.len(), 4, "{runs:#?}");
+    let run = runs
+        .into_iter()
+        .find(|r| r.id.to_string() == summary["run_id"].as_str().unwrap_or_default())
+        .expect("the parent run");
+    let events = env.events(&run);
+    let branches: Vec<String> = events
+        .iter()
+        .filter(|(k, d)| k == "node_started" && d["node"] == "work")
+        .map(|(_, d)| d["branch"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(branches, ["work[1]", "work[2]", "work[0]"]);
+}
+
+#[test]
+fn a_fan_out_each_refuses_a_dependency_cycle_and_a_value_that_is_not_a_list() {
+    let env = Env::new();
+    let src = |tickets: &str| {
+        format!(
+            "tool plan:\n  command: `printf '{{\"t\":{tickets}}}'`\n\nrouter each:\n  mode: fan_out_each\n  over: \"{{{{outputs.plan.t}}}}\"\n  key: id\n  depends_on: deps\n\n\
+             tool work:\n  command: `true`\n\ncompute collect:\n  await: wait_all\n  expr:\n    n: \"length(outputs.work)\"\n\n\
+             workflow w:\n  entry: plan\n  plan -> each\n  each -> work\n  work -> collect\n  collect -> done\n"
+        )
+    };
+    for (tickets, message) in [
+        (
+            r#"[{"id":"a","deps":["b"]},{"id":"b","deps":["a"]}]"#,
+            "node \"each\": the items' deps form a cycle among a, b",
+        ),
+        (
+            r#"{"id":"a"}"#,
+            "node \"each\": over of \"each\": {{outputs.plan.t}} is map, not a list",
+        ),
+        (
+            r#"[{"id":"a","deps":["z"]}]"#,
+            "node \"each\": item 0 depends on id \"z\", which no item has",
+        ),
+    ] {
+        env.write("w.iter", &src(tickets));
+        let out = env
+            .cmd()
+            .args(["run", "w.iter", "--sandbox", "none", "--json"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+        let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            summary["failure_code"],
+            json!("EXECUTION_FAILED"),
+            "{tickets}"
+        );
+        assert_eq!(summary["message"], json!(message), "{tickets}");
+    }
+}
+
+#[test]
+fn a_fan_out_each_over_an_empty_list_goes_straight_to_its_join() {
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        "tool plan:\n  command: `echo '{\"t\": []}'`\n\nrouter each:\n  mode: fan_out_each\n  over: \"{{outputs.plan.t}}\"\n\n\
+         tool work:\n  command: `echo '{\"v\": {{outputs.each.item}}}'`\n\ncompute collect:\n  await: best_effort\n  expr:\n    got: \"input.v\"\n\n\
+         workflow w:\n  entry: plan\n  plan -> each\n  each -> work\n  work -> collect with { v: \"{{outputs.work.v}}\" }\n  collect -> done\n",
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["output"], json!({"got": []}));
+    assert_eq!(
+        started(&env.events(&env.only_run())),
+        ["plan", "each", "collect"]
+    );
+}

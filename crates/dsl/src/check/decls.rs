@@ -345,6 +345,7 @@ fn check_model_kinds(
     };
     let (prompts, model, needs_model): (Vec<&PromptRef>, _, _) = match &n.body {
         NodeBody::Router(r) => {
+            each_props(name, n.name.span, r, out);
             let llm = r.mode == ast::RouterMode::Llm;
             if !llm {
                 let extra = [
@@ -613,6 +614,62 @@ fn check_backslash_quotes(file: &ast::File, syms: &Symbols<'_>, out: &mut Vec<Di
         .with_hint("use a backtick string or ## strict-escape: on");
         d.node = owner.get(span).map(|n| (*n).to_owned());
         out.push(d);
+    }
+}
+
+/// C047 / C048: `fan_out_each`'s own properties — `over` (exactly one `{{…}}` reference, the
+/// list), `depends_on` only with `key` — and only on a `fan_out_each` router.
+fn each_props(name: &str, at: Span, r: &ast::RouterProps, out: &mut Vec<Diagnostic>) {
+    let diag = |code: Code, span: Span, message: String, hint: &str| {
+        Diagnostic::new(code, span, message)
+            .with_node(name)
+            .with_hint(hint.to_owned())
+    };
+    if r.mode != ast::RouterMode::FanOutEach {
+        let extra = [
+            r.over.as_ref().map(|s| ("over", s.span)),
+            r.as_.as_ref().map(|w| ("as", w.span)),
+            r.key.as_ref().map(|w| ("key", w.span)),
+            r.depends_on.as_ref().map(|w| ("depends_on", w.span)),
+        ];
+        for (key, span) in extra.into_iter().flatten() {
+            out.push(diag(
+                Code::C048,
+                span,
+                format!("\"{key}\" is only valid on a fan_out_each router"),
+                "set mode: fan_out_each, or remove it",
+            ));
+        }
+        return;
+    }
+    match &r.over {
+        None => out.push(diag(
+            Code::C047,
+            at,
+            format!("fan_out_each router \"{name}\" has no over"),
+            "add over: \"{{outputs.NODE.FIELD}}\", the list to run the branch for",
+        )),
+        Some(s)
+            if crate::template::parse(&s.value)
+                .single_reference()
+                .is_none() =>
+        {
+            out.push(diag(
+                Code::C047,
+                s.span,
+                format!("over of \"{name}\" must be exactly one {{{{…}}}} reference"),
+                "write over: \"{{outputs.NODE.FIELD}}\"",
+            ));
+        }
+        Some(_) => {}
+    }
+    if let (Some(d), None) = (&r.depends_on, &r.key) {
+        out.push(diag(
+            Code::C047,
+            d.span,
+            format!("depends_on of \"{name}\" needs key"),
+            "add key: FIELD, the field naming each item",
+        ));
     }
 }
 

@@ -105,14 +105,14 @@ pub(super) fn check(
         // Only workflow files are read: a broken child's first error is quoted in C910, so a
         // `source` naming any other file (`/etc/passwd`, a key file, a `.iter` symlink to one)
         // would echo its first token into the output of a run someone else wrote.
-        if canon.extension().is_none_or(|e| e != "iter") {
+        if canon.extension().is_none_or(|e| e != "iter" && e != "bot") {
             let resolved = if canon == path {
                 String::new()
             } else {
                 format!(" (it resolves to {})", canon.display())
             };
             out.push(c910(format!(
-                "{} is not a .iter file{resolved}; a subbot runs a workflow file",
+                "{} is not a .iter or .bot file{resolved}; a subbot runs a workflow file",
                 b.source.value
             )));
             continue;
@@ -192,6 +192,13 @@ fn check_inputs(
     let mut keys: BTreeSet<&str> = BTreeSet::new();
     let mut key_order: Vec<&str> = Vec::new();
     let wf = syms.workflow();
+    if let ast::NodeBody::Subbot(b) = &n.body {
+        for (k, _) in b.with.iter().flat_map(|m| &m.entries) {
+            if keys.insert(k.name.as_str()) {
+                key_order.push(k.name.as_str());
+            }
+        }
+    }
     for e in wf.iter().flat_map(|w| &w.edges) {
         if e.to.name != name {
             continue;

@@ -486,7 +486,12 @@ fn lower_node(
                     ast::RouterMode::FanOutAll => RouterMode::FanOutAll,
                     ast::RouterMode::RoundRobin => RouterMode::RoundRobin,
                     ast::RouterMode::Llm => RouterMode::Llm,
+                    ast::RouterMode::FanOutEach => RouterMode::FanOutEach,
                 },
+                over: r.over.as_ref().map(|s| s.value.clone()),
+                as_: r.as_.as_ref().map(|w| w.text.clone()),
+                key: r.key.as_ref().map(|w| w.text.clone()),
+                depends_on: r.depends_on.as_ref().map(|w| w.text.clone()),
                 model: match (&r.model, lower_backend(r.backend.map(|(b, _)| b))) {
                     (Some(m), _) => Some(m.value.clone()),
                     (None, Backend::Claw) => None,
@@ -541,6 +546,7 @@ fn lower_node(
             NodeBody::Subbot(SubbotNode {
                 source: b.source.value.clone(),
                 output: ident(&b.output),
+                with: b.with.as_ref().map(lower_mappings).unwrap_or_default(),
                 child: children.get(&n.name.name).cloned().map(Box::new),
             }),
         ),
@@ -551,6 +557,27 @@ fn lower_node(
         await_mode,
         body,
     }
+}
+
+/// A `with { … }` map's entries as mappings (lists and maps are refused by the parser).
+fn lower_mappings(w: &ast::WithMap) -> Vec<Mapping> {
+    w.entries
+        .iter()
+        .filter_map(|(k, v)| {
+            let value = match v {
+                ast::Value::Str(s) => MappingValue::Template(s.value.clone()),
+                ast::Value::Ident(i) => MappingValue::Template(i.name.clone()),
+                ast::Value::Int(i, _) => MappingValue::Int(*i),
+                ast::Value::Float(f, _) => MappingValue::Float(*f),
+                ast::Value::Bool(b, _) => MappingValue::Bool(*b),
+                ast::Value::List(..) | ast::Value::Map(..) => return None,
+            };
+            Some(Mapping {
+                key: k.name.clone(),
+                value,
+            })
+        })
+        .collect()
 }
 
 fn lower_edge(e: &ast::Edge) -> Edge {
@@ -568,25 +595,7 @@ fn lower_edge(e: &ast::Edge) -> Edge {
         (None, Some(_)) => Condition::Else,
         (None, None) => Condition::None,
     };
-    let with = e
-        .with
-        .iter()
-        .flat_map(|w| &w.entries)
-        .filter_map(|(k, v)| {
-            let value = match v {
-                ast::Value::Str(s) => MappingValue::Template(s.value.clone()),
-                ast::Value::Ident(i) => MappingValue::Template(i.name.clone()),
-                ast::Value::Int(i, _) => MappingValue::Int(*i),
-                ast::Value::Float(f, _) => MappingValue::Float(*f),
-                ast::Value::Bool(b, _) => MappingValue::Bool(*b),
-                ast::Value::List(..) | ast::Value::Map(..) => return None,
-            };
-            Some(Mapping {
-                key: k.name.clone(),
-                value,
-            })
-        })
-        .collect();
+    let with = e.with.as_ref().map(lower_mappings).unwrap_or_default();
     Edge {
         from: e.from.name.clone(),
         to,

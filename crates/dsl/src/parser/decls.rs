@@ -85,7 +85,7 @@ const HUMAN_PROPS: &[&str] = &[
 ];
 
 /// `subbot` (§3.9).
-const SUBBOT_PROPS: &[&str] = &["source", "output", "await"];
+const SUBBOT_PROPS: &[&str] = &["source", "output", "await", "with", "isolated"];
 
 /// `router` (§3.7).
 const ROUTER_PROPS: &[&str] = &[
@@ -98,6 +98,10 @@ const ROUTER_PROPS: &[&str] = &[
     "delegate",
     "provider",
     "reasoning_effort",
+    "over",
+    "as",
+    "key",
+    "depends_on",
 ];
 
 /// A sandbox block (§7.2).
@@ -817,10 +821,16 @@ impl Parser<'_> {
 
     fn subbot_props(&mut self, name: &ast::Ident) -> PResult<ast::SubbotProps> {
         let (mut source, mut output, mut await_) = (None, None, None);
+        let (mut with, mut isolated) = (None, None);
         self.props("subbot", SUBBOT_PROPS, |p, key| {
             match key.name.as_str() {
                 "source" => source = Some(p.str_prop(&key)?),
                 "output" => output = Some(p.ref_prop(&key, "a schema name")?),
+                "isolated" => isolated = Some(p.bool_prop(&key)?),
+                "with" => {
+                    with = Some(p.with_clause(key.span)?);
+                    p.end_line()?;
+                }
                 _ => await_ = Some(p.enum_prop(&key, AWAIT_MODES)?),
             }
             Ok(())
@@ -832,6 +842,8 @@ impl Parser<'_> {
             source,
             output,
             await_,
+            with,
+            isolated,
         })
     }
 
@@ -847,6 +859,7 @@ impl Parser<'_> {
                             ("fan_out_all", ast::RouterMode::FanOutAll),
                             ("round_robin", ast::RouterMode::RoundRobin),
                             ("llm", ast::RouterMode::Llm),
+                            ("fan_out_each", ast::RouterMode::FanOutEach),
                         ],
                     )?;
                     r.mode = mode;
@@ -866,6 +879,10 @@ impl Parser<'_> {
                 }
                 "provider" => r.provider = Some(p.str_prop(&key)?),
                 "reasoning_effort" => r.reasoning_effort = Some(p.effort_prop(&key)?),
+                "over" => r.over = Some(p.str_prop(&key)?),
+                "as" => r.as_ = Some(p.word_prop(&key, "a name")?),
+                "key" => r.key = Some(p.word_prop(&key, "a field name")?),
+                "depends_on" => r.depends_on = Some(p.word_prop(&key, "a field name")?),
                 _ => {
                     let multi = p.bool_prop(&key)?;
                     if multi.value {

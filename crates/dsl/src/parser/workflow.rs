@@ -309,7 +309,7 @@ impl Parser<'_> {
     }
 
     /// After `with`: `{ key: value, … }` with string, int, float or bool values.
-    fn with_clause(&mut self, span: Span) -> PResult<ast::WithMap> {
+    pub(super) fn with_clause(&mut self, span: Span) -> PResult<ast::WithMap> {
         if !matches!(self.peek().tok, Tok::LBrace) {
             return Err(self.unexpected(Some("\"{\"")));
         }

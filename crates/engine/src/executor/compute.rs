@@ -6,7 +6,7 @@
 use iterion_dsl::ir::ComputeNode;
 use serde_json::{Map, Value, json};
 
-use crate::executor::ctx::Ctx;
+use crate::executor::ctx::{BranchCtx, Ctx};
 use crate::executor::input::loop_scope;
 use crate::executor::outcome::Failure;
 use crate::executor::schema;
@@ -15,9 +15,14 @@ use iterion_vocab::FailureCode;
 /// Runs compute node `node` on `input`. An expression that does not evaluate fails the node
 /// (`EXECUTION_FAILED`, naming the field); a result that does not conform is
 /// `SCHEMA_VALIDATION`.
-pub(crate) fn run(ctx: &Ctx<'_>, node: &ComputeNode, input: &Value) -> Result<Value, Failure> {
+pub(crate) fn run(
+    ctx: &Ctx<'_>,
+    node: &ComputeNode,
+    input: &Value,
+    branch: Option<&BranchCtx>,
+) -> Result<Value, Failure> {
     let scope = {
-        let state = ctx.lock_state();
+        let state = ctx.state_for(branch);
         let outputs: Map<String, Value> = state
             .outputs
             .iter()

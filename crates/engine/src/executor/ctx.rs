@@ -43,6 +43,26 @@ pub(crate) struct BranchCtx {
     /// The fan-out's token: cancelled by the run's stop, or by a failed sibling under
     /// `wait_all`.
     pub token: CancellationToken,
+    /// A `fan_out_each` branch's own outputs, over the run's: the router's (with the item) and
+    /// those of the branch's nodes for this item.
+    pub item: Option<Mutex<std::collections::BTreeMap<String, Value>>>,
+}
+
+/// The run state as one line sees it ([`Ctx::state_for`]): the shared checkpoint, or for a
+/// `fan_out_each` branch a copy with the item's outputs over it.
+pub(crate) enum StateRef<'a> {
+    Shared(MutexGuard<'a, Checkpoint>),
+    Item(Box<Checkpoint>),
+}
+
+impl std::ops::Deref for StateRef<'_> {
+    type Target = Checkpoint;
+    fn deref(&self) -> &Checkpoint {
+        match self {
+            StateRef::Shared(guard) => guard,
+            StateRef::Item(state) => state,
+        }
+    }
 }
 
 /// The state shared by every line of one run.
@@ -103,6 +123,43 @@ impl Ctx<'_> {
         })
     }
 
+    /// The state `branch` reads (the only way a line reads outputs).
+    pub(crate) fn state_for(&self, branch: Option<&BranchCtx>) -> StateRef<'_> {
+        let guard = self.lock_state();
+        let Some(item) = branch.and_then(|b| b.item.as_ref()) else {
+            return StateRef::Shared(guard);
+        };
+        let mut state = guard.clone();
+        drop(guard);
+        let own = item.lock().unwrap_or_else(PoisonError::into_inner);
+        state
+            .outputs
+            .extend(own.iter().map(|(k, v)| (k.clone(), v.clone())));
+        StateRef::Item(Box::new(state))
+    }
+
+    /// Records node `id`'s output where `branch` keeps it (an item's own, or the run's), with
+    /// its history when it is in a loop.
+    pub(crate) fn record_output(&self, branch: Option<&BranchCtx>, id: &str, output: &Value) {
+        if let Some(item) = branch.and_then(|b| b.item.as_ref()) {
+            item.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(id.to_owned(), output.clone());
+            self.lock_state().last_completed_node = Some(id.to_owned());
+            return;
+        }
+        let mut state = self.lock_state();
+        state.outputs.insert(id.to_owned(), output.clone());
+        if self.graph.in_loop(id) {
+            state
+                .history
+                .entry(id.to_owned())
+                .or_default()
+                .push(output.clone());
+        }
+        state.last_completed_node = Some(id.to_owned());
+    }
+
     pub(crate) fn inputs(&self) -> InputCtx<'_> {
         InputCtx {
             wf: self.wf,
@@ -115,9 +172,14 @@ impl Ctx<'_> {
 
     /// `text` rendered as prompt text against the run state and `input` (a reference that does
     /// not resolve stays as written).
-    pub(crate) fn render_text(&self, text: &str, input: &Value) -> String {
+    pub(crate) fn render_text(
+        &self,
+        text: &str,
+        input: &Value,
+        branch: Option<&BranchCtx>,
+    ) -> String {
         let run = self.run_scope();
-        let state = self.lock_state();
+        let state = self.state_for(branch);
         let loops = crate::executor::input::loop_scope(&self.graph, &state, &self.vars);
         let view = crate::executor::input::View {
             vars: &self.vars,
@@ -131,6 +193,63 @@ impl Ctx<'_> {
             secrets: &self.wf.secrets,
         };
         iterion_dsl::template::parse(text).render_text(|r| view.resolve(r))
+    }
+
+    /// `input` with a subbot's own `with { … }` values rendered over it (against the state
+    /// `branch` reads, `input` as `input`).
+    pub(crate) fn with_node_mappings(
+        &self,
+        with: &[iterion_dsl::ir::Mapping],
+        input: &Value,
+        branch: Option<&BranchCtx>,
+    ) -> Value {
+        if with.is_empty() {
+            return input.clone();
+        }
+        let run = self.run_scope();
+        let state = self.state_for(branch);
+        let loops = crate::executor::input::loop_scope(&self.graph, &state, &self.vars);
+        let view = crate::executor::input::View {
+            vars: &self.vars,
+            input,
+            outputs: &state.outputs,
+            artifacts: &state.artifacts,
+            attachments: &self.attachments,
+            history: &state.history,
+            loops: &loops,
+            run: &run,
+            secrets: &self.wf.secrets,
+        };
+        let mut out = input.as_object().cloned().unwrap_or_default();
+        for m in with {
+            out.insert(
+                m.key.clone(),
+                crate::executor::input::render_mapping(m, &view),
+            );
+        }
+        Value::Object(out)
+    }
+
+    /// The value of `text`'s one `{{…}}` reference against the run state and `input`; `None`
+    /// when it is not one reference or does not resolve.
+    pub(crate) fn resolve_one(&self, text: &str, input: &Value) -> Option<Value> {
+        let parsed = iterion_dsl::template::parse(text);
+        let reference = parsed.single_reference()?;
+        let run = self.run_scope();
+        let state = self.lock_state();
+        let loops = crate::executor::input::loop_scope(&self.graph, &state, &self.vars);
+        crate::executor::input::View {
+            vars: &self.vars,
+            input,
+            outputs: &state.outputs,
+            artifacts: &state.artifacts,
+            attachments: &self.attachments,
+            history: &state.history,
+            loops: &loops,
+            run: &run,
+            secrets: &self.wf.secrets,
+        }
+        .resolve(reference)
     }
 
     pub(crate) async fn emit(&self, event: Event) {

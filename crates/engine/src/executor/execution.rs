@@ -334,9 +334,14 @@ impl Ctx<'_> {
                     }
                 };
                 if let NodeBody::Router(r) = &node.body
-                    && r.mode == RouterMode::FanOutAll
+                    && r.mode.fans_out()
                 {
-                    match fanout::fan_out(self, &node.id, self).await {
+                    let fanned = if r.mode == RouterMode::FanOutEach {
+                        crate::executor::each::fan_out_each(self, &node.id, r, self).await
+                    } else {
+                        fanout::fan_out(self, &node.id, self).await
+                    };
+                    match fanned {
                         Ok(next) => {
                             pending = next;
                             continue;
@@ -374,7 +379,7 @@ impl Ctx<'_> {
                 Vec::new(),
             )
         } else {
-            let state = self.lock_state();
+            let state = self.state_for(branch);
             select::walk(
                 &WalkInput {
                     wf: self.wf,
@@ -406,7 +411,7 @@ impl Ctx<'_> {
             .as_ref()
             .filter(|l| l.cap_template.is_some())
             .and_then(|l| {
-                let state = self.lock_state();
+                let state = self.state_for(branch);
                 let w = WalkInput {
                     wf: self.wf,
                     graph: &self.graph,
@@ -442,7 +447,7 @@ impl Ctx<'_> {
                 ))
             }
             Target::Node(target) => {
-                let state = self.lock_state();
+                let state = self.state_for(branch);
                 if let Some(b) = branch
                     && *target == b.join
                 {
@@ -516,7 +521,7 @@ impl Ctx<'_> {
         let mut usage = None;
         let result = match &node.body {
             NodeBody::Router(r) if r.mode == RouterMode::Llm => {
-                match crate::executor::pick::llm(self, id, r, input).await {
+                match crate::executor::pick::llm(self, id, r, input, branch).await {
                     Ok((output, used)) => {
                         usage = used;
                         Ok(output)
@@ -525,13 +530,13 @@ impl Ctx<'_> {
                 }
             }
             NodeBody::Router(_) => Ok(input.clone()),
-            NodeBody::Fail(f) => Err(self.declared_failure(f, input)),
-            NodeBody::Compute(c) => crate::executor::compute::run(self, c, input),
+            NodeBody::Fail(f) => Err(self.declared_failure(f, input, branch)),
+            NodeBody::Compute(c) => crate::executor::compute::run(self, c, input, branch),
             NodeBody::Human(h) => {
                 let outcome = tokio::select! {
                     biased;
                     () = token.cancelled() => Err(self.stopped()),
-                    outcome = crate::executor::human::run(self, id, h, input) => outcome,
+                    outcome = crate::executor::human::run(self, id, h, input, branch) => outcome,
                 };
                 match outcome {
                     Ok(AgentResult::Done(output, used)) => {
@@ -544,17 +549,19 @@ impl Ctx<'_> {
                     Err(failure) => Err(failure),
                 }
             }
-            NodeBody::Tool(t) => tool::run(self, id, t, input, token).await,
-            NodeBody::Subbot(b) => match Box::pin(self.run_subbot(id, b, input, token)).await {
-                // Its child paused on a question: so does this run (no `node_failed`).
-                Err(failure) if failure.paused => return Err(failure),
-                result => result,
-            },
+            NodeBody::Tool(t) => tool::run(self, id, t, input, branch, token).await,
+            NodeBody::Subbot(b) => {
+                match Box::pin(self.run_subbot(id, b, input, branch, token)).await {
+                    // Its child paused on a question: so does this run (no `node_failed`).
+                    Err(failure) if failure.paused => return Err(failure),
+                    result => result,
+                }
+            }
             NodeBody::Agent(a) => {
                 let outcome = tokio::select! {
                     biased;
                     () = token.cancelled() => Err(self.stopped()),
-                    outcome = agent::node::run(self, id, a, input) => outcome,
+                    outcome = agent::node::run(self, id, a, input, branch) => outcome,
                 };
                 match outcome {
                     Ok(AgentResult::Done(output, used)) => {
@@ -575,18 +582,7 @@ impl Ctx<'_> {
         }
         match result {
             Ok(output) => {
-                {
-                    let mut state = self.lock_state();
-                    state.outputs.insert(id.to_owned(), output.clone());
-                    if self.graph.in_loop(id) {
-                        state
-                            .history
-                            .entry(id.to_owned())
-                            .or_default()
-                            .push(output.clone());
-                    }
-                    state.last_completed_node = Some(id.to_owned());
-                }
+                self.record_output(branch, id, &output);
                 self.emit(Event::NodeFinished(NodeFinished {
                     node: id.to_owned(),
                     duration_ms,
@@ -624,9 +620,14 @@ impl Ctx<'_> {
     /// The failure a `fail NAME:` node ends its line with: its own code beside the engine's
     /// `DECLARED_FAILURE[_RESUMABLE]`, and its message rendered (a reference that does not
     /// resolve stays as written).
-    fn declared_failure(&self, node: &iterion_dsl::ir::FailNode, input: &Value) -> Failure {
+    fn declared_failure(
+        &self,
+        node: &iterion_dsl::ir::FailNode,
+        input: &Value,
+        branch: Option<&BranchCtx>,
+    ) -> Failure {
         let message = match &node.message {
-            Some(text) => self.render_text(text, input),
+            Some(text) => self.render_text(text, input, branch),
             None => "the workflow reached this fail node".to_owned(),
         };
         Failure::declared(node.resumable, &node.code, &message)
@@ -671,8 +672,10 @@ impl Ctx<'_> {
         id: &str,
         node: &SubbotNode,
         input: &Value,
+        branch: Option<&BranchCtx>,
         token: &CancellationToken,
     ) -> Result<Value, Failure> {
+        let input = &self.with_node_mappings(&node.with, input, branch);
         let ChildGraph {
             workflow,
             resume,

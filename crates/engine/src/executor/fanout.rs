@@ -102,6 +102,7 @@ pub(crate) async fn fan_out(
             first: first.clone(),
             join: join.to_owned(),
             token: token.clone(),
+            item: None,
         });
         starts.push(NextNode {
             node: first.clone(),

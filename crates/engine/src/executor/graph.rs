@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use iterion_dsl::expr::{self, Expr, ExprError};
-use iterion_dsl::ir::{Condition, NodeBody, RouterMode, Target, Workflow};
+use iterion_dsl::ir::{Condition, NodeBody, Target, Workflow};
 
 /// One loop (DSL.md §5.5).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -160,8 +160,7 @@ fn loops(wf: &Workflow) -> BTreeMap<String, LoopInfo> {
 fn joins(wf: &Workflow) -> HashMap<String, String> {
     let is_await = |id: &str| {
         wf.node(id).is_some_and(|n| {
-            n.await_mode.is_some()
-                || matches!(&n.body, NodeBody::Router(r) if r.mode == RouterMode::FanOutAll)
+            n.await_mode.is_some() || matches!(&n.body, NodeBody::Router(r) if r.mode.fans_out())
         })
     };
     let mut out = HashMap::new();
@@ -169,7 +168,7 @@ fn joins(wf: &Workflow) -> HashMap<String, String> {
         let NodeBody::Router(r) = &router.body else {
             continue;
         };
-        if r.mode != RouterMode::FanOutAll {
+        if !r.mode.fans_out() {
             continue;
         }
         let mut seen: BTreeSet<&str> = BTreeSet::new();

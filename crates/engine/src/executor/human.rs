@@ -11,7 +11,7 @@ use iterion_dsl::ir::{AgentNode, HumanMode, HumanNode, Interaction, ValueType, W
 use serde_json::{Map, Value};
 
 use crate::executor::agent::operator::{AgentResult, PausedAgent};
-use crate::executor::ctx::Ctx;
+use crate::executor::ctx::{BranchCtx, Ctx};
 use crate::executor::outcome::Failure;
 use crate::executor::schema;
 use iterion_vocab::FailureCode;
@@ -28,11 +28,12 @@ pub(crate) async fn run(
     id: &str,
     node: &HumanNode,
     input: &Value,
+    branch: Option<&BranchCtx>,
 ) -> Result<AgentResult, Failure> {
     match node.mode {
-        HumanMode::Human => ask_person(ctx, id, node, input).await,
+        HumanMode::Human => ask_person(ctx, id, node, input, branch).await,
         HumanMode::Llm | HumanMode::LlmOrHuman => {
-            crate::executor::agent::node::run(ctx, id, &stand_in(node), input).await
+            crate::executor::agent::node::run(ctx, id, &stand_in(node), input, branch).await
         }
     }
 }
@@ -65,6 +66,7 @@ async fn ask_person(
     id: &str,
     node: &HumanNode,
     input: &Value,
+    branch: Option<&BranchCtx>,
 ) -> Result<AgentResult, Failure> {
     let env = ctx.agents.clone();
     let resumed = {
@@ -79,7 +81,7 @@ async fn ask_person(
     let answer = match resumed {
         Some(answer) => answer,
         None => {
-            let question = question_text(ctx, id, node, input);
+            let question = question_text(ctx, id, node, input, branch);
             let operator = env.as_ref().and_then(|e| e.operator.clone());
             let now = match &operator {
                 Some(op) => op.ask(id, &question, &[]).await,
@@ -115,11 +117,17 @@ async fn ask_person(
 
 /// The question shown to the operator: the rendered `instructions` (text form; an unresolvable
 /// reference stays as written), or a line naming the node.
-fn question_text(ctx: &Ctx<'_>, id: &str, node: &HumanNode, input: &Value) -> String {
+fn question_text(
+    ctx: &Ctx<'_>,
+    id: &str,
+    node: &HumanNode,
+    input: &Value,
+    branch: Option<&BranchCtx>,
+) -> String {
     let Some(instructions) = &node.instructions else {
         return format!("Node \"{id}\" waits for your answer.");
     };
-    ctx.render_text(instructions, input)
+    ctx.render_text(instructions, input, branch)
 }
 
 /// The node's output from the operator's answer: a JSON object as it is; otherwise, with an

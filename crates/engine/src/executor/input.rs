@@ -239,6 +239,38 @@ impl InputCtx<'_> {
     }
 }
 
+impl InputCtx<'_> {
+    /// The input of `fan_out_each` join `join`: each `with` key of the edges into it as a list
+    /// in item order (`null` for an item that did not arrive), and `_failed_branches` under
+    /// `best_effort`.
+    pub(crate) fn join_input_each(
+        &self,
+        join: &str,
+        arrivals: &[Option<Map<String, Value>>],
+        failed_branches: Option<Vec<Value>>,
+    ) -> Value {
+        let mut map = Map::new();
+        for &i in self.graph.incoming(join) {
+            for m in self.wf.edges.get(i).map_or(&[][..], |e| e.with.as_slice()) {
+                let values = arrivals
+                    .iter()
+                    .map(|a| {
+                        a.as_ref()
+                            .and_then(|m2| m2.get(&m.key))
+                            .cloned()
+                            .unwrap_or(Value::Null)
+                    })
+                    .collect();
+                map.insert(m.key.clone(), Value::Array(values));
+            }
+        }
+        if let Some(failed) = failed_branches {
+            map.insert("_failed_branches".to_owned(), Value::Array(failed));
+        }
+        Value::Object(map)
+    }
+}
+
 /// A templated loop cap that did not resolve to an integer in `1..=MAX_LOOP_CAP`: the run fails
 /// with `LOOP_CAP_INVALID`.
 #[derive(Debug)]

@@ -17,6 +17,7 @@ pub(crate) mod checkpoint;
 pub(crate) mod child_runs;
 pub(crate) mod compute;
 pub(crate) mod ctx;
+pub(crate) mod each;
 pub(crate) mod error;
 pub(crate) mod execution;
 pub(crate) mod fanout;

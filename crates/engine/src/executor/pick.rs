@@ -7,7 +7,7 @@ use iterion_dsl::ir::{AgentNode, RouterNode, Target};
 use serde_json::Value;
 
 use crate::executor::agent::operator::AgentResult;
-use crate::executor::ctx::Ctx;
+use crate::executor::ctx::{BranchCtx, Ctx};
 use crate::executor::outcome::Failure;
 use crate::executor::select::target_name;
 use iterion_vocab::FailureCode;
@@ -70,6 +70,7 @@ pub(crate) async fn llm(
     id: &str,
     router: &RouterNode,
     input: &Value,
+    branch: Option<&BranchCtx>,
 ) -> Result<(Value, Option<iterion_agent::wire::Usage>), Failure> {
     let routes = candidates(ctx, id);
     let instruction = format!(
@@ -93,15 +94,16 @@ pub(crate) async fn llm(
         reasoning_effort: router.reasoning_effort.clone(),
         ..AgentNode::default()
     };
-    let (answer, usage) = match crate::executor::agent::node::run(ctx, id, &agent, input).await? {
-        AgentResult::Done(output, usage) => (output, usage),
-        AgentResult::Paused(_) => {
-            return Err(Failure::new(
-                FailureCode::ExecutionFailed,
-                "the routing model asked a question; an llm router cannot ask",
-            ));
-        }
-    };
+    let (answer, usage) =
+        match crate::executor::agent::node::run(ctx, id, &agent, input, branch).await? {
+            AgentResult::Done(output, usage) => (output, usage),
+            AgentResult::Paused(_) => {
+                return Err(Failure::new(
+                    FailureCode::ExecutionFailed,
+                    "the routing model asked a question; an llm router cannot ask",
+                ));
+            }
+        };
     let text = answer.get("text").and_then(Value::as_str).unwrap_or("");
     let (route, reasoning) = parse_pick(text);
     let Some(route) = route.filter(|r| routes.contains(r)) else {

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::executor::capture::Capture;
-use crate::executor::ctx::Ctx;
+use crate::executor::ctx::{BranchCtx, Ctx};
 use crate::executor::input::{View, loop_scope};
 use crate::executor::outcome::{Failure, TAIL_BYTES};
 use crate::executor::schema;
@@ -31,12 +31,13 @@ pub(crate) async fn run(
     node: &str,
     tool: &ToolNode,
     input: &Value,
+    branch: Option<&BranchCtx>,
     token: &CancellationToken,
 ) -> Result<Value, Failure> {
     // 1. Render: one pass, shell words; an unresolved reference fails before anything runs.
     let rendered = {
         let run = ctx.run_scope();
-        let state = ctx.lock_state();
+        let state = ctx.state_for(branch);
         let loops = loop_scope(&ctx.graph, &state, &ctx.vars);
         let view = View {
             vars: &ctx.vars,

@@ -767,3 +767,48 @@ fn a_fail_node_needs_an_upper_snake_code_of_its_own_and_no_edge_leaves_it() {
         ]
     );
 }
+
+#[test]
+fn a_fan_out_each_needs_over_and_one_unconditional_edge_and_its_properties_stay_on_it() {
+    let head = "tool gen:\n  command: `true`\n\ntool h:\n  command: `true`\n\ncompute c:\n  await: wait_all\n  expr:\n    n: \"1\"\n\n";
+    let cases = [
+        (
+            "router r:\n  mode: fan_out_each\n\nworkflow w:\n  entry: gen\n  gen -> r\n  r -> h\n  h -> c\n  c -> done\n",
+            vec![(Code::C047, "fan_out_each router \"r\" has no over")],
+        ),
+        (
+            "router r:\n  mode: fan_out_each\n  over: \"a {{outputs.gen.x}}\"\n  depends_on: deps\n\nworkflow w:\n  entry: gen\n  gen -> r\n  r -> h when \"1 > 0\"\n  h -> c\n  c -> done\n",
+            vec![
+                (
+                    Code::C047,
+                    "over of \"r\" must be exactly one {{…}} reference",
+                ),
+                (Code::C047, "depends_on of \"r\" needs key"),
+                (
+                    Code::C049,
+                    "fan_out_each router \"r\" takes its edge for every item; when is not allowed",
+                ),
+            ],
+        ),
+        (
+            "router r:\n  mode: fan_out_all\n  over: \"{{outputs.gen.x}}\"\n  as: t\n\nworkflow w:\n  entry: gen\n  gen -> r\n  r -> h\n  h -> c\n  c -> done\n",
+            vec![
+                (
+                    Code::C048,
+                    "\"over\" is only valid on a fan_out_each router",
+                ),
+                (Code::C048, "\"as\" is only valid on a fan_out_each router"),
+            ],
+        ),
+    ];
+    for (tail, want) in cases {
+        let src = format!("{head}{tail}");
+        let got: Vec<(Code, String)> = diags(&src)
+            .into_iter()
+            .filter(|d| matches!(d.code, Code::C047 | Code::C048 | Code::C049))
+            .map(|d| (d.code, d.message))
+            .collect();
+        let want: Vec<(Code, String)> = want.into_iter().map(|(c, m)| (c, m.to_owned())).collect();
+        assert_eq!(got, want, "{tail}");
+    }
+}

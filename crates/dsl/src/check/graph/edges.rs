@@ -16,6 +16,11 @@ pub(super) fn check<'a>(g: &Graph<'a>, syms: &Symbols<'a>, out: &mut Vec<Diagnos
         let edges: Vec<&ast::Edge> = g.out_edges(name).collect();
         if is_fan_out(syms, name) {
             fan_out_clauses(name, &edges, out);
+            if let ast::NodeBody::Router(r) = &node.body
+                && r.mode == ast::RouterMode::FanOutEach
+            {
+                each_template_edge((name, node.name.span), &edges, out);
+            }
             continue;
         }
         if matches!(node.body, ast::NodeBody::Fail(_)) {
@@ -213,12 +218,47 @@ fn fan_out_clauses(name: &str, edges: &[&ast::Edge], out: &mut Vec<Diagnostic>) 
                     Code::C905,
                     span,
                     format!(
-                        "fan_out_all router \"{name}\" takes every edge; {clause} is not allowed"
+                        "fan-out router \"{name}\" takes its edges unconditionally; {clause} is not allowed"
                     ),
                 )
                 .with_node(name),
             );
         }
+    }
+}
+
+/// C049: a `fan_out_each` router has exactly one outgoing edge, without `when`: the branch
+/// replayed for every item.
+fn each_template_edge(
+    (name, at): (&str, ast::Span),
+    edges: &[&ast::Edge],
+    out: &mut Vec<Diagnostic>,
+) {
+    let problem = match edges {
+        [] => Some((at, "has no outgoing edge".to_owned())),
+        [e] => e.when.as_ref().map(|_| {
+            (
+                e.from.span,
+                "takes its edge for every item; when is not allowed".to_owned(),
+            )
+        }),
+        [_, second, ..] => Some((
+            second.from.span,
+            format!("has {} outgoing edges; it replays exactly one", edges.len()),
+        )),
+    };
+    if let Some((span, why)) = problem {
+        out.push(
+            Diagnostic::new(
+                Code::C049,
+                span,
+                format!("fan_out_each router \"{name}\" {why}"),
+            )
+            .with_node(name)
+            .with_hint(
+                "give the router one unconditional edge: the head of the branch run per item",
+            ),
+        );
     }
 }
 

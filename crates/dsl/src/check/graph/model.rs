@@ -131,11 +131,23 @@ pub(super) fn field<'a>(schema: &'a ast::Schema, name: &str) -> Option<&'a ast::
     schema.fields.iter().find(|f| f.name.name == name)
 }
 
-/// Whether a declared node is a `fan_out_all` router.
+/// Whether a declared node is a fan-out router: `fan_out_all`, or `fan_out_each` (whose one
+/// branch has the same structure, replayed per item).
 pub(super) fn is_fan_out(syms: &Symbols<'_>, node: &str) -> bool {
     matches!(
         syms.nodes.get(node).map(|n| &n.body),
-        Some(ast::NodeBody::Router(r)) if r.mode == ast::RouterMode::FanOutAll
+        Some(ast::NodeBody::Router(r))
+            if matches!(r.mode, ast::RouterMode::FanOutAll | ast::RouterMode::FanOutEach)
+    )
+}
+
+/// Whether `field` of `node`'s output is a `fan_out_each` router's item (its `as` name, or
+/// `item`).
+pub(super) fn is_each_item(syms: &Symbols<'_>, node: &str, field: &str) -> bool {
+    matches!(
+        syms.nodes.get(node).map(|n| &n.body),
+        Some(ast::NodeBody::Router(r)) if r.mode == ast::RouterMode::FanOutEach
+            && r.as_.as_ref().map_or("item", |w| w.text.as_str()) == field
     )
 }
 

@@ -142,6 +142,11 @@ pub(super) fn check<'a>(
                 }
             }
             NodeBody::Router(_) | NodeBody::Human(_) => {
+                if let NodeBody::Router(x) = &node.body
+                    && let Some(over) = &x.over
+                {
+                    r.template(over, &template::parse(&over.value), place, Kind::Text);
+                }
                 let prompts: Vec<&PromptRef> = match &node.body {
                     NodeBody::Router(x) => x.system.iter().chain(&x.user).collect(),
                     NodeBody::Human(h) => h.system.iter().chain(&h.instructions).collect(),
@@ -173,7 +178,13 @@ pub(super) fn check<'a>(
                     r.template(text, &template::parse(&text.value), place, Kind::Text);
                 }
             }
-            NodeBody::Subbot(_) => {}
+            NodeBody::Subbot(b) => {
+                for (_, v) in b.with.iter().flat_map(|w| &w.entries) {
+                    if let ast::Value::Str(text) = v {
+                        r.template(text, &template::parse(&text.value), place, Kind::Text);
+                    }
+                }
+            }
         }
     }
     for decl in &file.decls {
@@ -540,13 +551,15 @@ impl<'a> Refs<'_, 'a> {
                                 None,
                             );
                         }
-                        OutputSchema::Missing => self.push(
-                            Code::C032,
-                            span,
-                            format!("cannot check \"{f}\": \"{n}\" has no output schema"),
-                            place.node,
-                            None,
-                        ),
+                        // A `fan_out_each` router's output holds its item, by its `as` name.
+                        OutputSchema::Missing if !super::model::is_each_item(syms, n, f) => self
+                            .push(
+                                Code::C032,
+                                span,
+                                format!("cannot check \"{f}\": \"{n}\" has no output schema"),
+                                place.node,
+                                None,
+                            ),
                         _ => {}
                     }
                 }

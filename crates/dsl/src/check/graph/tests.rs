@@ -1091,14 +1091,14 @@ fn fan_out_edges_take_no_clause() {
                 Code::C905,
                 111,
                 30,
-                "fan_out_all router \"r\" takes every edge; else is not allowed"
+                "fan-out router \"r\" takes its edges unconditionally; else is not allowed"
             )
             .with_node("r"),
             d(
                 Code::C905,
                 111,
                 50,
-                "fan_out_all router \"r\" takes every edge; as is not allowed"
+                "fan-out router \"r\" takes its edges unconditionally; as is not allowed"
             )
             .with_node("r"),
         ]

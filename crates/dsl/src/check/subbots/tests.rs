@@ -400,7 +400,8 @@ fn a_source_that_is_not_a_workflow_file_is_never_read() {
         assert!(
             messages
                 .iter()
-                .any(|m| m.contains("is not a .iter file") && m.starts_with("subbot \"sub\"")),
+                .any(|m| m.contains("is not a .iter or .bot file")
+                    && m.starts_with("subbot \"sub\"")),
             "{source}: {messages:#?}"
         );
         assert!(

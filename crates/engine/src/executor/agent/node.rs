@@ -22,7 +22,7 @@ use crate::executor::agent::env::{AgentEnv, AgentPlace};
 use crate::executor::agent::launcher::RunnerNode;
 use crate::executor::agent::operator::{AgentResult, Operator, PausedAgent, ask_operator};
 use crate::executor::agent::transcript::{self, Transcript};
-use crate::executor::ctx::Ctx;
+use crate::executor::ctx::{BranchCtx, Ctx};
 use crate::executor::outcome::Failure;
 use crate::records::sink::LogLine;
 use iterion_vocab::FailureCode;
@@ -46,8 +46,9 @@ pub(crate) fn render_prompts(
     ctx: &Ctx<'_>,
     agent: &AgentNode,
     input: &Value,
+    branch: Option<&BranchCtx>,
 ) -> (Option<String>, String) {
-    let render = |text: &str| ctx.render_text(text, input);
+    let render = |text: &str| ctx.render_text(text, input, branch);
     (agent.system.as_deref().map(render), render(&agent.user))
 }
 
@@ -58,6 +59,7 @@ pub(crate) fn loop_spec(
     id: &str,
     agent: &AgentNode,
     input: &Value,
+    branch: Option<&BranchCtx>,
 ) -> Result<LoopSpec, Failure> {
     let Some(route) = env.routes.get(id) else {
         return Err(Failure::new(
@@ -72,7 +74,7 @@ pub(crate) fn loop_spec(
         )),
         None => None,
     };
-    let (system, prompt) = render_prompts(ctx, agent, input);
+    let (system, prompt) = render_prompts(ctx, agent, input, branch);
     let system = with_calibration(ctx, id, agent, system)?;
     Ok(LoopSpec {
         endpoint: route.endpoint.clone(),
@@ -127,6 +129,7 @@ pub(crate) async fn run(
     id: &str,
     agent: &AgentNode,
     input: &Value,
+    branch: Option<&BranchCtx>,
 ) -> Result<AgentResult, Failure> {
     let Some(env) = ctx.agents.clone() else {
         return Err(Failure::new(
@@ -137,7 +140,7 @@ pub(crate) async fn run(
     if !agent.unavailable_tools.is_empty() {
         return Err(unavailable_tools(id, &agent.unavailable_tools));
     }
-    let spec = loop_spec(ctx, &env, id, agent, input)?;
+    let spec = loop_spec(ctx, &env, id, agent, input, branch)?;
     let mcp_servers = mcp_server_specs(ctx.wf, id, agent, &env.place)?;
     if agent.backend.is_delegate() {
         return crate::executor::agent::delegate::run(
