@@ -106,7 +106,6 @@ const UNSUPPORTED_PROPS: &[&str] = &[
     "postcondition",
     "policy",
     "recovery",
-    "parallel_safe",
     "default_backend",
     "resources",
     "loop_budget_guard",

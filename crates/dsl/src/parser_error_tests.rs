@@ -201,10 +201,11 @@ fn reserved_words_are_e011_as_any_name() {
 
 #[test]
 fn required_properties_are_e013_at_the_name() {
-    // A missing model is a compile-stage E013: a delegate backend (on the node or the
-    // workflow's default_backend) makes it optional.
+    // A missing model is a compile-stage E013 on the claw backend only: a delegate backend
+    // (on the node or the workflow's default_backend) makes it optional, and a node naming
+    // neither runs on claude_code.
     let compiled = crate::compile(
-        b"agent a:\n  user: \"x\"\nworkflow w:\n  entry: a\n  a -> done\n",
+        b"agent a:\n  backend: claw\n  user: \"x\"\nworkflow w:\n  entry: a\n  a -> done\n",
         &Default::default(),
     );
     let codes: Vec<_> = compiled
@@ -217,6 +218,17 @@ fn required_properties_are_e013_at_the_name() {
         compiled.diagnostics[0].message,
         "agent \"a\" needs \"model\""
     );
+    let auto = crate::compile(
+        b"agent a:\n  user: \"x\"\nworkflow w:\n  entry: a\n  a -> done\n",
+        &Default::default(),
+    );
+    assert_eq!(auto.error_count(), 0, "{:?}", auto.diagnostics);
+    let lowered = auto.workflow.expect("compiles");
+    assert!(matches!(
+        &lowered.nodes[0].body,
+        crate::ir::NodeBody::Agent(a)
+            if a.backend == crate::ir::Backend::ClaudeCode && a.model == "anthropic/claude-sonnet-4-5"
+    ));
     for delegate in [
         "agent a:\n  backend: claude_code\n  user: \"x\"\nworkflow w:\n  entry: a\n  a -> done\n",
         "agent a:\n  user: \"x\"\nworkflow w:\n  entry: a\n  default_backend: codex\n  a -> done\n",

@@ -286,6 +286,8 @@ mod tests {
             table,
             vec![
                 ("WORKFLOW_FAILED", Some("failed"), D),
+                ("DECLARED_FAILURE", Some("failed"), D),
+                ("DECLARED_FAILURE_RESUMABLE", Some("failed_resumable"), D),
                 ("NO_OUTGOING_EDGE", Some("failed"), D),
                 ("EXECUTION_FAILED", Some("failed_resumable"), D),
                 ("SCHEMA_VALIDATION", Some("failed_resumable"), D),

@@ -817,3 +817,26 @@ fn a_fan_out_each_over_an_empty_list_goes_straight_to_its_join() {
         ["plan", "each", "collect"]
     );
 }
+
+#[test]
+fn an_edge_from_a_fan_out_straight_to_its_join_arrives_at_once_with_its_mapping() {
+    let env = Env::new();
+    env.write(
+        "w.iter",
+        "tool seed:\n  command: `echo '{\"note\": \"seeded\"}'`\n\nrouter fan:\n  mode: fan_out_all\n\n\
+         tool build:\n  command: `echo '{\"ok\": true}'`\n\ncompute join:\n  await: wait_all\n  expr:\n    note: \"input.note\"\n    built: \"input.built\"\n\n\
+         workflow w:\n  entry: seed\n  seed -> fan\n  fan -> build\n  fan -> join with { note: \"{{outputs.seed.note}}\" }\n  build -> join with { built: \"{{outputs.build.ok}}\" }\n  join -> done\n",
+    );
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["output"], json!({"note": "seeded", "built": true}));
+    assert_eq!(
+        started(&env.events(&env.only_run())),
+        ["seed", "fan", "build", "join"]
+    );
+}

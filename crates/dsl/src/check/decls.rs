@@ -285,8 +285,14 @@ fn check_nodes(
             let backend = a
                 .delegate
                 .backend
-                .or(syms.workflow().and_then(|w| w.default_backend));
-            if a.model.is_none() && backend.is_none_or(|(b, _)| b == ast::Backend::Claw) {
+                .or(syms.workflow().and_then(|w| w.default_backend))
+                .or(a
+                    .model
+                    .is_none()
+                    .then_some((ast::Backend::ClaudeCode, n.name.span)));
+            // Neither model nor backend runs on claude_code (lowering); only an explicit claw
+            // backend needs a model.
+            if a.model.is_none() && backend.is_some_and(|(b, _)| b == ast::Backend::Claw) {
                 out.push(
                     node_diag(
                         Code::E013,
@@ -294,8 +300,8 @@ fn check_nodes(
                         format!("{} \"{name}\" needs \"model\"", n.kind.as_str()),
                     )
                     .with_hint(
-                        "a node without model needs a delegate backend (claude_code or codex), \
-                         on the node or as the workflow's default_backend",
+                        "the claw backend calls a model directly: give it model: \"provider/name\", \
+                         or use a delegate backend (claude_code or codex)",
                     ),
                 );
             }

@@ -416,7 +416,15 @@ fn lower_node(
                     unavailable_tools.push(w.text.clone());
                 }
             }
-            let backend = lower_backend(a.delegate.backend.map(|(b, _)| b).or(default_backend));
+            // Neither model nor backend: upstream picks a backend from what the host has; here
+            // that is always its first choice, `claude_code` (docs/language.md).
+            let backend = match (
+                a.delegate.backend.map(|(b, _)| b).or(default_backend),
+                &a.model,
+            ) {
+                (None, None) => Backend::ClaudeCode,
+                (chosen, _) => lower_backend(chosen),
+            };
             let body = NodeBody::Agent(AgentNode {
                 model: a.model.as_ref().map_or_else(
                     || default_delegate_model(backend).to_owned(),

@@ -49,7 +49,15 @@ const AGENT_PROPS: &[&str] = &[
 
 /// `tool` (§3.6).
 const TOOL_PROPS: &[&str] = &[
-    "command", "script", "language", "input", "output", "await", "sandbox", "publish",
+    "command",
+    "script",
+    "language",
+    "input",
+    "output",
+    "await",
+    "sandbox",
+    "publish",
+    "parallel_safe",
 ];
 
 /// A script tool's `language` words (upstream's list); anything else is E020.
@@ -604,6 +612,11 @@ impl Parser<'_> {
         self.props("tool", TOOL_PROPS, |p, key| {
             match key.name.as_str() {
                 "publish" => publish = Some(p.ref_prop(&key, "an artifact name")?),
+                // Upstream's assertion that concurrent items write disjoint files: read, and not
+                // needed here (branches are not serialised by what they write; docs).
+                "parallel_safe" => {
+                    p.bool_prop(&key)?;
+                }
                 "command" => command = Some(p.str_prop(&key)?),
                 "script" => script = Some((p.str_prop(&key)?, key.span)),
                 "language" => language = Some((p.enum_prop(&key, SCRIPT_LANGUAGES)?.0, key.span)),

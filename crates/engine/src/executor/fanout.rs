@@ -54,6 +54,7 @@ pub(crate) async fn fan_out(
     let token = ctx.stop.child_token();
     let mut branches = Vec::new();
     let mut starts = Vec::new();
+    let mut immediate = Vec::new();
     for (index, edge) in ctx.wf.edges.iter().enumerate() {
         if edge.from != router {
             continue;
@@ -95,6 +96,17 @@ pub(crate) async fn fan_out(
             iteration: None,
         }))
         .await;
+        // An edge straight into the join: a branch with no node, arrived with its mapping.
+        if first == join {
+            let state = ctx.lock_state();
+            let loops = crate::executor::input::loop_scope(&ctx.graph, &state, &ctx.vars);
+            immediate.push(
+                ctx.inputs()
+                    .edge_mapping(&state, &loops, index)
+                    .unwrap_or_default(),
+            );
+            continue;
+        }
         let input = ctx
             .inputs()
             .node_input(&ctx.lock_state(), first, Some(index));
@@ -150,7 +162,7 @@ pub(crate) async fn fan_out(
         return Err(ctx.stopped());
     }
 
-    let mut arrivals = Vec::new();
+    let mut arrivals = immediate;
     let mut failures: Vec<(&BranchCtx, Failure)> = Vec::new();
     for (branch, end) in branches.iter().zip(ends) {
         match end {

@@ -270,7 +270,9 @@ pub(super) fn check<'a>(g: &Graph<'a>, syms: &Symbols<'a>, out: &mut Vec<Diagnos
         }
         for e in g.in_edges(j) {
             let a = e.from.name.as_str();
-            if owner(a).is_none() {
+            // An edge from the router straight to the join is a branch with no node: it
+            // arrives at once with its `with` (upstream accepts it).
+            if a != r && owner(a).is_none() {
                 c.push(
                     e,
                     format!("join \"{j}\" is also entered from \"{a}\", outside the branches"),
