@@ -41,8 +41,11 @@ pub const RUNNER_SESSION_ID: &str = "sandbox-runner";
 /// The exit code of a fatal bootstrap or channel error.
 pub const FATAL_EXIT: i32 = 2;
 
-/// The `task` envelope's data (§13.1; the fields after `interaction` are defined here).
+/// The `task` envelope's data (§13.1; the fields after `interaction` are defined here). A field
+/// this runner does not know refuses the task: a runner older than its engine fails closed
+/// rather than run a node without, say, its permission gate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TaskData {
     /// The node.
     pub node_id: String,
@@ -78,6 +81,9 @@ pub struct TaskData {
     /// `max_tokens` and `reasoning_effort` (defined here).
     #[serde(default, skip_serializing_if = "crate::wire::Generation::is_unset")]
     pub generation: crate::wire::Generation,
+    /// The tool-permission gate, applied by the runner's loop to every call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_gate: Option<iterion_dsl::permission::Permission>,
 }
 
 /// The `session_replay` data the launcher sends to resume a paused loop (defined here).
@@ -354,6 +360,7 @@ async fn run_task<R: AsyncBufRead + Unpin + Send + 'static>(
             .unwrap_or(iterion_dsl::ir::DEFAULT_TOOL_MAX_STEPS),
         output: task.output.clone(),
         generation: task.generation.clone(),
+        tool_gate: task.tool_gate.clone(),
     };
     let client = HttpClient::new(Route::EnvProxy, crate::http::MODEL_TIMEOUT, env)
         .map_err(RunnerError::Client)?;

@@ -80,6 +80,7 @@ fn task(base_url: &str, workdir: &str, tools: Vec<ToolSpec>) -> Value {
         run_id: "r".into(),
         mcp_servers: vec![],
         generation: Default::default(),
+        tool_gate: None,
     })
     .unwrap()
 }

@@ -178,6 +178,8 @@ pub struct LoopSpec {
     pub output: Option<(String, Schema)>,
     /// `max_tokens` and `reasoning_effort`, on every request.
     pub generation: wire::Generation,
+    /// The tool-permission gate: every call is decided before it reaches the host.
+    pub tool_gate: Option<iterion_dsl::permission::Permission>,
 }
 
 /// How a loop ended well.
@@ -257,7 +259,20 @@ pub async fn run_loop(
             while let Some(call) = queue.next() {
                 observer.note("tool_started", json!({"name": call.name, "id": call.id}));
                 let started = std::time::Instant::now();
-                let outcome = host.call(&call).await;
+                let gate = spec
+                    .tool_gate
+                    .as_ref()
+                    .map(|g| g.decide(&call.name, &call.input));
+                let outcome = match gate {
+                    Some(iterion_dsl::permission::Decision::Deny(why)) => {
+                        observer.note(
+                            "tool_denied",
+                            json!({"name": call.name, "id": call.id, "reason": why}),
+                        );
+                        ToolOutcome::Error(why)
+                    }
+                    _ => host.call(&call).await,
+                };
                 let (content, is_error, image) = match outcome {
                     ToolOutcome::Output(text) => (text, false, None),
                     ToolOutcome::Image(text, image) => (text, false, Some(image)),

@@ -136,6 +136,7 @@ async fn main() {
         run_id: "bench".into(),
         mcp_servers: vec![],
         generation: Default::default(),
+        tool_gate: None,
     };
     for envelope in [
         Envelope::new("permission_policy", json!(["allow ask_user"])),

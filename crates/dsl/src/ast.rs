@@ -624,6 +624,21 @@ pub struct AgentExtras {
     /// Upstream properties accepted but not enforced (`capabilities`, `compaction`, `memory`):
     /// their keys, for C943.
     pub unenforced: Vec<Ident>,
+    /// `permission` / `allow` / `ask` / `deny`.
+    pub permission: PermissionProps,
+}
+
+/// The tool-permission gate's properties, on a workflow or an agent ([`crate::permission`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PermissionProps {
+    /// `permission: off | ask | deny`.
+    pub mode: Option<(crate::permission::PermissionMode, Span)>,
+    /// `allow: [RULE, …]`.
+    pub allow: Option<StrList>,
+    /// `ask: [RULE, …]`.
+    pub ask: Option<StrList>,
+    /// `deny: [RULE, …]`.
+    pub deny: Option<StrList>,
 }
 
 /// A script tool's `language` (E020 outside the allow-list).
@@ -865,6 +880,8 @@ pub struct Workflow {
     pub budget: Option<Budget>,
     /// `default_backend`: the backend of agent and judge nodes that name none.
     pub default_backend: Option<(Backend, Span)>,
+    /// `permission` / `allow` / `ask` / `deny`: every agent's, unless it says otherwise.
+    pub permission: PermissionProps,
     /// `mcp:` (the servers every agent gets unless it opts out).
     pub mcp: Option<McpBlock>,
     /// `attachments:` inside the workflow.

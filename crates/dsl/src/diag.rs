@@ -132,6 +132,8 @@ pub enum Code {
     C053,
     /// `C054`: `{{attachments.NAME.F}}` with a field other than `path`, `mime`, `size`, `sha256`.
     C054,
+    /// `C055`: a permission rule that cannot be read.
+    C055,
     /// `C070`.
     C070,
     /// `C071`.
@@ -311,6 +313,7 @@ impl Code {
         Code::C052,
         Code::C053,
         Code::C054,
+        Code::C055,
         Code::C070,
         Code::C071,
         Code::C072,
@@ -432,6 +435,7 @@ impl Code {
             Code::C052 => "C052",
             Code::C053 => "C053",
             Code::C054 => "C054",
+            Code::C055 => "C055",
             Code::C070 => "C070",
             Code::C071 => "C071",
             Code::C072 => "C072",

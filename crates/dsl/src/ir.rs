@@ -475,6 +475,9 @@ pub struct AgentNode {
     /// fails with `CAPABILITY_UNSUPPORTED` when it starts, before any model call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable_tools: Vec<String>,
+    /// The tool-permission gate ([`crate::permission`]); `None` when it is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission: Option<crate::permission::Permission>,
     /// The node's activated cursors (`cursors:` with `enabled: true`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cursors: Vec<CursorSetting>,

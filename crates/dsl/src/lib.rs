@@ -26,6 +26,7 @@ mod lexer;
 mod load;
 mod options;
 mod parser;
+pub mod permission;
 pub mod render;
 mod source;
 pub mod template;

@@ -917,6 +917,7 @@ fn every_declaration_kind_becomes_its_tree() {
                     ..Budget::default()
                 }),
                 default_backend: None,
+                permission: Default::default(),
                 mcp: None,
                 attachments: None,
                 unenforced: vec![],

@@ -94,6 +94,7 @@ pub(crate) fn workflow(f: impl FnOnce(&mut Workflow)) -> Decl {
         worktree: None,
         budget: None,
         default_backend: None,
+        permission: Default::default(),
         mcp: None,
         attachments: None,
         unenforced: vec![],

@@ -236,3 +236,102 @@ fn the_claw_tools_example_runs_on_the_host_against_the_fake_model() {
     // Nothing was written to the workspace by todo_write.
     assert!(!env.path(".claude").exists());
 }
+
+/// The calls the gate example's fake model makes: one allowed, three refused.
+fn gate_script() -> Vec<Reply> {
+    vec![
+        Reply::Tools(vec![
+            ("bash".into(), json!({"command": "echo hello"})),
+            ("bash".into(), json!({"command": "echo hi; touch pwned"})),
+            ("read_file".into(), json!({"path": "sub/../.env"})),
+            (
+                "write_file".into(),
+                json!({"path": "x.txt", "content": "x"}),
+            ),
+        ]),
+        Reply::text("looked"),
+    ]
+}
+
+/// What the gate example's run must show: the allowed call ran, the others were refused with
+/// the reason and left nothing behind.
+fn assert_gated(env: &Env, fake: &FakeModel) {
+    let requests = fake.requests();
+    let results = tool_results(&requests[1].body);
+    assert_eq!(results.len(), 4, "{:#}", requests[1].body);
+    assert!(!results[0].1, "{:?}", results[0]);
+    assert!(
+        results[0].0.to_string().contains("hello"),
+        "{:?}",
+        results[0]
+    );
+    for (content, is_error) in &results[1..] {
+        let text = content.as_str().unwrap_or_default();
+        assert!(*is_error, "{text}");
+        assert!(text.starts_with("permission denied: "), "{text}");
+        assert!(!text.contains("TOPSECRET"), "{text}");
+    }
+    assert!(!env.path("pwned").exists(), "a refused command ran");
+    assert!(!env.path("x.txt").exists(), "a refused write ran");
+}
+
+#[test]
+fn attack_the_permission_gate_refuses_what_its_rules_do_not_allow_on_the_host() {
+    let env = Env::new();
+    env.write("w.iter", &example("23_permission_gate.iter"));
+    env.write(".env", "API_TOKEN=TOPSECRET\n");
+    let fake = FakeModel::start(Api::Anthropic, gate_script());
+    let out = env
+        .cmd()
+        .args(["run", "w.iter", "--sandbox", "none"])
+        .env("ANTHROPIC_API_KEY", KEY)
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_gated(&env, &fake);
+}
+
+#[test]
+fn docker_attack_the_permission_gate_holds_inside_the_sandboxs_runner() {
+    if !docker_or_skip("cli::claw_tools::docker_attack_the_permission_gate") {
+        return;
+    }
+    let Some(static_bin) =
+        static_iterion_or_skip("cli::claw_tools::docker_attack_the_permission_gate")
+    else {
+        return;
+    };
+    let env = Env::new();
+    let port_rule = |fake: &FakeModel| format!("127.0.0.1/32:{}", fake.port());
+    let fake = FakeModel::start(Api::Anthropic, gate_script());
+    let xdg = runtime_dir(&env);
+    let wf = example("23_permission_gate.iter").replace(
+        "  permission: deny\n",
+        &format!(
+            "  permission: deny\n  sandbox:\n    image: \"{IMAGE}\"\n    network:\n      mode: allowlist\n      rules: [\"{}\"]\n",
+            port_rule(&fake)
+        ),
+    );
+    env.write("w.iter", &wf);
+    env.write(".env", "API_TOKEN=TOPSECRET\n");
+    let out = env
+        .cmd()
+        .args(["run", "w.iter"])
+        .env("ITERION_BIN", &static_bin)
+        .env("XDG_RUNTIME_DIR", &xdg)
+        .env("ANTHROPIC_API_KEY", KEY)
+        .env("ITERION_ANTHROPIC_BASE_URL", fake.base_url())
+        .output()
+        .unwrap();
+    let run = env.only_run();
+    let events = env.events(&run);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{events:#?}",
+        stderr_of(&out)
+    );
+    assert!(first(&events, "sandbox_claw_routed_via_runner").is_some());
+    assert_gated(&env, &fake);
+}

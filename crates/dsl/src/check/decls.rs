@@ -75,6 +75,7 @@ pub(super) fn check(
                 );
             }
         }
+        permission_rules(&w.permission, None, out);
         for key in &w.unenforced {
             out.push(
                 Diagnostic::new(
@@ -308,6 +309,7 @@ fn check_nodes(
             check_delegate(a, backend.map(|(b, _)| b), name, out);
             check_readonly(a, name, out);
             check_unenforced(a, name, out);
+            permission_rules(&a.extras.permission, Some(name), out);
             // A delegate node's `ask_user` reaches the engine like a claw node's (its CLI's
             // `iterion` MCP server, docs/delegates.md): the same rule for both.
             if let (Some((ast::Interaction::Ask, span)), false, false) =
@@ -550,6 +552,27 @@ fn check_readonly(a: &ast::AgentProps, name: &str, out: &mut Vec<Diagnostic>) {
                 .with_node(name)
                 .with_hint("remove it from tools, or set readonly: false"),
             );
+        }
+    }
+}
+
+/// C055: a permission rule that cannot be read (`Tool` or `Tool(pattern)`).
+fn permission_rules(p: &ast::PermissionProps, node: Option<&str>, out: &mut Vec<Diagnostic>) {
+    let lists = [("allow", &p.allow), ("ask", &p.ask), ("deny", &p.deny)];
+    for (kind, list) in lists {
+        for rule in list.iter().flat_map(|l| &l.items) {
+            if let Some(why) = crate::permission::rule_problem(&rule.value) {
+                let mut d = Diagnostic::new(
+                    Code::C055,
+                    rule.span,
+                    format!("{kind} rule \"{}\": {why}", rule.value),
+                )
+                .with_hint("write Bash, Read(src/**), Bash(git status:*), WebFetch(domain:HOST)");
+                if let Some(n) = node {
+                    d = d.with_node(n);
+                }
+                out.push(d);
+            }
         }
     }
 }

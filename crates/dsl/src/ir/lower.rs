@@ -113,6 +113,7 @@ pub(crate) fn lower_with(
                 a.mcp_servers =
                     resources::node_mcp_servers(props.extras.mcp.as_ref(), wf.mcp.as_ref());
                 a.cursors = resources::node_cursors(props.extras.cursors.as_ref());
+                a.permission = effective_permission(&props.extras.permission, &wf.permission);
             }
             node
         })
@@ -382,6 +383,36 @@ fn prompt_text(p: &ast::PromptRef, prompts: &HashMap<&str, &str>) -> String {
     }
 }
 
+/// A node's gate: its mode, else the workflow's; each rule list its own when it declares a
+/// non-empty one, else the workflow's (a node's list replaces, never widens, the workflow's).
+/// `None` when the mode is `off`.
+fn effective_permission(
+    node: &ast::PermissionProps,
+    wf: &ast::PermissionProps,
+) -> Option<crate::permission::Permission> {
+    use crate::permission::{Permission, PermissionMode};
+    let mode = node
+        .mode
+        .or(wf.mode)
+        .map_or(PermissionMode::Off, |(m, _)| m);
+    if mode == PermissionMode::Off {
+        return None;
+    }
+    let list = |own: &Option<ast::StrList>, inherited: &Option<ast::StrList>| {
+        own.as_ref()
+            .filter(|l| !l.items.is_empty())
+            .or(inherited.as_ref())
+            .map(|l| l.items.iter().map(|s| s.value.clone()).collect())
+            .unwrap_or_default()
+    };
+    Some(Permission {
+        mode,
+        allow: list(&node.allow, &wf.allow),
+        ask: list(&node.ask, &wf.ask),
+        deny: list(&node.deny, &wf.deny),
+    })
+}
+
 fn lower_await(a: Option<&(ast::AwaitMode, ast::Span)>) -> Option<AwaitMode> {
     a.map(|(m, _)| match m {
         ast::AwaitMode::WaitAll => AwaitMode::WaitAll,
@@ -467,6 +498,7 @@ fn lower_node(
                 mcp_servers: Vec::new(),
                 mcp_tools,
                 unavailable_tools,
+                permission: None,
                 cursors: Vec::new(),
             });
             (lower_await(a.await_.as_ref()), body)

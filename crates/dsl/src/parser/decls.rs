@@ -45,6 +45,10 @@ const AGENT_PROPS: &[&str] = &[
     "capabilities",
     "compaction",
     "memory",
+    "permission",
+    "allow",
+    "ask",
+    "deny",
 ];
 
 /// `tool` (§3.6).
@@ -515,6 +519,9 @@ impl Parser<'_> {
                     p.unenforced_prop(&key)?;
                     extras.unenforced.push(key);
                 }
+                "permission" | "allow" | "ask" | "deny" => {
+                    p.permission_prop(&key, &mut extras.permission)?;
+                }
                 _ => sandbox = Some(p.sandbox_prop(&key)?),
             }
             Ok(())
@@ -912,6 +919,31 @@ impl Parser<'_> {
         })?;
         let _ = name;
         Ok(r)
+    }
+
+    /// One of `permission` / `allow` / `ask` / `deny` into `into`.
+    pub(super) fn permission_prop(
+        &mut self,
+        key: &ast::Ident,
+        into: &mut ast::PermissionProps,
+    ) -> PResult<()> {
+        use crate::permission::PermissionMode;
+        match key.name.as_str() {
+            "permission" => {
+                into.mode = Some(self.enum_prop(
+                    key,
+                    &[
+                        ("off", PermissionMode::Off),
+                        ("ask", PermissionMode::Ask),
+                        ("deny", PermissionMode::Deny),
+                    ],
+                )?);
+            }
+            "allow" => into.allow = Some(self.str_list_prop(key)?),
+            "ask" => into.ask = Some(self.str_list_prop(key)?),
+            _ => into.deny = Some(self.str_list_prop(key)?),
+        }
+        Ok(())
     }
 
     /// `sandbox: WORD` or a sandbox block (§7.1–§7.3).

@@ -17,6 +17,10 @@ const WORKFLOW_PROPS: &[&str] = &[
     "worktree",
     "budget",
     "default_backend",
+    "permission",
+    "allow",
+    "ask",
+    "deny",
     "mcp",
     "attachments",
     "compaction",
@@ -67,6 +71,7 @@ impl Parser<'_> {
             worktree: None,
             budget: None,
             default_backend: None,
+            permission: ast::PermissionProps::default(),
             mcp: None,
             attachments: None,
             edges: Vec::new(),
@@ -100,6 +105,9 @@ impl Parser<'_> {
                 "sandbox" => w.sandbox = Some(p.sandbox_prop(&key)?),
                 "worktree" => w.worktree = Some(p.word_prop(&key, "a word")?),
                 "default_backend" => w.default_backend = Some(p.backend_prop(&key)?),
+                "permission" | "allow" | "ask" | "deny" => {
+                    p.permission_prop(&key, &mut w.permission)?;
+                }
                 "mcp" => w.mcp = Some(p.mcp_prop(&key)?),
                 "attachments" => {
                     p.expect_colon()?;

@@ -188,6 +188,7 @@ fn a_second_workflow_is_c007_and_is_not_checked() {
         worktree: None,
         budget: None,
         default_backend: None,
+        permission: Default::default(),
         mcp: None,
         attachments: None,
         unenforced: vec![],

@@ -168,6 +168,7 @@ impl Launcher {
             run_id: run_id.to_owned(),
             mcp_servers,
             generation: spec.generation.clone(),
+            tool_gate: spec.tool_gate.clone(),
         };
         let policy = PermissionPolicy::allowing(spec.tools.iter().map(|t| t.name.as_str()));
         let mut bootstrap = vec![

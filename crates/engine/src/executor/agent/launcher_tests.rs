@@ -139,6 +139,7 @@ fn loop_spec(base_url: &str, tools: Vec<ToolSpec>) -> LoopSpec {
         max_turns: 5,
         output: None,
         generation: Default::default(),
+        tool_gate: None,
     }
 }
 
@@ -158,6 +159,7 @@ fn bootstrap(spec: &LoopSpec) -> Vec<Envelope> {
         run_id: "r".into(),
         mcp_servers: vec![],
         generation: Default::default(),
+        tool_gate: None,
     };
     vec![
         Envelope::new(

@@ -91,6 +91,7 @@ pub(crate) fn loop_spec(
                 Some(text) => crate::executor::agent::effort::effort(ctx, id, text)?,
             },
         },
+        tool_gate: agent.permission.clone(),
     })
 }
 
@@ -142,6 +143,16 @@ pub(crate) async fn run(
     }
     let spec = loop_spec(ctx, &env, id, agent, input, branch)?;
     let mcp_servers = mcp_server_specs(ctx.wf, id, agent, &env.place)?;
+    if agent.backend.is_delegate() && agent.permission.is_some() {
+        // The gate is applied by the claw loop; a delegate CLI's own tools would run past it.
+        return Err(Failure::new(
+            FailureCode::CapabilityUnsupported,
+            format!(
+                "node \"{id}\" has a permission gate, which this release enforces on the claw backend only; a {} node would run its tools ungated (give it a model and backend: claw, or permission: off)",
+                agent.backend.as_str()
+            ),
+        ));
+    }
     if agent.backend.is_delegate() {
         return crate::executor::agent::delegate::run(
             ctx,
