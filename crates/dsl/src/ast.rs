@@ -880,8 +880,9 @@ pub struct Workflow {
     pub budget: Option<Budget>,
     /// `default_backend`: the backend of agent and judge nodes that name none.
     pub default_backend: Option<(Backend, Span)>,
-    /// `permission` / `allow` / `ask` / `deny`: every agent's, unless it says otherwise.
-    pub permission: PermissionProps,
+    /// `permission` / `allow` / `ask` / `deny`: every agent's, unless it says otherwise (boxed:
+    /// most workflows have none).
+    pub permission: Box<PermissionProps>,
     /// `mcp:` (the servers every agent gets unless it opts out).
     pub mcp: Option<McpBlock>,
     /// `attachments:` inside the workflow.

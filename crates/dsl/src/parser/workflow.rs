@@ -71,7 +71,7 @@ impl Parser<'_> {
             worktree: None,
             budget: None,
             default_backend: None,
-            permission: ast::PermissionProps::default(),
+            permission: Box::default(),
             mcp: None,
             attachments: None,
             edges: Vec::new(),
