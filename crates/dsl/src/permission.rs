@@ -206,7 +206,7 @@ fn matches(rule: &str, tool: &str, name: &str, input: &Value, side: Side) -> boo
                 None => glob(pattern, &url) || host_of(&url).is_some_and(|h| h == pattern),
             }
         }
-        _ => glob(pattern, &crate::template::compact_json(input)),
+        _ => glob(pattern, &serde_json::to_string(input).unwrap_or_default()),
     }
 }
 

@@ -170,18 +170,18 @@ impl Ctx<'_> {
         }
     }
 
-    /// `text` rendered as prompt text against the run state and `input` (a reference that does
-    /// not resolve stays as written).
-    pub(crate) fn render_text(
+    /// Runs `f` over a [`View`](crate::executor::input::View) of the run state `branch` reads,
+    /// with `input` as `input`: the one place a line's references are resolved from.
+    pub(crate) fn with_view<R>(
         &self,
-        text: &str,
         input: &Value,
         branch: Option<&BranchCtx>,
-    ) -> String {
+        f: impl FnOnce(&crate::executor::input::View<'_>) -> R,
+    ) -> R {
         let run = self.run_scope();
         let state = self.state_for(branch);
         let loops = crate::executor::input::loop_scope(&self.graph, &state, &self.vars);
-        let view = crate::executor::input::View {
+        f(&crate::executor::input::View {
             vars: &self.vars,
             input,
             outputs: &state.outputs,
@@ -191,8 +191,21 @@ impl Ctx<'_> {
             loops: &loops,
             run: &run,
             secrets: &self.wf.secrets,
-        };
-        iterion_dsl::template::parse(text).render_text(|r| view.resolve(r))
+        })
+    }
+
+    /// `text` rendered as prompt text against the run state and `input` (a reference that does
+    /// not resolve stays as written).
+    pub(crate) fn render_text(
+        &self,
+        text: &str,
+        input: &Value,
+        branch: Option<&BranchCtx>,
+    ) -> String {
+        let parsed = iterion_dsl::template::parse(text);
+        self.with_view(input, branch, |view| {
+            parsed.render_text(|r| view.resolve(r))
+        })
     }
 
     /// `input` with a subbot's own `with { … }` values rendered over it (against the state
@@ -206,27 +219,15 @@ impl Ctx<'_> {
         if with.is_empty() {
             return input.clone();
         }
-        let run = self.run_scope();
-        let state = self.state_for(branch);
-        let loops = crate::executor::input::loop_scope(&self.graph, &state, &self.vars);
-        let view = crate::executor::input::View {
-            vars: &self.vars,
-            input,
-            outputs: &state.outputs,
-            artifacts: &state.artifacts,
-            attachments: &self.attachments,
-            history: &state.history,
-            loops: &loops,
-            run: &run,
-            secrets: &self.wf.secrets,
-        };
         let mut out = input.as_object().cloned().unwrap_or_default();
-        for m in with {
-            out.insert(
-                m.key.clone(),
-                crate::executor::input::render_mapping(m, &view),
-            );
-        }
+        self.with_view(input, branch, |view| {
+            for m in with {
+                out.insert(
+                    m.key.clone(),
+                    crate::executor::input::render_mapping(m, view),
+                );
+            }
+        });
         Value::Object(out)
     }
 
@@ -235,21 +236,7 @@ impl Ctx<'_> {
     pub(crate) fn resolve_one(&self, text: &str, input: &Value) -> Option<Value> {
         let parsed = iterion_dsl::template::parse(text);
         let reference = parsed.single_reference()?;
-        let run = self.run_scope();
-        let state = self.lock_state();
-        let loops = crate::executor::input::loop_scope(&self.graph, &state, &self.vars);
-        crate::executor::input::View {
-            vars: &self.vars,
-            input,
-            outputs: &state.outputs,
-            artifacts: &state.artifacts,
-            attachments: &self.attachments,
-            history: &state.history,
-            loops: &loops,
-            run: &run,
-            secrets: &self.wf.secrets,
-        }
-        .resolve(reference)
+        self.with_view(input, None, |view| view.resolve(reference))
     }
 
     pub(crate) async fn emit(&self, event: Event) {

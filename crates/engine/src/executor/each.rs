@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use iterion_dsl::ir::{AwaitMode, RouterNode, Target};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::executor::checkpoint::NextNode;
 use crate::executor::ctx::{BranchCtx, Ctx, LineEnd};
@@ -224,81 +224,20 @@ pub(crate) async fn fan_out_each(
         }
     }
 
-    let mut arrivals: Vec<Option<Map<String, Value>>> = Vec::with_capacity(items.len());
-    let mut failures: Vec<(&BranchCtx, Failure)> = Vec::new();
-    for (branch, end) in branches.iter().zip(ends) {
-        match end {
-            Some(LineEnd::Arrived { mapping }) => {
-                arrivals.push(Some(mapping));
-                continue;
-            }
-            Some(LineEnd::Failed(failure)) => failures.push((branch, failure)),
-            Some(LineEnd::Done { node }) => failures.push((
-                branch,
-                Failure::new(
-                    FailureCode::JoinFailed,
-                    "the branch reached done before its join",
-                )
-                .at(&node),
-            )),
-            None => failures.push((
-                branch,
-                Failure::new(FailureCode::JoinFailed, "the branch did not end"),
-            )),
-        }
-        arrivals.push(None);
-    }
-    let describe = |(branch, failure): &(&BranchCtx, Failure)| {
-        format!(
-            "branch \"{}\" failed at node \"{}\": {}: {}",
-            branch.first,
-            failure.node.as_deref().unwrap_or(first),
-            failure.code,
-            failure.message
-        )
-    };
-    let failed_branches = match mode {
-        AwaitMode::WaitAll => {
-            let first_failure = first_failed
-                .and_then(|i| branches.get(i))
-                .and_then(|b| failures.iter().find(|(f, _)| std::ptr::eq(*f, b)))
-                .or(failures.first());
-            if let Some(f) = first_failure {
-                return Err(Failure::new(
-                    FailureCode::JoinFailed,
-                    format!("join \"{join}\": {}", describe(f)),
-                ));
-            }
-            None
-        }
-        AwaitMode::BestEffort => {
-            if arrivals.iter().all(Option::is_none) && !failures.is_empty() {
-                let all: Vec<String> = failures.iter().map(describe).collect();
-                return Err(Failure::new(
-                    FailureCode::JoinFailed,
-                    format!("join \"{join}\": no branch arrived; {}", all.join("; ")),
-                ));
-            }
-            Some(
-                failures
-                    .iter()
-                    .map(|(branch, failure)| {
-                        json!({
-                            "branch": branch.first,
-                            "node": failure.node.as_deref().unwrap_or(first),
-                            "code": failure.code.as_str(),
-                            "message": ctx.redactor.redact(&failure.message),
-                        })
-                    })
-                    .collect(),
-            )
-        }
-    };
+    let settled = crate::executor::fanout::settle(
+        ctx,
+        join,
+        mode,
+        &branches,
+        ends,
+        first_failed,
+        Some(first),
+    )?;
     Ok(NextNode {
         node: join.to_owned(),
         input: ctx
             .inputs()
-            .join_input_each(join, &arrivals, failed_branches),
+            .join_input_each(join, &settled.arrivals, settled.failed_branches),
     })
 }
 

@@ -18,7 +18,7 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use iterion_dsl::ir::{AwaitMode, Target};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::executor::checkpoint::NextNode;
 use crate::executor::ctx::{BranchCtx, Ctx, LineEnd};
@@ -162,73 +162,113 @@ pub(crate) async fn fan_out(
         return Err(ctx.stopped());
     }
 
+    let settled = settle(ctx, join, mode, &branches, ends, first_failed, None)?;
     let mut arrivals = immediate;
+    arrivals.extend(settled.arrivals.into_iter().flatten());
+    let failed_branches = settled.failed_branches;
+    Ok(NextNode {
+        node: join.to_owned(),
+        input: ctx.inputs().join_input(join, arrivals, failed_branches),
+    })
+}
+
+/// The branches' ends as a join takes them ([`settle`]).
+pub(crate) struct Settled {
+    /// Each branch's arrival mapping, in branch order; `None` when it did not arrive.
+    pub arrivals: Vec<Option<Map<String, Value>>>,
+    /// `_failed_branches`, under `best_effort`.
+    pub failed_branches: Option<Vec<Value>>,
+}
+
+/// What a join makes of its branches' ends (DSL.md §5.6), for `fan_out_all` and `fan_out_each`
+/// alike: each branch's arrival mapping (`None` when it did not arrive), and under
+/// `best_effort` the `_failed_branches` list. Under `wait_all` the first failure (`first_failed`,
+/// an index into `branches`) fails the fan-out with `JOIN_FAILED`; under `best_effort` only no
+/// arrival at all does. A failure naming no node is placed at `default_node`, else at the
+/// branch's first node.
+pub(crate) fn settle(
+    ctx: &Ctx<'_>,
+    join: &str,
+    mode: AwaitMode,
+    branches: &[BranchCtx],
+    ends: Vec<Option<LineEnd>>,
+    first_failed: Option<usize>,
+    default_node: Option<&str>,
+) -> Result<Settled, Failure> {
+    let mut arrivals = Vec::with_capacity(branches.len());
     let mut failures: Vec<(&BranchCtx, Failure)> = Vec::new();
     for (branch, end) in branches.iter().zip(ends) {
-        match end {
-            Some(LineEnd::Arrived { mapping }) => arrivals.push(mapping),
-            Some(LineEnd::Failed(failure)) => failures.push((branch, failure)),
-            Some(LineEnd::Done { node }) => failures.push((
-                branch,
-                Failure::new(
-                    FailureCode::JoinFailed,
-                    "the branch reached done before its join",
-                )
-                .at(&node),
-            )),
-            None => failures.push((
-                branch,
-                Failure::new(FailureCode::JoinFailed, "the branch did not end"),
-            )),
-        }
+        let failure = match end {
+            Some(LineEnd::Arrived { mapping }) => {
+                arrivals.push(Some(mapping));
+                continue;
+            }
+            Some(LineEnd::Failed(failure)) => failure,
+            Some(LineEnd::Done { node }) => Failure::new(
+                FailureCode::JoinFailed,
+                "the branch reached done before its join",
+            )
+            .at(&node),
+            None => Failure::new(FailureCode::JoinFailed, "the branch did not end"),
+        };
+        arrivals.push(None);
+        failures.push((branch, failure));
     }
+    let node_of = |branch: &'_ BranchCtx, failure: &Failure| -> String {
+        failure
+            .node
+            .clone()
+            .unwrap_or_else(|| default_node.unwrap_or(&branch.first).to_owned())
+    };
     let describe = |(branch, failure): &(&BranchCtx, Failure)| {
         format!(
             "branch \"{}\" failed at node \"{}\": {}: {}",
             branch.first,
-            failure.node.as_deref().unwrap_or(&branch.first),
+            node_of(branch, failure),
             failure.code,
             failure.message
         )
     };
-    let failed_branches = match mode {
+    match mode {
         AwaitMode::WaitAll => {
             let first = first_failed
                 .and_then(|i| branches.get(i))
-                .and_then(|b| failures.iter().find(|(f, _)| std::ptr::eq(*f, b)));
-            if let Some(first) = first {
-                return Err(Failure::new(
+                .and_then(|b| failures.iter().find(|(f, _)| std::ptr::eq(*f, b)))
+                .or(failures.first());
+            match first {
+                Some(f) => Err(Failure::new(
                     FailureCode::JoinFailed,
-                    format!("join \"{join}\": {}", describe(first)),
-                ));
+                    format!("join \"{join}\": {}", describe(f)),
+                )),
+                None => Ok(Settled {
+                    arrivals,
+                    failed_branches: None,
+                }),
             }
-            None
         }
         AwaitMode::BestEffort => {
-            if arrivals.is_empty() && !failures.is_empty() {
+            if arrivals.iter().all(Option::is_none) && !failures.is_empty() {
                 let all: Vec<String> = failures.iter().map(describe).collect();
                 return Err(Failure::new(
                     FailureCode::JoinFailed,
                     format!("join \"{join}\": no branch arrived; {}", all.join("; ")),
                 ));
             }
-            Some(
-                failures
-                    .iter()
-                    .map(|(branch, failure)| {
-                        json!({
-                            "branch": branch.first,
-                            "node": failure.node.as_deref().unwrap_or(&branch.first),
-                            "code": failure.code.as_str(),
-                            "message": ctx.redactor.redact(&failure.message),
-                        })
+            let failed = failures
+                .iter()
+                .map(|(branch, failure)| {
+                    json!({
+                        "branch": branch.first,
+                        "node": node_of(branch, failure),
+                        "code": failure.code.as_str(),
+                        "message": ctx.redactor.redact(&failure.message),
                     })
-                    .collect(),
-            )
+                })
+                .collect();
+            Ok(Settled {
+                arrivals,
+                failed_branches: Some(failed),
+            })
         }
-    };
-    Ok(NextNode {
-        node: join.to_owned(),
-        input: ctx.inputs().join_input(join, arrivals, failed_branches),
-    })
+    }
 }

@@ -18,7 +18,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::executor::capture::Capture;
 use crate::executor::ctx::{BranchCtx, Ctx};
-use crate::executor::input::{View, loop_scope};
 use crate::executor::outcome::{Failure, TAIL_BYTES};
 use crate::executor::schema;
 use crate::records::sink::LogLine;
@@ -35,32 +34,16 @@ pub(crate) async fn run(
     token: &CancellationToken,
 ) -> Result<Value, Failure> {
     // 1. Render: one pass, shell words; an unresolved reference fails before anything runs.
-    let rendered = {
-        let run = ctx.run_scope();
-        let state = ctx.state_for(branch);
-        let loops = loop_scope(&ctx.graph, &state, &ctx.vars);
-        let view = View {
-            vars: &ctx.vars,
-            input,
-            outputs: &state.outputs,
-            artifacts: &state.artifacts,
-            attachments: &ctx.attachments,
-            history: &state.history,
-            loops: &loops,
-            run: &run,
-            secrets: &ctx.wf.secrets,
-        };
-        let parsed = match tool.script {
-            Some(lang) => template::parse_script(&tool.command, lang.line_comment()),
-            None => template::parse(&tool.command),
-        };
-        match tool.script {
-            Some(ScriptLanguage::Node | ScriptLanguage::Python) => {
-                parsed.render_script(|r| view.resolve(r))
-            }
-            _ => parsed.render_command(|r| view.resolve(r)),
-        }
+    let parsed = match tool.script {
+        Some(lang) => template::parse_script(&tool.command, lang.line_comment()),
+        None => template::parse(&tool.command),
     };
+    let rendered = ctx.with_view(input, branch, |view| match tool.script {
+        Some(ScriptLanguage::Node | ScriptLanguage::Python) => {
+            parsed.render_script(|r| view.resolve(r))
+        }
+        _ => parsed.render_command(|r| view.resolve(r)),
+    });
     let command = rendered.map_err(|u| {
         Failure::new(
             FailureCode::TemplateUnresolved,
