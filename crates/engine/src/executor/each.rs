@@ -41,17 +41,7 @@ pub(crate) async fn fan_out_each(
     lines: &dyn Lines,
 ) -> Result<NextNode, Failure> {
     let failed = |message: String| Failure::new(FailureCode::ExecutionFailed, message).at(router);
-    let Some(join) = ctx.graph.join_of(router) else {
-        return Err(Failure::new(
-            FailureCode::JoinFailed,
-            format!("fan-out router \"{router}\" has no join"),
-        ));
-    };
-    let mode = ctx
-        .wf
-        .node(join)
-        .and_then(|n| n.await_mode)
-        .unwrap_or(AwaitMode::WaitAll);
+    let (join, mode) = crate::executor::fanout::join_of(ctx, router)?;
     let Some((index, Target::Node(first))) = ctx
         .wf
         .edges

@@ -40,17 +40,7 @@ pub(crate) async fn fan_out(
     router: &str,
     lines: &dyn Lines,
 ) -> Result<NextNode, Failure> {
-    let Some(join) = ctx.graph.join_of(router) else {
-        return Err(Failure::new(
-            FailureCode::JoinFailed,
-            format!("fan-out router \"{router}\" has no join"),
-        ));
-    };
-    let mode = ctx
-        .wf
-        .node(join)
-        .and_then(|n| n.await_mode)
-        .unwrap_or(AwaitMode::WaitAll);
+    let (join, mode) = join_of(ctx, router)?;
     let token = ctx.stop.child_token();
     let mut branches = Vec::new();
     let mut starts = Vec::new();
@@ -170,6 +160,23 @@ pub(crate) async fn fan_out(
         node: join.to_owned(),
         input: ctx.inputs().join_input(join, arrivals, failed_branches),
     })
+}
+
+/// The join of fan-out router `router` and how it waits (`wait_all` unless it says
+/// `best_effort`).
+pub(crate) fn join_of<'c>(ctx: &'c Ctx<'_>, router: &str) -> Result<(&'c str, AwaitMode), Failure> {
+    let Some(join) = ctx.graph.join_of(router) else {
+        return Err(Failure::new(
+            FailureCode::JoinFailed,
+            format!("fan-out router \"{router}\" has no join"),
+        ));
+    };
+    let mode = ctx
+        .wf
+        .node(join)
+        .and_then(|n| n.await_mode)
+        .unwrap_or(AwaitMode::WaitAll);
+    Ok((join, mode))
 }
 
 /// The branches' ends as a join takes them ([`settle`]).
