@@ -31,9 +31,12 @@ pub fn terminal_safe(text: &str) -> Cow<'_, str> {
 
 /// A compile's diagnostics as `validate` and `run` show them (the source lines quoted are the
 /// file's own bytes, so they pass [`terminal_safe`]).
-pub fn diagnostics(shown: &str, bytes: &[u8], diagnostics: &[iterion_dsl::Diagnostic]) -> String {
+/// Imported fragments' lines are quoted from their own text.
+pub fn diagnostics(shown: &str, bytes: &[u8], compiled: &iterion_dsl::Compiled) -> String {
     let source = iterion_dsl::render::display_source(bytes);
-    terminal_safe(&iterion_dsl::render::human(shown, &source, diagnostics)).into_owned()
+    let human =
+        iterion_dsl::render::human_unit(shown, &source, &compiled.fragments, &compiled.diagnostics);
+    terminal_safe(&human).into_owned()
 }
 
 #[cfg(test)]

@@ -227,6 +227,9 @@ pub enum Code {
     /// `C916`: a bundle's `prompts/` file that cannot be read by the bundle rules (a symlink out
     /// of the bundle, not a regular file, over the size bound, not UTF-8).
     C916,
+    /// `C917`: an `import` that cannot be followed (a path that is not plain names inside the
+    /// bot's directory, a fragment that cannot be read, a different `dsl:` profile, too many).
+    C917,
     /// `C920` (warning): a router's condition reads an input field that the output of one of
     /// its predecessors cannot have.
     C920,
@@ -360,6 +363,7 @@ impl Code {
         Code::C914,
         Code::C915,
         Code::C916,
+        Code::C917,
         Code::C920,
         Code::C921,
         Code::C922,
@@ -482,6 +486,7 @@ impl Code {
             Code::C914 => "C914",
             Code::C915 => "C915",
             Code::C916 => "C916",
+            Code::C917 => "C917",
             Code::C920 => "C920",
             Code::C921 => "C921",
             Code::C922 => "C922",
@@ -568,6 +573,9 @@ pub struct Diagnostic {
     pub node: Option<String>,
     /// An actionable sentence, when there is one.
     pub hint: Option<String>,
+    /// The imported fragment the span is in, relative to the compiled file's directory
+    /// (`None`: the compiled file itself; docs/language.md "Imports").
+    pub file: Option<String>,
 }
 
 impl Diagnostic {
@@ -580,6 +588,7 @@ impl Diagnostic {
             span,
             node: None,
             hint: None,
+            file: None,
         }
     }
 
@@ -601,7 +610,10 @@ impl Diagnostic {
     }
 }
 
-/// Sorts diagnostics as DSL.md §8.3 requires: by line, then column, then code.
+/// Sorts diagnostics as DSL.md §8.3 requires: by line, then column, then code — the compiled
+/// file's first, then each imported fragment's, by path.
 pub fn sort(diags: &mut [Diagnostic]) {
-    diags.sort_by_key(|d| (d.span.line, d.span.col, d.code));
+    diags.sort_by(|a, b| {
+        (&a.file, a.span.line, a.span.col, a.code).cmp(&(&b.file, b.span.line, b.span.col, b.code))
+    });
 }

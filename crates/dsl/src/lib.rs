@@ -21,6 +21,7 @@ mod check;
 mod converge;
 pub mod diag;
 pub mod expr;
+mod import;
 pub mod ir;
 mod lexer;
 mod load;
@@ -32,6 +33,7 @@ mod source;
 pub mod template;
 
 pub use diag::{Code, Diagnostic, Severity};
+pub use import::{Fragment, MAX_FRAGMENTS, MAX_UNIT_BYTES};
 pub use load::{BUNDLE_MAIN, LoadError, MAX_SOURCE_BYTES, load, workflow_file};
 pub use options::{CompileOptions, Compiled};
 
@@ -117,12 +119,16 @@ fn compile_with(
             let compiled = Compiled {
                 diagnostics: vec![d],
                 workflow: None,
+                fragments: Vec::new(),
             };
             return (compiled, check::Children::default());
         }
     };
-    let (mut file, parse_diags) = parser::parse(&text);
+    let path = origin.and_then(|o| Some(o.dir.join(o.chain.last()?.0.file_name()?)));
+    let unit = import::expand(&text, path.as_deref());
+    let (mut file, parse_diags) = parser::parse(&unit.text);
     diagnostics.extend(parse_diags);
+    diagnostics.extend(unit.diagnostics.iter().cloned());
     let mut unread = Vec::new();
     if let Some((prompts, failed)) = bundle {
         bundle::add_to(&mut file, prompts);
@@ -141,12 +147,25 @@ fn compile_with(
         }
     }
     diagnostics.append(&mut unread);
+    for d in &mut diagnostics {
+        unit.place(d);
+    }
     diag::sort(&mut diagnostics);
     let compiled = Compiled {
         diagnostics,
         workflow,
+        fragments: unit.fragments,
     };
     (compiled, children)
+}
+
+/// The fragments the file at `path` (holding `bytes`) imports, as a compile reads them
+/// (docs/language.md "Imports"); empty when it imports nothing or its text is not UTF-8. A
+/// run's identity covers them (`iterion_engine::workflow_hash_at`).
+pub fn fragments(bytes: &[u8], path: &std::path::Path) -> Vec<Fragment> {
+    source::normalise(bytes)
+        .map(|text| import::expand(&text, Some(path)).fragments)
+        .unwrap_or_default()
 }
 
 /// Parses only (stage 2), for tools and tests: the tree and the parse-stage diagnostics.

@@ -17,6 +17,9 @@ pub struct Compiled {
     pub diagnostics: Vec<Diagnostic>,
     /// The lowered workflow, present exactly when no diagnostic is an error.
     pub workflow: Option<ir::Workflow>,
+    /// The fragments the file imports, in the order they were read (docs/language.md
+    /// "Imports"): a diagnostic whose [`crate::Diagnostic::file`] names one is on its lines.
+    pub fragments: Vec<crate::import::Fragment>,
 }
 
 impl Compiled {

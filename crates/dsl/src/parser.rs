@@ -49,7 +49,6 @@ const UPSTREAM_KINDS: &[&str] = &[
     "cursors",
     "supervisor",
     "contract",
-    "import",
     "include",
 ];
 
@@ -543,6 +542,14 @@ impl<'a> Parser<'a> {
             "attachments" => {
                 let keyword = self.bump().span;
                 ast::Decl::Attachments(self.attachments_body(keyword)?)
+            }
+            // A well-formed import line was read before parsing (`import.rs`) and blanked.
+            "import" => {
+                return Err(Box::new(
+                    diag(Code::E001, span, "malformed import").with_hint(
+                        "an import is one quoted path alone on its line: import \"lib/nodes.bot\"",
+                    ),
+                ));
             }
             w if UPSTREAM_KINDS.contains(&w) => {
                 return Err(diag(

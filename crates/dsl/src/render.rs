@@ -40,10 +40,32 @@ pub fn summary(errors: usize, warnings: usize) -> String {
 /// assert_eq!(out, "w.iter:2:13: error[C142]: invalid worktree \"sometimes\"; expected none or auto\n  |\n2 |   worktree: sometimes\n  |             ^^^^^^^^^\n\n1 error, 0 warnings\n");
 /// ```
 pub fn human(file: &str, source: &str, diags: &[Diagnostic]) -> String {
+    human_unit(file, source, &[], diags)
+}
+
+/// [`human`] of a file that imports `fragments` (`Compiled::fragments`): a diagnostic on a
+/// fragment's line is shown with the fragment's path and line.
+pub fn human_unit(
+    file: &str,
+    source: &str,
+    fragments: &[crate::Fragment],
+    diags: &[Diagnostic],
+) -> String {
     let lines: Vec<&str> = source.split('\n').collect();
     let mut out = String::new();
     for d in diags {
-        out.push_str(&one(file, &lines, d));
+        let fragment = d
+            .file
+            .as_ref()
+            .and_then(|f| fragments.iter().find(|x| &x.path == f));
+        match (&d.file, fragment) {
+            (None, _) => out.push_str(&one(file, &lines, d)),
+            (Some(rel), Some(fragment)) => {
+                let lines: Vec<&str> = fragment.text.split('\n').collect();
+                out.push_str(&one(&shown_path(file, rel), &lines, d));
+            }
+            (Some(rel), None) => out.push_str(&one(&shown_path(file, rel), &[], d)),
+        }
         out.push('\n');
     }
     let errors = diags.iter().filter(|d| d.is_error()).count();
@@ -98,6 +120,10 @@ pub fn json_diagnostic(file: &str, d: &Diagnostic) -> Value {
     m.insert("code".into(), json!(d.code.as_str()));
     m.insert("severity".into(), json!(d.severity.as_str()));
     m.insert("message".into(), json!(d.message));
+    let file = d
+        .file
+        .as_ref()
+        .map_or_else(|| file.to_owned(), |rel| shown_path(file, rel));
     m.insert("file".into(), json!(file));
     m.insert("line".into(), json!(d.span.line));
     m.insert("column".into(), json!(d.span.col));
@@ -108,6 +134,14 @@ pub fn json_diagnostic(file: &str, d: &Diagnostic) -> Value {
         m.insert("hint".into(), json!(hint));
     }
     Value::Object(m)
+}
+
+/// The path of fragment `rel` (relative to the directory of `file`) as `file` is shown.
+fn shown_path(file: &str, rel: &str) -> String {
+    match std::path::Path::new(file).parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.join(rel).display().to_string(),
+        _ => rel.to_owned(),
+    }
 }
 
 /// The `iterion validate --json` document: `{file, errors, warnings, diagnostics}`.

@@ -88,7 +88,7 @@ pub use launcher::fleet::{
 };
 pub use launcher::launch::{
     LaunchError, LaunchOptions, resolve_secrets, resolve_vars, resolve_vars_with_preset,
-    workflow_hash,
+    workflow_hash, workflow_hash_at,
 };
 pub use launcher::reaper::{
     DEFAULT_REAP_INTERVAL, INTERRUPTED_MESSAGE, ITERION_SANDBOX_REAP_INTERVAL, LivenessSource,

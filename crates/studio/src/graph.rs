@@ -84,7 +84,7 @@ fn workflow_of(run: &Run) -> Result<Workflow, String> {
             path.display()
         )
     })?;
-    if iterion_engine::workflow_hash(&bytes) != run.workflow_hash {
+    if iterion_engine::workflow_hash_at(path, &bytes) != run.workflow_hash {
         return Err(format!(
             "the workflow file {} changed since the run started; the graph shows the nodes and edges the run's events name",
             path.display()

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use iterion_dsl::CompileOptions;
 use iterion_engine::{
     EngineError, LaunchOptions, RunControl, RunRequest, resolve_secrets, resolve_vars_with_preset,
-    workflow_hash,
+    workflow_hash_at,
 };
 use iterion_sandbox::{
     EnvOverlay, HostState, ITERION_SANDBOX_ENV_FILE, SandboxFlag, Trust, parse_env_file,
@@ -110,21 +110,15 @@ pub(crate) fn compile_workflow(
         },
     );
     let (errors, warnings) = (compiled.error_count(), compiled.warning_count());
+    if errors > 0 || warnings > 0 || compiled.workflow.is_none() {
+        crate::output::err!(
+            "{}",
+            crate::terminal::diagnostics(&shown, &bytes, &compiled)
+        );
+    }
     let workflow = match compiled.workflow {
-        Some(workflow) if errors == 0 => {
-            if warnings > 0 {
-                crate::output::err!(
-                    "{}",
-                    crate::terminal::diagnostics(&shown, &bytes, &compiled.diagnostics)
-                );
-            }
-            workflow
-        }
+        Some(workflow) if errors == 0 => workflow,
         _ => {
-            crate::output::err!(
-                "{}",
-                crate::terminal::diagnostics(&shown, &bytes, &compiled.diagnostics)
-            );
             let why = if errors == 0 {
                 "declares no workflow (C150)"
             } else {
@@ -150,7 +144,7 @@ async fn launch(args: RunArgs, env: &Environment) -> Result<Exit, Failure> {
     let setup = product_setup(env)?;
     let request = RunRequest {
         workflow,
-        workflow_hash: workflow_hash(&bytes),
+        workflow_hash: workflow_hash_at(&file, &bytes),
         file_path: std::fs::canonicalize(&file).unwrap_or(file.clone()),
         vars,
         secrets,

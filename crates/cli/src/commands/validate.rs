@@ -35,7 +35,7 @@ pub fn run(args: &ValidateArgs) -> Exit {
     } else {
         crate::output::out!(
             "{}",
-            crate::terminal::diagnostics(&shown, &bytes, &compiled.diagnostics)
+            crate::terminal::diagnostics(&shown, &bytes, &compiled)
         );
     }
     if compiled.error_count() > 0 {

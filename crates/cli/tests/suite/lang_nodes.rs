@@ -705,16 +705,28 @@ fn the_run_namespace_reports_the_budget_to_expressions_and_commands() {
     assert!(line.starts_with("3 of 10 iterations, "), "{line}");
 }
 
-/// `examples/DIR`'s files, copied into the environment.
-fn example_dir(env: &Env, dir: &str) {
+/// `examples/DIR`'s files (and its subdirectories'), copied into the environment.
+pub(crate) fn example_dir(env: &Env, dir: &str) {
+    fn copy(env: &Env, from: &std::path::Path, to: &str) {
+        for entry in std::fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap();
+            let name = if to.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{to}/{name}")
+            };
+            if path.is_dir() {
+                copy(env, &path, &name);
+            } else {
+                env.write(&name, &std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples")
         .join(dir);
-    for entry in std::fs::read_dir(&root).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
-        env.write(&name, &std::fs::read_to_string(&path).unwrap());
-    }
+    copy(env, &root, "");
 }
 
 #[test]

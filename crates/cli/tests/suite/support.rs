@@ -78,6 +78,7 @@ impl Env {
 
     pub fn write(&self, name: &str, text: &str) -> PathBuf {
         let p = self.path(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, text).unwrap();
         p
     }

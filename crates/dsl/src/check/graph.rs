@@ -53,7 +53,10 @@ pub(super) fn check<'a>(
 fn workflows(file: &ast::File, syms: &Symbols<'_>, out: &mut Vec<Diagnostic>) {
     if syms.workflows.is_empty() {
         out.push(if file.decls.is_empty() || !syms.node_list.is_empty() {
-            Diagnostic::new(Code::C006, Span::new(1, 1, 1), "no workflow declared")
+            Diagnostic::new(Code::C006, Span::new(1, 1, 1), "no workflow declared").with_hint(
+                "add `workflow NAME:`; a fragment another file imports is validated through \
+                 that file (iterion validate main.bot)",
+            )
         } else {
             Diagnostic::new(
                 Code::C150,

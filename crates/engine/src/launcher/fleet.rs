@@ -24,7 +24,7 @@ use crate::launcher::engine::{
     Engine, EngineError, RunControl, RunEnvelope, RunRequest, RunSummary,
 };
 use crate::launcher::launch::settings_from_env;
-use crate::launcher::launch::{resolve_secrets, workflow_hash};
+use crate::launcher::launch::{resolve_secrets, workflow_hash_at};
 use crate::launcher::lease::LEASE_TTL;
 use crate::records::record::RunObserver;
 use iterion_vocab::{Disposition, FailureCode, MAX_DELIVERIES};
@@ -171,7 +171,7 @@ impl Engine {
         let path = run.file_path.display();
         let bytes = iterion_dsl::load(&run.file_path)
             .map_err(|e| format!("runner: cannot read the workflow {path}: {e}"))?;
-        if workflow_hash(&bytes) != run.workflow_hash {
+        if workflow_hash_at(&run.file_path, &bytes) != run.workflow_hash {
             return Err(format!(
                 "runner: the workflow file {path} changed since the run was submitted"
             ));

@@ -164,6 +164,25 @@ pub fn workflow_hash(source: &[u8]) -> String {
     out
 }
 
+/// [`workflow_hash`] of the workflow file at `path` (holding `bytes`) and every fragment it
+/// imports (docs/language.md "Imports"), so a fragment edited under a parked run is a source
+/// change. The same as [`workflow_hash`] for a file that imports nothing.
+pub fn workflow_hash_at(path: &std::path::Path, bytes: &[u8]) -> String {
+    let fragments = iterion_dsl::fragments(bytes, path);
+    if fragments.is_empty() {
+        return workflow_hash(bytes);
+    }
+    let mut unit = bytes.to_vec();
+    for fragment in fragments {
+        // Each fragment framed by its path and length: no two units share an input.
+        unit.extend_from_slice(b"\0import\0");
+        unit.extend_from_slice(fragment.path.as_bytes());
+        unit.extend_from_slice(format!("\0{}\0", fragment.text.len()).as_bytes());
+        unit.extend_from_slice(fragment.text.as_bytes());
+    }
+    workflow_hash(&unit)
+}
+
 /// Types the `--var NAME=VALUE` arguments against the workflow's vars and fills in defaults
 /// (DSL.md §3.1). Returns every declared var with its value.
 ///

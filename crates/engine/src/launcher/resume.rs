@@ -17,7 +17,7 @@ use crate::launcher::engine::{
     Engine, EngineError, ResumeRequest, RunControl, RunEnvelope, RunSummary,
 };
 use crate::launcher::launch::settings_from_env;
-use crate::launcher::launch::{resolve_secrets, workflow_hash};
+use crate::launcher::launch::{resolve_secrets, workflow_hash_at};
 use crate::launcher::lease::LEASE_TTL;
 use crate::records::record::RunObserver;
 
@@ -104,10 +104,10 @@ impl Engine {
         }
         let bytes = iterion_dsl::load(&run.file_path)
             .map_err(|e| refused(format!("cannot resume run {run_id}: {e}")))?;
-        let hash = workflow_hash(&bytes);
+        let hash = workflow_hash_at(&run.file_path, &bytes);
         if hash != run.workflow_hash && !request.force {
             return Err(refused(format!(
-                "the workflow file {} changed since run {run_id} started; pass --force to resume with the file as it is now",
+                "the workflow file {} (or a file it imports) changed since run {run_id} started; pass --force to resume with the files as they are now",
                 run.file_path.display()
             )));
         }

@@ -171,7 +171,13 @@ fn a_small_clean_workflow_draws_nothing() {
 #[test]
 fn no_workflow_is_c006_and_skips_the_graph_checks() {
     let f = file(vec![tool("a", 10, |_| {})]);
-    assert_eq!(run(&f), vec![d(Code::C006, 1, 1, "no workflow declared")]);
+    let got = run(&f);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (got[0].code, got[0].message.as_str()),
+        (Code::C006, "no workflow declared")
+    );
+    assert!(got[0].hint.as_deref().unwrap().contains("validated through"));
 }
 
 #[test]
