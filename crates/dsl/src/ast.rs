@@ -876,6 +876,8 @@ pub struct Workflow {
     pub sandbox: Option<SandboxDecl>,
     /// `worktree` (C142 outside none/auto).
     pub worktree: Option<Word>,
+    /// `repo_devbox` (C134 outside on/off).
+    pub repo_devbox: Option<Word>,
     /// `budget`.
     pub budget: Option<Budget>,
     /// `default_backend`: the backend of agent and judge nodes that name none.

@@ -227,6 +227,8 @@ pub enum Code {
     /// `C916`: a bundle's `prompts/` file that cannot be read by the bundle rules (a symlink out
     /// of the bundle, not a regular file, over the size bound, not UTF-8).
     C916,
+    /// `C134`: a workflow's `repo_devbox` other than `on` or `off`.
+    C134,
     /// `C917`: an `import` that cannot be followed (a path that is not plain names inside the
     /// bot's directory, a fragment that cannot be read, a different `dsl:` profile, too many).
     C917,
@@ -363,6 +365,7 @@ impl Code {
         Code::C914,
         Code::C915,
         Code::C916,
+        Code::C134,
         Code::C917,
         Code::C920,
         Code::C921,
@@ -487,6 +490,7 @@ impl Code {
             Code::C915 => "C915",
             Code::C916 => "C916",
             Code::C917 => "C917",
+            Code::C134 => "C134",
             Code::C920 => "C920",
             Code::C921 => "C921",
             Code::C922 => "C922",

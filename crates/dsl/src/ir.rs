@@ -91,6 +91,10 @@ pub struct Workflow {
     pub loops: BTreeMap<String, u32>,
     /// Where the run works (DSL.md §7.6).
     pub worktree: Worktree,
+    /// `repo_devbox`: whether the target repository's `devbox.json` is provisioned (`None`:
+    /// the workflow does not say; `ITERION_REPO_DEVBOX`, then on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo_devbox: Option<bool>,
     /// Run caps (DSL.md §3.8); all `None` when there is no `budget:` block.
     pub budget: Budget,
     /// The workflow's sandbox request; [`SandboxMode::Inherit`] when absent (DSL.md §7.1).

@@ -67,6 +67,7 @@ fn a_minimal_workflow_takes_every_default() {
             }],
             loops: BTreeMap::new(),
             worktree: Worktree::None,
+            repo_devbox: None,
             budget: Budget::default(),
             sandbox: Sandbox {
                 mode: SandboxMode::Inherit,

@@ -92,6 +92,7 @@ pub(crate) fn workflow(f: impl FnOnce(&mut Workflow)) -> Decl {
         vars: None,
         sandbox: None,
         worktree: None,
+        repo_devbox: None,
         budget: None,
         default_backend: None,
         permission: Default::default(),

@@ -154,6 +154,46 @@ fn docker_devbox_standin_repo_source_turned_off_is_reported() {
 }
 
 #[test]
+fn docker_devbox_standin_the_workflow_repo_devbox_wins_over_the_variable() {
+    if !docker_or_skip("cli::devbox::docker_devbox_standin_workflow_repo_devbox") {
+        return;
+    }
+    let image = standin_image();
+    let env = workspace(image);
+    let flow = std::fs::read_to_string(env.path("bot/flow.iter")).unwrap();
+    let with = |setting: &str| {
+        flow.replace(
+            "  entry: probe\n",
+            &format!("  entry: probe\n  repo_devbox: {setting}\n"),
+        )
+    };
+    // `repo_devbox: off` declines the repository's devbox.json although the variable says on.
+    env.write("bot/flow.iter", &with("off"));
+    let (out, events, _) = run(&env, &[("ITERION_REPO_DEVBOX", "on")]);
+    assert_eq!(
+        out["calls"],
+        json!("devbox install -c /tmp/iterion-devbox/bot")
+    );
+    let provisioned = first(&events, "sandbox_devbox_provisioned").unwrap();
+    assert_eq!(provisioned["skipped_sources"], json!(["repo"]));
+    assert_eq!(
+        provisioned["skipped_reasons"],
+        json!(["repo_devbox: off (workflow)"]),
+        "{provisioned}"
+    );
+    // `repo_devbox: on` installs it although the variable says off.
+    let env = workspace(image);
+    env.write("bot/flow.iter", &with("on"));
+    let (_, events, _) = run(&env, &[("ITERION_REPO_DEVBOX", "off")]);
+    let provisioned = first(&events, "sandbox_devbox_provisioned").unwrap();
+    assert_eq!(
+        provisioned["sources"],
+        json!(["repo", "bot"]),
+        "{provisioned}"
+    );
+}
+
+#[test]
 fn docker_an_image_without_devbox_says_so_and_the_run_succeeds() {
     if !docker_or_skip("cli::devbox::docker_no_devbox") {
         return;

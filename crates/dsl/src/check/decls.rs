@@ -59,6 +59,15 @@ pub(super) fn check(
                 format!("invalid worktree \"{}\"; expected none or auto", word.text),
             ));
         }
+        if let Some(word) = &w.repo_devbox
+            && !matches!(word.text.as_str(), "on" | "off")
+        {
+            out.push(Diagnostic::new(
+                Code::C134,
+                word.span,
+                format!("invalid repo_devbox \"{}\"; expected on or off", word.text),
+            ));
+        }
         if let Some(b) = &w.budget {
             let unenforced = [
                 b.max_cost_usd.as_ref().map(|v| ("max_cost_usd", v.span())),

@@ -165,6 +165,7 @@ pub(crate) fn lower_with(
         edges,
         loops,
         worktree,
+        repo_devbox: wf.repo_devbox.as_ref().map(|w| w.text == "on"),
         budget,
         sandbox: wf
             .sandbox

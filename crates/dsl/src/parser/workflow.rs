@@ -15,6 +15,7 @@ const WORKFLOW_PROPS: &[&str] = &[
     "vars",
     "sandbox",
     "worktree",
+    "repo_devbox",
     "budget",
     "default_backend",
     "permission",
@@ -69,6 +70,7 @@ impl Parser<'_> {
             vars: None,
             sandbox: None,
             worktree: None,
+            repo_devbox: None,
             budget: None,
             default_backend: None,
             permission: Box::default(),
@@ -104,6 +106,7 @@ impl Parser<'_> {
                 "entry" => w.entry = Some(p.word_prop(&key, "a node name")?),
                 "sandbox" => w.sandbox = Some(p.sandbox_prop(&key)?),
                 "worktree" => w.worktree = Some(p.word_prop(&key, "a word")?),
+                "repo_devbox" => w.repo_devbox = Some(p.word_prop(&key, "on or off")?),
                 "default_backend" => w.default_backend = Some(p.backend_prop(&key)?),
                 "permission" | "allow" | "ask" | "deny" => {
                     p.permission_prop(&key, &mut w.permission)?;

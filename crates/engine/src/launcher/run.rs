@@ -522,6 +522,7 @@ impl Engine {
                     .file_path
                     .parent()
                     .map(std::path::Path::to_path_buf),
+                repo_devbox: attempt.workflow.repo_devbox,
                 file_secrets: file_secret_mounts(&attempt.workflow, &attempt.secrets),
                 worktree_git_dir: match attempt.workflow.worktree {
                     Worktree::Auto => crate::sandbox::worktree::git(
@@ -628,6 +629,7 @@ impl Engine {
                     attempt.run.file_path.parent(),
                     &stage_root,
                     &self.environment,
+                    attempt.workflow.repo_devbox,
                 )
                 .await
                 {

@@ -13,8 +13,8 @@ use std::time::Duration;
 use iterion_sandbox::{
     DEVBOX_BASE_PATH, DEVBOX_BOT_STAGE_DIR, DEVBOX_BUNDLE_DIR, DevboxConfig, DevboxInputs,
     DevboxPlan, DevboxRead, DevboxSource, EngineMount, EngineMountKind, ITERION_REPO_DEVBOX,
-    ImageConfig, ScreenContext, Spec, apply_devbox_plan, plan_devbox, read_devbox_config,
-    resolve_repo_devbox,
+    ImageConfig, RepoDevbox, ScreenContext, Spec, apply_devbox_plan, plan_devbox,
+    read_devbox_config, resolve_repo_devbox,
 };
 use iterion_vocab::Environment;
 
@@ -94,6 +94,24 @@ pub(crate) struct DevboxHost<'a> {
     pub bundle_mounted: bool,
     /// The engine's environment (`ITERION_REPO_DEVBOX`).
     pub env: &'a Environment,
+    /// The workflow's `repo_devbox` (`ir::Workflow::repo_devbox`).
+    pub workflow_setting: Option<bool>,
+}
+
+/// Whether the target repository's `devbox.json` is provisioned: the workflow's `repo_devbox`,
+/// else `ITERION_REPO_DEVBOX`, else on (§15).
+fn repo_devbox(workflow: Option<bool>, env: &Environment) -> Result<RepoDevbox, SetupError> {
+    let workflow = workflow.map(|on| {
+        if on {
+            RepoDevbox::On
+        } else {
+            RepoDevbox::Off {
+                by: "repo_devbox: off (workflow)",
+            }
+        }
+    });
+    resolve_repo_devbox(workflow, env.get(ITERION_REPO_DEVBOX).as_deref())
+        .map_err(|e| SetupError::failed(format!("{ITERION_REPO_DEVBOX}: {e}")))
 }
 
 /// M7 for the sandbox target (§15): plans from the files found, applies the plan to `spec`, and
@@ -107,8 +125,7 @@ pub(crate) async fn provision_in_sandbox(
     spec: &mut Spec,
     host: &DevboxHost<'_>,
 ) -> Result<Option<(SandboxDevboxProvisioned, Vec<String>)>, SetupError> {
-    let repo_devbox = resolve_repo_devbox(None, host.env.get(ITERION_REPO_DEVBOX).as_deref())
-        .map_err(|e| SetupError::failed(format!("{ITERION_REPO_DEVBOX}: {e}")))?;
+    let repo_devbox = repo_devbox(host.workflow_setting, host.env)?;
     // The config files are read off the runtime threads (ARCHITECTURE §6).
     let workspace = host.workspace.to_owned();
     let bundle = host
@@ -222,9 +239,9 @@ pub(crate) async fn provision_host_devbox(
     bundle_dir: Option<&Path>,
     stage_root: &Path,
     host_env: &Environment,
+    workflow_setting: Option<bool>,
 ) -> Result<HostDevbox, SetupError> {
-    let repo_devbox = resolve_repo_devbox(None, host_env.get(ITERION_REPO_DEVBOX).as_deref())
-        .map_err(|e| SetupError::failed(format!("{ITERION_REPO_DEVBOX}: {e}")))?;
+    let repo_devbox = repo_devbox(workflow_setting, host_env)?;
     let (workspace, bundle) = (workspace.to_owned(), bundle_dir.map(Path::to_owned));
     let (workspace, repo, bot) = tokio::task::spawn_blocking(move || {
         let workspace = workspace.canonicalize().unwrap_or(workspace);

@@ -85,6 +85,8 @@ pub(crate) struct MountInputs {
     pub post_create: bool,
     /// The workflow file's directory (the bundle, M4; the bot devbox source, §15).
     pub bundle_dir: Option<PathBuf>,
+    /// The workflow's `repo_devbox` (§15).
+    pub repo_devbox: Option<bool>,
     /// The workflow's resolved `as: file` secrets (M11).
     pub file_secrets: Vec<SecretFileMount>,
     /// The git dir of a linked-worktree workspace (`<repo>/.git/worktrees/<name>`), for M9.
@@ -356,6 +358,7 @@ pub(crate) async fn plan_mounts(
                 bundle_dir: inputs.bundle_dir.as_deref(),
                 bundle_mounted,
                 env: &inputs.env,
+                workflow_setting: inputs.repo_devbox,
             },
         )
         .await?

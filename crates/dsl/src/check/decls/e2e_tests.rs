@@ -313,3 +313,30 @@ fn var_defaults_through_the_parser() {
     let src = format!("{src}{}", workflow_with(""));
     assert_eq!(lines(&src), vec![(6, "C109"), (7, "C109")]);
 }
+
+#[test]
+fn repo_devbox_is_on_or_off_and_lowers_to_the_workflow() {
+    let src = |v: &str| {
+        format!(
+            "tool a:\n  command: `true`\n\nworkflow w:\n  entry: a\n  repo_devbox: {v}\n  a -> done\n"
+        )
+    };
+    let out = compile(src("maybe").as_bytes(), &opts());
+    assert_eq!(
+        out.diagnostics,
+        vec![Diagnostic::new(
+            Code::C134,
+            crate::ast::Span::new(6, 16, 5),
+            "invalid repo_devbox \"maybe\"; expected on or off"
+        )]
+    );
+    for (v, want) in [("on", Some(true)), ("off", Some(false))] {
+        let wf = compile(src(v).as_bytes(), &opts()).workflow.unwrap();
+        assert_eq!(wf.repo_devbox, want, "{v}");
+    }
+    let wf = compile(
+        src("on").replace("  repo_devbox: on\n", "").as_bytes(),
+        &opts(),
+    );
+    assert_eq!(wf.workflow.unwrap().repo_devbox, None);
+}

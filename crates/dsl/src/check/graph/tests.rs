@@ -177,7 +177,13 @@ fn no_workflow_is_c006_and_skips_the_graph_checks() {
         (got[0].code, got[0].message.as_str()),
         (Code::C006, "no workflow declared")
     );
-    assert!(got[0].hint.as_deref().unwrap().contains("validated through"));
+    assert!(
+        got[0]
+            .hint
+            .as_deref()
+            .unwrap()
+            .contains("validated through")
+    );
 }
 
 #[test]
@@ -192,6 +198,7 @@ fn a_second_workflow_is_c007_and_is_not_checked() {
         vars: None,
         sandbox: None,
         worktree: None,
+        repo_devbox: None,
         budget: None,
         default_backend: None,
         permission: Default::default(),
