@@ -50,23 +50,22 @@ pub(super) fn check(
     let mut workflow_sandbox = None;
     for (i, w) in syms.workflows.iter().enumerate() {
         let checked = w.sandbox.as_ref().map(|s| sandbox::check(s, None, out));
-        if let Some(word) = &w.worktree
-            && !matches!(word.text.as_str(), "none" | "auto")
-        {
-            out.push(Diagnostic::new(
-                Code::C142,
-                word.span,
-                format!("invalid worktree \"{}\"; expected none or auto", word.text),
-            ));
-        }
-        if let Some(word) = &w.repo_devbox
-            && !matches!(word.text.as_str(), "on" | "off")
-        {
-            out.push(Diagnostic::new(
-                Code::C134,
-                word.span,
-                format!("invalid repo_devbox \"{}\"; expected on or off", word.text),
-            ));
+        // The workflow's two-word switches.
+        let switches = [
+            (&w.worktree, "worktree", ["none", "auto"], Code::C142),
+            (&w.repo_devbox, "repo_devbox", ["on", "off"], Code::C134),
+        ];
+        for (word, key, [a, b], code) in switches {
+            if let Some(word) = word
+                && word.text != a
+                && word.text != b
+            {
+                out.push(Diagnostic::new(
+                    code,
+                    word.span,
+                    format!("invalid {key} \"{}\"; expected {a} or {b}", word.text),
+                ));
+            }
         }
         if let Some(b) = &w.budget {
             let unenforced = [
