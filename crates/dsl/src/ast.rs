@@ -878,6 +878,9 @@ pub struct Workflow {
     pub worktree: Option<Word>,
     /// `repo_devbox` (C134 outside on/off).
     pub repo_devbox: Option<Word>,
+    /// `workspace_checkpoint` (C139 outside on/off; `on` is C141: nothing here pushes a run's
+    /// workspace mid-run, `off` is what every run does).
+    pub workspace_checkpoint: Option<Word>,
     /// `budget`.
     pub budget: Option<Budget>,
     /// `default_backend`: the backend of agent and judge nodes that name none.

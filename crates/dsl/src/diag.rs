@@ -229,6 +229,10 @@ pub enum Code {
     C916,
     /// `C134`: a workflow's `repo_devbox` other than `on` or `off`.
     C134,
+    /// `C139`: a workflow's `workspace_checkpoint` other than `on` or `off`.
+    C139,
+    /// `C141` (warning): `workspace_checkpoint: on`, which nothing here does.
+    C141,
     /// `C917`: an `import` that cannot be followed (a path that is not plain names inside the
     /// bot's directory, a fragment that cannot be read, a different `dsl:` profile, too many).
     C917,
@@ -366,6 +370,8 @@ impl Code {
         Code::C915,
         Code::C916,
         Code::C134,
+        Code::C139,
+        Code::C141,
         Code::C917,
         Code::C920,
         Code::C921,
@@ -491,6 +497,8 @@ impl Code {
             Code::C916 => "C916",
             Code::C917 => "C917",
             Code::C134 => "C134",
+            Code::C139 => "C139",
+            Code::C141 => "C141",
             Code::C920 => "C920",
             Code::C921 => "C921",
             Code::C922 => "C922",
@@ -505,6 +513,7 @@ impl Code {
     pub fn severity(self) -> Severity {
         match self {
             Code::C032
+            | Code::C141
             | Code::C083
             | Code::C128
             | Code::C136

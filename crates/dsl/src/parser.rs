@@ -105,7 +105,6 @@ const UNSUPPORTED_PROPS: &[&str] = &[
     "default_backend",
     "resources",
     "loop_budget_guard",
-    "workspace_checkpoint",
     "max_parallel_branches",
     "max_cost_usd",
     "warn_tokens",

@@ -908,6 +908,7 @@ fn every_declaration_kind_becomes_its_tree() {
                 })),
                 worktree: None,
                 repo_devbox: None,
+                workspace_checkpoint: None,
                 budget: Some(Budget {
                     key: Span::new(32, 3, 6),
                     max_duration: Some(q("1h30m", 33, 19)),

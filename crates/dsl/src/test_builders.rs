@@ -93,6 +93,7 @@ pub(crate) fn workflow(f: impl FnOnce(&mut Workflow)) -> Decl {
         sandbox: None,
         worktree: None,
         repo_devbox: None,
+        workspace_checkpoint: None,
         budget: None,
         default_backend: None,
         permission: Default::default(),

@@ -54,6 +54,12 @@ pub(super) fn check(
         let switches = [
             (&w.worktree, "worktree", ["none", "auto"], Code::C142),
             (&w.repo_devbox, "repo_devbox", ["on", "off"], Code::C134),
+            (
+                &w.workspace_checkpoint,
+                "workspace_checkpoint",
+                ["on", "off"],
+                Code::C139,
+            ),
         ];
         for (word, key, [a, b], code) in switches {
             if let Some(word) = word
@@ -66,6 +72,17 @@ pub(super) fn check(
                     format!("invalid {key} \"{}\"; expected {a} or {b}", word.text),
                 ));
             }
+        }
+        if let Some(word) = w.workspace_checkpoint.as_ref().filter(|w| w.text == "on") {
+            out.push(
+                Diagnostic::new(
+                    Code::C141,
+                    word.span,
+                    "workspace_checkpoint: on has no effect: a run's workspace is never pushed \
+                     mid-run here",
+                )
+                .with_hint("remove it, or write off (what every run does)"),
+            );
         }
         if let Some(b) = &w.budget {
             let unenforced = [

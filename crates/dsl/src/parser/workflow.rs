@@ -16,6 +16,7 @@ const WORKFLOW_PROPS: &[&str] = &[
     "sandbox",
     "worktree",
     "repo_devbox",
+    "workspace_checkpoint",
     "budget",
     "default_backend",
     "permission",
@@ -71,6 +72,7 @@ impl Parser<'_> {
             sandbox: None,
             worktree: None,
             repo_devbox: None,
+            workspace_checkpoint: None,
             budget: None,
             default_backend: None,
             permission: Box::default(),
@@ -107,6 +109,9 @@ impl Parser<'_> {
                 "sandbox" => w.sandbox = Some(p.sandbox_prop(&key)?),
                 "worktree" => w.worktree = Some(p.word_prop(&key, "a word")?),
                 "repo_devbox" => w.repo_devbox = Some(p.word_prop(&key, "on or off")?),
+                "workspace_checkpoint" => {
+                    w.workspace_checkpoint = Some(p.word_prop(&key, "on or off")?);
+                }
                 "default_backend" => w.default_backend = Some(p.backend_prop(&key)?),
                 "permission" | "allow" | "ask" | "deny" => {
                     p.permission_prop(&key, &mut w.permission)?;

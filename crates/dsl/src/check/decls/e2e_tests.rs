@@ -340,3 +340,31 @@ fn repo_devbox_is_on_or_off_and_lowers_to_the_workflow() {
     );
     assert_eq!(wf.workflow.unwrap().repo_devbox, None);
 }
+
+#[test]
+fn workspace_checkpoint_off_is_clean_on_is_a_warning_and_other_words_are_c139() {
+    let src = |v: &str| {
+        format!(
+            "tool a:\n  command: `true`\n\nworkflow w:\n  entry: a\n  workspace_checkpoint: {v}\n  a -> done\n"
+        )
+    };
+    let out = compile(src("off").as_bytes(), &opts());
+    assert_eq!(out.diagnostics, vec![]);
+    let out = compile(src("on").as_bytes(), &opts());
+    let codes: Vec<&str> = out.diagnostics.iter().map(|d| d.code.as_str()).collect();
+    assert_eq!(codes, ["C141"]);
+    assert!(out.workflow.is_some(), "a warning: it compiles");
+    let out = compile(src("of").as_bytes(), &opts());
+    let got: Vec<(&str, &str)> = out
+        .diagnostics
+        .iter()
+        .map(|d| (d.code.as_str(), d.message.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [(
+            "C139",
+            "invalid workspace_checkpoint \"of\"; expected on or off"
+        )]
+    );
+}

@@ -199,6 +199,7 @@ fn a_second_workflow_is_c007_and_is_not_checked() {
         sandbox: None,
         worktree: None,
         repo_devbox: None,
+        workspace_checkpoint: None,
         budget: None,
         default_backend: None,
         permission: Default::default(),
