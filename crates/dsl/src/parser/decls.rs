@@ -49,6 +49,7 @@ const AGENT_PROPS: &[&str] = &[
     "allow",
     "ask",
     "deny",
+    "description",
 ];
 
 /// `tool` (§3.6).
@@ -62,6 +63,7 @@ const TOOL_PROPS: &[&str] = &[
     "sandbox",
     "publish",
     "parallel_safe",
+    "description",
 ];
 
 /// A script tool's `language` words (upstream's list); anything else is E020.
@@ -76,7 +78,7 @@ const SCRIPT_LANGUAGES: &[(&str, ast::ScriptLanguage)] = &[
 ];
 
 /// `compute`.
-const COMPUTE_PROPS: &[&str] = &["input", "output", "await", "expr", "publish"];
+const COMPUTE_PROPS: &[&str] = &["input", "output", "await", "expr", "publish", "description"];
 const FAIL_PROPS: &[&str] = &["code", "message", "description", "resumable"];
 
 /// Upstream's former `join` declaration.
@@ -94,10 +96,18 @@ const HUMAN_PROPS: &[&str] = &[
     "min_answers",
     "await",
     "publish",
+    "description",
 ];
 
 /// `subbot` (§3.9).
-const SUBBOT_PROPS: &[&str] = &["source", "output", "await", "with", "isolated"];
+const SUBBOT_PROPS: &[&str] = &[
+    "source",
+    "output",
+    "await",
+    "with",
+    "isolated",
+    "description",
+];
 
 /// `router` (§3.7).
 const ROUTER_PROPS: &[&str] = &[
@@ -114,6 +124,7 @@ const ROUTER_PROPS: &[&str] = &[
     "as",
     "key",
     "depends_on",
+    "description",
 ];
 
 /// A sandbox block (§7.2).
@@ -465,6 +476,10 @@ impl Parser<'_> {
         let mut extras = ast::AgentExtras::default();
         self.props(kind.as_str(), AGENT_PROPS, |p, key| {
             match key.name.as_str() {
+                // A sentence for readers (upstream's studio shows it): read, not kept.
+                "description" => {
+                    p.str_prop(&key)?;
+                }
                 "model" => model = Some(p.model_prop(&key)?),
                 "backend" | "delegate" => {
                     if backend.is_some() {
@@ -618,6 +633,10 @@ impl Parser<'_> {
         let mut publish = None;
         self.props("tool", TOOL_PROPS, |p, key| {
             match key.name.as_str() {
+                // A sentence for readers (upstream's studio shows it): read, not kept.
+                "description" => {
+                    p.str_prop(&key)?;
+                }
                 "publish" => publish = Some(p.ref_prop(&key, "an artifact name")?),
                 // Upstream's assertion that concurrent items write disjoint files: read, and not
                 // needed here (branches are not serialised by what they write; docs).
@@ -760,6 +779,10 @@ impl Parser<'_> {
         let mut publish = None;
         self.props("compute", COMPUTE_PROPS, |p, key| {
             match key.name.as_str() {
+                // A sentence for readers (upstream's studio shows it): read, not kept.
+                "description" => {
+                    p.str_prop(&key)?;
+                }
                 "publish" => publish = Some(p.ref_prop(&key, "an artifact name")?),
                 "input" => input = Some(p.ref_prop(&key, "a schema name")?),
                 "output" => output = Some(p.ref_prop(&key, "a schema name")?),
@@ -799,6 +822,10 @@ impl Parser<'_> {
         };
         self.props("human", HUMAN_PROPS, |p, key| {
             match key.name.as_str() {
+                // A sentence for readers (upstream's studio shows it): read, not kept.
+                "description" => {
+                    p.str_prop(&key)?;
+                }
                 "input" => h.input = Some(p.ref_prop(&key, "a schema name")?),
                 "output" => h.output = Some(p.ref_prop(&key, "a schema name")?),
                 "publish" => h.publish = Some(p.ref_prop(&key, "an artifact name")?),
@@ -844,6 +871,10 @@ impl Parser<'_> {
         let (mut with, mut isolated) = (None, None);
         self.props("subbot", SUBBOT_PROPS, |p, key| {
             match key.name.as_str() {
+                // A sentence for readers (upstream's studio shows it): read, not kept.
+                "description" => {
+                    p.str_prop(&key)?;
+                }
                 "source" => source = Some(p.str_prop(&key)?),
                 "output" => output = Some(p.ref_prop(&key, "a schema name")?),
                 "isolated" => isolated = Some(p.bool_prop(&key)?),
@@ -871,6 +902,10 @@ impl Parser<'_> {
         let mut r = ast::RouterProps::default();
         self.props("router", ROUTER_PROPS, |p, key| {
             match key.name.as_str() {
+                // A sentence for readers (upstream's studio shows it): read, not kept.
+                "description" => {
+                    p.str_prop(&key)?;
+                }
                 "mode" => {
                     let (mode, _) = p.enum_prop(
                         &key,

@@ -368,3 +368,22 @@ fn workspace_checkpoint_off_is_clean_on_is_a_warning_and_other_words_are_c139() 
         )]
     );
 }
+
+#[test]
+fn every_node_kind_takes_a_description() {
+    let src = "schema o:\n  ok: bool\n\nagent a:\n  description: \"writes\"\n  model: \"anthropic/m\"\n  output: o\n\n\
+               tool t:\n  description: \"runs\"\n  command: `true`\n\n\
+               compute c:\n  description: \"computes\"\n  output: o\n  expr:\n    ok: \"true\"\n\n\
+               human h:\n  description: \"asks\"\n  output: o\n\n\
+               router r:\n  description: \"routes\"\n  mode: condition\n\n\
+               workflow w:\n  entry: t\n  t -> c\n  c -> r\n  r -> a when ok\n  r -> h when not ok\n  a -> done\n  h -> done\n";
+    let out = compile(src.as_bytes(), &opts());
+    assert_eq!(out.diagnostics, vec![]);
+    // Still one string, once.
+    let twice = src.replace(
+        "  description: \"runs\"\n",
+        "  description: \"runs\"\n  description: \"again\"\n",
+    );
+    let out = compile(twice.as_bytes(), &opts());
+    assert!(out.error_count() > 0, "a repeated key is refused");
+}
