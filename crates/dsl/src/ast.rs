@@ -577,6 +577,8 @@ pub struct DelegateProps {
     pub max_tokens: Option<IntLit>,
     /// `provider`: which provider serves a `model` written without `provider/`.
     pub provider: Option<StrLit>,
+    /// `skills`: the bundle skills the node relies on (C923 for one the bundle lacks).
+    pub skills: Option<StrList>,
 }
 
 /// `agent` / `judge` properties (DSL.md §3.5). `backend` is checked (E020 outside `claw`,

@@ -331,3 +331,41 @@ pub(crate) fn parse_manifest(text: &str) -> Result<crate::ir::Manifest, String> 
     }
     Ok(m)
 }
+
+/// C923 (warning): an agent's `skills:` entry that is not one of the bundle's `skills/NAME.md`
+/// (`skills`, empty for a file that is not a bundle's `main.bot`). Every bundle skill reaches the
+/// run's workspace whatever a node lists; a name the bundle does not ship reaches nothing.
+pub(crate) fn check_node_skills(file: &ast::File, skills: &[&str], out: &mut Vec<Diagnostic>) {
+    for decl in &file.decls {
+        let ast::Decl::Node(node) = decl else {
+            continue;
+        };
+        let ast::NodeBody::Agent(agent) = &node.body else {
+            continue;
+        };
+        let Some(list) = &agent.delegate.skills else {
+            continue;
+        };
+        for item in list
+            .items
+            .iter()
+            .filter(|i| !skills.contains(&i.value.as_str()))
+        {
+            out.push(
+                Diagnostic::new(
+                    Code::C923,
+                    item.span,
+                    format!(
+                        "skill \"{}\" is not in the bundle's {SKILLS_DIR}/; the node runs without it",
+                        item.value
+                    ),
+                )
+                .with_node(node.name.name.clone())
+                .with_hint(format!(
+                    "add {SKILLS_DIR}/{}.md beside main.bot, or remove it from skills",
+                    item.value
+                )),
+            );
+        }
+    }
+}

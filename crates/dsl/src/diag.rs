@@ -245,6 +245,8 @@ pub enum Code {
     /// `C922` (warning): an agent's `tools:` names a tool this release does not have (upstream
     /// resolves tool names only when the node runs): the node fails when it starts.
     C922,
+    /// `C923` (warning): an agent's `skills:` names a skill its bundle does not ship.
+    C923,
     /// `C940` (warning): `budget.max_cost_usd` / `max_tokens` is not enforced.
     C940,
     /// `C941` (warning): a delegate-only property on a claw node has no effect.
@@ -376,6 +378,7 @@ impl Code {
         Code::C920,
         Code::C921,
         Code::C922,
+        Code::C923,
         Code::C940,
         Code::C941,
         Code::C942,
@@ -502,6 +505,7 @@ impl Code {
             Code::C920 => "C920",
             Code::C921 => "C921",
             Code::C922 => "C922",
+            Code::C923 => "C923",
             Code::C940 => "C940",
             Code::C941 => "C941",
             Code::C942 => "C942",
@@ -514,6 +518,7 @@ impl Code {
         match self {
             Code::C032
             | Code::C141
+            | Code::C923
             | Code::C083
             | Code::C128
             | Code::C136

@@ -68,10 +68,15 @@ pub fn compile_at(bytes: &[u8], path: &std::path::Path, opts: &CompileOptions) -
     let origin = check::Origin::root(path, compile_in);
     let is_bundle = path.file_name() == Some(std::ffi::OsStr::new(BUNDLE_MAIN));
     let bundle = is_bundle.then(|| bundle::prompts(path));
-    let mut compiled = compile_with(bytes, opts, Some(&origin), bundle).0;
+    // Skills and the manifest: files beside `main.bot`, read by the same rules (C916).
+    let (skills, mut failed) = if is_bundle {
+        bundle::skills(path)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let names: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
+    let mut compiled = compile_with(bytes, opts, Some(&origin), bundle, &names).0;
     if is_bundle {
-        // Skills and the manifest: files beside `main.bot`, read by the same rules (C916).
-        let (skills, mut failed) = bundle::skills(path);
         let (manifest, mut bad_manifest) = bundle::manifest(path);
         failed.append(&mut bad_manifest);
         if failed.is_empty() {
@@ -102,7 +107,7 @@ pub(crate) fn compile_in(
     opts: &CompileOptions,
     origin: Option<&check::Origin>,
 ) -> (Compiled, check::Children) {
-    compile_with(bytes, opts, origin, None)
+    compile_with(bytes, opts, origin, None, &[])
 }
 
 /// [`compile_in`] with a bundle's prompts (and the C916 of the files that could not be read).
@@ -111,6 +116,7 @@ fn compile_with(
     opts: &CompileOptions,
     origin: Option<&check::Origin>,
     bundle: Option<(Vec<bundle::BundlePrompt>, Vec<Diagnostic>)>,
+    skills: &[&str],
 ) -> (Compiled, check::Children) {
     let mut diagnostics = Vec::new();
     let text = match source::normalise(bytes) {
@@ -140,6 +146,7 @@ fn compile_with(
         converge::at_done(&mut file);
         let (diags, found) = check::run(&file, opts, origin);
         diagnostics.extend(diags);
+        bundle::check_node_skills(&file, skills, &mut diagnostics);
         diagnostics.append(&mut unread);
         children = found;
         if !diagnostics.iter().any(Diagnostic::is_error) {

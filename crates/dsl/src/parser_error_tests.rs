@@ -10,7 +10,7 @@ use crate::diag::Code;
 
 #[test]
 fn unsupported_upstream_properties_say_so() {
-    for prop in ["skills", "timeout", "command"] {
+    for prop in ["tool_policy", "timeout", "command"] {
         let src = agent_with(&format!("  {prop}: x\n"));
         assert_eq!(
             only(&src),

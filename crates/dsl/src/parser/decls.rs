@@ -50,6 +50,7 @@ const AGENT_PROPS: &[&str] = &[
     "ask",
     "deny",
     "description",
+    "skills",
 ];
 
 /// `tool` (§3.6).
@@ -472,7 +473,7 @@ impl Parser<'_> {
             (None, None, None, None, None);
         let (mut backend, mut session, mut reasoning_effort, mut max_tokens) =
             (None, None, None, None);
-        let (mut provider, mut publish, mut readonly) = (None, None, None);
+        let (mut provider, mut publish, mut readonly, mut skills) = (None, None, None, None);
         let mut extras = ast::AgentExtras::default();
         self.props(kind.as_str(), AGENT_PROPS, |p, key| {
             match key.name.as_str() {
@@ -513,6 +514,7 @@ impl Parser<'_> {
                 "input" => input = Some(p.ref_prop(&key, "a schema name")?),
                 "output" => output = Some(p.ref_prop(&key, "a schema name")?),
                 "tools" => tools = Some(p.word_list_prop(&key)?),
+                "skills" => skills = Some(p.str_list_prop(&key)?),
                 // `0` is upstream's "not set": the default applies (lowering maps it).
                 "tool_max_steps" => tool_max_steps = Some(p.int_prop(&key, Some(0))?),
                 "interaction" => {
@@ -549,6 +551,7 @@ impl Parser<'_> {
                 reasoning_effort,
                 max_tokens,
                 provider,
+                skills,
             }),
             system,
             user,

@@ -166,3 +166,36 @@ fn attack_a_skill_symlinked_out_of_the_bundle_is_refused() {
         compiled.diagnostics
     );
 }
+
+#[test]
+fn an_agent_s_skills_name_the_bundle_s_skills_and_one_it_lacks_is_c923() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("skills")).unwrap();
+    std::fs::write(dir.path().join("skills/review.md"), "# Review\n").unwrap();
+    let src = "agent a:\n  model: \"anthropic/m\"\n  skills: [\"review\", \"missing\"]\n\nworkflow w:\n  entry: a\n  a -> done\n";
+    std::fs::write(dir.path().join("main.bot"), src).unwrap();
+    let compiled = compile_file(&dir.path().join("main.bot"), &CompileOptions::default()).unwrap();
+    let got: Vec<(&str, u32, u32, &str)> = compiled
+        .diagnostics
+        .iter()
+        .map(|d| (d.code.as_str(), d.span.line, d.span.col, d.message.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [(
+            "C923",
+            3,
+            22,
+            "skill \"missing\" is not in the bundle's skills/; the node runs without it"
+        )]
+    );
+    assert_eq!(
+        compiled.workflow.unwrap().skills.len(),
+        1,
+        "a warning: it runs"
+    );
+    // Outside a bundle no skill ships: each name is C923.
+    std::fs::write(dir.path().join("flow.iter"), src).unwrap();
+    let compiled = compile_file(&dir.path().join("flow.iter"), &CompileOptions::default()).unwrap();
+    assert_eq!(compiled.diagnostics.len(), 2, "{:?}", compiled.diagnostics);
+}
