@@ -1126,6 +1126,29 @@ fn when_expressions_and_multi_line_with_maps() {
 }
 
 #[test]
+fn a_map_takes_one_entry_per_line_without_commas_as_upstream_writes_them() {
+    let src = "tool a:\n  command: `x`\n\nworkflow w:\n  entry: a\n  a -> done with {\n    k: \"v\"\n    j: \"u\",\n    i: \"t\"\n  }\n";
+    let (file, diags) = parse(src);
+    assert_eq!(diags, vec![]);
+    let Some(Decl::Workflow(w)) = file.decls.last() else {
+        panic!()
+    };
+    let keys: Vec<String> = w.edges[0]
+        .with
+        .as_ref()
+        .unwrap()
+        .entries
+        .iter()
+        .map(|(k, _)| k.name.clone())
+        .collect();
+    assert_eq!(keys, ["k", "j", "i"]);
+    // On one line the comma is still required.
+    let (_, diags) = parse(&src.replace("{\n    k: \"v\"\n    j", "{ k: \"v\" j"));
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(diags[0].code, Code::E002);
+}
+
+#[test]
 fn strict_escape_is_recorded_and_strings_are_decoded() {
     let (file, diags) = parse(&format!(
         "## strict-escape: on\n{}",

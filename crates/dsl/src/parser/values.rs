@@ -444,6 +444,7 @@ impl Parser<'_> {
             }
             seen.insert(k.name.clone(), k.span.line);
             col1 |= starts_line(k.span, open);
+            let line = k.span.line;
             self.bump();
             self.expect_colon()?;
             let v = self.value(&k.name, depth + 1)?;
@@ -452,7 +453,9 @@ impl Parser<'_> {
                 _ => String::new(),
             };
             entries.push((k, v.into_value(), spelling));
-            match self.peek().tok {
+            let next = self.peek();
+            let next_line = next.span.line;
+            match next.tok {
                 Tok::Comma => {
                     self.bump();
                 }
@@ -460,6 +463,9 @@ impl Parser<'_> {
                     self.bump();
                     break;
                 }
+                // Upstream's multi-line maps: a key starting a later line separates entries
+                // as a comma does (`with {` one entry per line).
+                Tok::Ident(_) if next_line > line => {}
                 _ => return Err(self.unclosed("\",\" or \"}\"", "{", open, col1)),
             }
         }
