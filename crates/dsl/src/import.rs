@@ -74,13 +74,10 @@ fn import_path(line: &str) -> Option<&str> {
         .then_some(path)
 }
 
-/// The `dsl:` profile a text declares on its first non-comment line (`None`: no header).
+/// The `dsl:` profile a text declares in its head (`None`: no header).
 fn profile(text: &str) -> Option<&str> {
-    text.lines()
-        .map(str::trim_end)
-        .find(|l| !l.is_empty() && !l.starts_with('#'))
-        .and_then(|l| l.strip_prefix("dsl:"))
-        .map(str::trim)
+    let i = head(text).header?;
+    text.split('\n').nth(i)?.strip_prefix("dsl:").map(str::trim)
 }
 
 /// `path` (an import as written) joined to `dir` (the importing file's directory relative to
@@ -110,30 +107,55 @@ fn resolve(dir: &str, path: &str) -> Result<String, String> {
     })
 }
 
-/// Every import line of `text`: (1-based line, path as written).
+/// The head of `text`: the lines before its first declaration (blank lines, comments, the
+/// `dsl:` header and import lines). Imports are read there only, so a line of a multi-line
+/// string that looks like one (`import "./x.js"` in a script) is never taken for one.
+struct Head<'t> {
+    /// Each import line: (0-based index, path as written).
+    imports: Vec<(usize, &'t str)>,
+    /// The `dsl:` header's 0-based index.
+    header: Option<usize>,
+}
+
+fn head(text: &str) -> Head<'_> {
+    let mut out = Head {
+        imports: Vec::new(),
+        header: None,
+    };
+    for (i, l) in text.split('\n').enumerate() {
+        if l.trim().is_empty() || l.starts_with('#') {
+            continue;
+        }
+        if let Some(path) = import_path(l) {
+            out.imports.push((i, path));
+        } else if l.starts_with("dsl:") && out.header.is_none() && out.imports.is_empty() {
+            out.header = Some(i);
+        } else {
+            break;
+        }
+    }
+    out
+}
+
+/// Every import line of `text`'s head: (1-based line, path as written).
 fn imports(text: &str) -> Vec<(u32, &str)> {
-    text.split('\n')
-        .enumerate()
-        .filter_map(|(i, l)| Some((u32::try_from(i + 1).ok()?, import_path(l)?)))
+    head(text)
+        .imports
+        .into_iter()
+        .filter_map(|(i, p)| Some((u32::try_from(i + 1).ok()?, p)))
         .collect()
 }
 
 /// `text` with its import lines (and, for a fragment, its `dsl:` header) blanked, so the parser
 /// reads declarations only and every line keeps its number.
 fn blanked(text: &str, fragment: bool) -> String {
-    let mut header_seen = !fragment;
+    let head = head(text);
+    let gone = |i: usize| {
+        head.imports.iter().any(|&(at, _)| at == i) || (fragment && head.header == Some(i))
+    };
     text.split('\n')
-        .map(|l| {
-            let is_header = !header_seen && l.starts_with("dsl:");
-            if !l.trim().is_empty() && !l.starts_with('#') {
-                header_seen = true;
-            }
-            if import_path(l).is_some() || is_header {
-                ""
-            } else {
-                l
-            }
-        })
+        .enumerate()
+        .map(|(i, l)| if gone(i) { "" } else { l })
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -51,3 +51,25 @@ fn a_fragment_keeps_its_own_line_numbers() {
     unit.place(&mut d);
     assert_eq!((d.file, d.span.line), (None, 4));
 }
+
+#[test]
+fn imports_are_read_in_the_head_only() {
+    // An import-looking line inside a script is the script's.
+    let text = "dsl: 2\n## c\nimport \"lib/a.bot\"\n\ntool t:\n  script: `\nimport \"./x.js\"\n`\n";
+    assert_eq!(imports(text), vec![(3, "lib/a.bot")]);
+    let blank = blanked(text, true);
+    assert_eq!(
+        blank.split('\n').collect::<Vec<_>>()[..7],
+        [
+            "",
+            "## c",
+            "",
+            "",
+            "tool t:",
+            "  script: `",
+            "import \"./x.js\""
+        ]
+    );
+    assert_eq!(profile(text), Some("2"));
+    assert_eq!(profile("## x\nschema s:\n  a: int\ndsl: 2\n"), None);
+}

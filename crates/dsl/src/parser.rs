@@ -544,8 +544,9 @@ impl<'a> Parser<'a> {
             // A well-formed import line was read before parsing (`import.rs`) and blanked.
             "import" => {
                 return Err(Box::new(
-                    diag(Code::E001, span, "malformed import").with_hint(
-                        "an import is one quoted path alone on its line: import \"lib/nodes.bot\"",
+                    diag(Code::E001, span, "malformed or misplaced import").with_hint(
+                        "imports come first, before every declaration, one quoted path alone on \
+                         its line: import \"lib/nodes.bot\"",
                     ),
                 ));
             }
